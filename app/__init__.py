@@ -1,0 +1,1 @@
+"""Draftless desktop app (PySide6). Draws engine events; never decodes."""

@@ -1,0 +1,129 @@
+"""Command line: ``python -m engine generate | drafters | bench``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from . import EngineError
+from .events import DoneEvent, ErrorEvent, ModelEvent, PassEvent, ProgressEvent, TokenEvent
+from .settings import DraftSettings, GenerationRequest, SamplingSettings
+
+
+def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", help="mlx-lm model folder or Hugging Face id "
+                        "(default: the embedded SmolLM2-135M-Instruct)")
+    parser.add_argument("--drafter", default="default", help="see `python -m engine drafters`")
+    parser.add_argument("--draft-count", type=int, default=DraftSettings.draft_count)
+    parser.add_argument("--ngram-order", type=int, default=DraftSettings.ngram_order)
+    parser.add_argument("--ngram-min", type=int, default=DraftSettings.ngram_min)
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--max-tokens", type=int, default=256)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    generate = commands.add_parser("generate", help="answer one prompt")
+    source = generate.add_mutually_exclusive_group(required=True)
+    source.add_argument("--prompt")
+    source.add_argument("--prompt-file")
+    generate.add_argument("--raw", action="store_true", help="send the prompt as is, no chat template")
+    generate.add_argument("--json", action="store_true", help="print one JSON object at the end")
+    add_generation_arguments(generate)
+    commands.add_parser("drafters", help="list the drafters")
+    bench = commands.add_parser("bench", help="measure drafters against plain decoding")
+    from .bench import add_bench_arguments
+
+    add_bench_arguments(bench)
+    return parser
+
+
+def request_from_args(args, prompt: str, raw: bool) -> GenerationRequest:
+    return GenerationRequest(
+        messages=None if raw else [{"role": "user", "content": prompt}],
+        prompt=prompt if raw else None,
+        raw=raw,
+        model=args.model,
+        max_tokens=args.max_tokens,
+        draft=DraftSettings(drafter=args.drafter, draft_count=args.draft_count,
+                            ngram_order=args.ngram_order, ngram_min=args.ngram_min),
+        sampling=SamplingSettings(temperature=args.temperature, top_p=args.top_p, seed=args.seed),
+    ).validated()
+
+
+def log(message: str, end: str = "\n") -> None:
+    print(message, file=sys.stderr, end=end, flush=True)
+
+
+async def run_generate(args) -> int:
+    from .service import EngineService
+
+    if args.prompt_file:
+        try:
+            with open(args.prompt_file, encoding="utf-8") as handle:
+                prompt = handle.read()
+        except OSError as error:
+            raise EngineError(f"Cannot read the prompt file: {error}") from None
+    else:
+        prompt = args.prompt
+    request = request_from_args(args, prompt, args.raw)
+    service = EngineService()
+    done = None
+    try:
+        async for event in service.generate(request):
+            if isinstance(event, ProgressEvent):
+                log(f"\r{event.message} {event.done}/{event.total}", end="\n" if event.done >= event.total else "")
+            elif isinstance(event, ModelEvent):
+                log(f"model: {event.name} ({event.path}); speculation: {event.speculation}")
+            elif isinstance(event, TokenEvent) and not args.json:
+                print(event.text, end="", flush=True)
+            elif isinstance(event, ErrorEvent):
+                raise EngineError(event.message)
+            elif isinstance(event, DoneEvent):
+                done = event
+            elif isinstance(event, PassEvent):
+                pass
+    finally:
+        service.shutdown()
+    stats = dict(done.stats)
+    if args.json:
+        print(json.dumps({"text": done.text, "tokens": done.tokens, "from_draft": done.from_draft,
+                          "finish_reason": done.finish_reason, "stats": stats,
+                          "timing": done.timing}))
+    else:
+        print()
+        log(f"[{done.finish_reason}] {stats['emitted']} tokens in {stats['passes']} passes · "
+            f"{stats['tokens_per_pass']:.2f} tokens/pass · {stats['acceptance_rate']:.0%} drafts "
+            f"accepted · {done.timing['tokens_per_s']:.1f} tok/s · speculation {stats['speculation']}")
+    return 0
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "drafters":
+            from .drafters import DEFAULT_DRAFTER, DRAFTERS
+
+            for name, cls in DRAFTERS.items():
+                print(f"{name:16} {cls.summary}{'  (default)' if name == DEFAULT_DRAFTER else ''}")
+            return 0
+        if args.command == "bench":
+            from .bench import run_bench
+
+            return run_bench(args)
+        return asyncio.run(run_generate(args))
+    except EngineError as error:
+        log(f"error: {error}")
+        return 2
+    except KeyboardInterrupt:
+        log("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

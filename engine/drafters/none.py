@@ -1,0 +1,17 @@
+"""`none`: never drafts. Plain decoding through the same loop: the baseline."""
+
+from .base import Drafter
+
+
+class NoDrafter(Drafter):
+    name = "none"
+    summary = "plain decoding through the same loop (the baseline)"
+
+    def reset(self, prompt_tokens):
+        pass
+
+    def propose(self, history, k):
+        return []
+
+    def observe(self, emitted, *, accepted=0, row=0, target_topk=None):
+        pass

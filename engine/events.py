@@ -1,0 +1,73 @@
+"""The events the engine streams to its callers (CLI, GUI, benchmarks).
+
+Plain frozen dataclasses: no Qt, no MLX. The GUI draws only from these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """Long work before decoding (model conversion, loading, prefill)."""
+
+    stage: str  # "convert", "load", "prefill", "table", ...
+    done: int
+    total: int
+    message: str
+
+
+@dataclass(frozen=True)
+class ModelEvent:
+    """Which model answers, and whether speculation is possible for it."""
+
+    name: str
+    path: str
+    speculation: str  # "on" or "off (reason)"
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    """One emitted token. ``text`` may be empty while a multi-byte character is incomplete."""
+
+    token: int
+    text: str
+    from_draft: bool
+    pass_index: int
+    draft_position: int | None  # index in the accepted draft, None for the target's own token
+    drafter: str
+
+
+@dataclass(frozen=True)
+class PassEvent:
+    """One target forward pass after prefill."""
+
+    pass_index: int
+    drafted: int
+    accepted: int
+    emitted: int
+    seconds: float
+    tokens_per_pass: float  # running mean over the request so far
+
+
+@dataclass(frozen=True)
+class DoneEvent:
+    """The request finished. ``stats`` is ``DecodeStats.to_dict()``."""
+
+    finish_reason: str  # "stop", "length", "cancelled"
+    text: str
+    tokens: list[int]
+    from_draft: list[bool]
+    stats: dict = field(default_factory=dict)
+    timing: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ErrorEvent:
+    """The request failed; ``message`` says what a person can do about it."""
+
+    message: str
+
+
+Event = ProgressEvent | ModelEvent | TokenEvent | PassEvent | DoneEvent | ErrorEvent

@@ -1,0 +1,122 @@
+"""Where weights come from: the embedded default, a local mlx-lm folder, or a hub id."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import EngineError
+from .embedded import EMBEDDED_NAME, ensure_embedded_model
+from .gguf_convert import ProgressCallback
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "vocab.json")
+
+
+@dataclass
+class LoadedModel:
+    name: str
+    path: Path
+    model: Any  # mlx.nn.Module
+    tokenizer: Any  # mlx_lm TokenizerWrapper
+    config: dict
+    speculation: str  # "on" or "off (reason)"
+
+    @property
+    def context_length(self) -> int:
+        return int(self.config.get("max_position_embeddings") or 1 << 30)
+
+
+def check_model_folder(path: Path) -> dict:
+    """Raise EngineError unless ``path`` looks like a loadable mlx-lm model folder."""
+    if not path.is_dir():
+        raise EngineError(f"No model folder at {path}. Pick a folder that holds config.json, "
+                          "*.safetensors and the tokenizer files.")
+    config_file = path / "config.json"
+    if not config_file.exists():
+        raise EngineError(f"{path} is not a model folder: config.json is missing.")
+    try:
+        config = json.loads(config_file.read_text())
+    except (OSError, ValueError) as error:
+        raise EngineError(f"{config_file} is not valid JSON ({error}).") from None
+    model_type = config.get("model_type")
+    if not model_type:
+        raise EngineError(f"{config_file} names no model_type; is this a Hugging Face model folder?")
+    try:
+        importlib.import_module(f"mlx_lm.models.{_remap(model_type)}")
+    except ImportError:
+        import mlx_lm
+        raise EngineError(f"Architecture {model_type!r} is not supported by mlx-lm "
+                          f"{mlx_lm.__version__}. Try a newer mlx-lm or another model.") from None
+    if not any(path.glob("*.safetensors")):
+        raise EngineError(f"{path} holds no *.safetensors weights.")
+    if not any((path / name).exists() for name in TOKENIZER_FILES):
+        raise EngineError(f"{path} has no tokenizer (tokenizer.json or tokenizer.model is missing).")
+    return config
+
+
+def _remap(model_type: str) -> str:
+    from mlx_lm.utils import MODEL_REMAPPING
+
+    return MODEL_REMAPPING.get(model_type, model_type).replace("-", "_")
+
+
+def download_from_hub(repo_id: str, progress: ProgressCallback | None = None) -> Path:
+    """Download an mlx-lm model from the Hugging Face Hub, or explain why it cannot."""
+    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
+    os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "20")
+    from huggingface_hub import snapshot_download
+    from mlx_lm.utils import DEFAULT_ALLOW_PATTERNS
+
+    if progress:
+        progress(0, 1, f"Downloading {repo_id} from Hugging Face…")
+    try:
+        path = Path(snapshot_download(repo_id, allow_patterns=DEFAULT_ALLOW_PATTERNS))
+    except Exception as error:  # huggingface_hub raises many kinds: offline, 404, auth…
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise EngineError(f"Could not download {repo_id!r} from Hugging Face ({reason}). "
+                          "Check the id and your internet connection, or pick a local "
+                          "model folder instead.") from None
+    if progress:
+        progress(1, 1, f"Downloaded {repo_id}")
+    return path
+
+
+def resolve_model_path(spec: str | None, progress: ProgressCallback | None = None) -> tuple[str, Path]:
+    if not spec:
+        return EMBEDDED_NAME, ensure_embedded_model(progress)
+    path = Path(spec).expanduser()
+    if path.exists() or not HUB_ID.match(spec):
+        return path.name, path
+    return spec, download_from_hub(spec, progress)
+
+
+def load_model(spec: str | None = None, progress: ProgressCallback | None = None) -> LoadedModel:
+    """Load a model by spec: None (embedded default), a folder, or a hub id."""
+    from mlx_lm import load
+    from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache
+
+    name, path = resolve_model_path(spec, progress)
+    config = check_model_folder(path)
+    if progress:
+        progress(0, 1, f"Loading {name}…")
+    try:
+        model, tokenizer = load(str(path))
+    except EngineError:
+        raise
+    except Exception as error:  # corrupt weights, shape mismatches, tokenizer errors
+        raise EngineError(f"Could not load the model in {path}: {error}") from None
+    cache = make_prompt_cache(model)
+    if can_trim_prompt_cache(cache):
+        speculation = "on"
+    else:
+        kinds = sorted({type(c).__name__ for c in cache if not c.is_trimmable()})
+        speculation = f"off (its {', '.join(kinds)} cache cannot be rolled back)"
+    if progress:
+        progress(1, 1, f"Loaded {name}")
+    return LoadedModel(name, path, model, tokenizer, config, speculation)

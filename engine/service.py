@@ -1,0 +1,164 @@
+"""The engine thread: an asyncio loop of its own that owns the model.
+
+``EngineService.generate(request)`` returns a ``GenerationStream``: iterate it with
+``async for`` from any asyncio loop (the app's qasync loop, a test's loop), and call
+``cancel()`` on it to stop between passes. Requests run one at a time, first come first
+served. The engine never sees Qt; callers never see MLX.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import traceback
+from collections import OrderedDict
+from collections.abc import Callable
+
+from .errors import EngineError
+from .events import DoneEvent, ErrorEvent, Event, ModelEvent, ProgressEvent
+from .settings import GenerationRequest
+
+MAX_KEPT_CHATS = 8
+
+
+class GenerationStream:
+    """An async iterator of events for one request, with ``cancel()``."""
+
+    def __init__(self, service: "EngineService", request: GenerationRequest):
+        self._service = service
+        self._request = request
+        self._cancelled = threading.Event()
+        self._queue: asyncio.Queue | None = None
+        self._finished = False
+
+    def cancel(self) -> None:
+        """Stop after the current pass (or before starting, if still queued)."""
+        self._cancelled.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self) -> Event:
+        if self._finished:
+            raise StopAsyncIteration
+        if self._queue is None:
+            loop = asyncio.get_running_loop()
+            self._queue = asyncio.Queue()
+            queue = self._queue
+
+            def push(event: Event) -> None:
+                loop.call_soon_threadsafe(queue.put_nowait, event)
+
+            self._service._submit(self._request, self._cancelled.is_set, push)
+        event = await self._queue.get()
+        if isinstance(event, (DoneEvent, ErrorEvent)):
+            self._finished = True
+        return event
+
+    async def aclose(self) -> None:
+        self.cancel()
+        self._finished = True
+
+
+class EngineService:
+    """Owns the engine thread, the loaded model and the kept chat sessions."""
+
+    def __init__(self):
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="draftless-engine", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        self._loaded = None
+        self._loaded_spec: object = ()
+        self._sessions: OrderedDict[str, object] = OrderedDict()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._lock = asyncio.Lock()  # asyncio locks wake waiters in FIFO order
+        self._loop.call_soon(self._ready.set)
+        self._loop.run_forever()
+
+    def generate(self, request: GenerationRequest) -> GenerationStream:
+        return GenerationStream(self, request)
+
+    def load(self, model: str | None = None) -> GenerationStream:
+        """Load (converting if needed) a model ahead of the first message."""
+        return GenerationStream(self, GenerationRequest(model=model, prompt="", raw=True, max_tokens=0))
+
+    @staticmethod
+    def drafters() -> dict[str, str]:
+        from .drafters import DRAFTERS
+
+        return {name: cls.summary for name, cls in DRAFTERS.items()}
+
+    def shutdown(self) -> None:
+        if self._loop.is_running():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=5)
+
+    def _submit(self, request, should_stop: Callable[[], bool], push: Callable[[Event], None]) -> None:
+        asyncio.run_coroutine_threadsafe(self._serve(request, should_stop, push), self._loop)
+
+    async def _serve(self, request, should_stop, push) -> None:
+        async with self._lock:
+            try:
+                if should_stop():
+                    push(DoneEvent("cancelled", "", [], []))
+                    return
+                self._ensure_model(request.model, push)
+                if request.max_tokens == 0:  # a load request
+                    push(DoneEvent("loaded", "", [], []))
+                    return
+                request = request.validated()
+                session = self._session(request.chat_id)
+                events = session.generate(request, should_stop)
+                try:
+                    for event in events:
+                        push(event)
+                        if isinstance(event, DoneEvent):
+                            break
+                        await asyncio.sleep(0)
+                except BaseException:
+                    self._sessions.pop(request.chat_id, None)  # its cache may be half-updated
+                    raise
+            except EngineError as error:
+                push(ErrorEvent(str(error)))
+            except Exception as error:  # never leave a caller waiting forever
+                traceback.print_exc()
+                push(ErrorEvent(f"Internal error ({type(error).__name__}: {error}). "
+                                "Please report it with the log."))
+
+    def _ensure_model(self, spec, push) -> None:
+        from .models import load_model
+
+        if self._loaded is not None and spec == self._loaded_spec:
+            return
+        stage = "convert"
+
+        def progress(done, total, message):
+            nonlocal stage
+            if message.startswith("Loading"):
+                stage = "load"
+            push(ProgressEvent(stage, done, total, message))
+
+        self._loaded = None
+        self._sessions.clear()
+        self._loaded = load_model(spec, progress)
+        self._loaded_spec = spec
+        push(ModelEvent(self._loaded.name, str(self._loaded.path), self._loaded.speculation))
+
+    def _session(self, chat_id: str | None):
+        from .session import ChatSession
+
+        if chat_id is None:
+            return ChatSession(self._loaded)
+        session = self._sessions.pop(chat_id, None) or ChatSession(self._loaded)
+        self._sessions[chat_id] = session
+        while len(self._sessions) > MAX_KEPT_CHATS:
+            self._sessions.popitem(last=False)
+        return session

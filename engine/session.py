@@ -1,0 +1,130 @@
+"""One conversation with a loaded model: its KV cache and drafter state live across turns.
+
+``ChatSession.generate`` turns a validated request into engine events. A later turn of
+the same chat reuses the cached prefix instead of re-prefilling the whole history, and
+keeps the drafter's n-gram state when the drafter settings are unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import mlx.core as mx
+
+from .decode import Target, TokenChooser, speculative_decode
+from .drafters import make_drafter
+from .errors import EngineError
+from .events import DoneEvent, Event, PassEvent, ProgressEvent, TokenEvent
+from .models import LoadedModel
+from .settings import GenerationRequest
+from .stats import DecodeStats
+
+
+def common_prefix_length(a, b) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def prompt_tokens(loaded: LoadedModel, request: GenerationRequest) -> list[int]:
+    tokenizer = loaded.tokenizer
+    if request.messages is not None:
+        if getattr(tokenizer, "chat_template", None) is None:
+            raise EngineError(f"{loaded.name} has no chat template; send a raw prompt instead.")
+        return list(tokenizer.apply_chat_template(request.messages, add_generation_prompt=True))
+    return list(tokenizer.encode(request.prompt))
+
+
+class ChatSession:
+    def __init__(self, loaded: LoadedModel):
+        self.loaded = loaded
+        self.target = Target(loaded.model)
+        self.history: list[int] = []  # everything but the last token is in the cache
+        self.drafter = None
+        self.drafter_key = None
+
+    def _prepare_cache(self, tokens: list[int]) -> int:
+        """Make the cache hold ``tokens[:-1]``; return how many tokens had to be run."""
+        reusable = common_prefix_length(self.history[:-1], tokens[:-1])
+        if not self.target.trimmable and reusable < self.target.offset:
+            reusable = 0
+        self.target.truncate(reusable)
+        reusable = self.target.offset
+        return len(tokens) - 1 - reusable
+
+    def _prepare_drafter(self, tokens: list[int], request: GenerationRequest) -> None:
+        key = request.draft
+        if (self.drafter is not None and key == self.drafter_key
+                and tokens[:len(self.history)] == self.history):
+            self.drafter.extend(tokens[len(self.history):])
+        else:
+            self.drafter = make_drafter(request.draft)
+            self.drafter.reset(tokens)
+            self.drafter_key = key
+
+    def generate(self, request: GenerationRequest,
+                 should_stop: Callable[[], bool] = lambda: False) -> Iterator[Event]:
+        loaded = self.loaded
+        tokens = prompt_tokens(loaded, request)
+        if not tokens:
+            raise EngineError("The prompt is empty: type something to answer.")
+        if len(tokens) + request.max_tokens > loaded.context_length:
+            raise EngineError(
+                f"The conversation is {len(tokens)} tokens and up to {request.max_tokens} more "
+                f"were asked for, but {loaded.name} reads at most {loaded.context_length}. "
+                "Start a new chat, shorten the prompt or lower max tokens.")
+        if request.sampling.seed is not None:
+            mx.random.seed(request.sampling.seed)
+
+        stats = DecodeStats(drafter=request.draft.drafter, speculation=loaded.speculation,
+                            prompt_tokens=len(tokens))
+        started = time.perf_counter()
+        to_run = self._prepare_cache(tokens)
+        stats.prefilled_tokens = to_run
+        self.history = list(tokens)
+        if to_run:
+            yield ProgressEvent("prefill", 0, to_run, "Reading the prompt…")
+            self.target.prefill(tokens[len(tokens) - 1 - to_run:-1])
+            yield ProgressEvent("prefill", to_run, to_run, "Prompt read")
+        drafter_started = time.perf_counter()
+        self._prepare_drafter(tokens, request)
+        stats.drafter_s += time.perf_counter() - drafter_started
+        stats.prefill_s = time.perf_counter() - started
+
+        tokenizer = loaded.tokenizer
+        eos = set(tokenizer.eos_token_ids)
+        detokenizer = tokenizer.detokenizer
+        detokenizer.reset()
+        out_tokens: list[int] = []
+        from_draft: list[bool] = []
+        finish = "length"
+        decoder = speculative_decode(
+            self.target, self.drafter, TokenChooser(request.sampling), self.history,
+            max_tokens=request.max_tokens, draft_count=request.draft.draft_count,
+            eos_tokens=eos, speculate=loaded.speculation == "on")
+        for pass_index, result in enumerate(decoder):
+            stats.record_pass(result.drafted, result.accepted, len(result.tokens), result.seconds)
+            stats.drafter_s += result.drafter_seconds
+            for position, token in enumerate(result.tokens):
+                if token in eos:
+                    finish = "stop"
+                    break
+                detokenizer.add_token(token)
+                drafted = position < result.accepted
+                out_tokens.append(token)
+                from_draft.append(drafted)
+                yield TokenEvent(token, detokenizer.last_segment, drafted, pass_index,
+                                 position if drafted else None, stats.drafter)
+            yield PassEvent(pass_index, result.drafted, result.accepted, len(result.tokens),
+                            result.seconds, stats.tokens_per_pass)
+            if finish == "stop":
+                break
+            if should_stop():
+                finish = "cancelled"
+                break
+        detokenizer.finalize()
+        yield DoneEvent(finish, detokenizer.text, out_tokens, from_draft,
+                        stats.to_dict(), stats.timing_dict())

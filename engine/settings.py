@@ -1,0 +1,98 @@
+"""What a request asks for: drafting and sampling settings, validated in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .errors import EngineError
+
+DRAFT_COUNT_RANGE = (1, 64)
+NGRAM_ORDER_RANGE = (1, 32)
+MAX_TOKENS_RANGE = (1, 32768)
+
+
+def _check_range(name: str, value, bounds, kind=int) -> None:
+    low, high = bounds
+    if not isinstance(value, kind) or isinstance(value, bool) or not low <= value <= high:
+        raise EngineError(f"{name} must be {'an integer' if kind is int else 'a number'} "
+                          f"from {low} to {high}; got {value!r}.")
+
+
+@dataclass(frozen=True)
+class DraftSettings:
+    """How to draft. ``options`` holds drafter-specific knobs (see each drafter's file)."""
+
+    drafter: str = "default"
+    draft_count: int = 4
+    ngram_order: int = 4
+    ngram_min: int = 1
+    adaptive: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def validated(self) -> "DraftSettings":
+        from .drafters import resolve_drafter_name
+
+        _check_range("draft_count", self.draft_count, DRAFT_COUNT_RANGE)
+        _check_range("ngram_order", self.ngram_order, NGRAM_ORDER_RANGE)
+        _check_range("ngram_min", self.ngram_min, NGRAM_ORDER_RANGE)
+        if self.ngram_min > self.ngram_order:
+            raise EngineError(f"ngram_min ({self.ngram_min}) must not exceed "
+                              f"ngram_order ({self.ngram_order}).")
+        return replace(self, drafter=resolve_drafter_name(self.drafter))
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """Temperature 0 means greedy. Others use mlx-lm's sampler and logits processors."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float | None = None
+    seed: int | None = None
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    def validated(self) -> "SamplingSettings":
+        _check_range("temperature", float(self.temperature), (0.0, 5.0), float)
+        _check_range("top_p", float(self.top_p), (0.0, 1.0), float)
+        _check_range("min_p", float(self.min_p), (0.0, 1.0), float)
+        _check_range("top_k", self.top_k, (0, 1_000_000))
+        if self.repetition_penalty is not None:
+            _check_range("repetition_penalty", float(self.repetition_penalty), (0.01, 10.0), float)
+        return self
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One answer to produce.
+
+    Either ``messages`` (chat turns, rendered with the model's chat template, ending
+    with the user's turn) or ``prompt`` with ``raw=True`` (text given as is).
+    ``chat_id`` lets the engine keep the KV cache and n-gram state between turns.
+    ``model`` is a local folder or a Hugging Face id; None means the embedded default.
+    """
+
+    messages: list[dict[str, str]] | None = None
+    prompt: str | None = None
+    raw: bool = False
+    model: str | None = None
+    chat_id: str | None = None
+    max_tokens: int = 512
+    draft: DraftSettings = field(default_factory=DraftSettings)
+    sampling: SamplingSettings = field(default_factory=SamplingSettings)
+
+    def validated(self) -> "GenerationRequest":
+        _check_range("max_tokens", self.max_tokens, MAX_TOKENS_RANGE)
+        if self.messages is None and self.prompt is None:
+            raise EngineError("Nothing to answer: give a prompt or chat messages.")
+        if self.messages is not None:
+            if not self.messages or not any(m.get("content", "").strip() for m in self.messages):
+                raise EngineError("The prompt is empty: type something to answer.")
+        elif not self.prompt.strip():
+            raise EngineError("The prompt is empty: type something to answer.")
+        return replace(self, draft=self.draft.validated(), sampling=self.sampling.validated())

