@@ -1,13 +1,172 @@
-"""Placeholder until the GUI lands: chat with the engine on the command line."""
+"""Start Draftless: ``python -m app`` (or the ``draftless`` command).
 
+``python -m app --screenshot FILE [--prompt TEXT] [--model PATH]`` runs offscreen, loads
+the model, optionally answers one prompt, saves a PNG of the main window and exits
+(0 when everything worked). Screenshots use a fresh temporary history and settings unless
+DRAFTLESS_DATA_DIR / DRAFTLESS_CONFIG_DIR say otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
 import sys
+import tempfile
 
 
-def main() -> int:
-    from engine.__main__ import main as engine_main
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m app", description="Draftless desktop chat")
+    parser.add_argument("--model", help="mlx-lm model folder or Hugging Face id to load "
+                        "(default: the last one used, else the built-in model)")
+    parser.add_argument("--screenshot", metavar="FILE", help="save a PNG of the window and exit")
+    parser.add_argument("--prompt", help="with --screenshot: send this prompt first")
+    parser.add_argument("--capture-at", type=int, metavar="TOKENS",
+                        help="with --screenshot: capture mid-answer, after this many tokens")
+    parser.add_argument("--panel", choices=("settings", "inspector"),
+                        help="with --screenshot: the side panel to show")
+    parser.add_argument("--theme", choices=("system", "light", "dark"), default="system")
+    parser.add_argument("--size", default="1280x800", help="with --screenshot: window size WxH")
+    return parser
 
-    prompt = " ".join(sys.argv[1:]) or input("You: ")
-    return engine_main(["generate", "--prompt", prompt])
+
+class Application:
+    """Everything one run of the app owns: service, store, controller and window."""
+
+    def __init__(self, service=None, theme_name: str = "system"):
+        from engine.drafters import DEFAULT_DRAFTER
+        from engine.service import EngineService
+
+        from . import theme
+        from .controller import ChatController
+        from .main_window import MainWindow
+        from .settings import SettingsStore
+        from .store import Store
+
+        self.qapp = _qapp()
+        theme.apply(self.qapp, None if theme_name == "system" else theme_name == "dark")
+        self.owns_service = service is None
+        self.service = service or EngineService()
+        self.store = Store()
+        self.controller = ChatController(self.service, self.store, SettingsStore())
+        self.window = MainWindow(self.controller, self.service.drafters(), DEFAULT_DRAFTER)
+        sessions = self.store.sessions()
+        if sessions:
+            self.controller.open_session(sessions[0].id)
+        else:
+            self.window.show_session(None)
+
+    def start(self, model: str | None = None, *, use_saved: bool = True):
+        """Load the model (the saved one by default) and return the loading task."""
+        spec = model if model is not None else (self.controller.settings.model if use_saved else None)
+        return self.controller.load_model(spec)
+
+    async def close(self) -> None:
+        self.controller.stop()
+        await asyncio.wait_for(self.controller.wait_idle(), 30)
+        self.window.settings_panel.flush()
+        self.window.close()
+        self.store.close()
+        if self.owns_service:
+            self.service.shutdown()
+
+
+def _qapp():
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance()
+    if app is None:
+        app = QApplication(sys.argv[:1])
+        app.setApplicationName("Draftless")
+        app.setOrganizationName("Draftless")
+        app.setDesktopFileName("draftless")
+    return app
+
+
+async def run_interactive(args) -> int:
+    application = Application(theme_name=args.theme)
+    closed = asyncio.Event()
+    application.window.closeEvent = _closing(application.window.closeEvent, closed)
+    application.window.show()
+    task = application.start(args.model)
+    await closed.wait()
+    if not task.done():
+        task.cancel()
+    await application.close()
+    return 0
+
+
+def _closing(original, closed: asyncio.Event):
+    def close_event(event):
+        original(event)
+        closed.set()
+    return close_event
+
+
+async def run_screenshot(args) -> int:
+    from PySide6.QtWidgets import QApplication
+
+    application = Application(theme_name=args.theme)
+    window = application.window
+    width, height = (int(v) for v in args.size.lower().split("x"))
+    window.resize(width, height)
+    if args.panel == "inspector":
+        window.inspector_dock.raise_()
+    window.show()
+    status = 0
+    await application.start(args.model)
+    if not application.controller.model_name:
+        status = 1
+    elif args.prompt:
+        task = window.send(args.prompt)
+        if args.capture_at:
+            while not task.done() and len(application.controller.answer.provenance.tokens) < args.capture_at:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.2)  # let the throttled transcript refresh catch up
+            _save(window, args.screenshot)
+            application.controller.stop()
+        await task
+        if application.controller.answer.error:
+            status = 1
+    if args.panel == "inspector":
+        window.inspector_dock.raise_()
+    if not args.capture_at:
+        for _ in range(5):
+            QApplication.processEvents()
+            await asyncio.sleep(0.05)
+        _save(window, args.screenshot)
+    await application.close()
+    return status
+
+
+def _save(window, path: str) -> None:
+    from PySide6.QtWidgets import QApplication
+
+    QApplication.processEvents()
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    if not window.grab().save(path):
+        raise SystemExit(f"Could not write {path}")
+    print(f"Saved {path}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.screenshot:
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+        scratch = tempfile.mkdtemp(prefix="draftless-screenshot-")
+        os.environ.setdefault("DRAFTLESS_DATA_DIR", os.path.join(scratch, "data"))
+        os.environ.setdefault("DRAFTLESS_CONFIG_DIR", os.path.join(scratch, "config"))
+    import engine  # noqa: F401  (loads OpenBLAS before anything imports mlx)
+    import qasync
+
+    app = _qapp()
+    app.setQuitOnLastWindowClosed(False)
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+    runner = run_screenshot if args.screenshot else run_interactive
+    with loop:
+        return loop.run_until_complete(runner(args))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,299 @@
+"""The glue between the engine service, the store and the views.
+
+``ChatController`` turns user actions (send, stop, regenerate, load a model) into engine
+requests, consumes the event streams on the app's asyncio loop (qasync), keeps the store
+up to date and tells the views through Qt signals. It holds no widgets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import replace
+
+from PySide6.QtCore import QObject, Signal
+
+from engine.events import DoneEvent, ErrorEvent, ModelEvent, PassEvent, ProgressEvent, TokenEvent
+
+from .livestats import LiveStats
+from .provenance import Provenance
+from .settings import AppSettings, SettingsStore
+from .store import Message, Session, Store
+
+log = logging.getLogger(__name__)
+TITLE_LENGTH = 48
+
+
+class Answer:
+    """The assistant message being written: text with provenance, live numbers, state."""
+
+    def __init__(self, session_id: str, request):
+        self.session_id = session_id
+        self.request = request
+        self.provenance = Provenance()
+        self.live = LiveStats()
+        self.finish_reason: str | None = None
+        self.message: Message | None = None  # set once stored
+        self.error: str | None = None
+        self.stream = None
+
+    @property
+    def text(self) -> str:
+        return self.provenance.text
+
+    @property
+    def draft_count(self) -> int:
+        return self.request.draft.draft_count
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+
+class ChatController(QObject):
+    sessionsChanged = Signal()
+    sessionOpened = Signal(object)  # Session
+    messageAdded = Signal(object)  # Message
+    messageRemoved = Signal(int)  # message id
+    answerStarted = Signal(object)  # Answer
+    answerUpdated = Signal(object)  # Answer (new text)
+    passRecorded = Signal(object)  # Answer (new numbers)
+    answerFinished = Signal(object)  # Answer
+    busyChanged = Signal(bool)
+    modelChanged = Signal(str, str, str)  # name, path, speculation
+    loadProgress = Signal(object)  # ProgressEvent
+    loadStarted = Signal(str)  # what is being loaded
+    loadFinished = Signal(bool, str)  # ok, error message
+    settingsChanged = Signal(object)  # AppSettings
+    problem = Signal(str)  # a message for the person (errors, notices)
+
+    def __init__(self, service, store: Store, settings_store: SettingsStore, parent=None):
+        super().__init__(parent)
+        self.service = service
+        self.store = store
+        self.settings_store = settings_store
+        self.settings: AppSettings = settings_store.load()
+        self.session: Session | None = None
+        self.messages: list[Message] = []
+        self.answer: Answer | None = None
+        self.model_name = ""
+        self.model_path = ""
+        self.speculation = ""
+        self.loading = False
+        self._tasks: set[asyncio.Task] = set()
+        self.requests = []  # every request sent, newest last (for inspection and tests)
+
+    # notices gathered while starting up ---------------------------------------------------
+    def startup_notices(self) -> list[str]:
+        return [n for n in (self.store.notice, self.settings_store.message) if n]
+
+    @property
+    def busy(self) -> bool:
+        return self.answer is not None and not self.answer.finished
+
+    # settings ------------------------------------------------------------------------------
+    def update_settings(self, settings: AppSettings) -> None:
+        if settings == self.settings:
+            return
+        problems = settings.problems()
+        if problems:
+            self.problem.emit("Settings not applied: " + "; ".join(problems))
+            return
+        self.settings = settings
+        try:
+            self.settings_store.save(settings)
+        except OSError as error:
+            self.problem.emit(f"Could not save the settings ({error}).")
+        self.settingsChanged.emit(settings)
+
+    # sessions -----------------------------------------------------------------------------
+    def sessions(self, search: str = "") -> list[Session]:
+        return self.store.sessions(search)
+
+    def new_session(self) -> Session:
+        session = self.store.create_session()
+        self.sessionsChanged.emit()
+        self.open_session(session.id)
+        return session
+
+    def open_session(self, session_id: str) -> None:
+        session = self.store.session(session_id)
+        if session is None:
+            return
+        self.session = session
+        self.messages = self.store.messages(session_id)
+        self.sessionOpened.emit(session)
+
+    def rename_session(self, session_id: str, title: str) -> None:
+        title = " ".join(title.split())
+        if title:
+            self.store.rename_session(session_id, title)
+            if self.session and self.session.id == session_id:
+                self.session.title = title
+            self.sessionsChanged.emit()
+
+    def delete_session(self, session_id: str) -> None:
+        if self.answer and self.answer.session_id == session_id and self.busy:
+            self.stop()
+        self.store.delete_session(session_id)
+        if self.session and self.session.id == session_id:
+            self.session = None
+            self.messages = []
+            remaining = self.store.sessions()
+            if remaining:
+                self.open_session(remaining[0].id)
+            else:
+                self.sessionOpened.emit(None)
+        self.sessionsChanged.emit()
+
+    # chatting -----------------------------------------------------------------------------
+    def send(self, text: str) -> asyncio.Task | None:
+        """Add the user's message and start the answer; None when busy or empty."""
+        if self.busy or not text.strip():
+            return None
+        if self.session is None:
+            self.new_session()
+        session = self.session
+        message = self.store.add_message(Message(None, session.id, "user", text))
+        self.messages.append(message)
+        self.messageAdded.emit(message)
+        if sum(m.role == "user" for m in self.messages) == 1 and session.title == "New chat":
+            title = " ".join(text.split())
+            title = title if len(title) <= TITLE_LENGTH else title[:TITLE_LENGTH - 1] + "…"
+            self.store.rename_session(session.id, title)
+            session.title = title
+        self.sessionsChanged.emit()
+        return self._start_answer()
+
+    def regenerate(self) -> asyncio.Task | None:
+        """Answer the last user message again (replacing the last answer)."""
+        if self.busy or not self.messages:
+            return None
+        if self.messages[-1].role == "assistant":
+            last = self.messages.pop()
+            self.store.delete_message(last.id)
+            self.messageRemoved.emit(last.id)
+        if not self.messages or self.messages[-1].role != "user":
+            return None
+        return self._start_answer()
+
+    def stop(self) -> None:
+        if self.busy and self.answer.stream is not None:
+            self.answer.stream.cancel()
+
+    def _start_answer(self) -> asyncio.Task:
+        turns = [{"role": m.role, "content": m.content} for m in self.messages if m.content]
+        request = self.settings.request(turns, chat_id=self.session.id)
+        self.requests.append(request)
+        answer = Answer(self.session.id, request)
+        answer.stream = self.service.generate(request)
+        self.answer = answer
+        self.answerStarted.emit(answer)
+        self.busyChanged.emit(True)
+        return self._spawn(self._consume(answer))
+
+    def _spawn(self, coroutine) -> asyncio.Task:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _consume(self, answer: Answer) -> None:
+        loading = False  # the engine (re)loads the model inside this request
+        try:
+            async for event in answer.stream:
+                if loading and not isinstance(event, (ProgressEvent, ModelEvent)):
+                    loading = False
+                    self.loadFinished.emit(not isinstance(event, ErrorEvent),
+                                           getattr(event, "message", ""))
+                if isinstance(event, TokenEvent):
+                    answer.provenance.add_event(event)
+                    self.answerUpdated.emit(answer)
+                elif isinstance(event, PassEvent):
+                    answer.live.record(event)
+                    self.passRecorded.emit(answer)
+                elif isinstance(event, DoneEvent):
+                    self._finish(answer, event)
+                elif isinstance(event, ErrorEvent):
+                    self._fail(answer, event.message)
+                elif isinstance(event, ModelEvent):
+                    self._model_loaded(event)
+                elif isinstance(event, ProgressEvent):
+                    if event.stage != "prefill" and not loading:
+                        loading = True
+                        self.loadStarted.emit(self.settings.model or "the built-in model")
+                    self.loadProgress.emit(event)
+        except Exception as error:  # never leave the UI busy forever
+            log.exception("answer failed")
+            self._fail(answer, f"The answer failed: {error}")
+        finally:
+            if loading:
+                self.loadFinished.emit(False, answer.error or "")
+            if not answer.finished:
+                self._fail(answer, "The engine stopped without finishing the answer.")
+
+    def _finish(self, answer: Answer, done: DoneEvent) -> None:
+        answer.provenance.finish(done.text)
+        answer.live.finish(done.stats, done.timing)
+        answer.finish_reason = done.finish_reason
+        if answer.text or answer.provenance.tokens:
+            message = Message(None, answer.session_id, "assistant", answer.text,
+                              done.finish_reason, self.model_name, dict(done.stats),
+                              dict(done.timing), answer.provenance)
+            try:
+                self.store.add_message(message)
+            except Exception as error:  # a full disk must not lose the on-screen answer
+                self.problem.emit(f"Could not save the answer ({error}).")
+            answer.message = message
+            if self.session and self.session.id == answer.session_id:
+                self.messages.append(message)
+        self.answerFinished.emit(answer)
+        self.busyChanged.emit(False)
+        self.sessionsChanged.emit()
+
+    def _fail(self, answer: Answer, message: str) -> None:
+        answer.error = message
+        answer.finish_reason = "error"
+        self.answerFinished.emit(answer)
+        self.busyChanged.emit(False)
+        self.problem.emit(message)
+
+    # models -------------------------------------------------------------------------------
+    def load_model(self, spec: str | None) -> asyncio.Task:
+        """Load the embedded default (None), a folder or a hub id; remember it on success."""
+        spec = spec or None
+        self.loading = True
+        self.loadStarted.emit(spec or "the built-in model")
+        return self._spawn(self._load(spec))
+
+    async def _load(self, spec: str | None) -> None:
+        ok, message = False, "The engine stopped without loading the model."
+        try:
+            async for event in self.service.load(spec):
+                if isinstance(event, ProgressEvent):
+                    self.loadProgress.emit(event)
+                elif isinstance(event, ModelEvent):
+                    self._model_loaded(event)
+                elif isinstance(event, DoneEvent):
+                    ok, message = True, ""
+                elif isinstance(event, ErrorEvent):
+                    message = event.message
+        except Exception as error:
+            log.exception("load failed")
+            message = f"Loading failed: {error}"
+        self.loading = False
+        if ok:
+            if spec != self.settings.model:
+                self.update_settings(replace(self.settings, model=spec))
+        else:
+            self.problem.emit(message)
+        self.loadFinished.emit(ok, message)
+
+    def _model_loaded(self, event: ModelEvent) -> None:
+        self.model_name, self.model_path, self.speculation = event.name, event.path, event.speculation
+        self.modelChanged.emit(event.name, event.path, event.speculation)
+
+    async def wait_idle(self) -> None:
+        """Wait for every running answer and load (for tests and shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)

@@ -1,0 +1,189 @@
+"""The live speculation gauge: tokens per forward pass, current and running mean.
+
+A painted dial from 1 (plain decoding) to draft count + 1 (every guess accepted): the
+filled arc is the running mean, the dot is the last pass. Beside it: tokens per second
+and the share of drafted tokens accepted. ``SpeculationBar`` packs them with the legend.
+"""
+
+from __future__ import annotations
+
+import math
+
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QPainter, QPen
+from PySide6.QtWidgets import QCheckBox, QFrame, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
+
+from . import theme
+
+START_DEG, SPAN_DEG = 210.0, -240.0  # clockwise from lower left to lower right
+
+
+class Gauge(QWidget):
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.maximum = 5.0
+        self.mean = 0.0
+        self.current = 0.0
+        self.active = False
+        self.setToolTip("Tokens per forward pass: the arc is the running mean for this answer, "
+                        "the dot the last pass. 1 = plain decoding; more means accepted guesses.")
+        self.setSizePolicy(QSizePolicy.Fixed, QSizePolicy.Fixed)
+
+    def sizeHint(self) -> QSize:
+        return QSize(104, 84)
+
+    def minimumSizeHint(self) -> QSize:
+        return self.sizeHint()
+
+    def set_values(self, mean: float, current: float, maximum: float, active: bool = True) -> None:
+        self.mean, self.current = float(mean), float(current)
+        self.maximum = max(float(maximum), 2.0)
+        self.active = active
+        self.update()
+
+    def fraction(self, value: float) -> float:
+        return min(max((value - 1.0) / (self.maximum - 1.0), 0.0), 1.0)
+
+    def paintEvent(self, _event):
+        colors = theme.current()
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.Antialiasing)
+        side = min(self.width(), self.height() * 1.25) - 12
+        rect = QRectF((self.width() - side) / 2, 6, side, side)
+        width = 9.0
+        painter.setPen(QPen(QColor(colors.grid), width, Qt.SolidLine, Qt.RoundCap))
+        painter.drawArc(rect, int(START_DEG * 16), int(SPAN_DEG * 16))
+        if self.mean >= 1.0:
+            accent = QColor(colors.accent)
+            if not self.active:
+                accent.setAlpha(150)
+            painter.setPen(QPen(accent, width, Qt.SolidLine, Qt.RoundCap))
+            painter.drawArc(rect, int(START_DEG * 16),
+                            int(SPAN_DEG * self.fraction(self.mean) * 16) or -1)
+        if self.current >= 1.0:
+            angle = math.radians(START_DEG + SPAN_DEG * self.fraction(self.current))
+            center = rect.center()
+            radius = rect.width() / 2
+            dot = QPointF(center.x() + radius * math.cos(angle), center.y() - radius * math.sin(angle))
+            painter.setPen(QPen(QColor(colors.base), 2))
+            painter.setBrush(QColor(colors.draft if not colors.dark else "#ffd24d"))
+            painter.drawEllipse(dot, 6, 6)
+        painter.setPen(QColor(colors.text))
+        font = QFont(self.font())
+        font.setPointSizeF(font.pointSizeF() * 1.45)
+        font.setBold(True)
+        painter.setFont(font)
+        text = f"{self.mean:.1f}" if self.mean else "–"
+        painter.drawText(QRectF(rect.left(), rect.top() + side * 0.22, side, side * 0.36),
+                         Qt.AlignCenter, text)
+        small = QFont(self.font())
+        small.setPointSizeF(small.pointSizeF() * 0.8)
+        painter.setFont(small)
+        painter.setPen(QColor(colors.muted))
+        painter.drawText(QRectF(0, rect.top() + side * 0.56, self.width(), side * 0.22),
+                         Qt.AlignCenter, "tokens/pass")
+        painter.drawText(QRectF(rect.left() - 6, rect.bottom() - side * 0.16, 24, 14),
+                         Qt.AlignCenter, "1")
+        painter.drawText(QRectF(rect.right() - 18, rect.bottom() - side * 0.16, 24, 14),
+                         Qt.AlignCenter, f"{self.maximum:g}")
+        painter.end()
+
+
+class Legend(QWidget):
+    """A swatch in the accepted-draft colour and its meaning."""
+
+    def __init__(self, text: str, parent=None):
+        super().__init__(parent)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(6)
+        self.swatch = QFrame(self)
+        self.swatch.setObjectName("legendSwatch")
+        self.swatch.setFixedSize(14, 14)
+        layout.addWidget(self.swatch)
+        self.label = QLabel(text, self)
+        layout.addWidget(self.label)
+        self.restyle()
+
+    def restyle(self) -> None:
+        self.swatch.setStyleSheet(f"background: {theme.current().draft}; border-radius: 3px;")
+
+
+class SpeculationBar(QFrame):
+    """Gauge, tokens/s, acceptance, legend and the highlight toggle, above the transcript."""
+
+    highlightToggled = Signal(bool)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("speculationBar")
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(12, 4, 12, 4)
+        layout.setSpacing(14)
+        self.gauge = Gauge(self)
+        layout.addWidget(self.gauge)
+        numbers = QVBoxLayout()
+        numbers.setSpacing(2)
+        self.current_label = self._figure("this pass", "Tokens the last forward pass produced "
+                                          "(accepted guesses + the model's own token)")
+        self.speed_label = self._figure("tok/s", "Tokens per second while decoding")
+        self.acceptance_label = self._figure("drafts accepted", "Share of drafted tokens the "
+                                             "model accepted")
+        for label in (self.current_label, self.speed_label, self.acceptance_label):
+            numbers.addWidget(label)
+        layout.addLayout(numbers)
+        layout.addStretch(1)
+        right = QVBoxLayout()
+        right.setSpacing(4)
+        self.model_label = QLabel("No model loaded yet")
+        self.model_label.setObjectName("modelLabel")
+        self.model_label.setAlignment(Qt.AlignRight | Qt.AlignVCenter)
+        right.addWidget(self.model_label)
+        legend_row = QHBoxLayout()
+        legend_row.addStretch(1)
+        self.legend = Legend("accepted draft")
+        self.legend.setToolTip("Characters whose tokens were all guessed by the drafter and "
+                               "accepted by the model")
+        legend_row.addWidget(self.legend)
+        self.toggle = QCheckBox("Highlight")
+        self.toggle.setChecked(True)
+        self.toggle.setToolTip("Show which characters came from accepted drafts")
+        self.toggle.toggled.connect(self.highlightToggled)
+        legend_row.addWidget(self.toggle)
+        right.addLayout(legend_row)
+        layout.addLayout(right)
+        self.show_numbers(None)
+
+    def _figure(self, unit: str, tip: str) -> QLabel:
+        label = QLabel()
+        label.setObjectName("figure")
+        label.setProperty("unit", unit)
+        label.setToolTip(tip)
+        label.setTextFormat(Qt.RichText)
+        return label
+
+    @staticmethod
+    def _set(label: QLabel, value: str) -> None:
+        label.setText(f"<b>{value}</b> <span style='color:{theme.current().muted}'>"
+                      f"{label.property('unit')}</span>")
+
+    def show_numbers(self, live, draft_count: int | None = None, active: bool = False) -> None:
+        """Show an answer's ``LiveStats`` (None: nothing yet)."""
+        if live is None or not live.passes:
+            self.gauge.set_values(0, 0, (draft_count or 4) + 1, active)
+            for label in (self.current_label, self.speed_label, self.acceptance_label):
+                self._set(label, "–")
+            return
+        self.gauge.set_values(live.tokens_per_pass, live.last_emitted, (draft_count or 4) + 1, active)
+        self._set(self.current_label, f"{live.last_emitted}")
+        self._set(self.speed_label, f"{live.tokens_per_s:.1f}")
+        self._set(self.acceptance_label, f"{live.acceptance_rate:.0%}" if live.drafted else "–")
+
+    def show_model(self, name: str, speculation: str) -> None:
+        state = "speculation on" if speculation == "on" else f"speculation {speculation}"
+        self.model_label.setText(f"<b>{name}</b> · {state}")
+        self.model_label.setToolTip(f"Model: {name}\nSpeculative decoding: {speculation}")
+
+    def restyle(self) -> None:
+        self.legend.restyle()
+        self.gauge.update()

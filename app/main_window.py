@@ -1,0 +1,396 @@
+"""The main window: chats on the left, the transcript in the middle, settings and the
+inspector on the right. It only wires views to the ``ChatController``."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QSettings, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
+from PySide6.QtWidgets import (QApplication, QDockWidget, QFileDialog, QFrame, QHBoxLayout,
+                               QInputDialog, QLabel, QMainWindow, QMessageBox, QPlainTextEdit,
+                               QProgressDialog, QPushButton, QToolButton, QVBoxLayout, QWidget)
+
+from . import theme
+from .controller import ChatController
+from .gauge import SpeculationBar
+from .inspector import Inspector
+from .sessions_panel import SessionsPanel
+from .settings_panel import SettingsPanel
+from .transcript import TranscriptView, copy_text
+
+
+class ChatInput(QPlainTextEdit):
+    """Enter sends, Shift+Enter starts a new line."""
+
+    submitted = Signal(str)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("chatInput")
+        self.setPlaceholderText("Message Draftless — Enter to send, Shift+Enter for a new line")
+        self.setTabChangesFocus(True)
+        self.setFixedHeight(72)
+
+    def keyPressEvent(self, event):
+        if event.key() in (Qt.Key_Return, Qt.Key_Enter) and not (event.modifiers() & Qt.ShiftModifier):
+            self.submitted.emit(self.toPlainText())
+            return
+        super().keyPressEvent(event)
+
+
+class Banner(QFrame):
+    """A dismissable line above the transcript for errors and notices."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("banner")
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(12, 6, 6, 6)
+        self.label = QLabel()
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        layout.addWidget(self.label, 1)
+        close = QToolButton()
+        close.setText("✕")
+        close.setAutoRaise(True)
+        close.setToolTip("Dismiss")
+        close.clicked.connect(self.hide)
+        layout.addWidget(close, 0, Qt.AlignTop)
+        self.messages: list[str] = []
+        self.hide()
+
+    def show_message(self, text: str) -> None:
+        self.messages.append(text)
+        self.label.setText(text)
+        self.show()
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, controller: ChatController, drafters: dict[str, str], default_drafter: str):
+        super().__init__()
+        self.controller = controller
+        self.setWindowTitle("Draftless")
+        self.setWindowIcon(theme.app_icon())
+        self.resize(1280, 800)
+        self.progress: QProgressDialog | None = None
+        self.confirm_delete = self._confirm_delete  # replaceable in tests
+        self.ask_text = self._ask_text
+
+        central = QWidget()
+        central.setObjectName("central")
+        column = QVBoxLayout(central)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(0)
+        self.speculation_bar = SpeculationBar()
+        column.addWidget(self.speculation_bar)
+        self.banner = Banner()
+        column.addWidget(self.banner)
+        self.transcript = TranscriptView()
+        column.addWidget(self.transcript, 1)
+        composer = QFrame()
+        composer.setObjectName("composer")
+        row = QHBoxLayout(composer)
+        row.setContentsMargins(12, 8, 12, 10)
+        self.input = ChatInput()
+        row.addWidget(self.input, 1)
+        buttons = QVBoxLayout()
+        self.send_button = QPushButton("Send")
+        self.send_button.setObjectName("primary")
+        self.send_button.setToolTip("Send (Enter)")
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setObjectName("stop")
+        self.stop_button.setToolTip("Stop the answer after the current pass (Esc)")
+        self.stop_button.setEnabled(False)
+        buttons.addWidget(self.send_button)
+        buttons.addWidget(self.stop_button)
+        row.addLayout(buttons)
+        column.addWidget(composer)
+        self.setCentralWidget(central)
+
+        self.sessions_panel = SessionsPanel()
+        self.sessions_dock = self._dock("Chats", self.sessions_panel, Qt.LeftDockWidgetArea)
+        self.settings_panel = SettingsPanel(drafters, default_drafter)
+        self.settings_dock = self._dock("Settings", self.settings_panel, Qt.RightDockWidgetArea)
+        self.inspector = Inspector()
+        self.inspector_dock = self._dock("Inspector", self.inspector, Qt.RightDockWidgetArea)
+        self.tabifyDockWidget(self.settings_dock, self.inspector_dock)
+        self.settings_dock.raise_()
+        self.resizeDocks([self.sessions_dock, self.settings_dock], [220, 330], Qt.Horizontal)
+        self._menus()
+        self._connect()
+
+        self.settings_panel.set_settings(controller.settings)
+        self.speculation_bar.toggle.setChecked(controller.settings.highlight)
+        self.transcript.set_highlight(controller.settings.highlight)
+        self.refresh_sessions()
+        for notice in controller.startup_notices():
+            self.banner.show_message(notice)
+
+    def _dock(self, title: str, widget: QWidget, area) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(title.lower() + "Dock")
+        dock.setWidget(widget)
+        dock.setFeatures(QDockWidget.DockWidgetMovable | QDockWidget.DockWidgetClosable
+                         | QDockWidget.DockWidgetFloatable)
+        self.addDockWidget(area, dock)
+        return dock
+
+    def _menus(self) -> None:
+        chat = self.menuBar().addMenu("&Chat")
+        self.new_action = chat.addAction("New chat", self.new_chat, QKeySequence.New)
+        self.regenerate_action = chat.addAction("Regenerate answer", self.regenerate,
+                                                QKeySequence("Ctrl+R"))
+        self.stop_action = chat.addAction("Stop", self.controller.stop, QKeySequence("Esc"))
+        chat.addSeparator()
+        chat.addAction("Quit", self.close, QKeySequence.Quit)
+        model = self.menuBar().addMenu("&Model")
+        model.addAction("Open model folder…", self.pick_folder)
+        model.addAction("Hugging Face model…", self.pick_hub)
+        model.addAction("Built-in model", lambda: self.controller.load_model(None))
+        view = self.menuBar().addMenu("&View")
+        for dock in (self.sessions_dock, self.settings_dock, self.inspector_dock):
+            view.addAction(dock.toggleViewAction())
+        self.highlight_action = QAction("Highlight accepted drafts", self, checkable=True)
+        self.highlight_action.setChecked(True)
+        self.highlight_action.toggled.connect(self.speculation_bar.toggle.setChecked)
+        view.addAction(self.highlight_action)
+
+    def _connect(self) -> None:
+        c = self.controller
+        self.input.submitted.connect(self.send)
+        self.send_button.clicked.connect(lambda: self.send(self.input.toPlainText()))
+        self.stop_button.clicked.connect(c.stop)
+        self.sessions_panel.newRequested.connect(self.new_chat)
+        self.sessions_panel.openRequested.connect(c.open_session)
+        self.sessions_panel.renameRequested.connect(self.rename_chat)
+        self.sessions_panel.deleteRequested.connect(self.delete_chat)
+        self.sessions_panel.searchChanged.connect(lambda _: self.refresh_sessions())
+        self.settings_panel.settingsEdited.connect(c.update_settings)
+        self.settings_panel.openFolderRequested.connect(self.pick_folder)
+        self.settings_panel.hubRequested.connect(self.pick_hub)
+        self.settings_panel.embeddedRequested.connect(lambda: c.load_model(None))
+        self.speculation_bar.highlightToggled.connect(self.set_highlight)
+        self.transcript.copyRequested.connect(self.copy_message)
+        self.transcript.inspectRequested.connect(self.inspect_view)
+        self.transcript.regenerateRequested.connect(self.regenerate)
+        c.sessionsChanged.connect(self.refresh_sessions)
+        c.sessionOpened.connect(self.show_session)
+        c.messageAdded.connect(self.message_added)
+        c.messageRemoved.connect(self.transcript.remove_message)
+        c.answerStarted.connect(self.answer_started)
+        c.answerUpdated.connect(self.answer_updated)
+        c.passRecorded.connect(self.pass_recorded)
+        c.answerFinished.connect(self.answer_finished)
+        c.busyChanged.connect(self.set_busy)
+        c.modelChanged.connect(self.model_changed)
+        c.loadStarted.connect(self.load_started)
+        c.loadProgress.connect(self.load_progress)
+        c.loadFinished.connect(self.load_finished)
+        c.problem.connect(self.banner.show_message)
+        c.settingsChanged.connect(self._settings_changed)
+        hints = QGuiApplication.styleHints()
+        if hasattr(hints, "colorSchemeChanged"):
+            hints.colorSchemeChanged.connect(self.follow_color_scheme)
+
+    # chat actions -------------------------------------------------------------------------
+    def send(self, text: str):
+        self.settings_panel.flush()
+        if not text.strip():
+            return None
+        task = self.controller.send(text)
+        if task is not None:
+            self.input.clear()
+        return task
+
+    def regenerate(self):
+        self.settings_panel.flush()
+        return self.controller.regenerate()
+
+    def new_chat(self) -> None:
+        self.controller.new_session()
+        self.input.setFocus()
+
+    def rename_chat(self, session_id: str) -> None:
+        session = self.controller.store.session(session_id)
+        if session is None:
+            return
+        title = self.ask_text("Rename chat", "Name:", session.title)
+        if title:
+            self.controller.rename_session(session_id, title)
+
+    def delete_chat(self, session_id: str) -> None:
+        session = self.controller.store.session(session_id)
+        if session is not None and self.confirm_delete(session.title):
+            self.controller.delete_session(session_id)
+
+    def _confirm_delete(self, title: str) -> bool:
+        answer = QMessageBox.question(self, "Delete chat",
+                                      f"Delete “{title}” and all its messages? This cannot be undone.",
+                                      QMessageBox.Delete | QMessageBox.Cancel, QMessageBox.Cancel)
+        return answer == QMessageBox.Delete
+
+    def _ask_text(self, title: str, label: str, text: str = "") -> str | None:
+        value, ok = QInputDialog.getText(self, title, label, text=text)
+        return value if ok else None
+
+    def copy_message(self, text: str) -> None:
+        copy_text(text)
+        self.statusBar().showMessage("Message copied", 2000)
+
+    def set_highlight(self, on: bool) -> None:
+        self.highlight_action.setChecked(on)
+        self.transcript.set_highlight(on)
+        if on != self.controller.settings.highlight:
+            from dataclasses import replace
+
+            self.controller.update_settings(replace(self.controller.settings, highlight=on))
+
+    def _settings_changed(self, settings) -> None:
+        if settings != self.settings_panel.settings():
+            self.settings_panel.set_settings(settings)
+
+    # sessions -----------------------------------------------------------------------------
+    def refresh_sessions(self) -> None:
+        current = self.controller.session.id if self.controller.session else None
+        self.sessions_panel.set_sessions(self.controller.sessions(self.sessions_panel.search.text()),
+                                         current)
+
+    def show_session(self, session) -> None:
+        self.transcript.clear()
+        c = self.controller
+        if session is not None:
+            for message in c.messages:
+                self.transcript.add_message(message.role, message.content, message.provenance,
+                                            message.stats, message.timing, message.finish_reason,
+                                            message.id)
+            answer = c.answer
+            if answer is not None and c.busy and answer.session_id == session.id:
+                self.transcript.start_answer(answer.provenance)
+        self.transcript.set_busy(c.busy)
+        self.refresh_sessions()
+        self._refresh_inspector()
+        self.setWindowTitle(f"{session.title} — Draftless" if session else "Draftless")
+
+    def message_added(self, message) -> None:
+        if self.controller.session and message.session_id == self.controller.session.id:
+            self.transcript.add_message(message.role, message.content, message.provenance,
+                                        message.stats, message.timing, message.finish_reason,
+                                        message.id)
+
+    def _visible(self, answer) -> bool:
+        return self.controller.session is not None and answer.session_id == self.controller.session.id
+
+    def answer_started(self, answer) -> None:
+        if self._visible(answer):
+            self.transcript.start_answer(answer.provenance)
+        self.speculation_bar.show_numbers(None, answer.draft_count, True)
+
+    def answer_updated(self, answer) -> None:
+        if self._visible(answer):
+            self.transcript.answer_changed()
+
+    def pass_recorded(self, answer) -> None:
+        self.speculation_bar.show_numbers(answer.live, answer.draft_count, True)
+
+    def answer_finished(self, answer) -> None:
+        message = answer.message
+        if self._visible(answer):
+            if message is not None:
+                self.transcript.finish_answer(message.content, message.provenance, message.stats,
+                                              message.timing, message.finish_reason, message.id)
+            else:
+                self.transcript.finish_answer("", None, {}, {}, answer.finish_reason, None)
+        self.speculation_bar.show_numbers(answer.live, answer.draft_count, False)
+        if message is not None:
+            self._refresh_inspector(message.id)
+        self.setWindowTitle(f"{self.controller.session.title} — Draftless"
+                            if self.controller.session else "Draftless")
+
+    def set_busy(self, busy: bool) -> None:
+        self.send_button.setEnabled(not busy)
+        self.stop_button.setEnabled(busy)
+        self.regenerate_action.setEnabled(not busy)
+        self.transcript.set_busy(busy)
+
+    # inspector ----------------------------------------------------------------------------
+    def _refresh_inspector(self, newest: int | None = None) -> None:
+        answers = []
+        number = 0
+        for message in self.controller.messages:
+            if message.role == "user":
+                number += 1
+            elif message.stats:
+                label = (f"#{number} · {message.stats.get('drafter', '?')} · "
+                         f"{message.stats.get('tokens_per_pass', 0):.1f} tokens/pass")
+                answers.append((message.id, label, message.stats))
+        checked = self.inspector.checked_ids() & {a[0] for a in answers}
+        if newest is not None or not checked:
+            checked = {newest if newest is not None else (answers[-1][0] if answers else -1)}
+        self.inspector.set_answers(answers, checked)
+
+    def inspect_view(self, view) -> None:
+        if view.message_id is not None:
+            self.inspector.inspect(view.message_id)
+        self.inspector_dock.show()
+        self.inspector_dock.raise_()
+
+    # models -------------------------------------------------------------------------------
+    def pick_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Choose an mlx-lm model folder")
+        if folder:
+            self.controller.load_model(folder)
+
+    def pick_hub(self) -> None:
+        repo = self.ask_text("Hugging Face model", "Model id (for example "
+                             "mlx-community/SmolLM2-360M-Instruct):", "")
+        if repo and repo.strip():
+            self.controller.load_model(repo.strip())
+
+    def model_changed(self, name: str, path: str, speculation: str) -> None:
+        self.settings_panel.show_model(name, path, speculation)
+        self.speculation_bar.show_model(name, speculation)
+
+    def load_started(self, what: str) -> None:
+        self.settings_panel.set_loading(True, what)
+        self.send_button.setEnabled(False)
+        if self.progress is None:
+            self.progress = QProgressDialog(f"Loading {what}…", None, 0, 0, self)
+            self.progress.setWindowTitle("Draftless")
+            self.progress.setMinimumDuration(300)
+            self.progress.setAutoClose(False)
+            self.progress.setAutoReset(False)
+            self.progress.setWindowModality(Qt.WindowModal)
+            self.progress.setMinimumWidth(420)
+        self.progress.setLabelText(f"Loading {what}…")
+        self.progress.setRange(0, 0)
+        self.progress.setValue(0)
+
+    def load_progress(self, event) -> None:
+        if event.stage == "prefill":
+            return
+        if self.progress is None:  # a load that happens inside a chat request
+            self.load_started("the model")
+        self.progress.setLabelText(event.message)
+        if event.total > 0:
+            self.progress.setRange(0, event.total)
+            self.progress.setValue(min(event.done, event.total))
+
+    def load_finished(self, ok: bool, message: str) -> None:
+        if self.progress is not None:
+            self.progress.close()
+            self.progress.deleteLater()
+            self.progress = None
+        self.settings_panel.set_loading(False)
+        self.send_button.setEnabled(not self.controller.busy)
+        if self.controller.model_name:
+            self.model_changed(self.controller.model_name, self.controller.model_path,
+                               self.controller.speculation)
+        elif not ok:
+            self.settings_panel.model_name.setText("No model loaded")
+            self.settings_panel.speculation.setText(message)
+
+    # theme --------------------------------------------------------------------------------
+    def follow_color_scheme(self, *_):
+        theme.apply(QApplication.instance())
+        self.speculation_bar.restyle()
+        self.inspector._redraw()
+        self.transcript.restyle()

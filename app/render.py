@@ -1,0 +1,183 @@
+"""Render a message as Markdown (or plain text) and paint its accepted-draft characters.
+
+Provenance is kept against the raw answer text (the Markdown source). The message is
+rendered with Qt's own Markdown importer, then each character of the rendered document
+is aligned back to its source character: Markdown only removes syntax (``**``, ``#``,
+fences, link targets), reflows whitespace and decodes entities, so the rendered text is
+almost a subsequence of the source. Characters that align get their source character's
+highlight; syntax characters have none; a character that does not align (a decoded
+entity) is left plain. Streaming and finished messages go through the same path, so the
+highlighting does not change when the answer completes or the session is reopened.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from PySide6.QtGui import (QColor, QFont, QFontDatabase, QTextBlockFormat, QTextCharFormat,
+                           QTextCursor, QTextDocument, QTextFormat)
+
+from .provenance import DRAFT, Provenance
+
+WHITESPACE = str.maketrans({"\n": " ", "\t": " ", "\r": " ", "\u2028": " ", "\u2029": " ",
+                            "\xa0": " "})
+NEAR = 16  # a skip this short over source syntax is taken without checking
+FAR = 4000  # how far ahead a rendered character is looked for (long link targets)
+CONFIRM = 4  # up to this many following characters (to the next space) must agree after a far skip
+
+
+def align(source: str, rendered: str) -> list[int | None]:
+    """For each rendered character, the index of its source character (or None)."""
+    src = source.translate(WHITESPACE)
+    out = rendered.translate(WHITESPACE)
+    mapping: list[int | None] = [None] * len(out)
+    i = 0
+    for j, char in enumerate(out):
+        if i < len(src) and src[i] == char:
+            mapping[j] = i
+            i += 1
+            continue
+        if char == " ":  # reflowed or added whitespace: map to source whitespace if close
+            k = src.find(" ", i, i + NEAR + 1)
+            if k >= 0:
+                mapping[j] = k
+                i = k + 1
+            continue
+        k = src.find(char, i, i + NEAR + 1)
+        if k < 0:
+            k = _far_match(src, out, i, j)
+        if k is not None and k >= 0:
+            mapping[j] = k
+            i = k + 1
+    return mapping
+
+
+def _far_match(src: str, out: str, i: int, j: int) -> int | None:
+    want = out[j:j + CONFIRM].split(" ", 1)[0]
+    reach = FAR if len(want) > 1 or j + 1 == len(out) else 4 * NEAR
+    k = src.find(want, i, i + reach + len(want))
+    return k if k >= 0 else None
+
+
+@dataclass
+class Palette:
+    draft: QColor
+    code_background: QColor
+    mixed: QColor | None = None
+
+
+@dataclass
+class RenderMap:
+    """Document position → source character index, for tooltips."""
+
+    by_position: dict[int, int] = field(default_factory=dict)
+
+    def source_index(self, position: int) -> int | None:
+        return self.by_position.get(position)
+
+
+def render(document: QTextDocument, text: str, provenance: Provenance | None, *,
+           markdown: bool = True, highlight: bool = True,
+           palette: Palette | None = None) -> RenderMap:
+    document.clear()
+    if markdown:
+        document.setMarkdown(text, QTextDocument.MarkdownDialectGitHub)
+    else:
+        document.setPlainText(text)
+    if palette is not None:
+        _style_code(document, palette)
+    chars, positions = [], []
+    block = document.begin()
+    while block.isValid():
+        if chars:
+            chars.append("\n")
+            positions.append(None)
+        start = block.position()
+        block_text = block.text()
+        chars.extend(block_text)
+        positions.extend(range(start, start + len(block_text)))
+        block = block.next()
+    mapping = align(text, "".join(chars))
+    result = RenderMap({p: s for p, s in zip(positions, mapping) if p is not None and s is not None})
+    if highlight and provenance is not None and palette is not None:
+        _paint(document, provenance, result, palette)
+    return result
+
+
+def _paint(document: QTextDocument, provenance: Provenance, result: RenderMap,
+           palette: Palette) -> None:
+    draft = QTextCharFormat()
+    draft.setBackground(palette.draft)
+    draft.setProperty(QTextFormat.UserProperty, DRAFT)
+    ranges: list[list[int]] = []
+    for position, source in result.by_position.items():
+        if provenance.kind_at(source) == DRAFT:
+            if ranges and ranges[-1][1] == position:
+                ranges[-1][1] = position + 1
+            else:
+                ranges.append([position, position + 1])
+    cursor = QTextCursor(document)
+    for start, end in ranges:
+        cursor.setPosition(start)
+        cursor.setPosition(end, QTextCursor.KeepAnchor)
+        cursor.mergeCharFormat(draft)
+
+
+def highlighted_positions(document: QTextDocument) -> list[int]:
+    """Document positions painted as accepted drafts (for tests and checks)."""
+    found = []
+    block = document.begin()
+    while block.isValid():
+        iterator = block.begin()
+        while not iterator.atEnd():
+            fragment = iterator.fragment()
+            if fragment.charFormat().property(QTextFormat.UserProperty) == DRAFT:
+                found.extend(range(fragment.position(), fragment.position() + fragment.length()))
+            iterator += 1
+        block = block.next()
+    return found
+
+
+def _style_code(document: QTextDocument, palette: Palette) -> None:
+    """Code blocks and inline code: monospace; blocks on a tinted background."""
+    mono = QFontDatabase.systemFont(QFontDatabase.FixedFont)
+    cursor = QTextCursor(document)
+    block = document.begin()
+    while block.isValid():
+        fmt = block.blockFormat()
+        if fmt.hasProperty(QTextFormat.BlockCodeFence) or fmt.hasProperty(QTextFormat.BlockCodeLanguage) \
+                or (block.text() and block.charFormat().fontFixedPitch()
+                    and _all_fixed(block)):
+            cursor.setPosition(block.position())
+            block_format = QTextBlockFormat()
+            block_format.setBackground(palette.code_background)
+            block_format.setLeftMargin(6)
+            block_format.setRightMargin(6)
+            cursor.mergeBlockFormat(block_format)
+            cursor.setPosition(block.position() + max(block.length() - 1, 0), QTextCursor.KeepAnchor)
+            char_format = QTextCharFormat()
+            char_format.setFontFamilies([mono.family()])
+            char_format.setFontFixedPitch(True)
+            cursor.mergeCharFormat(char_format)
+        else:
+            iterator = block.begin()
+            while not iterator.atEnd():
+                fragment = iterator.fragment()
+                if fragment.charFormat().fontFixedPitch():
+                    cursor.setPosition(fragment.position())
+                    cursor.setPosition(fragment.position() + fragment.length(), QTextCursor.KeepAnchor)
+                    char_format = QTextCharFormat()
+                    char_format.setFontFamilies([mono.family()])
+                    char_format.setBackground(palette.code_background)
+                    cursor.mergeCharFormat(char_format)
+                iterator += 1
+        block = block.next()
+
+
+def _all_fixed(block) -> bool:
+    iterator = block.begin()
+    while not iterator.atEnd():
+        if not iterator.fragment().charFormat().fontFixedPitch():
+            return False
+        iterator += 1
+    return True

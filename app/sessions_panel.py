@@ -1,0 +1,88 @@
+"""The list of chats: search, new, rename, delete (with confirmation)."""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QHBoxLayout, QLineEdit, QListWidget, QListWidgetItem, QMenu,
+                               QPushButton, QVBoxLayout, QWidget)
+
+
+class SessionsPanel(QWidget):
+    newRequested = Signal()
+    openRequested = Signal(str)
+    renameRequested = Signal(str)
+    deleteRequested = Signal(str)
+    searchChanged = Signal(str)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("sessionsPanel")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 8, 8, 8)
+        layout.setSpacing(6)
+        top = QHBoxLayout()
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search chats")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(self.searchChanged)
+        top.addWidget(self.search, 1)
+        self.new_button = QPushButton("New")
+        self.new_button.setObjectName("primary")
+        self.new_button.setToolTip("Start a new chat (Ctrl+N)")
+        self.new_button.clicked.connect(self.newRequested)
+        top.addWidget(self.new_button)
+        layout.addLayout(top)
+        self.list = QListWidget()
+        self.list.setObjectName("sessionList")
+        self.list.setContextMenuPolicy(Qt.CustomContextMenu)
+        self.list.customContextMenuRequested.connect(self._menu)
+        self.list.currentItemChanged.connect(self._current_changed)
+        self.list.itemDoubleClicked.connect(lambda item: self.renameRequested.emit(item.data(Qt.UserRole)))
+        layout.addWidget(self.list, 1)
+        bottom = QHBoxLayout()
+        self.rename_button = QPushButton("Rename")
+        self.rename_button.clicked.connect(lambda: self._emit_current(self.renameRequested))
+        self.delete_button = QPushButton("Delete")
+        self.delete_button.clicked.connect(lambda: self._emit_current(self.deleteRequested))
+        bottom.addWidget(self.rename_button)
+        bottom.addWidget(self.delete_button)
+        layout.addLayout(bottom)
+        self._updating = False
+
+    def set_sessions(self, sessions, current_id: str | None) -> None:
+        self._updating = True
+        self.list.clear()
+        for session in sessions:
+            item = QListWidgetItem(session.title)
+            item.setData(Qt.UserRole, session.id)
+            item.setToolTip(f"{session.title}\nlast active {time.strftime('%Y-%m-%d %H:%M', time.localtime(session.updated))}")
+            self.list.addItem(item)
+            if session.id == current_id:
+                self.list.setCurrentItem(item)
+        self._updating = False
+        has = self.list.currentItem() is not None
+        self.rename_button.setEnabled(has)
+        self.delete_button.setEnabled(has)
+
+    def _current_changed(self, item, _previous):
+        has = item is not None
+        self.rename_button.setEnabled(has)
+        self.delete_button.setEnabled(has)
+        if item is not None and not self._updating:
+            self.openRequested.emit(item.data(Qt.UserRole))
+
+    def _emit_current(self, signal) -> None:
+        item = self.list.currentItem()
+        if item is not None:
+            signal.emit(item.data(Qt.UserRole))
+
+    def _menu(self, point):
+        item = self.list.itemAt(point)
+        if item is None:
+            return
+        menu = QMenu(self)
+        menu.addAction("Rename…", lambda: self.renameRequested.emit(item.data(Qt.UserRole)))
+        menu.addAction("Delete…", lambda: self.deleteRequested.emit(item.data(Qt.UserRole)))
+        menu.exec(self.list.viewport().mapToGlobal(point))

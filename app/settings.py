@@ -1,0 +1,137 @@
+"""The user's settings: one dataclass, persisted as JSON in the config directory.
+
+Values outside the engine's ranges are refused by the widgets; a settings file edited
+by hand (or corrupt) falls back to defaults field by field, with a message saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+
+from engine.settings import (DRAFT_COUNT_RANGE, MAX_TOKENS_RANGE, NGRAM_ORDER_RANGE, DraftSettings,
+                             GenerationRequest, SamplingSettings)
+
+from .paths import config_dir
+
+TEMPERATURE_RANGE = (0.0, 5.0)
+TOP_P_RANGE = (0.0, 1.0)
+SETTINGS_FILE = "settings.json"
+
+
+@dataclass(frozen=True)
+class AppSettings:
+    drafter: str = "default"
+    draft_count: int = DraftSettings.draft_count
+    ngram_order: int = DraftSettings.ngram_order
+    ngram_min: int = DraftSettings.ngram_min
+    adaptive: bool = DraftSettings.adaptive
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 512
+    system_prompt: str = "You are a helpful assistant."
+    model: str | None = None  # None: the embedded default; else a folder or a hub id
+    highlight: bool = True
+
+    RANGES = {
+        "draft_count": DRAFT_COUNT_RANGE,
+        "ngram_order": NGRAM_ORDER_RANGE,
+        "ngram_min": NGRAM_ORDER_RANGE,
+        "max_tokens": MAX_TOKENS_RANGE,
+        "temperature": TEMPERATURE_RANGE,
+        "top_p": TOP_P_RANGE,
+    }
+
+    def problems(self) -> list[str]:
+        """Why these values would be refused (empty when all is well)."""
+        found = []
+        for name, (low, high) in self.RANGES.items():
+            value = getattr(self, name)
+            if not low <= value <= high:
+                found.append(f"{name} must be from {low} to {high} (was {value!r})")
+        if self.ngram_min > self.ngram_order:
+            found.append(f"ngram_min ({self.ngram_min}) exceeds ngram_order ({self.ngram_order})")
+        return found
+
+    def request(self, messages: list[dict[str, str]], chat_id: str | None = None) -> GenerationRequest:
+        """The engine request for the next answer; the system prompt goes first."""
+        turns = list(messages)
+        if self.system_prompt.strip():
+            turns.insert(0, {"role": "system", "content": self.system_prompt})
+        return GenerationRequest(
+            messages=turns, model=self.model, chat_id=chat_id, max_tokens=self.max_tokens,
+            draft=DraftSettings(drafter=self.drafter, draft_count=self.draft_count,
+                                ngram_order=self.ngram_order, ngram_min=self.ngram_min,
+                                adaptive=self.adaptive),
+            sampling=SamplingSettings(temperature=float(self.temperature), top_p=float(self.top_p)))
+
+
+def _coerce(field_type, value):
+    """``value`` as the field's type, or raise ValueError."""
+    kind = field_type if isinstance(field_type, str) else getattr(field_type, "__name__", "")
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+    elif kind == "int":
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif kind == "float":
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+    elif kind == "str":
+        if isinstance(value, str):
+            return value
+    elif "None" in kind:  # str | None
+        if value is None or isinstance(value, str):
+            return value or None
+    raise ValueError(f"{value!r} is not a {kind}")
+
+
+class SettingsStore:
+    """Loads and saves ``AppSettings``; ``message`` tells what was wrong with the file."""
+
+    def __init__(self, folder: Path | None = None):
+        self.path = (folder or config_dir()) / SETTINGS_FILE
+        self.message: str | None = None
+
+    def load(self) -> AppSettings:
+        self.message = None
+        if not self.path.exists():
+            return AppSettings()
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as error:
+            self.message = (f"The settings file {self.path} could not be read ({error}); "
+                            "the defaults are used.")
+            return AppSettings()
+        defaults = AppSettings()
+        values, bad = {}, []
+        for f in fields(AppSettings):
+            if f.name in data:
+                try:
+                    values[f.name] = _coerce(f.type, data[f.name])
+                except ValueError:
+                    bad.append(f.name)
+        settings = replace(defaults, **values)
+        for name, (low, high) in AppSettings.RANGES.items():
+            if not low <= getattr(settings, name) <= high:
+                bad.append(name)
+                settings = replace(settings, **{name: getattr(defaults, name)})
+        if settings.ngram_min > settings.ngram_order:
+            bad.append("ngram_min")
+            settings = replace(settings, ngram_min=min(defaults.ngram_min, settings.ngram_order))
+        if bad:
+            self.message = (f"Some saved settings were invalid and were reset to their defaults: "
+                            f"{', '.join(sorted(set(bad)))}.")
+        return settings
+
+    def save(self, settings: AppSettings) -> None:
+        data = {k: v for k, v in asdict(settings).items() if k != "RANGES"}
+        temporary = self.path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(data, indent=2), encoding="utf-8")
+        os.replace(temporary, self.path)

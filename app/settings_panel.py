@@ -1,0 +1,196 @@
+"""The settings side panel: model, drafting and sampling. Changes apply to the next message.
+
+Every numeric field is a spin box bounded by the engine's ranges, so out-of-range input
+cannot be entered at all. The drafter list comes from the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox,
+                               QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QScrollArea,
+                               QSpinBox, QVBoxLayout, QWidget)
+
+from .settings import TEMPERATURE_RANGE, TOP_P_RANGE, AppSettings
+
+
+class SettingsPanel(QScrollArea):
+    settingsEdited = Signal(object)  # AppSettings
+    openFolderRequested = Signal()
+    hubRequested = Signal()
+    embeddedRequested = Signal()
+
+    def __init__(self, drafters: dict[str, str], default_drafter: str, parent=None):
+        super().__init__(parent)
+        self.setObjectName("settingsPanel")
+        self.setWidgetResizable(True)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.default_drafter = default_drafter
+        self._settings = AppSettings()
+        self._loading = False
+        inner = QWidget()
+        layout = QVBoxLayout(inner)
+        layout.setContentsMargins(8, 8, 8, 8)
+        layout.setSpacing(10)
+
+        model_box = QGroupBox("Model")
+        model_layout = QVBoxLayout(model_box)
+        self.model_name = QLabel("Loading…")
+        self.model_name.setObjectName("modelName")
+        self.model_name.setWordWrap(True)
+        self.model_name.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.speculation = QLabel()
+        self.speculation.setObjectName("hint")
+        self.speculation.setWordWrap(True)
+        model_layout.addWidget(self.model_name)
+        model_layout.addWidget(self.speculation)
+        buttons = QHBoxLayout()
+        self.folder_button = QPushButton("Folder…")
+        self.folder_button.setToolTip("Use a local mlx-lm model folder")
+        self.folder_button.clicked.connect(self.openFolderRequested)
+        self.hub_button = QPushButton("Hugging Face…")
+        self.hub_button.setToolTip("Download an mlx-lm model by its Hugging Face id")
+        self.hub_button.clicked.connect(self.hubRequested)
+        self.embedded_button = QPushButton("Built-in")
+        self.embedded_button.setToolTip("Use the embedded SmolLM2-135M-Instruct")
+        self.embedded_button.clicked.connect(self.embeddedRequested)
+        for button in (self.folder_button, self.hub_button, self.embedded_button):
+            buttons.addWidget(button)
+        model_layout.addLayout(buttons)
+        layout.addWidget(model_box)
+
+        draft_box = QGroupBox("Drafting")
+        form = QFormLayout(draft_box)
+        form.setFieldGrowthPolicy(QFormLayout.AllNonFixedFieldsGrow)
+        self.drafter = QComboBox()
+        for name, summary in drafters.items():
+            self.drafter.addItem(name, name)
+            self.drafter.setItemData(self.drafter.count() - 1, summary, Qt.ToolTipRole)
+        form.addRow("Drafter", self.drafter)
+        self.drafter_summary = QLabel()
+        self.drafter_summary.setObjectName("hint")
+        self.drafter_summary.setWordWrap(True)
+        form.addRow(self.drafter_summary)
+        low, high = AppSettings.RANGES["draft_count"]
+        self.draft_count = self._spin(low, high, "Tokens guessed per pass (at most)")
+        form.addRow("Draft count", self.draft_count)
+        low, high = AppSettings.RANGES["ngram_order"]
+        self.ngram_order = self._spin(low, high, "Longest n-gram the drafter matches")
+        form.addRow("N-gram order", self.ngram_order)
+        low, high = AppSettings.RANGES["ngram_min"]
+        self.ngram_min = self._spin(low, high, "Shortest n-gram the drafter falls back to "
+                                    "(cannot exceed the order)")
+        form.addRow("N-gram min", self.ngram_min)
+        self.adaptive = QCheckBox("Adaptive draft length")
+        self.adaptive.setToolTip("Let the engine shorten drafts when guesses keep failing")
+        form.addRow(self.adaptive)
+        layout.addWidget(draft_box)
+
+        sample_box = QGroupBox("Sampling")
+        form = QFormLayout(sample_box)
+        form.setFieldGrowthPolicy(QFormLayout.AllNonFixedFieldsGrow)
+        self.temperature = self._double(*TEMPERATURE_RANGE, 0.1, "0 = greedy (deterministic)")
+        form.addRow("Temperature", self.temperature)
+        self.top_p = self._double(*TOP_P_RANGE, 0.05, "Nucleus sampling threshold")
+        form.addRow("Top-p", self.top_p)
+        low, high = AppSettings.RANGES["max_tokens"]
+        self.max_tokens = self._spin(low, high, "Longest answer, in tokens")
+        self.max_tokens.setSingleStep(64)
+        form.addRow("Max tokens", self.max_tokens)
+        layout.addWidget(sample_box)
+
+        prompt_box = QGroupBox("System prompt")
+        prompt_layout = QVBoxLayout(prompt_box)
+        self.system_prompt = QPlainTextEdit()
+        self.system_prompt.setPlaceholderText("Optional instructions sent before the chat")
+        self.system_prompt.setFixedHeight(84)
+        prompt_layout.addWidget(self.system_prompt)
+        layout.addWidget(prompt_box)
+        note = QLabel("Changes apply to the next message.")
+        note.setObjectName("hint")
+        layout.addWidget(note)
+        layout.addStretch(1)
+        self.setWidget(inner)
+
+        self._prompt_timer = QTimer(self)
+        self._prompt_timer.setSingleShot(True)
+        self._prompt_timer.setInterval(400)
+        self._prompt_timer.timeout.connect(self._emit)
+        self.drafter.currentIndexChanged.connect(self._emit)
+        for spin in (self.draft_count, self.ngram_order, self.ngram_min, self.max_tokens,
+                     self.temperature, self.top_p):
+            spin.valueChanged.connect(self._emit)
+        self.adaptive.toggled.connect(self._emit)
+        self.system_prompt.textChanged.connect(self._prompt_timer.start)
+        self.ngram_order.valueChanged.connect(lambda v: self.ngram_min.setMaximum(v))
+
+    def _spin(self, low: int, high: int, tip: str) -> QSpinBox:
+        spin = QSpinBox()
+        spin.setRange(low, high)
+        spin.setToolTip(f"{tip} ({low}–{high})")
+        spin.setKeyboardTracking(False)
+        return spin
+
+    def _double(self, low: float, high: float, step: float, tip: str) -> QDoubleSpinBox:
+        spin = QDoubleSpinBox()
+        spin.setRange(low, high)
+        spin.setSingleStep(step)
+        spin.setDecimals(2)
+        spin.setToolTip(f"{tip} ({low:g}–{high:g})")
+        spin.setKeyboardTracking(False)
+        return spin
+
+    def set_settings(self, settings: AppSettings) -> None:
+        self._loading = True
+        self._settings = settings
+        name = settings.drafter if self.drafter.findData(settings.drafter) >= 0 else self.default_drafter
+        self.drafter.setCurrentIndex(max(self.drafter.findData(name), 0))
+        self.draft_count.setValue(settings.draft_count)
+        self.ngram_order.setValue(settings.ngram_order)
+        self.ngram_min.setMaximum(settings.ngram_order)
+        self.ngram_min.setValue(settings.ngram_min)
+        self.adaptive.setChecked(settings.adaptive)
+        self.temperature.setValue(settings.temperature)
+        self.top_p.setValue(settings.top_p)
+        self.max_tokens.setValue(settings.max_tokens)
+        if self.system_prompt.toPlainText() != settings.system_prompt:
+            self.system_prompt.setPlainText(settings.system_prompt)
+        self._prompt_timer.stop()
+        self.drafter_summary.setText(self.drafter.currentData(Qt.ToolTipRole) or "")
+        self._loading = False
+
+    def settings(self) -> AppSettings:
+        return replace(self._settings, drafter=self.drafter.currentData() or self.default_drafter,
+                       draft_count=self.draft_count.value(), ngram_order=self.ngram_order.value(),
+                       ngram_min=min(self.ngram_min.value(), self.ngram_order.value()),
+                       adaptive=self.adaptive.isChecked(),
+                       temperature=round(self.temperature.value(), 2),
+                       top_p=round(self.top_p.value(), 2), max_tokens=self.max_tokens.value(),
+                       system_prompt=self.system_prompt.toPlainText())
+
+    def _emit(self, *_):
+        self.drafter_summary.setText(self.drafter.currentData(Qt.ToolTipRole) or "")
+        if not self._loading:
+            self._settings = self.settings()
+            self.settingsEdited.emit(self._settings)
+
+    def flush(self) -> None:
+        """Apply a system prompt still waiting for its typing pause."""
+        if self._prompt_timer.isActive():
+            self._prompt_timer.stop()
+            self._emit()
+
+    def show_model(self, name: str, path: str, speculation: str) -> None:
+        self.model_name.setText(f"<b>{name}</b>")
+        self.model_name.setToolTip(path)
+        self.speculation.setText("Speculation on: drafts are verified and rolled back as needed."
+                                 if speculation == "on" else f"Speculation {speculation}.")
+
+    def set_loading(self, loading: bool, what: str = "") -> None:
+        for button in (self.folder_button, self.hub_button, self.embedded_button):
+            button.setEnabled(not loading)
+        if loading:
+            self.model_name.setText(f"Loading {what}…")
+            self.speculation.setText("")

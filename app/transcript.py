@@ -1,0 +1,329 @@
+"""The conversation: one ``MessageView`` per message in a scrolling column.
+
+Each view renders its message as Markdown with the accepted-draft characters painted
+(see render.py); the answer being written is re-rendered at most every ``REFRESH_MS``,
+so a fast engine cannot flood the GUI. Hovering a character shows which tokens made it.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QPoint, Qt, QTimer, Signal
+from PySide6.QtGui import QGuiApplication, QTextOption
+from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QScrollArea, QSizePolicy, QTextBrowser,
+                               QToolButton, QToolTip, QVBoxLayout, QWidget)
+
+from . import theme
+from .livestats import footer_text
+from .provenance import Provenance
+from .render import RenderMap, render
+
+REFRESH_MS = 80
+
+
+class MessageBody(QTextBrowser):
+    """A read-only rich text view as tall as its content; tooltips show token provenance."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setOpenExternalLinks(True)
+        self.setFrameShape(QFrame.NoFrame)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.setWordWrapMode(QTextOption.WrapAtWordBoundaryOrAnywhere)
+        self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
+        self.document().setDocumentMargin(2)
+        self.document().documentLayout().documentSizeChanged.connect(self._fit)
+        self.provenance: Provenance | None = None
+        self.render_map = RenderMap()
+        self.viewport().setMouseTracking(True)
+
+    def _fit(self, *_):
+        height = int(self.document().size().height()) + 4
+        if self.height() != height:
+            self.setFixedHeight(height)
+
+    def resizeEvent(self, event):
+        super().resizeEvent(event)
+        self._fit()
+
+    def source_index_at(self, point: QPoint) -> int | None:
+        layout = self.document().documentLayout()
+        position = layout.hitTest(point + QPoint(self.horizontalScrollBar().value(),
+                                                 self.verticalScrollBar().value()), Qt.ExactHit)
+        if position < 0:
+            return None
+        return self.render_map.source_index(position)
+
+    def tooltip_at(self, point: QPoint) -> str:
+        index = self.source_index_at(point)
+        if index is None or self.provenance is None:
+            return ""
+        return self.provenance.tooltip(index)
+
+    def viewportEvent(self, event):
+        if event.type() == QEvent.ToolTip:
+            text = self.tooltip_at(event.pos())
+            if text:
+                QToolTip.showText(event.globalPos(), text, self)
+            else:
+                QToolTip.hideText()
+                event.ignore()
+            return True
+        return super().viewportEvent(event)
+
+    def wheelEvent(self, event):  # let the transcript scroll
+        event.ignore()
+
+
+class MessageView(QFrame):
+    copyRequested = Signal(str)
+    inspectRequested = Signal(object)  # MessageView
+    regenerateRequested = Signal()
+
+    def __init__(self, role: str, parent=None):
+        super().__init__(parent)
+        self.role = role
+        self.setObjectName("assistantMessage" if role == "assistant" else "userMessage")
+        self.setProperty("role", role)
+        self.text = ""
+        self.provenance: Provenance | None = None
+        self.stats: dict = {}
+        self.timing: dict = {}
+        self.finish_reason: str | None = None
+        self.message_id: int | None = None
+        self.streaming = False
+        self.markdown = True
+        self.highlight = True
+        self._dirty = False
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(12, 8, 12, 8)
+        layout.setSpacing(4)
+        header = QHBoxLayout()
+        header.setSpacing(4)
+        self.who = QLabel("You" if role == "user" else "Draftless")
+        self.who.setObjectName("messageAuthor")
+        header.addWidget(self.who)
+        header.addStretch(1)
+        self.copy_button = self._tool("Copy", "Copy this message as Markdown")
+        self.copy_button.clicked.connect(lambda: self.copyRequested.emit(self.text))
+        header.addWidget(self.copy_button)
+        self.inspect_button = self._tool("Inspect", "Show this answer's acceptance by draft "
+                                         "position and accepted lengths")
+        self.inspect_button.clicked.connect(lambda: self.inspectRequested.emit(self))
+        self.regenerate_button = self._tool("Regenerate", "Write this answer again")
+        self.regenerate_button.clicked.connect(self.regenerateRequested.emit)
+        header.addWidget(self.inspect_button)
+        header.addWidget(self.regenerate_button)
+        self.inspect_button.setVisible(role == "assistant")
+        self.regenerate_button.setVisible(False)
+        layout.addLayout(header)
+        self.body = MessageBody(self)
+        layout.addWidget(self.body)
+        self.footer = QLabel()
+        self.footer.setObjectName("messageFooter")
+        self.footer.setVisible(False)
+        layout.addWidget(self.footer)
+
+    def _tool(self, text: str, tip: str) -> QToolButton:
+        button = QToolButton(self)
+        button.setText(text)
+        button.setToolTip(tip)
+        button.setAutoRaise(True)
+        button.setCursor(Qt.PointingHandCursor)
+        return button
+
+    # content ------------------------------------------------------------------------------
+    def set_message(self, text: str, provenance: Provenance | None = None, stats=None, timing=None,
+                    finish_reason=None, message_id=None) -> None:
+        self.text = text
+        self.provenance = provenance
+        self.stats, self.timing = dict(stats or {}), dict(timing or {})
+        self.finish_reason = finish_reason
+        self.message_id = message_id
+        self.streaming = False
+        self.refresh()
+
+    def set_streaming(self, provenance: Provenance) -> None:
+        self.provenance = provenance
+        self.streaming = True
+        self.text = provenance.text
+        self._dirty = True
+        self.refresh()
+
+    def mark_dirty(self) -> None:
+        self._dirty = True
+
+    def refresh_if_dirty(self) -> bool:
+        if self._dirty:
+            self.refresh()
+            return True
+        return False
+
+    def refresh(self) -> None:
+        self._dirty = False
+        if self.provenance is not None and self.streaming:
+            self.text = self.provenance.text
+        self.body.provenance = self.provenance
+        text = self.text if self.text or not self.streaming else "…"
+        self.body.render_map = render(self.body.document(), text, self.provenance,
+                                      markdown=self.markdown, highlight=self.highlight,
+                                      palette=theme.current().palette())
+        self.body._fit()
+        self._update_footer()
+
+    def _update_footer(self) -> None:
+        if self.role != "assistant" or self.streaming:
+            self.footer.setVisible(False)
+            return
+        tokens = len(self.provenance.tokens) if self.provenance else 0
+        self.footer.setText(footer_text(tokens, self.stats, self.timing, self.finish_reason))
+        self.footer.setVisible(True)
+
+    def set_highlight(self, on: bool) -> None:
+        if on != self.highlight:
+            self.highlight = on
+            self.refresh()
+
+
+class TranscriptView(QScrollArea):
+    """The messages of one session, newest at the bottom, following the answer as it grows."""
+
+    copyRequested = Signal(str)
+    inspectRequested = Signal(object)
+    regenerateRequested = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("transcript")
+        self.setWidgetResizable(True)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.setFrameShape(QFrame.NoFrame)
+        self.column = QWidget()
+        self.column.setObjectName("transcriptColumn")
+        self.layout_ = QVBoxLayout(self.column)
+        self.layout_.setContentsMargins(16, 12, 16, 12)
+        self.layout_.setSpacing(10)
+        self.placeholder = QLabel(
+            "<h2>Ask anything.</h2><p>Draftless guesses ahead with n-gram drafts and the model "
+            "checks each guess in one pass.<br>Characters from guesses it accepted are "
+            "<span style='background:%s'>&nbsp;highlighted&nbsp;</span>; hover them to see "
+            "the pass and the draft position.</p>" % theme.current().draft)
+        self.placeholder.setObjectName("placeholder")
+        self.placeholder.setAlignment(Qt.AlignCenter)
+        self.placeholder.setWordWrap(True)
+        self.layout_.addWidget(self.placeholder, 1)
+        self.layout_.addStretch(0)
+        self.setWidget(self.column)
+        self.views: list[MessageView] = []
+        self.highlight = True
+        self.streaming_view: MessageView | None = None
+        self._follow = True
+        self.verticalScrollBar().rangeChanged.connect(self._range_changed)
+        self.verticalScrollBar().valueChanged.connect(self._scrolled)
+        self.timer = QTimer(self)
+        self.timer.setInterval(REFRESH_MS)
+        self.timer.timeout.connect(self._refresh_streaming)
+
+    # building -----------------------------------------------------------------------------
+    def clear(self) -> None:
+        for view in self.views:
+            view.setParent(None)
+            view.deleteLater()
+        self.views = []
+        self.streaming_view = None
+        self.timer.stop()
+        self.placeholder.setVisible(True)
+        self._follow = True
+
+    def add_message(self, role: str, text: str, provenance=None, stats=None, timing=None,
+                    finish_reason=None, message_id=None) -> MessageView:
+        view = self._new_view(role)
+        view.set_message(text, provenance, stats, timing, finish_reason, message_id)
+        self._update_regenerate()
+        return view
+
+    def _new_view(self, role: str) -> MessageView:
+        self.placeholder.setVisible(False)
+        view = MessageView(role, self.column)
+        view.highlight = self.highlight
+        view.copyRequested.connect(self.copyRequested)
+        view.inspectRequested.connect(self.inspectRequested)
+        view.regenerateRequested.connect(self.regenerateRequested)
+        self.layout_.insertWidget(self.layout_.count() - 1, view)
+        self.views.append(view)
+        self._follow = True
+        return view
+
+    def start_answer(self, provenance: Provenance) -> MessageView:
+        view = self._new_view("assistant")
+        view.set_streaming(provenance)
+        self.streaming_view = view
+        self._update_regenerate()
+        self.timer.start()
+        return view
+
+    def answer_changed(self) -> None:
+        if self.streaming_view is not None:
+            self.streaming_view.mark_dirty()
+
+    def finish_answer(self, text, provenance, stats, timing, finish_reason, message_id) -> None:
+        view = self.streaming_view
+        self.timer.stop()
+        self.streaming_view = None
+        if view is None:
+            return
+        if not text and not (provenance and provenance.tokens):
+            self.remove_view(view)
+            return
+        view.set_message(text, provenance, stats, timing, finish_reason, message_id)
+        self._update_regenerate()
+
+    def remove_view(self, view: MessageView) -> None:
+        if view in self.views:
+            self.views.remove(view)
+            view.setParent(None)
+            view.deleteLater()
+        self.placeholder.setVisible(not self.views)
+        self._update_regenerate()
+
+    def remove_message(self, message_id: int) -> None:
+        for view in list(self.views):
+            if view.message_id == message_id:
+                self.remove_view(view)
+
+    def _update_regenerate(self) -> None:
+        last_assistant = next((v for v in reversed(self.views) if v.role == "assistant"), None)
+        for view in self.views:
+            view.regenerate_button.setVisible(view is last_assistant and view is self.views[-1]
+                                              and self.streaming_view is None)
+
+    def set_busy(self, busy: bool) -> None:
+        for view in self.views:
+            view.regenerate_button.setEnabled(not busy)
+
+    def set_highlight(self, on: bool) -> None:
+        self.highlight = on
+        for view in self.views:
+            view.set_highlight(on)
+
+    def restyle(self) -> None:
+        for view in self.views:
+            view.refresh()
+
+    # following the answer -----------------------------------------------------------------
+    def _refresh_streaming(self) -> None:
+        if self.streaming_view is not None:
+            self.streaming_view.refresh_if_dirty()
+
+    def _scrolled(self, value: int) -> None:
+        bar = self.verticalScrollBar()
+        self._follow = value >= bar.maximum() - 24
+
+    def _range_changed(self, _low: int, high: int) -> None:
+        if self._follow:
+            self.verticalScrollBar().setValue(high)
+
+
+def copy_text(text: str) -> None:
+    QGuiApplication.clipboard().setText(text)
