@@ -71,3 +71,24 @@ def write_tiny_llama(folder: Path, seed: int = 0, layers: int = 2, hidden: int =
     mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(model.parameters())))
     (folder / "config.json").write_text(json.dumps(tiny_llama_config(vocab_size, layers, hidden)))
     return folder
+
+
+def write_tiny_mamba(folder: Path, seed: int = 0) -> Path:
+    """A random-weight Mamba: a real architecture whose cache cannot be rolled back."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+    from mlx_lm.models import mamba
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab_size = write_byte_tokenizer(folder)
+    config = {"model_type": "mamba", "vocab_size": vocab_size, "hidden_size": 32,
+              "intermediate_size": 64, "state_size": 8, "num_hidden_layers": 2, "conv_kernel": 4,
+              "use_bias": False, "use_conv_bias": True, "time_step_rank": 4,
+              "tie_word_embeddings": True, "eos_token_id": 2}
+    mx.random.seed(seed)
+    model = mamba.Model(mamba.ModelArgs.from_dict(config))
+    mx.eval(model.parameters())
+    mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(model.parameters())))
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder

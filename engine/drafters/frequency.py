@@ -43,7 +43,7 @@ class FrequencyDrafter(Drafter):
         window, tables = self.window, self.tables
         for token in tokens:
             token = int(token)
-            recent = list(window)[-self.max_context:] if self.max_context else []
+            recent = [window[i] for i in range(-min(self.max_context, len(window)), 0)]
             for length in range(self.min_context, self.max_context + 1) if self.max_context else (0,):
                 if length > len(recent):
                     break
@@ -69,8 +69,9 @@ class FrequencyDrafter(Drafter):
                 return max(followers.items(), key=lambda item: (item[1][0], item[1][1]))[0]
         return None
 
-    def propose(self, history, k):
-        context = list(self.window)[-self.max_context:] if self.max_context else []
+    def predict(self, context: list[int], k: int) -> list[int]:
+        """Chain up to ``k`` predictions, each appended to the tentative context."""
+        context = list(context)
         draft: list[int] = []
         for _ in range(k):
             token = self.predict_next(context)
@@ -78,4 +79,10 @@ class FrequencyDrafter(Drafter):
                 break
             draft.append(token)
             context.append(token)
+        return draft
+
+    def propose(self, history, k):
+        window = self.window
+        context = [window[i] for i in range(-min(self.max_context, len(window)), 0)]
+        draft = self.predict(context, k)
         return [draft] if draft else []

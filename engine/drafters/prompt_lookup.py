@@ -7,6 +7,7 @@ the tokens that followed it.
 An index from each n-gram to where its most recent continuation starts is kept up to
 date as tokens arrive, so a lookup costs O(ngram_order) whatever the history length.
 The n-gram that ends the history has no continuation yet, so it never matches itself.
+A continuation that reaches the end of the history keeps copying from the draft itself.
 """
 
 from __future__ import annotations
@@ -46,5 +47,14 @@ class PromptLookupDrafter(Drafter):
         for n in range(min(self.max_n, len(tokens)), self.min_n - 1, -1):
             start = self.continuation_at.get(tuple(tokens[len(tokens) - n:]))
             if start is not None:
-                return [tokens[start:start + k]]
+                return [self.copy_from(start, k)]
         return []
+
+    def copy_from(self, start: int, k: int) -> list[int]:
+        """``k`` tokens from ``start``; past the end of the history the copy overlaps
+        itself (as in LZ77), so a period shorter than ``k`` still drafts ``k`` tokens."""
+        tokens, end = self.tokens, len(self.tokens)
+        draft: list[int] = []
+        for position in range(start, start + k):
+            draft.append(tokens[position] if position < end else draft[position - end])
+        return draft

@@ -1,0 +1,28 @@
+"""Reference decoding for the lossless tests: mlx-lm's own generate_step (independent of our loop)."""
+
+import mlx.core as mx
+from mlx_lm.generate import generate_step
+
+from engine.decode import Target, TokenChooser, speculative_decode
+from engine.drafters import make_drafter
+from engine.settings import DraftSettings, SamplingSettings
+
+
+def reference_greedy(model, prompt, max_tokens):
+    tokens = []
+    for token, _ in generate_step(mx.array(prompt, dtype=mx.uint32), model, max_tokens=max_tokens):
+        tokens.append(int(token))
+    return tokens
+
+
+def speculative(model, prompt, max_tokens, settings: DraftSettings, sampling=None, eos=()):
+    """Our loop on a fresh cache. Returns (emitted tokens, pass results)."""
+    target = Target(model)
+    history = list(prompt)
+    target.prefill(history[:-1])
+    drafter = make_drafter(settings)
+    drafter.reset(history)
+    results = list(speculative_decode(
+        target, drafter, TokenChooser(sampling or SamplingSettings()), history,
+        max_tokens=max_tokens, draft_count=settings.draft_count, eos_tokens=set(eos)))
+    return history[len(prompt):], results

@@ -1,0 +1,61 @@
+"""Lossless, greedy form: speculative output equals plain greedy output, token for token."""
+
+import pytest
+
+from engine.drafters import DRAFTERS
+from engine.settings import DraftSettings
+
+from .identity import reference_greedy, speculative
+from .tiny_model import make_tiny_llama
+
+SINGLE_ROW = [name for name, cls in DRAFTERS.items() if not cls.multi_row]
+
+
+@pytest.fixture(scope="module")
+def tiny_models():
+    return [make_tiny_llama(seed=seed, layers=2, hidden=64) for seed in (1, 2)]
+
+
+def tiny_prompts():
+    repetitive = [40 + (i % 9) for i in range(60)]
+    novel = [(i * 37 + 11) % 250 + 3 for i in range(50)]
+    return {"repetitive": repetitive, "novel": novel}
+
+
+@pytest.mark.parametrize("drafter", SINGLE_ROW)
+@pytest.mark.parametrize("draft_count,order", [(1, 2), (3, 4), (8, 3), (16, 8)])
+def test_greedy_identity_on_a_tiny_random_llama(tiny_models, drafter, draft_count, order):
+    accepted = 0
+    for model in tiny_models:
+        for prompt in tiny_prompts().values():
+            expected = reference_greedy(model, prompt, 48)
+            settings = DraftSettings(drafter=drafter, draft_count=draft_count, ngram_order=order,
+                                     ngram_min=1, adaptive=False)
+            got, results = speculative(model, prompt, 48, settings)
+            assert got == expected
+            accepted += sum(r.accepted for r in results)
+    if drafter != "none":
+        assert accepted > 0, "no draft was ever accepted: the test would prove nothing"
+
+
+EMBEDDED_PROMPTS = {
+    "repetitive": "Repeat the following line three times, exactly: red green blue yellow purple",
+    "novel": "Write a short poem about a lighthouse keeper who discovers a new color.",
+}
+
+
+@pytest.mark.embedded
+@pytest.mark.parametrize("kind", EMBEDDED_PROMPTS)
+def test_greedy_identity_on_the_embedded_model(embedded_loaded, kind):
+    tokenizer = embedded_loaded.tokenizer
+    prompt = list(tokenizer.apply_chat_template(
+        [{"role": "user", "content": EMBEDDED_PROMPTS[kind]}], add_generation_prompt=True))
+    expected = reference_greedy(embedded_loaded.model, prompt, 40)
+    total_accepted = 0
+    for drafter, count in (("prompt-lookup", 4), ("frequency", 6)):
+        settings = DraftSettings(drafter=drafter, draft_count=count, ngram_order=4, adaptive=False)
+        got, results = speculative(embedded_loaded.model, prompt, 40, settings)
+        assert got == expected, f"{drafter} diverged from plain greedy decoding"
+        total_accepted += sum(r.accepted for r in results)
+    if kind == "repetitive":
+        assert total_accepted > 0
