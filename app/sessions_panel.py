@@ -36,6 +36,8 @@ class SessionsPanel(QWidget):
         layout.addLayout(top)
         self.list = QListWidget()
         self.list.setObjectName("sessionList")
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.ElideRight)
         self.list.setContextMenuPolicy(Qt.CustomContextMenu)
         self.list.customContextMenuRequested.connect(self._menu)
         self.list.currentItemChanged.connect(self._current_changed)
