@@ -45,6 +45,46 @@ class ChatSession:
         self.history: list[int] = []  # everything but the last token is in the cache
         self.drafter = None
         self.drafter_key = None
+        self._model_key = None
+
+    @property
+    def model_key(self) -> str:
+        """The loaded model's identity for on-disk tables and caches."""
+        if self._model_key is None:
+            from .model_ngrams import model_key
+
+            self._model_key = model_key(self.loaded)
+        return self._model_key
+
+    def _attach_model(self) -> Iterator[Event]:
+        """Hand model-derived token data to drafters that want it (computed here, once)."""
+        drafter = self.drafter
+        attach = getattr(drafter, "attach_model", None)
+        if attach is None or getattr(drafter, "attached_model", None) == self.model_key:
+            return
+        bigram = None
+        if getattr(drafter, "wants_model_bigram", False):
+            from .model_ngrams import bigram_table_steps
+
+            for done, total, table in bigram_table_steps(self.loaded.model, self.model_key):
+                if table is None:
+                    yield ProgressEvent("table", done, total, "Computing the model's bigram table…")
+                else:
+                    bigram = table
+                    yield ProgressEvent("table", total, total, "Bigram table ready")
+        attach(self.model_key, bigram=bigram)
+        drafter.attached_model = self.model_key
+
+    def _adaptive_policy(self) -> Iterator[Event]:
+        """The adaptive policy (measuring the verify-cost curve first if never done)."""
+        from . import adaptive
+
+        key = self.model_key
+        if key not in adaptive._curves and adaptive.load_cost_curve(key) is None:
+            yield ProgressEvent("calibrate", 0, 1, "Measuring this machine's verify speed…")
+            adaptive.cost_curve_for(key, self.target)
+            yield ProgressEvent("calibrate", 1, 1, "Verify speed measured")
+        return adaptive.policy_for(key, self.drafter, self.target)
 
     def _prepare_cache(self, tokens: list[int]) -> int:
         """Make the cache hold ``tokens[:-1]``; return how many tokens had to be run."""
@@ -92,6 +132,10 @@ class ChatSession:
         drafter_started = time.perf_counter()
         self._prepare_drafter(tokens, request)
         stats.drafter_s += time.perf_counter() - drafter_started
+        yield from self._attach_model()
+        policy = None
+        if request.draft.adaptive and loaded.speculation == "on":
+            policy = yield from self._adaptive_policy()
         stats.prefill_s = time.perf_counter() - started
 
         tokenizer = loaded.tokenizer
@@ -104,15 +148,20 @@ class ChatSession:
         decoder = speculative_decode(
             self.target, self.drafter, TokenChooser(request.sampling), self.history,
             max_tokens=request.max_tokens, draft_count=request.draft.draft_count,
-            eos_tokens=eos, speculate=loaded.speculation == "on")
+            eos_tokens=eos, speculate=loaded.speculation == "on", policy=policy)
         for pass_index, result in enumerate(decoder):
             stats.record_pass(result.drafted, result.accepted, len(result.tokens), result.seconds)
             stats.drafter_s += result.drafter_seconds
-            for position, token in enumerate(result.tokens):
-                if token in eos:
-                    finish = "stop"
-                    break
+            if eos.intersection(result.tokens):
+                finish = "stop"
+            elif stats.emitted < request.max_tokens and should_stop():
+                finish = "cancelled"
+            final = finish != "length" or stats.emitted >= request.max_tokens
+            kept = [t for t in result.tokens if t not in eos]
+            for position, token in enumerate(kept):
                 detokenizer.add_token(token)
+                if final and position == len(kept) - 1:
+                    detokenizer.finalize()  # the last token carries any held-back bytes
                 drafted = position < result.accepted
                 out_tokens.append(token)
                 from_draft.append(drafted)
@@ -120,10 +169,7 @@ class ChatSession:
                                  position if drafted else None, stats.drafter)
             yield PassEvent(pass_index, result.drafted, result.accepted, len(result.tokens),
                             result.seconds, stats.tokens_per_pass)
-            if finish == "stop":
-                break
-            if should_stop():
-                finish = "cancelled"
+            if final:
                 break
         detokenizer.finalize()
         yield DoneEvent(finish, detokenizer.text, out_tokens, from_draft,

@@ -27,7 +27,7 @@ class DraftSettings:
     draft_count: int = 4
     ngram_order: int = 4
     ngram_min: int = 1
-    adaptive: bool = False
+    adaptive: bool = True  # off: draft exactly draft_count tokens whenever the drafter can
     options: dict[str, Any] = field(default_factory=dict)
 
     def validated(self) -> "DraftSettings":

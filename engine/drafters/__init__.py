@@ -5,13 +5,27 @@ from __future__ import annotations
 from ..errors import EngineError
 from .base import Drafter, DraftRows
 from .frequency import FrequencyDrafter
+from .nasd import NasdDrafter
+from .ngram_cache import NgramCacheDrafter
+from .ngram_map_k import NgramMapKDrafter
+from .ngram_map_k4v import NgramMapK4VDrafter
+from .ngram_simple import NgramSimpleDrafter
+from .ngrammys import NgrammysDrafter
 from .none import NoDrafter
 from .prompt_lookup import PromptLookupDrafter
+from .suffix import SuffixDrafter
 
 DRAFTERS: dict[str, type[Drafter]] = {cls.name: cls for cls in (
     NoDrafter,
     FrequencyDrafter,
     PromptLookupDrafter,
+    NgramSimpleDrafter,
+    NgramMapKDrafter,
+    NgramMapK4VDrafter,
+    NgramCacheDrafter,
+    NasdDrafter,
+    NgrammysDrafter,
+    SuffixDrafter,
 )}
 
 DEFAULT_DRAFTER = "prompt-lookup"

@@ -1,0 +1,164 @@
+"""`suffix`: longest-match drafting over a suffix automaton (SuffixDecoding's direction).
+
+Every earlier position of the prompt, the answers and earlier turns is indexed in an
+online suffix automaton (O(1) amortised per token). The longest suffix of the history
+that occurred before is the automaton's suffix link of the whole history, so finding the
+longest match takes constant time whatever the history length (no fixed n-gram size).
+
+Draft: the tokens that followed the most recent earlier occurrence of that longest
+match, and its length adapts
+- to the match length L: at most ``ceil(max_spec_factor × L)`` tokens (default factor 1;
+  no draft while L < ``ngram_min``);
+- to the continuation's observed frequency: walking the automaton along the draft, the
+  empirical probability of each next token given everything matched so far is
+  ``occurrences(context + token) / occurrences(context)``; the draft stops before the
+  running product falls below ``min_prob`` (default 0.1).
+
+Occurrence counts and the two most recent end positions of each state are updated along
+the first 32 suffix links per token (constant work): counts of long contexts, the ones that
+draft, are exact; counts of very short, very frequent contexts may be underestimates.
+Memory is bounded by ``max_tokens`` (default 1,048,576): past it the index is rebuilt
+from the most recent half.
+
+Options: ``max_spec_factor`` (default 1.0), ``min_prob`` (default 0.1), ``max_tokens``.
+``draft_count`` caps the draft; ``ngram_min`` is the shortest match used.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ._options import float_option, int_option
+from .base import Drafter
+
+CHAIN_UPDATES = 32
+
+
+class SuffixAutomaton:
+    """Online suffix automaton over a token list, with approximate occurrence stats."""
+
+    def __init__(self):
+        self.tokens: list[int] = []
+        self.length = [0]
+        self.link = [-1]
+        self.next: list[dict[int, int]] = [{}]
+        self.pos1 = [-1]  # most recent end position
+        self.pos2 = [-1]  # the one before
+        self.count = [0]
+        self.last = 0
+
+    def __len__(self):
+        return len(self.tokens)
+
+    def _new_state(self, length, link, nxt, pos1, pos2, count) -> int:
+        self.length.append(length)
+        self.link.append(link)
+        self.next.append(nxt)
+        self.pos1.append(pos1)
+        self.pos2.append(pos2)
+        self.count.append(count)
+        return len(self.length) - 1
+
+    def append(self, token: int) -> None:
+        i = len(self.tokens)
+        self.tokens.append(token)
+        length, link, nxt = self.length, self.link, self.next
+        cur = self._new_state(length[self.last] + 1, -1, {}, i, -1, 1)
+        p = self.last
+        while p != -1 and token not in nxt[p]:
+            nxt[p][token] = cur
+            p = link[p]
+        if p == -1:
+            link[cur] = 0
+        else:
+            q = nxt[p][token]
+            if length[p] + 1 == length[q]:
+                link[cur] = q
+            else:
+                clone = self._new_state(length[p] + 1, link[q], dict(nxt[q]), self.pos1[q],
+                                        self.pos2[q], self.count[q])
+                while p != -1 and nxt[p].get(token) == q:
+                    nxt[p][token] = clone
+                    p = link[p]
+                link[q] = clone
+                link[cur] = clone
+        self.last = cur
+        state, steps = link[cur], 0
+        pos1, pos2, count = self.pos1, self.pos2, self.count
+        while state > 0 and steps < CHAIN_UPDATES:
+            if pos1[state] != i:
+                pos2[state] = pos1[state]
+                pos1[state] = i
+            count[state] += 1
+            state = link[state]
+            steps += 1
+
+    def longest_match(self) -> tuple[int, int]:
+        """(length, state) of the longest suffix that also ends at an earlier position."""
+        state = self.link[self.last] if self.tokens else -1
+        if state <= 0:
+            return 0, 0
+        return self.length[state], state
+
+    def earlier_end(self, state: int) -> int:
+        end = len(self.tokens) - 1
+        return self.pos1[state] if self.pos1[state] != end else self.pos2[state]
+
+
+class SuffixDrafter(Drafter):
+    name = "suffix"
+    summary = "suffix automaton: longest earlier match of the current suffix; length from match and frequency"
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.min_match = settings.ngram_min
+        self.factor = float_option(settings, self.name, "max_spec_factor", 1.0, 0.01, 1000.0)
+        self.min_prob = float_option(settings, self.name, "min_prob", 0.1, 0.0, 1.0)
+        self.max_tokens = int_option(settings, self.name, "max_tokens", 1 << 20, 64, 1 << 26)
+        self.sam = SuffixAutomaton()
+
+    def reset(self, prompt_tokens):
+        self.sam = SuffixAutomaton()
+        self._append(prompt_tokens)
+
+    def extend(self, tokens):
+        self._append(tokens)
+
+    def observe(self, emitted, *, accepted=0, row=0, target_topk=None):
+        self._append(emitted)
+
+    def _append(self, tokens):
+        sam = self.sam
+        for token in tokens:
+            sam.append(int(token))
+        if len(sam) > self.max_tokens:
+            keep = sam.tokens[len(sam) - self.max_tokens // 2:]
+            self.sam = SuffixAutomaton()
+            for token in keep:
+                self.sam.append(token)
+
+    def propose(self, history, k):
+        sam = self.sam
+        match, state = sam.longest_match()
+        if match < self.min_match or match == 0:
+            return []
+        end = sam.earlier_end(state)
+        if end < 0:
+            return []
+        limit = min(k, max(1, math.ceil(self.factor * match)), len(sam) - 1 - end)
+        tokens, nxt, count = sam.tokens, sam.next, sam.count
+        draft: list[int] = []
+        prob = 1.0
+        denominator = count[state] - 1  # the occurrence at the very end has no follower yet
+        for j in range(limit):
+            token = tokens[end + 1 + j]
+            child = nxt[state].get(token)
+            if child is None:
+                break
+            if denominator > 0:
+                prob *= min(1.0, count[child] / denominator)
+            if prob < self.min_prob:
+                break
+            draft.append(token)
+            state, denominator = child, count[child]
+        return [draft] if draft else []

@@ -1,0 +1,102 @@
+"""Model-derived n-gram tables (engine side: the only place they touch the model).
+
+``bigram_table(model, key)``: for every token x, the model's top next tokens given x
+alone (``p_M(·|x)``, "The N-Grammys" section 4.1), computed once per model in batches
+with a progress callback and cached on disk ($DRAFTLESS_CACHE_DIR or the user cache dir).
+The result is plain token data (a numpy int32 array [vocab, top], best first) that the
+session hands to drafters that want it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from .drafters._options import cache_dir
+
+log = logging.getLogger(__name__)
+
+BIGRAM_TOP = 32
+BIGRAM_VERSION = 1
+
+
+def model_key(loaded) -> str:
+    """A file-name-safe identity for a loaded model: name + config + weight files."""
+    digest = hashlib.sha256()
+    digest.update(str(loaded.name).encode())
+    digest.update(json.dumps(loaded.config, sort_keys=True, default=str).encode())
+    path = Path(loaded.path)
+    for weights in sorted(path.glob("*.safetensors")):
+        stat = weights.stat()
+        digest.update(f"{weights.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(loaded.name))[:48]
+    return f"{safe}-{digest.hexdigest()[:16]}"
+
+
+def vocab_size(model) -> int:
+    args = getattr(model, "args", None)
+    size = getattr(args, "vocab_size", None)
+    if size:
+        return int(size)
+    import mlx.core as mx
+
+    return int(model(mx.array([[0]], dtype=mx.uint32)).shape[-1])
+
+
+def bigram_path(key: str, top: int = BIGRAM_TOP) -> Path:
+    return cache_dir() / "bigram" / f"{key}-top{top}-v{BIGRAM_VERSION}.npy"
+
+
+def bigram_table(model, key: str, top: int = BIGRAM_TOP, batch: int = 256,
+                 progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+    """[vocab, top] int32: the model's ``top`` most likely next tokens after each token alone."""
+    for done, total, table in bigram_table_steps(model, key, top, batch):
+        if table is not None:
+            return table
+        if progress:
+            progress(done, total)
+    raise AssertionError("unreachable")
+
+
+def bigram_table_steps(model, key: str, top: int = BIGRAM_TOP, batch: int = 256):
+    """Yield (done, total, None) while computing, then (total, total, table)."""
+    import mlx.core as mx
+
+    vocab = vocab_size(model)
+    top = min(top, vocab)
+    path = bigram_path(key, top)
+    if path.exists():
+        try:
+            table = np.load(path, allow_pickle=False)
+            if table.shape == (vocab, top) and table.dtype == np.int32:
+                yield vocab, vocab, table
+                return
+            raise ValueError(f"shape {table.shape} {table.dtype}")
+        except (OSError, ValueError) as error:
+            log.warning("Ignoring the bigram table %s (%s); computing it again.", path, error)
+    table = np.empty((vocab, top), dtype=np.int32)
+    for start in range(0, vocab, batch):
+        stop = min(vocab, start + batch)
+        tokens = mx.arange(start, stop, dtype=mx.uint32)[:, None]
+        logits = model(tokens)[:, -1, :].astype(mx.float32)
+        best = mx.argpartition(-logits, kth=top - 1, axis=-1)[:, :top]
+        values = mx.take_along_axis(logits, best, axis=-1)
+        order = mx.argsort(-values, axis=-1)
+        table[start:stop] = np.array(mx.take_along_axis(best, order, axis=-1), dtype=np.int32)
+        yield stop, vocab, None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temp = tempfile.mkstemp(dir=path.parent, suffix=".npy")
+        with os.fdopen(handle, "wb") as out:
+            np.save(out, table, allow_pickle=False)
+        os.replace(temp, path)
+    except OSError as error:
+        log.warning("Could not cache the bigram table in %s: %s", path, error)
+    yield vocab, vocab, table
