@@ -1,0 +1,119 @@
+"""The engine thread: async events from another loop, cancellation, queueing, chat reuse."""
+
+import asyncio
+import threading
+
+import pytest
+
+from engine.events import DoneEvent, ErrorEvent, ModelEvent, PassEvent, TokenEvent
+from engine.service import EngineService
+from engine.session import ChatSession
+from engine.settings import DraftSettings, GenerationRequest
+
+
+@pytest.fixture(scope="module")
+def service():
+    service = EngineService()
+    yield service
+    service.shutdown()
+
+
+def request(model_dir, content="abcabcabc abcabc", **kwargs):
+    kwargs.setdefault("max_tokens", 24)
+    kwargs.setdefault("draft", DraftSettings(drafter="prompt-lookup", draft_count=4))
+    return GenerationRequest(messages=[{"role": "user", "content": content}], model=str(model_dir),
+                             **kwargs)
+
+
+async def collect(stream):
+    return [event async for event in stream]
+
+
+def test_events_arrive_on_the_callers_loop(service, tiny_model_dir):
+    caller = threading.get_ident()
+    seen_threads = set()
+
+    async def run():
+        events = []
+        async for event in service.generate(request(tiny_model_dir)):
+            seen_threads.add(threading.get_ident())
+            events.append(event)
+        return events
+
+    events = asyncio.run(run())
+    assert seen_threads == {caller}
+    done = events[-1]
+    assert isinstance(done, DoneEvent) and done.finish_reason == "length"
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
+    passes = [e for e in events if isinstance(e, PassEvent)]
+    assert [t.token for t in tokens] == done.tokens
+    assert [t.from_draft for t in tokens] == done.from_draft
+    assert "".join(t.text for t in tokens) == done.text
+    assert len(passes) == done.stats["passes"]
+    assert sum(p.emitted for p in passes) == done.stats["emitted"]
+    assert service._loaded is not None and str(service._loaded.path) == str(tiny_model_dir)
+
+
+def test_load_reports_the_model_and_speculation(tiny_model_dir):
+    fresh = EngineService()
+    try:
+        events = asyncio.run(collect(fresh.load(str(tiny_model_dir))))
+    finally:
+        fresh.shutdown()
+    model = next(e for e in events if isinstance(e, ModelEvent))
+    assert model.speculation == "on" and events[-1].finish_reason == "loaded"
+
+
+def test_cancel_stops_between_passes(service, tiny_model_dir):
+    async def run():
+        stream = service.generate(request(tiny_model_dir, max_tokens=400,
+                                          draft=DraftSettings(drafter="none")))
+        events = []
+        async for event in stream:
+            events.append(event)
+            if isinstance(event, PassEvent) and event.pass_index == 2:
+                stream.cancel()
+        return events
+
+    events = asyncio.run(run())
+    done = events[-1]
+    assert done.finish_reason == "cancelled"
+    assert 3 <= done.stats["passes"] <= 4  # the pass in flight when cancel() came may finish
+
+
+def test_requests_are_served_one_at_a_time_in_order(service, tiny_model_dir):
+    order = []
+
+    async def one(name):
+        async for event in service.generate(request(tiny_model_dir, max_tokens=6)):
+            if isinstance(event, TokenEvent):
+                order.append(name)
+
+    async def run():
+        await asyncio.gather(one("first"), one("second"), one("third"))
+
+    asyncio.run(run())
+    assert order == ["first"] * 6 + ["second"] * 6 + ["third"] * 6
+
+
+def test_errors_become_error_events(service, tmp_path):
+    async def run():
+        return await collect(service.generate(GenerationRequest(
+            prompt="hi", raw=True, model=str(tmp_path / "missing"))))
+
+    events = asyncio.run(run())
+    assert isinstance(events[-1], ErrorEvent) and "No model folder" in events[-1].message
+
+
+def test_a_second_turn_reuses_the_cache_and_matches_a_fresh_session(tiny_loaded):
+    turn1 = [{"role": "user", "content": "count: 1 2 3 1 2 3 1 2 3"}]
+    session = ChatSession(tiny_loaded)
+    first = list(session.generate(GenerationRequest(messages=turn1, max_tokens=20).validated()))[-1]
+    turn2 = turn1 + [{"role": "assistant", "content": first.text},
+                     {"role": "user", "content": "again: 1 2 3 1 2 3"}]
+    second_request = GenerationRequest(messages=turn2, max_tokens=20).validated()
+    second = list(session.generate(second_request))[-1]
+    fresh = list(ChatSession(tiny_loaded).generate(second_request))[-1]
+    assert second.tokens == fresh.tokens
+    assert second.timing["prefilled_tokens"] < fresh.timing["prefilled_tokens"] / 2
+    assert fresh.timing["prefilled_tokens"] == fresh.timing["prompt_tokens"] - 1
