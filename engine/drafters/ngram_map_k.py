@@ -30,7 +30,7 @@ class _KeyStats:
 
     def __init__(self, m: int):
         self.values: dict[tuple, list[int]] = {}  # value m-gram -> [hits, last start]
-        self.cap: dict[tuple, int] = {}  # value -> tokens accepted at its last draft
+        self.cap = m  # tokens accepted the last time this key drafted (llama.cpp n_accepted)
 
 
 class NgramMapDrafter(Drafter):
@@ -55,8 +55,8 @@ class NgramMapDrafter(Drafter):
 
     def observe(self, emitted, *, accepted=0, row=0, target_topk=None):
         if self.last_draft is not None:
-            key, value = self.last_draft
-            self.keys[key].cap[value] = accepted
+            key, _ = self.last_draft
+            self.keys[key].cap = accepted
             self.last_draft = None
         self._append(emitted)
 
@@ -89,7 +89,7 @@ class NgramMapDrafter(Drafter):
     def propose(self, history, k):
         tokens = self.tokens
         size = len(tokens)
-        if size - self.last_check < self.check_rate:
+        if 0 < size - self.last_check < self.check_rate:
             return []
         self.last_check = size
         if size < self.n:
@@ -101,7 +101,7 @@ class NgramMapDrafter(Drafter):
         value = self.choose(stats)
         if value is None:
             return []
-        length = min(self.m, stats.cap.get(value, self.m), k)
+        length = min(self.m, stats.cap, k)
         if length <= 0:
             return []
         self.last_draft = (key, value)

@@ -1,7 +1,7 @@
 """`ngram-map-k4v`: llama.cpp's experimental ``--spec-type ngram-map-k4v``.
 
 Like ``ngram-map-k`` (see that file: windows of ``n + m`` tokens record key → value hits,
-``min_hits``, the per-value cap from the last acceptance), but each key keeps at most
+``min_hits``, the per-key cap from the last acceptance), but each key keeps at most
 **four** value m-grams with their counts (the first four distinct values seen; later new
 values are ignored, as in llama.cpp).
 

@@ -57,7 +57,7 @@ class NgramSimpleDrafter(Drafter):
     def propose(self, history, k):
         tokens, n, m = self.tokens, self.n, self.m
         size = len(tokens)
-        if size - self.last_check < self.check_rate:
+        if 0 < size - self.last_check < self.check_rate:
             return []
         self.last_check = size
         start = self.start_of.get(tuple(tokens[size - n:]))

@@ -1,0 +1,155 @@
+"""Adaptive speculation: the cost curve, the length choice, caching, and the fixed mode."""
+
+import json
+
+import pytest
+
+from engine import adaptive
+from engine.adaptive import AcceptanceTracker, AdaptivePolicy, CostCurve
+from engine.decode import Target, TokenChooser, speculative_decode
+from engine.drafters import make_drafter
+from engine.drafters.base import Drafter
+from engine.settings import DraftSettings, SamplingSettings
+
+from .identity import reference_greedy
+from .tiny_model import make_tiny_llama
+
+
+@pytest.fixture(autouse=True)
+def private_dirs(tmp_path, monkeypatch):
+    monkeypatch.setenv("DRAFTLESS_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("DRAFTLESS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(adaptive, "_curves", {})
+    monkeypatch.setattr(adaptive, "_trackers", {})
+
+
+CURVE = {1: 0.086, 5: 0.142, 17: 0.170}  # the embedded model on this CPU (seconds)
+
+
+def test_cost_curve_interpolates_and_extrapolates():
+    curve = CostCurve(CURVE)
+    assert curve(1) == pytest.approx(0.086)
+    assert curve(3) == pytest.approx(0.114)
+    assert curve(33) > curve(17)
+    curve.observe(5, 0.284)  # the machine got twice as slow
+    assert curve.scale > 1.0
+
+
+def trained(probability: float, passes: int = 200, depth: int = 8) -> AcceptanceTracker:
+    tracker = AcceptanceTracker()
+    import random
+
+    rng = random.Random(0)
+    for _ in range(passes):
+        tracker.decay()
+        accepted = 0
+        while accepted < depth and rng.random() < probability:
+            accepted += 1
+        tracker.record(depth, accepted)
+    return tracker
+
+
+def test_policy_drafts_nothing_when_drafts_are_rejected():
+    policy = AdaptivePolicy(CostCurve(CURVE), trained(0.05))
+    assert policy.draft_length(8) == 0
+
+
+def test_policy_drafts_long_when_drafts_are_accepted():
+    policy = AdaptivePolicy(CostCurve(CURVE), trained(0.95))
+    assert policy.draft_length(16) >= 8
+
+
+def test_policy_pays_for_every_row_of_a_multi_row_drafter():
+    single = AdaptivePolicy(CostCurve(CURVE), trained(0.6), rows=1).draft_length(16)
+    multi = AdaptivePolicy(CostCurve(CURVE), trained(0.6), rows=10).draft_length(16)
+    assert multi < single
+
+
+def test_policy_probes_again_after_a_while():
+    policy = AdaptivePolicy(CostCurve(CURVE), trained(0.0))
+    assert policy.draft_length(4) == 0
+    for _ in range(300):  # passes without drafts: old evidence fades, the prior returns
+        policy.record(0, 0, 0.086)
+    assert policy.draft_length(4) > 0
+
+
+def test_cost_curve_is_measured_once_and_cached_on_disk(tmp_path):
+    model = make_tiny_llama(seed=3)
+    target = Target(model)
+    target.prefill(list(range(3, 40)))
+    before = target.offset
+    curve = adaptive.cost_curve_for("tiny-key", target)
+    assert target.offset == before  # measuring leaves the cache as it was
+    assert adaptive.cost_path("tiny-key").exists()
+    adaptive._curves.clear()
+    again = adaptive.cost_curve_for("tiny-key", None)  # from disk, no target needed
+    assert again.lengths == curve.lengths
+
+
+def test_corrupt_cost_file_is_reported_and_measured_again(caplog):
+    path = adaptive.cost_path("broken")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{]")
+    assert adaptive.load_cost_curve("broken") is None
+    assert "Ignoring the verify-cost file" in caplog.text
+    target = Target(make_tiny_llama(seed=3))
+    target.prefill([5, 6, 7])
+    adaptive.cost_curve_for("broken", target)
+    assert json.loads(path.read_text())["version"] == adaptive.COST_VERSION
+
+
+def run(model, prompt, settings, policy=None, max_tokens=40):
+    target = Target(model)
+    history = list(prompt)
+    target.prefill(history[:-1])
+    drafter = make_drafter(settings)
+    drafter.reset(history)
+    results = list(speculative_decode(target, drafter, TokenChooser(SamplingSettings()), history,
+                                      max_tokens=max_tokens, draft_count=settings.draft_count,
+                                      eos_tokens=set(), policy=policy))
+    return history[len(prompt):], results
+
+
+@pytest.mark.parametrize("name", ["prompt-lookup", "suffix", "ngrammys"])
+def test_adaptive_decoding_stays_lossless(name):
+    model = make_tiny_llama(seed=1)
+    prompt = [40 + (i % 9) for i in range(60)]
+    settings = DraftSettings(drafter=name, draft_count=6, adaptive=True,
+                             options={"rows": 2} if name == "ngrammys" else {})
+    drafter = make_drafter(settings)
+    policy = AdaptivePolicy(CostCurve(CURVE), rows=getattr(drafter, "rows", 1) if drafter.multi_row else 1)
+    got, results = run(model, prompt, settings, policy)
+    assert got == reference_greedy(model, prompt, 40)
+    assert sum(r.accepted for r in results) > 0
+
+
+class Always(Drafter):
+    name = "always"
+    summary = "always offers k tokens"
+
+    def reset(self, prompt_tokens):
+        pass
+
+    def propose(self, history, k):
+        return [[7] * k]
+
+    def observe(self, emitted, *, accepted=0, row=0, target_topk=None):
+        pass
+
+
+def test_adaptive_off_honours_the_fixed_draft_count():
+    model = make_tiny_llama(seed=1)
+    target = Target(model)
+    history = list(range(3, 30))
+    target.prefill(history[:-1])
+    results = list(speculative_decode(target, Always(DraftSettings(adaptive=False)),
+                                      TokenChooser(SamplingSettings()), history, max_tokens=30,
+                                      draft_count=3, eos_tokens=set()))
+    produced = 0
+    for result in results:  # exactly 3 unless fewer tokens remain to produce
+        assert result.drafted == min(3, 30 - produced - 1)
+        produced += len(result.tokens)
+
+
+def test_adaptive_is_on_by_default():
+    assert DraftSettings().adaptive is True

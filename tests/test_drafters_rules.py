@@ -1,0 +1,231 @@
+"""Each new drafter's rule, pinned on small hand-made token streams (no model)."""
+
+import json
+import warnings
+
+import pytest
+
+from engine.drafters import make_drafter
+from engine.drafters.ngram_cache import NgramCounts
+from engine.errors import EngineError
+from engine.settings import DraftSettings
+
+
+@pytest.fixture(autouse=True)
+def private_dirs(tmp_path, monkeypatch):
+    monkeypatch.setenv("DRAFTLESS_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("DRAFTLESS_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def drafter(name, **kw):
+    options = kw.pop("options", {})
+    d = make_drafter(DraftSettings(drafter=name, adaptive=False, options=options, **kw))
+    return d
+
+
+# ---------------------------------------------------------------- ngram-simple
+def test_ngram_simple_copies_after_the_most_recent_earlier_match():
+    d = drafter("ngram-simple", options={"n": 2, "m": 3})
+    d.reset([1, 2, 10, 11, 12, 1, 2, 20, 21, 22, 9, 1, 2])
+    assert d.propose(None, 8) == [[20, 21, 22]]  # most recent earlier [1, 2], m = 3 tokens
+    assert d.propose(None, 2) == [[20, 21]]  # capped by the pass's limit
+
+
+def test_ngram_simple_check_rate_skips_lookups():
+    d = drafter("ngram-simple", options={"n": 1, "m": 2, "check_rate": 3})
+    d.reset([5, 6, 7, 5])
+    assert d.propose(None, 4) == [[6, 7]]
+    d.observe([6])
+    assert d.propose(None, 4) == []  # one token since the last lookup < 3
+    d.observe([7, 5])
+    assert d.propose(None, 4) == [[6, 7]]
+
+
+def test_option_errors_are_clear():
+    with pytest.raises(EngineError, match="'n' must be an integer"):
+        drafter("ngram-simple", options={"n": 0})
+    with pytest.raises(EngineError, match="min_hits"):
+        drafter("ngram-map-k", options={"min_hits": "two"})
+
+
+# ---------------------------------------------------------------- ngram-map-k
+def test_map_k_does_not_draft_before_min_hits():
+    d = drafter("ngram-map-k", options={"n": 2, "m": 2, "min_hits": 2})
+    d.reset([1, 2, 3, 4, 0, 1, 2])
+    assert d.propose(None, 8) == []  # [1,2] -> [3,4] seen once
+    d.observe([3, 4, 0, 1, 2])
+    assert d.propose(None, 8) == [[3, 4]]  # now twice
+
+
+def test_map_k_caps_the_next_draft_at_the_last_acceptance():
+    d = drafter("ngram-map-k", options={"n": 1, "m": 3})
+    d.reset([7, 1, 2, 3, 7])
+    assert d.propose(None, 8) == [[1, 2, 3]]
+    d.observe([1, 9], accepted=1)  # one draft token accepted, then the target's own
+    d.observe([8, 7])  # no draft this pass
+    assert d.propose(None, 8) == [[1]]  # [7] -> [1, 9, 8] (most recent), capped at 1 for key [7]
+
+
+# ---------------------------------------------------------------- ngram-map-k4v
+def test_k4v_does_not_draft_without_dominance():
+    d = drafter("ngram-map-k4v", options={"n": 1, "m": 1})
+    d.reset([5, 1, 5, 2, 5])  # 5 -> 1 once, 5 -> 2 once: no dominant value
+    assert d.propose(None, 4) == []
+    d.observe([3, 5])  # 1, 1, 1: top 1 < 2 * 2
+    assert d.propose(None, 4) == []
+    d.observe([1, 5, 1, 5])  # 5 -> 1 three times, rest 2: 3 < 2 * 2
+    assert d.propose(None, 4) == []
+    d.observe([1, 5])  # 4 vs 2: 4 >= 2 * 2 dominates
+    assert d.propose(None, 4) == [[1]]
+
+
+def test_k4v_keeps_at_most_four_values():
+    d = drafter("ngram-map-k4v", options={"n": 1, "m": 1})
+    d.reset([5, 1, 5, 2, 5, 3, 5, 4, 5, 6, 5, 6, 5, 6, 5, 6, 5, 6, 5, 6, 5, 6, 5])
+    assert len(d.keys[(5,)].values) == 4  # value 6 came fifth: ignored, as in llama.cpp
+    assert d.propose(None, 4) == []
+
+
+# ---------------------------------------------------------------- ngram-cache
+def test_ngram_cache_context_uses_lax_thresholds():
+    d = drafter("ngram-cache", ngram_order=1, ngram_min=1, options={"dynamic": False})
+    d.reset([4, 9, 3])
+    assert d.propose(None, 4) == []  # n=1 needs a sample of 2 ...
+    d.observe([4, 9, 4])
+    assert d.propose(None, 1) == [[9]]  # 4 -> 9 twice: 2 samples, 100%
+    d.observe([8, 4])  # 4 -> 9, 9, 8: 66.7% >= 66%
+    assert d.propose(None, 1) == [[9]]
+    d.observe([7, 4])  # 4 -> 9, 9, 8, 7: 50% < 66%
+    assert d.propose(None, 1) == []
+
+
+def test_ngram_cache_dynamic_uses_strict_thresholds_and_persists(tmp_path):
+    path = tmp_path / "dyn.json"
+    first = drafter("ngram-cache", ngram_order=1, options={"dynamic_path": str(path)})
+    first.reset([1])
+    first.observe([4, 9, 4, 9, 4, 9])  # generated: 4 -> 9 three times
+    first.reset([0])  # next chat: merged and saved
+    assert path.exists()
+    second = drafter("ngram-cache", ngram_order=1, options={"dynamic_path": str(path)})
+    second.reset([2, 4])
+    assert second.propose(None, 1) == []  # strict n=1 needs 4 samples
+    first.observe([4, 9])
+    first.reset([0])
+    assert second.propose(None, 1) == [[9]]  # 4 samples, 100% (shared store in this process)
+
+
+def test_ngram_cache_static_cache_from_file(tmp_path):
+    static = NgramCounts.from_tokens([1, 2, 3, 1, 2, 3, 1, 2, 3], 2, 2)
+    static.save(tmp_path / "static.json")
+    d = drafter("ngram-cache", options={"dynamic": False, "static_path": str(tmp_path / "static.json")})
+    d.reset([1, 2])
+    assert d.propose(None, 3) == [[3, 1, 2]]
+
+
+def test_ngram_cache_corrupt_file_is_reported_and_ignored(tmp_path):
+    path = tmp_path / "dyn.json"
+    path.write_text("{not json")
+    d = drafter("ngram-cache", options={"dynamic_path": str(path)})
+    with pytest.warns(RuntimeWarning, match="cannot be read"):
+        d.reset([1, 2, 1, 2, 1])
+    assert d.propose(None, 2) == [[2, 1]]  # the context cache still drafts
+    path2 = tmp_path / "bad-version.json"
+    path2.write_text(json.dumps({"format": "draftless-ngram-cache", "version": 99, "entries": []}))
+    with pytest.warns(RuntimeWarning):
+        d2 = drafter("ngram-cache", options={"static_path": str(path2), "dynamic": False})
+    d2.reset([1, 2])
+
+
+def test_ngram_cache_eviction_bounds_the_file(tmp_path):
+    counts = NgramCounts.from_tokens(list(range(100)), 1, 2)
+    counts.save(tmp_path / "c.json", max_entries=10)
+    assert len(NgramCounts.load(tmp_path / "c.json")) == 10
+
+
+# ---------------------------------------------------------------- nasd
+def test_nasd_is_initialised_from_the_prompt_and_stops_if_unknown():
+    d = drafter("nasd", ngram_order=2, ngram_min=2)
+    d.reset([1, 2, 3, 1])
+    assert d.propose(None, 5) == [[2, 3, 1, 2, 3]]
+    d.reset([1, 2, 3, 7])
+    assert d.propose(None, 5) == []  # 7 never seen as a context
+    d2 = drafter("nasd", ngram_order=2, ngram_min=2, options={"stop_if_unknown": False})
+    d2.reset([1, 2, 3, 1, 7])
+    assert d2.propose(None, 2) == [[1, 7]]  # unknown: most frequent token (1), then 1 -> 7 (recent)
+
+
+def test_nasd_enrichment_adds_the_targets_top_k():
+    d = drafter("nasd", ngram_order=2, ngram_min=2, options={"filler_top_k": 3})
+    assert d.wants_target_topk == 3
+    d.reset([1, 2])
+    d.observe([5], accepted=0, target_topk=[[5, 8, 9]])  # after 2: 5 (emitted), 8, 9 (top-k)
+    followers = d.storage[(2,)][0]
+    assert set(followers) == {5, 8, 9}
+    plain = drafter("nasd", ngram_order=2, ngram_min=2)
+    assert plain.wants_target_topk == 0
+
+
+# ---------------------------------------------------------------- ngrammys
+def test_ngrammys_context_rows_ranked_by_count_ties_to_most_recent():
+    d = drafter("ngrammys", draft_count=2, options={"rows": 3})
+    d.reset([7, 1, 1, 7, 2, 2, 7, 1, 1, 7, 3, 3, 9, 7])
+    assert d.propose(None, 2) == [[1, 1], [3, 3], [2, 2]]  # count 2 first; then 3,3 (more recent)
+    assert d.propose(None, 1) == [[1], [3], [2]]
+
+
+def test_ngrammys_fills_remaining_rows_from_the_extended_bigram():
+    import numpy as np
+
+    d = drafter("ngrammys", draft_count=3, options={"rows": 3})
+    table = np.array([[1, 2], [2, 0], [0, 1], [4, 5], [3, 1], [5, 5]], dtype=np.int32)
+    d.attach_model("k", bigram=table)
+    d.reset([3, 4, 5, 3])
+    # context: after 3 came [4, 5, 3]; then bigram top tokens after 3: 4 (dup start ok), 5
+    assert d.propose(None, 3) == [[4, 5, 3], [4, 3, 4], [5, 5, 5]]
+
+
+# ---------------------------------------------------------------- suffix
+def test_suffix_finds_the_longest_match_not_the_most_recent_short_one():
+    d = drafter("suffix", options={"max_spec_factor": 10.0, "min_prob": 0.0})
+    d.reset([1, 2, 3, 4, 50, 51, 9, 3, 4, 60, 1, 2, 3, 4])
+    # [3, 4] last occurred before 60, but [1, 2, 3, 4] (longer) before 50
+    assert d.propose(None, 2) == [[50, 51]]
+    assert d.sam.longest_match()[0] == 4
+
+
+def test_suffix_draft_length_follows_match_length_and_frequency():
+    d = drafter("suffix")  # factor 1: at most as many tokens as the match is long
+    d.reset([1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 2])
+    assert d.propose(None, 8) == [[3, 4]]
+    d.reset([1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 2, 3, 4, 5])
+    assert d.propose(None, 3) == [[6, 7, 8]]
+    # after [9] came 1, 2, 3, 4, 5 once each: p = 0.2 for the first token, 0.2 < 0.3 stops
+    d2 = drafter("suffix", options={"min_prob": 0.3})
+    d2.reset([9, 1, 9, 2, 9, 3, 9, 4, 9, 5, 9])
+    assert d2.propose(None, 4) == []
+    d3 = drafter("suffix", options={"min_prob": 0.1})
+    d3.reset([9, 1, 9, 2, 9, 3, 9, 4, 9, 5, 9])
+    assert d3.propose(None, 4) == [[5]]  # the most recent continuation, probability 0.2
+
+
+def test_suffix_lookup_time_does_not_grow_with_history():
+    import random
+    import time
+
+    rng = random.Random(0)
+    d = drafter("suffix")
+    d.reset([rng.randrange(1000) for _ in range(20000)])
+    assert len(d.sam) == 20000
+    began = time.perf_counter()
+    for _ in range(100):
+        d.propose(None, 8)
+    assert (time.perf_counter() - began) / 100 < 0.01  # generous: O(1), not a scan
+
+
+def test_every_new_drafter_is_registered():
+    from engine.drafters import DRAFTERS
+
+    for name in ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-cache", "nasd",
+                 "ngrammys", "suffix"):
+        assert name in DRAFTERS
+    assert DRAFTERS["ngrammys"].multi_row
