@@ -56,8 +56,25 @@ def request_from_args(args, prompt: str, raw: bool) -> GenerationRequest:
     ).validated()
 
 
-def log(message: str, end: str = "\n") -> None:
-    print(message, file=sys.stderr, end=end, flush=True)
+_progress_line_open = False
+
+
+def log(message: str) -> None:
+    global _progress_line_open
+    if _progress_line_open:
+        print(file=sys.stderr)
+        _progress_line_open = False
+    print(message, file=sys.stderr, flush=True)
+
+
+def show_progress(event: ProgressEvent) -> None:
+    """One self-overwriting stderr line per stage of long work."""
+    global _progress_line_open
+    share = f" {event.done * 100 // event.total}%" if event.total > 1 else ""
+    print(f"\r{event.message}{share}\033[K", file=sys.stderr, end="", flush=True)
+    _progress_line_open = event.done < event.total
+    if not _progress_line_open:
+        print(file=sys.stderr)
 
 
 async def run_generate(args) -> int:
@@ -77,7 +94,7 @@ async def run_generate(args) -> int:
     try:
         async for event in service.generate(request):
             if isinstance(event, ProgressEvent):
-                log(f"\r{event.message} {event.done}/{event.total}", end="\n" if event.done >= event.total else "")
+                show_progress(event)
             elif isinstance(event, ModelEvent):
                 log(f"model: {event.name} ({event.path}); speculation: {event.speculation}")
             elif isinstance(event, TokenEvent) and not args.json:

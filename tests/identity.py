@@ -26,3 +26,11 @@ def speculative(model, prompt, max_tokens, settings: DraftSettings, sampling=Non
         target, drafter, TokenChooser(sampling or SamplingSettings()), history,
         max_tokens=max_tokens, draft_count=settings.draft_count, eos_tokens=set(eos)))
     return history[len(prompt):], results
+
+
+def reference_greedy_with_processors(model, prompt, max_tokens, processors):
+    tokens = []
+    for token, _ in generate_step(mx.array(prompt, dtype=mx.uint32), model, max_tokens=max_tokens,
+                                  logits_processors=processors):
+        tokens.append(int(token))
+    return tokens

@@ -59,3 +59,41 @@ def test_greedy_identity_on_the_embedded_model(embedded_loaded, kind):
         total_accepted += sum(r.accepted for r in results)
     if kind == "repetitive":
         assert total_accepted > 0
+
+
+def test_repetition_penalty_is_applied_per_position_as_plain_decoding_does(tiny_models):
+    from mlx_lm.sample_utils import make_logits_processors
+
+    from engine.settings import SamplingSettings
+
+    from .identity import reference_greedy_with_processors
+
+    prompt = tiny_prompts()["repetitive"]
+    for model in tiny_models:
+        expected = reference_greedy_with_processors(
+            model, prompt, 40, make_logits_processors(repetition_penalty=5.0))
+        assert expected != reference_greedy(model, prompt, 40), "the penalty must change the output"
+        for drafter in ("prompt-lookup", "frequency"):
+            got, _ = speculative(model, prompt, 40,
+                                 DraftSettings(drafter=drafter, draft_count=4, adaptive=False),
+                                 SamplingSettings(repetition_penalty=5.0))
+            assert got == expected
+
+
+@pytest.mark.embedded
+def test_repetition_penalty_with_accepted_drafts_on_the_embedded_model(embedded_loaded):
+    from mlx_lm.sample_utils import make_logits_processors
+
+    from engine.settings import SamplingSettings
+
+    from .identity import reference_greedy_with_processors
+
+    prompt = list(embedded_loaded.tokenizer.apply_chat_template(
+        [{"role": "user", "content": EMBEDDED_PROMPTS["repetitive"]}], add_generation_prompt=True))
+    expected = reference_greedy_with_processors(
+        embedded_loaded.model, prompt, 32, make_logits_processors(repetition_penalty=1.2))
+    got, results = speculative(embedded_loaded.model, prompt, 32,
+                               DraftSettings(drafter="prompt-lookup", draft_count=4, adaptive=False),
+                               SamplingSettings(repetition_penalty=1.2))
+    assert got == expected
+    assert sum(r.accepted for r in results) > 0

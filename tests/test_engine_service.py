@@ -112,7 +112,9 @@ def test_a_second_turn_reuses_the_cache_and_matches_a_fresh_session(tiny_loaded)
     turn2 = turn1 + [{"role": "assistant", "content": first.text},
                      {"role": "user", "content": "again: 1 2 3 1 2 3"}]
     second_request = GenerationRequest(messages=turn2, max_tokens=20).validated()
+    drafter = session.drafter
     second = list(session.generate(second_request))[-1]
+    assert session.drafter is drafter, "the n-gram state must carry over to the next turn"
     fresh = list(ChatSession(tiny_loaded).generate(second_request))[-1]
     assert second.tokens == fresh.tokens
     assert second.timing["prefilled_tokens"] < fresh.timing["prefilled_tokens"] / 2
