@@ -24,9 +24,9 @@ MAX_KEPT_CHATS = 8
 class GenerationStream:
     """An async iterator of events for one request, with ``cancel()``."""
 
-    def __init__(self, service: "EngineService", request: GenerationRequest):
+    def __init__(self, service: "EngineService", job):
         self._service = service
-        self._request = request
+        self._job = job  # async job(should_stop, push) run on the engine loop
         self._cancelled = threading.Event()
         self._queue: asyncio.Queue | None = None
         self._finished = False
@@ -53,7 +53,7 @@ class GenerationStream:
             def push(event: Event) -> None:
                 loop.call_soon_threadsafe(queue.put_nowait, event)
 
-            self._service._submit(self._request, self._cancelled.is_set, push)
+            self._service._submit(self._job, self._cancelled.is_set, push)
         event = await self._queue.get()
         if isinstance(event, (DoneEvent, ErrorEvent)):
             self._finished = True
@@ -84,11 +84,18 @@ class EngineService:
         self._loop.run_forever()
 
     def generate(self, request: GenerationRequest) -> GenerationStream:
-        return GenerationStream(self, request)
+        """Answer ``request``: Progress/Model events while loading, then Token and Pass
+        events, then one Done (or Error) event."""
+        return GenerationStream(self, lambda should_stop, push: self._answer(request, should_stop, push))
 
     def load(self, model: str | None = None) -> GenerationStream:
-        """Load (converting if needed) a model ahead of the first message."""
-        return GenerationStream(self, GenerationRequest(model=model, prompt="", raw=True, max_tokens=0))
+        """Load (converting if needed) a model ahead of the first message; ends with
+        ``DoneEvent(finish_reason="loaded")``."""
+        async def job(should_stop, push):
+            self._ensure_model(model, push)
+            push(DoneEvent("loaded", "", [], []))
+
+        return GenerationStream(self, job)
 
     @staticmethod
     def drafters() -> dict[str, str]:
@@ -101,31 +108,29 @@ class EngineService:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=5)
 
-    def _submit(self, request, should_stop: Callable[[], bool], push: Callable[[Event], None]) -> None:
-        asyncio.run_coroutine_threadsafe(self._serve(request, should_stop, push), self._loop)
+    def _submit(self, job, should_stop: Callable[[], bool], push: Callable[[Event], None]) -> None:
+        asyncio.run_coroutine_threadsafe(self._serve(job, should_stop, push), self._loop)
 
-    async def _serve(self, request, should_stop, push) -> None:
+    async def _answer(self, request: GenerationRequest, should_stop, push) -> None:
+        request = request.validated()
+        self._ensure_model(request.model, push)
+        session = self._session(request.chat_id)
+        try:
+            for event in session.generate(request, should_stop):
+                push(event)
+                await asyncio.sleep(0)
+        except BaseException:
+            self._sessions.pop(request.chat_id, None)  # its cache may be half-updated
+            raise
+
+    async def _serve(self, job, should_stop, push) -> None:
+        """Run one job at a time (FIFO); every job ends with a Done or an Error event."""
         async with self._lock:
             try:
                 if should_stop():
                     push(DoneEvent("cancelled", "", [], []))
                     return
-                self._ensure_model(request.model, push)
-                if request.max_tokens == 0:  # a load request
-                    push(DoneEvent("loaded", "", [], []))
-                    return
-                request = request.validated()
-                session = self._session(request.chat_id)
-                events = session.generate(request, should_stop)
-                try:
-                    for event in events:
-                        push(event)
-                        if isinstance(event, DoneEvent):
-                            break
-                        await asyncio.sleep(0)
-                except BaseException:
-                    self._sessions.pop(request.chat_id, None)  # its cache may be half-updated
-                    raise
+                await job(should_stop, push)
             except EngineError as error:
                 push(ErrorEvent(str(error)))
             except Exception as error:  # never leave a caller waiting forever
