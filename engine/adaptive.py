@@ -38,15 +38,27 @@ DECAY = 0.97  # per pass
 PRIOR_ACCEPT = 1.0
 PRIOR_REJECT = 1.0
 SCALE_RATE = 0.1
+LOCAL_PRIOR = 5.0  # observations at one length before its own scale outweighs the global one
+LOCAL_WEIGHT_CAP = 20
 
 
 class CostCurve:
-    """Piecewise-linear c(n) through measured points, times an online scale factor."""
+    """Piecewise-linear c(n) through measured points, corrected online.
+
+    Timing noise only ever adds time, so the measured points are made non-decreasing by
+    taking, for each n, the least time measured at n or any longer pass. Online, every
+    pass's observed / predicted ratio feeds a global scale and a per-length scale; a
+    length's own scale counts more as its observations accumulate.
+    """
 
     def __init__(self, points: dict[int, float]):
         self.lengths = sorted(points)
-        self.seconds = [points[n] for n in self.lengths]
+        seconds = [points[n] for n in self.lengths]
+        for i in range(len(seconds) - 2, -1, -1):
+            seconds[i] = min(seconds[i], seconds[i + 1])
+        self.seconds = seconds
         self.scale = 1.0
+        self.local: dict[int, list[float]] = {}  # n -> [ratio average, observations]
 
     def base(self, n: float) -> float:
         xs, ys = self.lengths, self.seconds
@@ -62,13 +74,21 @@ class CostCurve:
         return ys[-1] + slope * (n - xs[-1])
 
     def __call__(self, n: float) -> float:
-        return self.scale * self.base(n)
+        local = self.local.get(int(n))
+        if local is None:
+            return self.scale * self.base(n)
+        ratio, seen = local
+        weight = min(seen, LOCAL_WEIGHT_CAP)
+        return self.base(n) * (weight * ratio + LOCAL_PRIOR * self.scale) / (weight + LOCAL_PRIOR)
 
     def observe(self, n: int, seconds: float) -> None:
         predicted = self.base(n)
         if predicted > 0 and seconds > 0:
             ratio = min(max(seconds / predicted, 0.2), 5.0)
             self.scale += SCALE_RATE * (ratio - self.scale)
+            local = self.local.setdefault(int(n), [ratio, 0])
+            local[0] += SCALE_RATE * (ratio - local[0])
+            local[1] += 1
 
     def to_dict(self) -> dict:
         return {str(n): s for n, s in zip(self.lengths, self.seconds)}
@@ -78,7 +98,7 @@ def cost_path(model_key: str) -> Path:
     return cache_dir() / "verify-cost" / f"{model_key}-v{COST_VERSION}.json"
 
 
-def measure_cost_curve(target, lengths=COST_LENGTHS, repeats: int = 2, progress=None) -> dict[int, float]:
+def measure_cost_curve(target, lengths=COST_LENGTHS, repeats: int = 3, progress=None) -> dict[int, float]:
     """Time one target pass of each length at the cache's current context, then undo it."""
     import mlx.core as mx
 
@@ -216,21 +236,135 @@ def policy_for(model_key: str, drafter, target=None, progress=None) -> AdaptiveP
     return AdaptivePolicy(curve, tracker, rows)
 
 
+COPY_PROMPT = ("Repeat the following paragraph exactly, word for word:\n\n"
+               "The lighthouse stood at the end of the rocky point, its white tower streaked "
+               "with rust. Every evening the keeper climbed the spiral stairs, trimmed the wick, "
+               "polished the great lens and watched the beam sweep across the dark water. Ships "
+               "passed far out at sea, and none of them ever knew his name.")
+NOVEL_PROMPT = "Invent a new board game and describe how to play it."
+
+
+def compare(drafters: list[str], max_tokens: int, repeats: int) -> None:  # pragma: no cover
+    """Tokens/s of none vs each drafter (fixed draft count, and adaptive) on two prompts."""
+    from .events import DoneEvent
+    from .models import load_model
+    from .session import ChatSession
+    from .settings import DraftSettings, GenerationRequest
+
+    loaded = load_model(None)
+    configs = [("none", False)] + [(d, a) for d in drafters for a in (False, True)]
+    results: dict = {}
+    for prompt_name, prompt in (("copy", COPY_PROMPT), ("novel", NOVEL_PROMPT)):
+        for _ in range(repeats):
+            for drafter, adaptive_on in configs:
+                _trackers.clear()  # every run starts from the prior: learning cost included
+                request = GenerationRequest(
+                    messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,
+                    draft=DraftSettings(drafter=drafter, draft_count=8, adaptive=adaptive_on)).validated()
+                for event in ChatSession(loaded).generate(request):
+                    if isinstance(event, DoneEvent):
+                        stats, timing = event.stats, event.timing
+                entry = results.setdefault((prompt_name, drafter, adaptive_on), [])
+                entry.append((timing["decode_s"], stats["emitted"], stats["tokens_per_pass"],
+                              stats["acceptance_rate"]))
+    print(f"{'prompt':6s} {'drafter':14s} {'mode':9s} {'tok/s':>7s} {'speed-up':>8s} "
+          f"{'tok/pass':>8s} {'accept':>7s}")
+    for prompt_name in ("copy", "novel"):
+        base = results[(prompt_name, "none", False)]
+        base_rate = sum(e for _, e, _, _ in base) / sum(s for s, _, _, _ in base)
+        for drafter, adaptive_on in configs:
+            runs = results[(prompt_name, drafter, adaptive_on)]
+            rate = sum(e for _, e, _, _ in runs) / sum(s for s, _, _, _ in runs)
+            print(f"{prompt_name:6s} {drafter:14s} {'adaptive' if adaptive_on else 'fixed 8':9s} "
+                  f"{rate:7.2f} {rate / base_rate:8.3f} {runs[-1][2]:8.2f} {runs[-1][3]:7.2f}")
+
+
+def batched_rows_forward(target, root: int, rows: list[list[int]]):  # pragma: no cover
+    """The paper's naive layout, for measurement: k copies of the context, one row each."""
+    import mlx.core as mx
+    from mlx_lm.models.cache import KVCache
+
+    width = max(len(r) for r in rows)
+    inputs = mx.array([[root] + r + [r[-1]] * (width - len(r)) for r in rows], dtype=mx.uint32)
+    offset = target.offset
+    caches = []
+    for c in target.cache:
+        copy = KVCache()
+        copy.keys = mx.repeat(c.keys[..., :offset, :], len(rows), axis=0)
+        copy.values = mx.repeat(c.values[..., :offset, :], len(rows), axis=0)
+        copy.offset = offset
+        caches.append(copy)
+    return target.model(inputs, cache=caches)
+
+
+def tree_vs_batch(context: int, shapes, repeats: int = 5) -> None:  # pragma: no cover
+    """Seconds per verify pass of k rows x w tokens: tree mask over one copy vs k copies."""
+    import random
+
+    import mlx.core as mx
+
+    from .decode import DraftTree, Target
+    from .models import load_model
+
+    loaded = load_model(None)
+    target = Target(loaded.model)
+    rng = random.Random(0)
+    target.prefill([rng.randrange(100, 40000) for _ in range(context)])
+    print(f"context {context} tokens; best of {repeats} (ms)")
+    print(f"{'k x w':>7s} {'tree nodes':>10s} {'tree':>8s} {'batch':>8s} {'chain 1+w':>9s}")
+    for k, w in shapes:
+        rows = [[rng.randrange(100, 40000) for _ in range(w)] for _ in range(k)]
+        tree = DraftTree(7, rows)
+        times = {"tree": [], "batch": [], "chain": []}
+        for _ in range(repeats):
+            for kind in times:
+                start = target.offset
+                began = time.perf_counter()
+                if kind == "tree":
+                    out = target.forward_tree(tree)
+                elif kind == "batch":
+                    out = batched_rows_forward(target, 7, rows)
+                else:
+                    out = target.forward([7] + rows[0])
+                mx.eval(out)
+                times[kind].append(time.perf_counter() - began)
+                target.trim(target.offset - start)
+        print(f"{k:3d} x {w:<3d} {len(tree):10d} {min(times['tree']) * 1e3:8.1f} "
+              f"{min(times['batch']) * 1e3:8.1f} {min(times['chain']) * 1e3:9.1f}")
+
+
 def main() -> None:  # pragma: no cover - a measurement tool
+    import argparse
+
     import engine  # noqa: F401  (OpenBLAS preload)
     from .decode import Target
     from .model_ngrams import model_key
     from .models import load_model
 
+    parser = argparse.ArgumentParser(prog="python -m engine.adaptive")
+    parser.add_argument("--compare", help="comma-separated drafters to compare with none")
+    parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--remeasure", action="store_true", help="measure c(n) again")
+    parser.add_argument("--tree-vs-batch", type=int, metavar="CONTEXT",
+                        help="time multi-row verification both ways at this context length")
+    args = parser.parse_args()
+    if args.tree_vs_batch:
+        tree_vs_batch(args.tree_vs_batch, [(2, 4), (5, 4), (10, 4), (10, 10)])
+        return
     loaded = load_model(None)
     target = Target(loaded.model)
     prompt = list(loaded.tokenizer.encode("The quick brown fox jumps over the lazy dog. " * 20))
     target.prefill(prompt)
     key = model_key(loaded)
+    if args.remeasure:
+        cost_path(key).unlink(missing_ok=True)
     curve = cost_curve_for(key, target)
     print(f"verify cost c(n) for {loaded.name} (cached in {cost_path(key)}):")
     for n in curve.lengths:
         print(f"  n={n:4d}  {curve.base(n) * 1000:8.1f} ms  ({curve.base(n) / curve.base(1):.2f}x one token)")
+    if args.compare:
+        compare(args.compare.split(","), args.max_tokens, args.repeats)
 
 
 if __name__ == "__main__":  # pragma: no cover
