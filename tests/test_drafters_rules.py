@@ -106,12 +106,23 @@ def test_ngram_cache_dynamic_uses_strict_thresholds_and_persists(tmp_path):
     first.observe([4, 9, 4, 9, 4, 9])  # generated: 4 -> 9 three times
     first.reset([0])  # next chat: merged and saved
     assert path.exists()
+    assert NgramCounts.load(path).parts[(4,)] == {9: 3}
     second = drafter("ngram-cache", ngram_order=1, options={"dynamic_path": str(path)})
     second.reset([2, 4])
     assert second.propose(None, 1) == []  # strict n=1 needs 4 samples
     first.observe([4, 9])
-    first.reset([0])
     assert second.propose(None, 1) == [[9]]  # 4 samples, 100% (shared store in this process)
+    from engine.drafters import ngram_cache
+
+    ngram_cache._DynamicStore.stores.clear()  # a new process: read back from the file
+    third = drafter("ngram-cache", ngram_order=1, options={"dynamic_path": str(path)})
+    third.reset([2, 4])  # the first chat's last turn was saved when the next chat began
+    assert third.propose(None, 1) == []
+    first.reset([0])
+    ngram_cache._DynamicStore.stores.clear()
+    fourth = drafter("ngram-cache", ngram_order=1, options={"dynamic_path": str(path)})
+    fourth.reset([2, 4])
+    assert fourth.propose(None, 1) == [[9]]
 
 
 def test_ngram_cache_static_cache_from_file(tmp_path):

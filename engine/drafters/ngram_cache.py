@@ -5,8 +5,8 @@ Three n-gram → next-token count caches:
   this conversation (prompt, answers, later turns);
 - **dynamic**: the same n-grams over everything this user's model generated in earlier
   chats, persisted in the user data directory ($DRAFTLESS_DATA_DIR overrides), one file
-  per model; the tokens generated in a chat are merged in when the next turn or chat
-  starts (and when the process exits);
+  per model; generated tokens are counted in as they come and the file is saved when the
+  next turn or chat starts and when the process exits;
 - **static**: 2-grams loaded from a file (option ``static_path``; write one with
   ``NgramCounts.from_tokens(tokens, 2, 2).save(path)``), used to validate candidates.
 
@@ -182,12 +182,6 @@ class _DynamicStore:
             store = cls.stores[path] = cls(path, max_entries)
         return store
 
-    def merge(self, counts: NgramCounts) -> None:
-        if len(counts):
-            self.counts.merge(counts)
-            self.dirty = True
-            self.save()
-
     def save(self) -> None:
         if not self.dirty:
             return
@@ -265,7 +259,6 @@ class NgramCacheDrafter(Drafter):
         self.model_key: str | None = None
         self.store: _DynamicStore | None = None
         self.context = NgramCounts()
-        self.generated = NgramCounts()  # this chat's generated n-grams not yet merged
         self.tokens: list[int] = []
 
     def attach_model(self, model_key: str, **_) -> None:
@@ -285,11 +278,10 @@ class NgramCacheDrafter(Drafter):
         return self.store
 
     def flush(self) -> None:
-        """Merge this chat's generated n-grams into the dynamic cache and save it."""
+        """Save the dynamic cache if it grew."""
         store = self._dynamic_store()
-        if store is not None and len(self.generated):
-            store.merge(self.generated)
-        self.generated = NgramCounts()
+        if store is not None:
+            store.save()
 
     def reset(self, prompt_tokens):
         self.flush()
@@ -308,8 +300,11 @@ class NgramCacheDrafter(Drafter):
         start = len(self.tokens)
         self.tokens.extend(int(t) for t in new_tokens)
         self.context.update(self.tokens, start, self.n_min, self.n_max)
-        if generated and self.use_dynamic:
-            self.generated.update(self.tokens, start, self.n_min, self.n_max)
+        if generated:
+            store = self._dynamic_store()
+            if store is not None:
+                store.counts.update(self.tokens, start, self.n_min, self.n_max)
+                store.dirty = True
 
     def propose(self, history, k):
         tokens = self.tokens
