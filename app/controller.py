@@ -76,6 +76,7 @@ class ChatController(QObject):
         self.session: Session | None = None
         self.messages: list[Message] = []
         self.answer: Answer | None = None
+        self.answer_task: asyncio.Task | None = None
         self.model_name = ""
         self.model_path = ""
         self.speculation = ""
@@ -190,7 +191,8 @@ class ChatController(QObject):
         self.answer = answer
         self.answerStarted.emit(answer)
         self.busyChanged.emit(True)
-        return self._spawn(self._consume(answer))
+        self.answer_task = self._spawn(self._consume(answer))
+        return self.answer_task
 
     def _spawn(self, coroutine) -> asyncio.Task:
         task = asyncio.ensure_future(coroutine)

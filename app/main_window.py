@@ -153,6 +153,11 @@ class MainWindow(QMainWindow):
         self.highlight_action.setChecked(True)
         self.highlight_action.toggled.connect(self.speculation_bar.toggle.setChecked)
         view.addAction(self.highlight_action)
+        self.markdown_action = QAction("Render Markdown", self, checkable=True)
+        self.markdown_action.setChecked(True)
+        self.markdown_action.setToolTip("Off: show answers as the raw text the model wrote")
+        self.markdown_action.toggled.connect(self.transcript.set_markdown)
+        view.addAction(self.markdown_action)
 
     def _connect(self) -> None:
         c = self.controller

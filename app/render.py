@@ -84,13 +84,11 @@ def render(document: QTextDocument, text: str, provenance: Provenance | None, *,
         document.setMarkdown(text, QTextDocument.MarkdownDialectGitHub)
     else:
         document.setPlainText(text)
-    if palette is not None:
-        _style_code(document, palette)
     chars, positions = [], []
     block = document.begin()
     while block.isValid():
         if chars:
-            chars.append("\n")
+            chars.append("\n")  # a paragraph separator (never painted)
             positions.append(None)
         start = block.position()
         block_text = block.text()
@@ -99,8 +97,13 @@ def render(document: QTextDocument, text: str, provenance: Provenance | None, *,
         block = block.next()
     mapping = align(text, "".join(chars))
     result = RenderMap({p: s for p, s in zip(positions, mapping) if p is not None and s is not None})
-    if highlight and provenance is not None and palette is not None:
-        _paint(document, provenance, result, palette)
+    if palette is not None:
+        batch = QTextCursor(document)
+        batch.beginEditBlock()  # one relayout for all the formatting below, not one per range
+        _style_code(document, palette)
+        if highlight and provenance is not None:
+            _paint(document, provenance, result, palette)
+        batch.endEditBlock()
     return result
 
 

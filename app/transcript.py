@@ -7,6 +7,8 @@ so a fast engine cannot flood the GUI. Hovering a character shows which tokens m
 
 from __future__ import annotations
 
+import time
+
 from PySide6.QtCore import QEvent, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QTextOption
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QScrollArea, QSizePolicy, QTextBrowser,
@@ -185,6 +187,11 @@ class MessageView(QFrame):
             self.highlight = on
             self.refresh()
 
+    def set_markdown(self, on: bool) -> None:
+        if on != self.markdown:
+            self.markdown = on
+            self.refresh()
+
 
 class TranscriptView(QScrollArea):
     """The messages of one session, newest at the bottom, following the answer as it grows."""
@@ -217,6 +224,7 @@ class TranscriptView(QScrollArea):
         self.setWidget(self.column)
         self.views: list[MessageView] = []
         self.highlight = True
+        self.markdown = True
         self.streaming_view: MessageView | None = None
         self._follow = True
         self.verticalScrollBar().rangeChanged.connect(self._range_changed)
@@ -247,6 +255,7 @@ class TranscriptView(QScrollArea):
         self.placeholder.setVisible(False)
         view = MessageView(role, self.column)
         view.highlight = self.highlight
+        view.markdown = self.markdown
         view.copyRequested.connect(self.copyRequested)
         view.inspectRequested.connect(self.inspectRequested)
         view.regenerateRequested.connect(self.regenerateRequested)
@@ -256,6 +265,7 @@ class TranscriptView(QScrollArea):
         return view
 
     def start_answer(self, provenance: Provenance) -> MessageView:
+        self.timer.setInterval(REFRESH_MS)
         view = self._new_view("assistant")
         view.set_streaming(provenance)
         self.streaming_view = view
@@ -307,14 +317,24 @@ class TranscriptView(QScrollArea):
         for view in self.views:
             view.set_highlight(on)
 
+    def set_markdown(self, on: bool) -> None:
+        self.markdown = on
+        for view in self.views:
+            view.set_markdown(on)
+
     def restyle(self) -> None:
         for view in self.views:
             view.refresh()
 
     # following the answer -----------------------------------------------------------------
     def _refresh_streaming(self) -> None:
+        """Re-render the growing answer; back off when rendering gets expensive, so the
+        GUI thread never spends more than about a fifth of its time on it."""
         if self.streaming_view is not None:
-            self.streaming_view.refresh_if_dirty()
+            started = time.perf_counter()
+            if self.streaming_view.refresh_if_dirty():
+                cost_ms = (time.perf_counter() - started) * 1000
+                self.timer.setInterval(int(max(REFRESH_MS, 4 * cost_ms)))
 
     def _scrolled(self, value: int) -> None:
         bar = self.verticalScrollBar()

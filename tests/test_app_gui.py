@@ -1,0 +1,441 @@
+"""The desktop app end to end (pytest-qt, offscreen, tiny random-weight model).
+
+Each test gets its own qasync loop marked as already running, so pytest-qt's waits (which
+spin the Qt event loop) also run the app's asyncio tasks, exactly as in the real app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+
+import pytest
+from PySide6.QtCore import QPoint, Qt, QTimer
+from PySide6.QtGui import QTextCursor
+
+from app.livestats import footer_text
+from app.render import highlighted_positions
+from engine.events import DoneEvent, ModelEvent, PassEvent, TokenEvent
+
+
+class RecordingStream:
+    def __init__(self, stream, events):
+        self.stream, self.events = stream, events
+
+    def cancel(self):
+        self.stream.cancel()
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        event = await self.stream.__anext__()
+        self.events.append(event)
+        return event
+
+
+async def _replaying(stream, known):
+    """Pass a load stream through, replaying the ModelEvent of a model the shared service
+    already holds (the engine announces a model only when it loads it, and these tests
+    share one service between several app objects)."""
+    announced = False
+    async for event in stream:
+        if isinstance(event, ModelEvent):
+            known[:] = [event]
+            announced = True
+        elif isinstance(event, DoneEvent) and event.finish_reason == "loaded" and not announced \
+                and known:
+            yield known[0]
+        yield event
+
+
+class RecordingService:
+    """The real engine service, recording every request and event the app sees."""
+
+    known_model: list = []
+
+    def __init__(self, service):
+        self.service = service
+        self.requests, self.events = [], []
+
+    def generate(self, request):
+        self.requests.append(request)
+        self.events.clear()
+        return RecordingStream(self.service.generate(request), self.events)
+
+    def load(self, spec=None):
+        return _replaying(self.service.load(spec), self.known_model)
+
+    def drafters(self):
+        return self.service.drafters()
+
+    def shutdown(self):
+        pass
+
+    def of(self, kind):
+        return [e for e in self.events if isinstance(e, kind)]
+
+
+@pytest.fixture(scope="module")
+def engine_service():
+    from engine.service import EngineService
+
+    service = EngineService()
+    yield service
+    service.shutdown()
+
+
+@pytest.fixture
+def loop(qapp):
+    import qasync
+
+    event_loop = qasync.QEventLoop(qapp, already_running=True)
+    asyncio.set_event_loop(event_loop)
+    yield event_loop
+    # not stop(): it calls QApplication.exit(), which would end later tests' event loops
+    event_loop._QEventLoop__is_running = False
+    asyncio.events._set_running_loop(None)
+    event_loop.close()
+    asyncio.set_event_loop(None)
+
+
+@pytest.fixture
+def dirs(tmp_path, monkeypatch):
+    monkeypatch.setenv("DRAFTLESS_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("DRAFTLESS_CONFIG_DIR", str(tmp_path / "config"))
+    return tmp_path
+
+
+@pytest.fixture
+def make_app(loop, dirs, engine_service, tiny_model_dir, qtbot):
+    """Build an Application on the tiny model; close them all at the end."""
+    from app.__main__ import Application
+
+    made = []
+
+    def build(load=True):
+        service = RecordingService(engine_service)
+        application = Application(service=service, theme_name="light")
+        application.recorder = service
+        qtbot.addWidget(application.window)
+        application.window.resize(1100, 760)
+        application.window.show()
+        made.append(application)
+        if load:
+            finish(qtbot, application.start(str(tiny_model_dir)), 60)
+            assert application.controller.model_name == tiny_model_dir.name
+        return application
+
+    yield build
+    for application in made:
+        if not application.window.isHidden() or application.controller.busy:
+            finish(qtbot, asyncio.ensure_future(application.close()), 30)
+
+
+def finish(qtbot, task, seconds=30):
+    qtbot.waitUntil(task.done, timeout=int(seconds * 1000))
+    return task.result()
+
+
+def set_max_tokens(window, value):
+    window.settings_panel.max_tokens.setValue(value)
+
+
+def send(qtbot, window, text):
+    before = window.controller.answer_task
+    window.input.setFocus()
+    window.input.setPlainText(text)
+    qtbot.keyClick(window.input, Qt.Key_Return)
+    assert window.input.toPlainText() == ""
+    task = window.controller.answer_task
+    assert task is not None and task is not before, "Enter did not send"
+    return task
+
+
+def expected_draft_mask(events):
+    """Independently of app/provenance.py: per character of the answer, all tokens drafted?"""
+    mask, group, text = [], [], ""
+    last_group = []
+    for event in events:
+        if isinstance(event, TokenEvent):
+            group.append(event.from_draft)
+            if event.text:
+                mask += [all(group)] * len(event.text)
+                text += event.text
+                last_group, group = group, []
+    done = [e for e in events if isinstance(e, DoneEvent)][-1]
+    tail = done.text[len(text):]
+    if tail:
+        if group:
+            mask += [all(group)] * len(tail)
+        else:  # the tail joins the last group
+            mask += [all(last_group)] * len(tail)
+    return mask, done
+
+
+def point_of(body, position):
+    cursor = QTextCursor(body.document())
+    cursor.setPosition(position)
+    rect = body.cursorRect(cursor)
+    return QPoint(rect.left() + 2, rect.center().y())
+
+
+# ---------------------------------------------------------------------------------------------
+def test_answer_streams_with_highlights_gauge_and_footer_from_the_engine(make_app, qtbot,
+                                                                          monkeypatch):
+    from app.transcript import MessageView
+
+    application = make_app()
+    window, controller = application.window, application.controller
+    set_max_tokens(window, 300)
+    refreshes = []
+    original = MessageView.refresh
+
+    def spy(view):
+        original(view)
+        if view.streaming:
+            refreshes.append(len(view.text))
+    monkeypatch.setattr(MessageView, "refresh", spy)
+    task = send(qtbot, window, "abc abc abc")
+    finish(qtbot, task)
+    assert not window.banner.messages, window.banner.messages
+    events = application.recorder.events
+    mask, done = expected_draft_mask(events)
+    assert any(refreshes), "the answer was not shown while it was being written"
+
+    view = window.transcript.views[-1]
+    assert view.role == "assistant" and view.text == done.text and not view.streaming
+    assert len(mask) == len(done.text)
+    assert any(mask) and not all(mask), "the tiny model should give both drafted and own tokens"
+    painted = set(highlighted_positions(view.body.document()))
+    checked = 0
+    for position, source in view.body.render_map.by_position.items():
+        assert (position in painted) == mask[source], (position, source)
+        checked += 1
+    assert checked > len(done.text) * 0.5
+
+    # as raw text every character is shown, so the painting must equal the flags exactly
+    window.markdown_action.setChecked(False)
+    painted = set(highlighted_positions(view.body.document()))
+    assert painted == {i for i, drafted in enumerate(mask) if drafted and done.text[i] != "\n"}
+    assert view.body.render_map.by_position == {i: i for i, c in enumerate(done.text) if c != "\n"}
+
+    # hovering a highlighted character names its pass, drafter and draft position
+    position = min(painted)
+    tip = view.body.tooltip_at(point_of(view.body, position))
+    assert "pass" in tip and done.stats["drafter"] in tip and "position" in tip
+
+    # the gauge and the footer show the engine's own numbers
+    passes = [e for e in events if isinstance(e, PassEvent)]
+    bar = window.speculation_bar
+    assert bar.gauge.mean == pytest.approx(done.stats["tokens_per_pass"])
+    assert bar.gauge.current == passes[-1].emitted
+    assert f"{done.timing['tokens_per_s']:.1f}" in bar.speed_label.text()
+    assert f"{done.stats['acceptance_rate']:.0%}" in bar.acceptance_label.text()
+    assert view.footer.text() == footer_text(len(done.tokens), done.stats, done.timing,
+                                             done.finish_reason)
+    assert f"{done.stats['tokens_per_pass']:.1f} tokens/pass" in view.footer.text()
+
+    # the highlight toggle removes and restores the painting
+    window.speculation_bar.toggle.setChecked(False)
+    assert highlighted_positions(view.body.document()) == []
+    window.speculation_bar.toggle.setChecked(True)
+    assert set(highlighted_positions(view.body.document())) == painted
+
+    # the inspector shows this answer's per-position acceptance
+    view.inspect_button.click()
+    assert window.inspector.positions.series[0].values == pytest.approx(
+        done.stats["per_position_acceptance"])
+    assert sum(window.inspector.lengths.series[0].values) == pytest.approx(1.0)
+
+
+def test_stop_cancels_within_a_pass_and_keeps_the_partial_answer(make_app, qtbot):
+    application = make_app()
+    window, controller = application.window, application.controller
+    set_max_tokens(window, 3500)
+    task = send(qtbot, window, "Count forever")
+    qtbot.waitUntil(lambda: controller.answer and len(controller.answer.provenance.tokens) > 30,
+                    timeout=30000)
+    stopped_at = time.perf_counter()
+    assert window.stop_button.isEnabled()
+    window.stop_button.click()
+    finish(qtbot, task)
+    latency = time.perf_counter() - stopped_at
+    done = application.recorder.of(DoneEvent)[-1]
+    assert done.finish_reason == "cancelled" and len(done.tokens) < 3500
+    assert latency < 2.0
+    stored = application.store.messages(controller.session.id)[-1]
+    assert stored.role == "assistant" and stored.finish_reason == "cancelled"
+    assert stored.content == done.text and len(stored.provenance.tokens) == len(done.tokens)
+    assert window.transcript.views[-1].footer.text().endswith("stopped")
+    assert window.send_button.isEnabled() and not window.stop_button.isEnabled()
+
+
+def test_settings_reach_the_request_persist_and_refuse_out_of_range(make_app, qtbot):
+    from app.settings import SettingsStore
+
+    application = make_app()
+    window = application.window
+    panel = window.settings_panel
+    drafters = application.service.drafters()
+    other = next(name for name in drafters if name not in ("prompt-lookup", "none"))
+    assert panel.drafter.count() == len(drafters)
+    panel.drafter.setCurrentIndex(panel.drafter.findData(other))
+    panel.draft_count.setValue(7)
+    panel.ngram_order.setValue(3)
+    panel.ngram_min.setValue(2)
+    panel.temperature.setValue(0.5)
+    panel.top_p.setValue(0.9)
+    panel.max_tokens.setValue(40)
+    panel.system_prompt.setPlainText("Be brief.")
+
+    panel.draft_count.setValue(1000)  # clamped by the widget
+    assert panel.draft_count.value() == 64
+    panel.draft_count.lineEdit().selectAll()
+    qtbot.keyClicks(panel.draft_count.lineEdit(), "99")  # the validator refuses the 2nd digit
+    assert panel.draft_count.value() <= 64
+    panel.draft_count.setValue(7)
+    panel.temperature.setValue(9.0)
+    assert panel.temperature.value() == 5.0
+    panel.temperature.setValue(0.5)
+
+    started = time.perf_counter()
+    finish(qtbot, send(qtbot, window, "hello"))
+    print(f"\nanswer with {other}, t=0.5: {time.perf_counter() - started:.1f} s")
+    request = application.recorder.requests[-1]
+    assert request.messages[0] == {"role": "system", "content": "Be brief."}
+    assert (request.draft.drafter, request.draft.draft_count, request.draft.ngram_order,
+            request.draft.ngram_min) == (other, 7, 3, 2)
+    assert (request.sampling.temperature, request.sampling.top_p, request.max_tokens) == (0.5, 0.9, 40)
+    assert request.chat_id == application.controller.session.id
+    done = application.recorder.of(DoneEvent)[-1]
+    assert done.stats["drafter"] == other
+    saved = SettingsStore().load()
+    assert (saved.drafter, saved.draft_count, saved.system_prompt) == (other, 7, "Be brief.")
+
+
+def test_sessions_survive_a_restart_with_their_highlighting(make_app, qtbot):
+    first = make_app()
+    set_max_tokens(first.window, 200)
+    finish(qtbot, send(qtbot, first.window, "first question"))
+    finish(qtbot, send(qtbot, first.window, "second question"))
+    session_id = first.controller.session.id
+    views = first.window.transcript.views
+    before = [(v.role, v.text, sorted(highlighted_positions(v.body.document())), v.footer.text())
+              for v in views]
+    assert [b[0] for b in before] == ["user", "assistant", "user", "assistant"]
+    assert first.recorder.requests[-1].messages[-3]["content"] == "first question"
+    finish(qtbot, asyncio.ensure_future(first.close()))
+
+    second = make_app(load=False)
+    window = second.window
+    assert second.controller.session.id == session_id
+    assert window.sessions_panel.list.count() == 1
+    assert window.sessions_panel.list.item(0).text() == "first question"
+    after = [(v.role, v.text, sorted(highlighted_positions(v.body.document())), v.footer.text())
+             for v in window.transcript.views]
+    assert after == before
+
+    # search, rename, delete (with confirmation), regenerate
+    window.sessions_panel.search.setText("second question")
+    assert window.sessions_panel.list.count() == 1
+    window.sessions_panel.search.setText("no such words")
+    assert window.sessions_panel.list.count() == 0
+    window.sessions_panel.search.setText("")
+    window.ask_text = lambda *args: "Renamed chat"
+    window.rename_chat(session_id)
+    assert second.store.session(session_id).title == "Renamed chat"
+    finish(qtbot, second.start(None, use_saved=True))
+    last_id = window.transcript.views[-1].message_id
+    finish(qtbot, second.window.regenerate())
+    assert len(window.transcript.views) == 4 and window.transcript.views[-1].message_id != last_id
+    assert len(second.store.messages(session_id)) == 4
+    window.confirm_delete = lambda title: False
+    window.delete_chat(session_id)
+    assert second.store.session(session_id) is not None
+    window.confirm_delete = lambda title: True
+    window.delete_chat(session_id)
+    assert second.store.session(session_id) is None
+    assert window.transcript.views == [] and window.transcript.placeholder.isVisible() is False \
+        or window.transcript.views == []
+
+
+def test_corrupt_database_and_broken_model_folder_give_their_messages(make_app, qtbot, dirs):
+    data = dirs / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "draftless.sqlite3").write_bytes(b"\x00garbage" * 512)
+    application = make_app()
+    banner = application.window.banner
+    assert any("moved aside" in m for m in banner.messages) and banner.isVisible()
+    assert any(".corrupt-" in f.name for f in data.iterdir())
+
+    broken = dirs / "broken-model"
+    broken.mkdir()
+    (broken / "model.safetensors").write_bytes(b"")
+    finish(qtbot, application.controller.load_model(str(broken)), 60)
+    assert "config.json is missing" in banner.messages[-1]
+    assert application.window.settings_panel.folder_button.isEnabled()
+
+    finish(qtbot, application.controller.load_model("nobody-here/no-such-model"), 90)
+    assert "Could not download 'nobody-here/no-such-model'" in banner.messages[-1]
+    # the previous model stays chosen, and chatting still works (the engine reloads it)
+    set_max_tokens(application.window, 30)
+    finish(qtbot, send(qtbot, application.window, "still there?"), 60)
+    assert application.recorder.of(DoneEvent)
+
+
+def measure_lateness(qtbot, application, prompt, seconds=60):
+    """Event-loop lateness of a 10 ms timer while the app writes an answer."""
+    lateness = []
+    last = [time.perf_counter()]
+
+    def tick():
+        now = time.perf_counter()
+        lateness.append(max(now - last[0] - 0.010, 0.0))
+        last[0] = now
+
+    timer = QTimer()
+    timer.setTimerType(Qt.PreciseTimer)
+    timer.setInterval(10)
+    timer.timeout.connect(tick)
+    task = send(qtbot, application.window, prompt)
+    last[0] = time.perf_counter()
+    timer.start()
+    finish(qtbot, task, seconds)
+    timer.stop()
+    done = application.recorder.of(DoneEvent)[-1]
+    worst = max(lateness)
+    p95 = statistics.quantiles(lateness, n=20)[-1]
+    print(f"\nevent-loop lateness over {len(lateness)} ticks, {len(done.tokens)} tokens at "
+          f"{done.timing['tokens_per_s']:.0f} tok/s: median {statistics.median(lateness) * 1000:.1f} ms, "
+          f"p95 {p95 * 1000:.1f} ms, max {worst * 1000:.1f} ms")
+    return done, p95, worst
+
+
+def test_event_loop_stays_responsive_while_generating(make_app, qtbot):
+    """The tiny model streams hundreds of tokens a second: the worst case for the GUI thread.
+    Bounds are generous because the test machines are shared; the figures are printed."""
+    application = make_app()
+    set_max_tokens(application.window, 1000)
+    done, p95, worst = measure_lateness(qtbot, application, "Write as much as you can")
+    assert len(done.tokens) > 200
+    assert p95 < 0.15 and worst < 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.embedded
+def test_event_loop_latency_with_the_embedded_model(loop, dirs, engine_service, qtbot):
+    """The same measurement on the real default model (run with -m slow)."""
+    from app.__main__ import Application
+
+    service = RecordingService(engine_service)
+    application = Application(service=service, theme_name="light")
+    application.recorder = service
+    qtbot.addWidget(application.window)
+    application.window.show()
+    finish(qtbot, application.start(None, use_saved=False), 300)
+    set_max_tokens(application.window, 64)
+    done, p95, worst = measure_lateness(qtbot, application, "Write a short poem about the sea.", 300)
+    finish(qtbot, asyncio.ensure_future(application.close()))
+    assert p95 < 0.15 and worst < 1.0
