@@ -63,7 +63,10 @@ class Application:
 
     async def close(self) -> None:
         self.controller.stop()
-        await asyncio.wait_for(self.controller.wait_idle(), 30)
+        try:  # an answer stops within a pass; a model conversion cannot be interrupted
+            await asyncio.wait_for(self.controller.wait_idle(), 30)
+        except asyncio.TimeoutError:
+            pass
         self.window.settings_panel.flush()
         self.window.close()
         self.store.close()

@@ -24,6 +24,15 @@ log = logging.getLogger(__name__)
 TITLE_LENGTH = 48
 
 
+def session_title(text: str) -> str:
+    """A chat's default name: the first line of prose of its first message."""
+    for line in text.splitlines():
+        line = line.strip().lstrip("#>*-+ ").strip()
+        if line and not line.startswith("```"):
+            return " ".join(line.split())
+    return " ".join(text.split()) or "New chat"
+
+
 class Answer:
     """The assistant message being written: text with provenance, live numbers, state."""
 
@@ -159,7 +168,7 @@ class ChatController(QObject):
         self.messages.append(message)
         self.messageAdded.emit(message)
         if sum(m.role == "user" for m in self.messages) == 1 and session.title == "New chat":
-            title = " ".join(text.split())
+            title = session_title(text)
             title = title if len(title) <= TITLE_LENGTH else title[:TITLE_LENGTH - 1] + "…"
             self.store.rename_session(session.id, title)
             session.title = title

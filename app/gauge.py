@@ -30,7 +30,7 @@ class Gauge(QWidget):
         self.setSizePolicy(QSizePolicy.Fixed, QSizePolicy.Fixed)
 
     def sizeHint(self) -> QSize:
-        return QSize(104, 84)
+        return QSize(120, 100)
 
     def minimumSizeHint(self) -> QSize:
         return self.sizeHint()
@@ -48,7 +48,8 @@ class Gauge(QWidget):
         colors = theme.current()
         painter = QPainter(self)
         painter.setRenderHint(QPainter.Antialiasing)
-        side = min(self.width(), self.height() * 1.25) - 12
+        radius = min((self.width() - 16) / 2, (self.height() - 26) / 1.5)
+        side = 2 * radius  # the 240° arc is 1.5 radii tall
         rect = QRectF((self.width() - side) / 2, 6, side, side)
         width = 9.0
         painter.setPen(QPen(QColor(colors.grid), width, Qt.SolidLine, Qt.RoundCap))
@@ -82,10 +83,11 @@ class Gauge(QWidget):
         painter.setPen(QColor(colors.muted))
         painter.drawText(QRectF(0, rect.top() + side * 0.56, self.width(), side * 0.22),
                          Qt.AlignCenter, "tokens/pass")
-        painter.drawText(QRectF(rect.left() - 6, rect.bottom() - side * 0.16, 24, 14),
-                         Qt.AlignCenter, "1")
-        painter.drawText(QRectF(rect.right() - 18, rect.bottom() - side * 0.16, 24, 14),
-                         Qt.AlignCenter, f"{self.maximum:g}")
+        center = rect.center()
+        for sign, label in ((-1, "1"), (1, f"{self.maximum:g}")):
+            x = center.x() + sign * 0.866 * radius
+            y = center.y() + 0.5 * radius + 12
+            painter.drawText(QRectF(x - 12, y - 8, 24, 16), Qt.AlignCenter, label)
         painter.end()
 
 

@@ -360,7 +360,7 @@ class MainWindow(QMainWindow):
         if self.progress is None:
             self.progress = QProgressDialog(f"Loading {what}…", None, 0, 0, self)
             self.progress.setWindowTitle("Draftless")
-            self.progress.setMinimumDuration(300)
+            self.progress.setMinimumDuration(24 * 3600 * 1000)  # shown by _show_progress
             self.progress.setAutoClose(False)
             self.progress.setAutoReset(False)
             self.progress.setWindowModality(Qt.WindowModal)
@@ -368,6 +368,11 @@ class MainWindow(QMainWindow):
         self.progress.setLabelText(f"Loading {what}…")
         self.progress.setRange(0, 0)
         self.progress.setValue(0)
+        QTimer.singleShot(400, self._show_progress)  # quick loads never flash a dialog
+
+    def _show_progress(self) -> None:
+        if self.progress is not None and (self.controller.loading or self.controller.busy):
+            self.progress.show()
 
     def load_progress(self, event) -> None:
         if event.stage == "prefill":
