@@ -6,9 +6,12 @@
   again). Online, each pass's measured time rescales the curve (an exponential average
   of observed / predicted), so load on the machine is followed.
 - **Acceptance**: per drafter and per draft position i, the probability that draft token i
-  is accepted given tokens 0..i-1 were, as decayed counts over a Beta(1, 1) prior. Counts
-  decay every pass (also passes without a draft), so a drafter that stopped paying is
-  probed again now and then (about one short probe every few dozen passes).
+  is accepted given tokens 0..i-1 were, as counts over a Beta(0.5, 0.5) prior that fade
+  by a factor 0.85 at every pass that drafted (about the last seven drafted passes count;
+  a switch from copying to new text is followed within about twenty passes).
+- **Probing**: when no draft pays, one 1-token draft is still sent every 32 passes (if
+  the drafter has one), so a drafter that starts paying again is noticed; its cost is a
+  fraction of a pass in 32.
 - **Choice**: the draft length L (0..limit) maximising
   ``E[tokens | L] / c(1 + rows × L)`` with ``E[tokens | L] = 1 + Σ_{j≤L} Π_{i<j} p_i``;
   L = 0 (plain decoding) when no draft pays. Multi-row drafters pay for ``rows × L`` tree
@@ -31,12 +34,13 @@ from .drafters._options import cache_dir
 
 log = logging.getLogger(__name__)
 
-COST_LENGTHS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+COST_LENGTHS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96)
 COST_VERSION = 1
 MAX_POSITIONS = 128
-DECAY = 0.97  # per pass
-PRIOR_ACCEPT = 1.0
-PRIOR_REJECT = 1.0
+DECAY = 0.85  # per drafted pass
+PROBE_INTERVAL = 32  # passes without a draft before a 1-token probe
+PRIOR_ACCEPT = 0.5
+PRIOR_REJECT = 0.5
 SCALE_RATE = 0.1
 LOCAL_PRIOR = 5.0  # observations at one length before its own scale outweighs the global one
 LOCAL_WEIGHT_CAP = 20
@@ -99,27 +103,30 @@ def cost_path(model_key: str) -> Path:
 
 
 def measure_cost_curve(target, lengths=COST_LENGTHS, repeats: int = 3, progress=None) -> dict[int, float]:
-    """Time one target pass of each length at the cache's current context, then undo it."""
+    """Time one target pass of each length at the cache's current context, then undo it.
+
+    Lengths are visited round-robin ``repeats`` times and the least time is kept, so a
+    burst of load elsewhere on the machine inflates one sample rather than one length.
+    """
     import mlx.core as mx
 
-    points = {}
+    best = {n: math.inf for n in lengths}
     start = target.offset
-    total = len(lengths)
-    for i, n in enumerate(lengths):
-        best = math.inf
-        for attempt in range(repeats + (1 if i == 0 else 0)):
+    total = repeats * len(lengths)
+    done = 0
+    mx.eval(target.forward([0]))  # warm up
+    target.trim(target.offset - start)
+    for _ in range(repeats):
+        for n in lengths:
             began = time.perf_counter()
             logits = target.forward([0] * n)
-            mx.eval(logits)
             mx.argmax(logits, axis=-1).tolist()
-            elapsed = time.perf_counter() - began
+            best[n] = min(best[n], time.perf_counter() - began)
             target.trim(target.offset - start)
-            if attempt or i:  # the very first pass warms up
-                best = min(best, elapsed)
-        points[n] = best
-        if progress:
-            progress(i + 1, total)
-    return points
+            done += 1
+            if progress:
+                progress(done, total)
+    return best
 
 
 def load_cost_curve(model_key: str) -> CostCurve | None:
@@ -189,6 +196,7 @@ class AdaptivePolicy:
         self.tracker = tracker or AcceptanceTracker()
         self.rows = max(1, rows)
         self.last_choice = 0
+        self.idle = 0  # passes since the last one that drafted
 
     def draft_length(self, limit: int) -> int:
         if limit <= 0:
@@ -199,14 +207,19 @@ class AdaptivePolicy:
             rate = expected[length] / self.curve(1 + self.rows * length)
             if rate > best_rate * 1.0001:
                 best, best_rate = length, rate
+        if best == 0 and self.idle >= PROBE_INTERVAL:
+            best = 1
         self.last_choice = best
         return best
 
     def record(self, drafted: int, accepted: int, seconds: float, depth: int | None = None) -> None:
-        self.tracker.decay()
         depth = drafted if depth is None else depth
         if depth:
+            self.tracker.decay()
             self.tracker.record(depth, accepted)
+            self.idle = 0
+        else:
+            self.idle += 1
         self.curve.observe(drafted + 1, seconds)
 
 

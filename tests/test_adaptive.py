@@ -67,10 +67,21 @@ def test_policy_pays_for_every_row_of_a_multi_row_drafter():
 
 def test_policy_probes_again_after_a_while():
     policy = AdaptivePolicy(CostCurve(CURVE), trained(0.0))
-    assert policy.draft_length(4) == 0
-    for _ in range(300):  # passes without drafts: old evidence fades, the prior returns
+    for _ in range(adaptive.PROBE_INTERVAL):
+        assert policy.draft_length(4) == 0
         policy.record(0, 0, 0.086)
-    assert policy.draft_length(4) > 0
+    assert policy.draft_length(4) == 1  # a one-token probe
+    policy.record(1, 0, 0.09)  # rejected: quiet again
+    assert policy.draft_length(4) == 0
+
+
+def test_policy_follows_a_switch_from_copying_to_new_text():
+    policy = AdaptivePolicy(CostCurve(CURVE), trained(0.95))
+    assert policy.draft_length(8) >= 4
+    for _ in range(25):
+        length = policy.draft_length(8)
+        policy.record(length, 0, 0.15)
+    assert policy.draft_length(8) == 0
 
 
 def test_cost_curve_is_measured_once_and_cached_on_disk(tmp_path):
