@@ -13,6 +13,7 @@ import asyncio
 import os
 import sys
 import tempfile
+import threading
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -169,7 +170,14 @@ def main(argv: list[str] | None = None) -> int:
     asyncio.set_event_loop(loop)
     runner = run_screenshot if args.screenshot else run_interactive
     with loop:
-        return loop.run_until_complete(runner(args))
+        status = loop.run_until_complete(runner(args))
+    if any(t.name == "draftless-engine" and t.is_alive() for t in threading.enumerate()):
+        # Quit while a model was still converting: that work cannot be interrupted, and
+        # tearing the interpreter down under it aborts. Everything is saved; leave now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status
 
 
 if __name__ == "__main__":
