@@ -188,3 +188,20 @@ def test_multi_row_sampling_keeps_the_target_distribution(monkeypatch):
     broken, _ = sample_positions(model, "rows", seed=23)
     broken_statistics = [chi_square(p, s) for p, s in zip(plain, broken)]
     assert max(broken_statistics) > 5 * CRITICAL, broken_statistics
+
+
+@pytest.mark.embedded
+def test_greedy_identity_on_the_embedded_model(embedded_loaded):
+    tokenizer = embedded_loaded.tokenizer
+    prompt = list(tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Repeat exactly: the red fox and the red hen and the red fox."}],
+        add_generation_prompt=True))
+    expected = reference_greedy(embedded_loaded.model, prompt, 32)
+    accepted = 0
+    for name, options in (("ngrammys", {"rows": 4, "model_bigram": False}), ("suffix", {}),
+                          ("ngram-cache", {"dynamic": False})):
+        settings = DraftSettings(drafter=name, draft_count=6, adaptive=False, options=options)
+        got, results = run(embedded_loaded.model, prompt, 32, settings)
+        assert got == expected, name
+        accepted += sum(r.accepted for r in results)
+    assert accepted > 0
