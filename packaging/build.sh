@@ -46,6 +46,8 @@ if [ "$build" = 1 ]; then
     fw="$target/Contents/Frameworks/mlx/lib"
     [ -e "$fw/libmlx.dylib" ] && [ -e "$fw/mlx.metallib" ] \
       || { echo "mlx.metallib is not next to libmlx.dylib in $fw" >&2; exit 1; }
+    find "$target" -name libmlx.dylib -exec ls -l {} \;   # the real one is in mlx/lib
+    plutil -lint "$target/Contents/Info.plist"
     if [ -n "${DRAFTLESS_CODESIGN_IDENTITY:-}" ]; then
       codesign --verify --deep --strict --verbose=2 "$target"
     fi

