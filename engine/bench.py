@@ -1,5 +1,87 @@
-"""Benchmark placeholder replaced below."""
-def add_bench_arguments(parser):
-    pass
-def run_bench(args):
-    raise SystemExit("bench: not yet")
+"""``python -m engine bench``: the thin entry to the benchmark suite in ``benchmarks/``.
+
+The suite lives outside the engine package (it is not shipped with the app); run the
+command from a source checkout. See ``benchmarks/suite.py`` for what is measured.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+from .errors import EngineError
+
+
+def add_bench_arguments(parser) -> None:
+    parser.add_argument("--quick", action="store_true",
+                        help="a few prompts, fewer tokens, no draft-count sweep (a few minutes on a laptop CPU)")
+    parser.add_argument("--out", default="bench-report", help="report folder (default: bench-report)")
+    parser.add_argument("--drafters", help="comma-separated drafters (default: every registered drafter)")
+    parser.add_argument("--max-tokens", type=int, help="new tokens per prompt (default 64; quick: 48)")
+    parser.add_argument("--model", help="mlx-lm model folder (default: the embedded SmolLM2-135M-Instruct)")
+    parser.add_argument("--tasks", help="comma-separated tasks: code-edit, rag, structured, "
+                        "open-question, humaneval, mt-bench, novel")
+    parser.add_argument("--prompts-per-task", type=int, help="prompts per task (default 1)")
+    parser.add_argument("--draft-count", type=int, help="draft tokens per pass (default: the engine's)")
+    parser.add_argument("--ngram-order", type=int, help="max n-gram order (default: the engine's)")
+    parser.add_argument("--ngram-min", type=int, help="min n-gram order (default: the engine's)")
+    parser.add_argument("--no-peers", action="store_true", help="skip the Hugging Face peer")
+    parser.add_argument("--hf-prompts-per-task", type=int, help="prompts per task for the HF peer (default 1)")
+    parser.add_argument("--hf-tasks", help="tasks the HF peer runs (default code-edit,rag,humaneval)")
+    parser.add_argument("--no-sweep", action="store_true", help="skip the draft-count sweep")
+    parser.add_argument("--sweep-counts", help="draft counts for the sweep (default 1,2,4,8)")
+    parser.add_argument("--verify-repeats", type=int, help="repeats per n for c(n) (default 7; quick: 3)")
+    parser.add_argument("--no-adaptive", action="store_true",
+                        help="draft a fixed draft count every pass (default: the engine's adaptive setting)")
+    parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
+
+
+def config_from_args(args):
+    from pathlib import Path
+
+    from benchmarks.suite import QUICK_TASKS, BenchConfig
+
+    def split(text):
+        return [part.strip() for part in text.split(",") if part.strip()] if text else None
+
+    cfg = BenchConfig(out=Path(args.out), model=args.model, quick=args.quick)
+    if args.quick:
+        cfg.tasks, cfg.per_task, cfg.max_tokens = list(QUICK_TASKS), 1, 48
+        cfg.sweep, cfg.verify_repeats, cfg.mtbench_turns = False, 5, 1
+        cfg.verify_ns = [1, 2, 3, 4, 5, 8, 12, 16]
+    if args.drafters:
+        cfg.drafters = split(args.drafters)
+    if args.tasks:
+        cfg.tasks = split(args.tasks)
+    if args.hf_tasks:
+        cfg.hf_tasks = split(args.hf_tasks)
+    for name in ("max_tokens", "draft_count", "ngram_order", "ngram_min", "verify_repeats",
+                 "hf_prompts_per_task"):
+        if getattr(args, name) is not None:
+            setattr(cfg, name, getattr(args, name))
+    if args.prompts_per_task is not None:
+        cfg.per_task = args.prompts_per_task
+    if args.sweep_counts:
+        cfg.sweep_counts = [int(x) for x in split(args.sweep_counts)]
+    cfg.hf_peer = not args.no_peers
+    cfg.sweep = cfg.sweep and not args.no_sweep
+    cfg.plots = not args.no_plots
+    if args.no_adaptive:
+        cfg.adaptive = False
+    cfg.command = "python -m engine " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["bench"] \
+        else "python -m engine bench " + shlex.join(getattr(args, "_argv", []))
+    return cfg
+
+
+def run_bench(args) -> int:
+    try:
+        from benchmarks.suite import Suite
+    except ImportError as error:
+        raise EngineError(f"The benchmark suite is not importable ({error}); run "
+                          "`python -m engine bench` from the Draftless source checkout.") from None
+    cfg = config_from_args(args)
+    try:
+        cfg.verify_ns = sorted(set(cfg.verify_ns) | {cfg.draft_count + 1})
+    except TypeError:
+        pass
+    return Suite(cfg).run()

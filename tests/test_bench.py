@@ -1,0 +1,79 @@
+"""The benchmark machinery on the tiny random-weight model: report files and identity check."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+@pytest.fixture
+def bench_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DRAFTLESS_CACHE_DIR", str(tmp_path / "cache"))  # adaptive cost curve
+
+
+def tiny_config(out, model_dir, **overrides):
+    from benchmarks.suite import BenchConfig
+
+    cfg = BenchConfig(out=out, model=str(model_dir), tasks=["code-edit"], per_task=1, max_tokens=8,
+                      drafters=["prompt-lookup"], hf_peer=False, sweep=True, sweep_counts=[1, 2],
+                      sweep_drafters=1, sweep_tasks=["code-edit"], verify_ns=[1, 2, 3],
+                      verify_repeats=1, verify_prefix=16, command="pytest")
+    for key, value in overrides.items():
+        setattr(cfg, key, value)
+    return cfg
+
+
+def test_bench_writes_report_and_checks_identity(tiny_model_dir, tmp_path, bench_cache):
+    from benchmarks.suite import Suite
+
+    out = tmp_path / "report"
+    assert Suite(tiny_config(out, tiny_model_dir)).run() == 0
+    for name in ("report.md", "results.json", "tokens_per_pass.png", "speedup.png",
+                 "per_position_acceptance.png", "verify_cost.png", "speedup_vs_draft_count.png"):
+        assert (out / name).stat().st_size > 0, name
+    results = json.loads((out / "results.json").read_text())
+    assert results["failures"] == []
+    configs = {run["config"] for run in results["runs"]}
+    assert configs == {"none", "prompt-lookup", "mlx-lm"}
+    assert all(run["identical"] for run in results["runs"] + results["sweep_runs"])
+    summary = results["summary"]["per"]["prompt-lookup"]["all"]
+    assert summary["emitted"] >= summary["passes"] >= 1
+    assert set(results["verify_cost"]["ratio"]) == {"1", "2", "3"}
+    assert results["verify_cost"]["ratio"]["1"] == 1.0
+    report = (out / "report.md").read_text()
+    assert "Identity check: every speculative run" in report
+    assert "Hugging Face" in report and "skipped" in report
+
+
+def test_bench_flags_a_mismatch(tiny_model_dir, tmp_path, bench_cache, monkeypatch):
+    from benchmarks import peers
+    from benchmarks.suite import Suite
+
+    real = peers.mlx_lm_greedy
+
+    def corrupted(*args, **kwargs):
+        run = real(*args, **kwargs)
+        run.tokens[0] += 1
+        return run
+
+    monkeypatch.setattr(peers, "mlx_lm_greedy", corrupted)
+    out = tmp_path / "report"
+    cfg = tiny_config(out, tiny_model_dir, sweep=False, plots=False, max_tokens=4)
+    assert Suite(cfg).run() != 0
+    results = json.loads((out / "results.json").read_text())
+    assert any("mlx-lm" in f for f in results["failures"])
+    assert "FAILED" in (out / "report.md").read_text()
+
+
+def test_quick_arguments():
+    import argparse
+
+    from engine.bench import add_bench_arguments, config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_bench_arguments(parser)
+    cfg = config_from_args(parser.parse_args(["--quick", "--drafters", "prompt-lookup,frequency",
+                                              "--max-tokens", "32", "--no-peers"]))
+    assert cfg.quick and not cfg.sweep and not cfg.hf_peer
+    assert cfg.drafters == ["prompt-lookup", "frequency"] and cfg.max_tokens == 32
