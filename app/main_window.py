@@ -365,7 +365,9 @@ class MainWindow(QMainWindow):
             self.progress.setAutoReset(False)
             self.progress.setWindowModality(Qt.WindowModal)
             self.progress.setMinimumWidth(420)
-        self.progress.setLabelText(f"Loading {what}…")
+        self.progress.setLabelText(f"Loading {what}…" if what != "the built-in model" else
+                                   "Preparing the built-in model…\nThe first launch converts it "
+                                   "once; this can take a minute.")
         self.progress.setRange(0, 0)
         self.progress.setValue(0)
         QTimer.singleShot(400, self._show_progress)  # quick loads never flash a dialog

@@ -439,3 +439,58 @@ def test_event_loop_latency_with_the_embedded_model(loop, dirs, engine_service, 
     done, p95, worst = measure_lateness(qtbot, application, "Write a short poem about the sea.", 300)
     finish(qtbot, asyncio.ensure_future(application.close()))
     assert p95 < 0.15 and worst < 1.0
+
+
+KILL_SCRIPT = r"""
+import asyncio, os, signal, sys
+import engine, qasync
+from app.__main__ import Application, _qapp
+
+app = _qapp()
+loop = qasync.QEventLoop(app)
+asyncio.set_event_loop(loop)
+
+async def main():
+    application = Application()
+    application.window.show()
+    await application.start(sys.argv[1])
+    application.window.settings_panel.max_tokens.setValue(100)
+    await application.window.send("first question")
+    application.window.settings_panel.max_tokens.setValue(3000)
+    task = application.window.send("second question")
+    while len(application.controller.answer.provenance.tokens) < 20:
+        if task.done():
+            sys.exit("the second answer ended early: %s" % application.controller.answer.error)
+        await asyncio.sleep(0.01)
+    print("killing", flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+with loop:
+    loop.run_until_complete(main())
+"""
+
+
+@pytest.mark.slow
+def test_killing_the_app_mid_answer_loses_no_earlier_message(dirs, tiny_model_dir):
+    """SIGKILL during the second answer: the first exchange and the second question are
+    on disk (a subprocess, ~30 s, so run with -m slow)."""
+    import os
+    import subprocess
+    import sys
+
+    from app.store import Store
+
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", DRAFTLESS_DATA_DIR=str(dirs / "data"),
+               DRAFTLESS_CONFIG_DIR=str(dirs / "config"))
+    result = subprocess.run([sys.executable, "-c", KILL_SCRIPT, str(tiny_model_dir)], env=env,
+                            capture_output=True, text=True, timeout=180,
+                            cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert "killing" in result.stdout, result.stderr[-2000:]
+    assert result.returncode == -9
+    store = Store()
+    assert store.notice is None
+    [session] = store.sessions()
+    messages = store.messages(session.id)
+    assert [(m.role, m.content if m.role == "user" else m.finish_reason) for m in messages] == [
+        ("user", "first question"), ("assistant", "length"), ("user", "second question")]
+    assert messages[1].provenance.tokens and messages[1].stats["passes"] > 0
