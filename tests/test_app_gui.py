@@ -494,3 +494,31 @@ def test_killing_the_app_mid_answer_loses_no_earlier_message(dirs, tiny_model_di
     assert [(m.role, m.content if m.role == "user" else m.finish_reason) for m in messages] == [
         ("user", "first question"), ("assistant", "length"), ("user", "second question")]
     assert messages[1].provenance.tokens and messages[1].stats["passes"] > 0
+
+
+def test_compare_drafters_copy_and_shift_enter(make_app, qtbot):
+    from PySide6.QtGui import QGuiApplication
+
+    application = make_app()
+    window = application.window
+    set_max_tokens(window, 120)
+    window.input.setFocus()
+    window.input.setPlainText("abc abc abc")
+    window.input.moveCursor(QTextCursor.End)
+    qtbot.keyClick(window.input, Qt.Key_Return, Qt.ShiftModifier)  # a new line, not a send
+    assert window.input.toPlainText() == "abc abc abc\n" and window.controller.answer_task is None
+    finish(qtbot, send(qtbot, window, "abc abc abc"))
+    window.settings_panel.drafter.setCurrentIndex(window.settings_panel.drafter.findData("none"))
+    finish(qtbot, send(qtbot, window, "abc abc abc"))
+    answers = [v for v in window.transcript.views if v.role == "assistant"]
+    assert len(answers) == 2
+    answers[0].inspect_button.click()
+    window.inspector.inspect(answers[1].message_id, only=False)
+    names = [s.name for s in window.inspector.positions.series]
+    from engine.drafters import DEFAULT_DRAFTER
+
+    assert len(names) == 2 and DEFAULT_DRAFTER in names[0] and "none" in names[1]
+    assert window.inspector.positions.series[1].values == []  # "none" never drafts
+    assert window.inspector.lengths.series[1].values == [1.0]  # every pass accepted 0 drafts
+    answers[0].copy_button.click()
+    assert QGuiApplication.clipboard().text() == answers[0].text
