@@ -134,12 +134,13 @@ class SpeculationBar(QFrame):
         for label in (self.current_label, self.speed_label, self.acceptance_label):
             numbers.addWidget(label)
         layout.addLayout(numbers)
-        layout.addStretch(1)
         right = QVBoxLayout()
         right.setSpacing(4)
         self.model_label = QLabel("No model loaded yet")
         self.model_label.setObjectName("modelLabel")
         self.model_label.setAlignment(Qt.AlignRight | Qt.AlignVCenter)
+        self.model_label.setWordWrap(True)
+        self.model_label.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         right.addWidget(self.model_label)
         legend_row = QHBoxLayout()
         legend_row.addStretch(1)
@@ -153,7 +154,7 @@ class SpeculationBar(QFrame):
         self.toggle.toggled.connect(self.highlightToggled)
         legend_row.addWidget(self.toggle)
         right.addLayout(legend_row)
-        layout.addLayout(right)
+        layout.addLayout(right, 1)
         self.show_numbers(None)
 
     def _figure(self, unit: str, tip: str) -> QLabel:

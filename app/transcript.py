@@ -124,6 +124,7 @@ class MessageView(QFrame):
         layout.addWidget(self.body)
         self.footer = QLabel()
         self.footer.setObjectName("messageFooter")
+        self.footer.setWordWrap(True)
         self.footer.setVisible(False)
         layout.addWidget(self.footer)
 
