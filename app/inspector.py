@@ -163,16 +163,17 @@ class Inspector(QWidget):
 
     def _redraw(self, *_):
         chosen = []
+        colors = theme.current()
+        self.list.blockSignals(True)
         for i in range(self.list.count()):
             item = self.list.item(i)
             if item.checkState() == Qt.Checked:
+                color = colors.series[len(chosen) % len(colors.series)]
                 chosen.append((item.text(), self._stats.get(item.data(Qt.UserRole), {})))
-        colors = theme.current()
-        for i in range(self.list.count()):
-            item = self.list.item(i)
-            index = [c[0] for c in chosen].index(item.text()) if item.text() in [c[0] for c in chosen] else -1
-            item.setForeground(QColor(colors.series[index % len(colors.series)]) if index >= 0
-                               else QColor(colors.text))
+                item.setForeground(QColor(color))
+            else:
+                item.setForeground(QColor(colors.text))
+        self.list.blockSignals(False)
         longest = max((len(position_series(s)) for _, s in chosen), default=0)
         self.positions.set_data([str(i + 1) for i in range(longest)],
                                 [Series(name, position_series(s)) for name, s in chosen])

@@ -19,6 +19,8 @@ class LiveStats:
     last_emitted: int = 0  # tokens the most recent pass produced
     last_drafted: int = 0
     mean: float = 0.0  # running tokens per pass (the engine's figure)
+    final_rate: float | None = None  # the engine's figures once the answer is done
+    final_tokens_per_s: float | None = None
 
     def record(self, event) -> None:
         """Add an ``engine.events.PassEvent``."""
@@ -41,8 +43,8 @@ class LiveStats:
         self.emitted = stats.get("emitted", self.emitted)
         self.mean = stats.get("tokens_per_pass", self.mean)
         self.seconds = timing.get("decode_s", self.seconds)
-        self._final_rate = stats.get("acceptance_rate")
-        self._final_tps = timing.get("tokens_per_s")
+        self.final_rate = stats.get("acceptance_rate")
+        self.final_tokens_per_s = timing.get("tokens_per_s")
 
     @property
     def tokens_per_pass(self) -> float:
@@ -50,16 +52,14 @@ class LiveStats:
 
     @property
     def acceptance_rate(self) -> float:
-        final = getattr(self, "_final_rate", None)
-        if final is not None:
-            return final
+        if self.final_rate is not None:
+            return self.final_rate
         return self.accepted / self.drafted if self.drafted else 0.0
 
     @property
     def tokens_per_s(self) -> float:
-        final = getattr(self, "_final_tps", None)
-        if final is not None:
-            return final
+        if self.final_tokens_per_s is not None:
+            return self.final_tokens_per_s
         return self.emitted / self.seconds if self.seconds else 0.0
 
 

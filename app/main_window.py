@@ -3,7 +3,9 @@ inspector on the right. It only wires views to the ``ChatController``."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSettings, Qt, QTimer, Signal
+from dataclasses import replace
+
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QApplication, QDockWidget, QFileDialog, QFrame, QHBoxLayout,
                                QInputDialog, QLabel, QMainWindow, QMessageBox, QPlainTextEdit,
@@ -245,8 +247,6 @@ class MainWindow(QMainWindow):
         self.highlight_action.setChecked(on)
         self.transcript.set_highlight(on)
         if on != self.controller.settings.highlight:
-            from dataclasses import replace
-
             self.controller.update_settings(replace(self.controller.settings, highlight=on))
 
     def _settings_changed(self, settings) -> None:

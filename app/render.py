@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from PySide6.QtGui import (QColor, QFont, QFontDatabase, QTextBlockFormat, QTextCharFormat,
+from PySide6.QtGui import (QColor, QFontDatabase, QTextBlockFormat, QTextCharFormat,
                            QTextCursor, QTextDocument, QTextFormat)
 
 from .provenance import DRAFT, Provenance
