@@ -258,38 +258,44 @@ NOVEL_PROMPT = "Invent a new board game and describe how to play it."
 
 
 def compare(drafters: list[str], max_tokens: int, repeats: int) -> None:  # pragma: no cover
-    """Tokens/s of none vs each drafter (fixed draft count, and adaptive) on two prompts."""
+    """Speed of each drafter (fixed draft count 8, and adaptive) relative to ``none``.
+
+    Paired runs: every configuration runs right after its own ``none`` run on the same
+    prompt, and the speed-up is the median over repeats of (config tok/s) / (that none
+    run's tok/s), which cancels most of the drift of a shared, loaded machine.
+    """
+    import statistics as st
+
     from .events import DoneEvent
     from .models import load_model
     from .session import ChatSession
     from .settings import DraftSettings, GenerationRequest
 
     loaded = load_model(None)
-    configs = [("none", False)] + [(d, a) for d in drafters for a in (False, True)]
-    results: dict = {}
+
+    def once(prompt, drafter, adaptive_on):
+        _trackers.clear()  # every run starts from the prior: the learning cost is included
+        request = GenerationRequest(
+            messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,
+            draft=DraftSettings(drafter=drafter, draft_count=8, adaptive=adaptive_on)).validated()
+        for event in ChatSession(loaded).generate(request):
+            if isinstance(event, DoneEvent):
+                stats, timing = event.stats, event.timing
+        return stats["emitted"] / timing["decode_s"], stats["tokens_per_pass"], stats["acceptance_rate"]
+
+    configs = [(d, a) for d in drafters for a in (False, True)]
+    print(f"{'prompt':6s} {'drafter':14s} {'mode':9s} {'speed-up (median, runs)':>28s} "
+          f"{'tok/pass':>8s} {'accept':>7s}", flush=True)
     for prompt_name, prompt in (("copy", COPY_PROMPT), ("novel", NOVEL_PROMPT)):
-        for _ in range(repeats):
-            for drafter, adaptive_on in configs:
-                _trackers.clear()  # every run starts from the prior: learning cost included
-                request = GenerationRequest(
-                    messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,
-                    draft=DraftSettings(drafter=drafter, draft_count=8, adaptive=adaptive_on)).validated()
-                for event in ChatSession(loaded).generate(request):
-                    if isinstance(event, DoneEvent):
-                        stats, timing = event.stats, event.timing
-                entry = results.setdefault((prompt_name, drafter, adaptive_on), [])
-                entry.append((timing["decode_s"], stats["emitted"], stats["tokens_per_pass"],
-                              stats["acceptance_rate"]))
-    print(f"{'prompt':6s} {'drafter':14s} {'mode':9s} {'tok/s':>7s} {'speed-up':>8s} "
-          f"{'tok/pass':>8s} {'accept':>7s}")
-    for prompt_name in ("copy", "novel"):
-        base = results[(prompt_name, "none", False)]
-        base_rate = sum(e for _, e, _, _ in base) / sum(s for s, _, _, _ in base)
         for drafter, adaptive_on in configs:
-            runs = results[(prompt_name, drafter, adaptive_on)]
-            rate = sum(e for _, e, _, _ in runs) / sum(s for s, _, _, _ in runs)
+            ratios = []
+            for _ in range(repeats):
+                base, _, _ = once(prompt, "none", False)
+                rate, per_pass, accept = once(prompt, drafter, adaptive_on)
+                ratios.append(rate / base)
+            runs = " ".join(f"{r:.2f}" for r in ratios)
             print(f"{prompt_name:6s} {drafter:14s} {'adaptive' if adaptive_on else 'fixed 8':9s} "
-                  f"{rate:7.2f} {rate / base_rate:8.3f} {runs[-1][2]:8.2f} {runs[-1][3]:7.2f}")
+                  f"{st.median(ratios):7.3f} ({runs:>18s}) {per_pass:8.2f} {accept:7.2f}", flush=True)
 
 
 def batched_rows_forward(target, root: int, rows: list[list[int]]):  # pragma: no cover

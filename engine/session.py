@@ -64,9 +64,10 @@ class ChatSession:
             return
         bigram = None
         if getattr(drafter, "wants_model_bigram", False):
-            from .model_ngrams import bigram_table_steps
+            from .model_ngrams import bigram_table_steps, start_prefix
 
-            for done, total, table in bigram_table_steps(self.loaded.model, self.model_key):
+            for done, total, table in bigram_table_steps(self.loaded.model, self.model_key,
+                                                         prefix=start_prefix(self.loaded.tokenizer)):
                 if table is None:
                     yield ProgressEvent("table", done, total, "Computing the model's bigram table…")
                 else:
