@@ -11,7 +11,7 @@ import statistics
 import time
 
 import pytest
-from PySide6.QtCore import QPoint, Qt, QTimer
+from PySide6.QtCore import QEvent, QPoint, Qt, QTimer
 from PySide6.QtGui import QTextCursor
 
 from app.livestats import footer_text
@@ -194,15 +194,19 @@ def test_answer_streams_with_highlights_gauge_and_footer_from_the_engine(make_ap
 
     def spy(view):
         original(view)
-        if view.streaming:
-            refreshes.append(len(view.text))
+        if view.streaming:  # mid-answer the painting already follows the provenance
+            painted_now = highlighted_positions(view.body.document())
+            assert all(view.provenance.kind_at(view.body.render_map.source_index(p)) == "draft"
+                       for p in painted_now)
+            refreshes.append((len(view.text), len(painted_now)))
     monkeypatch.setattr(MessageView, "refresh", spy)
     task = send(qtbot, window, "abc abc abc")
     finish(qtbot, task)
     assert not window.banner.messages, window.banner.messages
     events = application.recorder.events
     mask, done = expected_draft_mask(events)
-    assert any(refreshes), "the answer was not shown while it was being written"
+    assert any(length for length, _ in refreshes), "the answer was not shown while being written"
+    assert any(painted_now for _, painted_now in refreshes), "no highlight while being written"
 
     view = window.transcript.views[-1]
     assert view.role == "assistant" and view.text == done.text and not view.streaming
@@ -225,6 +229,13 @@ def test_answer_streams_with_highlights_gauge_and_footer_from_the_engine(make_ap
     position = min(painted)
     tip = view.body.tooltip_at(point_of(view.body, position))
     assert "pass" in tip and done.stats["drafter"] in tip and "position" in tip
+    from PySide6.QtGui import QHelpEvent
+    from PySide6.QtWidgets import QApplication, QToolTip
+
+    point = point_of(view.body, position)
+    QApplication.sendEvent(view.body.viewport(), QHelpEvent(
+        QEvent.ToolTip, point, view.body.viewport().mapToGlobal(point)))
+    assert QToolTip.text() == tip
 
     # the gauge and the footer show the engine's own numbers
     passes = [e for e in events if isinstance(e, PassEvent)]
