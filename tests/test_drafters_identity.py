@@ -205,3 +205,21 @@ def test_greedy_identity_on_the_embedded_model(embedded_loaded):
         assert got == expected, name
         accepted += sum(r.accepted for r in results)
     assert accepted > 0
+
+
+def test_model_bigram_table_is_the_models_top_tokens_and_cached(tmp_path):
+    from engine import model_ngrams
+
+    model = make_tiny_llama(seed=4)
+    progress = []
+    table = bigram_table(model, "tiny-bigram", top=5, batch=64, prefix=[10],
+                         progress=lambda done, total: progress.append(done))
+    assert table.shape == (259, 5) and progress[-1] == 259
+    for x in (3, 77, 200):
+        logits = model(mx.array([[10, x]]))[0, -1]
+        assert int(table[x, 0]) == int(mx.argmax(logits))
+    path = model_ngrams.bigram_path("tiny-bigram-p10", 5)
+    assert path.exists()
+    path.write_bytes(b"garbage")  # corrupt: reported, computed again
+    again = bigram_table(model, "tiny-bigram", top=5, batch=64, prefix=[10])
+    assert (again == table).all()
