@@ -62,6 +62,16 @@ class Application:
         spec = model if model is not None else (self.controller.settings.model if use_saved else None)
         return self.controller.load_model(spec)
 
+    async def start_or_fall_back(self, model: str | None = None) -> None:
+        """Load ``model`` (or the saved one); if a saved model no longer loads, use the
+        built-in one instead (the banner says why)."""
+        spec = model if model is not None else self.controller.settings.model
+        await self.start(spec)
+        if not self.controller.model_name and model is None and spec is not None:
+            self.window.banner.show_message(
+                f"{self.window.banner.label.text()} Using the built-in model instead.")
+            await self.start(None, use_saved=False)
+
     async def close(self) -> None:
         self.controller.stop()
         try:  # an answer stops within a pass; a model conversion cannot be interrupted
@@ -92,7 +102,7 @@ async def run_interactive(args) -> int:
     closed = asyncio.Event()
     application.window.closeEvent = _closing(application.window.closeEvent, closed)
     application.window.show()
-    task = application.start(args.model)
+    task = asyncio.ensure_future(application.start_or_fall_back(args.model))
     await closed.wait()
     if not task.done():
         task.cancel()

@@ -533,3 +533,24 @@ def test_compare_drafters_copy_and_shift_enter(make_app, qtbot):
     assert window.inspector.lengths.series[1].values == [1.0]  # every pass accepted 0 drafts
     answers[0].copy_button.click()
     assert QGuiApplication.clipboard().text() == answers[0].text
+
+
+def test_a_saved_model_that_no_longer_loads_falls_back_to_the_built_in(make_app, qtbot, dirs):
+    from app.settings import AppSettings, SettingsStore
+
+    gone = str(dirs / "model-that-was-deleted")
+    SettingsStore().save(AppSettings(model=gone))
+    application = make_app(load=False)
+    asked, real_start = [], application.start
+
+    def start(model=None, use_saved=True):
+        asked.append(model)
+        if model is None:  # the built-in model: not loaded in this test
+            return asyncio.ensure_future(asyncio.sleep(0))
+        return real_start(model, use_saved=use_saved)
+
+    application.start = start
+    finish(qtbot, asyncio.ensure_future(application.start_or_fall_back()), 60)
+    assert asked == [gone, None]
+    assert f"No model folder at {gone}" in application.window.banner.messages[-1]
+    assert application.window.banner.messages[-1].endswith("Using the built-in model instead.")
