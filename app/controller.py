@@ -91,7 +91,6 @@ class ChatController(QObject):
         self.speculation = ""
         self.loading = False
         self._tasks: set[asyncio.Task] = set()
-        self.requests = []  # every request sent, newest last (for inspection and tests)
 
     # notices gathered while starting up ---------------------------------------------------
     def startup_notices(self) -> list[str]:
@@ -194,7 +193,6 @@ class ChatController(QObject):
     def _start_answer(self) -> asyncio.Task:
         turns = [{"role": m.role, "content": m.content} for m in self.messages if m.content]
         request = self.settings.request(turns, chat_id=self.session.id)
-        self.requests.append(request)
         answer = Answer(self.session.id, request)
         answer.stream = self.service.generate(request)
         self.answer = answer

@@ -212,12 +212,9 @@ class TranscriptView(QScrollArea):
         self.layout_ = QVBoxLayout(self.column)
         self.layout_.setContentsMargins(16, 12, 16, 12)
         self.layout_.setSpacing(10)
-        self.placeholder = QLabel(
-            "<h2>Ask anything.</h2><p>Draftless guesses ahead with n-gram drafts and the model "
-            "checks each guess in one pass.<br>Characters from guesses it accepted are "
-            "<span style='background:%s'>&nbsp;highlighted&nbsp;</span>; hover them to see "
-            "the pass and the draft position.</p>" % theme.current().draft)
+        self.placeholder = QLabel()
         self.placeholder.setObjectName("placeholder")
+        self._placeholder_text()
         self.placeholder.setAlignment(Qt.AlignCenter)
         self.placeholder.setWordWrap(True)
         self.layout_.addWidget(self.placeholder, 1)
@@ -323,7 +320,15 @@ class TranscriptView(QScrollArea):
         for view in self.views:
             view.set_markdown(on)
 
+    def _placeholder_text(self) -> None:
+        self.placeholder.setText(
+            "<h2>Ask anything.</h2><p>Draftless guesses ahead with n-gram drafts and the model "
+            "checks each guess in one pass.<br>Characters from guesses it accepted are "
+            "<span style='background:%s'>&nbsp;highlighted&nbsp;</span>; hover them to see "
+            "the pass and the draft position.</p>" % theme.current().draft)
+
     def restyle(self) -> None:
+        self._placeholder_text()
         for view in self.views:
             view.refresh()
 
