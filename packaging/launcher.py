@@ -44,7 +44,8 @@ def _exit_now(status: int) -> None:
     In the frozen build, the interpreter's final garbage collection crashed after a
     successful run in 2 of 3 launches here ("Fatal Python error: bool_dealloc", a refcount
     bug in one of the C extensions; never seen unfrozen). The app has saved and closed
-    everything by then, so flush what is buffered and leave.
+    everything by then, so flush what is buffered and leave. DRAFTLESS_FULL_TEARDOWN=1
+    keeps the normal teardown (for debugging that crash).
     """
     import logging
 
@@ -66,7 +67,7 @@ def main() -> int:
         status = exit_status(app_main())
     except SystemExit as exit_:
         status = exit_status(exit_.code)
-    if getattr(sys, "frozen", False):
+    if getattr(sys, "frozen", False) and not os.environ.get("DRAFTLESS_FULL_TEARDOWN"):
         _exit_now(status)
     return status
 
