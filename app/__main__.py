@@ -46,6 +46,7 @@ class Application:
 
         self.qapp = _qapp()
         theme.apply(self.qapp, None if theme_name == "system" else theme_name == "dark")
+        self.qapp.setWindowIcon(theme.app_icon())
         self.owns_service = service is None
         self.service = service or EngineService()
         self.store = Store()

@@ -92,8 +92,11 @@ def apply(app: QApplication, dark: bool | None = None) -> Colors:
 
 def app_icon() -> QIcon:
     """The app icon from resources/icons (an empty icon when the icon set is missing)."""
-    for name in ("draftless.svg", "draftless.png"):
-        path = resource("icons", name)
-        if path.exists():
-            return QIcon(str(path))
-    return QIcon()
+    icon = QIcon()
+    folder = resource("icons")
+    for path in sorted(folder.glob("draftless-*.png")) if folder.is_dir() else []:
+        icon.addFile(str(path))  # one size each, so no SVG plugin is needed
+    for name in ("draftless.png", "draftless.svg"):
+        if icon.isNull() and (folder / name).exists():
+            icon = QIcon(str(folder / name))
+    return icon
