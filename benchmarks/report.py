@@ -318,8 +318,8 @@ def write_report(suite) -> dict:
         "Σ c(drafted+1)/c(1) (using the fastest-repeat curve). *CPU-time speed-up* is the same "
         "ratio computed from this process's CPU time (all threads) instead of wall time: "
         "less sensitive to other programs taking the cores, though not immune (OpenBLAS "
-        "threads spin while they wait). Each prompt is prefilled once by an untimed 1-token "
-        "run, so every timed run reuses the cached prompt.",
+        "threads spin while they wait). Each prompt is first prefilled and decoded once by an "
+        "untimed `none` run, so every timed run reuses the cached prompt and warm buffers.",
         "",
         "The CPU is shared with other work, so wall-clock figures are noisy: the two `none` runs "
         f"of a prompt differed by {_spread(suite)} (median over prompts, relative). Treat "
@@ -457,8 +457,19 @@ def write_report(suite) -> dict:
                          [[w.id, w.task, str(w.turn), str(len(suite.reference.get(w.id, []))),
                            _f(suite.baseline.get(w.id), "{:.2f}"),
                            _f(suite.baseline_spread.get(w.id), "{:.0%}")] for w in suite.workloads]), ""]
-    if suite.skipped:
-        lines += ["## Skipped", ""] + [f"- {s}" for s in suite.skipped] + [""]
+    skipped = list(suite.skipped)
+    try:
+        from engine.drafters import DRAFTERS
+
+        left_out = [n for n in DRAFTERS if n != "none" and n not in suite.drafters
+                    and not any(f"`{n}`" in line for line in skipped)]
+    except ImportError:
+        left_out = []
+    if left_out:
+        skipped.append("registered drafters not in this run (left out with --drafters): "
+                       + ", ".join(f"`{n}`" for n in left_out))
+    if skipped:
+        lines += ["## Skipped", ""] + [f"- {s}" for s in skipped] + [""]
     if suite.failures:
         lines += ["## Failures", ""] + [f"- **{s}**" for s in suite.failures] + [""]
     lines += ["Every figure above is in `results.json` (per run: stats, timing, identity, load "
