@@ -9,6 +9,7 @@ served. The engine never sees Qt; callers never see MLX.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import threading
 import traceback
 from collections import OrderedDict
@@ -19,6 +20,27 @@ from .events import DoneEvent, ErrorEvent, Event, ModelEvent, ProgressEvent
 from .settings import GenerationRequest
 
 MAX_KEPT_CHATS = 8
+
+
+def _settle_mlx_at_exit() -> None:
+    """Keep MLX from aborting the process at exit after work on the engine thread.
+
+    Seen with mlx 0.32 on Linux: a process that loaded a model on a worker thread often
+    died at exit with "terminate called without an active exception" (8 of 10 runs).
+    Importing mlx_lm.generate (which makes a thread-local stream) on the caller's thread
+    and synchronising MLX there before interpreter teardown stopped it (0 of 12).
+    """
+    global _settled
+    if _settled:
+        return
+    import mlx.core as mx
+    import mlx_lm.generate  # noqa: F401
+
+    atexit.register(mx.synchronize)
+    _settled = True
+
+
+_settled = False
 
 
 class GenerationStream:
@@ -51,7 +73,13 @@ class GenerationStream:
             queue = self._queue
 
             def push(event: Event) -> None:
-                loop.call_soon_threadsafe(queue.put_nowait, event)
+                if loop.is_closed():  # the caller went away; nobody is listening
+                    self.cancel()
+                    return
+                try:
+                    loop.call_soon_threadsafe(queue.put_nowait, event)
+                except RuntimeError:  # closed between the check and the call
+                    self.cancel()
 
             self._service._submit(self._job, self._cancelled.is_set, push)
         event = await self._queue.get()
@@ -68,6 +96,7 @@ class EngineService:
     """Owns the engine thread, the loaded model and the kept chat sessions."""
 
     def __init__(self):
+        _settle_mlx_at_exit()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="draftless-engine", daemon=True)
