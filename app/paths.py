@@ -6,23 +6,21 @@ replace the platform's user directories when set.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from platformdirs import user_config_dir, user_data_dir
+from engine import paths as engine_paths
 
-APP_NAME = "Draftless"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def data_dir() -> Path:
-    path = Path(os.environ.get("DRAFTLESS_DATA_DIR") or user_data_dir(APP_NAME, appauthor=False))
+    path = engine_paths.data_dir()
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
 def config_dir() -> Path:
-    path = Path(os.environ.get("DRAFTLESS_CONFIG_DIR") or user_config_dir(APP_NAME, appauthor=False))
+    path = engine_paths.config_dir()
     path.mkdir(parents=True, exist_ok=True)
     return path
 

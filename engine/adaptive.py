@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .drafters._options import cache_dir
+from .paths import cache_dir
 
 log = logging.getLogger(__name__)
 

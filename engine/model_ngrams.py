@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .drafters._options import cache_dir
+from .paths import cache_dir
 
 log = logging.getLogger(__name__)
 

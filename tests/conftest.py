@@ -3,7 +3,21 @@ import os
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
+import atexit  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+
+import platformdirs  # noqa: E402
 import pytest  # noqa: E402
+
+# Tests write cost curves, n-gram memory and settings to a scratch folder, but reuse the
+# converted built-in model from the real cache (converting it takes ~15 s).
+_scratch = tempfile.mkdtemp(prefix="draftless-tests-")
+atexit.register(shutil.rmtree, _scratch, True)
+os.environ.setdefault("DRAFTLESS_MODELS_DIR", os.path.join(
+    os.environ.get("DRAFTLESS_CACHE_DIR") or platformdirs.user_cache_dir("Draftless"), "models"))
+for _name in ("CACHE", "DATA", "CONFIG"):
+    os.environ[f"DRAFTLESS_{_name}_DIR"] = os.path.join(_scratch, _name.lower())
 
 import engine  # noqa: E402,F401  (preloads OpenBLAS before anything imports mlx)
 

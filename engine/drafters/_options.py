@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 from ..errors import EngineError
 
 
@@ -30,16 +27,3 @@ def bool_option(settings, drafter: str, key: str, default: bool) -> bool:
         raise EngineError(f"{drafter}: option {key!r} must be true or false; got {value!r}.")
     return value
 
-
-def data_dir() -> Path:
-    """Where Draftless keeps user data: $DRAFTLESS_DATA_DIR or the platform's user data dir."""
-    import platformdirs
-
-    return Path(os.environ.get("DRAFTLESS_DATA_DIR") or platformdirs.user_data_dir("Draftless"))
-
-
-def cache_dir() -> Path:
-    """Recomputable caches: $DRAFTLESS_CACHE_DIR or the platform's user cache dir."""
-    import platformdirs
-
-    return Path(os.environ.get("DRAFTLESS_CACHE_DIR") or platformdirs.user_cache_dir("Draftless"))

@@ -42,7 +42,8 @@ import warnings
 from pathlib import Path
 
 from ..errors import EngineError
-from ._options import bool_option, data_dir, int_option
+from ..paths import data_dir
+from ._options import bool_option, int_option
 from .base import Drafter
 
 log = logging.getLogger(__name__)

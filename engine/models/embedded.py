@@ -14,18 +14,13 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
-import platformdirs
-
 from ..errors import EngineError
+from ..paths import models_dir
 from .gguf_convert import ProgressCallback, convert_gguf
 
 EMBEDDED_NAME = "SmolLM2-135M-Instruct"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CONVERSION_VERSION = 1  # bump when the converter's output changes
-
-
-def models_cache_dir() -> Path:
-    return Path(os.environ.get("DRAFTLESS_CACHE_DIR") or platformdirs.user_cache_dir("Draftless")) / "models"
 
 
 def find_embedded_gguf() -> Path:
@@ -55,7 +50,7 @@ def default_dtype() -> str:
 
 def embedded_model_folder(dtype: str | None = None) -> Path:
     dtype = dtype or default_dtype()
-    return models_cache_dir() / f"{EMBEDDED_NAME}-{dtype}-v{CONVERSION_VERSION}"
+    return models_dir() / f"{EMBEDDED_NAME}-{dtype}-v{CONVERSION_VERSION}"
 
 
 def ensure_embedded_model(progress: ProgressCallback | None = None) -> Path:
