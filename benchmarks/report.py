@@ -323,8 +323,11 @@ def write_report(suite) -> dict:
         "",
         "The CPU is shared with other work, so wall-clock figures are noisy: the two `none` runs "
         f"of a prompt differed by {_spread(suite)} (median over prompts, relative). Treat "
-        "speed-ups within about that band of 1.0 as no change. Token counts, tokens/pass and "
-        "acceptance are exact and do not depend on load.",
+        "speed-ups within about that band of 1.0 as no change. Token counts are exact. "
+        + ("With adaptive draft length on, the engine picks each pass's draft length from "
+           "measured pass times, so tokens/pass and acceptance also move with load from run to "
+           "run; the fixed draft counts of the sweep do not." if cfg.adaptive else
+           "With a fixed draft count, tokens/pass and acceptance do not depend on load."),
         "",
         "## Results per drafter and task",
         "",
