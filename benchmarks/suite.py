@@ -179,6 +179,10 @@ def draft_settings(name: str, cfg: BenchConfig, draft_count: int | None = None,
     extra = {}
     if ADAPTIVE_SUPPORTED:
         extra["adaptive"] = cfg.adaptive if adaptive is None else adaptive
+    if name == "ngram-cache":
+        # No cross-chat memory: the suite decodes the same prompts again and again, and a
+        # memory of earlier identical answers would measure recall, not drafting.
+        extra["options"] = {"dynamic": False}
     return DraftSettings(drafter=name, draft_count=draft_count or cfg.draft_count,
                          ngram_order=cfg.ngram_order, ngram_min=cfg.ngram_min, **extra)
 

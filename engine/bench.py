@@ -6,6 +6,9 @@ command from a source checkout. See ``benchmarks/suite.py`` for what is measured
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import shlex
 import sys
 
@@ -80,6 +83,9 @@ def run_bench(args) -> int:
         raise EngineError(f"The benchmark suite is not importable ({error}); run "
                           "`python -m engine bench` from the Draftless source checkout.") from None
     cfg = config_from_args(args)
+    # Leave the user's cross-chat n-gram memory alone (and never read it: it would hold the
+    # identical greedy answers of earlier benchmark runs).
+    os.environ["DRAFTLESS_DATA_DIR"] = tempfile.mkdtemp(prefix="draftless-bench-data-")
     try:
         cfg.verify_ns = sorted(set(cfg.verify_ns) | {cfg.draft_count + 1})
     except TypeError:
