@@ -15,16 +15,23 @@ def reference_greedy(model, prompt, max_tokens):
     return tokens
 
 
-def speculative(model, prompt, max_tokens, settings: DraftSettings, sampling=None, eos=()):
-    """Our loop on a fresh cache. Returns (emitted tokens, pass results)."""
+def speculative(model, prompt, max_tokens, settings: DraftSettings, sampling=None, eos=(),
+                bigram=None):
+    """Our loop on a fresh cache. Returns (emitted tokens, pass results).
+
+    ``bigram``: a model bigram table handed to drafters that use one (ngrammys).
+    """
     target = Target(model)
     history = list(prompt)
     target.prefill(history[:-1])
     drafter = make_drafter(settings)
+    if bigram is not None:
+        drafter.attach_model("test-model", bigram=bigram)
     drafter.reset(history)
     results = list(speculative_decode(
         target, drafter, TokenChooser(sampling or SamplingSettings()), history,
         max_tokens=max_tokens, draft_count=settings.draft_count, eos_tokens=set(eos)))
+    assert target.offset == len(history) - 1  # the cache holds exactly the history but its last
     return history[len(prompt):], results
 
 

@@ -18,7 +18,7 @@ from engine.drafters.base import Drafter
 from engine.model_ngrams import bigram_table
 from engine.settings import DraftSettings, SamplingSettings
 
-from .identity import reference_greedy
+from .identity import reference_greedy, speculative
 from .tiny_model import make_tiny_llama
 
 NEW = {
@@ -49,21 +49,6 @@ PROMPTS = {
 }
 
 
-def run(model, prompt, max_tokens, settings, sampling=None, bigram=None, eos=()):
-    target = Target(model)
-    history = list(prompt)
-    target.prefill(history[:-1])
-    drafter = make_drafter(settings)
-    if bigram is not None:
-        drafter.attach_model("tiny", bigram=bigram)
-    drafter.reset(history)
-    results = list(speculative_decode(
-        target, drafter, TokenChooser(sampling or SamplingSettings()), history,
-        max_tokens=max_tokens, draft_count=settings.draft_count, eos_tokens=set(eos)))
-    assert target.offset == len(history) - 1  # the cache holds exactly the history but its last
-    return history[len(prompt):], results
-
-
 @pytest.mark.parametrize("name", list(NEW))
 def test_greedy_identity(models, name):
     accepted = 0
@@ -74,7 +59,7 @@ def test_greedy_identity(models, name):
             for draft_count, order in ((1, 2), (4, 4), (10, 3)):
                 settings = DraftSettings(drafter=name, draft_count=draft_count, ngram_order=order,
                                          ngram_min=1, adaptive=False, options=NEW[name])
-                got, results = run(model, prompt, 40, settings, bigram=bigram)
+                got, results = speculative(model, prompt, 40, settings, bigram=bigram)
                 assert got == expected, (name, draft_count, order)
                 accepted += sum(r.accepted for r in results)
     assert accepted > 0, "no draft was ever accepted: the test would prove nothing"
@@ -85,7 +70,7 @@ def test_tree_pass_uses_rows_beyond_the_first_and_keeps_the_cache_exact(models):
     prompt = PROMPTS["novel"]
     expected = reference_greedy(model, prompt, 30)
     settings = DraftSettings(drafter="ngrammys", draft_count=4, adaptive=False, options={"rows": 8})
-    got, results = run(model, prompt, 30, settings, bigram=bigram_table(model, "tiny-tree"))
+    got, results = speculative(model, prompt, 30, settings, bigram=bigram_table(model, "tiny-tree"))
     assert got == expected
     assert sum(r.accepted for r in results) > 0
     assert any(r.drafted > 4 for r in results), "several rows were verified together"
@@ -201,7 +186,7 @@ def test_greedy_identity_on_the_embedded_model(embedded_loaded):
     for name, options in (("ngrammys", {"rows": 4, "model_bigram": False}), ("suffix", {}),
                           ("ngram-cache", {"dynamic": False})):
         settings = DraftSettings(drafter=name, draft_count=6, adaptive=False, options=options)
-        got, results = run(embedded_loaded.model, prompt, 32, settings)
+        got, results = speculative(embedded_loaded.model, prompt, 32, settings)
         assert got == expected, name
         accepted += sum(r.accepted for r in results)
     assert accepted > 0
