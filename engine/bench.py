@@ -7,10 +7,9 @@ command from a source checkout. See ``benchmarks/suite.py`` for what is measured
 from __future__ import annotations
 
 import os
-import tempfile
-
 import shlex
 import sys
+import tempfile
 
 from .errors import EngineError
 

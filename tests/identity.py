@@ -41,3 +41,13 @@ def reference_greedy_with_processors(model, prompt, max_tokens, processors):
                                   logits_processors=processors):
         tokens.append(int(token))
     return tokens
+
+
+# The sampled tests draw tokens from a 6-token vocabulary: chi-square, 5 degrees of
+# freedom, p = 0.001.
+CHI_SQUARE_CRITICAL = 20.52
+
+
+def chi_square(a, b, vocab_size: int) -> float:
+    """Two-sample chi-square statistic of two token Counters of equal sample size."""
+    return sum((a[t] - b[t]) ** 2 / (a[t] + b[t]) for t in range(vocab_size) if a[t] + b[t])

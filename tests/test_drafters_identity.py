@@ -18,7 +18,7 @@ from engine.drafters.base import Drafter
 from engine.model_ngrams import bigram_table
 from engine.settings import DraftSettings, SamplingSettings
 
-from .identity import reference_greedy, speculative
+from .identity import CHI_SQUARE_CRITICAL, chi_square, reference_greedy, speculative
 from .tiny_model import make_tiny_llama
 
 NEW = {
@@ -127,11 +127,6 @@ def test_draft_tree_merges_shared_prefixes():
 
 # ---------------------------------------------------------------- sampled, multi-row
 VOCAB, POSITIONS, RUNS = 6, 3, 600
-CRITICAL = 20.52  # chi-square, 5 degrees of freedom, p = 0.001
-
-
-def chi_square(a: Counter, b: Counter) -> float:
-    return sum((a[t] - b[t]) ** 2 / (a[t] + b[t]) for t in range(VOCAB) if a[t] + b[t])
 
 
 def sample_positions(model, drafter_name, seed):
@@ -163,16 +158,16 @@ def test_multi_row_sampling_keeps_the_target_distribution(monkeypatch):
     RowsDrafter.rows = [[a, a, a], [b, likely[1][0][0], likely[2][0][0]], [b, b, b]]
     spec, accepted = sample_positions(model, "rows", seed=22)
     assert accepted > 100, "drafts must be accepted for the test to mean anything"
-    statistics = [chi_square(p, s) for p, s in zip(plain, spec)]
-    assert max(statistics) < CRITICAL, statistics
+    statistics = [chi_square(p, s, VOCAB) for p, s in zip(plain, spec)]
+    assert max(statistics) < CHI_SQUARE_CRITICAL, statistics
 
     def unchecked_walk(self, logits, chooser, history):  # broken on purpose: row 0 always wins
         return list(self.row_nodes[0]), 0
 
     monkeypatch.setattr(decode.DraftTree, "walk", unchecked_walk)
     broken, _ = sample_positions(model, "rows", seed=23)
-    broken_statistics = [chi_square(p, s) for p, s in zip(plain, broken)]
-    assert max(broken_statistics) > 5 * CRITICAL, broken_statistics
+    broken_statistics = [chi_square(p, s, VOCAB) for p, s in zip(plain, broken)]
+    assert max(broken_statistics) > 5 * CHI_SQUARE_CRITICAL, broken_statistics
 
 
 @pytest.mark.embedded

@@ -14,7 +14,7 @@ from engine import decode
 from engine.drafters.base import Drafter
 from engine.settings import DraftSettings, SamplingSettings
 
-from .identity import speculative
+from .identity import CHI_SQUARE_CRITICAL, chi_square, speculative
 from .tiny_model import make_tiny_llama
 
 VOCAB = 6
@@ -52,13 +52,6 @@ def sample_positions(model, drafter_cls, monkeypatch, seed):
     return counts, accepted
 
 
-# chi-square, 5 degrees of freedom (6 tokens), p = 0.001
-CRITICAL = 20.52
-
-
-def chi_square(a: Counter, b: Counter) -> float:
-    """Two-sample chi-square statistic for equal sample sizes."""
-    return sum((a[t] - b[t]) ** 2 / (a[t] + b[t]) for t in range(VOCAB) if a[t] + b[t])
 
 
 class NoCheck(decode.TokenChooser):
@@ -81,10 +74,10 @@ def test_speculative_samples_follow_the_target_distribution(model, monkeypatch):
     StubbornDrafter.guess = plain[1].most_common(1)[0][0]
     spec, accepted = sample_positions(model, StubbornDrafter, monkeypatch, seed=12)
     assert accepted > 50, "drafts must sometimes be accepted for the test to mean anything"
-    statistics = [chi_square(p, s) for p, s in zip(plain, spec)]
-    assert max(statistics) < CRITICAL, statistics
+    statistics = [chi_square(p, s, VOCAB) for p, s in zip(plain, spec)]
+    assert max(statistics) < CHI_SQUARE_CRITICAL, statistics
 
     monkeypatch.setattr("tests.identity.TokenChooser", NoCheck)
     broken, _ = sample_positions(model, StubbornDrafter, monkeypatch, seed=13)
-    broken_statistics = [chi_square(p, b) for p, b in zip(plain, broken)]
-    assert max(broken_statistics) > 5 * CRITICAL, broken_statistics
+    broken_statistics = [chi_square(p, b, VOCAB) for p, b in zip(plain, broken)]
+    assert max(broken_statistics) > 5 * CHI_SQUARE_CRITICAL, broken_statistics
