@@ -10,7 +10,7 @@ first launch) and, on Linux, without any network (``unshare --net``), and checks
   - the app wrote nothing into its own bundle nor into its working folder, and wrote into
     the fresh home only under the platform's user folders (platformdirs' cache/data/config/
     state locations; on macOS ~/Library/{Caches,Application Support,Preferences,Logs}).
-Exit status 0 when all hold. Used by packaging/build.sh and tests/test_packaging_frozen.py.
+Exit status 0 when all hold. Used by packaging/build.sh and tests/test_packaging.py (marker frozen).
 
 While app/ has no --screenshot yet (its placeholder CLI answers a prompt on stdout), the
 same launch is made with the prompt as argument and the answer is checked instead.

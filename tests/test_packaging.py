@@ -1,6 +1,7 @@
 """Fast checks of the packaging recipe (no build): icons, Info.plist values, the spec, helpers.
 
-The slow build-and-launch check is tests/test_packaging_frozen.py (marker ``frozen``).
+The slow build-and-launch check at the end of this file is behind the ``frozen`` marker, which the
+default run excludes:  .venv/bin/python -m pytest -m frozen tests/test_packaging.py
 """
 
 from __future__ import annotations
@@ -206,3 +207,29 @@ def test_bundle_filter_drops_unused_qt_and_metadata_only():
     ]
     assert [entry for entry in dropped if wanted(entry)] == []
     assert [entry for entry in kept if not wanted(entry)] == []
+
+
+# --- the frozen app (slow: marker ``frozen``) ------------------------------------------------
+
+def _stale(app: Path) -> bool:
+    """No build yet, or sources newer than it."""
+    if not app.exists():
+        return True
+    built = app.stat().st_mtime
+    sources = [p for folder in ("app", "engine", "resources", "packaging")
+               for p in (ROOT / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    return any(p.stat().st_mtime > built for p in sources)
+
+
+@pytest.mark.frozen
+@pytest.mark.skipif(sys.platform not in ("linux", "darwin"), reason="the recipe targets macOS and Linux")
+def test_frozen_app_starts_answers_and_saves_a_screenshot(tmp_path):
+    smoke = load("smoke_test")
+    app = smoke.default_app_path()
+    if _stale(app):
+        subprocess.run(["bash", str(ROOT / "packaging" / "build.sh"), "--no-smoke"], cwd=ROOT, check=True)
+    report = smoke.run_smoke(app, out=tmp_path / "smoke", timeout=600)
+    assert report["returncode"] == 0
+    if report["mode"] == "screenshot":
+        assert report["width"] >= 320 and report["height"] >= 240
+        assert report["distinct_colours"] >= 3
