@@ -5,13 +5,22 @@
   the user cache dir, ``verify-cost/<model>.json``; a corrupt file is reported and measured
   again). Online, each pass's measured time rescales the curve (an exponential average
   of observed / predicted), so load on the machine is followed.
-- **Acceptance**: per drafter and per draft position i, the probability that draft token i
-  is accepted given tokens 0..i-1 were, as counts over a Beta(0.5, 0.5) prior that fade
-  by a factor 0.85 at every pass that drafted (about the last seven drafted passes count;
-  a switch from copying to new text is followed within about twenty passes).
-- **Probing**: when no draft pays, one 1-token draft is still sent every 32 passes (if
-  the drafter has one), so a drafter that starts paying again is noticed; its cost is a
-  fraction of a pass in 32.
+- **Acceptance**: per drafter, per match class and per draft position i, the probability
+  that draft token i is accepted given tokens 0..i-1 were, as counts that fade by a
+  factor 0.85 at every pass that drafted in that class (about the last seven count; a
+  switch from copying to new text is followed within about twenty passes). Position 0
+  starts from a Beta(0.5, 0.5) prior; position i > 0 from one pseudo-observation at
+  position i-1's estimate, so positions that were not reached lately follow the ones
+  that were instead of keeping stale failures.
+- **Match classes**: copying drafters say how long a match their proposal rests on
+  (``Drafter.match_length``): unknown, 1-2, 3-5, 6-11 or 12+ tokens. A long match that
+  copies a code block is not judged by the short matches that failed in the prose
+  before it.
+- **Proposal first**: the drafter proposes (cheap) before the policy chooses, so the
+  policy knows whether there is a guess and how strong its match is, and trims it.
+- **Probing**: when no draft pays, one 1-token draft is still sent once a class has had
+  a proposal on 16 passes without drafting, so a drafter that starts paying again is
+  noticed; its cost is a fraction of a pass in 16.
 - **Choice**: the draft length L (0..limit) maximising
   ``E[tokens | L] / c(1 + rows × L)`` with ``E[tokens | L] = 1 + Σ_{j≤L} Π_{i<j} p_i``;
   L = 0 (plain decoding) when no draft pays. Multi-row drafters pay for ``rows × L`` tree
@@ -38,9 +47,11 @@ COST_LENGTHS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96)
 COST_VERSION = 1
 MAX_POSITIONS = 128
 DECAY = 0.85  # per drafted pass
-PROBE_INTERVAL = 32  # passes without a draft before a 1-token probe
+PROBE_INTERVAL = 16  # passes with a proposal but no draft before a 1-token probe
 PRIOR_ACCEPT = 0.5
 PRIOR_REJECT = 0.5
+DEPTH_PRIOR = 1.0  # pseudo-observations at position i-1's estimate, for position i
+MATCH_CLASS_STARTS = (1, 3, 6, 12)  # match lengths where a class begins (0: not said)
 SCALE_RATE = 0.1
 LOCAL_PRIOR = 5.0  # observations at one length before its own scale outweighs the global one
 LOCAL_WEIGHT_CAP = 20
@@ -173,58 +184,81 @@ class AcceptanceTracker:
             if i < accepted:
                 self.accepted[i] += 1.0
 
+    def probabilities(self, length: int) -> list[float]:
+        """P(draft token i accepted | tokens before it were) for i < length."""
+        values: list[float] = []
+        for i in range(min(length, MAX_POSITIONS)):
+            if i == 0:
+                p = (self.accepted[0] + PRIOR_ACCEPT) / (self.reached[0] + PRIOR_ACCEPT + PRIOR_REJECT)
+            else:
+                p = (self.accepted[i] + DEPTH_PRIOR * values[-1]) / (self.reached[i] + DEPTH_PRIOR)
+            values.append(p)
+        return values + [0.0] * (length - len(values))
+
     def probability(self, i: int) -> float:
-        if i >= MAX_POSITIONS:
-            return 0.0
-        return (self.accepted[i] + PRIOR_ACCEPT) / (self.reached[i] + PRIOR_ACCEPT + PRIOR_REJECT)
+        return self.probabilities(i + 1)[i]
 
     def expected_tokens(self, length: int) -> list[float]:
         """[E[emitted tokens | draft length L] for L = 0..length]."""
         values, total, survive = [1.0], 1.0, 1.0
-        for i in range(length):
-            survive *= self.probability(i)
+        for p in self.probabilities(length):
+            survive *= p
             total += survive
             values.append(total)
         return values
 
 
-class AdaptivePolicy:
-    """The decode loop's policy: ``draft_length(limit)`` before a pass, ``record`` after."""
+def match_class(match_length: int) -> int:
+    """0 when the drafter does not say, else 1.. for ever longer matches."""
+    return sum(1 for start in MATCH_CLASS_STARTS if match_length >= start)
 
-    def __init__(self, curve: CostCurve, tracker: AcceptanceTracker | None = None, rows: int = 1):
+
+class AdaptivePolicy:
+    """The decode loop's policy: after the drafter proposed, ``draft_length(limit,
+    match_length)`` says how much of the proposal to send; ``record`` after the pass."""
+
+    def __init__(self, curve: CostCurve, trackers: dict[int, AcceptanceTracker] | None = None,
+                 rows: int = 1):
         self.curve = curve
-        self.tracker = tracker or AcceptanceTracker()
+        self.trackers = trackers if trackers is not None else {}
         self.rows = max(1, rows)
         self.last_choice = 0
-        self.idle = 0  # passes since the last one that drafted
+        self.last_class = 0
+        self.idle: dict[int, int] = {}  # per class: passes with a proposal but no draft
 
-    def draft_length(self, limit: int) -> int:
+    def tracker(self, match_length: int = 0) -> AcceptanceTracker:
+        return self.trackers.setdefault(match_class(match_length), AcceptanceTracker())
+
+    def draft_length(self, limit: int, match_length: int = 0) -> int:
         if limit <= 0:
             return 0
-        expected = self.tracker.expected_tokens(min(limit, MAX_POSITIONS))
+        self.last_class = match_class(match_length)
+        expected = self.tracker(match_length).expected_tokens(min(limit, MAX_POSITIONS))
         best, best_rate = 0, expected[0] / self.curve(1)
         for length in range(1, len(expected)):
             rate = expected[length] / self.curve(1 + self.rows * length)
             if rate > best_rate * 1.0001:
                 best, best_rate = length, rate
-        if best == 0 and self.idle >= PROBE_INTERVAL:
-            best = 1
+        if best == 0:
+            idle = self.idle.get(self.last_class, 0) + 1
+            self.idle[self.last_class] = idle
+            if idle > PROBE_INTERVAL:
+                best = 1
         self.last_choice = best
         return best
 
     def record(self, drafted: int, accepted: int, seconds: float, depth: int | None = None) -> None:
         depth = drafted if depth is None else depth
         if depth:
-            self.tracker.decay()
-            self.tracker.record(depth, accepted)
-            self.idle = 0
-        else:
-            self.idle += 1
+            tracker = self.trackers.setdefault(self.last_class, AcceptanceTracker())
+            tracker.decay()
+            tracker.record(depth, accepted)
+            self.idle[self.last_class] = 0
         self.curve.observe(drafted + 1, seconds)
 
 
 _curves: dict[str, CostCurve] = {}
-_trackers: dict[tuple[str, str], AcceptanceTracker] = {}
+_trackers: dict[tuple[str, str], dict[int, AcceptanceTracker]] = {}
 
 
 def cost_curve_for(model_key: str, target=None, progress=None) -> CostCurve:
@@ -244,9 +278,9 @@ def cost_curve_for(model_key: str, target=None, progress=None) -> CostCurve:
 def policy_for(model_key: str, drafter, target=None, progress=None) -> AdaptivePolicy:
     """A policy sharing this process's acceptance memory for (model, drafter)."""
     curve = cost_curve_for(model_key, target, progress)
-    tracker = _trackers.setdefault((model_key, drafter.name), AcceptanceTracker())
+    trackers = _trackers.setdefault((model_key, drafter.name), {})
     rows = getattr(drafter, "rows", 1) if getattr(drafter, "multi_row", False) else 1
-    return AdaptivePolicy(curve, tracker, rows)
+    return AdaptivePolicy(curve, trackers, rows)
 
 
 COPY_PROMPT = ("Repeat the following paragraph exactly, word for word:\n\n"

@@ -280,7 +280,7 @@ class PassResult:
 class FixedDraftLength:
     """Draft exactly what the settings ask for (adaptive policies replace this)."""
 
-    def draft_length(self, limit: int) -> int:
+    def draft_length(self, limit: int, match_length: int = 0) -> int:
         return limit
 
     def record(self, drafted: int, accepted: int, seconds: float, **details) -> None:
@@ -325,9 +325,11 @@ def speculative_decode(
     while produced < max_tokens:
         started = time.perf_counter()
         limit = min(draft_count, max_tokens - produced - 1) if speculate else 0
-        limit = policy.draft_length(limit) if limit > 0 else 0
         rows = drafter.propose(history, limit) if limit > 0 else []
         rows = [row for row in (_cut_at_eos(list(r[:limit]), eos_tokens) for r in rows) if row]
+        if rows:  # the policy sees the proposal, then says how much of it to send
+            length = policy.draft_length(max(len(r) for r in rows), drafter.match_length)
+            rows = [r[:length] for r in rows] if length > 0 else []
         tree = (DraftTree(history[-1], rows)
                 if len(rows) > 1 and drafter.multi_row and target.supports_tree else None)
         draft = rows[0] if rows and tree is None else []
@@ -363,7 +365,8 @@ def speculative_decode(
             target.trim(target.offset - (len(history) - 1))
         verified_at = time.perf_counter()
 
-        drafter.observe(emitted, accepted=min(accepted, len(emitted)), row=row, target_topk=topk)
+        drafter.observe(emitted, accepted=min(accepted, len(emitted)), drafted=len(rows[row]) if rows else 0,
+                        row=row, target_topk=topk)
         done_at = time.perf_counter()
         produced += len(emitted)
         if tree is not None:

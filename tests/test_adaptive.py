@@ -50,23 +50,23 @@ def trained(probability: float, passes: int = 200, depth: int = 8) -> Acceptance
 
 
 def test_policy_drafts_nothing_when_drafts_are_rejected():
-    policy = AdaptivePolicy(CostCurve(CURVE), trained(0.05))
+    policy = AdaptivePolicy(CostCurve(CURVE), {0: trained(0.05)})
     assert policy.draft_length(8) == 0
 
 
 def test_policy_drafts_long_when_drafts_are_accepted():
-    policy = AdaptivePolicy(CostCurve(CURVE), trained(0.95))
+    policy = AdaptivePolicy(CostCurve(CURVE), {0: trained(0.95)})
     assert policy.draft_length(16) >= 8
 
 
 def test_policy_pays_for_every_row_of_a_multi_row_drafter():
-    single = AdaptivePolicy(CostCurve(CURVE), trained(0.6), rows=1).draft_length(16)
-    multi = AdaptivePolicy(CostCurve(CURVE), trained(0.6), rows=10).draft_length(16)
+    single = AdaptivePolicy(CostCurve(CURVE), {0: trained(0.6)}, rows=1).draft_length(16)
+    multi = AdaptivePolicy(CostCurve(CURVE), {0: trained(0.6)}, rows=10).draft_length(16)
     assert multi < single
 
 
 def test_policy_probes_again_after_a_while():
-    policy = AdaptivePolicy(CostCurve(CURVE), trained(0.0))
+    policy = AdaptivePolicy(CostCurve(CURVE), {0: trained(0.0)})
     for _ in range(adaptive.PROBE_INTERVAL):
         assert policy.draft_length(4) == 0
         policy.record(0, 0, 0.086)
@@ -75,8 +75,28 @@ def test_policy_probes_again_after_a_while():
     assert policy.draft_length(4) == 0
 
 
+def test_policy_judges_long_matches_apart_from_short_ones():
+    policy = AdaptivePolicy(CostCurve(CURVE), {adaptive.match_class(1): trained(0.0)})
+    assert policy.draft_length(8, match_length=1) == 0  # short guesses failed
+    assert policy.draft_length(8, match_length=24) >= 2  # a long copy starts from the prior
+    assert adaptive.match_class(0) == 0 and adaptive.match_class(2) < adaptive.match_class(12)
+
+
+def test_positions_not_reached_lately_follow_the_ones_that_were():
+    tracker = AcceptanceTracker()
+    for _ in range(3):  # position 0 accepted, position 1 rejected
+        tracker.decay()
+        tracker.record(8, 1)
+    assert tracker.probability(1) < 0.3
+    for _ in range(15):  # then only one-token drafts, all accepted
+        tracker.decay()
+        tracker.record(1, 1)
+    assert tracker.probability(0) > 0.9
+    assert tracker.probability(1) > 0.6  # stale failures faded toward position 0's estimate
+
+
 def test_policy_follows_a_switch_from_copying_to_new_text():
-    policy = AdaptivePolicy(CostCurve(CURVE), trained(0.95))
+    policy = AdaptivePolicy(CostCurve(CURVE), {0: trained(0.95)})
     assert policy.draft_length(8) >= 4
     for _ in range(25):
         length = policy.draft_length(8)
@@ -144,7 +164,7 @@ class Always(Drafter):
     def propose(self, history, k):
         return [[7] * k]
 
-    def observe(self, emitted, *, accepted=0, row=0, target_topk=None):
+    def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
         pass
 
 
@@ -160,6 +180,46 @@ def test_adaptive_off_honours_the_fixed_draft_count():
     for result in results:  # exactly 3 unless fewer tokens remain to produce
         assert result.drafted == min(3, 30 - produced - 1)
         produced += len(result.tokens)
+
+
+class Copier(Always):
+    name = "copier"
+    match_length = 9
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.drafted = []
+
+    def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
+        self.drafted.append(drafted)
+
+
+class TwoTokens:
+    def __init__(self):
+        self.asked = []
+
+    def draft_length(self, limit, match_length=0):
+        self.asked.append((limit, match_length))
+        return 2
+
+    def record(self, drafted, accepted, seconds, **details):
+        pass
+
+
+def test_policy_sees_the_proposal_and_its_match_then_trims_it():
+    target = Target(make_tiny_llama(seed=1))
+    history = list(range(3, 30))
+    target.prefill(history[:-1])
+    drafter, policy = Copier(DraftSettings()), TwoTokens()
+    results = list(speculative_decode(target, drafter, TokenChooser(SamplingSettings()), history,
+                                      max_tokens=12, draft_count=5, eos_tokens=set(), policy=policy))
+    assert policy.asked[0] == (5, 9)  # the whole proposal and how long its match is
+    produced, expected = 0, []
+    for result in results:  # two tokens, unless fewer remain to produce
+        expected.append(min(2, 12 - produced - 1))
+        produced += len(result.tokens)
+    assert [r.drafted for r in results] == expected
+    assert drafter.drafted == expected  # the drafter learns what was sent
 
 
 def test_adaptive_is_on_by_default():

@@ -90,7 +90,7 @@ class RowsDrafter(Drafter):
     def propose(self, history, k):
         return [row[:k] for row in self.rows]
 
-    def observe(self, emitted, *, accepted=0, row=0, target_topk=None):
+    def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
         pass
 
 

@@ -61,9 +61,27 @@ def test_map_k_caps_the_next_draft_at_the_last_acceptance():
     d = drafter("ngram-map-k", options={"n": 1, "m": 3})
     d.reset([7, 1, 2, 3, 7])
     assert d.propose(None, 8) == [[1, 2, 3]]
-    d.observe([1, 9], accepted=1)  # one draft token accepted, then the target's own
+    d.observe([1, 9], accepted=1, drafted=3)  # one draft token accepted, then the target's own
     d.observe([8, 7])  # no draft this pass
     assert d.propose(None, 8) == [[1]]  # [7] -> [1, 9, 8] (most recent), capped at 1 for key [7]
+
+
+def test_map_k_keeps_its_cap_when_the_proposal_was_not_sent():
+    d = drafter("ngram-map-k", options={"n": 1, "m": 3})
+    d.reset([7, 1, 2, 3, 7])
+    assert d.propose(None, 8) == [[1, 2, 3]]
+    d.observe([1], accepted=0, drafted=0)  # an adaptive policy sent none of it
+    d.observe([2, 3, 7])
+    assert d.propose(None, 8) == [[1, 2, 3]]  # still m tokens: nothing was judged
+
+
+def test_copying_drafters_report_how_long_their_match_is():
+    prompt = [5, 6, 1, 2, 3, 4, 9, 8, 1, 2, 3, 4]  # [1, 2, 3, 4] matched; before it 6 vs 8 differ
+    for name, options in (("prompt-lookup", {}), ("suffix", {}), ("ngram-simple", {"n": 2})):
+        d = drafter(name, ngram_order=2, options=options)
+        d.reset(prompt)
+        assert d.propose(None, 4) == [[9, 8, 1, 2]], name
+        assert d.match_length == 4, name
 
 
 # ---------------------------------------------------------------- ngram-map-k4v

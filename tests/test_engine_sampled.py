@@ -33,7 +33,7 @@ class StubbornDrafter(Drafter):
     def propose(self, history, k):
         return [[self.guess] * k]
 
-    def observe(self, emitted, *, accepted=0, row=0, target_topk=None):
+    def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
         pass
 
 

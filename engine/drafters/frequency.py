@@ -36,7 +36,7 @@ class FrequencyDrafter(Drafter):
         self.seen = 0
         self._update(prompt_tokens)
 
-    def observe(self, emitted, *, accepted=0, row=0, target_topk=None):
+    def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
         self._update(emitted)
 
     def _update(self, tokens):

@@ -55,7 +55,7 @@ class NasdDrafter(Drafter):
     def extend(self, tokens):
         self._append(tokens)
 
-    def observe(self, emitted, *, accepted=0, row=0, target_topk=None):
+    def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
         if target_topk is not None and self.filler_top_k > 1:
             for i, token in enumerate(emitted):
                 position = len(self.tokens)

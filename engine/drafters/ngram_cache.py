@@ -294,7 +294,7 @@ class NgramCacheDrafter(Drafter):
         self.flush()
         self._append(tokens, generated=False)
 
-    def observe(self, emitted, *, accepted=0, row=0, target_topk=None):
+    def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
         self._append(emitted, generated=True)
 
     def _append(self, new_tokens, generated: bool):

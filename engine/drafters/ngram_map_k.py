@@ -53,10 +53,11 @@ class NgramMapDrafter(Drafter):
         self.last_check = -(1 << 30)
         self._append(prompt_tokens)
 
-    def observe(self, emitted, *, accepted=0, row=0, target_topk=None):
+    def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
         if self.last_draft is not None:
             key, _ = self.last_draft
-            self.keys[key].cap = accepted
+            if drafted:  # an adaptive policy may have sent none of the proposal
+                self.keys[key].cap = accepted
             self.last_draft = None
         self._append(emitted)
 
@@ -105,6 +106,7 @@ class NgramMapDrafter(Drafter):
         if length <= 0:
             return []
         self.last_draft = (key, value)
+        self.match_length = self.n
         return [list(value[:length])]
 
 

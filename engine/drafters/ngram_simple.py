@@ -21,7 +21,7 @@ token (O(n)), so a lookup is O(n) whatever the history length.
 from __future__ import annotations
 
 from ._options import int_option
-from .base import Drafter
+from .base import Drafter, matched_before
 
 
 class NgramSimpleDrafter(Drafter):
@@ -43,7 +43,7 @@ class NgramSimpleDrafter(Drafter):
         self.last_check = -(1 << 30)
         self._append(prompt_tokens)
 
-    def observe(self, emitted, *, accepted=0, row=0, target_topk=None):
+    def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
         self._append(emitted)
 
     def _append(self, new_tokens):
@@ -63,6 +63,7 @@ class NgramSimpleDrafter(Drafter):
         start = self.start_of.get(tuple(tokens[size - n:]))
         if start is None:
             return []
+        self.match_length = matched_before(tokens, start + n, n)
         available = min(m, size - (start + n))
         begin = start + n
         return [tokens[begin:begin + min(available, k)]]

@@ -72,7 +72,7 @@ class NgrammysDrafter(Drafter):
     def extend(self, tokens):
         self._append(tokens)
 
-    def observe(self, emitted, *, accepted=0, row=0, target_topk=None):
+    def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
         self._append(emitted)
 
     def _append(self, new_tokens):

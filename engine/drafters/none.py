@@ -13,5 +13,5 @@ class NoDrafter(Drafter):
     def propose(self, history, k):
         return []
 
-    def observe(self, emitted, *, accepted=0, row=0, target_topk=None):
+    def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
         pass

@@ -12,7 +12,7 @@ A continuation that reaches the end of the history keeps copying from the draft 
 
 from __future__ import annotations
 
-from .base import Drafter
+from .base import Drafter, matched_before
 
 
 class PromptLookupDrafter(Drafter):
@@ -31,7 +31,7 @@ class PromptLookupDrafter(Drafter):
         self.continuation_at = {}
         self._append(prompt_tokens)
 
-    def observe(self, emitted, *, accepted=0, row=0, target_topk=None):
+    def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
         self._append(emitted)
 
     def _append(self, new_tokens):
@@ -47,7 +47,9 @@ class PromptLookupDrafter(Drafter):
         for n in range(min(self.max_n, len(tokens)), self.min_n - 1, -1):
             start = self.continuation_at.get(tuple(tokens[len(tokens) - n:]))
             if start is not None:
+                self.match_length = matched_before(tokens, start, n)
                 return [self.copy_from(start, k)]
+        self.match_length = 0
         return []
 
     def copy_from(self, start: int, k: int) -> list[int]:

@@ -124,7 +124,7 @@ class SuffixDrafter(Drafter):
     def extend(self, tokens):
         self._append(tokens)
 
-    def observe(self, emitted, *, accepted=0, row=0, target_topk=None):
+    def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
         self._append(emitted)
 
     def _append(self, tokens):
@@ -140,6 +140,7 @@ class SuffixDrafter(Drafter):
     def propose(self, history, k):
         sam = self.sam
         match, state = sam.longest_match()
+        self.match_length = match
         if match < self.min_match or match == 0:
             return []
         end = sam.earlier_end(state)
