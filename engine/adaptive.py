@@ -291,7 +291,8 @@ COPY_PROMPT = ("Repeat the following paragraph exactly, word for word:\n\n"
 NOVEL_PROMPT = "Invent a new board game and describe how to play it."
 
 
-def compare(drafters: list[str], max_tokens: int, repeats: int) -> None:  # pragma: no cover
+def compare(drafters: list[str], max_tokens: int, repeats: int,
+            modes=(False, True)) -> None:  # pragma: no cover
     """Speed of each drafter (fixed draft count 8, and adaptive) relative to ``none``.
 
     Paired runs: every configuration runs right after its own ``none`` run on the same
@@ -317,7 +318,7 @@ def compare(drafters: list[str], max_tokens: int, repeats: int) -> None:  # prag
                 stats, timing = event.stats, event.timing
         return stats["emitted"] / timing["decode_s"], stats["tokens_per_pass"], stats["acceptance_rate"]
 
-    configs = [(d, a) for d in drafters for a in (False, True)]
+    configs = [(d, a) for d in drafters for a in modes]
     print(f"{'prompt':6s} {'drafter':14s} {'mode':9s} {'speed-up (median, runs)':>28s} "
           f"{'tok/pass':>8s} {'accept':>7s}", flush=True)
     for prompt_name, prompt in (("copy", COPY_PROMPT), ("novel", NOVEL_PROMPT)):
@@ -398,6 +399,7 @@ def main() -> None:  # pragma: no cover - a measurement tool
     parser.add_argument("--compare", help="comma-separated drafters to compare with none")
     parser.add_argument("--max-tokens", type=int, default=96)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--adaptive-only", action="store_true", help="compare adaptive mode only")
     parser.add_argument("--remeasure", action="store_true", help="measure c(n) again")
     parser.add_argument("--tree-vs-batch", type=int, metavar="CONTEXT",
                         help="time multi-row verification both ways at this context length")
@@ -417,7 +419,8 @@ def main() -> None:  # pragma: no cover - a measurement tool
     for n in curve.lengths:
         print(f"  n={n:4d}  {curve.base(n) * 1000:8.1f} ms  ({curve.base(n) / curve.base(1):.2f}x one token)")
     if args.compare:
-        compare(args.compare.split(","), args.max_tokens, args.repeats)
+        compare(args.compare.split(","), args.max_tokens, args.repeats,
+                (True,) if args.adaptive_only else (False, True))
 
 
 if __name__ == "__main__":  # pragma: no cover

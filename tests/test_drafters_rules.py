@@ -188,7 +188,7 @@ def test_nasd_enrichment_adds_the_targets_top_k():
     assert d.wants_target_topk == 3
     d.reset([1, 2])
     d.observe([5], accepted=0, target_topk=[[5, 8, 9]])  # after 2: 5 (emitted), 8, 9 (top-k)
-    followers = d.storage[(2,)][0]
+    followers = d.storage.parts[(2,)]
     assert set(followers) == {5, 8, 9}
     plain = drafter("nasd", ngram_order=2, ngram_min=2)
     assert plain.wants_target_topk == 0

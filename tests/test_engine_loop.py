@@ -95,7 +95,7 @@ def test_the_akunu_trace():
               " the dog sat on the mat")
     drafter = FrequencyDrafter(DraftSettings(drafter="frequency", ngram_order=4, draft_count=4))
     drafter.reset(ids(corpus))
-    assert drafter.tables.get(tuple(ids("on the mat"))) is None  # 4-gram unknown…
+    assert drafter.counts.parts.get(tuple(ids("on the mat"))) is None  # 4-gram unknown…
     assert drafter.predict_next(ids("on the mat")) == ids(".")[0]  # …3-gram "the mat" → "."
     assert drafter.predict(ids("the cat sat"), 4) == ids("on the rug .")  # rug: 5, mat: 1
     drafter.observe(ids(" ".join(["the cat sat on the mat ."] * 5)))

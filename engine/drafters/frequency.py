@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from ._counts import FollowerCounts
 from .base import Drafter
 
 
@@ -27,47 +28,32 @@ class FrequencyDrafter(Drafter):
         self.max_context = max(settings.ngram_order - 1, 0)
         self.min_context = min(max(settings.ngram_min - 1, 1), max(self.max_context, 0))
         self.window = deque(maxlen=int(settings.options.get("history_window", 512)))
-        self.tables: dict[tuple, dict[int, list[int]]] = {}
-        self.seen = 0
+        self.counts = FollowerCounts()
 
     def reset(self, prompt_tokens):
         self.window.clear()
-        self.tables.clear()
-        self.seen = 0
+        self.counts = FollowerCounts()
         self._update(prompt_tokens)
 
     def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
         self._update(emitted)
 
     def _update(self, tokens):
-        window, tables = self.window, self.tables
+        window = self.window
         for token in tokens:
             token = int(token)
-            recent = [window[i] for i in range(-min(self.max_context, len(window)), 0)]
-            for length in range(self.min_context, self.max_context + 1) if self.max_context else (0,):
-                if length > len(recent):
-                    break
-                context = tuple(recent[len(recent) - length:])
-                followers = tables.setdefault(context, {})
-                entry = followers.get(token)
-                if entry is None:
-                    followers[token] = [1, self.seen]
-                else:
-                    entry[0] += 1
-                    entry[1] = self.seen
+            recent = self.recent()
+            self.counts.count_after(recent, len(recent), token, self.min_context, self.max_context)
             window.append(token)
-            self.seen += 1
+
+    def recent(self) -> list[int]:
+        window = self.window
+        return [window[i] for i in range(-min(self.max_context, len(window)), 0)]
 
     def predict_next(self, context: list[int]) -> int | None:
         """The most frequent follower of the longest known suffix of ``context``."""
-        lengths = range(min(self.max_context, len(context)), self.min_context - 1, -1) \
-            if self.max_context else (0,)
-        for length in lengths:
-            followers = self.tables.get(tuple(context[len(context) - length:]))
-            if followers:
-                # most frequent; ties go to the most recently seen
-                return max(followers.items(), key=lambda item: (item[1][0], item[1][1]))[0]
-        return None
+        ngram = self.counts.longest_known(context, self.min_context, self.max_context)
+        return None if ngram is None else self.counts.most_frequent(ngram)
 
     def predict(self, context: list[int], k: int) -> list[int]:
         """Chain up to ``k`` predictions, each appended to the tentative context."""
@@ -82,7 +68,5 @@ class FrequencyDrafter(Drafter):
         return draft
 
     def propose(self, history, k):
-        window = self.window
-        context = [window[i] for i in range(-min(self.max_context, len(window)), 0)]
-        draft = self.predict(context, k)
+        draft = self.predict(self.recent(), k)
         return [draft] if draft else []

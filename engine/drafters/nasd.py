@@ -20,6 +20,7 @@ kept up to date as counts grow, so a lookup never scans the followers.
 
 from __future__ import annotations
 
+from ._counts import FollowerCounts
 from ._options import bool_option, int_option
 from .base import Drafter
 
@@ -45,11 +46,8 @@ class NasdDrafter(Drafter):
 
     def reset(self, prompt_tokens):
         self.tokens: list[int] = []
-        # context tuple -> [followers {token: [count, stamp]}, best token, best count, best stamp]
-        self.storage: dict[tuple, list] = {}
-        self.unigram: dict[int, int] = {}
-        self.top_token: int | None = None
-        self.stamp = 0
+        self.storage = FollowerCounts()  # contexts -> next-token counts
+        self.overall = FollowerCounts()  # () -> token counts (emitted and prompt tokens only)
         self._append(prompt_tokens)
 
     def extend(self, tokens):
@@ -69,39 +67,21 @@ class NasdDrafter(Drafter):
 
     def _count(self, position: int, token: int) -> None:
         """Count ``token`` after the contexts ending at ``position`` (exclusive)."""
-        tokens, storage = self.tokens, self.storage
-        self.stamp += 1
-        for length in range(self.min_context, min(self.max_context, position) + 1):
-            context = tuple(tokens[position - length:position])
-            entry = storage.get(context)
-            if entry is None:
-                entry = storage[context] = [{}, token, 0, 0]
-            followers = entry[0]
-            counted = followers.get(token)
-            if counted is None:
-                counted = followers[token] = [0, 0]
-            counted[0] += 1
-            counted[1] = self.stamp
-            if counted[0] >= entry[2]:
-                entry[1], entry[2], entry[3] = token, counted[0], self.stamp
+        self.storage.count_after(self.tokens, position, token, self.min_context, self.max_context)
 
     def _append(self, new_tokens):
         for token in new_tokens:
             token = int(token)
             self._count(len(self.tokens), token)
             self.tokens.append(token)
-            count = self.unigram[token] = self.unigram.get(token, 0) + 1
-            if self.top_token is None or count >= self.unigram[self.top_token]:
-                self.top_token = token
+            self.overall.add((), token)
 
     def next_token(self, context: list[int]) -> tuple[int | None, bool]:
         """(most frequent follower of the longest known context, known?)."""
-        storage = self.storage
-        for length in range(min(self.max_context, len(context)), self.min_context - 1, -1):
-            entry = storage.get(tuple(context[len(context) - length:]))
-            if entry is not None:
-                return entry[1], True
-        return self.top_token, False
+        ngram = self.storage.longest_known(context, self.min_context, self.max_context)
+        if ngram is None:
+            return self.overall.most_frequent(()), False
+        return self.storage.most_frequent(ngram), True
 
     def propose(self, history, k):
         context = self.tokens[-self.max_context:] if self.max_context else []

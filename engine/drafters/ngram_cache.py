@@ -15,8 +15,9 @@ Drafting goes token by token (each drafted token extends the context for the nex
 dynamic cache with the **strict** ones, then the static cache alone; stop at the first
 position where none gives a token. For each cache the longest n-gram is tried first; its
 candidate is the follower maximising ``count × (100 × static count, or 1 if the static
-cache never saw it)``; it is used only if the n-gram's total count reaches the minimum
-sample size and the candidate's share reaches the minimum percentage for that n-gram size:
+cache never saw it)`` (without a static cache, equal counts go to the most recently
+counted); it is used only if the n-gram's total count reaches the minimum sample size and
+the candidate's share reaches the minimum percentage for that n-gram size:
 
     n:                1   2   3   4
     lax sample size   2   2   1   1      lax percent    66  50  50  50
@@ -43,6 +44,7 @@ from pathlib import Path
 
 from ..errors import EngineError
 from ..paths import data_dir
+from ._counts import FollowerCounts
 from ._options import bool_option, int_option
 from .base import Drafter
 
@@ -58,34 +60,8 @@ FILE_FORMAT = "draftless-ngram-cache"
 FILE_VERSION = 1
 
 
-class NgramCounts:
-    """n-gram (tuple) → {next token: count}, with each part's total and best follower."""
-
-    def __init__(self):
-        self.parts: dict[tuple, dict[int, int]] = {}
-        self.best: dict[tuple, list[int]] = {}  # ngram -> [total, best token, best count]
-
-    def __len__(self):
-        return len(self.parts)
-
-    def add(self, ngram: tuple, token: int, count: int = 1) -> None:
-        part = self.parts.get(ngram)
-        if part is None:
-            part = self.parts[ngram] = {}
-            self.best[ngram] = [0, token, 0]
-        new = part.get(token, 0) + count
-        part[token] = new
-        best = self.best[ngram]
-        best[0] += count
-        if new > best[2]:
-            best[1], best[2] = token, new
-
-    def update(self, tokens, start: int, n_min: int, n_max: int) -> None:
-        """Count every token at index >= ``start`` after its preceding n-grams."""
-        for i in range(max(start, 1), len(tokens)):
-            token = tokens[i]
-            for n in range(n_min, min(n_max, i) + 1):
-                self.add(tuple(tokens[i - n:i]), token)
+class NgramCounts(FollowerCounts):
+    """The follower table, saved to and loaded from a cache file."""
 
     @classmethod
     def from_tokens(cls, tokens, n_min: int, n_max: int) -> "NgramCounts":
