@@ -292,7 +292,7 @@ NOVEL_PROMPT = "Invent a new board game and describe how to play it."
 
 
 def compare(drafters: list[str], max_tokens: int, repeats: int,
-            modes=(False, True)) -> None:  # pragma: no cover
+            modes=(False, True), prompts=("copy", "novel")) -> None:  # pragma: no cover
     """Speed of each drafter (fixed draft count 8, and adaptive) relative to ``none``.
 
     Paired runs: every configuration runs right after its own ``none`` run on the same
@@ -312,7 +312,9 @@ def compare(drafters: list[str], max_tokens: int, repeats: int,
         _trackers.clear()  # every run starts from the prior: the learning cost is included
         request = GenerationRequest(
             messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,
-            draft=DraftSettings(drafter=drafter, draft_count=8, adaptive=adaptive_on)).validated()
+            draft=DraftSettings(drafter=drafter, draft_count=8, adaptive=adaptive_on,
+                                # repeats of one prompt must not teach the cross-chat cache
+                                options={"dynamic": False} if drafter == "ngram-cache" else {})).validated()
         for event in ChatSession(loaded).generate(request):
             if isinstance(event, DoneEvent):
                 stats, timing = event.stats, event.timing
@@ -322,6 +324,8 @@ def compare(drafters: list[str], max_tokens: int, repeats: int,
     print(f"{'prompt':6s} {'drafter':14s} {'mode':9s} {'speed-up (median, runs)':>28s} "
           f"{'tok/pass':>8s} {'accept':>7s}", flush=True)
     for prompt_name, prompt in (("copy", COPY_PROMPT), ("novel", NOVEL_PROMPT)):
+        if prompt_name not in prompts:
+            continue
         for drafter, adaptive_on in configs:
             ratios = []
             for _ in range(repeats):
@@ -400,6 +404,7 @@ def main() -> None:  # pragma: no cover - a measurement tool
     parser.add_argument("--max-tokens", type=int, default=96)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--adaptive-only", action="store_true", help="compare adaptive mode only")
+    parser.add_argument("--prompts", default="copy,novel", help="which of copy,novel to run")
     parser.add_argument("--remeasure", action="store_true", help="measure c(n) again")
     parser.add_argument("--tree-vs-batch", type=int, metavar="CONTEXT",
                         help="time multi-row verification both ways at this context length")
@@ -420,7 +425,7 @@ def main() -> None:  # pragma: no cover - a measurement tool
         print(f"  n={n:4d}  {curve.base(n) * 1000:8.1f} ms  ({curve.base(n) / curve.base(1):.2f}x one token)")
     if args.compare:
         compare(args.compare.split(","), args.max_tokens, args.repeats,
-                (True,) if args.adaptive_only else (False, True))
+                (True,) if args.adaptive_only else (False, True), args.prompts.split(","))
 
 
 if __name__ == "__main__":  # pragma: no cover

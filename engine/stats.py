@@ -1,7 +1,8 @@
 """Decoding statistics: the one definition used by the CLI, the GUI and the benchmarks.
 
 - passes: target forward passes after prefill.
-- drafted: draft tokens sent to verify. accepted: draft tokens kept.
+- drafted: draft tokens sent to verify (a multi-row drafter's tree counts every node, so
+  its acceptance_rate is per verified token, not per row). accepted: draft tokens kept.
 - tokens_per_pass = emitted / passes (mean acceptance length).
 - acceptance_rate = accepted / drafted.
 - per_position_acceptance[i]: share of passes with a draft at position i where it was accepted.
