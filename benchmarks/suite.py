@@ -34,6 +34,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+from engine.drafters import measurement_options
 from engine.errors import EngineError
 from engine.events import DoneEvent, PassEvent, ProgressEvent
 from engine.settings import DraftSettings, GenerationRequest
@@ -179,10 +180,7 @@ def draft_settings(name: str, cfg: BenchConfig, draft_count: int | None = None,
     extra = {}
     if ADAPTIVE_SUPPORTED:
         extra["adaptive"] = cfg.adaptive if adaptive is None else adaptive
-    if name == "ngram-cache":
-        # No cross-chat memory: the suite decodes the same prompts again and again, and a
-        # memory of earlier identical answers would measure recall, not drafting.
-        extra["options"] = {"dynamic": False}
+    extra["options"] = measurement_options(name)
     return DraftSettings(drafter=name, draft_count=draft_count or cfg.draft_count,
                          ngram_order=cfg.ngram_order, ngram_min=cfg.ngram_min, **extra)
 

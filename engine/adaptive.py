@@ -226,14 +226,15 @@ class AdaptivePolicy:
         self.last_class = 0
         self.idle: dict[int, int] = {}  # per class: passes with a proposal but no draft
 
-    def tracker(self, match_length: int = 0) -> AcceptanceTracker:
-        return self.trackers.setdefault(match_class(match_length), AcceptanceTracker())
+    def tracker(self, klass: int) -> AcceptanceTracker:
+        """The acceptance memory of one match class."""
+        return self.trackers.setdefault(klass, AcceptanceTracker())
 
     def draft_length(self, limit: int, match_length: int = 0) -> int:
         if limit <= 0:
             return 0
         self.last_class = match_class(match_length)
-        expected = self.tracker(match_length).expected_tokens(min(limit, MAX_POSITIONS))
+        expected = self.tracker(self.last_class).expected_tokens(min(limit, MAX_POSITIONS))
         best, best_rate = 0, expected[0] / self.curve(1)
         for length in range(1, len(expected)):
             rate = expected[length] / self.curve(1 + self.rows * length)
@@ -250,7 +251,7 @@ class AdaptivePolicy:
     def record(self, drafted: int, accepted: int, seconds: float, depth: int | None = None) -> None:
         depth = drafted if depth is None else depth
         if depth:
-            tracker = self.trackers.setdefault(self.last_class, AcceptanceTracker())
+            tracker = self.tracker(self.last_class)
             tracker.decay()
             tracker.record(depth, accepted)
             self.idle[self.last_class] = 0
@@ -301,6 +302,7 @@ def compare(drafters: list[str], max_tokens: int, repeats: int,
     """
     import statistics as st
 
+    from .drafters import measurement_options
     from .events import DoneEvent
     from .models import load_model
     from .session import ChatSession
@@ -313,8 +315,7 @@ def compare(drafters: list[str], max_tokens: int, repeats: int,
         request = GenerationRequest(
             messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,
             draft=DraftSettings(drafter=drafter, draft_count=8, adaptive=adaptive_on,
-                                # repeats of one prompt must not teach the cross-chat cache
-                                options={"dynamic": False} if drafter == "ngram-cache" else {})).validated()
+                                options=measurement_options(drafter))).validated()
         for event in ChatSession(loaded).generate(request):
             if isinstance(event, DoneEvent):
                 stats, timing = event.stats, event.timing

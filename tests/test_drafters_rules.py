@@ -258,3 +258,11 @@ def test_every_new_drafter_is_registered():
                  "ngrammys", "suffix"):
         assert name in DRAFTERS
     assert DRAFTERS["ngrammys"].multi_row
+
+
+def test_measurements_run_ngram_cache_without_cross_chat_memory():
+    from engine.drafters import measurement_options
+
+    assert measurement_options("ngram-cache") == {"dynamic": False}
+    assert measurement_options("prompt-lookup") == {}
+    assert not drafter("ngram-cache", options=measurement_options("ngram-cache")).use_dynamic

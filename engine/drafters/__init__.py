@@ -43,5 +43,10 @@ def make_drafter(settings) -> Drafter:
     return DRAFTERS[resolve_drafter_name(settings.drafter)](settings)
 
 
+def measurement_options(name: str) -> dict:
+    """The drafter's options for repeated benchmark runs (see ``Drafter.measurement_options``)."""
+    return dict(DRAFTERS[resolve_drafter_name(name)].measurement_options)
+
+
 __all__ = ["DRAFTERS", "DEFAULT_DRAFTER", "Drafter", "DraftRows", "make_drafter",
-           "resolve_drafter_name"]
+           "measurement_options", "resolve_drafter_name"]

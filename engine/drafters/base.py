@@ -33,6 +33,9 @@ class Drafter(ABC):
     summary: ClassVar[str]
     multi_row: ClassVar[bool] = False
     match_length: int = 0
+    # Options for benchmarks that decode the same prompts again and again: no memory carried
+    # in from other chats, so a measurement is of drafting, not of recall.
+    measurement_options: ClassVar[dict] = {}
 
     def __init__(self, settings: DraftSettings):
         self.settings = settings

@@ -213,6 +213,7 @@ def _try_static(static: NgramCounts, ngram: tuple):
 class NgramCacheDrafter(Drafter):
     name = "ngram-cache"
     summary = "llama.cpp lookup: context (lax) → cross-chat dynamic (strict) → static n-gram caches"
+    measurement_options = {"dynamic": False}
 
     def __init__(self, settings):
         super().__init__(settings)

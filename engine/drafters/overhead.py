@@ -37,12 +37,11 @@ def synthetic_history(length: int, seed: int = 0) -> list[int]:
 def measure(name: str, history: list[int], passes: int, draft_count: int) -> dict:
     import numpy as np
 
-    from engine.drafters import make_drafter
+    from engine.drafters import make_drafter, measurement_options
     from engine.settings import DraftSettings
 
-    options = {"ngram-cache": {"dynamic": False}, "ngram-simple": {}, "ngrammys": {}}.get(name, {})
     drafter = make_drafter(DraftSettings(drafter=name, draft_count=draft_count, adaptive=False,
-                                         options=options))
+                                         options=measurement_options(name)))
     if hasattr(drafter, "attach_model"):
         table = np.random.default_rng(0).integers(0, VOCAB, size=(VOCAB, 32), dtype=np.int32)
         drafter.attach_model("synthetic", bigram=table)
