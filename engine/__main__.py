@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_generation_arguments(generate)
     commands.add_parser("drafters", help="list the drafters")
     bench = commands.add_parser("bench", help="measure drafters against plain decoding")
-    from .bench import add_bench_arguments
+    from .bench.cli import add_bench_arguments
 
     add_bench_arguments(bench)
     return parser
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
                 print(f"{name:16} {cls.summary}{'  (default)' if name == DEFAULT_DRAFTER else ''}")
             return 0
         if args.command == "bench":
-            from .bench import run_bench
+            from .bench.cli import run_bench
 
             return run_bench(args)
         return asyncio.run(run_generate(args))

@@ -36,6 +36,18 @@ UNUSED_QT_DIRS = {f"Qt{name}.framework" for name in UNUSED_QT}
 UNUSED_METADATA = ("torch-", "torchvision-", "torchaudio-")
 
 
+# resources/ holds what the app ships (icons, style sheets) and, in this sub-folder, the
+# README's images and the committed benchmark report, which stay out of the bundle.
+README_RESOURCES = "readme"
+
+
+def bundled_resources(root: Path = ROOT) -> list[tuple[str, str]]:
+    """PyInstaller ``datas`` entries for resources/: every sub-folder but the README's."""
+    resources = root / "resources"
+    return [(str(entry), f"resources/{entry.name}" if entry.is_dir() else "resources")
+            for entry in sorted(resources.iterdir()) if entry.name != README_RESOURCES]
+
+
 def project_version(pyproject: Path = ROOT / "pyproject.toml") -> str:
     text = pyproject.read_text(encoding="utf-8")
     try:

@@ -13,7 +13,7 @@ def bench_cache(tmp_path, monkeypatch):
 
 
 def tiny_config(out, model_dir, **overrides):
-    from benchmarks.suite import BenchConfig
+    from engine.bench.suite import BenchConfig
 
     cfg = BenchConfig(out=out, model=str(model_dir), tasks=["code-edit"], per_task=1, max_tokens=8,
                       drafters=["prompt-lookup"], hf_peer=False, sweep=True, sweep_counts=[1, 2],
@@ -25,7 +25,7 @@ def tiny_config(out, model_dir, **overrides):
 
 
 def test_bench_writes_report_and_checks_identity(tiny_model_dir, tmp_path, bench_cache):
-    from benchmarks.suite import Suite
+    from engine.bench.suite import Suite
 
     out = tmp_path / "report"
     assert Suite(tiny_config(out, tiny_model_dir)).run() == 0
@@ -47,8 +47,8 @@ def test_bench_writes_report_and_checks_identity(tiny_model_dir, tmp_path, bench
 
 
 def test_bench_flags_a_mismatch(tiny_model_dir, tmp_path, bench_cache, monkeypatch):
-    from benchmarks import peers
-    from benchmarks.suite import Suite
+    from engine.bench import peers
+    from engine.bench.suite import Suite
 
     real = peers.mlx_lm_greedy
 
@@ -69,7 +69,7 @@ def test_bench_flags_a_mismatch(tiny_model_dir, tmp_path, bench_cache, monkeypat
 def test_quick_arguments():
     import argparse
 
-    from engine.bench import add_bench_arguments, config_from_args
+    from engine.bench.cli import add_bench_arguments, config_from_args
 
     parser = argparse.ArgumentParser()
     add_bench_arguments(parser)

