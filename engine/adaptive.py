@@ -3,8 +3,11 @@
 - **Verify cost** ``c(n)``: seconds for one target pass over ``n`` tokens, measured once per
   model on this machine (``measure_cost_curve``) and cached on disk ($DRAFTLESS_CACHE_DIR or
   the user cache dir, ``verify-cost/<model>.json``; a corrupt file is reported and measured
-  again). Online, each pass's measured time rescales the curve (an exponential average
-  of observed / predicted), so load on the machine is followed.
+  again). Measuring never holds up an answer: until it is done (the service measures
+  between answers, in steps of one pass) a prior shape (``PRIOR_RATIOS``) is used, put in
+  seconds by the first pass it sees. Online, each pass's measured time rescales the curve
+  (an exponential average of observed / predicted, per length), so load on the machine and
+  a prior's wrong shape are followed.
 - **Acceptance**: per drafter, per match class and per draft position i, the probability
   that draft token i is accepted given tokens 0..i-1 were, as counts that fade by a
   factor 0.85 at every pass that drafted in that class (about the last seven count; a
@@ -26,7 +29,8 @@
   L = 0 (plain decoding) when no draft pays. Multi-row drafters pay for ``rows × L`` tree
   tokens.
 
-``python -m engine.adaptive`` prints the embedded model's cost curve (measuring it if needed).
+The service owns the curves and the acceptance memory (``AdaptiveMemory``), never this
+module. ``python -m engine.bench.costs`` prints a model's cost curve and compares modes.
 """
 
 from __future__ import annotations
@@ -55,6 +59,9 @@ MATCH_CLASS_STARTS = (1, 3, 6, 12)  # match lengths where a class begins (0: not
 SCALE_RATE = 0.1
 LOCAL_PRIOR = 5.0  # observations at one length before its own scale outweighs the global one
 LOCAL_WEIGHT_CAP = 20
+# c(n) / c(1) before this machine was measured: the embedded model on a 2-core x86 CPU with
+# OpenBLAS (resources/readme/benchmarks), between a GPU's flat curve and a slow BLAS's steep one.
+PRIOR_RATIOS = {1: 1.0, 2: 1.2, 4: 1.5, 8: 1.8, 16: 2.1, 32: 3.2, 64: 5.5, 96: 8.0}
 
 
 class CostCurve:
@@ -66,7 +73,9 @@ class CostCurve:
     length's own scale counts more as its observations accumulate.
     """
 
-    def __init__(self, points: dict[int, float]):
+    def __init__(self, points: dict[int, float], measured: bool = True):
+        self.measured = measured  # False: a prior shape in relative units
+        self.anchored = measured  # seconds, not relative units (a prior: after its first pass)
         self.lengths = sorted(points)
         seconds = [points[n] for n in self.lengths]
         for i in range(len(seconds) - 2, -1, -1):
@@ -97,6 +106,12 @@ class CostCurve:
         return self.base(n) * (weight * ratio + LOCAL_PRIOR * self.scale) / (weight + LOCAL_PRIOR)
 
     def observe(self, n: int, seconds: float) -> None:
+        if not self.anchored:
+            if seconds > 0:  # a prior's shape, put in this machine's seconds by its first pass
+                factor = seconds / self.base(n)
+                self.seconds = [s * factor for s in self.seconds]
+                self.anchored = True
+            return
         predicted = self.base(n)
         if predicted > 0 and seconds > 0:
             ratio = min(max(seconds / predicted, 0.2), 5.0)
@@ -113,31 +128,47 @@ def cost_path(model_key: str) -> Path:
     return cache_dir() / "verify-cost" / f"{model_key}-v{COST_VERSION}.json"
 
 
-def measure_cost_curve(target, lengths=COST_LENGTHS, repeats: int = 3, progress=None) -> dict[int, float]:
-    """Time one target pass of each length at the cache's current context, then undo it.
+def prior_cost_curve() -> CostCurve:
+    return CostCurve(PRIOR_RATIOS, measured=False)
 
-    Lengths are visited round-robin ``repeats`` times and the least time is kept, so a
-    burst of load elsewhere on the machine inflates one sample rather than one length.
+
+def timing_steps(target, lengths=COST_LENGTHS, repeats: int = 3, tokens=None):
+    """Time target passes of each length at the cache's current context, one pass per step.
+
+    A generator: each step runs one pass (as the loop does: forward, then argmax of every
+    row), undoes it in the cache and yields ``(done, total, samples)`` with ``samples[n]``
+    the seconds measured so far at n. Every shape is run once untimed first; then lengths
+    are visited round-robin ``repeats`` times, rotated each round, so a burst of load
+    elsewhere on the machine inflates one sample rather than one length. ``tokens``: the
+    pass's input (default zeros: the cost does not depend on which tokens).
     """
     import mlx.core as mx
 
-    best = {n: math.inf for n in lengths}
+    lengths = list(lengths)
+    tokens = list(tokens) if tokens is not None else [0] * max(lengths)
     start = target.offset
-    total = repeats * len(lengths)
+    samples: dict[int, list[float]] = {n: [] for n in lengths}
+    total = (repeats + 1) * len(lengths)
     done = 0
-    mx.eval(target.forward([0]))  # warm up
-    target.trim(target.offset - start)
-    for _ in range(repeats):
-        for n in lengths:
+    for rep in range(-1, repeats):
+        shift = max(rep, 0) % len(lengths)
+        for n in lengths[shift:] + lengths[:shift]:
             began = time.perf_counter()
-            logits = target.forward([0] * n)
-            mx.argmax(logits, axis=-1).tolist()
-            best[n] = min(best[n], time.perf_counter() - began)
+            mx.argmax(target.forward(tokens[:n]), axis=-1).tolist()
+            elapsed = time.perf_counter() - began
             target.trim(target.offset - start)
+            if rep >= 0:
+                samples[n].append(elapsed)
             done += 1
-            if progress:
-                progress(done, total)
-    return best
+            yield done, total, samples
+
+
+def measure_cost_curve(target, lengths=COST_LENGTHS, repeats: int = 3) -> dict[int, float]:
+    """The least time of each length (see ``timing_steps``)."""
+    samples: dict[int, list[float]] = {}
+    for _, _, samples in timing_steps(target, lengths, repeats):
+        pass
+    return {n: min(values) for n, values in samples.items()}
 
 
 def load_cost_curve(model_key: str) -> CostCurve | None:
@@ -213,6 +244,43 @@ def match_class(match_length: int) -> int:
     return sum(1 for start in MATCH_CLASS_STARTS if match_length >= start)
 
 
+class AdaptiveMemory:
+    """Cost curves (per model) and acceptance trackers (per model and drafter) of one owner:
+    the service keeps one for the process, a benchmark one per run. Never module globals."""
+
+    def __init__(self):
+        self.curves: dict[str, CostCurve] = {}
+        self.trackers: dict[tuple[str, str], dict[int, AcceptanceTracker]] = {}
+
+    def curve(self, model_key: str) -> CostCurve:
+        """In memory, else on disk, else the prior shape (measure it with ``measure``)."""
+        curve = self.curves.get(model_key)
+        if curve is None:
+            curve = self.curves[model_key] = load_cost_curve(model_key) or prior_cost_curve()
+        return curve
+
+    def measured(self, model_key: str) -> bool:
+        return self.curve(model_key).measured
+
+    def use_measurement(self, model_key: str, points: dict[int, float]) -> CostCurve:
+        """Replace the model's curve by measured points and save them."""
+        curve = self.curves[model_key] = CostCurve(points)
+        save_cost_curve(model_key, curve)
+        return curve
+
+    def measure(self, model_key: str, target) -> CostCurve:
+        """Measure the model's curve now on ``target`` (blocking; the service does it in steps)."""
+        return self.use_measurement(model_key, measure_cost_curve(target))
+
+    def forget_acceptance(self) -> None:
+        self.trackers.clear()
+
+    def policy(self, model_key: str, drafter) -> "AdaptivePolicy":
+        """A policy sharing this memory's acceptance counts for (model, drafter)."""
+        trackers = self.trackers.setdefault((model_key, drafter.name), {})
+        return AdaptivePolicy(self.curve(model_key), trackers, drafter.rows_per_pass)
+
+
 class AdaptivePolicy:
     """The decode loop's policy: after the drafter proposed, ``draft_length(limit,
     match_length)`` says how much of the proposal to send; ``record`` after the pass."""
@@ -256,178 +324,3 @@ class AdaptivePolicy:
             tracker.record(depth, accepted)
             self.idle[self.last_class] = 0
         self.curve.observe(drafted + 1, seconds)
-
-
-_curves: dict[str, CostCurve] = {}
-_trackers: dict[tuple[str, str], dict[int, AcceptanceTracker]] = {}
-
-
-def cost_curve_for(model_key: str, target=None, progress=None) -> CostCurve:
-    """The model's curve: in memory, else on disk, else measured now on ``target``."""
-    curve = _curves.get(model_key)
-    if curve is None:
-        curve = load_cost_curve(model_key)
-        if curve is None:
-            if target is None:
-                raise ValueError("no cost curve cached and no target to measure it on")
-            curve = CostCurve(measure_cost_curve(target, progress=progress))
-            save_cost_curve(model_key, curve)
-        _curves[model_key] = curve
-    return curve
-
-
-def policy_for(model_key: str, drafter, target=None, progress=None) -> AdaptivePolicy:
-    """A policy sharing this process's acceptance memory for (model, drafter)."""
-    curve = cost_curve_for(model_key, target, progress)
-    trackers = _trackers.setdefault((model_key, drafter.name), {})
-    rows = getattr(drafter, "rows", 1) if getattr(drafter, "multi_row", False) else 1
-    return AdaptivePolicy(curve, trackers, rows)
-
-
-COPY_PROMPT = ("Repeat the following paragraph exactly, word for word:\n\n"
-               "The lighthouse stood at the end of the rocky point, its white tower streaked "
-               "with rust. Every evening the keeper climbed the spiral stairs, trimmed the wick, "
-               "polished the great lens and watched the beam sweep across the dark water. Ships "
-               "passed far out at sea, and none of them ever knew his name.")
-NOVEL_PROMPT = "Invent a new board game and describe how to play it."
-
-
-def compare(drafters: list[str], max_tokens: int, repeats: int,
-            modes=(False, True), prompts=("copy", "novel")) -> None:  # pragma: no cover
-    """Speed of each drafter (fixed draft count 8, and adaptive) relative to ``none``.
-
-    Paired runs: every configuration runs right after its own ``none`` run on the same
-    prompt, and the speed-up is the median over repeats of (config tok/s) / (that none
-    run's tok/s), which cancels most of the drift of a shared, loaded machine.
-    """
-    import statistics as st
-
-    from .drafters import measurement_options
-    from .events import DoneEvent
-    from .models import load_model
-    from .session import ChatSession
-    from .settings import DraftSettings, GenerationRequest
-
-    loaded = load_model(None)
-
-    def once(prompt, drafter, adaptive_on):
-        _trackers.clear()  # every run starts from the prior: the learning cost is included
-        request = GenerationRequest(
-            messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,
-            draft=DraftSettings(drafter=drafter, draft_count=8, adaptive=adaptive_on,
-                                options=measurement_options(drafter))).validated()
-        for event in ChatSession(loaded).generate(request):
-            if isinstance(event, DoneEvent):
-                stats, timing = event.stats, event.timing
-        return stats["emitted"] / timing["decode_s"], stats["tokens_per_pass"], stats["acceptance_rate"]
-
-    configs = [(d, a) for d in drafters for a in modes]
-    print(f"{'prompt':6s} {'drafter':14s} {'mode':9s} {'speed-up (median, runs)':>28s} "
-          f"{'tok/pass':>8s} {'accept':>7s}", flush=True)
-    for prompt_name, prompt in (("copy", COPY_PROMPT), ("novel", NOVEL_PROMPT)):
-        if prompt_name not in prompts:
-            continue
-        for drafter, adaptive_on in configs:
-            ratios = []
-            for _ in range(repeats):
-                base, _, _ = once(prompt, "none", False)
-                rate, per_pass, accept = once(prompt, drafter, adaptive_on)
-                ratios.append(rate / base)
-            runs = " ".join(f"{r:.2f}" for r in ratios)
-            print(f"{prompt_name:6s} {drafter:14s} {'adaptive' if adaptive_on else 'fixed 8':9s} "
-                  f"{st.median(ratios):7.3f} ({runs:>18s}) {per_pass:8.2f} {accept:7.2f}", flush=True)
-
-
-def batched_rows_forward(target, root: int, rows: list[list[int]]):  # pragma: no cover
-    """The paper's naive layout, for measurement: k copies of the context, one row each."""
-    import mlx.core as mx
-    from mlx_lm.models.cache import KVCache
-
-    width = max(len(r) for r in rows)
-    inputs = mx.array([[root] + r + [r[-1]] * (width - len(r)) for r in rows], dtype=mx.uint32)
-    offset = target.offset
-    caches = []
-    for c in target.cache:
-        copy = KVCache()
-        copy.keys = mx.repeat(c.keys[..., :offset, :], len(rows), axis=0)
-        copy.values = mx.repeat(c.values[..., :offset, :], len(rows), axis=0)
-        copy.offset = offset
-        caches.append(copy)
-    return target.model(inputs, cache=caches)
-
-
-def tree_vs_batch(context: int, shapes, repeats: int = 5) -> None:  # pragma: no cover
-    """Seconds per verify pass of k rows x w tokens: tree mask over one copy vs k copies."""
-    import random
-
-    import mlx.core as mx
-
-    from .decode import DraftTree, Target
-    from .models import load_model
-
-    loaded = load_model(None)
-    target = Target(loaded.model)
-    rng = random.Random(0)
-    target.prefill([rng.randrange(100, 40000) for _ in range(context)])
-    print(f"context {context} tokens; best of {repeats} (ms)")
-    print(f"{'k x w':>7s} {'tree nodes':>10s} {'tree':>8s} {'batch':>8s} {'chain 1+w':>9s}")
-    for k, w in shapes:
-        rows = [[rng.randrange(100, 40000) for _ in range(w)] for _ in range(k)]
-        tree = DraftTree(7, rows)
-        times = {"tree": [], "batch": [], "chain": []}
-        for _ in range(repeats):
-            for kind in times:
-                start = target.offset
-                began = time.perf_counter()
-                if kind == "tree":
-                    out = target.forward_tree(tree)
-                elif kind == "batch":
-                    out = batched_rows_forward(target, 7, rows)
-                else:
-                    out = target.forward([7] + rows[0])
-                mx.eval(out)
-                times[kind].append(time.perf_counter() - began)
-                target.trim(target.offset - start)
-        print(f"{k:3d} x {w:<3d} {len(tree):10d} {min(times['tree']) * 1e3:8.1f} "
-              f"{min(times['batch']) * 1e3:8.1f} {min(times['chain']) * 1e3:9.1f}")
-
-
-def main() -> None:  # pragma: no cover - a measurement tool
-    import argparse
-
-    import engine  # noqa: F401  (OpenBLAS preload)
-    from .decode import Target
-    from .model_ngrams import model_key
-    from .models import load_model
-
-    parser = argparse.ArgumentParser(prog="python -m engine.adaptive")
-    parser.add_argument("--compare", help="comma-separated drafters to compare with none")
-    parser.add_argument("--max-tokens", type=int, default=96)
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--adaptive-only", action="store_true", help="compare adaptive mode only")
-    parser.add_argument("--prompts", default="copy,novel", help="which of copy,novel to run")
-    parser.add_argument("--remeasure", action="store_true", help="measure c(n) again")
-    parser.add_argument("--tree-vs-batch", type=int, metavar="CONTEXT",
-                        help="time multi-row verification both ways at this context length")
-    args = parser.parse_args()
-    if args.tree_vs_batch:
-        tree_vs_batch(args.tree_vs_batch, [(2, 4), (5, 4), (10, 4), (10, 10)])
-        return
-    loaded = load_model(None)
-    target = Target(loaded.model)
-    prompt = list(loaded.tokenizer.encode("The quick brown fox jumps over the lazy dog. " * 20))
-    target.prefill(prompt)
-    key = model_key(loaded)
-    if args.remeasure:
-        cost_path(key).unlink(missing_ok=True)
-    curve = cost_curve_for(key, target)
-    print(f"verify cost c(n) for {loaded.name} (cached in {cost_path(key)}):")
-    for n in curve.lengths:
-        print(f"  n={n:4d}  {curve.base(n) * 1000:8.1f} ms  ({curve.base(n) / curve.base(1):.2f}x one token)")
-    if args.compare:
-        compare(args.compare.split(","), args.max_tokens, args.repeats,
-                (True,) if args.adaptive_only else (False, True), args.prompts.split(","))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

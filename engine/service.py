@@ -4,22 +4,39 @@
 ``async for`` from any asyncio loop (the app's qasync loop, a test's loop), and call
 ``cancel()`` on it to stop between passes. Requests run one at a time, first come first
 served. The engine never sees Qt; callers never see MLX.
+
+The service owns what the engine learns across chats (``EngineMemory``: cost curves,
+acceptance trackers, n-gram stores) and hands it to every chat session; ``shutdown()``
+saves what is kept in files. A model whose verify cost was never measured on this machine
+answers at once on a prior curve, while the service measures it between answers, one
+target pass per step, so a request waits at most one pass for it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import logging
 import threading
 import traceback
 from collections import OrderedDict
 from collections.abc import Callable
 
+from .adaptive import timing_steps
+from .decode import Target
+from .drafters import DRAFTERS
 from .errors import EngineError
 from .events import DoneEvent, ErrorEvent, Event, ModelEvent, ProgressEvent
+from .memory import EngineMemory
+from .model_ngrams import model_key
+from .models import load_model
+from .session import ChatSession
 from .settings import GenerationRequest
 
+log = logging.getLogger(__name__)
+
 MAX_KEPT_CHATS = 8
+CALIBRATION_CONTEXT = 256  # tokens in the cache while the verify cost is measured
 
 
 def _settle_mlx_at_exit() -> None:
@@ -97,6 +114,8 @@ class EngineService:
 
     def __init__(self):
         _settle_mlx_at_exit()
+        self.memory = EngineMemory()
+        self._calibration: asyncio.Task | None = None
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="draftless-engine", daemon=True)
@@ -104,7 +123,7 @@ class EngineService:
         self._ready.wait()
         self._loaded = None
         self._loaded_spec: object = ()
-        self._sessions: OrderedDict[str, object] = OrderedDict()
+        self._sessions: OrderedDict[str, ChatSession] = OrderedDict()
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -128,14 +147,22 @@ class EngineService:
 
     @staticmethod
     def drafters() -> dict[str, str]:
-        from .drafters import DRAFTERS
-
         return {name: cls.summary for name, cls in DRAFTERS.items()}
 
     def shutdown(self) -> None:
+        """Stop the engine thread (after the current pass) and save what is kept in files."""
         if self._loop.is_running():
-            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop.call_soon_threadsafe(self._stop)
             self._thread.join(timeout=5)
+        for session in list(self._sessions.values()):
+            if session.drafter is not None:
+                session.drafter.flush()
+        self.memory.flush()
+
+    def _stop(self) -> None:
+        if self._calibration is not None:
+            self._calibration.cancel()
+        self._loop.stop()
 
     def _submit(self, job, should_stop: Callable[[], bool], push: Callable[[Event], None]) -> None:
         asyncio.run_coroutine_threadsafe(self._serve(job, should_stop, push), self._loop)
@@ -151,6 +178,7 @@ class EngineService:
         except BaseException:
             self._sessions.pop(request.chat_id, None)  # its cache may be half-updated
             raise
+        self._calibrate_later()
 
     async def _serve(self, job, should_stop, push) -> None:
         """Run one job at a time (FIFO); every job ends with a Done or an Error event."""
@@ -167,12 +195,48 @@ class EngineService:
                 push(ErrorEvent(f"Internal error ({type(error).__name__}: {error}). "
                                 "Please report it with the log."))
 
+    def _calibrate_later(self) -> None:
+        """Measure the loaded model's verify cost in the background, if never measured."""
+        loaded = self._loaded
+        if (loaded is None or loaded.speculation != "on"
+                or (self._calibration is not None and not self._calibration.done())
+                or self.memory.adaptive.measured(model_key(loaded))):
+            return
+        self._calibration = self._loop.create_task(self._calibrate(loaded))
+
+    async def _calibrate(self, loaded) -> None:
+        """One step (one target pass) at a time, each under the request lock: a request
+        that arrives waits for at most one pass, then runs first (the lock is FIFO)."""
+        key = model_key(loaded)
+        target = Target(loaded.model)
+        try:
+            async with self._lock:
+                if self._loaded is not loaded:
+                    return
+                context = min(CALIBRATION_CONTEXT, loaded.context_length // 2)
+                target.prefill([0] * context)
+            steps = timing_steps(target)
+            samples = None
+            while True:
+                await asyncio.sleep(0)
+                async with self._lock:
+                    if self._loaded is not loaded:  # another model was loaded meanwhile
+                        return
+                    step = next(steps, None)
+                if step is None:
+                    break
+                _, _, samples = step
+            self.memory.adaptive.use_measurement(key, {n: min(v) for n, v in samples.items()})
+            log.info("Verify cost of %s measured in the background.", loaded.name)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # measuring is an optimisation: the prior curve keeps working
+            log.exception("Could not measure the verify cost of %s", loaded.name)
+
     def _ensure_model(self, spec, push) -> None:
         """Load ``spec`` unless it is already loaded; the previous model stays loaded until
         the new one has loaded, so a failed load changes nothing. Always says which model
         answers (a ModelEvent)."""
-        from .models import load_model
-
         if self._loaded is None or spec != self._loaded_spec:
             stage = "convert"
 
@@ -187,15 +251,14 @@ class EngineService:
             loaded = load_model(spec, progress)
             self._sessions.clear()
             self._loaded, self._loaded_spec = loaded, spec
+            self._loop.call_soon(self._calibrate_later)  # runs once this job lets go of the lock
         loaded = self._loaded
         push(ModelEvent(loaded.name, str(loaded.path), loaded.speculation))
 
-    def _session(self, chat_id: str | None):
-        from .session import ChatSession
-
+    def _session(self, chat_id: str | None) -> ChatSession:
         if chat_id is None:
-            return ChatSession(self._loaded)
-        session = self._sessions.pop(chat_id, None) or ChatSession(self._loaded)
+            return ChatSession(self._loaded, self.memory)
+        session = self._sessions.pop(chat_id, None) or ChatSession(self._loaded, self.memory)
         self._sessions[chat_id] = session
         while len(self._sessions) > MAX_KEPT_CHATS:
             self._sessions.popitem(last=False)

@@ -2,7 +2,9 @@
 
 ``ChatSession.generate`` turns a validated request into engine events. A later turn of
 the same chat reuses the cached prefix instead of re-prefilling the whole history, and
-keeps the drafter's n-gram state when the drafter settings are unchanged.
+keeps the drafter's n-gram state when the drafter settings are unchanged. What outlives
+the chat (cost curves, acceptance memory, n-gram stores) is the ``EngineMemory`` its owner
+hands in.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from .decode import Target, TokenChooser, speculative_decode
 from .drafters import make_drafter
 from .errors import EngineError
 from .events import DoneEvent, Event, PassEvent, ProgressEvent, TokenEvent
+from .memory import EngineMemory
+from .model_ngrams import bigram_table_steps, model_key, start_prefix
 from .models import LoadedModel
 from .settings import GenerationRequest
 from .stats import DecodeStats
@@ -39,8 +43,9 @@ def prompt_tokens(loaded: LoadedModel, request: GenerationRequest) -> list[int]:
 
 
 class ChatSession:
-    def __init__(self, loaded: LoadedModel):
+    def __init__(self, loaded: LoadedModel, memory: EngineMemory | None = None):
         self.loaded = loaded
+        self.memory = memory if memory is not None else EngineMemory()
         self.target = Target(loaded.model)
         self.history: list[int] = []  # everything but the last token is in the cache
         self.drafter = None
@@ -51,21 +56,16 @@ class ChatSession:
     def model_key(self) -> str:
         """The loaded model's identity for on-disk tables and caches."""
         if self._model_key is None:
-            from .model_ngrams import model_key
-
             self._model_key = model_key(self.loaded)
         return self._model_key
 
     def _attach_model(self) -> Iterator[Event]:
         """Hand model-derived token data to drafters that want it (computed here, once)."""
         drafter = self.drafter
-        attach = getattr(drafter, "attach_model", None)
-        if attach is None or getattr(drafter, "attached_model", None) == self.model_key:
+        if drafter.attached_model == self.model_key:
             return
         bigram = None
-        if getattr(drafter, "wants_model_bigram", False):
-            from .model_ngrams import bigram_table_steps, start_prefix
-
+        if drafter.wants_model_bigram:
             for done, total, table in bigram_table_steps(self.loaded.model, self.model_key,
                                                          prefix=start_prefix(self.loaded.tokenizer)):
                 if table is None:
@@ -73,19 +73,7 @@ class ChatSession:
                 else:
                     bigram = table
                     yield ProgressEvent("table", total, total, "Bigram table ready")
-        attach(self.model_key, bigram=bigram)
-        drafter.attached_model = self.model_key
-
-    def _adaptive_policy(self) -> Iterator[Event]:
-        """The adaptive policy (measuring the verify-cost curve first if never done)."""
-        from . import adaptive
-
-        key = self.model_key
-        if key not in adaptive._curves and adaptive.load_cost_curve(key) is None:
-            yield ProgressEvent("calibrate", 0, 1, "Measuring this machine's verify speed…")
-            adaptive.cost_curve_for(key, self.target)
-            yield ProgressEvent("calibrate", 1, 1, "Verify speed measured")
-        return adaptive.policy_for(key, self.drafter, self.target)
+        drafter.attach_model(self.model_key, bigram=bigram, stores=self.memory.stores)
 
     def _prepare_cache(self, tokens: list[int]) -> int:
         """Make the cache hold ``tokens[:-1]``; return how many tokens had to be run."""
@@ -136,7 +124,9 @@ class ChatSession:
         yield from self._attach_model()
         policy = None
         if request.draft.adaptive and loaded.speculation == "on":
-            policy = yield from self._adaptive_policy()
+            # never measured on this machine: a prior curve, refined by this answer's passes
+            # (the service measures between answers)
+            policy = self.memory.adaptive.policy(self.model_key, self.drafter)
         stats.prefill_s = time.perf_counter() - started
 
         tokenizer = loaded.tokenizer

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .drafters import resolve_drafter_name
 from .errors import EngineError
 
 DRAFT_COUNT_RANGE = (1, 64)
@@ -31,8 +32,6 @@ class DraftSettings:
     options: dict[str, Any] = field(default_factory=dict)
 
     def validated(self) -> "DraftSettings":
-        from .drafters import resolve_drafter_name
-
         _check_range("draft_count", self.draft_count, DRAFT_COUNT_RANGE)
         _check_range("ngram_order", self.ngram_order, NGRAM_ORDER_RANGE)
         _check_range("ngram_min", self.ngram_min, NGRAM_ORDER_RANGE)

@@ -19,8 +19,6 @@ from .tiny_model import make_tiny_llama
 def private_dirs(tmp_path, monkeypatch):
     monkeypatch.setenv("DRAFTLESS_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("DRAFTLESS_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(adaptive, "_curves", {})
-    monkeypatch.setattr(adaptive, "_trackers", {})
 
 
 CURVE = {1: 0.086, 5: 0.142, 17: 0.170}  # the embedded model on this CPU (seconds)
@@ -109,12 +107,13 @@ def test_cost_curve_is_measured_once_and_cached_on_disk(tmp_path):
     target = Target(model)
     target.prefill(list(range(3, 40)))
     before = target.offset
-    curve = adaptive.cost_curve_for("tiny-key", target)
+    memory = adaptive.AdaptiveMemory()
+    assert not memory.measured("tiny-key")  # nothing on disk: the prior shape
+    curve = memory.measure("tiny-key", target)
     assert target.offset == before  # measuring leaves the cache as it was
     assert adaptive.cost_path("tiny-key").exists()
-    adaptive._curves.clear()
-    again = adaptive.cost_curve_for("tiny-key", None)  # from disk, no target needed
-    assert again.lengths == curve.lengths
+    again = adaptive.AdaptiveMemory().curve("tiny-key")  # from disk, no target needed
+    assert again.measured and again.lengths == curve.lengths
 
 
 def test_corrupt_cost_file_is_reported_and_measured_again(caplog):
@@ -125,7 +124,9 @@ def test_corrupt_cost_file_is_reported_and_measured_again(caplog):
     assert "Ignoring the verify-cost file" in caplog.text
     target = Target(make_tiny_llama(seed=3))
     target.prefill([5, 6, 7])
-    adaptive.cost_curve_for("broken", target)
+    memory = adaptive.AdaptiveMemory()
+    assert not memory.measured("broken")
+    memory.measure("broken", target)
     assert json.loads(path.read_text())["version"] == adaptive.COST_VERSION
 
 
@@ -148,7 +149,7 @@ def test_adaptive_decoding_stays_lossless(name):
     settings = DraftSettings(drafter=name, draft_count=6, adaptive=True,
                              options={"rows": 2} if name == "ngrammys" else {})
     drafter = make_drafter(settings)
-    policy = AdaptivePolicy(CostCurve(CURVE), rows=getattr(drafter, "rows", 1) if drafter.multi_row else 1)
+    policy = AdaptivePolicy(CostCurve(CURVE), rows=drafter.rows_per_pass)
     got, results = run(model, prompt, settings, policy)
     assert got == reference_greedy(model, prompt, 40)
     assert sum(r.accepted for r in results) > 0
@@ -224,3 +225,26 @@ def test_policy_sees_the_proposal_and_its_match_then_trims_it():
 
 def test_adaptive_is_on_by_default():
     assert DraftSettings().adaptive is True
+
+
+def test_a_prior_curve_takes_its_seconds_from_the_first_pass_and_keeps_its_shape():
+    curve = adaptive.prior_cost_curve()
+    assert not curve.measured
+    curve.observe(1, 0.02)  # this machine: 20 ms for one token
+    assert curve(1) == pytest.approx(0.02)
+    assert curve(4) / curve(1) == pytest.approx(adaptive.PRIOR_RATIOS[4])
+    curve.observe(4, 0.02)  # here four tokens cost what one does (a GPU): learned per length
+    for _ in range(30):
+        curve.observe(4, 0.02)
+        curve.observe(1, 0.02)
+    assert curve(4) / curve(1) < 1.2
+
+
+def test_memories_of_two_owners_are_apart():
+    first, second = adaptive.AdaptiveMemory(), adaptive.AdaptiveMemory()
+    drafter = make_drafter(DraftSettings(drafter="prompt-lookup"))
+    policy = first.policy("model", drafter)
+    policy.draft_length(4)
+    policy.record(4, 4, 0.1)
+    assert first.trackers and not second.trackers
+    assert first.curve("model") is not second.curve("model")

@@ -7,6 +7,7 @@ import pytest
 
 from engine.drafters import make_drafter
 from engine.drafters.ngram_cache import NgramCounts
+from engine.drafters.stores import DrafterStores
 from engine.errors import EngineError
 from engine.settings import DraftSettings
 
@@ -100,7 +101,7 @@ def test_k4v_does_not_draft_without_dominance():
 def test_k4v_keeps_at_most_four_values():
     d = drafter("ngram-map-k4v", options={"n": 1, "m": 1})
     d.reset([5, 1, 5, 2, 5, 3, 5, 4, 5, 6, 5, 6, 5, 6, 5, 6, 5, 6, 5, 6, 5, 6, 5])
-    assert len(d.keys[(5,)].values) == 4  # value 6 came fifth: ignored, as in llama.cpp
+    assert len(d.index.values((5,))) == 4  # value 6 came fifth: ignored, as in llama.cpp
     assert d.propose(None, 4) == []
 
 
@@ -119,28 +120,34 @@ def test_ngram_cache_context_uses_lax_thresholds():
 
 def test_ngram_cache_dynamic_uses_strict_thresholds_and_persists(tmp_path):
     path = tmp_path / "dyn.json"
-    first = drafter("ngram-cache", ngram_order=1, options={"dynamic_path": str(path)})
+    stores = DrafterStores()  # what one service hands its chats
+
+    def attached(stores):
+        d = drafter("ngram-cache", ngram_order=1, options={"dynamic_path": str(path)})
+        d.attach_model("k", stores=stores)
+        return d
+
+    first = attached(stores)
     first.reset([1])
     first.observe([4, 9, 4, 9, 4, 9])  # generated: 4 -> 9 three times
     first.reset([0])  # next chat: merged and saved
     assert path.exists()
     assert NgramCounts.load(path).parts[(4,)] == {9: 3}
-    second = drafter("ngram-cache", ngram_order=1, options={"dynamic_path": str(path)})
+    second = attached(stores)
     second.reset([2, 4])
     assert second.propose(None, 1) == []  # strict n=1 needs 4 samples
     first.observe([4, 9])
-    assert second.propose(None, 1) == [[9]]  # 4 samples, 100% (shared store in this process)
-    from engine.drafters import ngram_cache
-
-    ngram_cache._DynamicStore.stores.clear()  # a new process: read back from the file
-    third = drafter("ngram-cache", ngram_order=1, options={"dynamic_path": str(path)})
+    assert second.propose(None, 1) == [[9]]  # 4 samples, 100% (shared store of one owner)
+    third = attached(DrafterStores())  # another owner (a new process): reads the file
     third.reset([2, 4])  # the first chat's last turn was saved when the next chat began
     assert third.propose(None, 1) == []
     first.reset([0])
-    ngram_cache._DynamicStore.stores.clear()
-    fourth = drafter("ngram-cache", ngram_order=1, options={"dynamic_path": str(path)})
+    fourth = attached(DrafterStores())
     fourth.reset([2, 4])
     assert fourth.propose(None, 1) == [[9]]
+    first.observe([4, 9, 4, 9])
+    stores.flush()  # what the service does on shutdown
+    assert NgramCounts.load(path).parts[(4,)] == {9: 6}
 
 
 def test_ngram_cache_static_cache_from_file(tmp_path):

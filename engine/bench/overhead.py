@@ -42,9 +42,9 @@ def measure(name: str, history: list[int], passes: int, draft_count: int) -> dic
 
     drafter = make_drafter(DraftSettings(drafter=name, draft_count=draft_count, adaptive=False,
                                          options=measurement_options(name)))
-    if hasattr(drafter, "attach_model"):
-        table = np.random.default_rng(0).integers(0, VOCAB, size=(VOCAB, 32), dtype=np.int32)
-        drafter.attach_model("synthetic", bigram=table)
+    table = (np.random.default_rng(0).integers(0, VOCAB, size=(VOCAB, 32), dtype=np.int32)
+             if drafter.wants_model_bigram else None)
+    drafter.attach_model("synthetic", bigram=table)
     prompt, rest = history[:-passes * 5], history[-passes * 5:]
     tracemalloc.start()
     began = time.perf_counter()

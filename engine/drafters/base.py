@@ -15,17 +15,38 @@ Life of a drafter inside one chat:
 
 ``history`` is the whole token history (prompt and answer so far); a drafter may keep
 its own incremental index instead of scanning it.
+
+Around that, with defaults here, so nobody probes a drafter for optional parts:
+- ``attach_model(model_key, bigram=..., stores=...)``: the session calls it once per
+  model, before the first proposal, with token data only: the model's identity (names
+  files), its bigram table when ``wants_model_bigram`` says so, and the service's
+  ``DrafterStores`` (memory that outlives a chat). ``attached_model`` says which model a
+  drafter has; a drafter keeps what it needs in ``use_model``.
+- ``multi_row`` / ``rows_per_pass``: whether proposals may hold several rows (verified as
+  a tree) and at most how many, so an adaptive policy pays for every row.
+- ``flush()``: save persistent memory now. The service flushes its stores on shutdown;
+  no drafter registers exit hooks of its own.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import ClassVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Protocol
 
-from ..settings import DraftSettings
+from .stores import DrafterStores
 
 DraftRows = list[list[int]]
+
+
+class DraftConfig(Protocol):
+    """What a drafter reads of its settings (``engine.settings.DraftSettings``)."""
+
+    drafter: str
+    draft_count: int
+    ngram_order: int
+    ngram_min: int
+    options: Mapping[str, Any]
 
 
 class Drafter(ABC):
@@ -37,13 +58,36 @@ class Drafter(ABC):
     # in from other chats, so a measurement is of drafting, not of recall.
     measurement_options: ClassVar[dict] = {}
 
-    def __init__(self, settings: DraftSettings):
+    attached_model: str | None = None
+
+    def __init__(self, settings: DraftConfig):
         self.settings = settings
 
     @property
     def wants_target_topk(self) -> int:
         """How many of the target's top tokens per verified position ``observe`` wants (0: none)."""
         return 0
+
+    @property
+    def wants_model_bigram(self) -> bool:
+        """Whether ``attach_model`` should bring the model's bigram table (costly once per model)."""
+        return False
+
+    @property
+    def rows_per_pass(self) -> int:
+        """The most draft rows one proposal holds."""
+        return 1
+
+    def attach_model(self, model_key: str, *, bigram=None, stores: DrafterStores | None = None) -> None:
+        """The session hands over the model's token data (see the module docstring)."""
+        self.attached_model = model_key
+        self.use_model(model_key, bigram=bigram, stores=stores)
+
+    def use_model(self, model_key: str, *, bigram=None, stores: DrafterStores | None = None) -> None:
+        """Keep what this drafter needs of ``attach_model``'s data (default: nothing)."""
+
+    def flush(self) -> None:
+        """Save persistent memory now (default: there is none)."""
 
     @abstractmethod
     def reset(self, prompt_tokens: Sequence[int]) -> None:

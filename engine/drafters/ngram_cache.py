@@ -6,7 +6,7 @@ Three n-gram → next-token count caches:
 - **dynamic**: the same n-grams over everything this user's model generated in earlier
   chats, persisted in the user data directory ($DRAFTLESS_DATA_DIR overrides), one file
   per model; generated tokens are counted in as they come and the file is saved when the
-  next turn or chat starts and when the process exits;
+  next turn or chat starts and when the service shuts down (it owns the stores);
 - **static**: 2-grams loaded from a file (option ``static_path``; write one with
   ``NgramCounts.from_tokens(tokens, 2, 2).save(path)``), used to validate candidates.
 
@@ -34,7 +34,6 @@ and ignored, never fatal. ``draft_count`` caps the draft length.
 
 from __future__ import annotations
 
-import atexit
 import json
 import logging
 import os
@@ -47,6 +46,7 @@ from ..paths import data_dir
 from ._counts import FollowerCounts
 from ._options import bool_option, int_option
 from .base import Drafter
+from .stores import DrafterStores
 
 log = logging.getLogger(__name__)
 
@@ -140,9 +140,7 @@ def load_or_warn(path) -> NgramCounts | None:
 
 
 class _DynamicStore:
-    """One shared dynamic cache per file in this process, saved on merge and at exit."""
-
-    stores: dict[Path, "_DynamicStore"] = {}
+    """One dynamic cache file, shared by the chats of one ``DrafterStores`` owner."""
 
     def __init__(self, path: Path, max_entries: int):
         self.path = path
@@ -150,14 +148,6 @@ class _DynamicStore:
         loaded = load_or_warn(path)
         self.counts = loaded if loaded is not None else NgramCounts()
         self.dirty = False
-
-    @classmethod
-    def get(cls, path: Path, max_entries: int) -> "_DynamicStore":
-        path = Path(path).resolve()
-        store = cls.stores.get(path)
-        if store is None:
-            store = cls.stores[path] = cls(path, max_entries)
-        return store
 
     def save(self) -> None:
         if not self.dirty:
@@ -167,12 +157,6 @@ class _DynamicStore:
             self.dirty = False
         except OSError as error:
             log.warning("Could not save the n-gram cache %s: %s", self.path, error)
-
-
-@atexit.register
-def _save_all() -> None:
-    for store in list(_DynamicStore.stores.values()):
-        store.save()
 
 
 def _try_draft(cache: NgramCounts, ngrams: list[tuple], static_part: dict | None,
@@ -235,13 +219,16 @@ class NgramCacheDrafter(Drafter):
                 log.warning("ngram-cache: static cache %s does not exist; ignored.", static_path)
             self.static = loaded or NgramCounts()
         self.model_key: str | None = None
+        self.stores = DrafterStores()  # the service's, once attached
         self.store: _DynamicStore | None = None
         self.context = NgramCounts()
         self.tokens: list[int] = []
 
-    def attach_model(self, model_key: str, **_) -> None:
-        """Called by the session: which model's token ids these are (names the dynamic file)."""
+    def use_model(self, model_key: str, *, bigram=None, stores=None) -> None:
+        """Which model's token ids these are (names the dynamic file), and whose stores."""
         self.model_key = model_key
+        if stores is not None:
+            self.stores = stores
 
     def _dynamic_store(self) -> _DynamicStore | None:
         if not self.use_dynamic:
@@ -252,7 +239,7 @@ class NgramCacheDrafter(Drafter):
                 if self.model_key is None:
                     return None
                 path = data_dir() / "ngram-cache" / f"{self.model_key}.json"
-            self.store = _DynamicStore.get(Path(path), self.max_entries)
+            self.store = self.stores.get(Path(path), lambda p: _DynamicStore(p, self.max_entries))
         return self.store
 
     def flush(self) -> None:

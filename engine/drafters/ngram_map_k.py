@@ -13,24 +13,17 @@ Options: ``n`` (key size, default 12), ``m`` (value size, default 48), ``min_hit
 lookup, default 1). ``draft_count`` caps the tokens sent per pass; ``ngram_order`` and
 ``ngram_min`` are not used.
 
-Cost: one dictionary update per token (O(n + m) to hash the window) and an O(n) lookup,
-independent of the history length. Memory: one entry per distinct window.
+Cost: one update of the shared window index (``_windows.py``) per token and an O(n)
+lookup, independent of the history length. Memory: one entry per distinct window.
 """
 
 from __future__ import annotations
 
 from ._options import int_option
+from ._windows import WindowIndex
 from .base import Drafter
 
 MAX_VALUE_COUNT = 16380  # llama.cpp's COMMON_NGRAM_MAX_VALUE_COUNT
-
-
-class _KeyStats:
-    __slots__ = ("values", "cap")
-
-    def __init__(self, m: int):
-        self.values: dict[tuple, list[int]] = {}  # value m-gram -> [hits, last start]
-        self.cap = m  # tokens accepted the last time this key drafted (llama.cpp n_accepted)
 
 
 class NgramMapDrafter(Drafter):
@@ -47,62 +40,38 @@ class NgramMapDrafter(Drafter):
         self.reset(())
 
     def reset(self, prompt_tokens):
-        self.tokens: list[int] = []
-        self.keys: dict[tuple, _KeyStats] = {}
+        self.index = WindowIndex(self.n, self.m, max_values=self.max_values, max_count=MAX_VALUE_COUNT)
+        self.caps: dict[tuple, int] = {}  # tokens accepted the last time a key drafted (n_accepted)
         self.last_draft: tuple | None = None  # (key, value) of the last draft
         self.last_check = -(1 << 30)
-        self._append(prompt_tokens)
+        self.index.extend(prompt_tokens)
 
     def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
         if self.last_draft is not None:
             key, _ = self.last_draft
             if drafted:  # an adaptive policy may have sent none of the proposal
-                self.keys[key].cap = accepted
+                self.caps[key] = accepted
             self.last_draft = None
-        self._append(emitted)
+        self.index.extend(emitted)
 
-    def _append(self, new_tokens):
-        tokens, n, m, keys = self.tokens, self.n, self.m, self.keys
-        for token in new_tokens:
-            tokens.append(int(token))
-            start = len(tokens) - n - m
-            if start < 0:
-                continue
-            key = tuple(tokens[start:start + n])
-            value = tuple(tokens[start + n:])
-            stats = keys.get(key)
-            if stats is None:
-                stats = keys[key] = _KeyStats(m)
-            entry = stats.values.get(value)
-            if entry is None:
-                if self.max_values is not None and len(stats.values) >= self.max_values:
-                    continue  # all value slots taken: llama.cpp ignores further values
-                stats.values[value] = [1, start]
-            else:
-                entry[0] = min(entry[0] + 1, MAX_VALUE_COUNT)
-                entry[1] = start
-
-    def choose(self, stats: _KeyStats) -> tuple | None:
-        """The value to draft for this key, or None."""
-        value, (hits, _) = max(stats.values.items(), key=lambda item: (item[1][0], item[1][1]))
+    def choose(self, values: dict[tuple, list[int]]) -> tuple | None:
+        """The value to draft among a key's ``{value: [hits, last start]}``, or None."""
+        value, (hits, _) = max(values.items(), key=lambda item: (item[1][0], item[1][1]))
         return value if hits >= self.min_hits else None
 
     def propose(self, history, k):
-        tokens = self.tokens
-        size = len(tokens)
+        size = len(self.index.tokens)
         if 0 < size - self.last_check < self.check_rate:
             return []
         self.last_check = size
-        if size < self.n:
+        key = self.index.last_key()
+        values = self.index.values(key)
+        if not values:
             return []
-        key = tuple(tokens[size - self.n:])
-        stats = self.keys.get(key)
-        if stats is None or not stats.values:
-            return []
-        value = self.choose(stats)
+        value = self.choose(values)
         if value is None:
             return []
-        length = min(self.m, stats.cap, k)
+        length = min(self.m, self.caps.get(key, self.m), k)
         if length <= 0:
             return []
         self.last_draft = (key, value)

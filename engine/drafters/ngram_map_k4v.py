@@ -24,8 +24,8 @@ class NgramMapK4VDrafter(NgramMapDrafter):
     summary = "llama.cpp ngram-map-k4v: up to 4 m-gram values per key; draft only a clearly dominant one"
     max_values = 4
 
-    def choose(self, stats):
-        ranked = sorted(stats.values.items(), key=lambda item: (item[1][0], item[1][1]), reverse=True)
+    def choose(self, values):
+        ranked = sorted(values.items(), key=lambda item: (item[1][0], item[1][1]), reverse=True)
         value, (top, _) = ranked[0]
         rest = sum(entry[0] for _, entry in ranked[1:])
         if top + rest < self.min_hits:

@@ -20,23 +20,17 @@ Settings: k = option ``rows`` (default 10), w = ``draft_count`` (tokens per row;
 paper's default (k, w) = (10, 10) is ``rows=10, draft_count=10``), q = option ``query``
 (default 1; the paper found longer queries worse), option ``model_bigram`` (default true).
 
-Cost: per token, one (q + w)-window is counted and each query keeps its top-k
-continuations up to date incrementally (a count only ever grows, so the ranking changes
+Cost: per token, one (q + w)-window is counted (the window index shared with
+ngram-map-k, ``_windows.py``) and each query keeps its top-k continuations up to date
+incrementally (a count only ever grows, so the ranking changes
 by at most one insertion); a proposal is O(k × w) whatever the history length.
 """
 
 from __future__ import annotations
 
 from ._options import bool_option, int_option
+from ._windows import WindowIndex
 from .base import Drafter
-
-
-class _Query:
-    __slots__ = ("grams", "top")
-
-    def __init__(self):
-        self.grams: dict[tuple, list[int]] = {}  # continuation -> [count, last start]
-        self.top: list[tuple] = []  # best continuations, best first (at most k)
 
 
 class NgrammysDrafter(Drafter):
@@ -54,8 +48,8 @@ class NgrammysDrafter(Drafter):
         self.top1 = None
         self.reset(())
 
-    def attach_model(self, model_key: str, bigram=None, **_) -> None:
-        """Called by the session with the model's bigram table (token ids only)."""
+    def use_model(self, model_key: str, *, bigram=None, stores=None) -> None:
+        """Keep the model's bigram table (token ids only)."""
         if bigram is not None and self.use_bigram:
             self.bigram = bigram
             self.top1 = [int(t) for t in bigram[:, 0]]
@@ -64,58 +58,45 @@ class NgrammysDrafter(Drafter):
     def wants_model_bigram(self) -> bool:
         return self.use_bigram
 
+    @property
+    def rows_per_pass(self) -> int:
+        return self.rows
+
+    @property
+    def tokens(self) -> list[int]:
+        return self.index.tokens
+
     def reset(self, prompt_tokens):
-        self.tokens: list[int] = []
-        self.index: dict[tuple, _Query] = {}
-        self._append(prompt_tokens)
+        # query -> continuation -> [count, last start], and per query its best continuations
+        self.index = WindowIndex(self.query, self.width, on_update=self._promote)
+        self.top: dict[tuple, list[tuple]] = {}  # best first, at most ``rows``
+        self.index.extend(prompt_tokens)
 
     def extend(self, tokens):
-        self._append(tokens)
+        self.index.extend(tokens)
 
     def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
-        self._append(emitted)
+        self.index.extend(emitted)
 
-    def _append(self, new_tokens):
-        tokens, q, w = self.tokens, self.query, self.width
-        for token in new_tokens:
-            tokens.append(int(token))
-            start = len(tokens) - q - w
-            if start < 0:
-                continue
-            key = tuple(tokens[start:start + q])
-            entry = self.index.get(key)
-            if entry is None:
-                entry = self.index[key] = _Query()
-            gram = tuple(tokens[start + q:])
-            stats = entry.grams.get(gram)
-            if stats is None:
-                stats = entry.grams[gram] = [0, 0]
-            stats[0] += 1
-            stats[1] = start
-            self._promote(entry, gram, stats)
-
-    def _promote(self, entry: _Query, gram: tuple, stats) -> None:
-        top = entry.top
+    def _promote(self, key: tuple, gram: tuple, stats) -> None:
+        top = self.top.setdefault(key, [])
         if gram in top:
             top.remove(gram)
         elif len(top) >= self.rows:
-            worst = entry.grams[top[-1]]
+            worst = self.index.keys[key][top[-1]]
             if (stats[0], stats[1]) < (worst[0], worst[1]):
                 return
             top.pop()
         rank = (stats[0], stats[1])
         i = 0
-        grams = entry.grams
+        grams = self.index.keys[key]
         while i < len(top) and (grams[top[i]][0], grams[top[i]][1]) > rank:
             i += 1
         top.insert(i, gram)
 
     def context_rows(self, limit: int) -> list[list[int]]:
-        tokens = self.tokens
-        if len(tokens) < self.query:
-            return []
-        entry = self.index.get(tuple(tokens[len(tokens) - self.query:]))
-        return [list(gram[:limit]) for gram in entry.top] if entry else []
+        top = self.top.get(self.index.last_key(), [])
+        return [list(gram[:limit]) for gram in top]
 
     def bigram_rows(self, limit: int, count: int) -> list[list[int]]:
         if self.bigram is None or not self.tokens or count <= 0:

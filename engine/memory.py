@@ -1,0 +1,25 @@
+"""What the engine learns across chats, held by its owner (the service; a benchmark run).
+
+- ``adaptive``: verify-cost curves per model and acceptance trackers per (model, drafter);
+- ``stores``: drafter memory kept in files (the cross-chat n-gram cache).
+
+Sessions are handed one; no module keeps any of it, so two services in one process
+learn apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .adaptive import AdaptiveMemory
+from .drafters.stores import DrafterStores
+
+
+@dataclass
+class EngineMemory:
+    adaptive: AdaptiveMemory = field(default_factory=AdaptiveMemory)
+    stores: DrafterStores = field(default_factory=DrafterStores)
+
+    def flush(self) -> None:
+        """Save what is kept in files."""
+        self.stores.flush()
