@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -77,3 +78,32 @@ def test_quick_arguments():
                                               "--max-tokens", "32", "--no-peers"]))
     assert cfg.quick and not cfg.sweep and not cfg.hf_peer
     assert cfg.drafters == ["prompt-lookup", "frequency"] and cfg.max_tokens == 32
+
+
+COMMITTED = Path(__file__).resolve().parent.parent / "resources" / "readme" / "benchmarks"
+
+
+def test_committed_results_render_again_without_measuring(tmp_path, monkeypatch):
+    from engine.__main__ import main
+    from engine.bench import suite
+
+    def no_measuring(*args, **kwargs):
+        raise AssertionError("rendering must not measure")
+
+    monkeypatch.setattr(suite.Suite, "run", no_measuring)
+    out = tmp_path / "again"
+    assert main(["bench", "--render", str(COMMITTED / "results.json"), "--out", str(out)]) == 0
+    # the report is a function of results.json alone: the committed one comes back unchanged
+    assert (out / "report.md").read_text() == (COMMITTED / "report.md").read_text()
+    results = json.loads((COMMITTED / "results.json").read_text())
+    assert sorted(p.name for p in out.glob("*.png")) == sorted(results["plots"])
+
+
+def test_render_of_a_bad_results_file_is_a_message(tmp_path, capsys):
+    from engine.__main__ import main
+
+    bad = tmp_path / "results.json"
+    bad.write_text('{"settings": {}}')
+    assert main(["bench", "--render", str(bad), "--no-plots"]) == 2
+    assert "is not a results.json" in capsys.readouterr().err
+    assert not (tmp_path / "report.md").exists()

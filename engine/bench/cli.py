@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import sys
 import tempfile
+from pathlib import Path
+
+from ..errors import EngineError
+from .report import render
+from .suite import QUICK_TASKS, BenchConfig, Suite
 
 
 
 def add_bench_arguments(parser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="a few prompts, fewer tokens, no draft-count sweep (a few minutes on a laptop CPU)")
-    parser.add_argument("--out", default="bench-report", help="report folder (default: bench-report)")
+    parser.add_argument("--out", help="report folder (default: bench-report; with --render: the "
+                        "results file's folder)")
+    parser.add_argument("--render", metavar="RESULTS_JSON",
+                        help="write report.md and plots again from a results.json, measuring nothing")
     parser.add_argument("--drafters", help="comma-separated drafters (default: every registered drafter)")
     parser.add_argument("--max-tokens", type=int, help="new tokens per prompt (default 64; quick: 48)")
     parser.add_argument("--model", help="mlx-lm model folder (default: the embedded SmolLM2-135M-Instruct)")
@@ -34,14 +43,10 @@ def add_bench_arguments(parser) -> None:
 
 
 def config_from_args(args):
-    from pathlib import Path
-
-    from .suite import QUICK_TASKS, BenchConfig
-
     def split(text):
         return [part.strip() for part in text.split(",") if part.strip()] if text else None
 
-    cfg = BenchConfig(out=Path(args.out), model=args.model, quick=args.quick)
+    cfg = BenchConfig(out=Path(args.out or "bench-report"), model=args.model, quick=args.quick)
     if args.quick:
         cfg.tasks, cfg.per_task, cfg.max_tokens = list(QUICK_TASKS), 1, 48
         cfg.sweep, cfg.verify_repeats, cfg.mtbench_turns = False, 5, 1
@@ -70,9 +75,26 @@ def config_from_args(args):
     return cfg
 
 
-def run_bench(args) -> int:
-    from .suite import Suite
+def render_results(path: str, out: str | None, plots: bool) -> int:
+    """Render a results.json (a committed run) into report.md and plots."""
+    source = Path(path)
+    try:
+        results = json.loads(source.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise EngineError(f"Cannot read the benchmark results {source}: {error}") from None
+    folder = Path(out) if out else source.parent
+    try:
+        render(results, folder, plots=plots)
+    except (KeyError, TypeError, AttributeError, ValueError) as error:
+        raise EngineError(f"{source} is not a results.json written by `python -m engine bench` "
+                          f"({type(error).__name__}: {error}).") from None
+    print(f"report: {folder / 'report.md'}", file=sys.stderr)
+    return 0
 
+
+def run_bench(args) -> int:
+    if args.render:
+        return render_results(args.render, args.out, not args.no_plots)
     cfg = config_from_args(args)
     # Leave the user's cross-chat n-gram memory alone (and never read it: it would hold the
     # identical greedy answers of earlier benchmark runs).

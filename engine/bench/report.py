@@ -1,116 +1,20 @@
-"""Aggregate a suite run and write report.md, results.json and PNG plots.
+"""report.md and PNG plots, rendered from a suite's ``results.json`` alone.
 
-Every number in the report is computed here from the runs of the suite that wrote it;
-statistics are engine.stats.DecodeStats fed pass by pass (one definition).
+``render(results, out)`` needs nothing but that dictionary, so a committed run can be
+rendered again without measuring: ``python -m engine bench --render results.json``.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from engine.settings import DraftSettings as _DS
-
-from .suite import EngineRun, cost_ratio, ideal_speedup, stats_from_passes
-from .workloads import TASK_ORDER
-
-ISSUE2_ROLES = ("code-edit", "summarise", "open-question")
-
-
-def _first_runs(runs: list[EngineRun], config: str) -> dict[str, EngineRun]:
-    out = {}
-    for run in runs:
-        if run.config == config and run.workload not in out:
-            out[run.workload] = run
-    return out
-
-
-def _summarise(runs: list[EngineRun], baseline: dict[str, float], base_runs: dict[str, EngineRun],
-               curve: dict | None, baseline_cpu: dict[str, float] | None = None) -> dict:
-    """Figures for one config over a set of runs (one per workload)."""
-    if not runs:
-        return {}
-    wall = sum(r.decode_wall_s for r in runs)
-    base = sum(baseline[r.workload] for r in runs)
-    tokens = sum(len(r.tokens) for r in runs)
-    out = {"prompts": len(runs), "tokens": tokens, "decode_wall_s": round(wall, 3),
-           "baseline_wall_s": round(base, 3), "tok_s": round(tokens / wall, 2) if wall else None,
-           "speedup": round(base / wall, 3) if wall else None,
-           "identical": all(r.identical for r in runs)}
-    if baseline_cpu and all(r.cpu_s for r in runs):
-        cpu = sum(r.cpu_s for r in runs)
-        out["cpu_s"] = round(cpu, 3)
-        out["speedup_cpu"] = round(sum(baseline_cpu[r.workload] for r in runs) / cpu, 3)
-    if any(r.passes for r in runs):
-        stats = stats_from_passes(runs)
-        d = stats.to_dict()
-        out.update({k: d[k] for k in ("passes", "drafted", "accepted", "emitted", "tokens_per_pass",
-                                      "acceptance_rate", "per_position_acceptance",
-                                      "accepted_length_counts", "drafter_counters")})
-        out["position_drafted"] = list(stats.position_drafted)
-        base_passes = sum(base_runs[r.workload].stats["passes"] for r in runs
-                          if r.workload in base_runs)
-        if curve:
-            ideal = ideal_speedup(runs, base_passes, curve)
-            out["ideal_speedup"] = round(ideal, 3) if ideal else None
-    return out
-
-
-def aggregate(suite) -> dict:
-    runs = suite.runs
-    tasks = [t for t in TASK_ORDER if any(r.task == t for r in runs)]
-    configs = ["none"] + list(suite.drafters) + ["mlx-lm"]
-    none_first = _first_runs(runs, "none")
-    curve = getattr(suite, "verify", None)
-    per = {}
-    for config in configs:
-        first = _first_runs(runs, config)
-        per[config] = {"all": _summarise(list(first.values()), suite.baseline, none_first, curve,
-                                          suite.baseline_cpu)}
-        for task in tasks:
-            subset = [r for r in first.values() if r.task == task]
-            per[config][task] = _summarise(subset, suite.baseline, none_first, curve,
-                                           suite.baseline_cpu)
-    ranking = sorted((c for c in suite.drafters if per[c]["all"]),
-                     key=lambda c: -(per[c]["all"].get("speedup") or 0))
-    issue2 = []
-    for role in ISSUE2_ROLES:
-        workload = next((w for w in suite.workloads if w.role == role and w.id in suite.reference), None)
-        if workload is None:
-            continue
-        rows = {}
-        for config in suite.drafters:
-            run = _first_runs(runs, config).get(workload.id)
-            if run is not None:
-                rows[config] = _summarise([run], suite.baseline, none_first, curve,
-                                          suite.baseline_cpu)
-        issue2.append({"role": role, "workload": workload.id, "task": workload.task,
-                       "tokens": len(suite.reference[workload.id]), "drafters": rows})
-    sweep = {}
-    if suite.sweep_runs:
-        import statistics
-
-        nones: dict[str, list[EngineRun]] = {}
-        for r in suite.sweep_runs:
-            if r.config == "none":
-                nones.setdefault(r.workload, []).append(r)
-        base_by_workload = {w: statistics.median(r.decode_wall_s for r in rs) for w, rs in nones.items()}
-        base_cpu = {w: statistics.median(r.cpu_s for r in rs) for w, rs in nones.items()}
-        none_sweep = {w: rs[0] for w, rs in nones.items()}
-        for run in suite.sweep_runs:
-            if run.config == "none":
-                continue
-            name, k = run.config.split("@")
-            sweep.setdefault(name, {}).setdefault(k, []).append(run)
-        sweep = {name: {k: _summarise(group, base_by_workload, none_sweep, curve, base_cpu)
-                        for k, group in by_k.items()} for name, by_k in sweep.items()}
-    return {"tasks": tasks, "configs": configs, "per": per, "ranking": ranking, "issue2": issue2,
-            "sweep": sweep}
-
+from ..drafters import DRAFTERS
+from ..settings import DraftSettings
+from .aggregate import cost_ratio
 
 # ---------------------------------------------------------------- plots
 
-def _plots(summary: dict, suite, out: Path) -> list[str]:
+def _plots(summary: dict, results: dict, out: Path) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -118,7 +22,7 @@ def _plots(summary: dict, suite, out: Path) -> list[str]:
 
     files = []
     tasks, per = summary["tasks"], summary["per"]
-    drafters = list(suite.drafters)
+    drafters = list(results["drafters"])
     cmap = plt.get_cmap("tab20")
 
     def grouped(metric: str, title: str, ylabel: str, name: str, line: float | None):
@@ -171,7 +75,7 @@ def _plots(summary: dict, suite, out: Path) -> list[str]:
     files.append("per_position_acceptance.png")
 
     # verify cost
-    curve = suite.verify
+    curve = results["verify_cost"]
     ns = [int(n) for n in curve["ratio"]]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ax.plot(ns, [curve["ratio"][str(n)] for n in ns], marker="o", label="median c(n)/c(1)")
@@ -247,47 +151,29 @@ def main_table(summary: dict, drafters: list[str]) -> str:
     return _table(header, rows)
 
 
-def write_report(suite) -> dict:
-    cfg = suite.cfg
-    out = Path(cfg.out)
+def render(results: dict, out: Path, plots: bool = True) -> list[str]:
+    """Write report.md (and the plots unless ``plots`` is False) into ``out``; return the
+    plot file names."""
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    summary = aggregate(suite)
-    env = suite.env
+    cfg = results["settings"]
+    summary = results["summary"]
+    env = results["environment"]
     per = summary["per"]
-    files = _plots(summary, suite, out) if cfg.plots else []
-
-    results = {
-        "environment": env,
-        "command": cfg.command,
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(cfg).items()},
-        "drafters": list(suite.drafters),
-        "failures": suite.failures,
-        "skipped": suite.skipped,
-        "provenance": [vars(p) for p in suite.provenance],
-        "workloads": [{"id": w.id, "task": w.task, "turn": w.turn, "role": w.role,
-                       "source": w.source, "reference_tokens": len(suite.reference.get(w.id, []))}
-                      for w in suite.workloads],
-        "verify_cost": suite.verify,
-        "baseline_decode_wall_s": {k: round(v, 4) for k, v in suite.baseline.items()},
-        "baseline_spread": {k: round(v, 4) for k, v in suite.baseline_spread.items()},
-        "summary": summary,
-        "hf_prompt_lookup": suite.hf,
-        "llama_cpp": suite.llama_cpp,
-        "runs": [r.record() for r in suite.runs],
-        "sweep_runs": [r.record() for r in suite.sweep_runs],
-        "plots": files,
-    }
-    (out / "results.json").write_text(json.dumps(results, indent=1))
+    drafters = list(results["drafters"])
+    failures = results["failures"]
+    baseline = results["baseline_decode_wall_s"]
+    files = _plots(summary, results, out) if plots else []
 
     m = env["machine"]
     v = env["versions"]
-    lines = [f"# Draftless benchmark{' (quick)' if cfg.quick else ''}", ""]
-    ok = not suite.failures
+    lines = [f"# Draftless benchmark{' (quick)' if cfg['quick'] else ''}", ""]
+    ok = not failures
     lines += ["**Identity check: " + ("every speculative run's greedy output equals plain greedy "
               "decoding, token for token.**" if ok else "FAILED — see *Failures* below.**"), ""]
     lines += [
         f"- Date: {env['date_utc']}; total run time {env.get('total_s', 0):.0f} s",
-        f"- Command: `{cfg.command}`",
+        f"- Command: `{results['command']}`",
         f"- Machine: {m['cpu']}, {m['cores']} cores, {m['platform']}; BLAS: {m['blas']}; "
         f"load average at start {_loadavg(m.get('loadavg_start'))}, at end {_loadavg(m.get('loadavg_end'))}",
         f"- Model: {env['model']['name']} ({env['model']['model_type']}, "
@@ -295,11 +181,11 @@ def write_report(suite) -> dict:
         f"speculation {env['model']['speculation']}",
         "- Versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val),
         f"- Code: git {env.get('git') or 'unknown'}",
-        f"- Settings: greedy (temperature 0), up to {cfg.max_tokens} new tokens per prompt, "
-        f"draft_count {cfg.draft_count}, ngram_order {cfg.ngram_order}, ngram_min {cfg.ngram_min}, "
-        f"adaptive draft length {'on' if cfg.adaptive else 'off'}"
-        f"{' (the engine default)' if cfg.adaptive == bool(getattr(_DS, 'adaptive', False)) else ''}; "
-        f"drafters: {', '.join(suite.drafters)}",
+        f"- Settings: greedy (temperature 0), up to {cfg['max_tokens']} new tokens per prompt, "
+        f"draft_count {cfg['draft_count']}, ngram_order {cfg['ngram_order']}, ngram_min {cfg['ngram_min']}, "
+        f"adaptive draft length {'on' if cfg['adaptive'] else 'off'}"
+        f"{' (the engine default)' if cfg['adaptive'] == DraftSettings.adaptive else ''}; "
+        f"drafters: {', '.join(drafters)}",
         "",
         "## How it is measured",
         "",
@@ -322,18 +208,18 @@ def write_report(suite) -> dict:
         "untimed `none` run, so every timed run reuses the cached prompt and warm buffers.",
         "",
         "The CPU is shared with other work, so wall-clock figures are noisy: the two `none` runs "
-        f"of a prompt differed by {_spread(suite)} (median over prompts, relative). Treat "
+        f"of a prompt differed by {_spread(results['baseline_spread'])} (median over prompts, relative). Treat "
         "speed-ups within about that band of 1.0 as no change. Token counts are exact. "
         + ("With adaptive draft length on, the engine picks each pass's draft length from "
            "measured pass times, so tokens/pass and acceptance also move with load from run to "
-           "run; the fixed draft counts of the sweep do not." if cfg.adaptive else
+           "run; the fixed draft counts of the sweep do not." if cfg['adaptive'] else
            "With a fixed draft count, tokens/pass and acceptance do not depend on load."),
         "",
         "## Results per drafter and task",
         "",
         "Cells: tokens per pass / speed-up. Sorted by overall speed-up.",
         "",
-        main_table(summary, list(suite.drafters)),
+        main_table(summary, drafters),
         "",
     ]
     if files:
@@ -371,7 +257,7 @@ def write_report(suite) -> dict:
               "overhead); the speed-ups above are against our own `none`.", ""]
 
     # verify cost
-    curve = suite.verify
+    curve = results["verify_cost"]
     lines += ["## Verify cost c(n)/c(1) on this machine", "",
               f"One forward pass of n tokens then argmax of each row, after a "
               f"{curve['prefix_tokens']}-token prefix; median of {curve['repeats']} interleaved repeats.",
@@ -383,7 +269,7 @@ def write_report(suite) -> dict:
               "the machine.", ""]
     if files:
         lines += ["![verify cost](verify_cost.png)", ""]
-    k = cfg.draft_count
+    k = cfg["draft_count"]
     lines += [f"With draft count {k} a full pass costs c({k + 1})/c(1) = "
               f"{cost_ratio(curve, k + 1):.2f} plain steps, so a drafter needs more than that many "
               "tokens per pass to win when it drafts every pass.", ""]
@@ -411,10 +297,10 @@ def write_report(suite) -> dict:
                              _f(s.get("acceptance_rate"), "{:.0%}"), _f(s.get("speedup"), "{:.2f}x"),
                              _f(s.get("speedup_cpu"), "{:.2f}x"), _f(s.get("ideal_speedup"), "{:.2f}x"),
                              "yes" if s.get("identical") else "**NO**"])
-        prompts = sorted({r.workload for r in suite.sweep_runs})
+        prompts = sorted({r["workload"] for r in results["sweep_runs"]})
         lines += [f"Prompts: {', '.join(prompts)} (one per task). Fixed draft counts draft every pass "
                   "the drafter has a guess (adaptive off); *adaptive* lets the engine choose the "
-                  f"length up to {max(cfg.sweep_counts)}. Each prompt's baseline is the median of "
+                  f"length up to {max(cfg['sweep_counts'])}. Each prompt's baseline is the median of "
                   "two `none` runs, before and after its sweep runs.", "",
                   _table(["drafter", "draft count", "tokens/pass", "acceptance", "speed-up",
                           "CPU-time speed-up", "ideal (c(n))", "identical"], rows), ""]
@@ -423,7 +309,7 @@ def write_report(suite) -> dict:
 
     # peers
     lines += ["## Peers", "", "### Hugging Face transformers prompt lookup (torch CPU, same weights)", ""]
-    hf = suite.hf
+    hf = results["hf_prompt_lookup"]
     if hf.get("status") == "ran":
         hv = hf["versions"]
         lines += [f"transformers {hv['transformers']}, torch {hv['torch']} ({hv['torch_threads']} "
@@ -443,58 +329,55 @@ def write_report(suite) -> dict:
         ours = summary["ranking"]
         if "prompt-lookup" in per:
             lines += ["Our `prompt-lookup` on the same prompts: " + ", ".join(
-                f"{r['workload']} {_run_cell(suite, 'prompt-lookup', r['workload'])}"
+                f"{r['workload']} {_run_cell(results, 'prompt-lookup', r['workload'])}"
                 for r in hf["rows"]), ""]
         del ours
     else:
         lines += [hf.get("status", "skipped"), ""]
-    lines += ["### llama.cpp", "", suite.llama_cpp, ""]
+    lines += ["### llama.cpp", "", results["llama_cpp"], ""]
 
     # provenance
     lines += ["## Workloads and provenance", ""]
-    for p in suite.provenance:
-        lines.append(f"- **{p.task}**: {p.source}" + (f"; items: {', '.join(p.items)}" if p.items else "")
-                     + (f" — {p.note}" if p.note else ""))
+    for p in results["provenance"]:
+        lines.append(f"- **{p['task']}**: {p['source']}" + (f"; items: {', '.join(p['items'])}" if p["items"] else "")
+                     + (f" — {p['note']}" if p["note"] else ""))
     lines += ["", _table(["prompt", "task", "turn", "plain tokens", "baseline decode s",
                           "none-run spread"],
-                         [[w.id, w.task, str(w.turn), str(len(suite.reference.get(w.id, []))),
-                           _f(suite.baseline.get(w.id), "{:.2f}"),
-                           _f(suite.baseline_spread.get(w.id), "{:.0%}")] for w in suite.workloads]), ""]
-    skipped = list(suite.skipped)
-    try:
-        from engine.drafters import DRAFTERS
-
-        left_out = [n for n in DRAFTERS if n != "none" and n not in suite.drafters
-                    and not any(f"`{n}`" in line for line in skipped)]
-    except ImportError:
-        left_out = []
+                         [[w["id"], w["task"], str(w["turn"]), str(w["reference_tokens"]),
+                           _f(baseline.get(w["id"]), "{:.2f}"),
+                           _f(results["baseline_spread"].get(w["id"]), "{:.0%}")]
+                          for w in results["workloads"]]), ""]
+    skipped = list(results["skipped"])
+    left_out = [n for n in DRAFTERS if n != "none" and n not in drafters
+                and not any(f"`{n}`" in line for line in skipped)]
     if left_out:
         skipped.append("registered drafters not in this run (left out with --drafters): "
                        + ", ".join(f"`{n}`" for n in left_out))
     if skipped:
         lines += ["## Skipped", ""] + [f"- {s}" for s in skipped] + [""]
-    if suite.failures:
-        lines += ["## Failures", ""] + [f"- **{s}**" for s in suite.failures] + [""]
+    if failures:
+        lines += ["## Failures", ""] + [f"- **{s}**" for s in failures] + [""]
     lines += ["Every figure above is in `results.json` (per run: stats, timing, identity, load "
               "average).", ""]
     (out / "report.md").write_text("\n".join(lines))
-    return {"report": str(out / "report.md"), "results": str(out / "results.json"), "plots": files}
+    return files
 
 
-def _run_cell(suite, config: str, workload: str) -> str:
-    run = next((r for r in suite.runs if r.config == config and r.workload == workload), None)
-    if run is None or not run.stats:
+def _run_cell(results: dict, config: str, workload: str) -> str:
+    run = next((r for r in results["runs"] if r["config"] == config and r["workload"] == workload),
+               None)
+    if run is None or not run.get("stats"):
         return "–"
-    return (f"{run.stats['tokens_per_pass']:.2f} tok/pass, "
-            f"{suite.baseline[workload] / run.decode_wall_s:.2f}x")
+    return (f"{run['stats']['tokens_per_pass']:.2f} tok/pass, "
+            f"{results['baseline_decode_wall_s'][workload] / run['decode_wall_s']:.2f}x")
 
 
 def _loadavg(values) -> str:
     return "/".join(f"{x:.1f}" for x in values) if values else "unknown"
 
 
-def _spread(suite) -> str:
-    values = sorted(suite.baseline_spread.values())
+def _spread(spread: dict) -> str:
+    values = sorted(spread.values())
     if not values:
         return "unknown"
     median = values[len(values) // 2]

@@ -11,7 +11,11 @@ What one run does, in order:
    its ``none`` runs; every run's greedy tokens are compared with the first ``none`` run;
 4. the Hugging Face transformers prompt-lookup peer (plain vs lookup) on some prompts;
 5. speed-up against draft count for the best drafters on one prompt per task;
-6. writes the report (``report.py``).
+6. writes ``results.json`` (every run, the figures of ``aggregate.py``), then the report and
+   plots (``report.py``), which read nothing but that file's content.
+
+The suite keeps one ``EngineMemory`` for the whole run, as the app's service does: every
+chat session shares the measured cost curve and the acceptance memory.
 
 Statistics are ``engine.stats.DecodeStats``: each run's own (from its DoneEvent) and, for
 a task or the whole suite, one DecodeStats fed with every PassEvent of those runs.
@@ -23,6 +27,7 @@ includes drafting, verifying, detokenizing and event overhead: what a user waits
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
@@ -34,13 +39,21 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from engine.drafters import measurement_options
-from engine.errors import EngineError
-from engine.events import DoneEvent, PassEvent, ProgressEvent
-from engine.settings import DraftSettings, GenerationRequest
-from engine.stats import DecodeStats
+from mlx.utils import tree_flatten
 
-from . import peers
+from .. import _blas
+from ..adaptive import timing_steps
+from ..decode import Target
+from ..drafters import DEFAULT_DRAFTER, DRAFTERS, measurement_options
+from ..errors import EngineError
+from ..events import DoneEvent, PassEvent, ProgressEvent
+from ..memory import EngineMemory
+from ..model_ngrams import model_key
+from ..models import load_model
+from ..session import ChatSession, prompt_tokens
+from ..settings import DraftSettings, GenerationRequest
+from . import peers, report
+from .aggregate import aggregate
 from .workloads import TASK_ORDER, Workload, select_workloads
 
 QUICK_TASKS = ["code-edit", "rag", "open-question"]
@@ -117,10 +130,6 @@ def git_revision() -> str | None:
 
 
 def environment(loaded) -> dict:
-    from mlx.utils import tree_flatten
-
-    from engine import _blas
-
     params = sum(v.size for _, v in tree_flatten(loaded.model.parameters()))
     dtypes = sorted({str(v.dtype) for _, v in tree_flatten(loaded.model.parameters())})
     return {
@@ -219,37 +228,17 @@ def compare(run: EngineRun, reference: list[int]) -> None:
         run.first_mismatch = next((i for i in range(n) if run.tokens[i] != reference[i]), n)
 
 
-def stats_from_passes(runs) -> DecodeStats:
-    """One DecodeStats over many runs, fed pass by pass (the engine's one definition)."""
-    stats = DecodeStats(drafter=runs[0].config if runs else "none")
-    for run in runs:
-        for drafted, accepted, emitted, seconds in run.passes:
-            stats.record_pass(drafted, accepted, emitted, seconds)
-    return stats
-
-
 # ---------------------------------------------------------------- verify cost c(n)
 
 def verify_cost_curve(loaded, prefix_tokens: list[int], ns: list[int], repeats: int) -> dict:
-    import mlx.core as mx
-
-    from engine.decode import Target
-
+    """c(n) after a realistic prefix, timed as the engine times it (``adaptive.timing_steps``)."""
     target = Target(loaded.model)
     prefix = prefix_tokens[:-max(ns)]
     probe = prefix_tokens[len(prefix):]
     target.prefill(prefix)
-    samples: dict[int, list[float]] = {n: [] for n in ns}
-    for n in ns:  # warm every shape once
-        mx.argmax(target.forward(probe[:n]), axis=-1).tolist()
-        target.trim(n)
-    for rep in range(repeats):
-        order = ns[rep % len(ns):] + ns[:rep % len(ns)]
-        for n in order:
-            started = time.perf_counter()
-            mx.argmax(target.forward(probe[:n]), axis=-1).tolist()
-            samples[n].append(time.perf_counter() - started)
-            target.trim(n)
+    samples: dict[int, list[float]] = {}
+    for _, _, samples in timing_steps(target, ns, repeats, tokens=probe):
+        pass
     median = {n: statistics.median(v) for n, v in samples.items()}
     c1 = median[ns[0]]
     return {"prefix_tokens": len(prefix), "repeats": repeats,
@@ -257,23 +246,6 @@ def verify_cost_curve(loaded, prefix_tokens: list[int], ns: list[int], repeats: 
             "min_s": {str(n): round(min(samples[n]), 5) for n in ns},
             "ratio": {str(n): round(median[n] / c1, 4) for n in ns},
             "ratio_min": {str(n): round(min(samples[n]) / min(samples[ns[0]]), 4) for n in ns}}
-
-
-def cost_ratio(curve: dict, n: int, key: str = "ratio") -> float:
-    """c(n)/c(1), linearly interpolated between measured n (extrapolated past the last)."""
-    points = sorted((int(k), v) for k, v in curve[key].items())
-    for (n0, r0), (n1, r1) in zip(points, points[1:]):
-        if n0 <= n <= n1:
-            return r0 + (r1 - r0) * (n - n0) / (n1 - n0)
-    (n0, r0), (n1, r1) = points[-2], points[-1]
-    return r1 + (r1 - r0) * (n - n1) / (n1 - n0) if n > n1 else points[0][1]
-
-
-def ideal_speedup(runs, baseline_passes: int, curve: dict) -> float | None:
-    """Speed-up the c(n) curve predicts from the runs' pass shapes, drafting for free."""
-    cost = sum(cost_ratio(curve, drafted + 1, "ratio_min") for run in runs
-               for drafted, *_ in run.passes)
-    return baseline_passes / cost if cost else None
 
 
 # ---------------------------------------------------------------- the suite
@@ -292,6 +264,7 @@ class Suite:
         self.skipped: list[str] = []
         self.failures: list[str] = []
         self.hf: dict = {}
+        self.memory = EngineMemory()  # one for the run, as the app's service keeps one
         self.started = time.perf_counter()
 
     def elapsed(self) -> str:
@@ -301,8 +274,6 @@ class Suite:
     # -- setup
 
     def load(self):
-        from engine.models import load_model
-
         def progress(done, total, message):
             log(f"  {message}")
 
@@ -311,12 +282,8 @@ class Suite:
         self.env = environment(self.loaded)
 
     def drafter_names(self) -> list[str]:
-        from engine.drafters import DRAFTERS
-
         names = [n for n in DRAFTERS if n != "none"]
         if self.cfg.drafters is None and self.cfg.quick:
-            from engine.drafters import DEFAULT_DRAFTER
-
             names = [n for n in names if n in QUICK_DRAFTERS or n == DEFAULT_DRAFTER]
         if self.cfg.drafters is not None:
             unknown = [n for n in self.cfg.drafters if n not in DRAFTERS]
@@ -336,12 +303,16 @@ class Suite:
         return usable
 
     def warm_up(self):
-        from engine.session import ChatSession
-
         warm = Workload("warm-up", "warm-up", [{"role": "user", "content": "Say hello. Say hello."}], "")
         log(f"[{self.elapsed()}] warm-up (and any one-off drafter tables or calibration)")
+        key = model_key(self.loaded)
+        if self.cfg.adaptive and not self.memory.adaptive.measured(key):
+            log("  measuring the verify cost the adaptive policy uses")
+            target = Target(self.loaded.model)
+            target.prefill(prompt_tokens(self.loaded, GenerationRequest(messages=warm.messages)))
+            self.memory.adaptive.measure(key, target)
         for name in ["none"] + list(self.drafters):
-            session = ChatSession(self.loaded)
+            session = ChatSession(self.loaded, self.memory)
             try:
                 run_engine(session, warm, warm.messages, draft_settings(name, self.cfg), 6, name)
             except Exception as error:  # reported when the drafter runs for real
@@ -350,8 +321,6 @@ class Suite:
     # -- main measurements
 
     def measure_verify_cost(self):
-        from engine.session import prompt_tokens
-
         text = "\n\n".join(w.messages[-1]["content"] for w in self.workloads)
         request = GenerationRequest(messages=[{"role": "user", "content": text}]).validated()
         tokens = prompt_tokens(self.loaded, request)
@@ -365,10 +334,8 @@ class Suite:
         log("  " + "  ".join(f"c({n})={r:.2f}" for n, r in self.verify["ratio"].items()))
 
     def run_prompt(self, workload: Workload, drafters: list[str], index: int, total: int):
-        from engine.session import ChatSession, prompt_tokens
-
         cfg = self.cfg
-        session = ChatSession(self.loaded)
+        session = ChatSession(self.loaded, self.memory)
         tag = f"{workload.task}/{workload.id}"
 
         def do(label, settings):
@@ -469,8 +436,6 @@ class Suite:
             self.hf = {"status": status}
             log(f"[{self.elapsed()}] Hugging Face prompt lookup {status}")
             return
-        from engine.session import prompt_tokens
-
         log(f"[{self.elapsed()}] Hugging Face transformers prompt lookup (torch CPU, same weights, "
             "child process)")
         lookup = cfg.hf_lookup or cfg.draft_count
@@ -520,8 +485,6 @@ class Suite:
     # -- draft-count sweep
 
     def run_sweep(self, ranking: list[str]):
-        from engine.session import ChatSession
-
         cfg = self.cfg
         best = ranking[:cfg.sweep_drafters]
         if not best:
@@ -537,7 +500,7 @@ class Suite:
         log(f"[{self.elapsed()}] draft-count sweep: {', '.join(best)} x k = {cfg.sweep_counts}"
             f"{' + adaptive' if supports_adaptive else ''} on {len(chosen)} prompts")
         for index, workload in enumerate(chosen, 1):
-            session = ChatSession(self.loaded)
+            session = ChatSession(self.loaded, self.memory)
             run_engine(session, workload, workload.messages, draft_settings("none", cfg),
                        cfg.max_tokens, "prime")
             base = run_engine(session, workload, workload.messages, draft_settings("none", cfg),
@@ -572,6 +535,30 @@ class Suite:
 
     # -- everything
 
+    def results(self) -> dict:
+        """Everything the run measured, as JSON data: what the report renders from."""
+        return {
+            "environment": self.env,
+            "command": self.cfg.command,
+            "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(self.cfg).items()},
+            "drafters": list(self.drafters),
+            "failures": self.failures,
+            "skipped": self.skipped,
+            "provenance": [vars(p) for p in self.provenance],
+            "workloads": [{"id": w.id, "task": w.task, "turn": w.turn, "role": w.role,
+                           "source": w.source, "reference_tokens": len(self.reference.get(w.id, []))}
+                          for w in self.workloads],
+            "verify_cost": self.verify,
+            "baseline_decode_wall_s": {k: round(v, 4) for k, v in self.baseline.items()},
+            "baseline_spread": {k: round(v, 4) for k, v in self.baseline_spread.items()},
+            "summary": aggregate(self),
+            "hf_prompt_lookup": self.hf,
+            "llama_cpp": self.llama_cpp,
+            "runs": [r.record() for r in self.runs],
+            "sweep_runs": [r.record() for r in self.sweep_runs],
+            "plots": [],
+        }
+
     def run(self) -> int:
         cfg = self.cfg
         self.load()
@@ -586,8 +573,6 @@ class Suite:
         self.warm_up()
         self.measure_verify_cost()
         self.run_main()
-        from .report import aggregate, write_report
-
         summary = aggregate(self)
         if cfg.hf_peer:
             self.run_hf_peer()
@@ -599,8 +584,11 @@ class Suite:
         self.llama_cpp = llama or "available but not wired into this suite yet"
         self.env["machine"]["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
         self.env["total_s"] = round(time.perf_counter() - self.started, 1)
-        paths = write_report(self)
-        log(f"[{self.elapsed()}] report: {paths['report']}")
+        results = self.results()
+        out = Path(cfg.out)
+        results["plots"] = report.render(results, out, plots=cfg.plots)
+        (out / "results.json").write_text(json.dumps(results, indent=1))
+        log(f"[{self.elapsed()}] report: {out / 'report.md'}")
         if self.failures:
             log("FAILED checks:")
             for failure in self.failures:
