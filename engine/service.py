@@ -145,6 +145,11 @@ class EngineService:
 
         return GenerationStream(self, job)
 
+    @property
+    def calibrating(self) -> bool:
+        """Whether the verify cost is being measured between answers (for a quiet note)."""
+        return self._calibration is not None and not self._calibration.done()
+
     @staticmethod
     def drafters() -> dict[str, str]:
         return {name: cls.summary for name, cls in DRAFTERS.items()}

@@ -32,6 +32,9 @@ class DrafterStores:
             store = self._stores[path] = create(path)
         return store
 
+    def __len__(self) -> int:
+        return len(self._stores)
+
     def flush(self) -> None:
         for store in list(self._stores.values()):
             store.save()

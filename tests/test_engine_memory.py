@@ -1,0 +1,100 @@
+"""What the engine learns across chats belongs to its owner, and the first answer never waits
+for a measurement."""
+
+import asyncio
+import time
+
+from engine import adaptive, service as service_module
+from engine.events import DoneEvent, PassEvent, ProgressEvent, TokenEvent
+from engine.memory import EngineMemory
+from engine.model_ngrams import model_key
+from engine.service import EngineService
+from engine.session import ChatSession
+from engine.settings import DraftSettings, GenerationRequest
+
+from .identity import reference_greedy
+
+
+def chat(model_dir=None, drafter="prompt-lookup", max_tokens=24, **kwargs):
+    return GenerationRequest(messages=[{"role": "user", "content": "abcabcabc abcabc abcabc"}],
+                             model=None if model_dir is None else str(model_dir),
+                             max_tokens=max_tokens,
+                             draft=DraftSettings(drafter=drafter, draft_count=4, adaptive=True),
+                             **kwargs)
+
+
+async def collect(stream):
+    return [event async for event in stream]
+
+
+def test_first_answer_without_a_cost_file_starts_at_once(tiny_loaded, tmp_path, monkeypatch):
+    monkeypatch.setenv("DRAFTLESS_CACHE_DIR", str(tmp_path / "cache"))
+    assert not adaptive.cost_path(model_key(tiny_loaded)).exists()
+
+    def no_measuring(*args, **kwargs):
+        raise AssertionError("an answer must not wait for the verify-cost measurement")
+
+    monkeypatch.setattr(adaptive, "timing_steps", no_measuring)
+    monkeypatch.setattr(adaptive, "measure_cost_curve", no_measuring)
+    memory = EngineMemory()
+    events = list(ChatSession(tiny_loaded, memory).generate(chat().validated()))
+    first_token = next(i for i, e in enumerate(events) if isinstance(e, TokenEvent))
+    before = [e for e in events[:first_token] if isinstance(e, ProgressEvent)]
+    assert all(e.stage == "prefill" for e in before), before  # no calibrate step, modal or not
+    assert isinstance(events[-1], DoneEvent)
+    curve = memory.adaptive.curve(model_key(tiny_loaded))
+    assert not curve.measured and curve.anchored  # the prior, in seconds from the real passes
+
+
+def test_service_measures_between_answers_and_answers_meanwhile(tiny_model_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("DRAFTLESS_CACHE_DIR", str(tmp_path / "cache"))
+    steps = []
+    real_steps = service_module.timing_steps
+
+    def counted(*args, **kwargs):
+        for step in real_steps(*args, **kwargs):
+            steps.append(step[0])
+            yield step
+
+    monkeypatch.setattr(service_module, "timing_steps", counted)
+    service = EngineService()
+    try:
+        first = asyncio.run(collect(service.generate(chat(tiny_model_dir))))
+        assert {e.stage for e in first if isinstance(e, ProgressEvent)} <= {"prefill", "load"}
+        assert isinstance(first[-1], DoneEvent)
+        # the measurement began after the first answer; an answer asked for now is served
+        # (between two of its steps) and is still plain greedy decoding
+        while not steps:
+            time.sleep(0.01)
+        second = asyncio.run(collect(service.generate(chat(tiny_model_dir, max_tokens=30))))
+        prompt = service._loaded.tokenizer.apply_chat_template(chat().messages,
+                                                               add_generation_prompt=True)
+        assert second[-1].tokens == reference_greedy(service._loaded.model, prompt, 30)
+        key = model_key(service._loaded)
+        deadline = time.monotonic() + 120
+        while not service.memory.adaptive.measured(key) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert service.memory.adaptive.measured(key)
+        assert adaptive.cost_path(key).exists()  # saved: the next launch starts measured
+        assert adaptive.AdaptiveMemory().measured(key)
+    finally:
+        service.shutdown()
+
+
+def test_two_services_in_one_process_learn_apart(tiny_model_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("DRAFTLESS_DATA_DIR", str(tmp_path / "data"))
+    one, two = EngineService(), EngineService()
+    try:
+        events = asyncio.run(collect(one.generate(chat(tiny_model_dir, drafter="ngram-cache",
+                                                       chat_id="a"))))
+        assert any(isinstance(e, PassEvent) for e in events)
+        assert one.memory.adaptive.trackers and one.memory.adaptive.curves
+        assert len(one.memory.stores) == 1  # the cross-chat n-gram cache of this model
+        assert not two.memory.adaptive.trackers and not two.memory.adaptive.curves
+        assert len(two.memory.stores) == 0
+        saved = list((tmp_path / "data").rglob("*.json"))
+        assert saved == []  # kept in memory until the next chat or shutdown
+    finally:
+        one.shutdown()
+        two.shutdown()
+    assert len(list((tmp_path / "data").rglob("*.json"))) == 1  # the shutdown saved it
