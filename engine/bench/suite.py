@@ -87,7 +87,7 @@ class BenchConfig:
     verify_repeats: int = 7
     verify_prefix: int = 384
     plots: bool = True
-    adaptive: bool = bool(getattr(DraftSettings, "adaptive", False))  # the engine's default
+    adaptive: bool = DraftSettings.adaptive  # the engine's default
     sweep_tasks: list[str] = field(default_factory=lambda: ["code-edit", "rag"])
     hf_tasks: list[str] = field(default_factory=lambda: ["code-edit", "rag", "humaneval"])
     command: str = ""
