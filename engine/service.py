@@ -166,8 +166,8 @@ class EngineService:
 
     def _stop(self) -> None:
         if self._calibration is not None:
-            self._calibration.cancel()
-        self._loop.stop()
+            self._calibration.cancel()  # it ends at its next step, before the loop stops
+        self._loop.call_soon(self._loop.stop)
 
     def _submit(self, job, should_stop: Callable[[], bool], push: Callable[[Event], None]) -> None:
         asyncio.run_coroutine_threadsafe(self._serve(job, should_stop, push), self._loop)

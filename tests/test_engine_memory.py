@@ -46,8 +46,12 @@ def test_first_answer_without_a_cost_file_starts_at_once(tiny_loaded, tmp_path, 
     assert not curve.measured and curve.anchored  # the prior, in seconds from the real passes
 
 
-def test_service_measures_between_answers_and_answers_meanwhile(tiny_model_dir, tmp_path, monkeypatch):
+def test_service_measures_between_answers_and_answers_meanwhile(tiny_model_dir, tiny_loaded, tmp_path,
+                                                               monkeypatch):
     monkeypatch.setenv("DRAFTLESS_CACHE_DIR", str(tmp_path / "cache"))
+    # the plain greedy answer, computed before the engine thread runs MLX
+    prompt = tiny_loaded.tokenizer.apply_chat_template(chat().messages, add_generation_prompt=True)
+    plain = reference_greedy(tiny_loaded.model, prompt, 30)
     steps = []
     real_steps = service_module.timing_steps
 
@@ -64,14 +68,13 @@ def test_service_measures_between_answers_and_answers_meanwhile(tiny_model_dir, 
         assert isinstance(first[-1], DoneEvent)
         # the measurement began after the first answer; an answer asked for now is served
         # (between two of its steps) and is still plain greedy decoding
-        while not steps:
-            time.sleep(0.01)
-        second = asyncio.run(collect(service.generate(chat(tiny_model_dir, max_tokens=30))))
-        prompt = service._loaded.tokenizer.apply_chat_template(chat().messages,
-                                                               add_generation_prompt=True)
-        assert second[-1].tokens == reference_greedy(service._loaded.model, prompt, 30)
-        key = model_key(service._loaded)
         deadline = time.monotonic() + 120
+        while not steps and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert steps
+        second = asyncio.run(collect(service.generate(chat(tiny_model_dir, max_tokens=30))))
+        assert second[-1].tokens == plain
+        key = model_key(tiny_loaded)
         while not service.memory.adaptive.measured(key) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert service.memory.adaptive.measured(key)

@@ -227,8 +227,11 @@ class NgramCacheDrafter(Drafter):
     def use_model(self, model_key: str, *, bigram=None, stores=None) -> None:
         """Which model's token ids these are (names the dynamic file), and whose stores."""
         self.model_key = model_key
-        if stores is not None:
+        if stores is not None and stores is not self.stores:
+            if self.store is not None:
+                self.store.save()  # anything counted before the owner's stores came
             self.stores = stores
+            self.store = None  # found again in the owner's stores (shared by its chats)
 
     def _dynamic_store(self) -> _DynamicStore | None:
         if not self.use_dynamic:
