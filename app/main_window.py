@@ -74,7 +74,6 @@ class MainWindow(QMainWindow):
         self.setWindowIcon(theme.app_icon())
         self.resize(1280, 800)
         self.progress: QProgressDialog | None = None
-        self.confirm_delete = self._confirm_delete  # replaceable in tests
         self.ask_text = self._ask_text
 
         central = QWidget()
@@ -229,11 +228,15 @@ class MainWindow(QMainWindow):
         if session is not None and self.confirm_delete(session.title):
             self.controller.delete_session(session_id)
 
-    def _confirm_delete(self, title: str) -> bool:
-        answer = QMessageBox.question(self, "Delete chat",
-                                      f"Delete “{title}” and all its messages? This cannot be undone.",
-                                      QMessageBox.Delete | QMessageBox.Cancel, QMessageBox.Cancel)
-        return answer == QMessageBox.Delete
+    def confirm_delete(self, title: str) -> bool:
+        box = QMessageBox(QMessageBox.Warning, "Delete chat",
+                          f"Delete “{title}” and all its messages? This cannot be undone.",
+                          QMessageBox.Cancel, self)
+        box.setObjectName("confirmDelete")
+        delete = box.addButton("Delete", QMessageBox.DestructiveRole)
+        box.setDefaultButton(QMessageBox.Cancel)
+        box.exec()
+        return box.clickedButton() is delete
 
     def _ask_text(self, title: str, label: str, text: str = "") -> str | None:
         value, ok = QInputDialog.getText(self, title, label, text=text)

@@ -10,6 +10,7 @@ import sys
 from . import EngineError
 from .events import DoneEvent, ErrorEvent, ModelEvent, PassEvent, ProgressEvent, TokenEvent
 from .settings import DraftSettings, GenerationRequest, SamplingSettings
+from .stats import summary_line
 
 
 def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,9 +115,8 @@ async def run_generate(args) -> int:
                           "timing": done.timing}))
     else:
         print()
-        log(f"[{done.finish_reason}] {stats['emitted']} tokens in {stats['passes']} passes · "
-            f"{stats['tokens_per_pass']:.2f} tokens/pass · {stats['acceptance_rate']:.0%} drafts "
-            f"accepted · {done.timing['tokens_per_s']:.1f} tok/s · speculation {stats['speculation']}")
+        log(f"[{done.finish_reason}] {summary_line(stats, done.timing)} · "
+            f"speculation {stats['speculation']}")
     return 0
 
 
