@@ -67,6 +67,7 @@ class ChatController(QObject):
     answerStarted = Signal(object)  # Answer
     answerUpdated = Signal(object)  # Answer (new text)
     passRecorded = Signal(object)  # Answer (new numbers)
+    answerProgress = Signal(object, object)  # Answer, ProgressEvent (reading the prompt)
     answerFinished = Signal(object)  # Answer
     busyChanged = Signal(bool)
     modelChanged = Signal(str, str, str)  # name, path, speculation
@@ -228,7 +229,10 @@ class ChatController(QObject):
                 elif isinstance(event, ModelEvent):
                     self._model_loaded(event)
                 elif isinstance(event, ProgressEvent):
-                    if event.stage != "prefill" and not loading:
+                    if event.stage == "prefill":
+                        self.answerProgress.emit(answer, event)
+                        continue
+                    if not loading:
                         loading = True
                         self.loadStarted.emit(self.settings.model or "the built-in model")
                     self.loadProgress.emit(event)

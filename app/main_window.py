@@ -15,6 +15,7 @@ from . import theme
 from .controller import ChatController
 from .gauge import SpeculationBar
 from .inspector import Inspector
+from .livestats import LiveStats
 from .sessions_panel import SessionsPanel
 from .settings_panel import SettingsPanel
 from .transcript import TranscriptView, copy_text
@@ -185,6 +186,7 @@ class MainWindow(QMainWindow):
         c.answerStarted.connect(self.answer_started)
         c.answerUpdated.connect(self.answer_updated)
         c.passRecorded.connect(self.pass_recorded)
+        c.answerProgress.connect(self.answer_progress)
         c.answerFinished.connect(self.answer_finished)
         c.busyChanged.connect(self.set_busy)
         c.modelChanged.connect(self.model_changed)
@@ -274,6 +276,7 @@ class MainWindow(QMainWindow):
             if answer is not None and c.busy and answer.session_id == session.id:
                 self.transcript.start_answer(answer.provenance)
         self.transcript.set_busy(c.busy)
+        self._show_gauge()
         self.refresh_sessions()
         self._refresh_inspector()
         self.setWindowTitle(f"{session.title} — Draftless" if session else "Draftless")
@@ -287,17 +290,35 @@ class MainWindow(QMainWindow):
     def _visible(self, answer) -> bool:
         return self.controller.session is not None and answer.session_id == self.controller.session.id
 
+    def _show_gauge(self) -> None:
+        """The gauge shows the open chat's latest answer: live while it is being written."""
+        c = self.controller
+        answer = c.answer
+        if answer is not None and c.session is not None and answer.session_id == c.session.id \
+                and not answer.finished:
+            self.speculation_bar.show_numbers(answer.live, answer.draft_count, True)
+            return
+        last = next((m for m in reversed(c.messages) if m.role == "assistant" and m.stats), None)
+        self.speculation_bar.show_numbers(
+            LiveStats.of_message(last.stats, last.timing) if last else None,
+            c.settings.draft_count, False)
+
     def answer_started(self, answer) -> None:
         if self._visible(answer):
             self.transcript.start_answer(answer.provenance)
-        self.speculation_bar.show_numbers(None, answer.draft_count, True)
+            self.speculation_bar.show_numbers(None, answer.draft_count, True)
 
     def answer_updated(self, answer) -> None:
         if self._visible(answer):
             self.transcript.answer_changed()
 
+    def answer_progress(self, answer, event) -> None:
+        if self._visible(answer):
+            self.transcript.reading_prompt(event.done, event.total)
+
     def pass_recorded(self, answer) -> None:
-        self.speculation_bar.show_numbers(answer.live, answer.draft_count, True)
+        if self._visible(answer):
+            self.speculation_bar.show_numbers(answer.live, answer.draft_count, True)
 
     def answer_finished(self, answer) -> None:
         message = answer.message
@@ -307,7 +328,7 @@ class MainWindow(QMainWindow):
                                               message.timing, message.finish_reason, message.id)
             else:
                 self.transcript.finish_answer("", None, {}, {}, answer.finish_reason, None)
-        self.speculation_bar.show_numbers(answer.live, answer.draft_count, False)
+        self._show_gauge()
         if message is not None:
             self._refresh_inspector(message.id)
         self.setWindowTitle(f"{self.controller.session.title} — Draftless"

@@ -96,6 +96,7 @@ class MessageView(QFrame):
         self.streaming = False
         self.markdown = True
         self.highlight = True
+        self.reading: tuple[int, int] | None = None  # prompt tokens read, of total
         self._dirty = False
 
         layout = QVBoxLayout(self)
@@ -168,12 +169,20 @@ class MessageView(QFrame):
         if self.provenance is not None and self.streaming:
             self.text = self.provenance.text
         self.body.provenance = self.provenance
-        text = self.text if self.text or not self.streaming else "…"
+        text = self.text if self.text or not self.streaming else self._waiting_text()
         self.body.render_map = render(self.body.document(), text, self.provenance,
                                       markdown=self.markdown, highlight=self.highlight,
                                       palette=theme.current().palette())
         self.body._fit()
         self._update_footer()
+
+    def _waiting_text(self) -> str:
+        if self.reading is None:
+            return "…"
+        done, total = self.reading
+        if done >= total:
+            return f"*Prompt read ({total:,} tokens); answering…*"
+        return f"*Reading the prompt… {done * 100 // max(total, 1)}% of {total:,} tokens*"
 
     def _update_footer(self) -> None:
         if self.role != "assistant" or self.streaming:
@@ -270,6 +279,14 @@ class TranscriptView(QScrollArea):
         self._update_regenerate()
         self.timer.start()
         return view
+
+    def reading_prompt(self, done: int, total: int) -> None:
+        """Show how far the engine has read the prompt while the answer has no text yet."""
+        view = self.streaming_view
+        if view is not None:
+            view.reading = (done, total)
+            if not view.text:
+                view.refresh()
 
     def answer_changed(self) -> None:
         if self.streaming_view is not None:

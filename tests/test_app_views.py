@@ -1,0 +1,187 @@
+"""The app's views fed scripted engine events (no model), as napari tests its Qt views
+against bare models. End-to-end runs on a real model live in test_app_gui.py."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+from app.render import highlighted_positions
+from engine.stats import DecodeStats, summary_line
+
+from .scripted_engine import END, ScriptedService, answer_events
+
+
+@pytest.fixture
+def loop(qapp):
+    import qasync
+
+    event_loop = qasync.QEventLoop(qapp, already_running=True)
+    asyncio.set_event_loop(event_loop)
+    yield event_loop
+    event_loop._QEventLoop__is_running = False
+    asyncio.events._set_running_loop(None)
+    event_loop.close()
+    asyncio.set_event_loop(None)
+
+
+@pytest.fixture
+def app(loop, tmp_path, monkeypatch, qtbot):
+    from app.__main__ import Application
+
+    monkeypatch.setenv("DRAFTLESS_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("DRAFTLESS_CONFIG_DIR", str(tmp_path / "config"))
+    service = ScriptedService()
+    application = Application(service=service, theme_name="light")
+    application.scripted = service
+    qtbot.addWidget(application.window)
+    application.window.resize(1100, 760)
+    application.window.show()
+    wait(qtbot, application.start("scripted"))
+    yield application
+    application.window.close()
+    application.store.close()
+
+
+def wait(qtbot, task, seconds=10):
+    qtbot.waitUntil(task.done, timeout=int(seconds * 1000))
+    return task.result()
+
+
+def ask(qtbot, application, text, events):
+    application.scripted.queue(events)
+    return wait(qtbot, application.window.send(text))
+
+
+SIMPLE = [(0, [("Hello", False)]), (3, [(" there", True), (",", True), (" friend", False)]),
+          (2, [(".", False)]), (1, [(END, False)])]
+
+
+# 1. deleting a chat -------------------------------------------------------------------------
+def answer_dialog(qtbot, button_text, seen):
+    """Press ``button_text`` in the confirmation box once it is up (the real QMessageBox)."""
+    def press():
+        box = QApplication.activeModalWidget()
+        if not isinstance(box, QMessageBox):
+            QTimer.singleShot(20, press)
+            return
+        seen.append(box.text())
+        [button] = [b for b in box.buttons() if b.text().replace("&", "") == button_text]
+        button.click()
+    QTimer.singleShot(0, press)
+
+
+def test_delete_asks_with_the_real_dialog_and_cancel_keeps_the_chat(app, qtbot):
+    window = app.window
+    ask(qtbot, app, "keep or delete me", answer_events(SIMPLE))
+    session_id = app.controller.session.id
+    seen = []
+    answer_dialog(qtbot, "Cancel", seen)
+    window.delete_chat(session_id)
+    assert seen and "keep or delete me" in seen[0]
+    assert app.store.session(session_id) is not None
+    answer_dialog(qtbot, "Delete", seen)
+    window.delete_chat(session_id)
+    assert app.store.session(session_id) is None
+    assert window.sessions_panel.list.count() == 0 and window.transcript.views == []
+
+
+# 4. numbers ---------------------------------------------------------------------------------
+def test_an_accepted_end_token_is_no_visible_accepted_draft():
+    stats = DecodeStats()
+    assert stats.record_pass(drafted=2, accepted=2, emitted=2, seconds=0.1, ended=False) == (2, 2)
+    assert stats.record_pass(drafted=1, accepted=1, emitted=1, seconds=0.1, ended=True) == (0, 0)
+    assert (stats.passes, stats.emitted, stats.accepted, stats.drafted) == (2, 2, 2, 3)
+    assert stats.tokens_per_pass == 1.0 and stats.first_token_s == pytest.approx(0.1)
+
+
+def test_footer_gauge_and_inspector_show_numbers_that_add_up(app, qtbot):
+    # nine visible tokens, all the target's own; the one accepted guess was the end token
+    passes = [(0, [(c, False)]) for c in "Nine toks"] + [(1, [(END, True)])]
+    ask(qtbot, app, "hi", answer_events(passes))
+    view = app.window.transcript.views[-1]
+    footer = view.footer.text()
+    assert footer.startswith("9 tokens · 10 passes · 0.9 tokens/pass · 0 of 1 drafts accepted (0%)")
+    assert highlighted_positions(view.body.document()) == []
+    bar = app.window.speculation_bar
+    assert "0%" in bar.acceptance_label.text() and bar.gauge.mean == pytest.approx(0.9)
+
+    ask(qtbot, app, "again", answer_events(SIMPLE))
+    view = app.window.transcript.views[-1]
+    stats = view.stats
+    assert (stats["emitted"], stats["passes"], stats["accepted"], stats["drafted"]) == (5, 4, 2, 6)
+    assert view.footer.text() == summary_line(stats, view.timing, "stop")
+    assert view.footer.text().startswith("5 tokens · 4 passes · 1.2 tokens/pass · "
+                                         "2 of 6 drafts accepted (33%)")
+    assert "first token" in view.footer.text()
+    assert bar.gauge.mean == pytest.approx(1.25) and "33%" in bar.acceptance_label.text()
+    assert "1.2 tokens/pass" in app.window.inspector.list.item(1).text()
+    view.inspect_button.click()
+    assert app.window.inspector.positions.series[0].values == pytest.approx(
+        stats["per_position_acceptance"])
+
+
+def test_the_estimated_speedup_comes_from_the_cost_curve():
+    stats = DecodeStats()
+    for _ in range(4):
+        stats.record_pass(3, 3, 4, 0.1)
+    cost = {1: 1.0, 4: 1.5}.__getitem__  # verifying 4 tokens costs 1.5 plain passes
+    assert stats.estimate_speedup(cost) == pytest.approx(16 / 6)
+    line = summary_line(stats.to_dict(), stats.timing_dict())
+    assert "≈2.7× faster than plain (estimate)" in line
+
+
+# 3. the gauge belongs to the open chat ------------------------------------------------------
+def test_the_gauge_shows_the_open_chats_latest_answer(app, qtbot):
+    window, bar = app.window, app.window.speculation_bar
+    fast = [(4, [("a", True), ("b", True), ("c", True), ("d", True), ("e", False)]),
+            (4, [(END, True)])]
+    ask(qtbot, app, "fast chat", answer_events(fast))
+    fast_id = app.controller.session.id
+    assert bar.gauge.mean == pytest.approx(2.5)
+    assert "–" in bar.current_label.text()  # no stale "this pass" after the answer ended
+    window.new_chat()
+    assert bar.gauge.mean == 0 and "–" in bar.acceptance_label.text()
+    ask(qtbot, app, "slow chat", answer_events([(0, [(c, False)]) for c in "slow"]))
+    slow_id = app.controller.session.id
+    assert bar.gauge.mean == pytest.approx(1.0)
+    app.controller.open_session(fast_id)
+    assert bar.gauge.mean == pytest.approx(2.5) and "50%" in bar.acceptance_label.text()
+
+    # an answer streaming in another chat does not move this chat's gauge
+    gate = asyncio.Event()
+    app.controller.open_session(slow_id)
+    events = answer_events(fast)
+    app.scripted.queue(events[:6] + [gate] + events[6:])  # paused after the first pass
+    task = window.send("more")
+    qtbot.waitUntil(lambda: app.controller.answer.live.passes == 1)
+    assert bar.gauge.mean == pytest.approx(5.0) and bar.gauge.current == 5
+    app.controller.open_session(fast_id)
+    assert bar.gauge.mean == pytest.approx(2.5)
+    app.controller.open_session(slow_id)
+    assert bar.gauge.mean == pytest.approx(5.0) and bar.gauge.active
+    gate.set()
+    wait(qtbot, task)
+
+
+# 7. prompt reading --------------------------------------------------------------------------
+def test_reading_a_long_prompt_shows_progress(app, qtbot):
+    from engine.events import ProgressEvent
+
+    gate = asyncio.Event()
+    events = answer_events(SIMPLE)
+    app.scripted.queue([ProgressEvent("prefill", 0, 2048, "Reading the prompt…"),
+                        ProgressEvent("prefill", 1024, 2048, "Reading the prompt…"), gate]
+                       + events)
+    task = app.window.send("a long chat")
+    view = None
+    qtbot.waitUntil(lambda: app.window.transcript.streaming_view is not None
+                    and "50%" in app.window.transcript.streaming_view.body.toPlainText())
+    view = app.window.transcript.streaming_view
+    assert "Reading the prompt" in view.body.toPlainText() and "2,048" in view.body.toPlainText()
+    gate.set()
+    wait(qtbot, task)
+    assert view.body.toPlainText() == "Hello there, friend."
