@@ -37,6 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--json", action="store_true", help="print one JSON object at the end")
     add_generation_arguments(generate)
     commands.add_parser("drafters", help="list the drafters")
+    replay = commands.add_parser("replay", help="answer once, then replay every drafter over "
+                                 "the answer's own tokens (no model passes)")
+    from .replay import add_replay_arguments
+
+    add_generation_arguments(replay)
+    add_replay_arguments(replay)
     bench = commands.add_parser("bench", help="measure drafters against plain decoding")
     from .bench import add_bench_arguments
 
@@ -129,6 +135,10 @@ def main(argv=None) -> int:
             for name, cls in DRAFTERS.items():
                 print(f"{name:16} {cls.summary}{'  (default)' if name == DEFAULT_DRAFTER else ''}")
             return 0
+        if args.command == "replay":
+            from .replay import run_replay
+
+            return run_replay(args)
         if args.command == "bench":
             from .bench import run_bench
 

@@ -126,6 +126,22 @@ class EngineService:
 
         return GenerationStream(self, job)
 
+    def replay(self, request: GenerationRequest, answer_tokens: list[int], ended: bool,
+               configs) -> GenerationStream:
+        """Replay drafter settings ``configs`` over a finished answer to ``request``:
+        one ``ReplayEvent``, then ``DoneEvent(finish_reason="replayed")``."""
+        async def job(should_stop, push):
+            from .events import ReplayEvent
+            from .replay import replay_request
+
+            checked = request.validated()
+            self._ensure_model(checked.model, push)
+            results = replay_request(self._loaded, checked, answer_tokens, ended, configs)
+            push(ReplayEvent([r.to_dict() for r in results]))
+            push(DoneEvent("replayed", "", [], []))
+
+        return GenerationStream(self, job)
+
     @staticmethod
     def drafters() -> dict[str, str]:
         from .drafters import DRAFTERS
