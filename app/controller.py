@@ -13,7 +13,8 @@ from dataclasses import replace
 
 from PySide6.QtCore import QObject, Signal
 
-from engine.events import DoneEvent, ErrorEvent, ModelEvent, PassEvent, ProgressEvent, TokenEvent
+from engine.events import (DoneEvent, ErrorEvent, ModelEvent, PassEvent, ProgressEvent, ReplayEvent,
+                           TokenEvent)
 
 from .livestats import LiveStats
 from .provenance import Provenance
@@ -75,6 +76,7 @@ class ChatController(QObject):
     loadStarted = Signal(str)  # what is being loaded
     loadFinished = Signal(bool, str)  # ok, error message
     settingsChanged = Signal(object)  # AppSettings
+    replayFinished = Signal(int, object)  # message id, list of replay result dicts (best first)
     problem = Signal(str)  # a message for the person (errors, notices)
 
     def __init__(self, service, store: Store, settings_store: SettingsStore, parent=None):
@@ -270,6 +272,33 @@ class ChatController(QObject):
         self.answerFinished.emit(answer)
         self.busyChanged.emit(False)
         self.problem.emit(message)
+
+    # replay -------------------------------------------------------------------------------
+    def replay(self, message_id: int, configs) -> asyncio.Task | None:
+        """Replay drafter settings ``configs`` over a stored answer of the open chat."""
+        index = next((i for i, m in enumerate(self.messages) if m.id == message_id), None)
+        if index is None or self.messages[index].provenance is None:
+            return None
+        message = self.messages[index]
+        turns = [{"role": m.role, "content": m.content} for m in self.messages[:index] if m.content]
+        request = self.settings.request(turns)
+        tokens = [t.token for t in message.provenance.tokens]
+        stream = self.service.replay(request, tokens, message.finish_reason == "stop", configs,
+                                     bool(message.stats.get("greedy", True)))
+        return self._spawn(self._consume_replay(message_id, stream))
+
+    async def _consume_replay(self, message_id: int, stream) -> None:
+        results = None
+        try:
+            async for event in stream:
+                if isinstance(event, ReplayEvent):
+                    results = event.results
+                elif isinstance(event, ErrorEvent):
+                    self.problem.emit(f"Replay failed: {event.message}")
+        except Exception as error:
+            log.exception("replay failed")
+            self.problem.emit(f"Replay failed: {error}")
+        self.replayFinished.emit(message_id, results or [])
 
     # models -------------------------------------------------------------------------------
     def load_model(self, spec: str | None) -> asyncio.Task:

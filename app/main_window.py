@@ -11,6 +11,9 @@ from PySide6.QtWidgets import (QApplication, QDockWidget, QFileDialog, QFrame, Q
                                QInputDialog, QLabel, QMainWindow, QMessageBox, QPlainTextEdit,
                                QProgressDialog, QPushButton, QToolButton, QVBoxLayout, QWidget)
 
+from engine.replay import configurations
+from engine.settings import DraftSettings
+
 from . import theme
 from .controller import ChatController
 from .gauge import SpeculationBar
@@ -195,6 +198,10 @@ class MainWindow(QMainWindow):
         c.loadFinished.connect(self.load_finished)
         c.problem.connect(self.banner.show_message)
         c.settingsChanged.connect(self._settings_changed)
+        c.replayFinished.connect(self.inspector.replay.show_results)
+        self.inspector.replay.replayRequested.connect(self.replay)
+        self.inspector.replay.highlightRequested.connect(self.show_replay_highlights)
+        self.inspector.replay.applyRequested.connect(self.apply_replay_settings)
         hints = QGuiApplication.styleHints()
         if hasattr(hints, "colorSchemeChanged"):
             hints.colorSchemeChanged.connect(self.follow_color_scheme)
@@ -361,6 +368,41 @@ class MainWindow(QMainWindow):
             self.inspector.inspect(view.message_id)
         self.inspector_dock.show()
         self.inspector_dock.raise_()
+
+    # replay -------------------------------------------------------------------------------
+    def replay(self, message_id: int, draft_counts: list[int], ngram_orders: list[int]):
+        settings = self.controller.settings
+        names = [self.settings_panel.drafter.itemData(i)
+                 for i in range(self.settings_panel.drafter.count())]
+        base = DraftSettings(ngram_min=settings.ngram_min)
+        configs = configurations([n for n in names if n and n != "default"], draft_counts,
+                                 ngram_orders, base)
+        return self.controller.replay(message_id, configs)
+
+    def show_replay_highlights(self, message_id: int, result) -> None:
+        view = self.transcript.view_of(message_id)
+        if view is None or view.provenance is None:
+            return
+        if result is None:
+            view.show_overlay(None)
+            return
+        label = f"{result['drafter']} k={result['draft_count']} n={result['ngram_order']}"
+        try:
+            overlay = view.provenance.with_flags(result["from_draft"], label + " (replay)")
+        except ValueError as error:
+            self.banner.show_message(f"Cannot show that replay on this answer ({error}).")
+            return
+        view.show_overlay(overlay, label)
+
+    def apply_replay_settings(self, result) -> None:
+        settings = self.controller.settings
+        order = int(result["ngram_order"])
+        self.controller.update_settings(replace(
+            settings, drafter=result["drafter"], draft_count=int(result["draft_count"]),
+            ngram_order=order, ngram_min=min(settings.ngram_min, order)))
+        self.statusBar().showMessage(
+            f"Next answers use {result['drafter']}, {result['draft_count']} drafts, "
+            f"n-gram order {order}", 4000)
 
     # models -------------------------------------------------------------------------------
     def pick_folder(self) -> None:

@@ -97,6 +97,7 @@ class MessageView(QFrame):
         self.markdown = True
         self.highlight = True
         self.reading: tuple[int, int] | None = None  # prompt tokens read, of total
+        self.overlay: Provenance | None = None  # a replay's highlights instead of the real run's
         self._dirty = False
 
         layout = QVBoxLayout(self)
@@ -168,9 +169,10 @@ class MessageView(QFrame):
         self._dirty = False
         if self.provenance is not None and self.streaming:
             self.text = self.provenance.text
-        self.body.provenance = self.provenance
+        shown = self.overlay or self.provenance
+        self.body.provenance = shown
         text = self.text if self.text or not self.streaming else self._waiting_text()
-        self.body.render_map = render(self.body.document(), text, self.provenance,
+        self.body.render_map = render(self.body.document(), text, shown,
                                       markdown=self.markdown, highlight=self.highlight,
                                       palette=theme.current().palette())
         self.body._fit()
@@ -191,6 +193,12 @@ class MessageView(QFrame):
         tokens = len(self.provenance.tokens) if self.provenance else 0
         self.footer.setText(footer_text(tokens, self.stats, self.timing, self.finish_reason))
         self.footer.setVisible(True)
+
+    def show_overlay(self, provenance: Provenance | None, label: str = "") -> None:
+        """Paint another run's accepted drafts (a replay); None: back to this answer's own."""
+        self.overlay = provenance
+        self.who.setText(f"Draftless · highlights from replay: {label}" if provenance else "Draftless")
+        self.refresh()
 
     def set_highlight(self, on: bool) -> None:
         if on != self.highlight:
@@ -311,6 +319,9 @@ class TranscriptView(QScrollArea):
             view.deleteLater()
         self.placeholder.setVisible(not self.views)
         self._update_regenerate()
+
+    def view_of(self, message_id: int) -> MessageView | None:
+        return next((v for v in self.views if v.message_id == message_id), None)
 
     def remove_message(self, message_id: int) -> None:
         for view in list(self.views):

@@ -147,7 +147,7 @@ def configurations(drafters: Sequence[str], draft_counts: Sequence[int],
 
 
 def replay_request(loaded, request, answer_tokens: Sequence[int], ended: bool,
-                   configs: Sequence[DraftSettings]) -> list[ReplayResult]:
+                   configs: Sequence[DraftSettings], greedy: bool | None = None) -> list[ReplayResult]:
     """Replay over an answer to ``request`` produced by ``loaded`` (the prompt is tokenized
     as the engine did; the model's saved verify-cost curve, if any, sorts the results)."""
     from . import adaptive
@@ -163,7 +163,7 @@ def replay_request(loaded, request, answer_tokens: Sequence[int], ended: bool,
     end_token = eos[0] if ended and eos else None
     return replay_many(prompt, answer_tokens, configs, cost=cost, end_token=end_token,
                        max_tokens=None if ended else len(answer_tokens),
-                       greedy=request.sampling.greedy)
+                       greedy=request.sampling.greedy if greedy is None else greedy)
 
 
 def add_replay_arguments(parser) -> None:

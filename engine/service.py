@@ -127,7 +127,7 @@ class EngineService:
         return GenerationStream(self, job)
 
     def replay(self, request: GenerationRequest, answer_tokens: list[int], ended: bool,
-               configs) -> GenerationStream:
+               configs, greedy: bool | None = None) -> GenerationStream:
         """Replay drafter settings ``configs`` over a finished answer to ``request``:
         one ``ReplayEvent``, then ``DoneEvent(finish_reason="replayed")``."""
         async def job(should_stop, push):
@@ -136,7 +136,7 @@ class EngineService:
 
             checked = request.validated()
             self._ensure_model(checked.model, push)
-            results = replay_request(self._loaded, checked, answer_tokens, ended, configs)
+            results = replay_request(self._loaded, checked, answer_tokens, ended, configs, greedy)
             push(ReplayEvent([r.to_dict() for r in results]))
             push(DoneEvent("replayed", "", [], []))
 

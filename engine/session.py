@@ -121,7 +121,7 @@ class ChatSession:
             mx.random.seed(request.sampling.seed)
 
         stats = DecodeStats(drafter=request.draft.drafter, speculation=loaded.speculation,
-                            prompt_tokens=len(tokens))
+                            greedy=request.sampling.greedy, prompt_tokens=len(tokens))
         started = time.perf_counter()
         to_run = self._prepare_cache(tokens)
         stats.prefilled_tokens = to_run

@@ -30,6 +30,7 @@ def _ratio(numerator: float, denominator: float) -> float:
 class DecodeStats:
     drafter: str = "none"
     speculation: str = "on"
+    greedy: bool = True  # sampled answers: replays of them are estimates
     passes: int = 0
     drafted: int = 0
     accepted: int = 0
@@ -111,6 +112,7 @@ class DecodeStats:
             accepted_at = [round(r * passes) for r in rates]
         return cls(
             drafter=str(stats.get("drafter", "none")), speculation=str(stats.get("speculation", "on")),
+            greedy=bool(stats.get("greedy", True)),
             passes=passes, drafted=int(stats.get("drafted", 0)),
             accepted=int(stats.get("accepted", 0)), emitted=int(stats.get("emitted", 0)),
             prompt_tokens=int(timing.get("prompt_tokens", 0)),
@@ -148,6 +150,7 @@ class DecodeStats:
         return {
             "drafter": self.drafter,
             "speculation": self.speculation,
+            "greedy": self.greedy,
             "passes": self.passes,
             "drafted": self.drafted,
             "accepted": self.accepted,

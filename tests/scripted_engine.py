@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 
-from engine.events import DoneEvent, ModelEvent, PassEvent, ProgressEvent, TokenEvent
+from engine.events import DoneEvent, ModelEvent, PassEvent, ProgressEvent, ReplayEvent, TokenEvent
+from engine.replay import replay_many
 from engine.stats import DecodeStats
 
 END = None  # the end-of-answer token in a script (it has no text)
@@ -25,6 +26,7 @@ def answer_events(passes, drafter="ngram-cache", prompt_tokens=0):
         events += [ProgressEvent("prefill", 0, prompt_tokens, "Reading the prompt…"),
                    ProgressEvent("prefill", prompt_tokens, prompt_tokens, "Prompt read")]
     finish = "length"
+    vocabulary: dict[str, int] = {}  # the same text piece is the same token
     for index, (drafted, items) in enumerate(passes):
         accepted = 0
         while accepted < len(items) and items[accepted][1]:
@@ -34,7 +36,7 @@ def answer_events(passes, drafter="ngram-cache", prompt_tokens=0):
         for position, (piece, from_draft) in enumerate(items):
             if piece is END:
                 continue
-            token = 1000 + len(tokens)
+            token = vocabulary.setdefault(piece, 1000 + len(vocabulary))
             tokens.append(token)
             flags.append(from_draft)
             text += piece
@@ -75,6 +77,7 @@ class ScriptedService:
     def __init__(self):
         self.scripts: list[list] = []
         self.requests = []
+        self.replays = []
 
     def queue(self, *scripts):
         self.scripts.extend(scripts)
@@ -87,8 +90,16 @@ class ScriptedService:
         return ScriptedStream([ModelEvent("scripted-model", "/nowhere", "on"),
                                DoneEvent("loaded", "", [], [])])
 
+    def replay(self, request, answer_tokens, ended, configs, greedy=None):
+        """The engine's own replay over the scripted tokens (an empty prompt)."""
+        self.replays.append(configs)
+        results = replay_many([], answer_tokens, configs, end_token=1 if ended else None)
+        return ScriptedStream([ReplayEvent([r.to_dict() for r in results]),
+                               DoneEvent("replayed", "", [], [])])
+
     def drafters(self):
-        return {"ngram-cache": "scripted", "none": "plain decoding"}
+        return {"ngram-cache": "scripted", "prompt-lookup": "scripted", "suffix": "scripted",
+                "none": "plain decoding"}
 
     def shutdown(self):
         pass

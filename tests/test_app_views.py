@@ -185,3 +185,46 @@ def test_reading_a_long_prompt_shows_progress(app, qtbot):
     gate.set()
     wait(qtbot, task)
     assert view.body.toPlainText() == "Hello there, friend."
+
+
+# 11. replay ---------------------------------------------------------------------------------
+def test_replay_table_switches_highlights_and_applies_the_best_settings(app, qtbot):
+    window = app.window
+    words = ["one ", "two ", "three ", "four "] * 6
+    passes = [(0, [(w, False)]) for w in words] + [(0, [(END, False)])]
+    ask(qtbot, app, "count", answer_events(passes))
+    view = window.transcript.views[-1]
+    assert highlighted_positions(view.body.document()) == []  # plain run: nothing accepted
+    view.inspect_button.click()
+    panel = window.inspector.replay
+    assert panel.message_id == view.message_id and panel.run_button.isEnabled()
+    panel.draft_counts.setText("2, 6, 99")  # 99 is out of range and dropped
+    panel.ngram_orders.setText("2")
+    panel.run_button.click()
+    qtbot.waitUntil(lambda: panel.table.rowCount() > 0)
+    configs = app.scripted.replays[-1]
+    assert sorted({(c.drafter, c.draft_count, c.ngram_order) for c in configs}) == [
+        (d, k, 2) for d in ("ngram-cache", "prompt-lookup", "suffix") for k in (2, 6)]
+    per_pass = [r["stats"]["tokens_per_pass"] for r in panel.results]
+    assert per_pass == sorted(per_pass, reverse=True) and per_pass[0] > 1.5
+    assert float(panel.table.item(0, 3).text()) == pytest.approx(per_pass[0], abs=0.01)
+
+    best = panel.chosen()
+    assert best is panel.results[0]
+    panel.highlight_button.click()
+    flags = best["from_draft"]
+    assert any(flags) and "replay" in view.who.text()
+    painted = set(highlighted_positions(view.body.document()))
+    expected = {i for i, token in enumerate(view.provenance.tokens) if flags[i]}
+    drafted_chars = {c for i in expected for c in range(view.provenance.tokens[i].start,
+                                                        view.provenance.tokens[i].end)}
+    shown = set(view.body.render_map.by_position.values())  # Markdown drops the last space
+    assert {view.body.render_map.source_index(p) for p in painted} == drafted_chars & shown
+    panel.actual_button.click()
+    assert highlighted_positions(view.body.document()) == [] and view.who.text() == "Draftless"
+
+    panel.apply_button.click()
+    settings = app.controller.settings
+    assert (settings.drafter, settings.draft_count, settings.ngram_order) == (
+        best["drafter"], best["draft_count"], 2)
+    assert window.settings_panel.draft_count.value() == best["draft_count"]
