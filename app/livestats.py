@@ -17,6 +17,7 @@ class LiveStats:
         self.stats = DecodeStats()
         self.last_emitted = 0  # tokens the most recent pass added to the answer
         self.last_drafted = 0
+        self.final: dict = {}  # the engine's published figures once the answer is done
         self.timing: dict = {}
 
     def record(self, event) -> None:
@@ -29,6 +30,7 @@ class LiveStats:
         """Take the engine's final figures."""
         if stats:
             self.stats = DecodeStats.from_dict(stats, timing)
+            self.final = dict(stats)
             self.timing = dict(timing)
 
     @classmethod
@@ -48,15 +50,15 @@ class LiveStats:
 
     @property
     def tokens_per_pass(self) -> float:
-        return self.stats.tokens_per_pass
+        return self.final.get("tokens_per_pass", self.stats.tokens_per_pass)
 
     @property
     def acceptance_rate(self) -> float:
-        return self.stats.acceptance_rate
+        return self.final.get("acceptance_rate", self.stats.acceptance_rate)
 
     @property
     def tokens_per_s(self) -> float:
-        return self.stats.tokens_per_s
+        return self.timing.get("tokens_per_s", self.stats.tokens_per_s)
 
     @property
     def estimated_speedup(self) -> float | None:
