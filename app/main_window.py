@@ -253,7 +253,7 @@ class MainWindow(QMainWindow):
 
     def copy_message(self, text: str) -> None:
         copy_text(text)
-        self.statusBar().showMessage("Message copied", 2000)
+        self.statusBar().showMessage("Copied to the clipboard", 2000)
 
     def set_highlight(self, on: bool) -> None:
         self.highlight_action.setChecked(on)

@@ -10,11 +10,12 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import QEvent, QPoint, Qt, QTimer, Signal
-from PySide6.QtGui import QGuiApplication, QTextOption
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QTextOption
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QScrollArea, QSizePolicy, QTextBrowser,
                                QToolButton, QToolTip, QVBoxLayout, QWidget)
 
 from . import theme
+from .code_blocks import COPY_SCHEME
 from .livestats import footer_text
 from .provenance import Provenance
 from .render import RenderMap, render
@@ -27,7 +28,8 @@ class MessageBody(QTextBrowser):
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.setOpenExternalLinks(True)
+        self.setOpenLinks(False)  # links are handled in _link: web links open, Copy copies
+        self.anchorClicked.connect(self._link)
         self.setFrameShape(QFrame.NoFrame)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
@@ -38,6 +40,16 @@ class MessageBody(QTextBrowser):
         self.provenance: Provenance | None = None
         self.render_map = RenderMap()
         self.viewport().setMouseTracking(True)
+
+    codeCopyRequested = Signal(str)
+
+    def _link(self, url) -> None:
+        if url.scheme() == COPY_SCHEME:
+            index = int(url.path()) if url.path().isdigit() else -1
+            if 0 <= index < len(self.render_map.code):
+                self.codeCopyRequested.emit(self.render_map.code[index])
+        else:
+            QDesktopServices.openUrl(url)
 
     def _fit(self, *_):
         height = int(self.document().size().height()) + 4
@@ -123,6 +135,7 @@ class MessageView(QFrame):
         self.regenerate_button.setVisible(False)
         layout.addLayout(header)
         self.body = MessageBody(self)
+        self.body.codeCopyRequested.connect(self.copyRequested)
         layout.addWidget(self.body)
         self.footer = QLabel()
         self.footer.setObjectName("messageFooter")

@@ -228,3 +228,68 @@ def test_replay_table_switches_highlights_and_applies_the_best_settings(app, qtb
     assert (settings.drafter, settings.draft_count, settings.ngram_order) == (
         best["drafter"], best["draft_count"], 2)
     assert window.settings_panel.draft_count.value() == best["draft_count"]
+
+
+# 5 and 9. code blocks and the accepted-draft highlight --------------------------------------
+CODE_ANSWER = [(0, [("Here:\n\n", False)]), (3, [("```python\n", True), ("def ", True), ("add", False)]),
+               (2, [("(a, b):\n", True), ("    return ", True), ("a + b", False)]),
+               (0, [("\n```\n", False)]), (0, [("Done.", False)]), (0, [(END, False)])]
+
+
+def contrast(a, b) -> float:
+    def luminance(color):
+        channels = [color.redF(), color.greenF(), color.blueF()]
+        lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+    high, low = sorted((luminance(a), luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_code_blocks_have_colours_a_label_and_a_copy_link(app, qtbot):
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QGuiApplication, QTextCharFormat, QTextCursor
+
+    from app.theme import LIGHT
+
+    from .test_app_gui import point_of
+
+    ask(qtbot, app, "code please", answer_events(CODE_ANSWER))
+    view = app.window.transcript.views[-1]
+    document = view.body.document()
+    text = view.body.toPlainText()
+    assert "python   Copy\ndef add(a, b):" in text
+    keyword = document.find("def").selectionStart()
+    name = document.find("add", keyword).selectionStart()
+
+    def format_at(position):
+        cursor = QTextCursor(document)
+        cursor.setPosition(position + 1)  # the format of the character before the cursor
+        return cursor.charFormat()
+    assert format_at(keyword).foreground().color() != format_at(name).foreground().color(), \
+        "no syntax colours"
+    # "def " was an accepted draft: its background and underline sit on top of its colour
+    painted = set(highlighted_positions(document))
+    assert keyword in painted and name not in painted
+    drafted = format_at(keyword)
+    assert drafted.background().color().name() == LIGHT.draft
+    assert drafted.underlineStyle() != QTextCharFormat.NoUnderline
+    assert drafted.underlineColor().name() == LIGHT.mark
+    assert drafted.foreground().color().name() != LIGHT.text  # still the keyword's colour
+
+    copy = document.find("Copy").selectionStart()
+    QGuiApplication.clipboard().clear()
+    qtbot.mouseClick(view.body.viewport(), Qt.LeftButton, pos=point_of(view.body, copy + 1))
+    assert QGuiApplication.clipboard().text() == "def add(a, b):\n    return a + b"
+    assert "Done." in text and view.body.source_index_at(point_of(view.body, copy)) is None
+
+
+@pytest.mark.parametrize("dark", [False, True])
+def test_the_accepted_draft_mark_reaches_3_to_1_against_every_background(dark):
+    from PySide6.QtGui import QColor
+
+    from app.theme import DARK, LIGHT
+
+    colors = DARK if dark else LIGHT
+    mark = QColor(colors.mark)
+    for background in (colors.base, colors.code, colors.draft, colors.window):
+        assert contrast(mark, QColor(background)) >= 3.0, background
