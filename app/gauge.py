@@ -108,7 +108,8 @@ class Legend(QWidget):
         self.restyle()
 
     def restyle(self) -> None:
-        self.swatch.setStyleSheet(f"background: {theme.current().draft}; border-radius: 3px;")
+        colors = theme.current()  # the fill and the underline the transcript paints
+        self.swatch.setStyleSheet(f"background: {colors.draft}; border-bottom: 2px solid {colors.mark};")
 
 
 class SpeculationBar(QFrame):
@@ -131,7 +132,7 @@ class SpeculationBar(QFrame):
         self.speed_label = self._figure("tok/s", "Tokens per second while decoding")
         self.acceptance_label = self._figure("drafts accepted", "Share of drafted tokens the "
                                              "model accepted")
-        self.speedup_label = self._figure("faster than plain (estimate)",
+        self.speedup_label = self._figure("faster than plain (est.)",
                                           "Plain decoding's predicted time over this answer's, "
                                           "from this machine's measured verify-cost curve")
         self.figures = (self.current_label, self.speed_label, self.acceptance_label,
@@ -139,7 +140,10 @@ class SpeculationBar(QFrame):
         for label in self.figures:
             numbers.addWidget(label)
         layout.addLayout(numbers)
-        right = QVBoxLayout()
+        self.right = QWidget(self)  # model line and legend: dropped first when narrow
+        self.right.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        right = QVBoxLayout(self.right)
+        right.setContentsMargins(0, 0, 0, 0)
         right.setSpacing(4)
         self.model_label = QLabel("No model loaded yet")
         self.model_label.setObjectName("modelLabel")
@@ -159,8 +163,13 @@ class SpeculationBar(QFrame):
         self.toggle.toggled.connect(self.highlightToggled)
         legend_row.addWidget(self.toggle)
         right.addLayout(legend_row)
-        layout.addLayout(right, 1)
+        layout.addWidget(self.right, 1)
         self.show_numbers(None)
+
+    def resizeEvent(self, event):
+        super().resizeEvent(event)
+        needed = self.legend.sizeHint().width() + self.toggle.sizeHint().width() + 16
+        self.right.setVisible(self.right.width() >= needed or self.width() >= 620)
 
     def _figure(self, unit: str, tip: str) -> QLabel:
         label = QLabel()

@@ -33,7 +33,7 @@ class BarChart(QWidget):
         self.x_title = x_title
         self.series: list[Series] = []
         self.labels: list[str] = []
-        self.setMinimumHeight(170)
+        self.setMinimumHeight(160)
         self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Expanding)
 
     def sizeHint(self) -> QSize:
@@ -111,7 +111,9 @@ def parse_numbers(text: str, low: int, high: int) -> list[int]:
     return values
 
 
-REPLAY_COLUMNS = ("Drafter", "k", "n", "Tokens/pass", "Accepted", "Speed-up", "")
+REPLAY_COLUMNS = ("Drafter", "n", "tok/pass", "acc.", "speed")
+REPLAY_TIPS = ("Drafter and draft count k", "N-gram order", "Tokens per pass", "Drafted tokens accepted",
+               "Estimated speed-up over plain decoding, from this machine's verify-cost curve")
 
 
 class NumberItem(QTableWidgetItem):
@@ -138,13 +140,15 @@ class ReplayPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         title = QLabel("<b>Replay</b> — every drafter over this answer's own tokens, no model "
-                       "passes. Exact for greedy answers.")
+                       "passes. Exact for greedy answers; <i>italic</i>: an estimate (hover for why).")
         title.setWordWrap(True)
         layout.addWidget(title)
         row = QHBoxLayout()
         self.draft_counts = QLineEdit("2, 4, 8")
+        self.draft_counts.setMinimumWidth(40)
         self.draft_counts.setToolTip("Draft counts to replay, comma-separated (1–64)")
         self.ngram_orders = QLineEdit("4")
+        self.ngram_orders.setMinimumWidth(30)
         self.ngram_orders.setToolTip("N-gram orders to replay, comma-separated (1–32)")
         row.addWidget(QLabel("k"))
         row.addWidget(self.draft_counts, 2)
@@ -158,27 +162,34 @@ class ReplayPanel(QWidget):
         self.table = QTableWidget(0, len(REPLAY_COLUMNS))
         self.table.setObjectName("replayTable")
         self.table.setHorizontalHeaderLabels(REPLAY_COLUMNS)
+        for column, tip in enumerate(REPLAY_TIPS):
+            self.table.horizontalHeaderItem(column).setToolTip(tip)
+        self.table.setWordWrap(False)
+        self.table.setTextElideMode(Qt.ElideMiddle)  # "ngra…k=8" keeps the draft count
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         self.table.verticalHeader().setVisible(False)
         self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
         self.table.setSortingEnabled(True)
-        self.table.setMinimumHeight(150)
+        self.table.setMinimumHeight(190)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeToContents)
         header.setSectionResizeMode(0, QHeaderView.Stretch)
+        header.setMinimumSectionSize(24)
         self.table.itemSelectionChanged.connect(self._selected)
         layout.addWidget(self.table, 1)
         buttons = QHBoxLayout()
-        self.highlight_button = QPushButton("Show its highlights")
+        self.highlight_button = QPushButton("Highlights")
         self.highlight_button.setToolTip("Paint the answer with what this drafter would have had "
                                          "accepted")
         self.highlight_button.clicked.connect(self._highlight)
         self.actual_button = QPushButton("Actual")
-        self.actual_button.setToolTip("Back to the highlights of the real run")
+        self.actual_button.setToolTip("Back to the highlights of the answer's real run")
         self.actual_button.clicked.connect(
             lambda: self.message_id is not None and self.highlightRequested.emit(self.message_id, None))
-        self.apply_button = QPushButton("Use these settings")
+        self.apply_button = QPushButton("Use settings")
         self.apply_button.setObjectName("primary")
         self.apply_button.setToolTip("Make this drafter, draft count and n-gram order the settings "
                                      "for the next answers")
@@ -221,22 +232,25 @@ class ReplayPanel(QWidget):
         for row, result in enumerate(results):
             stats = result["stats"]
             speedup = stats.get("estimated_speedup")
-            cells = [QTableWidgetItem(result["drafter"]),
-                     NumberItem(str(result["draft_count"]), result["draft_count"]),
+            cells = [QTableWidgetItem(f"{result['drafter']} k={result['draft_count']}"),
                      NumberItem(str(result["ngram_order"]), result["ngram_order"]),
                      NumberItem(f"{stats['tokens_per_pass']:.2f}", stats["tokens_per_pass"]),
                      NumberItem(f"{stats['acceptance_rate']:.0%}", stats["acceptance_rate"]),
-                     NumberItem(f"≈{speedup:.2f}×" if speedup else "–",
-                                (speedup or 0.0, stats["tokens_per_pass"])),
-                     QTableWidgetItem("exact" if result["exact"] else "estimate")]
+                     NumberItem(f"{speedup:.2f}×" if speedup else "–",
+                                (speedup or 0.0, stats["tokens_per_pass"]))]
             tip = ("Exact: what a greedy run with these settings would have done"
                    if result["exact"] else "Estimate: " + ", ".join(result["notes"]))
             for column, cell in enumerate(cells):
                 cell.setData(Qt.UserRole, row)
                 cell.setToolTip(tip)
+                if not result["exact"]:  # estimates in italics; the tooltip says why
+                    font = cell.font()
+                    font.setItalic(True)
+                    cell.setFont(font)
                 self.table.setItem(row, column, cell)
         self.table.setSortingEnabled(True)
-        self.table.sortItems(5, Qt.DescendingOrder)  # best first, as the engine ranks them
+        self.table.sortItems(4, Qt.DescendingOrder)  # best first, as the engine ranks them
+        self.table.setColumnHidden(1, len({r["ngram_order"] for r in results}) <= 1)
         if results:
             self.table.selectRow(0)
             best = results[0]
@@ -281,7 +295,7 @@ class Inspector(QWidget):
         hint.setWordWrap(True)
         layout.addWidget(hint)
         self.list = QListWidget()
-        self.list.setMaximumHeight(110)
+        self.list.setMaximumHeight(90)
         self.list.itemChanged.connect(self._redraw)
         layout.addWidget(self.list)
         self.positions = BarChart("Acceptance by draft position", "position in the draft")
@@ -289,15 +303,15 @@ class Inspector(QWidget):
                                   "share where it was accepted")
         self.lengths = BarChart("Accepted drafts per pass", "drafted tokens accepted in a pass")
         self.lengths.setToolTip("Share of passes that accepted 0, 1, 2, … drafted tokens")
-        layout.addWidget(self.positions, 1)
-        layout.addWidget(self.lengths, 1)
         self.summary = QLabel()
         self.summary.setObjectName("hint")
         self.summary.setWordWrap(True)
         self.summary.setTextInteractionFlags(Qt.TextSelectableByMouse)
         layout.addWidget(self.summary)
         self.replay = ReplayPanel()
-        layout.addWidget(self.replay, 1)
+        layout.addWidget(self.replay, 2)
+        layout.addWidget(self.positions, 1)
+        layout.addWidget(self.lengths, 1)
         self._stats: dict[int, dict] = {}
 
     def set_answers(self, answers: list[tuple[int, str, dict]], checked: set[int] | None = None) -> None:

@@ -9,7 +9,8 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QApplication, QDockWidget, QFileDialog, QFrame, QHBoxLayout,
                                QInputDialog, QLabel, QMainWindow, QMessageBox, QPlainTextEdit,
-                               QProgressDialog, QPushButton, QToolButton, QVBoxLayout, QWidget)
+                               QProgressDialog, QPushButton, QScrollArea, QToolButton, QVBoxLayout,
+                               QWidget)
 
 from engine.replay import configurations
 from engine.settings import DraftSettings
@@ -22,6 +23,9 @@ from .livestats import LiveStats
 from .sessions_panel import SessionsPanel
 from .settings_panel import SettingsPanel
 from .transcript import TranscriptView, copy_text
+
+
+NARROW_WIDTH = 880  # below this the chat list folds away, leaving room for the answer
 
 
 class ChatInput(QPlainTextEdit):
@@ -120,6 +124,12 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.settings_dock, self.inspector_dock)
         self.settings_dock.raise_()
         self.resizeDocks([self.sessions_dock, self.settings_dock], [220, 330], Qt.Horizontal)
+        self.sessions_dock.setMinimumWidth(150)
+        for dock in (self.settings_dock, self.inspector_dock):
+            dock.setMinimumWidth(280)
+        self.chats_auto_hidden = False
+        self.sessions_dock.toggleViewAction().triggered.connect(
+            lambda: setattr(self, "chats_auto_hidden", False))
         self._menus()
         self._connect()
 
@@ -130,10 +140,27 @@ class MainWindow(QMainWindow):
         for notice in controller.startup_notices():
             self.banner.show_message(notice)
 
+    def resizeEvent(self, event):
+        """Narrow windows fold the chat list away (View ▸ Chats brings it back)."""
+        super().resizeEvent(event)
+        narrow = event.size().width() < NARROW_WIDTH
+        if narrow and self.sessions_dock.isVisible() and not self.sessions_dock.isFloating():
+            self.sessions_dock.hide()
+            self.chats_auto_hidden = True
+        elif not narrow and self.chats_auto_hidden:
+            self.sessions_dock.show()
+            self.chats_auto_hidden = False
+
     def _dock(self, title: str, widget: QWidget, area) -> QDockWidget:
         dock = QDockWidget(title, self)
         dock.setObjectName(title.lower() + "Dock")
-        dock.setWidget(widget)
+        scroller = QScrollArea()  # a short or narrow window scrolls the panel, never clips it
+        scroller.setObjectName(title.lower() + "Scroller")
+        scroller.setWidget(widget)
+        scroller.setWidgetResizable(True)
+        scroller.setFrameShape(QFrame.NoFrame)
+        scroller.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)  # panels fit their width
+        dock.setWidget(scroller)
         dock.setFeatures(QDockWidget.DockWidgetMovable | QDockWidget.DockWidgetClosable
                          | QDockWidget.DockWidgetFloatable)
         self.addDockWidget(area, dock)
@@ -151,9 +178,20 @@ class MainWindow(QMainWindow):
         model.addAction("Open model folder…", self.pick_folder)
         model.addAction("Hugging Face model…", self.pick_hub)
         model.addAction("Built-in model", lambda: self.controller.load_model(None))
+        self.settings_action = chat.addAction("Settings…", self.show_settings)
+        self.settings_action.setShortcuts([QKeySequence(QKeySequence.Preferences),
+                                           QKeySequence("Ctrl+,")])
+        self.settings_action.setMenuRole(QAction.PreferencesRole)  # Cmd+, in the app menu on a Mac
         view = self.menuBar().addMenu("&View")
         for dock in (self.sessions_dock, self.settings_dock, self.inspector_dock):
             view.addAction(dock.toggleViewAction())
+        view.addSeparator()
+        self.zoom_in_action = view.addAction("Bigger text", lambda: self.transcript.zoom(1))
+        self.zoom_in_action.setShortcuts([QKeySequence(QKeySequence.ZoomIn), QKeySequence("Ctrl+=")])
+        self.zoom_out_action = view.addAction("Smaller text", lambda: self.transcript.zoom(-1),
+                                              QKeySequence(QKeySequence.ZoomOut))
+        view.addAction("Actual size", lambda: self.transcript.zoom(0), QKeySequence("Ctrl+0"))
+        view.addSeparator()
         self.highlight_action = QAction("Highlight accepted drafts", self, checkable=True)
         self.highlight_action.setChecked(True)
         self.highlight_action.toggled.connect(self.speculation_bar.toggle.setChecked)
@@ -219,6 +257,11 @@ class MainWindow(QMainWindow):
     def regenerate(self):
         self.settings_panel.flush()
         return self.controller.regenerate()
+
+    def show_settings(self) -> None:
+        self.settings_dock.show()
+        self.settings_dock.raise_()
+        self.settings_panel.setFocus()
 
     def new_chat(self) -> None:
         self.controller.new_session()

@@ -21,6 +21,8 @@ from .provenance import Provenance
 from .render import RenderMap, render
 
 REFRESH_MS = 80
+READABLE_WIDTH = 820  # the transcript column's widest, so lines stay readable on wide screens
+ZOOM_STEPS = (0.8, 0.9, 1.0, 1.15, 1.3, 1.5, 1.75, 2.0)
 
 
 class MessageBody(QTextBrowser):
@@ -119,8 +121,9 @@ class MessageView(QFrame):
         header.setSpacing(4)
         self.who = QLabel("You" if role == "user" else "Draftless")
         self.who.setObjectName("messageAuthor")
-        header.addWidget(self.who)
-        header.addStretch(1)
+        self.who.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)  # never widens the column
+        self.who.setMinimumWidth(60)
+        header.addWidget(self.who, 1)
         self.copy_button = self._tool("Copy", "Copy this message as Markdown")
         self.copy_button.clicked.connect(lambda: self.copyRequested.emit(self.text))
         header.addWidget(self.copy_button)
@@ -211,6 +214,7 @@ class MessageView(QFrame):
         """Paint another run's accepted drafts (a replay); None: back to this answer's own."""
         self.overlay = provenance
         self.who.setText(f"Draftless · highlights from replay: {label}" if provenance else "Draftless")
+        self.who.setToolTip(self.who.text())
         self.refresh()
 
     def set_highlight(self, on: bool) -> None:
@@ -260,6 +264,26 @@ class TranscriptView(QScrollArea):
         self.timer = QTimer(self)
         self.timer.setInterval(REFRESH_MS)
         self.timer.timeout.connect(self._refresh_streaming)
+        self.setMinimumWidth(320)
+        self.zoom_index = ZOOM_STEPS.index(1.0)
+        self.base_point_size = self.column.font().pointSizeF()
+
+    def zoom(self, step: int) -> float:
+        """Text size: +1 bigger, -1 smaller, 0 back to normal. Returns the factor."""
+        self.zoom_index = (ZOOM_STEPS.index(1.0) if step == 0 else
+                           min(max(self.zoom_index + step, 0), len(ZOOM_STEPS) - 1))
+        font = self.column.font()
+        font.setPointSizeF(self.base_point_size * ZOOM_STEPS[self.zoom_index])
+        self.column.setFont(font)
+        for view in self.views:
+            view.body.document().setDefaultFont(font)
+            view.refresh()
+        return ZOOM_STEPS[self.zoom_index]
+
+    def resizeEvent(self, event):
+        super().resizeEvent(event)
+        side = max(16, (self.viewport().width() - READABLE_WIDTH) // 2)
+        self.layout_.setContentsMargins(side, 12, side, 12)
 
     # building -----------------------------------------------------------------------------
     def clear(self) -> None:
@@ -282,6 +306,7 @@ class TranscriptView(QScrollArea):
     def _new_view(self, role: str) -> MessageView:
         self.placeholder.setVisible(False)
         view = MessageView(role, self.column)
+        view.body.document().setDefaultFont(self.column.font())
         view.highlight = self.highlight
         view.markdown = self.markdown
         view.copyRequested.connect(self.copyRequested)
