@@ -293,3 +293,39 @@ def test_the_accepted_draft_mark_reaches_3_to_1_against_every_background(dark):
     mark = QColor(colors.mark)
     for background in (colors.base, colors.code, colors.draft, colors.window):
         assert contrast(mark, QColor(background)) >= 3.0, background
+
+
+# 6. layout ----------------------------------------------------------------------------------
+def test_narrow_and_wide_windows_keep_panels_usable_and_lines_readable(app, qtbot):
+    from PySide6.QtCore import Qt
+
+    from app.transcript import READABLE_WIDTH
+
+    window = app.window
+    ask(qtbot, app, "a question " * 30, answer_events(SIMPLE))
+    window.resize(700, 760)
+    QApplication.processEvents()
+    window.resize(700, 760)
+    QApplication.processEvents()
+    assert window.width() == 700
+    assert not window.sessions_dock.isVisible()  # folded away; View ▸ Chats brings it back
+    scroller = window.settings_dock.widget()
+    assert window.settings_dock.width() >= 280
+    assert window.settings_panel.width() <= scroller.viewport().width()  # nothing clipped
+    assert window.transcript.viewport().width() >= 300
+    window.resize(1920, 1080)
+    QApplication.processEvents()
+    assert window.sessions_dock.isVisible()
+    for view in window.transcript.views:
+        assert view.width() <= READABLE_WIDTH
+
+    # text zoom and the settings shortcut
+    body = window.transcript.views[-1].body
+    before = body.document().defaultFont().pointSizeF()
+    qtbot.keyClick(window.input, Qt.Key_Plus, Qt.ControlModifier)
+    assert body.document().defaultFont().pointSizeF() > before
+    qtbot.keyClick(window.input, Qt.Key_0, Qt.ControlModifier)
+    assert body.document().defaultFont().pointSizeF() == before
+    window.settings_dock.hide()
+    qtbot.keyClick(window.input, Qt.Key_Comma, Qt.ControlModifier)
+    assert window.settings_dock.isVisible()
