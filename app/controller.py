@@ -46,6 +46,7 @@ class Answer:
         self.message: Message | None = None  # set once stored
         self.error: str | None = None
         self.stream = None
+        self.parent_id = 0  # the message it answers
 
     @property
     def text(self) -> str:
@@ -123,6 +124,9 @@ class ChatController(QObject):
         return self.store.sessions(search)
 
     def new_session(self) -> Session:
+        if self.session is not None and not self.messages:  # already on an empty chat
+            self.open_session(self.session.id)
+            return self.session
         session = self.store.create_session()
         self.sessionsChanged.emit()
         self.open_session(session.id)
@@ -167,6 +171,8 @@ class ChatController(QObject):
             self.new_session()
         session = self.session
         message = self.store.add_message(Message(None, session.id, "user", text))
+        self.store.link(message, self.messages[-1].id if self.messages else 0)
+        message.versions = [message.id]
         self.messages.append(message)
         self.messageAdded.emit(message)
         if sum(m.role == "user" for m in self.messages) == 1 and session.title == "New chat":
@@ -178,16 +184,40 @@ class ChatController(QObject):
         return self._start_answer()
 
     def regenerate(self) -> asyncio.Task | None:
-        """Answer the last user message again (replacing the last answer)."""
+        """Answer the last user message again; the earlier answer stays as a version."""
         if self.busy or not self.messages:
             return None
         if self.messages[-1].role == "assistant":
             last = self.messages.pop()
-            self.store.delete_message(last.id)
             self.messageRemoved.emit(last.id)
         if not self.messages or self.messages[-1].role != "user":
             return None
         return self._start_answer()
+
+    def edit(self, message_id: int, text: str) -> asyncio.Task | None:
+        """Send an edited question in place of an earlier one: the chat branches there
+        (the earlier question and what followed it stay as a version)."""
+        index = next((i for i, m in enumerate(self.messages) if m.id == message_id), None)
+        if self.busy or index is None or self.messages[index].role != "user" or not text.strip():
+            return None
+        old = self.messages[index]
+        message = self.store.add_message(Message(None, old.session_id, "user", text))
+        self.store.link(message, old.parent_id)
+        self.messages = self.store.messages(old.session_id)
+        self.sessionOpened.emit(self.session)
+        self.sessionsChanged.emit()
+        return self._start_answer()
+
+    def show_version(self, message_id: int, step: int) -> None:
+        """Show the previous (-1) or next (+1) version of a message, and its branch."""
+        message = next((m for m in self.messages if m.id == message_id), None)
+        if self.busy or message is None or message_id not in message.versions:
+            return
+        index = message.versions.index(message_id) + step
+        if 0 <= index < len(message.versions):
+            self.store.choose(message.session_id, message.versions[index])
+            self.messages = self.store.messages(message.session_id)
+            self.sessionOpened.emit(self.session)
 
     def stop(self) -> None:
         if self.busy and self.answer.stream is not None:
@@ -197,6 +227,7 @@ class ChatController(QObject):
         turns = [{"role": m.role, "content": m.content} for m in self.messages if m.content]
         request = self.settings.request(turns, chat_id=self.session.id)
         answer = Answer(self.session.id, request)
+        answer.parent_id = self.messages[-1].id
         answer.stream = self.service.generate(request)
         self.answer = answer
         self.answerStarted.emit(answer)
@@ -255,8 +286,12 @@ class ChatController(QObject):
             message = Message(None, answer.session_id, "assistant", answer.text,
                               done.finish_reason, self.model_name, dict(done.stats),
                               dict(done.timing), answer.provenance)
+            message.versions = [message.id]
             try:
                 self.store.add_message(message)
+                self.store.link(message, answer.parent_id)
+                message.versions = next((m.versions for m in self.store.messages(answer.session_id)
+                                         if m.id == message.id), [message.id])
             except Exception as error:  # a full disk must not lose the on-screen answer
                 self.problem.emit(f"Could not save the answer ({error}).")
             answer.message = message

@@ -95,6 +95,19 @@ class MainWindow(QMainWindow):
         column.addWidget(self.banner)
         self.transcript = TranscriptView()
         column.addWidget(self.transcript, 1)
+        self.editing: int | None = None  # the question being edited, if any
+        self.edit_bar = QFrame()
+        self.edit_bar.setObjectName("editBar")
+        edit_row = QHBoxLayout(self.edit_bar)
+        edit_row.setContentsMargins(12, 4, 12, 0)
+        edit_label = QLabel("Editing an earlier question: Send starts a new branch from it "
+                            "(the earlier version stays, ← → switch).")
+        edit_label.setWordWrap(True)
+        edit_row.addWidget(edit_label, 1)
+        self.cancel_edit_button = QPushButton("Cancel edit")
+        edit_row.addWidget(self.cancel_edit_button)
+        self.edit_bar.hide()
+        column.addWidget(self.edit_bar)
         composer = QFrame()
         composer.setObjectName("composer")
         row = QHBoxLayout(composer)
@@ -220,6 +233,9 @@ class MainWindow(QMainWindow):
         self.transcript.copyRequested.connect(self.copy_message)
         self.transcript.inspectRequested.connect(self.inspect_view)
         self.transcript.regenerateRequested.connect(self.regenerate)
+        self.transcript.versionRequested.connect(c.show_version)
+        self.transcript.editRequested.connect(self.start_edit)
+        self.cancel_edit_button.clicked.connect(self.cancel_edit)
         c.sessionsChanged.connect(self.refresh_sessions)
         c.sessionOpened.connect(self.show_session)
         c.messageAdded.connect(self.message_added)
@@ -249,10 +265,26 @@ class MainWindow(QMainWindow):
         self.settings_panel.flush()
         if not text.strip():
             return None
-        task = self.controller.send(text)
+        if self.editing is not None:
+            task = self.controller.edit(self.editing, text)
+        else:
+            task = self.controller.send(text)
         if task is not None:
             self.input.clear()
+            self.cancel_edit()
         return task
+
+    def start_edit(self, message_id: int, text: str) -> None:
+        """Put an earlier question in the composer; sending it branches the chat there."""
+        self.editing = message_id
+        self.input.setPlainText(text)
+        self.input.setFocus()
+        self.edit_bar.show()
+
+    def cancel_edit(self) -> None:
+        if self.editing is not None:
+            self.editing = None
+            self.edit_bar.hide()
 
     def regenerate(self):
         self.settings_panel.flush()
@@ -310,9 +342,13 @@ class MainWindow(QMainWindow):
 
     # sessions -----------------------------------------------------------------------------
     def refresh_sessions(self) -> None:
-        current = self.controller.session.id if self.controller.session else None
-        self.sessions_panel.set_sessions(self.controller.sessions(self.sessions_panel.search.text()),
-                                         current)
+        """The chats matching the search; the open chat always stays listed, so Rename and
+        Delete keep working on it while searching."""
+        current = self.controller.session
+        found = self.controller.sessions(self.sessions_panel.search.text())
+        if current is not None and all(s.id != current.id for s in found):
+            found.insert(0, current)
+        self.sessions_panel.set_sessions(found, current.id if current else None)
 
     def show_session(self, session) -> None:
         self.transcript.clear()
@@ -321,7 +357,7 @@ class MainWindow(QMainWindow):
             for message in c.messages:
                 self.transcript.add_message(message.role, message.content, message.provenance,
                                             message.stats, message.timing, message.finish_reason,
-                                            message.id)
+                                            message.id, message.versions)
             answer = c.answer
             if answer is not None and c.busy and answer.session_id == session.id:
                 self.transcript.start_answer(answer.provenance)
@@ -335,7 +371,7 @@ class MainWindow(QMainWindow):
         if self.controller.session and message.session_id == self.controller.session.id:
             self.transcript.add_message(message.role, message.content, message.provenance,
                                         message.stats, message.timing, message.finish_reason,
-                                        message.id)
+                                        message.id, message.versions)
 
     def _visible(self, answer) -> bool:
         return self.controller.session is not None and answer.session_id == self.controller.session.id
@@ -376,6 +412,9 @@ class MainWindow(QMainWindow):
             if message is not None:
                 self.transcript.finish_answer(message.content, message.provenance, message.stats,
                                               message.timing, message.finish_reason, message.id)
+                view = self.transcript.view_of(message.id)
+                if view is not None:
+                    view.set_versions(message.versions)
             else:
                 self.transcript.finish_answer("", None, {}, {}, answer.finish_reason, None)
         self._show_gauge()

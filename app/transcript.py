@@ -95,6 +95,8 @@ class MessageView(QFrame):
     copyRequested = Signal(str)
     inspectRequested = Signal(object)  # MessageView
     regenerateRequested = Signal()
+    versionRequested = Signal(int, int)  # message id, -1 previous / +1 next
+    editRequested = Signal(int, str)  # message id, its text
 
     def __init__(self, role: str, parent=None):
         super().__init__(parent)
@@ -124,6 +126,21 @@ class MessageView(QFrame):
         self.who.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)  # never widens the column
         self.who.setMinimumWidth(60)
         header.addWidget(self.who, 1)
+        self.previous_button = self._tool("←", "Previous version")
+        self.previous_button.clicked.connect(lambda: self._step(-1))
+        self.version_label = QLabel()
+        self.version_label.setObjectName("versionLabel")
+        self.next_button = self._tool("→", "Next version")
+        self.next_button.clicked.connect(lambda: self._step(1))
+        for widget in (self.previous_button, self.version_label, self.next_button):
+            header.addWidget(widget)
+        self.set_versions([])
+        self.edit_button = self._tool("Edit", "Edit this question and send it again "
+                                      "(the chat branches; this version stays)")
+        self.edit_button.clicked.connect(
+            lambda: self.message_id is not None and self.editRequested.emit(self.message_id, self.text))
+        self.edit_button.setVisible(role == "user")
+        header.addWidget(self.edit_button)
         self.copy_button = self._tool("Copy", "Copy this message as Markdown")
         self.copy_button.clicked.connect(lambda: self.copyRequested.emit(self.text))
         header.addWidget(self.copy_button)
@@ -153,6 +170,22 @@ class MessageView(QFrame):
         button.setAutoRaise(True)
         button.setCursor(Qt.PointingHandCursor)
         return button
+
+    def set_versions(self, versions: list[int]) -> None:
+        """Show '← 2/3 →' when this message has other versions."""
+        self.versions = list(versions)
+        several = len(self.versions) > 1 and self.message_id in self.versions
+        for widget in (self.previous_button, self.version_label, self.next_button):
+            widget.setVisible(several)
+        if several:
+            index = self.versions.index(self.message_id)
+            self.version_label.setText(f"{index + 1}/{len(self.versions)}")
+            self.previous_button.setEnabled(index > 0)
+            self.next_button.setEnabled(index < len(self.versions) - 1)
+
+    def _step(self, step: int) -> None:
+        if self.message_id is not None:
+            self.versionRequested.emit(self.message_id, step)
 
     # content ------------------------------------------------------------------------------
     def set_message(self, text: str, provenance: Provenance | None = None, stats=None, timing=None,
@@ -234,6 +267,8 @@ class TranscriptView(QScrollArea):
     copyRequested = Signal(str)
     inspectRequested = Signal(object)
     regenerateRequested = Signal()
+    versionRequested = Signal(int, int)
+    editRequested = Signal(int, str)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -297,9 +332,10 @@ class TranscriptView(QScrollArea):
         self._follow = True
 
     def add_message(self, role: str, text: str, provenance=None, stats=None, timing=None,
-                    finish_reason=None, message_id=None) -> MessageView:
+                    finish_reason=None, message_id=None, versions=()) -> MessageView:
         view = self._new_view(role)
         view.set_message(text, provenance, stats, timing, finish_reason, message_id)
+        view.set_versions(list(versions))
         self._update_regenerate()
         return view
 
@@ -312,6 +348,8 @@ class TranscriptView(QScrollArea):
         view.copyRequested.connect(self.copyRequested)
         view.inspectRequested.connect(self.inspectRequested)
         view.regenerateRequested.connect(self.regenerateRequested)
+        view.versionRequested.connect(self.versionRequested)
+        view.editRequested.connect(self.editRequested)
         self.layout_.insertWidget(self.layout_.count() - 1, view)
         self.views.append(view)
         self._follow = True
@@ -374,7 +412,11 @@ class TranscriptView(QScrollArea):
 
     def set_busy(self, busy: bool) -> None:
         for view in self.views:
-            view.regenerate_button.setEnabled(not busy)
+            for button in (view.regenerate_button, view.edit_button, view.previous_button,
+                           view.next_button):
+                button.setEnabled(not busy)
+            if not busy:
+                view.set_versions(view.versions)
 
     def set_highlight(self, on: bool) -> None:
         self.highlight = on

@@ -329,3 +329,74 @@ def test_narrow_and_wide_windows_keep_panels_usable_and_lines_readable(app, qtbo
     window.settings_dock.hide()
     qtbot.keyClick(window.input, Qt.Key_Comma, Qt.ControlModifier)
     assert window.settings_dock.isVisible()
+
+
+# 8. chat handling ---------------------------------------------------------------------------
+def texts(window):
+    return [(v.role, v.text) for v in window.transcript.views]
+
+
+def plain(text):
+    return answer_events([(0, [(text, False)]), (0, [(END, False)])])
+
+
+def test_regenerate_keeps_versions_and_edit_branches_the_chat(app, qtbot):
+    window, controller = app.window, app.controller
+    ask(qtbot, app, "first question", plain("answer one"))
+    ask(qtbot, app, "second question", plain("answer two"))
+    app.scripted.queue(plain("answer two, again"))
+    wait(qtbot, window.regenerate())
+    last = window.transcript.views[-1]
+    assert last.text == "answer two, again" and last.version_label.text() == "2/2"
+    assert last.previous_button.isVisible() and not last.next_button.isEnabled()
+    last.previous_button.click()
+    assert texts(window)[-1] == ("assistant", "answer two")
+    assert window.transcript.views[-1].version_label.text() == "1/2"
+    assert len(app.store.all_messages(controller.session.id)) == 5
+
+    # edit the first question: the chat branches there, the old branch stays a version
+    first = window.transcript.views[0]
+    first.edit_button.click()
+    assert window.input.toPlainText() == "first question" and window.edit_bar.isVisible()
+    window.input.setPlainText("first question, edited")
+    app.scripted.queue(plain("answer to the edit"))
+    wait(qtbot, window.send(window.input.toPlainText()))
+    assert texts(window) == [("user", "first question, edited"), ("assistant", "answer to the edit")]
+    assert window.transcript.views[0].version_label.text() == "2/2" and not window.edit_bar.isVisible()
+    window.transcript.views[0].previous_button.click()
+    assert texts(window) == [("user", "first question"), ("assistant", "answer one"),
+                             ("user", "second question"), ("assistant", "answer two")]
+
+    # the chosen versions survive reopening the chat
+    session_id = controller.session.id
+    window.new_chat()
+    controller.open_session(session_id)
+    assert texts(window)[-1] == ("assistant", "answer two")
+    ask(qtbot, app, "third question", plain("third answer"))
+    request = app.scripted.requests[-1]
+    assert [m["content"] for m in request.messages if m["role"] != "system"] == [
+        "first question", "answer one", "second question", "answer two", "third question"]
+
+
+def test_new_on_an_empty_chat_and_search_keep_one_open_chat(app, qtbot):
+    window = app.window
+    window.new_chat()
+    window.new_chat()
+    window.sessions_panel.new_button.click()
+    assert len(app.store.sessions()) == 1
+    ask(qtbot, app, "about apples", plain("apples are fruit"))
+    apples = app.controller.session.id
+    window.new_chat()
+    ask(qtbot, app, "about pears", plain("pears too"))
+    pears = app.controller.session.id
+    assert len(app.store.sessions()) == 2
+
+    window.sessions_panel.search.setText("apples")
+    listed = [window.sessions_panel.list.item(i).text() for i in range(window.sessions_panel.list.count())]
+    assert listed == ["about pears", "about apples"]  # the open chat stays, with the match
+    assert window.sessions_panel.list.currentItem().text() == "about pears"
+    assert window.sessions_panel.delete_button.isEnabled()
+    seen = []
+    answer_dialog(qtbot, "Delete", seen)
+    window.sessions_panel.delete_button.click()
+    assert app.store.session(pears) is None and app.controller.session.id == apples
