@@ -346,9 +346,16 @@ class MainWindow(QMainWindow):
         Delete keep working on it while searching."""
         current = self.controller.session
         found = self.controller.sessions(self.sessions_panel.search.text())
-        if current is not None and all(s.id != current.id for s in found):
+        pinned = current is not None and all(s.id != current.id for s in found)
+        if pinned:
             found.insert(0, current)
         self.sessions_panel.set_sessions(found, current.id if current else None)
+        if pinned:  # listed because it is open, not because it matched: say so
+            item = self.sessions_panel.list.item(0)
+            font = item.font()
+            font.setItalic(True)
+            item.setFont(font)
+            item.setToolTip(f"{current.title}\n(the open chat; it does not match the search)")
 
     def show_session(self, session) -> None:
         self.transcript.clear()
