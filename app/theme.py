@@ -89,7 +89,8 @@ def apply(app: QApplication, dark: bool | None = None) -> Colors:
     app.setPalette(palette)
     sheet = resource("styles", "dark.qss" if dark else "light.qss")
     try:
-        app.setStyleSheet(sheet.read_text(encoding="utf-8"))
+        icons = resource("icons").as_posix()  # style sheets name shipped images as @icons@/…
+        app.setStyleSheet(sheet.read_text(encoding="utf-8").replace("@icons@", icons))
     except OSError:
         app.setStyleSheet("")
     return colors

@@ -400,3 +400,24 @@ def test_new_on_an_empty_chat_and_search_keep_one_open_chat(app, qtbot):
     answer_dialog(qtbot, "Delete", seen)
     window.sessions_panel.delete_button.click()
     assert app.store.session(pears) is None and app.controller.session.id == apples
+
+
+def test_dark_theme_check_boxes_stand_out(qapp):
+    from PySide6.QtGui import QColor
+    from PySide6.QtWidgets import QCheckBox
+
+    from app import theme
+
+    try:
+        colors = theme.apply(qapp, dark=True)
+        box = QCheckBox("compare")
+        box.resize(120, 24)
+        box.show()
+        QApplication.processEvents()
+        image = box.grab().toImage()
+        background = QColor(colors.window)
+        best = max(contrast(QColor(image.pixel(x, y)), background)
+                   for x in range(0, 22) for y in range(image.height()))
+        assert best >= 3.0, best
+    finally:
+        theme.apply(qapp, dark=False)
