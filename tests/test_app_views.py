@@ -403,21 +403,29 @@ def test_new_on_an_empty_chat_and_search_keep_one_open_chat(app, qtbot):
 
 
 def test_dark_theme_check_boxes_stand_out(qapp):
+    """The inspector's answer list: an unticked box must show against the list (>= 3:1)."""
+    from PySide6.QtCore import Qt
     from PySide6.QtGui import QColor
-    from PySide6.QtWidgets import QCheckBox
+    from PySide6.QtWidgets import QListWidget, QListWidgetItem
 
     from app import theme
 
     try:
         colors = theme.apply(qapp, dark=True)
-        box = QCheckBox("compare")
-        box.resize(120, 24)
-        box.show()
+        listing = QListWidget()
+        listing.resize(240, 80)
+        item = QListWidgetItem("#1 · ngram-cache")
+        item.setFlags(item.flags() | Qt.ItemIsUserCheckable)
+        item.setCheckState(Qt.Unchecked)
+        listing.addItem(item)
+        listing.show()
         QApplication.processEvents()
-        image = box.grab().toImage()
-        background = QColor(colors.window)
+        image = listing.viewport().grab().toImage()
+        rect = listing.visualItemRect(item)
+        background = QColor(colors.base)
         best = max(contrast(QColor(image.pixel(x, y)), background)
-                   for x in range(0, 22) for y in range(image.height()))
+                   for x in range(rect.left(), rect.left() + 18)
+                   for y in range(rect.top(), rect.bottom()))
         assert best >= 3.0, best
     finally:
         theme.apply(qapp, dark=False)
