@@ -182,6 +182,7 @@ def _style_code(document: QTextDocument, palette: Palette) -> None:
             block_format.setBackground(palette.code_background)
             block_format.setLeftMargin(6)
             block_format.setRightMargin(6)
+            block_format.setNonBreakableLines(False)  # wrap long lines rather than cut them off
             cursor.mergeBlockFormat(block_format)
             cursor.setPosition(block.position() + max(block.length() - 1, 0), QTextCursor.KeepAnchor)
             char_format = QTextCharFormat()
