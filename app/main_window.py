@@ -138,8 +138,10 @@ class MainWindow(QMainWindow):
         self.settings_dock.raise_()
         self.resizeDocks([self.sessions_dock, self.settings_dock], [220, 330], Qt.Horizontal)
         self.sessions_dock.setMinimumWidth(150)
-        for dock in (self.settings_dock, self.inspector_dock):
-            dock.setMinimumWidth(280)
+        needed = max(280, self.settings_panel.widget().minimumSizeHint().width()
+                     + self.settings_panel.verticalScrollBar().sizeHint().width() + 4)
+        for dock in (self.settings_dock, self.inspector_dock):  # tabbed together: one width
+            dock.setMinimumWidth(needed)
         self.chats_auto_hidden = False
         self.sessions_dock.toggleViewAction().triggered.connect(
             lambda: setattr(self, "chats_auto_hidden", False))
@@ -167,12 +169,14 @@ class MainWindow(QMainWindow):
     def _dock(self, title: str, widget: QWidget, area) -> QDockWidget:
         dock = QDockWidget(title, self)
         dock.setObjectName(title.lower() + "Dock")
-        scroller = QScrollArea()  # a short or narrow window scrolls the panel, never clips it
-        scroller.setObjectName(title.lower() + "Scroller")
-        scroller.setWidget(widget)
-        scroller.setWidgetResizable(True)
-        scroller.setFrameShape(QFrame.NoFrame)
-        scroller.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)  # panels fit their width
+        scroller = widget
+        if not isinstance(widget, QScrollArea):  # a short window scrolls the panel, never clips it
+            scroller = QScrollArea()
+            scroller.setObjectName(title.lower() + "Scroller")
+            scroller.setWidget(widget)
+            scroller.setWidgetResizable(True)
+            scroller.setFrameShape(QFrame.NoFrame)
+            scroller.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)  # panels fit their width
         dock.setWidget(scroller)
         dock.setFeatures(QDockWidget.DockWidgetMovable | QDockWidget.DockWidgetClosable
                          | QDockWidget.DockWidgetFloatable)

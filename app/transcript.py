@@ -317,7 +317,7 @@ class TranscriptView(QScrollArea):
 
     def resizeEvent(self, event):
         super().resizeEvent(event)
-        side = max(16, (self.viewport().width() - READABLE_WIDTH) // 2)
+        side = max(16, (self.viewport().width() - READABLE_WIDTH + 1) // 2)
         self.layout_.setContentsMargins(side, 12, side, 12)
 
     # building -----------------------------------------------------------------------------
