@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from PySide6.QtGui import QColor, QFont, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextFormat
-from pygments.lexers import get_lexer_by_name, guess_lexer
+from pygments.lexers import get_lexer_by_name
 from pygments.styles import get_style_by_name
 from pygments.util import ClassNotFound
 
@@ -54,9 +54,12 @@ def code_blocks(document) -> list[CodeBlock]:
     return found
 
 
-def _lexer(language: str, text: str):
+@lru_cache(maxsize=64)
+def _lexer(language: str):
+    """The Pygments lexer for a fence's language; None for none or an unknown one (guessing
+    is slow on every re-render of a streaming answer, and often wrong)."""
     try:
-        return get_lexer_by_name(language) if language else guess_lexer(text)
+        return get_lexer_by_name(language) if language else None
     except ClassNotFound:
         return None
 
@@ -82,7 +85,7 @@ def colour(document, blocks: list[CodeBlock], dark: bool) -> None:
     formats = _formats(DARK_STYLE if dark else LIGHT_STYLE)
     cursor = QTextCursor(document)
     for block in blocks:
-        lexer = _lexer(block.language, block.text)
+        lexer = _lexer(block.language)
         if lexer is None:
             continue
         position = block.first
@@ -101,8 +104,7 @@ def colour(document, blocks: list[CodeBlock], dark: bool) -> None:
 
 
 def label_name(block: CodeBlock) -> str:
-    lexer = _lexer(block.language, block.text) if not block.language else None
-    return block.language or (lexer.aliases[0] if lexer is not None and lexer.aliases else "code")
+    return block.language or "code"
 
 
 def add_headers(document, blocks: list[CodeBlock], header_background: QColor,
