@@ -20,6 +20,7 @@ from .controller import ChatController
 from .gauge import SpeculationBar
 from .inspector import Inspector
 from .livestats import LiveStats
+from .model_catalog import ModelCatalogDialog
 from .sessions_panel import SessionsPanel
 from .settings_panel import SettingsPanel
 from .transcript import TranscriptView, copy_text
@@ -193,6 +194,7 @@ class MainWindow(QMainWindow):
         chat.addAction("Quit", self.close, QKeySequence.Quit)
         model = self.menuBar().addMenu("&Model")
         model.addAction("Open model folder…", self.pick_folder)
+        model.addAction("Download a model…", self.pick_from_catalog)
         model.addAction("Hugging Face model…", self.pick_hub)
         model.addAction("Built-in model", lambda: self.controller.load_model(None))
         self.settings_action = chat.addAction("Settings…", self.show_settings)
@@ -502,6 +504,13 @@ class MainWindow(QMainWindow):
         folder = QFileDialog.getExistingDirectory(self, "Choose an mlx-lm model folder")
         if folder:
             self.controller.load_model(folder)
+
+    def pick_from_catalog(self) -> ModelCatalogDialog:
+        dialog = ModelCatalogDialog(self)
+        dialog.setAttribute(Qt.WA_DeleteOnClose)
+        dialog.chosen.connect(self.controller.load_model)
+        dialog.open()
+        return dialog
 
     def pick_hub(self) -> None:
         repo = self.ask_text("Hugging Face model", "Model id (for example "

@@ -78,6 +78,7 @@ class ScriptedService:
         self.scripts: list[list] = []
         self.requests = []
         self.replays = []
+        self.loads = []
 
     def queue(self, *scripts):
         self.scripts.extend(scripts)
@@ -87,6 +88,7 @@ class ScriptedService:
         return ScriptedStream(self.scripts.pop(0))
 
     def load(self, spec=None):
+        self.loads.append(spec)
         return ScriptedStream([ModelEvent("scripted-model", "/nowhere", "on"),
                                DoneEvent("loaded", "", [], [])])
 

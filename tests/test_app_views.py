@@ -429,3 +429,19 @@ def test_dark_theme_check_boxes_stand_out(qapp):
         assert best >= 3.0, best
     finally:
         theme.apply(qapp, dark=False)
+
+
+# 10. curated models -------------------------------------------------------------------------
+def test_the_model_catalog_lists_the_curated_models_and_loads_the_chosen_one(app, qtbot):
+    from engine.models.catalog import CATALOG
+
+    dialog = app.window.pick_from_catalog()
+    assert dialog.table.rowCount() == len(CATALOG)
+    assert not dialog.download_button.isEnabled()
+    row = [dialog.table.item(0, c).text() for c in range(dialog.table.columnCount())]
+    assert row[0] == CATALOG[0].name and row[4] == CATALOG[0].licence and "MB" in row[3]
+    dialog.table.selectRow(1)
+    dialog.download_button.click()
+    qtbot.waitUntil(lambda: app.scripted.loads[-1] == CATALOG[1].repo)
+    qtbot.waitUntil(lambda: not app.controller.loading)
+    assert app.controller.settings.model == CATALOG[1].repo  # remembered for the next start
