@@ -432,8 +432,9 @@ class TranscriptView(QScrollArea):
         self.placeholder.setText(
             "<h2>Ask anything.</h2><p>Draftless guesses ahead with n-gram drafts and the model "
             "checks each guess in one pass.<br>Characters from guesses it accepted are "
-            "<span style='background:%s'>&nbsp;highlighted&nbsp;</span>; hover them to see "
-            "the pass and the draft position.</p>" % theme.current().draft)
+            "<span style='background:%s; text-decoration: underline'>highlighted and "
+            "underlined</span>; hover them to see the pass and the draft position.</p>"
+            % theme.current().draft)
 
     def restyle(self) -> None:
         self._placeholder_text()
