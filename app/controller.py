@@ -23,6 +23,7 @@ from .store import Message, Session, Store
 
 log = logging.getLogger(__name__)
 TITLE_LENGTH = 48
+LOADING_STAGES = {"convert", "load", "download"}  # progress of a model load (a dialog)
 
 
 def session_title(text: str) -> str:
@@ -79,6 +80,7 @@ class ChatController(QObject):
     settingsChanged = Signal(object)  # AppSettings
     replayFinished = Signal(int, object)  # message id, list of replay result dicts (best first)
     problem = Signal(str)  # a message for the person (errors, notices)
+    status = Signal(str)  # quiet engine work during an answer ("" when it is over)
 
     def __init__(self, service, store: Store, settings_store: SettingsStore, parent=None):
         super().__init__(parent)
@@ -264,6 +266,9 @@ class ChatController(QObject):
                 elif isinstance(event, ProgressEvent):
                     if event.stage == "prefill":
                         self.answerProgress.emit(answer, event)
+                        continue
+                    if event.stage not in LOADING_STAGES:  # background work: one quiet line
+                        self.status.emit(event.message if event.done < event.total else "")
                         continue
                     if not loading:
                         loading = True

@@ -257,6 +257,7 @@ class MainWindow(QMainWindow):
         c.loadProgress.connect(self.load_progress)
         c.loadFinished.connect(self.load_finished)
         c.problem.connect(self.banner.show_message)
+        c.status.connect(self.show_status)
         c.settingsChanged.connect(self._settings_changed)
         c.replayFinished.connect(self.inspector.replay.show_results)
         self.inspector.replay.replayRequested.connect(self.replay)
@@ -331,6 +332,13 @@ class MainWindow(QMainWindow):
     def _ask_text(self, title: str, label: str, text: str = "") -> str | None:
         value, ok = QInputDialog.getText(self, title, label, text=text)
         return value if ok else None
+
+    def show_status(self, text: str) -> None:
+        """Engine work the answer waits on (measuring, tables): the status bar, no dialog."""
+        if text:
+            self.statusBar().showMessage(text)
+        else:
+            self.statusBar().clearMessage()
 
     def copy_message(self, text: str) -> None:
         copy_text(text)

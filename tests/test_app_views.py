@@ -445,3 +445,23 @@ def test_the_model_catalog_lists_the_curated_models_and_loads_the_chosen_one(app
     qtbot.waitUntil(lambda: app.scripted.loads[-1] == CATALOG[1].repo)
     qtbot.waitUntil(lambda: not app.controller.loading)
     assert app.controller.settings.model == CATALOG[1].repo  # remembered for the next start
+
+
+# 2 (the app's part). engine work during an answer is one quiet line, not a modal dialog ---
+def test_measuring_during_the_first_answer_is_a_quiet_status_line(app, qtbot):
+    from engine.events import ProgressEvent
+
+    gate = asyncio.Event()
+    app.scripted.queue([ProgressEvent("calibrate", 0, 1, "Measuring this machine's verify speed…"),
+                        gate, ProgressEvent("calibrate", 1, 1, "Verify speed measured")]
+                       + answer_events(SIMPLE))
+    task = app.window.send("first ever question")
+    qtbot.waitUntil(lambda: "Measuring" in app.window.statusBar().currentMessage())
+    qtbot.wait(500)  # longer than the dialog's 400 ms grace
+    assert app.window.progress is None or not app.window.progress.isVisible()
+    assert not app.window.settings_panel.model_name.text().startswith("Loading")
+    assert app.window.input.isEnabled()
+    gate.set()
+    wait(qtbot, task)
+    assert app.window.statusBar().currentMessage() == ""
+    assert app.window.transcript.views[-1].text == "Hello there, friend."
