@@ -500,11 +500,11 @@ class MainWindow(QMainWindow):
     def apply_replay_settings(self, result) -> None:
         settings = self.controller.settings
         order = int(result["ngram_order"])
-        self.controller.update_settings(replace(
+        self.controller.update_settings(replace(  # as replayed: a fixed draft count
             settings, drafter=result["drafter"], draft_count=int(result["draft_count"]),
-            ngram_order=order, ngram_min=min(settings.ngram_min, order)))
+            ngram_order=order, ngram_min=min(settings.ngram_min, order), adaptive=False))
         self.statusBar().showMessage(
-            f"Next answers use {result['drafter']}, {result['draft_count']} drafts, "
+            f"Next answers use {result['drafter']}, {result['draft_count']} drafts (fixed), "
             f"n-gram order {order}", 4000)
 
     # models -------------------------------------------------------------------------------

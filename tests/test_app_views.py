@@ -225,8 +225,8 @@ def test_replay_table_switches_highlights_and_applies_the_best_settings(app, qtb
 
     panel.apply_button.click()
     settings = app.controller.settings
-    assert (settings.drafter, settings.draft_count, settings.ngram_order) == (
-        best["drafter"], best["draft_count"], 2)
+    assert (settings.drafter, settings.draft_count, settings.ngram_order, settings.adaptive) == (
+        best["drafter"], best["draft_count"], 2, False)  # exactly what was replayed
     assert window.settings_panel.draft_count.value() == best["draft_count"]
 
 
