@@ -28,6 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with --screenshot: the side panel to show")
     parser.add_argument("--theme", choices=("system", "light", "dark"), default="system")
     parser.add_argument("--size", default="1280x800", help="with --screenshot: window size WxH")
+    parser.add_argument("--replay", action="store_true",
+                        help="with --screenshot and --prompt: replay the answer in the inspector")
     return parser
 
 
@@ -124,10 +126,12 @@ async def run_screenshot(args) -> int:
     application = Application(theme_name=args.theme)
     window = application.window
     width, height = (int(v) for v in args.size.lower().split("x"))
+    window.show()
+    window.resize(width, height)
+    QApplication.processEvents()  # a narrow size folds the chat list away, lowering the minimum
     window.resize(width, height)
     if args.panel == "inspector":
         window.inspector_dock.raise_()
-    window.show()
     status = 0
     await application.start(args.model)
     if not application.controller.model_name:
@@ -143,7 +147,14 @@ async def run_screenshot(args) -> int:
         await task
         if application.controller.answer.error:
             status = 1
-    if args.panel == "inspector":
+    if args.replay and application.controller.messages:
+        answer = application.controller.messages[-1]
+        window.inspector.inspect(answer.id)
+        await window.replay(answer.id, [2, 4, 8], [application.controller.settings.ngram_order])
+        best = window.inspector.replay.chosen()
+        if best is not None:
+            window.show_replay_highlights(answer.id, best)
+    if args.panel == "inspector" or args.replay:
         window.inspector_dock.raise_()
     if not args.capture_at:
         for _ in range(5):

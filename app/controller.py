@@ -13,7 +13,8 @@ from dataclasses import replace
 
 from PySide6.QtCore import QObject, Signal
 
-from engine.events import DoneEvent, ErrorEvent, ModelEvent, PassEvent, ProgressEvent, TokenEvent
+from engine.events import (DoneEvent, ErrorEvent, ModelEvent, PassEvent, ProgressEvent, ReplayEvent,
+                           TokenEvent)
 
 from .livestats import LiveStats
 from .provenance import Provenance
@@ -22,6 +23,7 @@ from .store import Message, Session, Store
 
 log = logging.getLogger(__name__)
 TITLE_LENGTH = 48
+LOADING_STAGES = {"convert", "load", "download"}  # progress of a model load (a dialog)
 
 
 def session_title(text: str) -> str:
@@ -45,6 +47,7 @@ class Answer:
         self.message: Message | None = None  # set once stored
         self.error: str | None = None
         self.stream = None
+        self.parent_id = 0  # the message it answers
 
     @property
     def text(self) -> str:
@@ -67,6 +70,7 @@ class ChatController(QObject):
     answerStarted = Signal(object)  # Answer
     answerUpdated = Signal(object)  # Answer (new text)
     passRecorded = Signal(object)  # Answer (new numbers)
+    answerProgress = Signal(object, object)  # Answer, ProgressEvent (reading the prompt)
     answerFinished = Signal(object)  # Answer
     busyChanged = Signal(bool)
     modelChanged = Signal(str, str, str)  # name, path, speculation
@@ -74,7 +78,9 @@ class ChatController(QObject):
     loadStarted = Signal(str)  # what is being loaded
     loadFinished = Signal(bool, str)  # ok, error message
     settingsChanged = Signal(object)  # AppSettings
+    replayFinished = Signal(int, object)  # message id, list of replay result dicts (best first)
     problem = Signal(str)  # a message for the person (errors, notices)
+    status = Signal(str)  # quiet engine work during an answer ("" when it is over)
 
     def __init__(self, service, store: Store, settings_store: SettingsStore, parent=None):
         super().__init__(parent)
@@ -120,6 +126,9 @@ class ChatController(QObject):
         return self.store.sessions(search)
 
     def new_session(self) -> Session:
+        if self.session is not None and not self.messages:  # already on an empty chat
+            self.open_session(self.session.id)
+            return self.session
         session = self.store.create_session()
         self.sessionsChanged.emit()
         self.open_session(session.id)
@@ -164,6 +173,8 @@ class ChatController(QObject):
             self.new_session()
         session = self.session
         message = self.store.add_message(Message(None, session.id, "user", text))
+        self.store.link(message, self.messages[-1].id if self.messages else 0)
+        message.versions = [message.id]
         self.messages.append(message)
         self.messageAdded.emit(message)
         if sum(m.role == "user" for m in self.messages) == 1 and session.title == "New chat":
@@ -175,16 +186,40 @@ class ChatController(QObject):
         return self._start_answer()
 
     def regenerate(self) -> asyncio.Task | None:
-        """Answer the last user message again (replacing the last answer)."""
+        """Answer the last user message again; the earlier answer stays as a version."""
         if self.busy or not self.messages:
             return None
         if self.messages[-1].role == "assistant":
             last = self.messages.pop()
-            self.store.delete_message(last.id)
             self.messageRemoved.emit(last.id)
         if not self.messages or self.messages[-1].role != "user":
             return None
         return self._start_answer()
+
+    def edit(self, message_id: int, text: str) -> asyncio.Task | None:
+        """Send an edited question in place of an earlier one: the chat branches there
+        (the earlier question and what followed it stay as a version)."""
+        index = next((i for i, m in enumerate(self.messages) if m.id == message_id), None)
+        if self.busy or index is None or self.messages[index].role != "user" or not text.strip():
+            return None
+        old = self.messages[index]
+        message = self.store.add_message(Message(None, old.session_id, "user", text))
+        self.store.link(message, old.parent_id)
+        self.messages = self.store.messages(old.session_id)
+        self.sessionOpened.emit(self.session)
+        self.sessionsChanged.emit()
+        return self._start_answer()
+
+    def show_version(self, message_id: int, step: int) -> None:
+        """Show the previous (-1) or next (+1) version of a message, and its branch."""
+        message = next((m for m in self.messages if m.id == message_id), None)
+        if self.busy or message is None or message_id not in message.versions:
+            return
+        index = message.versions.index(message_id) + step
+        if 0 <= index < len(message.versions):
+            self.store.choose(message.session_id, message.versions[index])
+            self.messages = self.store.messages(message.session_id)
+            self.sessionOpened.emit(self.session)
 
     def stop(self) -> None:
         if self.busy and self.answer.stream is not None:
@@ -194,6 +229,7 @@ class ChatController(QObject):
         turns = [{"role": m.role, "content": m.content} for m in self.messages if m.content]
         request = self.settings.request(turns, chat_id=self.session.id)
         answer = Answer(self.session.id, request)
+        answer.parent_id = self.messages[-1].id
         answer.stream = self.service.generate(request)
         self.answer = answer
         self.answerStarted.emit(answer)
@@ -228,7 +264,13 @@ class ChatController(QObject):
                 elif isinstance(event, ModelEvent):
                     self._model_loaded(event)
                 elif isinstance(event, ProgressEvent):
-                    if event.stage != "prefill" and not loading:
+                    if event.stage == "prefill":
+                        self.answerProgress.emit(answer, event)
+                        continue
+                    if event.stage not in LOADING_STAGES:  # background work: one quiet line
+                        self.status.emit(event.message if event.done < event.total else "")
+                        continue
+                    if not loading:
                         loading = True
                         self.loadStarted.emit(self.settings.model or "the built-in model")
                     self.loadProgress.emit(event)
@@ -249,8 +291,12 @@ class ChatController(QObject):
             message = Message(None, answer.session_id, "assistant", answer.text,
                               done.finish_reason, self.model_name, dict(done.stats),
                               dict(done.timing), answer.provenance)
+            message.versions = [message.id]
             try:
                 self.store.add_message(message)
+                self.store.link(message, answer.parent_id)
+                message.versions = next((m.versions for m in self.store.messages(answer.session_id)
+                                         if m.id == message.id), [message.id])
             except Exception as error:  # a full disk must not lose the on-screen answer
                 self.problem.emit(f"Could not save the answer ({error}).")
             answer.message = message
@@ -266,6 +312,33 @@ class ChatController(QObject):
         self.answerFinished.emit(answer)
         self.busyChanged.emit(False)
         self.problem.emit(message)
+
+    # replay -------------------------------------------------------------------------------
+    def replay(self, message_id: int, configs) -> asyncio.Task | None:
+        """Replay drafter settings ``configs`` over a stored answer of the open chat."""
+        index = next((i for i, m in enumerate(self.messages) if m.id == message_id), None)
+        if index is None or self.messages[index].provenance is None:
+            return None
+        message = self.messages[index]
+        turns = [{"role": m.role, "content": m.content} for m in self.messages[:index] if m.content]
+        request = self.settings.request(turns)
+        tokens = [t.token for t in message.provenance.tokens]
+        stream = self.service.replay(request, tokens, message.finish_reason == "stop", configs,
+                                     bool(message.stats.get("greedy", True)))
+        return self._spawn(self._consume_replay(message_id, stream))
+
+    async def _consume_replay(self, message_id: int, stream) -> None:
+        results = None
+        try:
+            async for event in stream:
+                if isinstance(event, ReplayEvent):
+                    results = event.results
+                elif isinstance(event, ErrorEvent):
+                    self.problem.emit(f"Replay failed: {event.message}")
+        except Exception as error:
+            log.exception("replay failed")
+            self.problem.emit(f"Replay failed: {error}")
+        self.replayFinished.emit(message_id, results or [])
 
     # models -------------------------------------------------------------------------------
     def load_model(self, spec: str | None) -> asyncio.Task:

@@ -108,7 +108,8 @@ class Legend(QWidget):
         self.restyle()
 
     def restyle(self) -> None:
-        self.swatch.setStyleSheet(f"background: {theme.current().draft}; border-radius: 3px;")
+        colors = theme.current()  # the fill and the underline the transcript paints
+        self.swatch.setStyleSheet(f"background: {colors.draft}; border-bottom: 2px solid {colors.mark};")
 
 
 class SpeculationBar(QFrame):
@@ -131,10 +132,18 @@ class SpeculationBar(QFrame):
         self.speed_label = self._figure("tok/s", "Tokens per second while decoding")
         self.acceptance_label = self._figure("drafts accepted", "Share of drafted tokens the "
                                              "model accepted")
-        for label in (self.current_label, self.speed_label, self.acceptance_label):
+        self.speedup_label = self._figure("faster than plain (est.)",
+                                          "Plain decoding's predicted time over this answer's, "
+                                          "from this machine's measured verify-cost curve")
+        self.figures = (self.current_label, self.speed_label, self.acceptance_label,
+                        self.speedup_label)
+        for label in self.figures:
             numbers.addWidget(label)
         layout.addLayout(numbers)
-        right = QVBoxLayout()
+        self.right = QWidget(self)  # model line and legend: dropped first when narrow
+        self.right.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        right = QVBoxLayout(self.right)
+        right.setContentsMargins(0, 0, 0, 0)
         right.setSpacing(4)
         self.model_label = QLabel("No model loaded yet")
         self.model_label.setObjectName("modelLabel")
@@ -154,8 +163,13 @@ class SpeculationBar(QFrame):
         self.toggle.toggled.connect(self.highlightToggled)
         legend_row.addWidget(self.toggle)
         right.addLayout(legend_row)
-        layout.addLayout(right, 1)
+        layout.addWidget(self.right, 1)
         self.show_numbers(None)
+
+    def resizeEvent(self, event):
+        super().resizeEvent(event)
+        needed = self.legend.sizeHint().width() + self.toggle.sizeHint().width() + 16
+        self.right.setVisible(self.right.width() >= needed or self.width() >= 620)
 
     def _figure(self, unit: str, tip: str) -> QLabel:
         label = QLabel()
@@ -171,16 +185,20 @@ class SpeculationBar(QFrame):
                       f"{label.property('unit')}</span>")
 
     def show_numbers(self, live, draft_count: int | None = None, active: bool = False) -> None:
-        """Show an answer's ``LiveStats`` (None: nothing yet)."""
+        """Show the open chat's latest answer (``LiveStats``; None: no answer yet). The
+        last pass and its dot only while that answer is being written."""
         if live is None or not live.passes:
             self.gauge.set_values(0, 0, (draft_count or 4) + 1, active)
-            for label in (self.current_label, self.speed_label, self.acceptance_label):
+            for label in self.figures:
                 self._set(label, "–")
             return
-        self.gauge.set_values(live.tokens_per_pass, live.last_emitted, (draft_count or 4) + 1, active)
-        self._set(self.current_label, f"{live.last_emitted}")
+        current = live.last_emitted if active else 0
+        self.gauge.set_values(live.tokens_per_pass, current, (draft_count or 4) + 1, active)
+        self._set(self.current_label, f"{current}" if active else "–")
         self._set(self.speed_label, f"{live.tokens_per_s:.1f}")
         self._set(self.acceptance_label, f"{live.acceptance_rate:.0%}" if live.drafted else "–")
+        speedup = live.estimated_speedup
+        self._set(self.speedup_label, f"≈{speedup:.1f}×" if speedup else "–")
 
     def show_model(self, name: str, speculation: str) -> None:
         state = "speculation on" if speculation == "on" else f"speculation {speculation}"

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtCore import QRectF, QSize, Qt
+from PySide6.QtCore import QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QPainter, QPen
-from PySide6.QtWidgets import (QLabel, QListWidget, QListWidgetItem, QSizePolicy, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
+                               QListWidget, QListWidgetItem, QPushButton, QSizePolicy,
+                               QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from . import theme
 
@@ -31,7 +33,7 @@ class BarChart(QWidget):
         self.x_title = x_title
         self.series: list[Series] = []
         self.labels: list[str] = []
-        self.setMinimumHeight(170)
+        self.setMinimumHeight(160)
         self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Expanding)
 
     def sizeHint(self) -> QSize:
@@ -99,6 +101,187 @@ def length_series(stats: dict) -> list[float]:
     return [c / total for c in counts] if total else []
 
 
+def parse_numbers(text: str, low: int, high: int) -> list[int]:
+    """'2, 4,8' → [2, 4, 8]; values outside [low, high] and non-numbers are dropped."""
+    values = []
+    for part in text.replace(";", ",").split(","):
+        part = part.strip()
+        if part.isdigit() and low <= int(part) <= high and int(part) not in values:
+            values.append(int(part))
+    return values
+
+
+REPLAY_COLUMNS = ("Drafter", "n", "tok/pass", "acc.", "speed")
+REPLAY_TIPS = ("Drafter and draft count k", "N-gram order", "Tokens per pass", "Drafted tokens accepted",
+               "Estimated speed-up over plain decoding, from this machine's verify-cost curve")
+
+
+class NumberItem(QTableWidgetItem):
+    """Sorts by its number, shows its text."""
+
+    def __init__(self, text: str, value):
+        super().__init__(text)
+        self.value = value
+        self.setTextAlignment(Qt.AlignRight | Qt.AlignVCenter)
+
+    def __lt__(self, other):
+        return self.value < getattr(other, "value", 0)
+
+
+class ReplayPanel(QWidget):
+    """Replay every drafter over one answer: a sortable table, its highlights, its settings."""
+
+    replayRequested = Signal(int, list, list)  # message id, draft counts, n-gram orders
+    highlightRequested = Signal(int, object)  # message id, result dict (None: the real run)
+    applyRequested = Signal(object)  # result dict
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        title = QLabel("<b>Replay</b> — every drafter over this answer's own tokens, no model "
+                       "passes. Exact for greedy answers; <i>italic</i>: an estimate (hover for why).")
+        title.setWordWrap(True)
+        layout.addWidget(title)
+        row = QHBoxLayout()
+        self.draft_counts = QLineEdit("2, 4, 8")
+        self.draft_counts.setMinimumWidth(40)
+        self.draft_counts.setToolTip("Draft counts to replay, comma-separated (1–64)")
+        self.ngram_orders = QLineEdit("4")
+        self.ngram_orders.setMinimumWidth(30)
+        self.ngram_orders.setToolTip("N-gram orders to replay, comma-separated (1–32)")
+        row.addWidget(QLabel("k"))
+        row.addWidget(self.draft_counts, 2)
+        row.addWidget(QLabel("n"))
+        row.addWidget(self.ngram_orders, 1)
+        self.run_button = QPushButton("Replay")
+        self.run_button.setToolTip("Replay the inspected answer with every drafter")
+        self.run_button.clicked.connect(self._request)
+        row.addWidget(self.run_button)
+        layout.addLayout(row)
+        self.table = QTableWidget(0, len(REPLAY_COLUMNS))
+        self.table.setObjectName("replayTable")
+        self.table.setHorizontalHeaderLabels(REPLAY_COLUMNS)
+        for column, tip in enumerate(REPLAY_TIPS):
+            self.table.horizontalHeaderItem(column).setToolTip(tip)
+        self.table.setWordWrap(False)
+        self.table.setTextElideMode(Qt.ElideMiddle)  # "ngra…k=8" keeps the draft count
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        self.table.setSortingEnabled(True)
+        self.table.setMinimumHeight(190)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeToContents)
+        header.setSectionResizeMode(0, QHeaderView.Stretch)
+        header.setMinimumSectionSize(24)
+        self.table.itemSelectionChanged.connect(self._selected)
+        layout.addWidget(self.table, 1)
+        buttons = QHBoxLayout()
+        self.highlight_button = QPushButton("Highlights")
+        self.highlight_button.setToolTip("Paint the answer with what this drafter would have had "
+                                         "accepted")
+        self.highlight_button.clicked.connect(self._highlight)
+        self.actual_button = QPushButton("Actual")
+        self.actual_button.setToolTip("Back to the highlights of the answer's real run")
+        self.actual_button.clicked.connect(
+            lambda: self.message_id is not None and self.highlightRequested.emit(self.message_id, None))
+        self.apply_button = QPushButton("Use settings")
+        self.apply_button.setObjectName("primary")
+        self.apply_button.setToolTip("Make this drafter, draft count and n-gram order the settings "
+                                     "for the next answers")
+        self.apply_button.clicked.connect(lambda: self.chosen() and self.applyRequested.emit(self.chosen()))
+        for button in (self.highlight_button, self.actual_button, self.apply_button):
+            buttons.addWidget(button)
+        layout.addLayout(buttons)
+        self.status = QLabel("Pick an answer, then Replay.")
+        self.status.setObjectName("hint")
+        self.status.setWordWrap(True)
+        layout.addWidget(self.status)
+        self.message_id: int | None = None
+        self.results: list[dict] = []
+        self._selected()
+
+    def set_message(self, message_id: int | None) -> None:
+        if message_id != self.message_id:
+            self.message_id = message_id
+            self.show_results(None, [])
+        self.run_button.setEnabled(message_id is not None)
+
+    def _request(self) -> None:
+        counts = parse_numbers(self.draft_counts.text(), 1, 64)
+        orders = parse_numbers(self.ngram_orders.text(), 1, 32)
+        if self.message_id is None or not counts or not orders:
+            self.status.setText("Give at least one draft count (1–64) and n-gram order (1–32).")
+            return
+        self.status.setText("Replaying…")
+        self.run_button.setEnabled(False)
+        self.replayRequested.emit(self.message_id, counts, orders)
+
+    def show_results(self, message_id: int | None, results: list[dict]) -> None:
+        """``results``: ``ReplayResult.to_dict()`` each, best first."""
+        if message_id is not None and message_id != self.message_id:
+            return
+        self.run_button.setEnabled(self.message_id is not None)
+        self.results = list(results)
+        self.table.setSortingEnabled(False)
+        self.table.setRowCount(len(results))
+        for row, result in enumerate(results):
+            stats = result["stats"]
+            speedup = stats.get("estimated_speedup")
+            cells = [QTableWidgetItem(f"{result['drafter']} k={result['draft_count']}"),
+                     NumberItem(str(result["ngram_order"]), result["ngram_order"]),
+                     NumberItem(f"{stats['tokens_per_pass']:.2f}", stats["tokens_per_pass"]),
+                     NumberItem(f"{stats['acceptance_rate']:.0%}", stats["acceptance_rate"]),
+                     NumberItem(f"{speedup:.2f}×" if speedup else "–",
+                                (speedup or 0.0, stats["tokens_per_pass"]))]
+            tip = ("Exact: what a greedy run with these settings would have done"
+                   if result["exact"] else "Estimate: " + ", ".join(result["notes"]))
+            for column, cell in enumerate(cells):
+                cell.setData(Qt.UserRole, row)
+                cell.setToolTip(tip)
+                if not result["exact"]:  # estimates in italics; the tooltip says why
+                    font = cell.font()
+                    font.setItalic(True)
+                    cell.setFont(font)
+                self.table.setItem(row, column, cell)
+        self.table.setSortingEnabled(True)
+        self.table.sortItems(4, Qt.DescendingOrder)  # best first, as the engine ranks them
+        self.table.setColumnHidden(1, len({r["ngram_order"] for r in results}) <= 1)
+        if results:
+            self.table.selectRow(0)
+            best = results[0]
+            speedup = best["stats"].get("estimated_speedup")
+            self.status.setText(
+                f"Best: <b>{best['drafter']}</b> k={best['draft_count']} n={best['ngram_order']}, "
+                f"{best['stats']['tokens_per_pass']:.2f} tokens/pass"
+                + (f", ≈{speedup:.2f}× faster than plain (estimate from this machine's "
+                   "verify-cost curve)" if speedup else "") + ".")
+        elif message_id is not None:
+            self.status.setText("Nothing to replay.")
+        self._selected()
+
+    def chosen(self) -> dict | None:
+        rows = self.table.selectionModel().selectedRows()
+        if not rows:
+            return None
+        index = self.table.item(rows[0].row(), 0).data(Qt.UserRole)
+        return self.results[index]
+
+    def _selected(self) -> None:
+        has = self.chosen() is not None
+        self.highlight_button.setEnabled(has)
+        self.apply_button.setEnabled(has)
+        self.actual_button.setEnabled(self.message_id is not None)
+
+    def _highlight(self) -> None:
+        if self.chosen() is not None and self.message_id is not None:
+            self.highlightRequested.emit(self.message_id, self.chosen())
+
+
 class Inspector(QWidget):
     """Lists the session's answers; the ticked ones are drawn in both charts."""
 
@@ -112,7 +295,7 @@ class Inspector(QWidget):
         hint.setWordWrap(True)
         layout.addWidget(hint)
         self.list = QListWidget()
-        self.list.setMaximumHeight(110)
+        self.list.setMaximumHeight(90)
         self.list.itemChanged.connect(self._redraw)
         layout.addWidget(self.list)
         self.positions = BarChart("Acceptance by draft position", "position in the draft")
@@ -120,13 +303,15 @@ class Inspector(QWidget):
                                   "share where it was accepted")
         self.lengths = BarChart("Accepted drafts per pass", "drafted tokens accepted in a pass")
         self.lengths.setToolTip("Share of passes that accepted 0, 1, 2, … drafted tokens")
-        layout.addWidget(self.positions, 1)
-        layout.addWidget(self.lengths, 1)
         self.summary = QLabel()
         self.summary.setObjectName("hint")
         self.summary.setWordWrap(True)
         self.summary.setTextInteractionFlags(Qt.TextSelectableByMouse)
         layout.addWidget(self.summary)
+        self.replay = ReplayPanel()
+        layout.addWidget(self.replay, 2)
+        layout.addWidget(self.positions, 1)
+        layout.addWidget(self.lengths, 1)
         self._stats: dict[int, dict] = {}
 
     def set_answers(self, answers: list[tuple[int, str, dict]], checked: set[int] | None = None) -> None:
@@ -143,6 +328,9 @@ class Inspector(QWidget):
             self.list.addItem(item)
             self._stats[message_id] = stats
         self.list.blockSignals(False)
+        if self.replay.message_id not in self._stats:
+            chosen = [i for i, _, _ in answers if i in previously]
+            self.replay.set_message(chosen[-1] if chosen else None)
         self._redraw()
 
     def checked_ids(self) -> set[int]:
@@ -150,6 +338,7 @@ class Inspector(QWidget):
                 if self.list.item(i).checkState() == Qt.Checked}
 
     def inspect(self, message_id: int, only: bool = True) -> None:
+        self.replay.set_message(message_id)
         self.list.blockSignals(True)
         for i in range(self.list.count()):
             item = self.list.item(i)

@@ -9,15 +9,24 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QApplication, QDockWidget, QFileDialog, QFrame, QHBoxLayout,
                                QInputDialog, QLabel, QMainWindow, QMessageBox, QPlainTextEdit,
-                               QProgressDialog, QPushButton, QToolButton, QVBoxLayout, QWidget)
+                               QProgressDialog, QPushButton, QScrollArea, QToolButton, QVBoxLayout,
+                               QWidget)
+
+from engine.replay import configurations
+from engine.settings import DraftSettings
 
 from . import theme
 from .controller import ChatController
 from .gauge import SpeculationBar
 from .inspector import Inspector
+from .livestats import LiveStats
+from .model_catalog import ModelCatalogDialog
 from .sessions_panel import SessionsPanel
 from .settings_panel import SettingsPanel
 from .transcript import TranscriptView, copy_text
+
+
+NARROW_WIDTH = 880  # below this the chat list folds away, leaving room for the answer
 
 
 class ChatInput(QPlainTextEdit):
@@ -74,7 +83,6 @@ class MainWindow(QMainWindow):
         self.setWindowIcon(theme.app_icon())
         self.resize(1280, 800)
         self.progress: QProgressDialog | None = None
-        self.confirm_delete = self._confirm_delete  # replaceable in tests
         self.ask_text = self._ask_text
 
         central = QWidget()
@@ -88,6 +96,19 @@ class MainWindow(QMainWindow):
         column.addWidget(self.banner)
         self.transcript = TranscriptView()
         column.addWidget(self.transcript, 1)
+        self.editing: int | None = None  # the question being edited, if any
+        self.edit_bar = QFrame()
+        self.edit_bar.setObjectName("editBar")
+        edit_row = QHBoxLayout(self.edit_bar)
+        edit_row.setContentsMargins(12, 4, 12, 0)
+        edit_label = QLabel("Editing an earlier question: Send starts a new branch from it "
+                            "(the earlier version stays, ← → switch).")
+        edit_label.setWordWrap(True)
+        edit_row.addWidget(edit_label, 1)
+        self.cancel_edit_button = QPushButton("Cancel edit")
+        edit_row.addWidget(self.cancel_edit_button)
+        self.edit_bar.hide()
+        column.addWidget(self.edit_bar)
         composer = QFrame()
         composer.setObjectName("composer")
         row = QHBoxLayout(composer)
@@ -117,6 +138,14 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.settings_dock, self.inspector_dock)
         self.settings_dock.raise_()
         self.resizeDocks([self.sessions_dock, self.settings_dock], [220, 330], Qt.Horizontal)
+        self.sessions_dock.setMinimumWidth(150)
+        needed = max(280, self.settings_panel.widget().minimumSizeHint().width()
+                     + self.settings_panel.verticalScrollBar().sizeHint().width() + 4)
+        for dock in (self.settings_dock, self.inspector_dock):  # tabbed together: one width
+            dock.setMinimumWidth(needed)
+        self.chats_auto_hidden = False
+        self.sessions_dock.toggleViewAction().triggered.connect(
+            lambda: setattr(self, "chats_auto_hidden", False))
         self._menus()
         self._connect()
 
@@ -127,10 +156,29 @@ class MainWindow(QMainWindow):
         for notice in controller.startup_notices():
             self.banner.show_message(notice)
 
+    def resizeEvent(self, event):
+        """Narrow windows fold the chat list away (View ▸ Chats brings it back)."""
+        super().resizeEvent(event)
+        narrow = event.size().width() < NARROW_WIDTH
+        if narrow and self.sessions_dock.isVisible() and not self.sessions_dock.isFloating():
+            self.sessions_dock.hide()
+            self.chats_auto_hidden = True
+        elif not narrow and self.chats_auto_hidden:
+            self.sessions_dock.show()
+            self.chats_auto_hidden = False
+
     def _dock(self, title: str, widget: QWidget, area) -> QDockWidget:
         dock = QDockWidget(title, self)
         dock.setObjectName(title.lower() + "Dock")
-        dock.setWidget(widget)
+        scroller = widget
+        if not isinstance(widget, QScrollArea):  # a short window scrolls the panel, never clips it
+            scroller = QScrollArea()
+            scroller.setObjectName(title.lower() + "Scroller")
+            scroller.setWidget(widget)
+            scroller.setWidgetResizable(True)
+            scroller.setFrameShape(QFrame.NoFrame)
+            scroller.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)  # panels fit their width
+        dock.setWidget(scroller)
         dock.setFeatures(QDockWidget.DockWidgetMovable | QDockWidget.DockWidgetClosable
                          | QDockWidget.DockWidgetFloatable)
         self.addDockWidget(area, dock)
@@ -146,11 +194,23 @@ class MainWindow(QMainWindow):
         chat.addAction("Quit", self.close, QKeySequence.Quit)
         model = self.menuBar().addMenu("&Model")
         model.addAction("Open model folder…", self.pick_folder)
+        model.addAction("Download a model…", self.pick_from_catalog)
         model.addAction("Hugging Face model…", self.pick_hub)
         model.addAction("Built-in model", lambda: self.controller.load_model(None))
+        self.settings_action = chat.addAction("Settings…", self.show_settings)
+        self.settings_action.setShortcuts([QKeySequence(QKeySequence.Preferences),
+                                           QKeySequence("Ctrl+,")])
+        self.settings_action.setMenuRole(QAction.PreferencesRole)  # Cmd+, in the app menu on a Mac
         view = self.menuBar().addMenu("&View")
         for dock in (self.sessions_dock, self.settings_dock, self.inspector_dock):
             view.addAction(dock.toggleViewAction())
+        view.addSeparator()
+        self.zoom_in_action = view.addAction("Bigger text", lambda: self.transcript.zoom(1))
+        self.zoom_in_action.setShortcuts([QKeySequence(QKeySequence.ZoomIn), QKeySequence("Ctrl+=")])
+        self.zoom_out_action = view.addAction("Smaller text", lambda: self.transcript.zoom(-1),
+                                              QKeySequence(QKeySequence.ZoomOut))
+        view.addAction("Actual size", lambda: self.transcript.zoom(0), QKeySequence("Ctrl+0"))
+        view.addSeparator()
         self.highlight_action = QAction("Highlight accepted drafts", self, checkable=True)
         self.highlight_action.setChecked(True)
         self.highlight_action.toggled.connect(self.speculation_bar.toggle.setChecked)
@@ -179,6 +239,9 @@ class MainWindow(QMainWindow):
         self.transcript.copyRequested.connect(self.copy_message)
         self.transcript.inspectRequested.connect(self.inspect_view)
         self.transcript.regenerateRequested.connect(self.regenerate)
+        self.transcript.versionRequested.connect(c.show_version)
+        self.transcript.editRequested.connect(self.start_edit)
+        self.cancel_edit_button.clicked.connect(self.cancel_edit)
         c.sessionsChanged.connect(self.refresh_sessions)
         c.sessionOpened.connect(self.show_session)
         c.messageAdded.connect(self.message_added)
@@ -186,6 +249,7 @@ class MainWindow(QMainWindow):
         c.answerStarted.connect(self.answer_started)
         c.answerUpdated.connect(self.answer_updated)
         c.passRecorded.connect(self.pass_recorded)
+        c.answerProgress.connect(self.answer_progress)
         c.answerFinished.connect(self.answer_finished)
         c.busyChanged.connect(self.set_busy)
         c.modelChanged.connect(self.model_changed)
@@ -193,7 +257,12 @@ class MainWindow(QMainWindow):
         c.loadProgress.connect(self.load_progress)
         c.loadFinished.connect(self.load_finished)
         c.problem.connect(self.banner.show_message)
+        c.status.connect(self.show_status)
         c.settingsChanged.connect(self._settings_changed)
+        c.replayFinished.connect(self.inspector.replay.show_results)
+        self.inspector.replay.replayRequested.connect(self.replay)
+        self.inspector.replay.highlightRequested.connect(self.show_replay_highlights)
+        self.inspector.replay.applyRequested.connect(self.apply_replay_settings)
         hints = QGuiApplication.styleHints()
         if hasattr(hints, "colorSchemeChanged"):
             hints.colorSchemeChanged.connect(self.follow_color_scheme)
@@ -203,14 +272,35 @@ class MainWindow(QMainWindow):
         self.settings_panel.flush()
         if not text.strip():
             return None
-        task = self.controller.send(text)
+        if self.editing is not None:
+            task = self.controller.edit(self.editing, text)
+        else:
+            task = self.controller.send(text)
         if task is not None:
             self.input.clear()
+            self.cancel_edit()
         return task
+
+    def start_edit(self, message_id: int, text: str) -> None:
+        """Put an earlier question in the composer; sending it branches the chat there."""
+        self.editing = message_id
+        self.input.setPlainText(text)
+        self.input.setFocus()
+        self.edit_bar.show()
+
+    def cancel_edit(self) -> None:
+        if self.editing is not None:
+            self.editing = None
+            self.edit_bar.hide()
 
     def regenerate(self):
         self.settings_panel.flush()
         return self.controller.regenerate()
+
+    def show_settings(self) -> None:
+        self.settings_dock.show()
+        self.settings_dock.raise_()
+        self.settings_panel.setFocus()
 
     def new_chat(self) -> None:
         self.controller.new_session()
@@ -229,19 +319,30 @@ class MainWindow(QMainWindow):
         if session is not None and self.confirm_delete(session.title):
             self.controller.delete_session(session_id)
 
-    def _confirm_delete(self, title: str) -> bool:
-        answer = QMessageBox.question(self, "Delete chat",
-                                      f"Delete “{title}” and all its messages? This cannot be undone.",
-                                      QMessageBox.Delete | QMessageBox.Cancel, QMessageBox.Cancel)
-        return answer == QMessageBox.Delete
+    def confirm_delete(self, title: str) -> bool:
+        box = QMessageBox(QMessageBox.Warning, "Delete chat",
+                          f"Delete “{title}” and all its messages? This cannot be undone.",
+                          QMessageBox.Cancel, self)
+        box.setObjectName("confirmDelete")
+        delete = box.addButton("Delete", QMessageBox.DestructiveRole)
+        box.setDefaultButton(QMessageBox.Cancel)
+        box.exec()
+        return box.clickedButton() is delete
 
     def _ask_text(self, title: str, label: str, text: str = "") -> str | None:
         value, ok = QInputDialog.getText(self, title, label, text=text)
         return value if ok else None
 
+    def show_status(self, text: str) -> None:
+        """Engine work the answer waits on (measuring, tables): the status bar, no dialog."""
+        if text:
+            self.statusBar().showMessage(text)
+        else:
+            self.statusBar().clearMessage()
+
     def copy_message(self, text: str) -> None:
         copy_text(text)
-        self.statusBar().showMessage("Message copied", 2000)
+        self.statusBar().showMessage("Copied to the clipboard", 2000)
 
     def set_highlight(self, on: bool) -> None:
         self.highlight_action.setChecked(on)
@@ -255,9 +356,20 @@ class MainWindow(QMainWindow):
 
     # sessions -----------------------------------------------------------------------------
     def refresh_sessions(self) -> None:
-        current = self.controller.session.id if self.controller.session else None
-        self.sessions_panel.set_sessions(self.controller.sessions(self.sessions_panel.search.text()),
-                                         current)
+        """The chats matching the search; the open chat always stays listed, so Rename and
+        Delete keep working on it while searching."""
+        current = self.controller.session
+        found = self.controller.sessions(self.sessions_panel.search.text())
+        pinned = current is not None and all(s.id != current.id for s in found)
+        if pinned:
+            found.insert(0, current)
+        self.sessions_panel.set_sessions(found, current.id if current else None)
+        if pinned:  # listed because it is open, not because it matched: say so
+            item = self.sessions_panel.list.item(0)
+            font = item.font()
+            font.setItalic(True)
+            item.setFont(font)
+            item.setToolTip(f"{current.title}\n(the open chat; it does not match the search)")
 
     def show_session(self, session) -> None:
         self.transcript.clear()
@@ -266,11 +378,12 @@ class MainWindow(QMainWindow):
             for message in c.messages:
                 self.transcript.add_message(message.role, message.content, message.provenance,
                                             message.stats, message.timing, message.finish_reason,
-                                            message.id)
+                                            message.id, message.versions)
             answer = c.answer
             if answer is not None and c.busy and answer.session_id == session.id:
                 self.transcript.start_answer(answer.provenance)
         self.transcript.set_busy(c.busy)
+        self._show_gauge()
         self.refresh_sessions()
         self._refresh_inspector()
         self.setWindowTitle(f"{session.title} — Draftless" if session else "Draftless")
@@ -279,22 +392,40 @@ class MainWindow(QMainWindow):
         if self.controller.session and message.session_id == self.controller.session.id:
             self.transcript.add_message(message.role, message.content, message.provenance,
                                         message.stats, message.timing, message.finish_reason,
-                                        message.id)
+                                        message.id, message.versions)
 
     def _visible(self, answer) -> bool:
         return self.controller.session is not None and answer.session_id == self.controller.session.id
 
+    def _show_gauge(self) -> None:
+        """The gauge shows the open chat's latest answer: live while it is being written."""
+        c = self.controller
+        answer = c.answer
+        if answer is not None and c.session is not None and answer.session_id == c.session.id \
+                and not answer.finished:
+            self.speculation_bar.show_numbers(answer.live, answer.draft_count, True)
+            return
+        last = next((m for m in reversed(c.messages) if m.role == "assistant" and m.stats), None)
+        self.speculation_bar.show_numbers(
+            LiveStats.of_message(last.stats, last.timing) if last else None,
+            c.settings.draft_count, False)
+
     def answer_started(self, answer) -> None:
         if self._visible(answer):
             self.transcript.start_answer(answer.provenance)
-        self.speculation_bar.show_numbers(None, answer.draft_count, True)
+            self.speculation_bar.show_numbers(None, answer.draft_count, True)
 
     def answer_updated(self, answer) -> None:
         if self._visible(answer):
             self.transcript.answer_changed()
 
+    def answer_progress(self, answer, event) -> None:
+        if self._visible(answer):
+            self.transcript.reading_prompt(event.done, event.total)
+
     def pass_recorded(self, answer) -> None:
-        self.speculation_bar.show_numbers(answer.live, answer.draft_count, True)
+        if self._visible(answer):
+            self.speculation_bar.show_numbers(answer.live, answer.draft_count, True)
 
     def answer_finished(self, answer) -> None:
         message = answer.message
@@ -302,9 +433,12 @@ class MainWindow(QMainWindow):
             if message is not None:
                 self.transcript.finish_answer(message.content, message.provenance, message.stats,
                                               message.timing, message.finish_reason, message.id)
+                view = self.transcript.view_of(message.id)
+                if view is not None:
+                    view.set_versions(message.versions)
             else:
                 self.transcript.finish_answer("", None, {}, {}, answer.finish_reason, None)
-        self.speculation_bar.show_numbers(answer.live, answer.draft_count, False)
+        self._show_gauge()
         if message is not None:
             self._refresh_inspector(message.id)
         self.setWindowTitle(f"{self.controller.session.title} — Draftless"
@@ -338,11 +472,53 @@ class MainWindow(QMainWindow):
         self.inspector_dock.show()
         self.inspector_dock.raise_()
 
+    # replay -------------------------------------------------------------------------------
+    def replay(self, message_id: int, draft_counts: list[int], ngram_orders: list[int]):
+        settings = self.controller.settings
+        names = [self.settings_panel.drafter.itemData(i)
+                 for i in range(self.settings_panel.drafter.count())]
+        base = DraftSettings(ngram_min=settings.ngram_min)
+        configs = configurations([n for n in names if n and n != "default"], draft_counts,
+                                 ngram_orders, base)
+        return self.controller.replay(message_id, configs)
+
+    def show_replay_highlights(self, message_id: int, result) -> None:
+        view = self.transcript.view_of(message_id)
+        if view is None or view.provenance is None:
+            return
+        if result is None:
+            view.show_overlay(None)
+            return
+        label = f"{result['drafter']} k={result['draft_count']} n={result['ngram_order']}"
+        try:
+            overlay = view.provenance.with_flags(result["from_draft"], label + " (replay)")
+        except ValueError as error:
+            self.banner.show_message(f"Cannot show that replay on this answer ({error}).")
+            return
+        view.show_overlay(overlay, label)
+
+    def apply_replay_settings(self, result) -> None:
+        settings = self.controller.settings
+        order = int(result["ngram_order"])
+        self.controller.update_settings(replace(  # as replayed: a fixed draft count
+            settings, drafter=result["drafter"], draft_count=int(result["draft_count"]),
+            ngram_order=order, ngram_min=min(settings.ngram_min, order), adaptive=False))
+        self.statusBar().showMessage(
+            f"Next answers use {result['drafter']}, {result['draft_count']} drafts (fixed), "
+            f"n-gram order {order}", 4000)
+
     # models -------------------------------------------------------------------------------
     def pick_folder(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Choose an mlx-lm model folder")
         if folder:
             self.controller.load_model(folder)
+
+    def pick_from_catalog(self) -> ModelCatalogDialog:
+        dialog = ModelCatalogDialog(self)
+        dialog.setAttribute(Qt.WA_DeleteOnClose)
+        dialog.chosen.connect(self.controller.load_model)
+        dialog.open()
+        return dialog
 
     def pick_hub(self) -> None:
         repo = self.ask_text("Hugging Face model", "Model id (for example "

@@ -158,6 +158,14 @@ class Provenance:
         lines += [f"• {t.describe()}" for t in tokens]
         return "\n".join(lines)
 
+    def with_flags(self, from_draft: list[bool], drafter: str) -> "Provenance":
+        """The same text and token groups with other accepted-draft flags (a replay's)."""
+        if len(from_draft) != len(self.tokens):
+            raise ValueError(f"{len(from_draft)} flags for {len(self.tokens)} tokens")
+        tokens = [TokenInfo(t.token, flag, t.pass_index, None, drafter, t.start, t.end)
+                  for t, flag in zip(self.tokens, from_draft)]
+        return Provenance.from_tokens(self.text, tokens)
+
     # persistence --------------------------------------------------------------------------
     @classmethod
     def from_tokens(cls, text: str, tokens: list[TokenInfo]) -> "Provenance":

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from PySide6.QtGui import (QColor, QFontDatabase, QTextBlockFormat, QTextCharFormat,
                            QTextCursor, QTextDocument, QTextFormat)
 
+from .code_blocks import add_headers, code_blocks, colour
 from .provenance import DRAFT, Provenance
 
 WHITESPACE = str.maketrans({"\n": " ", "\t": " ", "\r": " ", "\u2028": " ", "\u2029": " ",
@@ -64,6 +65,11 @@ class Palette:
     draft: QColor
     code_background: QColor
     mixed: QColor | None = None
+    mark: QColor | None = None  # underline under accepted drafts: a cue beyond colour fill
+    dark: bool = False
+    header_background: QColor | None = None  # code block label line
+    muted: QColor | None = None
+    link: QColor | None = None
 
 
 @dataclass
@@ -71,6 +77,7 @@ class RenderMap:
     """Document position → source character index, for tooltips."""
 
     by_position: dict[int, int] = field(default_factory=dict)
+    code: list[str] = field(default_factory=list)  # each code block's text, for its Copy link
 
     def source_index(self, position: int) -> int | None:
         return self.by_position.get(position)
@@ -101,16 +108,35 @@ def render(document: QTextDocument, text: str, provenance: Provenance | None, *,
         batch = QTextCursor(document)
         batch.beginEditBlock()  # one relayout for all the formatting below, not one per range
         _style_code(document, palette)
+        blocks = code_blocks(document) if markdown else []
+        colour(document, blocks, palette.dark)
         if highlight and provenance is not None:
             _paint(document, provenance, result, palette)
+        if blocks:
+            result.code = [b.text for b in blocks]
+            inserted = add_headers(document, blocks, palette.header_background or palette.code_background,
+                                   palette.muted or QColor("gray"), palette.link or QColor("blue"))
+            result.by_position = _shifted(result.by_position, inserted)
         batch.endEditBlock()
     return result
+
+
+def _shifted(by_position: dict[int, int], inserted: list[tuple[int, int]]) -> dict[int, int]:
+    """Document positions after inserting ``(position, length)`` runs of text."""
+    cuts = sorted(inserted)
+
+    def shift(position: int) -> int:
+        return position + sum(length for at, length in cuts if at <= position)
+    return {shift(p): s for p, s in by_position.items()}
 
 
 def _paint(document: QTextDocument, provenance: Provenance, result: RenderMap,
            palette: Palette) -> None:
     draft = QTextCharFormat()
     draft.setBackground(palette.draft)
+    if palette.mark is not None:
+        draft.setUnderlineStyle(QTextCharFormat.SingleUnderline)
+        draft.setUnderlineColor(palette.mark)
     draft.setProperty(QTextFormat.UserProperty, DRAFT)
     ranges: list[list[int]] = []
     for position, source in result.by_position.items():
@@ -156,6 +182,7 @@ def _style_code(document: QTextDocument, palette: Palette) -> None:
             block_format.setBackground(palette.code_background)
             block_format.setLeftMargin(6)
             block_format.setRightMargin(6)
+            block_format.setNonBreakableLines(False)  # wrap long lines rather than cut them off
             cursor.mergeBlockFormat(block_format)
             cursor.setPosition(block.position() + max(block.length() - 1, 0), QTextCursor.KeepAnchor)
             char_format = QTextCharFormat()

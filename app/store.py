@@ -51,6 +51,18 @@ CREATE TABLE IF NOT EXISTS tokens (
     drafter TEXT NOT NULL,
     PRIMARY KEY (message_id, idx)
 ) WITHOUT ROWID;
+-- Branches: regenerated answers and edited questions keep the earlier versions. A message
+-- without a link follows the message before it (chats written before branches existed).
+CREATE TABLE IF NOT EXISTS message_links (
+    message_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+    parent_id INTEGER NOT NULL  -- 0: the first message of the chat
+);
+CREATE TABLE IF NOT EXISTS branch_choices (
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    parent_id INTEGER NOT NULL,
+    child_id INTEGER NOT NULL,
+    PRIMARY KEY (session_id, parent_id)
+) WITHOUT ROWID;
 """
 
 
@@ -74,6 +86,8 @@ class Message:
     timing: dict = field(default_factory=dict)
     provenance: Provenance | None = None
     created: float = 0.0
+    parent_id: int = 0  # the message it follows in its branch (0: none)
+    versions: list[int] = field(default_factory=list)  # ids of it and its alternatives, oldest first
 
 
 class Store:
@@ -186,7 +200,51 @@ class Store:
         with self.db:
             self.db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
 
+    def link(self, message: Message, parent_id: int) -> None:
+        """Place ``message`` after ``parent_id`` (0: first) and make it the chosen branch."""
+        message.parent_id = parent_id
+        with self.db:
+            self.db.execute("INSERT OR REPLACE INTO message_links VALUES (?, ?)",
+                            (message.id, parent_id))
+            self.db.execute("INSERT OR REPLACE INTO branch_choices VALUES (?, ?, ?)",
+                            (message.session_id, parent_id, message.id))
+
+    def choose(self, session_id: str, message_id: int) -> None:
+        """Show the branch that goes through ``message_id``."""
+        row = self.db.execute("SELECT parent_id FROM message_links WHERE message_id = ?",
+                              (message_id,)).fetchone()
+        if row is not None:
+            with self.db:
+                self.db.execute("INSERT OR REPLACE INTO branch_choices VALUES (?, ?, ?)",
+                                (session_id, row[0], message_id))
+
     def messages(self, session_id: str) -> list[Message]:
+        """The chat as shown: from the first message, each step the chosen (else newest)
+        of the messages that follow; each carries its alternatives in ``versions``."""
+        every = self.all_messages(session_id)
+        links = dict(self.db.execute(
+            "SELECT l.message_id, l.parent_id FROM message_links l JOIN messages m "
+            "ON m.id = l.message_id WHERE m.session_id = ?", (session_id,)).fetchall())
+        chosen = dict(self.db.execute(
+            "SELECT parent_id, child_id FROM branch_choices WHERE session_id = ?",
+            (session_id,)).fetchall())
+        children: dict[int, list[Message]] = {}
+        previous = 0
+        for message in every:
+            message.parent_id = links.get(message.id, previous)
+            children.setdefault(message.parent_id, []).append(message)
+            previous = message.id
+        path, parent = [], 0
+        while children.get(parent):
+            options = children[parent]
+            pick = next((m for m in options if m.id == chosen.get(parent)), options[-1])
+            pick.versions = [m.id for m in options]
+            path.append(pick)
+            parent = pick.id
+        return path
+
+    def all_messages(self, session_id: str) -> list[Message]:
+        """Every message of the chat, all branches, oldest first."""
         rows = self.db.execute(
             "SELECT id, session_id, role, content, finish_reason, model, stats, timing, created "
             "FROM messages WHERE session_id = ? ORDER BY id", (session_id,)).fetchall()

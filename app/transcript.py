@@ -10,16 +10,19 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import QEvent, QPoint, Qt, QTimer, Signal
-from PySide6.QtGui import QGuiApplication, QTextOption
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QTextOption
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QScrollArea, QSizePolicy, QTextBrowser,
                                QToolButton, QToolTip, QVBoxLayout, QWidget)
 
 from . import theme
+from .code_blocks import COPY_SCHEME
 from .livestats import footer_text
 from .provenance import Provenance
 from .render import RenderMap, render
 
 REFRESH_MS = 80
+READABLE_WIDTH = 820  # the transcript column's widest, so lines stay readable on wide screens
+ZOOM_STEPS = (0.8, 0.9, 1.0, 1.15, 1.3, 1.5, 1.75, 2.0)
 
 
 class MessageBody(QTextBrowser):
@@ -27,7 +30,8 @@ class MessageBody(QTextBrowser):
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.setOpenExternalLinks(True)
+        self.setOpenLinks(False)  # links are handled in _link: web links open, Copy copies
+        self.anchorClicked.connect(self._link)
         self.setFrameShape(QFrame.NoFrame)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
@@ -38,6 +42,16 @@ class MessageBody(QTextBrowser):
         self.provenance: Provenance | None = None
         self.render_map = RenderMap()
         self.viewport().setMouseTracking(True)
+
+    codeCopyRequested = Signal(str)
+
+    def _link(self, url) -> None:
+        if url.scheme() == COPY_SCHEME:
+            index = int(url.path()) if url.path().isdigit() else -1
+            if 0 <= index < len(self.render_map.code):
+                self.codeCopyRequested.emit(self.render_map.code[index])
+        else:
+            QDesktopServices.openUrl(url)
 
     def _fit(self, *_):
         height = int(self.document().size().height()) + 4
@@ -81,6 +95,8 @@ class MessageView(QFrame):
     copyRequested = Signal(str)
     inspectRequested = Signal(object)  # MessageView
     regenerateRequested = Signal()
+    versionRequested = Signal(int, int)  # message id, -1 previous / +1 next
+    editRequested = Signal(int, str)  # message id, its text
 
     def __init__(self, role: str, parent=None):
         super().__init__(parent)
@@ -96,6 +112,8 @@ class MessageView(QFrame):
         self.streaming = False
         self.markdown = True
         self.highlight = True
+        self.reading: tuple[int, int] | None = None  # prompt tokens read, of total
+        self.overlay: Provenance | None = None  # a replay's highlights instead of the real run's
         self._dirty = False
 
         layout = QVBoxLayout(self)
@@ -105,8 +123,24 @@ class MessageView(QFrame):
         header.setSpacing(4)
         self.who = QLabel("You" if role == "user" else "Draftless")
         self.who.setObjectName("messageAuthor")
-        header.addWidget(self.who)
-        header.addStretch(1)
+        self.who.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)  # never widens the column
+        self.who.setMinimumWidth(60)
+        header.addWidget(self.who, 1)
+        self.previous_button = self._tool("←", "Previous version")
+        self.previous_button.clicked.connect(lambda: self._step(-1))
+        self.version_label = QLabel()
+        self.version_label.setObjectName("versionLabel")
+        self.next_button = self._tool("→", "Next version")
+        self.next_button.clicked.connect(lambda: self._step(1))
+        for widget in (self.previous_button, self.version_label, self.next_button):
+            header.addWidget(widget)
+        self.set_versions([])
+        self.edit_button = self._tool("Edit", "Edit this question and send it again "
+                                      "(the chat branches; this version stays)")
+        self.edit_button.clicked.connect(
+            lambda: self.message_id is not None and self.editRequested.emit(self.message_id, self.text))
+        self.edit_button.setVisible(role == "user")
+        header.addWidget(self.edit_button)
         self.copy_button = self._tool("Copy", "Copy this message as Markdown")
         self.copy_button.clicked.connect(lambda: self.copyRequested.emit(self.text))
         header.addWidget(self.copy_button)
@@ -121,6 +155,7 @@ class MessageView(QFrame):
         self.regenerate_button.setVisible(False)
         layout.addLayout(header)
         self.body = MessageBody(self)
+        self.body.codeCopyRequested.connect(self.copyRequested)
         layout.addWidget(self.body)
         self.footer = QLabel()
         self.footer.setObjectName("messageFooter")
@@ -135,6 +170,22 @@ class MessageView(QFrame):
         button.setAutoRaise(True)
         button.setCursor(Qt.PointingHandCursor)
         return button
+
+    def set_versions(self, versions: list[int]) -> None:
+        """Show '← 2/3 →' when this message has other versions."""
+        self.versions = list(versions)
+        several = len(self.versions) > 1 and self.message_id in self.versions
+        for widget in (self.previous_button, self.version_label, self.next_button):
+            widget.setVisible(several)
+        if several:
+            index = self.versions.index(self.message_id)
+            self.version_label.setText(f"{index + 1}/{len(self.versions)}")
+            self.previous_button.setEnabled(index > 0)
+            self.next_button.setEnabled(index < len(self.versions) - 1)
+
+    def _step(self, step: int) -> None:
+        if self.message_id is not None:
+            self.versionRequested.emit(self.message_id, step)
 
     # content ------------------------------------------------------------------------------
     def set_message(self, text: str, provenance: Provenance | None = None, stats=None, timing=None,
@@ -167,13 +218,22 @@ class MessageView(QFrame):
         self._dirty = False
         if self.provenance is not None and self.streaming:
             self.text = self.provenance.text
-        self.body.provenance = self.provenance
-        text = self.text if self.text or not self.streaming else "…"
-        self.body.render_map = render(self.body.document(), text, self.provenance,
+        shown = self.overlay or self.provenance
+        self.body.provenance = shown
+        text = self.text if self.text or not self.streaming else self._waiting_text()
+        self.body.render_map = render(self.body.document(), text, shown,
                                       markdown=self.markdown, highlight=self.highlight,
                                       palette=theme.current().palette())
         self.body._fit()
         self._update_footer()
+
+    def _waiting_text(self) -> str:
+        if self.reading is None:
+            return "…"
+        done, total = self.reading
+        if done >= total:
+            return f"*Prompt read ({total:,} tokens); answering…*"
+        return f"*Reading the prompt… {done * 100 // max(total, 1)}% of {total:,} tokens*"
 
     def _update_footer(self) -> None:
         if self.role != "assistant" or self.streaming:
@@ -182,6 +242,13 @@ class MessageView(QFrame):
         tokens = len(self.provenance.tokens) if self.provenance else 0
         self.footer.setText(footer_text(tokens, self.stats, self.timing, self.finish_reason))
         self.footer.setVisible(True)
+
+    def show_overlay(self, provenance: Provenance | None, label: str = "") -> None:
+        """Paint another run's accepted drafts (a replay); None: back to this answer's own."""
+        self.overlay = provenance
+        self.who.setText(f"Draftless · highlights from replay: {label}" if provenance else "Draftless")
+        self.who.setToolTip(self.who.text())
+        self.refresh()
 
     def set_highlight(self, on: bool) -> None:
         if on != self.highlight:
@@ -200,6 +267,8 @@ class TranscriptView(QScrollArea):
     copyRequested = Signal(str)
     inspectRequested = Signal(object)
     regenerateRequested = Signal()
+    versionRequested = Signal(int, int)
+    editRequested = Signal(int, str)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -230,6 +299,26 @@ class TranscriptView(QScrollArea):
         self.timer = QTimer(self)
         self.timer.setInterval(REFRESH_MS)
         self.timer.timeout.connect(self._refresh_streaming)
+        self.setMinimumWidth(320)
+        self.zoom_index = ZOOM_STEPS.index(1.0)
+        self.base_point_size = self.column.font().pointSizeF()
+
+    def zoom(self, step: int) -> float:
+        """Text size: +1 bigger, -1 smaller, 0 back to normal. Returns the factor."""
+        self.zoom_index = (ZOOM_STEPS.index(1.0) if step == 0 else
+                           min(max(self.zoom_index + step, 0), len(ZOOM_STEPS) - 1))
+        font = self.column.font()
+        font.setPointSizeF(self.base_point_size * ZOOM_STEPS[self.zoom_index])
+        self.column.setFont(font)
+        for view in self.views:
+            view.body.document().setDefaultFont(font)
+            view.refresh()
+        return ZOOM_STEPS[self.zoom_index]
+
+    def resizeEvent(self, event):
+        super().resizeEvent(event)
+        side = max(16, (self.viewport().width() - READABLE_WIDTH + 1) // 2)
+        self.layout_.setContentsMargins(side, 12, side, 12)
 
     # building -----------------------------------------------------------------------------
     def clear(self) -> None:
@@ -243,20 +332,24 @@ class TranscriptView(QScrollArea):
         self._follow = True
 
     def add_message(self, role: str, text: str, provenance=None, stats=None, timing=None,
-                    finish_reason=None, message_id=None) -> MessageView:
+                    finish_reason=None, message_id=None, versions=()) -> MessageView:
         view = self._new_view(role)
         view.set_message(text, provenance, stats, timing, finish_reason, message_id)
+        view.set_versions(list(versions))
         self._update_regenerate()
         return view
 
     def _new_view(self, role: str) -> MessageView:
         self.placeholder.setVisible(False)
         view = MessageView(role, self.column)
+        view.body.document().setDefaultFont(self.column.font())
         view.highlight = self.highlight
         view.markdown = self.markdown
         view.copyRequested.connect(self.copyRequested)
         view.inspectRequested.connect(self.inspectRequested)
         view.regenerateRequested.connect(self.regenerateRequested)
+        view.versionRequested.connect(self.versionRequested)
+        view.editRequested.connect(self.editRequested)
         self.layout_.insertWidget(self.layout_.count() - 1, view)
         self.views.append(view)
         self._follow = True
@@ -270,6 +363,14 @@ class TranscriptView(QScrollArea):
         self._update_regenerate()
         self.timer.start()
         return view
+
+    def reading_prompt(self, done: int, total: int) -> None:
+        """Show how far the engine has read the prompt while the answer has no text yet."""
+        view = self.streaming_view
+        if view is not None:
+            view.reading = (done, total)
+            if not view.text:
+                view.refresh()
 
     def answer_changed(self) -> None:
         if self.streaming_view is not None:
@@ -295,6 +396,9 @@ class TranscriptView(QScrollArea):
         self.placeholder.setVisible(not self.views)
         self._update_regenerate()
 
+    def view_of(self, message_id: int) -> MessageView | None:
+        return next((v for v in self.views if v.message_id == message_id), None)
+
     def remove_message(self, message_id: int) -> None:
         for view in list(self.views):
             if view.message_id == message_id:
@@ -308,7 +412,11 @@ class TranscriptView(QScrollArea):
 
     def set_busy(self, busy: bool) -> None:
         for view in self.views:
-            view.regenerate_button.setEnabled(not busy)
+            for button in (view.regenerate_button, view.edit_button, view.previous_button,
+                           view.next_button):
+                button.setEnabled(not busy)
+            if not busy:
+                view.set_versions(view.versions)
 
     def set_highlight(self, on: bool) -> None:
         self.highlight = on
@@ -324,8 +432,9 @@ class TranscriptView(QScrollArea):
         self.placeholder.setText(
             "<h2>Ask anything.</h2><p>Draftless guesses ahead with n-gram drafts and the model "
             "checks each guess in one pass.<br>Characters from guesses it accepted are "
-            "<span style='background:%s'>&nbsp;highlighted&nbsp;</span>; hover them to see "
-            "the pass and the draft position.</p>" % theme.current().draft)
+            "<span style='background:%s; text-decoration: underline'>highlighted and "
+            "underlined</span>; hover them to see the pass and the draft position.</p>"
+            % theme.current().draft)
 
     def restyle(self) -> None:
         self._placeholder_text()

@@ -10,6 +10,7 @@ import sys
 from . import EngineError
 from .events import DoneEvent, ErrorEvent, ModelEvent, PassEvent, ProgressEvent, TokenEvent
 from .settings import DraftSettings, GenerationRequest, SamplingSettings
+from .stats import summary_line
 
 
 def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,6 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--json", action="store_true", help="print one JSON object at the end")
     add_generation_arguments(generate)
     commands.add_parser("drafters", help="list the drafters")
+    replay = commands.add_parser("replay", help="answer once, then replay every drafter over "
+                                 "the answer's own tokens (no model passes)")
+    from .replay import add_replay_arguments
+
+    add_generation_arguments(replay)
+    add_replay_arguments(replay)
     bench = commands.add_parser("bench", help="measure drafters against plain decoding")
     from .bench.cli import add_bench_arguments
 
@@ -114,9 +121,8 @@ async def run_generate(args) -> int:
                           "timing": done.timing}))
     else:
         print()
-        log(f"[{done.finish_reason}] {stats['emitted']} tokens in {stats['passes']} passes · "
-            f"{stats['tokens_per_pass']:.2f} tokens/pass · {stats['acceptance_rate']:.0%} drafts "
-            f"accepted · {done.timing['tokens_per_s']:.1f} tok/s · speculation {stats['speculation']}")
+        log(f"[{done.finish_reason}] {summary_line(stats, done.timing)} · "
+            f"speculation {stats['speculation']}")
     return 0
 
 
@@ -129,6 +135,10 @@ def main(argv=None) -> int:
             for name, cls in DRAFTERS.items():
                 print(f"{name:16} {cls.summary}{'  (default)' if name == DEFAULT_DRAFTER else ''}")
             return 0
+        if args.command == "replay":
+            from .replay import run_replay
+
+            return run_replay(args)
         if args.command == "bench":
             from .bench.cli import run_bench
 

@@ -64,10 +64,18 @@ class DoneEvent:
 
 
 @dataclass(frozen=True)
+class ReplayEvent:
+    """Drafters replayed over a finished answer (``engine.replay``), best first; each
+    ``ReplayResult.to_dict()``."""
+
+    results: list[dict]
+
+
+@dataclass(frozen=True)
 class ErrorEvent:
     """The request failed; ``message`` says what a person can do about it."""
 
     message: str
 
 
-Event = ProgressEvent | ModelEvent | TokenEvent | PassEvent | DoneEvent | ErrorEvent
+Event = ProgressEvent | ModelEvent | TokenEvent | PassEvent | DoneEvent | ReplayEvent | ErrorEvent

@@ -26,10 +26,11 @@ from .adaptive import timing_steps
 from .decode import Target
 from .drafters import DRAFTERS
 from .errors import EngineError
-from .events import DoneEvent, ErrorEvent, Event, ModelEvent, ProgressEvent
+from .events import DoneEvent, ErrorEvent, Event, ModelEvent, ProgressEvent, ReplayEvent
 from .memory import EngineMemory
 from .model_ngrams import model_key
 from .models import load_model
+from .replay import replay_request
 from .session import ChatSession
 from .settings import GenerationRequest
 
@@ -149,6 +150,20 @@ class EngineService:
     def calibrating(self) -> bool:
         """Whether the verify cost is being measured between answers (for a quiet note)."""
         return self._calibration is not None and not self._calibration.done()
+
+    def replay(self, request: GenerationRequest, answer_tokens: list[int], ended: bool,
+               configs, greedy: bool | None = None) -> GenerationStream:
+        """Replay drafter settings ``configs`` over a finished answer to ``request``:
+        one ``ReplayEvent``, then ``DoneEvent(finish_reason="replayed")``."""
+        async def job(should_stop, push):
+            checked = request.validated()
+            self._ensure_model(checked.model, push)
+            results = replay_request(self._loaded, checked, answer_tokens, ended, configs, greedy,
+                                     memory=self.memory.adaptive)
+            push(ReplayEvent([r.to_dict() for r in results]))
+            push(DoneEvent("replayed", "", [], []))
+
+        return GenerationStream(self, job)
 
     @staticmethod
     def drafters() -> dict[str, str]:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 import mlx.core as mx
 
-from .decode import Target, TokenChooser, speculative_decode
+from .decode import PREFILL_STEP, Target, TokenChooser, speculative_decode
 from .drafters import make_drafter
 from .errors import EngineError
 from .events import DoneEvent, Event, PassEvent, ProgressEvent, TokenEvent
@@ -109,15 +109,19 @@ class ChatSession:
             mx.random.seed(request.sampling.seed)
 
         stats = DecodeStats(drafter=request.draft.drafter, speculation=loaded.speculation,
-                            prompt_tokens=len(tokens))
+                            greedy=request.sampling.greedy, prompt_tokens=len(tokens))
         started = time.perf_counter()
         to_run = self._prepare_cache(tokens)
         stats.prefilled_tokens = to_run
         self.history = list(tokens)
         if to_run:
+            pending = tokens[len(tokens) - 1 - to_run:-1]
             yield ProgressEvent("prefill", 0, to_run, "Reading the prompt…")
-            self.target.prefill(tokens[len(tokens) - 1 - to_run:-1])
-            yield ProgressEvent("prefill", to_run, to_run, "Prompt read")
+            for start in range(0, to_run, PREFILL_STEP):  # one event per chunk: a progress bar
+                self.target.prefill(pending[start:start + PREFILL_STEP])
+                done = min(start + PREFILL_STEP, to_run)
+                yield ProgressEvent("prefill", done, to_run,
+                                    "Prompt read" if done == to_run else "Reading the prompt…")
         drafter_started = time.perf_counter()
         self._prepare_drafter(tokens, request)
         stats.drafter_s += time.perf_counter() - drafter_started
@@ -141,9 +145,11 @@ class ChatSession:
             max_tokens=request.max_tokens, draft_count=request.draft.draft_count,
             eos_tokens=eos, speculate=loaded.speculation == "on", policy=policy)
         for pass_index, result in enumerate(decoder):
-            stats.record_pass(result.drafted, result.accepted, len(result.tokens), result.seconds)
+            ended = bool(eos.intersection(result.tokens))
+            accepted, emitted = stats.record_pass(result.drafted, result.accepted,
+                                                  len(result.tokens), result.seconds, ended)
             stats.drafter_s += result.drafter_seconds
-            if eos.intersection(result.tokens):
+            if ended:
                 finish = "stop"
             elif stats.emitted < request.max_tokens and should_stop():
                 finish = "cancelled"
@@ -158,10 +164,12 @@ class ChatSession:
                 from_draft.append(drafted)
                 yield TokenEvent(token, detokenizer.last_segment, drafted, pass_index,
                                  position if drafted else None, stats.drafter)
-            yield PassEvent(pass_index, result.drafted, result.accepted, len(result.tokens),
+            yield PassEvent(pass_index, result.drafted, accepted, emitted,
                             result.seconds, stats.tokens_per_pass)
             if final:
                 break
         detokenizer.finalize()
+        if policy is not None:
+            stats.estimate_speedup(policy.curve)
         yield DoneEvent(finish, detokenizer.text, out_tokens, from_draft,
                         stats.to_dict(), stats.timing_dict())

@@ -3,8 +3,16 @@
 - passes: target forward passes after prefill.
 - drafted: draft tokens sent to verify (a multi-row drafter's tree counts every node, so
   its acceptance_rate is per verified token, not per row). accepted: draft tokens kept.
-- tokens_per_pass = emitted / passes (mean acceptance length).
+- emitted: tokens of the answer the passes produced. The end-of-answer token is not part of
+  the answer and is never counted in emitted or accepted (an accepted end-of-answer guess
+  saves no pass: the target would have produced it in that same pass). It still counts in
+  drafted when it was sent to verify. So "N tokens" is always the visible answer.
+- tokens_per_pass = emitted / passes (mean acceptance length of the visible answer).
 - acceptance_rate = accepted / drafted.
+- first_token_s: from the request to the first pass's tokens (prompt reading included).
+- estimated_speedup: plain decoding's predicted time over this answer's, from the measured
+  verify-cost curve c(n) (seconds for one pass over n tokens): (emitted + end) * c(1) over
+  sum of c(1 + drafted) per pass + drafter time. An estimate: both sides are predicted.
 - per_position_acceptance[i]: share of passes with a draft at position i where it was accepted.
 - llama.cpp-style drafter counters: calls, gen_drafts, acc_drafts, gen_tokens, acc_tokens.
 """
@@ -22,6 +30,7 @@ def _ratio(numerator: float, denominator: float) -> float:
 class DecodeStats:
     drafter: str = "none"
     speculation: str = "on"
+    greedy: bool = True  # sampled answers: replays of them are estimates
     passes: int = 0
     drafted: int = 0
     accepted: int = 0
@@ -37,8 +46,20 @@ class DecodeStats:
     position_drafted: list[int] = field(default_factory=list)
     position_accepted: list[int] = field(default_factory=list)
     accepted_length_counts: list[int] = field(default_factory=list)  # [n] = passes accepting n
+    first_pass_s: float = 0.0
+    ended: bool = False  # the answer ended with the end-of-answer token
+    estimated_speedup: float | None = None
 
-    def record_pass(self, drafted: int, accepted: int, emitted: int, seconds: float) -> None:
+    def record_pass(self, drafted: int, accepted: int, emitted: int, seconds: float,
+                    ended: bool = False) -> tuple[int, int]:
+        """Count one pass; ``emitted``/``accepted`` include an end-of-answer token when
+        ``ended``. Returns (accepted, emitted) as counted (without that token)."""
+        if ended:
+            self.ended = True
+            emitted -= 1
+            accepted = min(accepted, emitted)
+        if not self.passes:
+            self.first_pass_s = seconds
         self.passes += 1
         self.calls += 1
         self.drafted += drafted
@@ -57,6 +78,57 @@ class DecodeStats:
         for i in range(accepted):
             self.position_accepted[i] += 1
         self.accepted_length_counts[accepted] += 1
+        return accepted, emitted
+
+    def draft_sizes(self) -> dict[int, int]:
+        """Passes by how many draft tokens they sent (0 = plain)."""
+        drafted = self.position_drafted + [0]
+        sizes = {0: self.passes - (drafted[0] if self.position_drafted else 0)}
+        for d in range(1, len(drafted)):
+            sizes[d] = drafted[d - 1] - drafted[d]
+        return {d: n for d, n in sizes.items() if n}
+
+    def estimate_speedup(self, cost) -> float | None:
+        """Set and return ``estimated_speedup`` from a cost curve ``cost(n)`` (seconds)."""
+        if not self.passes or cost is None:
+            return None
+        spent = sum(n * cost(1 + d) for d, n in self.draft_sizes().items()) + self.drafter_s
+        plain = (self.emitted + int(self.ended)) * cost(1)
+        self.estimated_speedup = plain / spent if spent > 0 else None
+        return self.estimated_speedup
+
+    @classmethod
+    def from_dict(cls, stats: dict, timing: dict | None = None) -> "DecodeStats":
+        """Rebuild from ``to_dict()`` and ``timing_dict()`` (a stored answer's numbers)."""
+        timing = timing or {}
+        counters = stats.get("drafter_counters", {})
+        lengths = [int(n) for n in stats.get("accepted_length_counts", [])]
+        passes = int(stats.get("passes", 0))
+        rates = stats.get("per_position_acceptance", [])
+        drafted_at = [int(n) for n in stats.get("position_drafted", [])]
+        accepted_at = [int(n) for n in stats.get("position_accepted", [])]
+        if not drafted_at and rates:  # older records: rates only
+            drafted_at = [passes] * len(rates)
+            accepted_at = [round(r * passes) for r in rates]
+        return cls(
+            drafter=str(stats.get("drafter", "none")), speculation=str(stats.get("speculation", "on")),
+            greedy=bool(stats.get("greedy", True)),
+            passes=passes, drafted=int(stats.get("drafted", 0)),
+            accepted=int(stats.get("accepted", 0)), emitted=int(stats.get("emitted", 0)),
+            prompt_tokens=int(timing.get("prompt_tokens", 0)),
+            prefilled_tokens=int(timing.get("prefilled_tokens", 0)),
+            prefill_s=float(timing.get("prefill_s", 0.0)), decode_s=float(timing.get("decode_s", 0.0)),
+            drafter_s=float(timing.get("drafter_s", 0.0)), calls=int(counters.get("calls", passes)),
+            gen_drafts=int(counters.get("gen_drafts", 0)), acc_drafts=int(counters.get("acc_drafts", 0)),
+            position_drafted=drafted_at, position_accepted=accepted_at,
+            accepted_length_counts=lengths,
+            first_pass_s=max(float(timing.get("first_token_s", 0.0)) - float(timing.get("prefill_s", 0.0)), 0.0),
+            ended=bool(stats.get("ended", False)),
+            estimated_speedup=stats.get("estimated_speedup"))
+
+    @property
+    def first_token_s(self) -> float:
+        return self.prefill_s + self.first_pass_s
 
     @property
     def tokens_per_pass(self) -> float:
@@ -78,6 +150,7 @@ class DecodeStats:
         return {
             "drafter": self.drafter,
             "speculation": self.speculation,
+            "greedy": self.greedy,
             "passes": self.passes,
             "drafted": self.drafted,
             "accepted": self.accepted,
@@ -86,6 +159,11 @@ class DecodeStats:
             "acceptance_rate": round(self.acceptance_rate, 4),
             "per_position_acceptance": [round(x, 4) for x in self.per_position_acceptance],
             "accepted_length_counts": list(self.accepted_length_counts),
+            "position_drafted": list(self.position_drafted),
+            "position_accepted": list(self.position_accepted),
+            "ended": self.ended,
+            "estimated_speedup": (round(self.estimated_speedup, 3)
+                                  if self.estimated_speedup is not None else None),
             "drafter_counters": {
                 "calls": self.calls,
                 "gen_drafts": self.gen_drafts,
@@ -103,6 +181,7 @@ class DecodeStats:
             "decode_s": round(self.decode_s, 4),
             "drafter_s": round(self.drafter_s, 4),
             "tokens_per_s": round(self.tokens_per_s, 2),
+            "first_token_s": round(self.first_token_s, 4),
         }
 
     def llama_cpp_line(self) -> str:
@@ -111,6 +190,39 @@ class DecodeStats:
                 f"{self.drafted} generated)\nstatistics {self.drafter}: #calls = {self.calls}, "
                 f"#gen drafts = {self.gen_drafts}, #acc drafts = {self.acc_drafts}, "
                 f"#gen tokens = {self.drafted}, #acc tokens = {self.accepted}")
+
+
+def summary_line(stats: dict, timing: dict | None = None, finish_reason: str | None = None,
+                 tokens: int | None = None) -> str:
+    """'143 tokens · 7 passes · 2.7 tokens/pass · 61% of 40 drafts accepted · ≈1.8× faster than
+    plain (estimate) · 18.4 tok/s · first token 0.21 s · ngram-cache': the CLI's and the app's
+    line for one answer, from ``to_dict()``/``timing_dict()`` alone."""
+    timing = timing or {}
+    emitted = int(stats["emitted"]) if "emitted" in stats else (tokens or 0)
+    parts = [f"{emitted} token{'s' if emitted != 1 else ''}"]
+    if stats:
+        passes = int(stats.get("passes", 0))
+        parts.append(f"{passes} pass{'es' if passes != 1 else ''}")
+        parts.append(f"{stats.get('tokens_per_pass', 0.0):.1f} tokens/pass")
+        drafted = int(stats.get("drafted", 0))
+        if drafted:
+            parts.append(f"{stats.get('accepted', 0)} of {drafted} drafts accepted "
+                         f"({stats.get('acceptance_rate', 0.0):.0%})")
+        else:
+            parts.append("no drafts")
+        if stats.get("estimated_speedup"):
+            parts.append(f"≈{stats['estimated_speedup']:.1f}× faster than plain (estimate)")
+    if "tokens_per_s" in timing:
+        parts.append(f"{timing['tokens_per_s']:.1f} tok/s")
+    if timing.get("first_token_s"):
+        parts.append(f"first token {timing['first_token_s']:.2f} s")
+    if stats.get("drafter"):
+        parts.append(str(stats["drafter"]))
+    if finish_reason == "cancelled":
+        parts.append("stopped")
+    elif finish_reason == "length":
+        parts.append("max tokens reached")
+    return " · ".join(parts)
 
 
 def _grow(values: list[int], length: int) -> None:

@@ -190,20 +190,20 @@ def test_corrupt_database_is_moved_aside_with_a_message(tmp_path):
 
 
 # numbers ------------------------------------------------------------------------------------
-def test_footer_and_live_stats_use_the_engine_numbers():
-    stats = {"tokens_per_pass": 2.714, "acceptance_rate": 0.613, "drafted": 10, "drafter": "x"}
-    text = footer_text(143, stats, {"tokens_per_s": 18.43})
-    assert text == "143 tokens · 2.7 tokens/pass · 61% drafts accepted · 18.4 tok/s · x"
+def test_live_stats_count_passes_as_the_engine_does():
+    from engine.events import PassEvent
+    from engine.stats import DecodeStats
 
-    class Pass:
-        def __init__(self, drafted, accepted, emitted, seconds, mean):
-            self.drafted, self.accepted, self.emitted = drafted, accepted, emitted
-            self.seconds, self.tokens_per_pass = seconds, mean
-
-    live = LiveStats()
-    live.record(Pass(4, 3, 4, 0.1, 4.0))
-    live.record(Pass(4, 0, 1, 0.1, 2.5))
-    assert (live.last_emitted, live.tokens_per_pass) == (1, 2.5)
-    assert live.acceptance_rate == 3 / 8 and live.tokens_per_s == pytest.approx(25.0)
-    live.finish({"tokens_per_pass": 2.5, "acceptance_rate": 0.375}, {"tokens_per_s": 24.9})
-    assert live.tokens_per_s == 24.9
+    engine_stats, live = DecodeStats(drafter="x"), LiveStats()
+    for drafted, accepted, emitted, ended in ((4, 3, 4, False), (4, 0, 1, False), (2, 2, 2, True)):
+        counted = engine_stats.record_pass(drafted, accepted, emitted, 0.1, ended)
+        live.record(PassEvent(0, drafted, *counted, 0.1, engine_stats.tokens_per_pass))
+    counting = {"drafter", "ended"}  # not in a PassEvent; the DoneEvent brings them
+    assert {k: v for k, v in live.stats.to_dict().items() if k not in counting} == {
+        k: v for k, v in engine_stats.to_dict().items() if k not in counting}
+    assert (live.last_emitted, live.tokens_per_pass) == (1, 6 / 3)
+    assert live.tokens_per_s == pytest.approx(20.0)
+    live.finish(engine_stats.to_dict(), {"decode_s": 0.25, "tokens_per_s": 24.0})
+    assert live.tokens_per_s == pytest.approx(24.0)
+    line = footer_text(6, engine_stats.to_dict(), {"tokens_per_s": 24.0})
+    assert line == "6 tokens · 3 passes · 2.0 tokens/pass · 4 of 10 drafts accepted (40%) · 24.0 tok/s · x"

@@ -63,3 +63,17 @@ def test_errors_are_a_message_and_a_non_zero_exit(args, message):
     assert message in result.stderr
     assert "Traceback" not in result.stderr
     assert result.stdout == ""
+
+
+def test_replay_answers_once_and_replays_each_drafter_on_its_tokens(tiny_model_dir):
+    result = engine_cli("replay", "--model", str(tiny_model_dir), "--prompt", "abcabcabc",
+                        "--max-tokens", "40", "--drafters", "prompt-lookup,suffix,none",
+                        "--draft-counts", "2,5", "--json")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert [(r["drafter"], r["draft_count"]) for r in out["results"]] != []
+    assert sorted((r["drafter"], r["draft_count"]) for r in out["results"]) == [
+        ("prompt-lookup", 2), ("prompt-lookup", 5), ("suffix", 2), ("suffix", 5)]
+    for r in out["results"]:
+        assert r["stats"]["emitted"] == out["tokens"] == len(r["from_draft"])
+        assert sum(r["from_draft"]) == r["stats"]["accepted"] and r["exact"]

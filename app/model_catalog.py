@@ -1,0 +1,68 @@
+"""Model ▸ Download a model…: the curated list (engine/models/catalog.py) in a table.
+
+Choosing one loads it like any Hugging Face id: the engine downloads it through
+huggingface_hub with byte progress, and says plainly when no hub can be reached.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QAbstractItemView, QDialog, QDialogButtonBox, QHeaderView, QLabel,
+                               QTableWidget, QTableWidgetItem, QVBoxLayout)
+
+from engine.models.catalog import CATALOG
+
+COLUMNS = ("Model", "Parameters", "Quantization", "Download", "Licence")
+
+
+class ModelCatalogDialog(QDialog):
+    chosen = Signal(str)  # the hub id to download and load
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("Download a model")
+        self.setMinimumWidth(560)
+        layout = QVBoxLayout(self)
+        intro = QLabel("Chat models from mlx-community on Hugging Face. The download is kept in "
+                       "the Hugging Face cache; sizes are approximate.")
+        intro.setWordWrap(True)
+        layout.addWidget(intro)
+        self.table = QTableWidget(len(CATALOG), len(COLUMNS))
+        self.table.setObjectName("modelCatalog")
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        for row, model in enumerate(CATALOG):
+            size = (f"≈{model.download_mb / 1024:.1f} GB" if model.download_mb >= 1024
+                    else f"≈{model.download_mb} MB")
+            for column, text in enumerate((model.name, model.parameters, model.quantization, size,
+                                           model.licence)):
+                item = QTableWidgetItem(text)
+                item.setData(Qt.UserRole, model.repo)
+                item.setToolTip(model.repo)
+                self.table.setItem(row, column, item)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeToContents)
+        header.setSectionResizeMode(0, QHeaderView.Stretch)
+        self.table.itemDoubleClicked.connect(lambda _: self.accept())
+        layout.addWidget(self.table)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.Cancel)
+        self.download_button = self.buttons.addButton("Download and use", QDialogButtonBox.AcceptRole)
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        layout.addWidget(self.buttons)
+        self.table.itemSelectionChanged.connect(
+            lambda: self.download_button.setEnabled(self.selected() is not None))
+        self.download_button.setEnabled(False)
+
+    def selected(self) -> str | None:
+        rows = self.table.selectionModel().selectedRows()
+        return self.table.item(rows[0].row(), 0).data(Qt.UserRole) if rows else None
+
+    def accept(self) -> None:
+        repo = self.selected()
+        if repo:
+            self.chosen.emit(repo)
+            super().accept()

@@ -1,0 +1,202 @@
+"""Replay: run drafters over a finished answer's own tokens, without the model.
+
+For a greedy answer the target's choice at every position is the answer itself, so the
+decode loop can be re-enacted exactly: each pass the drafter proposes, the longest prefix
+that matches the answer is accepted (over all rows for a multi-row drafter, as the tree
+verification does), the next answer token is the target's own, and the drafter observes
+what the pass emitted. Tokens per pass, acceptance, per-position acceptance and which
+tokens came from accepted drafts then equal what a real greedy run with that drafter and
+a fixed draft count would have produced (tested against real decoding).
+
+It is an estimate, and says why, when the answer was sampled (a different guess could
+have changed what was sampled next), when the drafter needs the target's top-k or the
+model's bigram table (not recorded with the answer), and for ngram-cache, which replays
+without its cross-chat memory (a replay never reads or grows it).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from .adaptive import AdaptiveMemory
+from .drafters import DRAFTERS, make_drafter, measurement_options
+from .events import DoneEvent
+from .model_ngrams import model_key
+from .models import load_model
+from .session import ChatSession
+from .session import prompt_tokens as request_tokens
+from .settings import DraftSettings, GenerationRequest
+from .stats import DecodeStats, summary_line
+
+
+@dataclass
+class ReplayResult:
+    settings: DraftSettings
+    stats: DecodeStats
+    from_draft: list[bool]  # per answer token (the end-of-answer token excluded)
+    notes: list[str] = field(default_factory=list)  # why it is an estimate; empty: exact
+
+    @property
+    def exact(self) -> bool:
+        return not self.notes
+
+    @property
+    def label(self) -> str:
+        return f"{self.settings.drafter} k={self.settings.draft_count} n={self.settings.ngram_order}"
+
+    def to_dict(self) -> dict:
+        return {"drafter": self.settings.drafter, "draft_count": self.settings.draft_count,
+                "ngram_order": self.settings.ngram_order, "exact": self.exact,
+                "notes": list(self.notes), "from_draft": list(self.from_draft),
+                "stats": self.stats.to_dict()}
+
+
+def _estimate_notes(drafter, asked: DraftSettings, greedy: bool) -> list[str]:
+    notes = []
+    if not greedy:
+        notes.append("sampled answer")
+    if drafter.wants_target_topk:
+        notes.append("needs the target's top-k, not recorded")
+    if drafter.wants_model_bigram:
+        notes.append("needs the model's bigram table")
+    if any(asked.options.get(k) != v for k, v in measurement_options(asked.drafter).items()):
+        notes.append("without cross-chat memory")
+    return notes
+
+
+def _matched(row: Sequence[int], target: Sequence[int], start: int) -> int:
+    n = 0
+    while n < len(row) and start + n < len(target) and row[n] == target[start + n]:
+        n += 1
+    return n
+
+
+def _tree_size(rows: Sequence[Sequence[int]]) -> int:
+    """Draft tokens a tree verification sends: the nodes of the rows' prefix tree."""
+    return len({tuple(row[:j]) for row in rows for j in range(1, len(row) + 1)})
+
+
+def replay(prompt_tokens: Sequence[int], answer_tokens: Sequence[int], settings: DraftSettings,
+           *, end_token: int | None = None, max_tokens: int | None = None, greedy: bool = True,
+           tree: bool = True) -> ReplayResult:
+    """Re-enact decoding of ``answer_tokens`` after ``prompt_tokens`` with ``settings``
+    (fixed draft count). ``end_token``: the answer ended with it (not in answer_tokens).
+    ``max_tokens``: the request's limit (default: as many as were produced). ``tree``:
+    whether the target verifies several rows in one pass (otherwise only the first row)."""
+    asked = settings
+    options = {**settings.options, **measurement_options(settings.drafter)}
+    settings = replace(settings, adaptive=False, options=options)
+    drafter = make_drafter(settings)
+    target = list(answer_tokens) + ([end_token] if end_token is not None else [])
+    max_tokens = len(target) if max_tokens is None else max_tokens
+    ends = {end_token} if end_token is not None else set()
+    history = list(prompt_tokens)
+    drafter.reset(history)
+    stats = DecodeStats(drafter=settings.drafter, prompt_tokens=len(history))
+    from_draft: list[bool] = []
+    produced = 0
+    while produced < len(target):
+        limit = min(settings.draft_count, max_tokens - produced - 1)
+        rows = drafter.propose(history, limit) if limit > 0 else []
+        rows = [row for row in (_cut(list(r[:limit]), ends) for r in rows) if row]
+        if len(rows) > 1 and drafter.multi_row and tree:
+            matches = [_matched(row, target, produced) for row in rows]
+            accepted = max(matches)
+            row = matches.index(accepted)
+            drafted = _tree_size(rows)
+        else:
+            row = 0
+            accepted = _matched(rows[0], target, produced) if rows else 0
+            drafted = len(rows[0]) if rows else 0
+        emitted = target[produced:produced + accepted]
+        if not (emitted and emitted[-1] in ends):
+            emitted.append(target[produced + accepted])
+        drafter.observe(emitted, accepted=min(accepted, len(emitted)),
+                        drafted=len(rows[row]) if rows else 0, row=row)
+        history.extend(emitted)
+        produced += len(emitted)
+        ended = emitted[-1] in ends
+        kept, _ = stats.record_pass(drafted, min(accepted, len(emitted)), len(emitted), 0.0, ended)
+        visible = len(emitted) - int(ended)
+        from_draft.extend(i < kept for i in range(visible))
+    return ReplayResult(settings, stats, from_draft, _estimate_notes(drafter, asked, greedy))
+
+
+def _cut(draft: list[int], ends: set[int]) -> list[int]:
+    for i, token in enumerate(draft):
+        if token in ends:
+            return draft[:i + 1]
+    return draft
+
+
+def replay_many(prompt_tokens: Sequence[int], answer_tokens: Sequence[int],
+                configs: Sequence[DraftSettings], *, cost: Callable[[float], float] | None = None,
+                **options) -> list[ReplayResult]:
+    """Replay every configuration; best first (by estimated speed-up when a cost curve is
+    given, else by tokens per pass)."""
+    results = [replay(prompt_tokens, answer_tokens, c, **options) for c in configs]
+    for result in results:
+        result.stats.estimate_speedup(cost)
+
+    def key(result: ReplayResult):
+        return (result.stats.estimated_speedup or 0.0, result.stats.tokens_per_pass)
+    return sorted(results, key=key, reverse=True)
+
+
+def configurations(drafters: Sequence[str], draft_counts: Sequence[int],
+                   ngram_orders: Sequence[int], base: DraftSettings | None = None) -> list[DraftSettings]:
+    base = base or DraftSettings()
+    return [replace(base, drafter=d, draft_count=k, ngram_order=n, ngram_min=min(base.ngram_min, n),
+                    adaptive=False)
+            for d in drafters for k in draft_counts for n in ngram_orders if d != "none"]
+
+
+def replay_request(loaded, request, answer_tokens: Sequence[int], ended: bool,
+                   configs: Sequence[DraftSettings], greedy: bool | None = None,
+                   memory: AdaptiveMemory | None = None) -> list[ReplayResult]:
+    """Replay over an answer to ``request`` produced by ``loaded`` (the prompt is tokenized
+    as the engine did; the model's measured verify-cost curve in ``memory``, or saved on
+    disk, sorts the results; never measured on this machine: sorted by tokens per pass)."""
+    prompt = request_tokens(loaded, request)
+    curve = (memory or AdaptiveMemory()).curve(model_key(loaded))
+    cost = curve if curve.measured else None
+    eos = list(loaded.tokenizer.eos_token_ids)
+    end_token = eos[0] if ended and eos else None
+    return replay_many(prompt, answer_tokens, configs, cost=cost, end_token=end_token,
+                       max_tokens=None if ended else len(answer_tokens),
+                       greedy=request.sampling.greedy if greedy is None else greedy)
+
+
+def add_replay_arguments(parser) -> None:
+    parser.add_argument("--prompt", required=True)
+    parser.add_argument("--drafters", default="all", help="comma-separated (default: all)")
+    parser.add_argument("--draft-counts", default="2,4,8", help="comma-separated")
+    parser.add_argument("--ngram-orders", default="4", help="comma-separated")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run_replay(args) -> int:
+    """``python -m engine replay``: answer greedily once, replay every drafter over it."""
+    loaded = load_model(args.model)
+    request = GenerationRequest(messages=[{"role": "user", "content": args.prompt}],
+                                model=args.model, max_tokens=args.max_tokens,
+                                draft=DraftSettings(drafter="none")).validated()
+    done = [e for e in ChatSession(loaded).generate(request) if isinstance(e, DoneEvent)][-1]
+    names = list(DRAFTERS) if args.drafters == "all" else args.drafters.split(",")
+    configs = configurations(names, [int(k) for k in args.draft_counts.split(",")],
+                             [int(n) for n in args.ngram_orders.split(",")])
+    started = time.perf_counter()
+    results = replay_request(loaded, request, done.tokens, done.finish_reason == "stop", configs)
+    seconds = time.perf_counter() - started
+    if args.json:
+        print(json.dumps({"text": done.text, "tokens": len(done.tokens), "replay_s": round(seconds, 4),
+                          "results": [r.to_dict() for r in results]}))
+        return 0
+    print(f"{len(done.tokens)} tokens answered greedily; {len(results)} replays in {seconds:.2f} s\n")
+    for r in results:
+        flag = "exact" if r.exact else "estimate: " + ", ".join(r.notes)
+        print(f"{r.label:28} {summary_line(r.stats.to_dict())} · {flag}")
+    return 0
