@@ -19,6 +19,7 @@ from .events import DoneEvent, Event, PassEvent, ProgressEvent, TokenEvent
 from .models import LoadedModel
 from .settings import GenerationRequest
 from .stats import DecodeStats
+from .tokens import check_prompt, output_size
 
 
 def common_prefix_length(a, b) -> int:
@@ -73,7 +74,7 @@ class ChatSession:
                 else:
                     bigram = table
                     yield ProgressEvent("table", total, total, "Bigram table ready")
-        attach(self.model_key, bigram=bigram)
+        attach(self.model_key, bigram=bigram, vocab_size=output_size(self.loaded.model))
         drafter.attached_model = self.model_key
 
     def _adaptive_policy(self) -> Iterator[Event]:
@@ -109,7 +110,7 @@ class ChatSession:
     def generate(self, request: GenerationRequest,
                  should_stop: Callable[[], bool] = lambda: False) -> Iterator[Event]:
         loaded = self.loaded
-        tokens = prompt_tokens(loaded, request)
+        tokens = check_prompt(prompt_tokens(loaded, request), output_size(loaded.model), loaded.name)
         if not tokens:
             raise EngineError("The prompt is empty: type something to answer.")
         if len(tokens) + request.max_tokens > loaded.context_length:
