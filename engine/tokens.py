@@ -11,7 +11,7 @@ and from files; every one is checked here first, whatever its source.
 - ``is_token_id(value, vocab)``: the rule: an integer (not a bool) in ``[0, vocab)``.
 - ``DraftGate``: applied by the decode loop to every drafter's rows before verification;
   a row is cut at its first bad id (the tokens after it were guessed from it), and the
-  first bad id is reported once.
+  first bad id is reported once (``errors.warn``).
 """
 
 from __future__ import annotations

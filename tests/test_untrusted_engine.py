@@ -5,7 +5,7 @@ import json
 import os
 import subprocess
 import sys
-import warnings
+import logging
 
 import pytest
 
@@ -14,7 +14,8 @@ from engine.drafters import make_drafter
 from engine.drafters import ngram_cache
 from engine.drafters.base import Drafter
 from engine.drafters.ngram_cache import NgramCounts
-from engine.errors import EngineError, EngineWarning
+from engine import errors
+from engine.errors import EngineError
 from engine.settings import DraftSettings, SamplingSettings
 from engine.tokens import DraftGate, is_token_id
 
@@ -28,27 +29,27 @@ BAD_IDS = [-1, 2 ** 40, VOCAB, VOCAB + 5, 4294967295, True, 3.0, "7", None]
 def private_dirs(tmp_path, monkeypatch):
     monkeypatch.setenv("DRAFTLESS_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("DRAFTLESS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(errors, "_said", set())
     ngram_cache._DynamicStore.stores.clear()
     yield
     ngram_cache._DynamicStore.stores.clear()
 
 
-def engine_warnings(record):
-    return [w for w in record if issubclass(w.category, EngineWarning)]
+def said(caplog) -> list[str]:
+    """The engine's warnings so far (each is one line for the person)."""
+    return [r.getMessage() for r in caplog.records if r.name == "engine" and r.levelno == logging.WARNING]
 
 
 # ---------------------------------------------------------------- item 1: one gate for ids
-def test_the_gate_keeps_only_integers_inside_the_vocabulary():
+def test_the_gate_keeps_only_integers_inside_the_vocabulary(caplog):
     assert all(not is_token_id(bad, VOCAB) for bad in BAD_IDS)
     assert is_token_id(0, VOCAB) and is_token_id(VOCAB - 1, VOCAB)
     gate = DraftGate(VOCAB, "test")
-    with warnings.catch_warnings(record=True) as record:
-        warnings.simplefilter("always")
-        rows = gate.rows([[5, 6], [7, -1, 8], [4294967295], [9, 3.0], "ab", [VOCAB + 5]])
-        gate.rows([[2 ** 40]])  # a later pass: no second warning
+    rows = gate.rows([[5, 6], [7, -1, 8], [4294967295], [9, 3.0], "ab", [VOCAB + 5]])
+    gate.rows([[2 ** 40]])  # a later pass: no second warning
     assert rows == [[5, 6], [7], [], [9], [], []]  # cut at the first bad id
-    assert len(engine_warnings(record)) == 1
-    assert "not in this model's vocabulary" in str(engine_warnings(record)[0].message)
+    assert len(said(caplog)) == 1
+    assert "not in this model's vocabulary" in said(caplog)[0]
 
 
 class PoisonDrafter(Drafter):
@@ -81,16 +82,14 @@ def greedy(model, drafter, prompt, max_tokens=12):
 
 
 @pytest.mark.parametrize("bad", [-1, 2 ** 40, VOCAB, VOCAB + 5])
-def test_no_drafter_can_put_an_out_of_vocabulary_id_into_a_verify_pass(bad):
+def test_no_drafter_can_put_an_out_of_vocabulary_id_into_a_verify_pass(bad, caplog):
     model = make_tiny_llama(VOCAB, seed=4)
     prompt = [3, 70, 71, 72, 70, 71]
     plain, _ = greedy(model, make_drafter(DraftSettings(drafter="none", adaptive=False)), prompt)
-    with warnings.catch_warnings(record=True) as record:
-        warnings.simplefilter("always")
-        tokens, results = greedy(model, PoisonDrafter(DraftSettings(adaptive=False), bad), prompt)
+    tokens, results = greedy(model, PoisonDrafter(DraftSettings(adaptive=False), bad), prompt)
     assert tokens == plain  # lossless: the bad drafts were dropped, decoding went on
     assert all(r.drafted == 0 for r in results)
-    assert len(engine_warnings(record)) == 1  # once, not once per pass
+    assert len(said(caplog)) == 1  # once, not once per pass
 
 
 def poisoned_memory(path, bad_id, good=True):
@@ -102,21 +101,19 @@ def poisoned_memory(path, bad_id, good=True):
     path.write_text(json.dumps({"format": "draftless-ngram-cache", "version": 1, "entries": entries}))
 
 
-def test_a_poisoned_memory_file_loses_only_its_bad_entries(tmp_path):
+def test_a_poisoned_memory_file_loses_only_its_bad_entries(tmp_path, caplog):
     path = tmp_path / "dyn.json"
     poisoned_memory(path, 4294967295)
     original = path.read_bytes()
     d = make_drafter(DraftSettings(drafter="ngram-cache", adaptive=False, options={"dynamic_path": str(path)}))
     d.attach_model("m", vocab_size=VOCAB)
-    with warnings.catch_warnings(record=True) as record:
-        warnings.simplefilter("always")
-        d.reset([65, 66])
-        assert d.propose(None, 4) == [[67]]  # from the good entry; nothing from the bad ones
-    said = engine_warnings(record)
-    assert len(said) == 1 and "outside this model's vocabulary" in str(said[0].message)
+    d.reset([65, 66])
+    assert d.propose(None, 4) == [[67]]  # from the good entry; nothing from the bad ones
+    warnings = said(caplog)
+    assert len(warnings) == 1 and "outside this model's vocabulary" in warnings[0]
     kept = list(tmp_path.glob("dyn.json.corrupt-*"))
-    assert len(kept) == 1 and kept[0].read_bytes() == original  # named in the warning
-    assert kept[0].name in str(said[0].message)
+    assert len(kept) == 1 and kept[0].read_bytes() == original
+    assert kept[0].name in warnings[0]  # named in the warning
     assert d.store.counts.parts == {(65, 66): {67: 3}}  # the good entry survived
     d.flush()
     assert NgramCounts.load(path).parts == {(65, 66): {67: 3}}
@@ -149,21 +146,19 @@ def test_a_prompt_id_the_model_lacks_is_a_clear_error(tiny_loaded):
 
 
 # ---------------------------------------------------------------- item 5: garbage memory
-def test_a_garbage_memory_file_is_kept_aside_not_overwritten_and_said_once(tmp_path):
+def test_a_garbage_memory_file_is_kept_aside_not_overwritten_and_said_once(tmp_path, caplog):
     path = tmp_path / "dyn.json"
     path.write_bytes(b"\xff{garbage")
     d = make_drafter(DraftSettings(drafter="ngram-cache", adaptive=False, options={"dynamic_path": str(path)}))
-    with warnings.catch_warnings(record=True) as record:
-        warnings.simplefilter("always")
-        d.reset([1, 2, 1, 2, 1])
-        d.observe([2, 1, 2])
-        d.reset([0])  # saves the new memory
-        ngram_cache._save_all()  # as at exit
-    said = engine_warnings(record)
-    assert len(said) == 1, [str(w.message) for w in said]
+    d.reset([1, 2, 1, 2, 1])
+    d.observe([2, 1, 2])
+    d.reset([0])  # saves the new memory
+    ngram_cache._save_all()  # as at exit
+    warnings = said(caplog)
+    assert len(warnings) == 1, warnings
     kept = list(tmp_path.glob("dyn.json.corrupt-*"))
     assert len(kept) == 1 and kept[0].read_bytes() == b"\xff{garbage"
-    assert kept[0].name in str(said[0].message)
+    assert kept[0].name in warnings[0]
     assert len(NgramCounts.load(path)) > 0  # the new memory beside it
 
 
@@ -180,7 +175,7 @@ def test_the_warning_is_printed_once_on_stderr(tmp_path):
     assert len(lines) == 1, result.stderr
 
 
-def test_a_memory_file_that_cannot_be_moved_aside_is_never_written_over(tmp_path, monkeypatch):
+def test_a_memory_file_that_cannot_be_moved_aside_is_never_written_over(tmp_path, monkeypatch, caplog):
     path = tmp_path / "dyn.json"
     path.write_text("[1, 2")
 
@@ -189,8 +184,8 @@ def test_a_memory_file_that_cannot_be_moved_aside_is_never_written_over(tmp_path
 
     monkeypatch.setattr(ngram_cache, "move_aside", refuse)
     d = make_drafter(DraftSettings(drafter="ngram-cache", adaptive=False, options={"dynamic_path": str(path)}))
-    with pytest.warns(EngineWarning, match="will not be written over"):
-        d.reset([1, 2, 1, 2])
+    d.reset([1, 2, 1, 2])
+    assert "will not be written over" in caplog.text
     d.observe([1, 2, 1])
     d.flush()
     ngram_cache._save_all()
@@ -220,3 +215,65 @@ def test_healthy_weights_load(tiny_loaded):
     from engine.tokens import probe
 
     assert probe(tiny_loaded.model) == (VOCAB, True)
+
+
+# ---------------------------------------------------------------- item 6: verify-cost file
+@pytest.mark.parametrize("text", [
+    '{"version":1,"seconds":{"0":0.05}}',  # the reported one: ZeroDivisionError in every answer
+    '{"version":1,"seconds":{"1":0}}',
+    '{"version":1,"seconds":{"1":-0.01,"2":0.02}}',
+    '{"version":1,"seconds":{"1":NaN}}',
+    '{"version":1,"seconds":{"1":1e999}}',
+    '{"version":1,"seconds":{"1":0.05,"8":0.0001}}',  # far from monotone
+    '{"version":1,"seconds":{"2":0.05,"4":0.06}}',  # no one-token time
+    '{"version":1,"seconds":{"x":0.05}}',
+    '{"version":1,"seconds":{"1":"fast"}}',
+    '{"version":1,"seconds":[]}',
+    '{"version":1,"seconds":{}}',
+    '[1, 2]',
+    '{"version":1,"seconds":{"-1":0.05}}',
+])
+def test_a_bad_verify_cost_file_is_set_aside_and_measured_again(text, tmp_path, monkeypatch, caplog):
+    from engine import adaptive
+
+    monkeypatch.setattr(adaptive, "_curves", {})
+    path = adaptive.cost_path("bad-cost")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    assert adaptive.load_cost_curve("bad-cost") is None
+    assert len(said(caplog)) == 1 and "measured again" in said(caplog)[0]
+    kept = list(path.parent.glob(path.name + ".corrupt-*"))
+    assert len(kept) == 1 and kept[0].read_text() == text
+    target = Target(make_tiny_llama(VOCAB, seed=3))
+    target.prefill([5, 6, 7])
+    curve = adaptive.cost_curve_for("bad-cost", target)
+    assert curve(1) > 0 and curve(9) > 0
+    assert adaptive.validated_cost_points(json.loads(path.read_text()))  # a sane new file
+
+
+def test_a_sane_verify_cost_file_is_used_as_it_is():
+    from engine import adaptive
+
+    path = adaptive.cost_path("good-cost")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('{"version":1,"seconds":{"1":0.05,"2":0.049,"8":0.09}}')  # noise is fine
+    curve = adaptive.load_cost_curve("good-cost")
+    assert curve.lengths == [1, 2, 8]
+
+
+def test_an_answer_after_a_bad_verify_cost_file_works(tiny_loaded, monkeypatch):
+    """Issue 10.6 as reported: every answer failed with ZeroDivisionError."""
+    from engine import adaptive
+    from engine.events import DoneEvent
+    from engine.session import ChatSession
+    from engine.settings import GenerationRequest
+
+    monkeypatch.setattr(adaptive, "_curves", {})
+    session = ChatSession(tiny_loaded)
+    path = adaptive.cost_path(session.model_key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('{"version":1,"seconds":{"0":0.05}}')
+    request = GenerationRequest(prompt="abcabcabc", raw=True, max_tokens=6,
+                                draft=DraftSettings(drafter="prompt-lookup")).validated()
+    events = list(session.generate(request))
+    assert isinstance(events[-1], DoneEvent) and len(events[-1].tokens) == 6

@@ -37,8 +37,8 @@ n-grams, about 60 MB (measured ~460 bytes an n-gram; see tests/measure_drafter_m
 Cache files are untrusted: an entry whose token ids are not integers in the model's
 vocabulary, or whose counts are not positive integers, is dropped. A dynamic file that
 cannot be read, or that held such entries, is renamed beside itself
-(``<name>.corrupt-<date>-<time>``) before anything is written, and this is said once (an
-``EngineWarning``); a file that cannot be renamed is left alone and never written over.
+(``<name>.corrupt-<date>-<time>``) before anything is written, and this is said once (a
+warning of the ``engine`` logger); a file that cannot be renamed is left alone and never written over.
 A static file that cannot be read is reported and ignored. Never fatal.
 """
 
