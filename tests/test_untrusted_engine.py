@@ -277,3 +277,19 @@ def test_an_answer_after_a_bad_verify_cost_file_works(tiny_loaded, monkeypatch):
                                 draft=DraftSettings(drafter="prompt-lookup")).validated()
     events = list(session.generate(request))
     assert isinstance(events[-1], DoneEvent) and len(events[-1].tokens) == 6
+
+
+def test_a_bigram_table_with_ids_outside_the_vocabulary_is_computed_again(caplog):
+    import numpy as np
+
+    from engine import model_ngrams
+
+    model = make_tiny_llama(VOCAB, seed=2)
+    table = model_ngrams.bigram_table(model, "tiny-poison", top=4, batch=128)
+    path = model_ngrams.bigram_path("tiny-poison", 4)
+    poisoned = table.copy()
+    poisoned[5, 0] = 2 ** 31 - 1
+    np.save(path, poisoned, allow_pickle=False)
+    again = model_ngrams.bigram_table(model, "tiny-poison", top=4, batch=128)
+    assert (again == table).all()
+    assert "outside 0..258" in caplog.text

@@ -92,9 +92,10 @@ class NgramCounts(FollowerCounts):
         if len(self.parts) <= max_entries:
             return 0
         ranked = sorted(self.parts, key=lambda g: self.best[g][0] * len(g), reverse=True)
-        for ngram in ranked[max_entries:]:
-            del self.parts[ngram]
-            del self.best[ngram]
+        keep = set(ranked[:max_entries])
+        # new dicts rather than deletions: a dict never gives back the room of deleted keys
+        self.parts = {g: part for g, part in self.parts.items() if g in keep}
+        self.best = {g: self.best[g] for g in self.parts}
         return len(ranked) - max_entries
 
     def save(self, path, max_entries: int | None = None) -> None:
