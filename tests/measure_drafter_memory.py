@@ -38,8 +38,10 @@ def measure(name: str, tokens: list[int], folder: Path) -> dict:
     started = time.perf_counter()
     if name == "ngram-cache":  # the cross-chat store, fed as ngram-cache feeds it
         store = ngram_cache._DynamicStore(folder / "memory.json", ngram_cache.MAX_ENTRIES)
-        for end in range(CHUNK, len(tokens) + CHUNK, CHUNK):
-            store.counts.update(tokens[:end], end - CHUNK, 1, ngram_cache.NGRAM_MAX)
+        seen: list[int] = []
+        for start in range(0, len(tokens), CHUNK):
+            seen.extend(tokens[start:start + CHUNK])
+            store.counts.update(seen, start, 1, ngram_cache.NGRAM_MAX)
             store.bound()
         size = f"{len(store.counts):,} n-grams kept (budget {store.max_entries:,} + 25 %)"
     else:

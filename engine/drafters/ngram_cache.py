@@ -187,7 +187,8 @@ def load_or_warn(path, vocab_size: int | None = None, keep_aside: bool = False) 
         warn(f"The n-gram memory {path} is not used: {problem}, and it could not be moved "
              f"aside ({error}); it is left as it is and will not be written over.")
         return None
-    fresh = "the rest is kept" if counts is not None else "a new, empty memory was started"
+    fresh = (f"its {len(counts):,} other n-grams are kept" if counts else
+             "a new, empty memory was started")
     warn(f"The n-gram memory {path}: {problem}. The file was kept as {moved.name} "
          f"beside it and {fresh}.")
     return counts if counts is not None else NgramCounts()
