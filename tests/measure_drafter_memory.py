@@ -42,7 +42,7 @@ def measure(name: str, tokens: list[int], folder: Path) -> dict:
         for start in range(0, len(tokens), CHUNK):
             seen.extend(tokens[start:start + CHUNK])
             store.counts.update(seen, start, 1, ngram_cache.NGRAM_MAX)
-            store.bound()
+            store.bound(CHUNK)
         size = f"{len(store.counts):,} n-grams kept (budget {store.max_entries:,} + 25 %)"
     else:
         drafter = make_drafter(DraftSettings(drafter=name, adaptive=False))

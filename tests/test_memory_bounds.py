@@ -72,3 +72,27 @@ def test_the_suffix_index_budget_and_cap():
     for token in stream(500):
         small.observe([token])
         assert len(small.sam) <= 64
+
+
+def test_eviction_also_bounds_the_follower_counts():
+    counts = NgramCounts()
+    for follower in range(50):  # one much used n-gram with many followers
+        counts.add((1,), follower, 3)
+    for n in range(2, 40):  # and many n-grams with one follower each
+        counts.add((n,), 0, 1)
+    assert counts.pairs() == 50 + 38
+    counts.evict(30, max_pairs=40)
+    assert counts.pairs() <= 40 and len(counts) == 30  # the 50-follower n-gram did not fit
+    assert (1,) not in counts.parts
+    counts.evict(5)
+    assert len(counts) == 5
+
+
+def test_the_store_counts_followers_now_and_then(tmp_path):
+    store = ngram_cache._DynamicStore(tmp_path / "m.json", 10)
+    tokens = stream(3 * ngram_cache.PAIR_CHECK, vocab=300)
+    for start in range(0, len(tokens), 64):
+        store.counts.update(tokens[:start + 64], start, 1, 1)
+        store.bound(64)
+        if store.since_check == 0:  # just counted: within the budget
+            assert store.counts.pairs() <= ngram_cache.PAIRS_PER_ENTRY * 12

@@ -31,8 +31,9 @@ kept of the dynamic cache, default 100000; the lowest ``total count × n`` go fi
 llama.cpp's eviction). ``draft_count`` caps the draft length.
 
 Memory budget: the dynamic cache is bounded in memory too, not only in its file: past
-``max_entries`` + 25 % the least used n-grams are evicted, so it holds at most 125,000
-n-grams, about 60 MB (measured ~460 bytes an n-gram; see tests/measure_drafter_memory.py).
+``max_entries`` + 25 % n-grams, or twice that many (n-gram, follower) counts, the least
+used n-grams are evicted; at most 125,000 n-grams and 250,000 counts, about 60-75 MB
+(see tests/measure_drafter_memory.py for the figures at 100k and 1M tokens of history).
 
 Cache files are untrusted: an entry whose token ids are not integers in the model's
 vocabulary, or whose counts are not positive integers, is dropped. A dynamic file that
@@ -67,6 +68,8 @@ MIN_PERCENT_STRICT = (75, 66, 66, 66)
 FILE_FORMAT = "draftless-ngram-cache"
 FILE_VERSION = 1
 MAX_ENTRIES = 100_000
+PAIRS_PER_ENTRY = 2  # follower counts allowed per n-gram kept, on average, in memory
+PAIR_CHECK = 4096
 ID_LIMIT = 1 << 31  # token ids read before the model's vocabulary is known stay below this
 MAX_COUNT = 1 << 53
 MAX_FILE_BYTES = 256 << 20  # far above what max_entries allows (~40 bytes an entry)
@@ -88,15 +91,29 @@ class NgramCounts(FollowerCounts):
             for token, count in part.items():
                 self.add(ngram, token, count)
 
-    def evict(self, max_entries: int) -> int:
-        if len(self.parts) <= max_entries:
+    def pairs(self) -> int:
+        """How many (n-gram, follower) counts are held: memory grows with these."""
+        return sum(len(part) for part in self.parts.values())
+
+    def evict(self, max_entries: int, max_pairs: int | None = None) -> int:
+        """Keep the ``max_entries`` most used n-grams (highest total count × n), and no
+        more than ``max_pairs`` follower counts in all; return how many were dropped."""
+        if len(self.parts) <= max_entries and (max_pairs is None or self.pairs() <= max_pairs):
             return 0
         ranked = sorted(self.parts, key=lambda g: self.best[g][0] * len(g), reverse=True)
-        keep = set(ranked[:max_entries])
+        keep, held = set(), 0
+        for ngram in ranked:
+            if len(keep) == max_entries:
+                break
+            size = len(self.parts[ngram])
+            if max_pairs is not None and held + size > max_pairs:
+                continue  # too many followers for what is left of the budget
+            held += size
+            keep.add(ngram)
         # new dicts rather than deletions: a dict never gives back the room of deleted keys
         self.parts = {g: part for g, part in self.parts.items() if g in keep}
         self.best = {g: self.best[g] for g in self.parts}
-        return len(ranked) - max_entries
+        return len(ranked) - len(keep)
 
     def save(self, path, max_entries: int | None = None) -> None:
         """Atomic write (temp file + rename), so a crash never leaves half a file."""
@@ -197,8 +214,9 @@ def load_or_warn(path, vocab_size: int | None = None, keep_aside: bool = False) 
 class _DynamicStore:
     """One shared dynamic cache per file in this process, saved on merge and at exit.
 
-    In memory it never holds more than ``max_entries`` + a quarter n-grams: past that the
-    least used are evicted (as when saving), so memory stays bounded however long it runs.
+    In memory it holds at most ``max_entries`` + a quarter n-grams and about twice as
+    many follower counts: past that the least used are evicted (as when saving), so memory
+    stays bounded however long it runs.
     """
 
     stores: dict[Path, "_DynamicStore"] = {}
@@ -210,6 +228,7 @@ class _DynamicStore:
         self.writable = loaded is not None  # never write over a file that was not read
         self.counts = loaded if loaded is not None else NgramCounts()
         self.dirty = bool(getattr(loaded, "dropped", 0))  # write the cleaned memory back
+        self.since_check = PAIR_CHECK
         self.bound()
 
     @classmethod
@@ -220,9 +239,17 @@ class _DynamicStore:
             store = cls.stores[path] = cls(path, max_entries, vocab_size)
         return store
 
-    def bound(self) -> None:
-        if len(self.counts) > self.max_entries + self.max_entries // 4:
-            self.counts.evict(self.max_entries)
+    def bound(self, added: int = 0) -> None:
+        """Evict once past the budget + a quarter (``added``: tokens just counted in; the
+        follower counts are summed only every ``PAIR_CHECK`` tokens, as that walks them all)."""
+        slack = self.max_entries // 4
+        self.since_check += added
+        over = len(self.counts) > self.max_entries + slack
+        if not over and self.since_check >= PAIR_CHECK:
+            self.since_check = 0
+            over = self.counts.pairs() > PAIRS_PER_ENTRY * (self.max_entries + slack)
+        if over:
+            self.counts.evict(self.max_entries, PAIRS_PER_ENTRY * self.max_entries)
 
     def save(self) -> None:
         if not self.dirty or not self.writable:
@@ -351,7 +378,7 @@ class NgramCacheDrafter(Drafter):
             if store is not None:
                 store.counts.update(self.tokens, start, self.n_min, self.n_max)
                 store.dirty = True
-                store.bound()
+                store.bound(len(self.tokens) - start)
 
     def propose(self, history, k):
         tokens = self.tokens
