@@ -81,9 +81,11 @@ def test_eviction_also_bounds_the_follower_counts():
     for n in range(2, 40):  # and many n-grams with one follower each
         counts.add((n,), 0, 1)
     assert counts.pairs() == 50 + 38
+    best = counts.best[(1,)][1]
     counts.evict(30, max_pairs=40)
-    assert counts.pairs() <= 40 and len(counts) == 30  # the 50-follower n-gram did not fit
-    assert (1,) not in counts.parts
+    assert counts.pairs() <= 40 and len(counts) == 30
+    assert len(counts.parts[(1,)]) == ngram_cache.FOLLOWERS_KEPT  # rarest followers forgotten,
+    assert counts.best[(1,)] == [150, best, 3] and best in counts.parts[(1,)]  # not its stats
     counts.evict(5)
     assert len(counts) == 5
 

@@ -31,9 +31,11 @@ kept of the dynamic cache, default 100000; the lowest ``total count × n`` go fi
 llama.cpp's eviction). ``draft_count`` caps the draft length.
 
 Memory budget: the dynamic cache is bounded in memory too, not only in its file: past
-``max_entries`` + 25 % n-grams, or twice that many (n-gram, follower) counts, the least
-used n-grams are evicted; at most 125,000 n-grams and 250,000 counts, about 60-75 MB
-(see tests/measure_drafter_memory.py for the figures at 100k and 1M tokens of history).
+``max_entries`` + 25 % n-grams the least used n-grams are evicted, and past twice that
+many (n-gram, follower) counts the rarest followers of much-followed n-grams go first
+(their totals stay, so drafting does not change until the memory is saved and read back).
+At most 125,000 n-grams and 250,000 counts (see tests/measure_drafter_memory.py for
+the figures at 100k and 1M tokens of history).
 
 Cache files are untrusted: an entry whose token ids are not integers in the model's
 vocabulary, or whose counts are not positive integers, is dropped. A dynamic file that
@@ -70,6 +72,7 @@ FILE_VERSION = 1
 MAX_ENTRIES = 100_000
 PAIRS_PER_ENTRY = 2  # follower counts allowed per n-gram kept, on average, in memory
 PAIR_CHECK = 4096
+FOLLOWERS_KEPT = 8  # of an n-gram's followers, when follower counts are over budget
 ID_LIMIT = 1 << 31  # token ids read before the model's vocabulary is known stay below this
 MAX_COUNT = 1 << 53
 MAX_FILE_BYTES = 256 << 20  # far above what max_entries allows (~40 bytes an entry)
@@ -96,24 +99,39 @@ class NgramCounts(FollowerCounts):
         return sum(len(part) for part in self.parts.values())
 
     def evict(self, max_entries: int, max_pairs: int | None = None) -> int:
-        """Keep the ``max_entries`` most used n-grams (highest total count × n), and no
-        more than ``max_pairs`` follower counts in all; return how many were dropped."""
-        if len(self.parts) <= max_entries and (max_pairs is None or self.pairs() <= max_pairs):
+        """Keep the ``max_entries`` most used n-grams (highest total count × n); then, while
+        more than ``max_pairs`` follower counts are held, first forget the rarest followers
+        of n-grams with more than ``FOLLOWERS_KEPT`` (totals and the drafted follower stay,
+        so drafting is unchanged), then the least used n-grams. Returns n-grams dropped."""
+        over = max_pairs is not None and self.pairs() > max_pairs
+        if len(self.parts) <= max_entries and not over:
             return 0
         ranked = sorted(self.parts, key=lambda g: self.best[g][0] * len(g), reverse=True)
-        keep, held = set(), 0
-        for ngram in ranked:
-            if len(keep) == max_entries:
-                break
-            size = len(self.parts[ngram])
-            if max_pairs is not None and held + size > max_pairs:
-                continue  # too many followers for what is left of the budget
-            held += size
-            keep.add(ngram)
+        keep = ranked[:max_entries]
+        if over:
+            self._trim_followers(keep)
+            held, last = 0, 0
+            for last, ngram in enumerate(keep):
+                held += len(self.parts[ngram])
+                if held > max_pairs:
+                    keep = keep[:last]
+                    break
+        kept = set(keep)
         # new dicts rather than deletions: a dict never gives back the room of deleted keys
-        self.parts = {g: part for g, part in self.parts.items() if g in keep}
+        self.parts = {g: part for g, part in self.parts.items() if g in kept}
         self.best = {g: self.best[g] for g in self.parts}
-        return len(ranked) - len(keep)
+        return len(ranked) - len(kept)
+
+    def _trim_followers(self, ngrams) -> None:
+        for ngram in ngrams:
+            part = self.parts[ngram]
+            if len(part) > FOLLOWERS_KEPT:
+                kept = {self.best[ngram][1]}  # the follower it drafts, then the most counted
+                for token in sorted(part, key=part.get, reverse=True):
+                    if len(kept) == FOLLOWERS_KEPT:
+                        break
+                    kept.add(token)
+                self.parts[ngram] = {t: c for t, c in part.items() if t in kept}
 
     def save(self, path, max_entries: int | None = None) -> None:
         """Atomic write (temp file + rename), so a crash never leaves half a file."""

@@ -135,6 +135,7 @@ class SuffixDrafter(Drafter):
             sam.append(int(token))
         if len(sam) > self.max_tokens:
             keep = sam.tokens[len(sam) - self.max_tokens // 2:]
+            del sam  # the old index is freed before the new one grows: memory peaks at the budget
             self.sam = SuffixAutomaton()
             for token in keep:
                 self.sam.append(token)
