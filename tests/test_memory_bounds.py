@@ -1,9 +1,11 @@
 """The growing drafter indexes stay within a stated memory budget (issue 10, item 12).
 
-Budget: each of ngram-cache's cross-chat memory and the suffix drafter's index holds
-at most about 64 MB of Python objects. The bytes one n-gram or one indexed token takes
-are measured here with tracemalloc on a small stream, then multiplied by the most the
-store may hold; ``python -m tests.measure_drafter_memory`` measures whole histories.
+Budget: each of ngram-cache's cross-chat memory and the suffix drafter's index is sized
+to hold about 64 MB of Python objects at most. The bytes one n-gram or one indexed token
+takes are measured here with tracemalloc on a small stream, then multiplied by the most
+the store may hold; ``python -m tests.measure_drafter_memory`` measures whole histories
+(with a 1M-token history: about 58 MB and 35 MB held, peaks of 76 MB and 57 MB while
+evicting or rebuilding).
 """
 
 import tracemalloc
