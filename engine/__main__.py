@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
 
 from . import EngineError
@@ -84,17 +85,28 @@ def show_progress(event: ProgressEvent) -> None:
         print(file=sys.stderr)
 
 
+def read_prompt_file(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except OSError as error:
+        raise EngineError(f"Cannot read the prompt file: {error}") from None
+    except UnicodeDecodeError as error:
+        raise EngineError(f"The prompt file {path} is not UTF-8 text (byte 0x{error.object[error.start]:02x} "
+                          f"at offset {error.start}). Save it as UTF-8 and try again.") from None
+
+
+class _WarningLine(logging.Handler):
+    """The engine's warnings (a bad file set aside, drafts dropped) as stderr lines."""
+
+    def emit(self, record):
+        log(f"warning: {record.getMessage()}")
+
+
 async def run_generate(args) -> int:
     from .service import EngineService
 
-    if args.prompt_file:
-        try:
-            with open(args.prompt_file, encoding="utf-8") as handle:
-                prompt = handle.read()
-        except OSError as error:
-            raise EngineError(f"Cannot read the prompt file: {error}") from None
-    else:
-        prompt = args.prompt
+    prompt = read_prompt_file(args.prompt_file) if args.prompt_file else args.prompt
     request = request_from_args(args, prompt, args.raw)
     service = EngineService()
     done = None
@@ -128,6 +140,9 @@ async def run_generate(args) -> int:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    engine_log = logging.getLogger("engine")
+    if not any(isinstance(handler, _WarningLine) for handler in engine_log.handlers):
+        engine_log.addHandler(_WarningLine(logging.WARNING))
     try:
         if args.command == "drafters":
             from .drafters import DEFAULT_DRAFTER, DRAFTERS

@@ -2,8 +2,8 @@
 
 - **Verify cost** ``c(n)``: seconds for one target pass over ``n`` tokens, measured once per
   model on this machine (``measure_cost_curve``) and cached on disk ($DRAFTLESS_CACHE_DIR or
-  the user cache dir, ``verify-cost/<model>.json``; a corrupt file is reported and measured
-  again). Measuring never holds up an answer: until it is done (the service measures
+  the user cache dir, ``verify-cost/<model>.json``; a file that is not a sane curve is kept
+  aside as ``.corrupt-<stamp>``, reported once and measured again). Measuring never holds up an answer: until it is done (the service measures
   between answers, in steps of one pass) a prior shape (``PRIOR_RATIOS``) is used, put in
   seconds by the first pass it sees. Online, each pass's measured time rescales the curve
   (an exponential average of observed / predicted, per length), so load on the machine and
@@ -43,7 +43,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from .errors import warn
 from .paths import cache_dir
+from .untrusted import move_aside
 
 log = logging.getLogger(__name__)
 
@@ -171,18 +173,55 @@ def measure_cost_curve(target, lengths=COST_LENGTHS, repeats: int = 3) -> dict[i
     return {n: min(values) for n, values in samples.items()}
 
 
+MAX_COST_LENGTH = 1 << 16
+MAX_PASS_SECONDS = 600.0
+SLOWER_MARGIN = 2.0  # a longer pass measured as fast as half a shorter one: not noise
+
+
+def validated_cost_points(data) -> dict[int, float]:
+    """The points of a verify-cost file, or ValueError saying what is wrong with them.
+
+    Lengths are integers from 1 (plain decoding must be among them), times finite and
+    positive, and the curve monotone enough: no pass more than ``SLOWER_MARGIN`` times
+    faster than a shorter one (timing noise only ever adds time).
+    """
+    if not isinstance(data, dict) or data.get("version") != COST_VERSION:
+        raise ValueError("not a version-1 verify-cost file")
+    seconds = data.get("seconds")
+    if not isinstance(seconds, dict) or not seconds:
+        raise ValueError("no timings")
+    points = {}
+    for length, value in seconds.items():
+        if not (isinstance(length, str) and length.isdigit() and 1 <= int(length) <= MAX_COST_LENGTH):
+            raise ValueError(f"length {length!r} is not an integer from 1 to {MAX_COST_LENGTH}")
+        if (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)
+                or not 0 < value <= MAX_PASS_SECONDS):
+            raise ValueError(f"time {value!r} for length {length} is not a positive number of seconds")
+        points[int(length)] = float(value)
+    if 1 not in points:
+        raise ValueError("no timing for a one-token pass")
+    slowest = 0.0
+    for length in sorted(points):
+        if points[length] * SLOWER_MARGIN < slowest:
+            raise ValueError(f"a {length}-token pass is timed far faster than a shorter one")
+        slowest = max(slowest, points[length])
+    return points
+
+
 def load_cost_curve(model_key: str) -> CostCurve | None:
+    """The cached curve, or None: missing, or bad (then kept aside, said once, re-measured)."""
     path = cost_path(model_key)
     if not path.exists():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        points = {int(n): float(s) for n, s in data["seconds"].items()}
-        if not points or any(s <= 0 or not math.isfinite(s) for s in points.values()):
-            raise ValueError("bad timings")
-        return CostCurve(points)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
-        log.warning("Ignoring the verify-cost file %s (%s); measuring again.", path, error)
+        return CostCurve(validated_cost_points(json.loads(path.read_text(encoding="utf-8"))))
+    except (OSError, ValueError, RecursionError) as error:
+        try:
+            kept = f"kept as {move_aside(path).name}"
+        except OSError as move_error:
+            kept = f"left in place ({move_error})"
+        warn(f"Ignoring the verify-cost file {path} ({error}); it was {kept} and this "
+             "machine's verify speed will be measured again.")
         return None
 
 

@@ -33,6 +33,7 @@ from mlx_lm.sample_utils import make_logits_processors, make_sampler
 
 from .drafters.base import Drafter
 from .settings import SamplingSettings
+from .tokens import DraftGate, output_size
 
 PREFILL_STEP = 512
 
@@ -322,10 +323,11 @@ def speculative_decode(
     assert target.offset == len(history) - 1, "cache must hold the history but its last token"
     policy = policy or FixedDraftLength()
     produced = 0
+    gate = DraftGate(output_size(target.model), drafter.name)  # no id outside the vocabulary
     while produced < max_tokens:
         started = time.perf_counter()
         limit = min(draft_count, max_tokens - produced - 1) if speculate else 0
-        rows = drafter.propose(history, limit) if limit > 0 else []
+        rows = gate.rows(drafter.propose(history, limit)) if limit > 0 else []
         rows = [row for row in (_cut_at_eos(list(r[:limit]), eos_tokens) for r in rows) if row]
         if rows:  # the policy sees the proposal, then says how much of it to send
             length = policy.draft_length(max(len(r) for r in rows), drafter.match_length)

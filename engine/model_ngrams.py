@@ -93,10 +93,11 @@ def bigram_table_steps(model, key: str, top: int = BIGRAM_TOP, batch: int = 256,
     if path.exists():
         try:
             table = np.load(path, allow_pickle=False)
-            if table.shape == (vocab, top) and table.dtype == np.int32:
+            if (table.shape == (vocab, top) and table.dtype == np.int32
+                    and (table.size == 0 or 0 <= table.min() <= table.max() < vocab)):
                 yield vocab, vocab, table
                 return
-            raise ValueError(f"shape {table.shape} {table.dtype}")
+            raise ValueError(f"shape {table.shape} {table.dtype}, or token ids outside 0..{vocab - 1}")
         except (OSError, ValueError) as error:
             log.warning("Ignoring the bigram table %s (%s); computing it again.", path, error)
     table = np.empty((vocab, top), dtype=np.int32)

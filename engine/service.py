@@ -18,9 +18,12 @@ import asyncio
 import atexit
 import logging
 import threading
+import time
 import traceback
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
+from pathlib import Path
 
 from .adaptive import timing_steps
 from .decode import Target
@@ -59,6 +62,49 @@ def _settle_mlx_at_exit() -> None:
 
 
 _settled = False
+_running: "weakref.WeakSet[EngineService]" = weakref.WeakSet()
+SHUTDOWN_TIMEOUT = 10.0
+
+
+@atexit.register
+def _shut_down_services() -> None:
+    """Every exit path (an error, Ctrl-C, a caller that forgot) stops the engine threads."""
+    for service in list(_running):
+        service.shutdown()
+
+
+async def _cancel_pending_jobs() -> None:
+    """Cancel what is left on the stopped engine loop, so no task is destroyed pending."""
+    current = asyncio.current_task()
+    tasks = [task for task in asyncio.all_tasks() if task is not current]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _finish_mlx_work() -> None:
+    """The engine thread's last MLX call: wait for its queued work before it exits."""
+    import mlx.core as mx
+
+    mx.synchronize()
+
+
+def _wait_until_thread_is_gone(native_id: int | None, timeout: float) -> None:
+    """Wait for the operating-system thread, not just its Python part, to have exited.
+
+    ``Thread.join`` returns once the thread's Python state is gone, but its C++
+    thread-local destructors (MLX's per-thread streams) run after that and need the GIL;
+    if they run while the main thread is finalizing Python, the process aborts with
+    "terminate called without an active exception" (seen in 5 of 25 CLI runs after an
+    engine error). Linux lists a process's threads under /proc/self/task; elsewhere
+    there is no such list and this returns at once.
+    """
+    task = Path(f"/proc/self/task/{native_id}")
+    if native_id is None or not task.parent.is_dir():
+        return
+    deadline = time.monotonic() + timeout
+    while task.exists() and time.monotonic() < deadline:
+        time.sleep(0.002)
 
 
 class GenerationStream:
@@ -117,6 +163,7 @@ class EngineService:
         _settle_mlx_at_exit()
         self.memory = EngineMemory()
         self._calibration: asyncio.Task | None = None
+        _running.add(self)
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="draftless-engine", daemon=True)
@@ -130,7 +177,12 @@ class EngineService:
         asyncio.set_event_loop(self._loop)
         self._lock = asyncio.Lock()  # asyncio locks wake waiters in FIFO order
         self._loop.call_soon(self._ready.set)
-        self._loop.run_forever()
+        try:
+            self._loop.run_forever()
+            self._loop.run_until_complete(_cancel_pending_jobs())
+        finally:
+            self._loop.close()
+            _finish_mlx_work()
 
     def generate(self, request: GenerationRequest) -> GenerationStream:
         """Answer ``request``: Progress/Model events while loading, then Token and Pass
@@ -169,20 +221,24 @@ class EngineService:
     def drafters() -> dict[str, str]:
         return {name: cls.summary for name, cls in DRAFTERS.items()}
 
-    def shutdown(self) -> None:
-        """Stop the engine thread (after the current pass) and save what is kept in files."""
-        if self._loop.is_running():
-            self._loop.call_soon_threadsafe(self._stop)
-            self._thread.join(timeout=5)
+    def shutdown(self, timeout: float = SHUTDOWN_TIMEOUT) -> None:
+        """Stop the engine thread: cancel queued and running jobs (between passes) and the
+        background measurement, let it finish its MLX work, and wait until the thread is
+        gone, so none of it runs while the interpreter tears down; then save what is kept
+        in files. Safe to call more than once; also run at exit."""
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("shutdown() was called from the engine thread itself")
+        try:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        except RuntimeError:  # the loop is already closed
+            pass
+        self._thread.join(timeout)
+        if not self._thread.is_alive():
+            _wait_until_thread_is_gone(self._thread.native_id, timeout)
         for session in list(self._sessions.values()):
             if session.drafter is not None:
                 session.drafter.flush()
         self.memory.flush()
-
-    def _stop(self) -> None:
-        if self._calibration is not None:
-            self._calibration.cancel()  # it ends at its next step, before the loop stops
-        self._loop.call_soon(self._loop.stop)
 
     def _submit(self, job, should_stop: Callable[[], bool], push: Callable[[Event], None]) -> None:
         asyncio.run_coroutine_threadsafe(self._serve(job, should_stop, push), self._loop)

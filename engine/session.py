@@ -23,6 +23,7 @@ from .model_ngrams import bigram_table_steps, model_key, start_prefix
 from .models import LoadedModel
 from .settings import GenerationRequest
 from .stats import DecodeStats
+from .tokens import check_prompt, output_size
 
 
 def common_prefix_length(a, b) -> int:
@@ -73,7 +74,8 @@ class ChatSession:
                 else:
                     bigram = table
                     yield ProgressEvent("table", total, total, "Bigram table ready")
-        drafter.attach_model(self.model_key, bigram=bigram, stores=self.memory.stores)
+        drafter.attach_model(self.model_key, bigram=bigram, stores=self.memory.stores,
+                             vocab_size=output_size(self.loaded.model))
 
     def _prepare_cache(self, tokens: list[int]) -> int:
         """Make the cache hold ``tokens[:-1]``; return how many tokens had to be run."""
@@ -97,7 +99,7 @@ class ChatSession:
     def generate(self, request: GenerationRequest,
                  should_stop: Callable[[], bool] = lambda: False) -> Iterator[Event]:
         loaded = self.loaded
-        tokens = prompt_tokens(loaded, request)
+        tokens = check_prompt(prompt_tokens(loaded, request), output_size(loaded.model), loaded.name)
         if not tokens:
             raise EngineError("The prompt is empty: type something to answer.")
         if len(tokens) + request.max_tokens > loaded.context_length:

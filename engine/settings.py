@@ -11,6 +11,7 @@ from .errors import EngineError
 DRAFT_COUNT_RANGE = (1, 64)
 NGRAM_ORDER_RANGE = (1, 32)
 MAX_TOKENS_RANGE = (1, 32768)
+SEED_RANGE = (0, 2**64 - 1)  # what MLX's random seed takes
 
 
 def _check_range(name: str, value, bounds, kind=int) -> None:
@@ -63,6 +64,8 @@ class SamplingSettings:
         _check_range("top_k", self.top_k, (0, 1_000_000))
         if self.repetition_penalty is not None:
             _check_range("repetition_penalty", float(self.repetition_penalty), (0.01, 10.0), float)
+        if self.seed is not None:
+            _check_range("seed", self.seed, SEED_RANGE)
         return self
 
 

@@ -17,7 +17,7 @@ Life of a drafter inside one chat:
 its own incremental index instead of scanning it.
 
 Around that, with defaults here, so nobody probes a drafter for optional parts:
-- ``attach_model(model_key, bigram=..., stores=...)``: the session calls it once per
+- ``attach_model(model_key, bigram=..., stores=..., vocab_size=...)``: the session calls it once per
   model, before the first proposal, with token data only: the model's identity (names
   files), its bigram table when ``wants_model_bigram`` says so, and the service's
   ``DrafterStores`` (memory that outlives a chat). ``attached_model`` says which model a
@@ -78,12 +78,14 @@ class Drafter(ABC):
         """The most draft rows one proposal holds."""
         return 1
 
-    def attach_model(self, model_key: str, *, bigram=None, stores: DrafterStores | None = None) -> None:
+    def attach_model(self, model_key: str, *, bigram=None, stores: DrafterStores | None = None,
+                     vocab_size: int | None = None) -> None:
         """The session hands over the model's token data (see the module docstring)."""
         self.attached_model = model_key
-        self.use_model(model_key, bigram=bigram, stores=stores)
+        self.use_model(model_key, bigram=bigram, stores=stores, vocab_size=vocab_size)
 
-    def use_model(self, model_key: str, *, bigram=None, stores: DrafterStores | None = None) -> None:
+    def use_model(self, model_key: str, *, bigram=None, stores: DrafterStores | None = None,
+                  vocab_size: int | None = None) -> None:
         """Keep what this drafter needs of ``attach_model``'s data (default: nothing)."""
 
     def flush(self) -> None:

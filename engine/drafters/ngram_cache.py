@@ -27,28 +27,39 @@ The static cache alone uses the lax thresholds of n = 2.
 
 Options: ``dynamic`` (default true: read and grow the cross-chat cache), ``dynamic_path``
 (default: the data directory), ``static_path`` (default none), ``max_entries`` (n-grams
-kept in the dynamic file, default 200000; the lowest ``total count × n`` go first, as
-llama.cpp's eviction). A cache file that cannot be read is reported (logged as a warning)
-and ignored, never fatal. ``draft_count`` caps the draft length.
+kept of the dynamic cache, default 100000; the lowest ``total count × n`` go first, as
+llama.cpp's eviction). ``draft_count`` caps the draft length.
+
+Memory budget: the dynamic cache is bounded in memory too, not only in its file: past
+``max_entries`` + 25 % n-grams the least used n-grams are evicted, and past twice that
+many (n-gram, follower) counts the rarest followers of much-followed n-grams go first
+(their totals stay, so drafting does not change until the memory is saved and read back).
+At most 125,000 n-grams and 250,000 counts (see tests/measure_drafter_memory.py for
+the figures at 100k and 1M tokens of history).
+
+Cache files are untrusted: an entry whose token ids are not integers in the model's
+vocabulary, or whose counts are not positive integers, is dropped. A dynamic file that
+cannot be read, or that held such entries, is renamed beside itself
+(``<name>.corrupt-<date>-<time>``) before anything is written, and this is said once (a
+warning of the ``engine`` logger); a file that cannot be renamed is left alone and never written over.
+A static file that cannot be read is reported and ignored. Never fatal.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import tempfile
-import warnings
 from pathlib import Path
 
-from ..errors import EngineError
+from ..errors import EngineError, warn
 from ..paths import data_dir
+from ..tokens import is_token_id
+from ..untrusted import move_aside
 from ._counts import FollowerCounts
 from ._options import bool_option, int_option
 from .base import Drafter
 from .stores import DrafterStores
-
-log = logging.getLogger(__name__)
 
 NGRAM_MAX = 4
 NGRAM_STATIC = 2
@@ -58,10 +69,19 @@ MIN_SAMPLE_STRICT = (4, 3, 2, 2)
 MIN_PERCENT_STRICT = (75, 66, 66, 66)
 FILE_FORMAT = "draftless-ngram-cache"
 FILE_VERSION = 1
+MAX_ENTRIES = 100_000
+PAIRS_PER_ENTRY = 2  # follower counts allowed per n-gram kept, on average, in memory
+PAIR_CHECK = 4096
+FOLLOWERS_KEPT = 8  # of an n-gram's followers, when follower counts are over budget
+ID_LIMIT = 1 << 31  # token ids read before the model's vocabulary is known stay below this
+MAX_COUNT = 1 << 53
+MAX_FILE_BYTES = 256 << 20  # far above what max_entries allows (~40 bytes an entry)
 
 
 class NgramCounts(FollowerCounts):
     """The follower table, saved to and loaded from a cache file."""
+
+    dropped = 0  # entries left out by ``load`` (bad token ids or counts)
 
     @classmethod
     def from_tokens(cls, tokens, n_min: int, n_max: int) -> "NgramCounts":
@@ -74,14 +94,44 @@ class NgramCounts(FollowerCounts):
             for token, count in part.items():
                 self.add(ngram, token, count)
 
-    def evict(self, max_entries: int) -> int:
-        if len(self.parts) <= max_entries:
+    def pairs(self) -> int:
+        """How many (n-gram, follower) counts are held: memory grows with these."""
+        return sum(len(part) for part in self.parts.values())
+
+    def evict(self, max_entries: int, max_pairs: int | None = None) -> int:
+        """Keep the ``max_entries`` most used n-grams (highest total count × n); then, while
+        more than ``max_pairs`` follower counts are held, first forget the rarest followers
+        of n-grams with more than ``FOLLOWERS_KEPT`` (totals and the drafted follower stay,
+        so drafting is unchanged), then the least used n-grams. Returns n-grams dropped."""
+        over = max_pairs is not None and self.pairs() > max_pairs
+        if len(self.parts) <= max_entries and not over:
             return 0
         ranked = sorted(self.parts, key=lambda g: self.best[g][0] * len(g), reverse=True)
-        for ngram in ranked[max_entries:]:
-            del self.parts[ngram]
-            del self.best[ngram]
-        return len(ranked) - max_entries
+        keep = ranked[:max_entries]
+        if over:
+            self._trim_followers(keep)
+            held, last = 0, 0
+            for last, ngram in enumerate(keep):
+                held += len(self.parts[ngram])
+                if held > max_pairs:
+                    keep = keep[:last]
+                    break
+        kept = set(keep)
+        # new dicts rather than deletions: a dict never gives back the room of deleted keys
+        self.parts = {g: part for g, part in self.parts.items() if g in kept}
+        self.best = {g: self.best[g] for g in self.parts}
+        return len(ranked) - len(kept)
+
+    def _trim_followers(self, ngrams) -> None:
+        for ngram in ngrams:
+            part = self.parts[ngram]
+            if len(part) > FOLLOWERS_KEPT:
+                kept = {self.best[ngram][1]}  # the follower it drafts, then the most counted
+                for token in sorted(part, key=part.get, reverse=True):
+                    if len(kept) == FOLLOWERS_KEPT:
+                        break
+                    kept.add(token)
+                self.parts[ngram] = {t: c for t, c in part.items() if t in kept}
 
     def save(self, path, max_entries: int | None = None) -> None:
         """Atomic write (temp file + rename), so a crash never leaves half a file."""
@@ -105,58 +155,118 @@ class NgramCounts(FollowerCounts):
             raise
 
     @classmethod
-    def load(cls, path) -> "NgramCounts":
-        """Read a cache file; raise ValueError/OSError if it is missing or corrupt."""
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    def load(cls, path, vocab_size: int | None = None) -> "NgramCounts":
+        """Read a cache file; raise ValueError/OSError if it is missing or not a cache file.
+
+        Entries whose token ids are not in ``[0, vocab_size)`` (any id below 2**31 when the
+        vocabulary is not known) or whose counts are not positive integers are dropped;
+        ``dropped`` says how many.
+        """
+        path = Path(path)
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise ValueError(f"it is larger than {MAX_FILE_BYTES >> 20} MB")
+        data = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(data, dict) or data.get("format") != FILE_FORMAT:
             raise ValueError("not a Draftless n-gram cache file")
         if data.get("version") != FILE_VERSION:
             raise ValueError(f"unsupported version {data.get('version')!r}")
+        entries = data.get("entries")
+        if not isinstance(entries, list):
+            raise ValueError("no list of entries")
+        limit = vocab_size or ID_LIMIT
         counts = cls()
-        for ngram, flat in data["entries"]:
-            if not ngram or len(ngram) > NGRAM_MAX or len(flat) % 2:
+        counts.dropped = 0
+        for entry in entries:
+            if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], list)
+                    and isinstance(entry[1], list)):
                 raise ValueError("malformed entry")
+            ngram, flat = entry
+            if (not 0 < len(ngram) <= NGRAM_MAX or len(flat) % 2
+                    or not all(is_token_id(t, limit) for t in ngram)
+                    or not all(is_token_id(t, limit) for t in flat[0::2])
+                    or not all(is_token_id(c, MAX_COUNT) and c > 0 for c in flat[1::2])):
+                counts.dropped += 1
+                continue
             key = tuple(int(t) for t in ngram)
             for i in range(0, len(flat), 2):
-                count = int(flat[i + 1])
-                if count <= 0:
-                    raise ValueError("non-positive count")
-                counts.add(key, int(flat[i]), count)
+                counts.add(key, int(flat[i]), int(flat[i + 1]))
         return counts
 
 
-def load_or_warn(path) -> NgramCounts | None:
-    """The cache in ``path``; None (after a warning) when it exists but cannot be read."""
+def load_or_warn(path, vocab_size: int | None = None, keep_aside: bool = False) -> NgramCounts | None:
+    """The cache in ``path``, or None when it exists but cannot be used (said once).
+
+    ``keep_aside`` (for files this process will write again): a file that cannot be read,
+    or that held entries outside the vocabulary, is renamed beside itself first, so saving
+    never overwrites it; what could be read is returned. If it cannot be renamed, None.
+    """
     path = Path(path)
     if not path.exists():
         return NgramCounts()
     try:
-        return NgramCounts.load(path)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as error:
-        message = f"Ignoring the n-gram cache {path}: it cannot be read ({error})."
-        log.warning(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=2)
+        counts = NgramCounts.load(path, vocab_size)
+    except (OSError, ValueError, TypeError, RecursionError) as error:
+        counts, problem = None, f"it cannot be read ({error})"
+    else:
+        if not counts.dropped:
+            return counts
+        problem = (f"{counts.dropped} of its entries hold token ids outside this model's "
+                   "vocabulary or bad counts; they were dropped")
+    if not keep_aside:
+        warn(f"Ignoring the n-gram cache {path}: {problem}." if counts is None else
+             f"The n-gram cache {path}: {problem}.")
+        return counts
+    try:
+        moved = move_aside(path)
+    except OSError as error:
+        warn(f"The n-gram memory {path} is not used: {problem}, and it could not be moved "
+             f"aside ({error}); it is left as it is and will not be written over.")
         return None
+    fresh = (f"its {len(counts):,} other n-grams are kept" if counts else
+             "a new, empty memory was started")
+    warn(f"The n-gram memory {path}: {problem}. The file was kept as {moved.name} "
+         f"beside it and {fresh}.")
+    return counts if counts is not None else NgramCounts()
 
 
 class _DynamicStore:
-    """One dynamic cache file, shared by the chats of one ``DrafterStores`` owner."""
+    """One dynamic cache file, shared by the chats of one ``DrafterStores`` owner.
 
-    def __init__(self, path: Path, max_entries: int):
+    In memory it holds at most ``max_entries`` + a quarter n-grams and about twice as
+    many follower counts: past that the least used are evicted (as when saving), so memory
+    stays bounded however long it runs.
+    """
+
+    def __init__(self, path: Path, max_entries: int, vocab_size: int | None = None):
         self.path = path
         self.max_entries = max_entries
-        loaded = load_or_warn(path)
+        loaded = load_or_warn(path, vocab_size, keep_aside=True)
+        self.writable = loaded is not None  # never write over a file that was not read
         self.counts = loaded if loaded is not None else NgramCounts()
-        self.dirty = False
+        self.dirty = bool(getattr(loaded, "dropped", 0))  # write the cleaned memory back
+        self.since_check = PAIR_CHECK
+        self.bound()
+
+    def bound(self, added: int = 0) -> None:
+        """Evict once past the budget + a quarter (``added``: tokens just counted in; the
+        follower counts are summed only every ``PAIR_CHECK`` tokens, as that walks them all)."""
+        slack = self.max_entries // 4
+        self.since_check += added
+        over = len(self.counts) > self.max_entries + slack
+        if not over and self.since_check >= PAIR_CHECK:
+            self.since_check = 0
+            over = self.counts.pairs() > PAIRS_PER_ENTRY * (self.max_entries + slack)
+        if over:
+            self.counts.evict(self.max_entries, PAIRS_PER_ENTRY * self.max_entries)
 
     def save(self) -> None:
-        if not self.dirty:
+        if not self.dirty or not self.writable:
             return
         try:
             self.counts.save(self.path, self.max_entries)
             self.dirty = False
         except OSError as error:
-            log.warning("Could not save the n-gram cache %s: %s", self.path, error)
+            warn(f"Could not save the n-gram memory {self.path}: {error}")
 
 
 def _try_draft(cache: NgramCounts, ngrams: list[tuple], static_part: dict | None,
@@ -207,7 +317,7 @@ class NgramCacheDrafter(Drafter):
             raise EngineError(f"ngram-cache: n-grams go up to {NGRAM_MAX} tokens; "
                               f"ngram_min {settings.ngram_min} is too large.")
         self.use_dynamic = bool_option(settings, self.name, "dynamic", True)
-        self.max_entries = int_option(settings, self.name, "max_entries", 200_000, 1, 50_000_000)
+        self.max_entries = int_option(settings, self.name, "max_entries", MAX_ENTRIES, 1, 50_000_000)
         self.dynamic_path = settings.options.get("dynamic_path")
         static_path = settings.options.get("static_path")
         if static_path is not None and not isinstance(static_path, (str, os.PathLike)):
@@ -216,17 +326,20 @@ class NgramCacheDrafter(Drafter):
         if static_path:
             loaded = load_or_warn(static_path) if Path(static_path).exists() else None
             if loaded is None and not Path(static_path).exists():
-                log.warning("ngram-cache: static cache %s does not exist; ignored.", static_path)
+                warn(f"ngram-cache: the static cache {static_path} does not exist; it is ignored.")
             self.static = loaded or NgramCounts()
         self.model_key: str | None = None
         self.stores = DrafterStores()  # the service's, once attached
+        self.vocab_size: int | None = None
         self.store: _DynamicStore | None = None
         self.context = NgramCounts()
         self.tokens: list[int] = []
 
-    def use_model(self, model_key: str, *, bigram=None, stores=None) -> None:
-        """Which model's token ids these are (names the dynamic file), and whose stores."""
+    def use_model(self, model_key: str, *, bigram=None, stores=None, vocab_size=None) -> None:
+        """Which model's token ids these are (names the dynamic file; ids read from it must
+        lie below ``vocab_size``), and whose stores."""
         self.model_key = model_key
+        self.vocab_size = vocab_size
         if stores is not None and stores is not self.stores:
             if self.store is not None:
                 self.store.save()  # anything counted before the owner's stores came
@@ -242,7 +355,7 @@ class NgramCacheDrafter(Drafter):
                 if self.model_key is None:
                     return None
                 path = data_dir() / "ngram-cache" / f"{self.model_key}.json"
-            self.store = self.stores.get(Path(path), lambda p: _DynamicStore(p, self.max_entries))
+            self.store = self.stores.get(Path(path), lambda p: _DynamicStore(p, self.max_entries, self.vocab_size))
         return self.store
 
     def flush(self) -> None:
@@ -273,6 +386,7 @@ class NgramCacheDrafter(Drafter):
             if store is not None:
                 store.counts.update(self.tokens, start, self.n_min, self.n_max)
                 store.dirty = True
+                store.bound(len(self.tokens) - start)
 
     def propose(self, history, k):
         tokens = self.tokens

@@ -48,7 +48,7 @@ class NgrammysDrafter(Drafter):
         self.top1 = None
         self.reset(())
 
-    def use_model(self, model_key: str, *, bigram=None, stores=None) -> None:
+    def use_model(self, model_key: str, *, bigram=None, stores=None, vocab_size=None) -> None:
         """Keep the model's bigram table (token ids only)."""
         if bigram is not None and self.use_bigram:
             self.bigram = bigram

@@ -113,6 +113,21 @@ def resolve_model_path(spec: str | None, progress: ProgressCallback | None = Non
     return spec, download_from_hub(spec, progress)
 
 
+def check_weights(model, name: str, path: Path) -> None:
+    """One short forward pass: weights with NaN or infinity (a damaged file with valid
+    headers) give non-finite logits, which would otherwise decode as end-of-text forever."""
+    from ..tokens import probe
+
+    try:
+        _, finite = probe(model)
+    except Exception as error:  # shapes that do not fit together, missing tensors
+        raise EngineError(f"Could not run the model in {path}: {error}") from None
+    if not finite:
+        raise EngineError(f"The model's weights are broken: {name} computes NaN or infinity "
+                          f"(the files in {path} are probably damaged, e.g. by an interrupted "
+                          "download). Download or convert the model again.")
+
+
 def load_model(spec: str | None = None, progress: ProgressCallback | None = None) -> LoadedModel:
     """Load a model by spec: None (embedded default), a folder, or a hub id."""
     from mlx_lm import load
@@ -128,6 +143,7 @@ def load_model(spec: str | None = None, progress: ProgressCallback | None = None
         raise
     except Exception as error:  # corrupt weights, shape mismatches, tokenizer errors
         raise EngineError(f"Could not load the model in {path}: {error}") from None
+    check_weights(model, name, path)
     cache = make_prompt_cache(model)
     if can_trim_prompt_cache(cache):
         speculation = "on"

@@ -1,0 +1,98 @@
+"""The one gate for token ids on their way to the model.
+
+MLX looks up embedding rows without bounds checks: an id outside ``[0, vocab)`` reads
+stray memory or kills the process (seen: 4294967295 segfaults, -1 and 2**40 raise
+``std::bad_cast``). Ids come from drafters, whose tables may have been read from disk,
+and from files; every one is checked here first, whatever its source.
+
+- ``output_size(model)``: the vocabulary as the model sees it, the width of its logits
+  (one short forward pass per model object, remembered; may exceed the tokenizer's).
+- ``probe(model)``: that pass, with whether its logits were finite (broken weights).
+- ``is_token_id(value, vocab)``: the rule: an integer (not a bool) in ``[0, vocab)``.
+- ``DraftGate``: applied by the decode loop to every drafter's rows before verification;
+  a row is cut at its first bad id (the tokens after it were guessed from it), and the
+  first bad id is reported once (``errors.warn``).
+"""
+
+from __future__ import annotations
+
+import numbers
+import weakref
+
+from .errors import EngineError, warn
+
+_probed: dict[int, tuple[int, bool]] = {}  # id(model) -> (logits width, finite)
+
+
+def probe(model) -> tuple[int, bool]:
+    """(vocabulary size, whether the logits were finite) from a one-token forward pass.
+
+    Token 0 exists in every vocabulary. The pass runs on a cache of its own, so it changes
+    nothing.
+    """
+    key = id(model)
+    known = _probed.get(key)
+    if known is None:
+        import mlx.core as mx
+        from mlx_lm.models.cache import make_prompt_cache
+
+        logits = model(mx.array([[0]], dtype=mx.uint32), cache=make_prompt_cache(model))
+        logits = logits.astype(mx.float32)
+        finite = bool(mx.all(mx.isfinite(logits)).item())
+        known = _probed[key] = (int(logits.shape[-1]), finite)
+        weakref.finalize(model, _probed.pop, key, None)
+    return known
+
+
+def output_size(model) -> int:
+    """How many token ids the model has (its logits' width)."""
+    return probe(model)[0]
+
+
+def is_token_id(value, vocab_size: int) -> bool:
+    return (isinstance(value, numbers.Integral) and not isinstance(value, bool)
+            and 0 <= value < vocab_size)
+
+
+def check_prompt(tokens, vocab_size: int, model_name: str) -> list[int]:
+    """The prompt's ids as ints; an EngineError if the tokenizer gave one the model lacks."""
+    for token in tokens:
+        if not is_token_id(token, vocab_size):
+            raise EngineError(
+                f"The tokenizer of {model_name} produced token id {token!r}, but the model has "
+                f"only {vocab_size} token ids: the tokenizer files do not match the weights. "
+                "Pick a complete model folder.")
+    return [int(t) for t in tokens]
+
+
+class DraftGate:
+    """Keeps out-of-vocabulary ids out of verify passes; says so once per drafter."""
+
+    def __init__(self, vocab_size: int, source: str):
+        self.vocab_size = vocab_size
+        self.source = source
+        self.reported = False
+
+    def rows(self, rows) -> list[list[int]]:
+        """``rows`` with each cut before its first id that is not in the vocabulary."""
+        clean = []
+        for row in rows or ():
+            kept = []
+            try:
+                for token in row:
+                    if not is_token_id(token, self.vocab_size):
+                        self._report(token)
+                        break
+                    kept.append(int(token))
+            except TypeError:  # not a sequence of tokens at all
+                self._report(row)
+            clean.append(kept)
+        return clean
+
+    def _report(self, token) -> None:
+        if self.reported:
+            return
+        self.reported = True
+        warn(f"The {self.source} drafter proposed token ids that are not in this model's "
+             f"vocabulary (0 to {self.vocab_size - 1}; e.g. {token!r}); they were dropped. "
+             "Its saved memory may be damaged.")
