@@ -114,26 +114,32 @@ def cost_path(model_key: str) -> Path:
 
 
 def measure_cost_curve(target, lengths=COST_LENGTHS, repeats: int = 3, progress=None) -> dict[int, float]:
-    """Time one target pass of each length at the cache's current context, then undo it.
+    """Time one pass of each length at the chat's current context length, then undo it.
 
+    The passes run on a cache of their own (the same context length, at most 512 tokens),
+    never the chat's: a sliding-window or recurrent cache could not take them back.
     Lengths are visited round-robin ``repeats`` times and the least time is kept, so a
     burst of load elsewhere on the machine inflates one sample rather than one length.
     """
     import mlx.core as mx
 
+    from .decode import Target
+
+    probe = Target(target.model)
+    probe.prefill([0] * min(target.offset, 512))
+    start = probe.checkpoint()
     best = {n: math.inf for n in lengths}
-    start = target.offset
     total = repeats * len(lengths)
     done = 0
-    mx.eval(target.forward([0]))  # warm up
-    target.trim(target.offset - start)
+    mx.eval(probe.forward([0]))  # warm up
+    probe.restore(start)
     for _ in range(repeats):
         for n in lengths:
             began = time.perf_counter()
-            logits = target.forward([0] * n)
+            logits = probe.forward([0] * n)
             mx.argmax(logits, axis=-1).tolist()
             best[n] = min(best[n], time.perf_counter() - began)
-            target.trim(target.offset - start)
+            probe.restore(start)
             done += 1
             if progress:
                 progress(done, total)

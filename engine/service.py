@@ -188,7 +188,7 @@ class EngineService:
             self._sessions.clear()
             self._loaded, self._loaded_spec = loaded, spec
         loaded = self._loaded
-        push(ModelEvent(loaded.name, str(loaded.path), loaded.speculation))
+        push(ModelEvent(loaded.name, str(loaded.path), loaded.speculation, loaded.details))
 
     def _session(self, chat_id: str | None):
         from .session import ChatSession

@@ -135,7 +135,7 @@ class ChatSession:
         stats.drafter_s += time.perf_counter() - drafter_started
         yield from self._attach_model()
         policy = None
-        if request.draft.adaptive and loaded.speculation == "on":
+        if request.draft.adaptive and loaded.speculates:
             policy = yield from self._adaptive_policy()
         stats.prefill_s = time.perf_counter() - started
 
@@ -149,7 +149,7 @@ class ChatSession:
         decoder = speculative_decode(
             self.target, self.drafter, TokenChooser(request.sampling), self.history,
             max_tokens=request.max_tokens, draft_count=request.draft.draft_count,
-            eos_tokens=eos, speculate=loaded.speculation == "on", policy=policy)
+            eos_tokens=eos, speculate=loaded.speculates, policy=policy)
         for pass_index, result in enumerate(decoder):
             stats.record_pass(result.drafted, result.accepted, len(result.tokens), result.seconds)
             stats.drafter_s += result.drafter_seconds

@@ -1,0 +1,73 @@
+"""The architecture matrix: every drafter stays lossless on the models people load.
+
+Tiny random-weight models (tests/tiny_model.py) of each architecture, float32 and quantized
+as mlx-community folders are, loaded through the engine's own loader. For each: greedy
+output equals mlx-lm's own ``generate_step`` (with mlx-lm's own caches: rotating ones for
+sliding windows, recurrent state for hybrids) for every drafter, over a prompt and answer
+several times longer than the 8-token sliding windows; copying drafters get drafts
+accepted; and the engine's ``speculation`` line says which verification each model gets.
+"""
+
+import pytest
+
+from engine.drafters import DRAFTERS
+from engine.model_ngrams import bigram_table
+from engine.models import load_model
+from engine.settings import DraftSettings
+
+from .identity import reference_greedy, speculative
+from .test_drafters_identity import NEW
+from .tiny_model import ARCHITECTURES, WINDOW, write_tiny
+
+OPTIONS = {"none": {}, "frequency": {}, "prompt-lookup": {}, **NEW}
+COPYING = ("prompt-lookup", "ngram-simple", "suffix")
+RECURRENT = {"mamba", "lfm2", "qwen3_next"}
+QUANTIZED = [(arch, bits) for arch in ("llama", "qwen3", "gemma3_text", "mistral-swa")
+             for bits in (4, 8)]
+MATRIX = [(arch, None) for arch in ARCHITECTURES] + QUANTIZED
+PROMPT = [40 + (i % 9) for i in range(24)] + [(i * 37 + 11) % 250 + 3 for i in range(8)]
+MAX_TOKENS = 32
+SEEDS = {"gemma3_text": 2}  # a seed whose greedy text loops (drafts accepted), then leaves the loop
+
+
+@pytest.fixture(autouse=True)
+def private_dirs(tmp_path, monkeypatch):
+    monkeypatch.setenv("DRAFTLESS_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("DRAFTLESS_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_every_drafter_is_in_the_matrix():
+    assert set(OPTIONS) == set(DRAFTERS)
+
+
+def expected_speculation(arch: str) -> str:
+    if arch in RECURRENT:
+        return "on (one row: recurrent ArraysCache state is restored and re-run after a rejection; no tree)"
+    return "on (tree)"
+
+
+@pytest.mark.parametrize("arch,bits", MATRIX, ids=[f"{a}-{b or 32}bit" for a, b in MATRIX])
+def test_every_drafter_is_lossless(tmp_path, arch, bits):
+    loaded = load_model(str(write_tiny(tmp_path / arch, arch, seed=SEEDS.get(arch, 3), bits=bits)))
+    assert loaded.speculation == expected_speculation(arch)
+    if bits:
+        assert f"{bits}-bit" in loaded.details
+    assert len(PROMPT) + MAX_TOKENS > 4 * WINDOW
+    model = loaded.model
+    expected = reference_greedy(model, PROMPT, MAX_TOKENS)
+    bigram = bigram_table(model, f"tiny-{arch}-{bits}", top=4)
+    accepted, widest = {}, 0
+    for name, options in OPTIONS.items():
+        settings = DraftSettings(drafter=name, draft_count=6, ngram_order=3, ngram_min=1,
+                                 adaptive=False, options=options)
+        got, results = speculative(model, PROMPT, MAX_TOKENS, settings,
+                                   bigram=bigram if name == "ngrammys" else None)
+        assert got == expected, name
+        accepted[name] = sum(r.accepted for r in results)
+        if name == "ngrammys":
+            widest = max(r.drafted for r in results)
+    assert all(accepted[name] > 0 for name in COPYING), accepted
+    if loaded.speculation == "on (tree)":
+        assert widest > 6, "several ngrammys rows were verified in one tree pass"
+    else:
+        assert widest <= 6, "one row at a time"
