@@ -218,6 +218,7 @@ def speculative_decode(
     """
     assert target.offset == len(history) - 1, "cache must hold the history but its last token"
     policy = policy or FixedDraftLength()
+    speculate = speculate and target.speculation.on  # no exact rollback: plain decoding
     produced = 0
     while produced < max_tokens:
         started = time.perf_counter()

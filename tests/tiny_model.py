@@ -73,27 +73,6 @@ def write_tiny_llama(folder: Path, seed: int = 0, layers: int = 2, hidden: int =
     return folder
 
 
-def write_tiny_mamba(folder: Path, seed: int = 0) -> Path:
-    """A random-weight Mamba: a real architecture whose cache cannot be rolled back."""
-    import mlx.core as mx
-    from mlx.utils import tree_flatten
-    from mlx_lm.models import mamba
-
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    vocab_size = write_byte_tokenizer(folder)
-    config = {"model_type": "mamba", "vocab_size": vocab_size, "hidden_size": 32,
-              "intermediate_size": 64, "state_size": 8, "num_hidden_layers": 2, "conv_kernel": 4,
-              "use_bias": False, "use_conv_bias": True, "time_step_rank": 4,
-              "tie_word_embeddings": True, "eos_token_id": 2}
-    mx.random.seed(seed)
-    model = mamba.Model(mamba.ModelArgs.from_dict(config))
-    mx.eval(model.parameters())
-    mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(model.parameters())))
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
-
-
 # ----------------------------------------------------------- the architecture matrix
 # Tiny configs of the architectures people load from mlx-community (hidden 64, 2-4 layers).
 # Windows are short (8 tokens) so that a test's prompt and answer run well past them.
@@ -133,6 +112,14 @@ ARCHITECTURES = {
                    "num_experts_per_tok": 2, "decoder_sparse_step": 1,
                    "shared_expert_intermediate_size": 32, "mlp_only_layers": [],
                    "moe_intermediate_size": 32, "partial_rotary_factor": 0.5},
+    # chunked attention (ChunkedKVCache): no exact rollback, plain decoding
+    "llama4": {"model_type": "llama4", "text_config": {
+        "model_type": "llama4_text", "attention_bias": False, "attention_chunk_size": WINDOW,
+        "head_dim": 16, "hidden_size": 64, "interleave_moe_layer_step": 2,
+        "intermediate_size": 64, "intermediate_size_mlp": 128, "max_position_embeddings": 4096,
+        "num_attention_heads": 4, "num_experts_per_tok": 1, "num_hidden_layers": 4,
+        "num_key_value_heads": 2, "num_local_experts": 2, "rms_norm_eps": 1e-5,
+        "rope_scaling": None, "rope_theta": 10000.0, "use_qk_norm": True, "vocab_size": 259}},
 }
 
 
