@@ -24,7 +24,8 @@ import mlx.core as mx
 from mlx_lm.sample_utils import make_logits_processors, make_sampler
 
 from .drafters.base import Drafter
-from .models.caches import TRIM, restore, rollback_kind, snapshot, speculation_cache, speculation_for
+from .models.caches import (TRIM, restore, rollback_kind, snapshot, speculation_cache,
+                            speculation_for)
 from .settings import SamplingSettings
 from .tree import DraftTree, Verdict, forward_tree, verify_tree
 
@@ -231,7 +232,7 @@ def speculative_decode(
             rows = [r[:length] for r in rows] if length > 0 else []
         drafted_at = time.perf_counter()
 
-        # verify, accept, roll back (inside verify_*: the cache ends holding history + emitted but its last)
+        # verify, accept, roll back: the cache ends holding the new history but its last token
         if len(rows) > 1 and drafter.multi_row and target.supports_tree:
             verdict = verify_tree(target, rows, chooser, history, eos_tokens)
         else:
@@ -246,7 +247,8 @@ def speculative_decode(
         drafter.observe(emitted, accepted=accepted, drafted=len(rows[verdict.row]) if rows else 0,
                         row=verdict.row, target_topk=topk)
         done_at = time.perf_counter()
-        policy.record(verdict.drafted, verdict.accepted, verified_at - drafted_at, depth=verdict.depth)
+        policy.record(verdict.drafted, verdict.accepted, verified_at - drafted_at,
+                      depth=verdict.depth)
         produced += len(emitted)
         yield PassResult(emitted, accepted, verdict.drafted, done_at - started,
                          (drafted_at - started) + (done_at - verified_at), verdict.row)

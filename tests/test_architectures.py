@@ -45,7 +45,8 @@ def expected_speculation(arch: str) -> str:
     if arch in NO_ROLLBACK:
         return "off (its ChunkedKVCache cache cannot be rolled back)"
     if arch in RECURRENT:
-        return "on (one row: recurrent ArraysCache state is restored and re-run after a rejection; no tree)"
+        return ("on (one row: recurrent ArraysCache state is restored and re-run after a "
+                "rejection; no tree)")
     return "on (tree)"
 
 
@@ -93,7 +94,8 @@ def test_first_message_through_the_session_with_adaptive_drafting(tmp_path, arch
     loaded = load_model(str(write_tiny(tmp_path / arch, arch, seed=SEEDS.get(arch, 3))))
     prompt = "alpha beta gamma delta alpha beta gamma delta"
     request = GenerationRequest(prompt=prompt, raw=True, max_tokens=40,
-                                draft=DraftSettings(drafter="prompt-lookup", adaptive=True)).validated()
+                                draft=DraftSettings(drafter="prompt-lookup",
+                                                    adaptive=True)).validated()
     done = list(ChatSession(loaded).generate(request))[-1]
     assert isinstance(done, DoneEvent)
     tokens = list(loaded.tokenizer.encode(prompt))
@@ -102,3 +104,36 @@ def test_first_message_through_the_session_with_adaptive_drafting(tmp_path, arch
     eos = [i for i, t in enumerate(expected) if t in loaded.tokenizer.eos_token_ids]
     assert done.tokens == expected[:eos[0] if eos else None]
     assert done.stats["speculation"] == loaded.speculation
+
+
+EMBEDDED_PROMPTS = {
+    "copy": "Repeat exactly: the red fox and the red hen and the red fox and the red hen.",
+    "novel": "Invent a name for a new colour and say why.",
+}
+
+
+@pytest.mark.embedded
+def test_the_embedded_model_quantized_to_4_bit_by_mlx_lm_stays_lossless(tmp_path):
+    """SmolLM2 converted by mlx-lm's own tooling (``mlx_lm.convert -q``), as a user would."""
+    from mlx_lm.convert import convert
+
+    from engine.models.embedded import ensure_embedded_model
+
+    folder = tmp_path / "smollm2-4bit"
+    convert(str(ensure_embedded_model()), str(folder), quantize=True, q_bits=4, q_group_size=64)
+    loaded = load_model(str(folder))
+    assert loaded.details == "llama · 135M params · 4-bit (group 64)"
+    assert loaded.speculation == "on (tree)"
+    accepted = 0
+    for text in EMBEDDED_PROMPTS.values():
+        prompt = list(loaded.tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], add_generation_prompt=True))
+        expected = reference_greedy(loaded.model, prompt, 16)
+        for name in DRAFTERS:
+            options = {"ngram-cache": {"dynamic": False},
+                       "ngrammys": {"rows": 4, "model_bigram": False}}.get(name, {})
+            settings = DraftSettings(drafter=name, draft_count=6, adaptive=False, options=options)
+            got, results = speculative(loaded.model, prompt, 16, settings)
+            assert got == expected, name
+            accepted += sum(r.accepted for r in results)
+    assert accepted > 0
