@@ -21,7 +21,7 @@ from .tiny_model import ARCHITECTURES, WINDOW, write_tiny
 
 OPTIONS = {"none": {}, "frequency": {}, "prompt-lookup": {}, **NEW}
 COPYING = ("prompt-lookup", "ngram-simple", "suffix")
-RECURRENT = {"mamba", "lfm2", "qwen3_next"}
+RECURRENT = {"mamba", "lfm2", "qwen3_next", "falcon_h1"}
 NO_ROLLBACK = {"llama4"}
 QUANTIZED = [(arch, bits) for arch in ("llama", "qwen3", "gemma3_text", "mistral-swa")
              for bits in (4, 8)]
@@ -45,8 +45,8 @@ def expected_speculation(arch: str) -> str:
     if arch in NO_ROLLBACK:
         return "off (its ChunkedKVCache cache cannot be rolled back)"
     if arch in RECURRENT:
-        return ("on (one row: recurrent ArraysCache state is restored and re-run after a "
-                "rejection; no tree)")
+        return ("on (one row: recurrent layers: state restored and kept tokens re-run after a "
+                "rejection)")
     return "on (tree)"
 
 

@@ -112,6 +112,9 @@ ARCHITECTURES = {
                    "num_experts_per_tok": 2, "decoder_sparse_step": 1,
                    "shared_expert_intermediate_size": 32, "mlp_only_layers": [],
                    "moe_intermediate_size": 32, "partial_rotary_factor": 0.5},
+    "falcon_h1": {"model_type": "falcon_h1", "num_hidden_layers": 2, "head_dim": 16,
+                  "mamba_d_ssm": 64, "mamba_n_heads": 4, "mamba_d_head": 16, "mamba_d_state": 8,
+                  "mamba_chunk_size": 8, "rope_theta": 10000.0},
     # chunked attention (ChunkedKVCache): no exact rollback, plain decoding
     "llama4": {"model_type": "llama4", "text_config": {
         "model_type": "llama4_text", "attention_bias": False, "attention_chunk_size": WINDOW,

@@ -39,6 +39,7 @@ from mlx_lm.models.cache import (ArraysCache, CacheList, KVCache, QuantizedKVCac
                                  RotatingKVCache, make_prompt_cache)
 
 TRIM, RESTORE = "trim", "restore"
+RECURRENT_REASON = "recurrent layers: state restored and kept tokens re-run after a rejection"
 
 
 def speculation_cache(model) -> list:
@@ -118,9 +119,7 @@ def speculation_for(model, cache: list) -> Speculation:
     if stuck:
         return Speculation("off", f"its {', '.join(stuck)} cache cannot be rolled back")
     if RESTORE in kinds:
-        recurrent = sorted({type(c).__name__ for c, kind in zip(cache, kinds) if kind == RESTORE})
-        return Speculation("one row", f"recurrent {', '.join(recurrent)} state is restored "
-                                      "and re-run after a rejection; no tree")
+        return Speculation("one row", RECURRENT_REASON)
     layers = getattr(model, "layers", None)
     if not layers or len(layers) != len(cache) or any(type(c) is not KVCache for c in cache):
         return Speculation("one row", "its layers do not map one to one onto plain KV caches")
