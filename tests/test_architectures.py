@@ -106,9 +106,11 @@ def test_first_message_through_the_session_with_adaptive_drafting(tmp_path, arch
     assert done.stats["speculation"] == loaded.speculation
 
 
+# raw prompts: no chat template's system text to prefill at every run (MLX's CPU 4-bit
+# path costs about linearly in tokens per pass)
 EMBEDDED_PROMPTS = {
-    "copy": "Repeat exactly: the red fox and the red hen and the red fox and the red hen.",
-    "novel": "Invent a name for a new colour and say why.",
+    "copy": "the red fox and the red hen and the red fox and the red hen and the red",
+    "novel": "Once upon a time, in a city made of glass,",
 }
 
 
@@ -126,8 +128,7 @@ def test_the_embedded_model_quantized_to_4_bit_by_mlx_lm_stays_lossless(tmp_path
     assert loaded.speculation == "on (tree)"
     accepted = 0
     for text in EMBEDDED_PROMPTS.values():
-        prompt = list(loaded.tokenizer.apply_chat_template(
-            [{"role": "user", "content": text}], add_generation_prompt=True))
+        prompt = list(loaded.tokenizer.encode(text))
         expected = reference_greedy(loaded.model, prompt, 8)
         for name in DRAFTERS:
             options = {"ngram-cache": {"dynamic": False},
