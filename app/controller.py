@@ -95,6 +95,7 @@ class ChatController(QObject):
         self.model_name = ""
         self.model_path = ""
         self.speculation = ""
+        self.model_details = ""  # architecture · size · quantization
         self.loading = False
         self._tasks: set[asyncio.Task] = set()
 
@@ -373,6 +374,7 @@ class ChatController(QObject):
 
     def _model_loaded(self, event: ModelEvent) -> None:
         self.model_name, self.model_path, self.speculation = event.name, event.path, event.speculation
+        self.model_details = event.details
         self.modelChanged.emit(event.name, event.path, event.speculation)
 
     async def wait_idle(self) -> None:

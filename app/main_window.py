@@ -527,7 +527,7 @@ class MainWindow(QMainWindow):
             self.controller.load_model(repo.strip())
 
     def model_changed(self, name: str, path: str, speculation: str) -> None:
-        self.settings_panel.show_model(name, path, speculation)
+        self.settings_panel.show_model(name, path, speculation, self.controller.model_details)
         self.speculation_bar.show_model(name, speculation)
 
     def load_started(self, what: str) -> None:

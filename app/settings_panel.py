@@ -182,11 +182,12 @@ class SettingsPanel(QScrollArea):
             self._prompt_timer.stop()
             self._emit()
 
-    def show_model(self, name: str, path: str, speculation: str) -> None:
-        self.model_name.setText(f"<b>{name}</b>")
+    def show_model(self, name: str, path: str, speculation: str, details: str = "") -> None:
+        self.model_name.setText(f"<b>{name}</b><br>{details}" if details else f"<b>{name}</b>")
         self.model_name.setToolTip(path)
-        self.speculation.setText("Speculation on: drafts are verified and rolled back as needed."
-                                 if speculation == "on" else f"Speculation {speculation}.")
+        self.speculation.setText(f"Speculation {speculation}: drafts are verified and rolled back "
+                                 "as needed." if speculation.startswith("on") else
+                                 f"Speculation {speculation}.")
 
     def set_loading(self, loading: bool, what: str = "") -> None:
         for button in (self.folder_button, self.hub_button, self.embedded_button):

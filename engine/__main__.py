@@ -115,7 +115,7 @@ async def run_generate(args) -> int:
             if isinstance(event, ProgressEvent):
                 show_progress(event)
             elif isinstance(event, ModelEvent):
-                log(f"model: {event.name} ({event.path}); speculation: {event.speculation}")
+                log(f"model: {event.name} ({event.path}; {event.details}); speculation: {event.speculation}")
             elif isinstance(event, TokenEvent) and not args.json:
                 print(event.text, end="", flush=True)
             elif isinstance(event, ErrorEvent):

@@ -43,6 +43,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from .decode import Target
 from .errors import warn
 from .paths import cache_dir
 from .untrusted import move_aside
@@ -126,6 +127,9 @@ class CostCurve:
         return {str(n): s for n, s in zip(self.lengths, self.seconds)}
 
 
+MEASURE_CONTEXT = 512
+
+
 def cost_path(model_key: str) -> Path:
     return cache_dir() / "verify-cost" / f"{model_key}-v{COST_VERSION}.json"
 
@@ -142,13 +146,14 @@ def timing_steps(target, lengths=COST_LENGTHS, repeats: int = 3, tokens=None):
     the seconds measured so far at n. Every shape is run once untimed first; then lengths
     are visited round-robin ``repeats`` times, rotated each round, so a burst of load
     elsewhere on the machine inflates one sample rather than one length. ``tokens``: the
-    pass's input (default zeros: the cost does not depend on which tokens).
+    pass's input (default zeros: the cost does not depend on which tokens). Each pass is
+    undone by restoring a checkpoint, so recurrent state is put back as well.
     """
     import mlx.core as mx
 
     lengths = list(lengths)
     tokens = list(tokens) if tokens is not None else [0] * max(lengths)
-    start = target.offset
+    start = target.checkpoint()
     samples: dict[int, list[float]] = {n: [] for n in lengths}
     total = (repeats + 1) * len(lengths)
     done = 0
@@ -158,7 +163,7 @@ def timing_steps(target, lengths=COST_LENGTHS, repeats: int = 3, tokens=None):
             began = time.perf_counter()
             mx.argmax(target.forward(tokens[:n]), axis=-1).tolist()
             elapsed = time.perf_counter() - began
-            target.trim(target.offset - start)
+            target.restore(start)
             if rep >= 0:
                 samples[n].append(elapsed)
             done += 1
@@ -166,9 +171,15 @@ def timing_steps(target, lengths=COST_LENGTHS, repeats: int = 3, tokens=None):
 
 
 def measure_cost_curve(target, lengths=COST_LENGTHS, repeats: int = 3) -> dict[int, float]:
-    """The least time of each length (see ``timing_steps``)."""
+    """The least time of each length (see ``timing_steps``) at the chat's context length.
+
+    The passes run on a cache of their own (the same context length, at most
+    ``MEASURE_CONTEXT`` tokens), never the chat's: a chat's cache is left as it was.
+    """
+    probe = Target(target.model)
+    probe.prefill([0] * min(target.offset, MEASURE_CONTEXT))
     samples: dict[int, list[float]] = {}
-    for _, _, samples in timing_steps(target, lengths, repeats):
+    for _, _, samples in timing_steps(probe, lengths, repeats):
         pass
     return {n: min(values) for n, values in samples.items()}
 

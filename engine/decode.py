@@ -9,15 +9,9 @@ mlx-lm's generate.py. Invariants, pinned by tests:
 - after a pass the KV cache holds exactly the history but its last token, which is the
   next pass's first input (``target.offset == len(history) - 1``).
 
-Multi-row drafters (N-Grammys) return several rows. They are merged into a prefix tree
-(``DraftTree``) rooted at the last history token and verified in one forward pass over
-one copy of the context: each tree token attends to the cache and to its own ancestors
-(a tree attention mask) and gets the rotary position of its depth. Walking from the root,
-the target's own token at each node picks the child to follow, so the accepted path is
-the longest accepted prefix over all rows, and each emitted token is still the target's
-own choice at its position. The KV entries of the accepted path are then moved to
-consecutive positions and the rest trimmed, so the cache again holds exactly the history
-but its last token. Models whose layers or caches do not allow this verify row 0 only.
+Multi-row drafters verify all their rows in one pass as a prefix tree (``engine/tree.py``)
+where the model allows it; which caches can be rolled back, and how, is decided per model
+in ``engine/models/caches.py`` (sliding windows, recurrent state).
 """
 
 from __future__ import annotations
@@ -27,124 +21,16 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import mlx.core as mx
-import mlx.nn as nn
-from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 from mlx_lm.sample_utils import make_logits_processors, make_sampler
 
 from .drafters.base import Drafter
+from .models.caches import (TRIM, restore, rollback_kind, snapshot, speculation_cache,
+                            speculation_for)
 from .settings import SamplingSettings
 from .tokens import DraftGate, output_size
+from .tree import DraftTree, Verdict, forward_tree, verify_tree
 
 PREFILL_STEP = 512
-
-
-class DraftTree:
-    """Draft rows merged into a prefix tree; node 0 is the root (the last history token)."""
-
-    def __init__(self, root: int, rows: Sequence[Sequence[int]]):
-        self.tokens = [root]
-        self.parent = [-1]
-        self.depth = [0]
-        self.children: list[dict[int, int]] = [{}]
-        self.row_nodes: list[list[int]] = []
-        for row in rows:
-            node, nodes = 0, []
-            for token in row:
-                child = self.children[node].get(token)
-                if child is None:
-                    child = len(self.tokens)
-                    self.tokens.append(token)
-                    self.parent.append(node)
-                    self.depth.append(self.depth[node] + 1)
-                    self.children.append({})
-                    self.children[node][token] = child
-                node = child
-                nodes.append(node)
-            self.row_nodes.append(nodes)
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    def ancestors(self):
-        """[i, j] true when node j is node i or one of its ancestors."""
-        import numpy as np
-
-        size = len(self.tokens)
-        mask = np.zeros((size, size), dtype=bool)
-        for i in range(size):
-            if self.parent[i] >= 0:
-                mask[i] = mask[self.parent[i]]
-            mask[i, i] = True
-        return mask
-
-    def walk(self, logits: mx.array, chooser: "TokenChooser", history: Sequence[int]):
-        """Follow the target's own tokens from the root: (accepted path nodes, token after it)."""
-        fast = chooser.greedy and not chooser.processors
-        choices = mx.argmax(logits, axis=-1).tolist() if fast else None
-        node, path = 0, []
-        while True:
-            if fast:
-                choice = choices[node]
-            else:
-                context = list(history) + [self.tokens[n] for n in path]
-                choice = chooser.choose(logits[node:node + 1], context, [])[0]
-            child = self.children[node].get(choice)
-            if child is None:
-                return path, choice
-            path.append(child)
-            node = child
-
-    def row_of(self, path: list[int]) -> int:
-        for index, nodes in enumerate(self.row_nodes):
-            if nodes[:len(path)] == path:
-                return index
-        return 0
-
-
-class _TreeCache:
-    """A layer's KV cache as the model sees it during a tree pass: the tree mask."""
-
-    def __init__(self, cache, mask):
-        self._cache = cache
-        self._mask = mask
-
-    @property
-    def offset(self):
-        return self._cache.offset
-
-    def update_and_fetch(self, keys, values):
-        return self._cache.update_and_fetch(keys, values)
-
-    def make_mask(self, *args, **kwargs):
-        return self._mask
-
-    def __getattr__(self, name):
-        return getattr(self._cache, name)
-
-
-class _PositionedRope(nn.Module):
-    """Rotary embedding at explicit per-token positions (tree depth), whatever offset it gets."""
-
-    def __init__(self, rope, positions: mx.array):
-        super().__init__()
-        self.inner = rope
-        self.positions = positions
-
-    def __call__(self, x, offset=0):
-        # [1, heads, T, dim] -> [T, heads, 1, dim]: one "batch" row per token, each its own offset
-        turned = x.transpose(2, 1, 0, 3)
-        return self.inner(turned, offset=self.positions).transpose(2, 1, 0, 3)
-
-
-def _tree_capable(model, cache) -> bool:
-    from mlx_lm.models.cache import KVCache
-
-    layers = getattr(model, "layers", None)
-    if not layers or not cache or len(layers) != len(cache):
-        return False
-    if any(type(c) is not KVCache for c in cache):
-        return False
-    return all(hasattr(getattr(layer, "self_attn", None), "rope") for layer in layers)
 
 
 class Target:
@@ -152,15 +38,23 @@ class Target:
 
     def __init__(self, model):
         self.model = model
-        self.cache = make_prompt_cache(model)
-        self.trimmable = can_trim_prompt_cache(self.cache)
-        self._tree_capable = None
-        self.fed = 0  # positions run into the cache, for caches that keep no offset (Mamba)
+        self.speculation = speculation_for(model, speculation_cache(model))
+        self.reset()
 
     @property
     def offset(self) -> int:
         first = self.cache[0] if self.cache else None
         return first.offset if hasattr(first, "offset") else self.fed
+
+    @property
+    def trimmable(self) -> bool:
+        """Whether the cache can be cut back to any earlier length (not only to a checkpoint)."""
+        return all(rollback_kind(c) == TRIM for c in self.cache)
+
+    @property
+    def supports_tree(self) -> bool:
+        """Whether several draft rows can be verified in one pass (``forward_tree``)."""
+        return self.speculation.tree
 
     def prefill(self, tokens: Sequence[int], progress: Callable[[int, int], None] | None = None) -> None:
         """Run ``tokens`` into the cache without computing output logits."""
@@ -178,51 +72,38 @@ class Target:
         self.fed += len(tokens)
         return logits[0].astype(mx.float32)
 
-    @property
-    def supports_tree(self) -> bool:
-        """Whether several draft rows can be verified in one pass (``forward_tree``)."""
-        if self._tree_capable is None:
-            self._tree_capable = _tree_capable(self.model, self.cache)
-        return self._tree_capable
-
     def forward_tree(self, tree: DraftTree) -> mx.array:
-        """Logits (float32, [len(tree), vocab]) for each tree node, one forward pass.
+        """Logits (float32, [len(tree), vocab]) for each tree node, one forward pass."""
+        logits = forward_tree(self.model, self.cache, tree)
+        self.fed += len(tree)
+        return logits
 
-        Node i sees the cache and its own ancestors, at position ``offset + depth[i]``.
-        """
-        import numpy as np
+    def checkpoint(self) -> tuple[int, list]:
+        return self.fed, [snapshot(c) for c in self.cache]
 
-        offset = self.offset
-        size = len(tree)
-        mask = mx.array(np.concatenate([np.ones((size, offset), dtype=bool), tree.ancestors()], axis=1))
-        positions = mx.array([offset + d for d in tree.depth], dtype=mx.int32)
-        proxies = [_TreeCache(c, mask) for c in self.cache]
-        attentions = [layer.self_attn for layer in self.model.layers]
-        ropes = [attention.rope for attention in attentions]
-        try:
-            for attention, rope in zip(attentions, ropes):
-                attention.rope = _PositionedRope(rope, positions)
-            logits = self.model(mx.array(tree.tokens, dtype=mx.uint32)[None], cache=proxies)
-        finally:
-            for attention, rope in zip(attentions, ropes):
-                attention.rope = rope
-        return logits[0].astype(mx.float32)
+    def restore(self, mark: tuple[int, list]) -> None:
+        fed, saved = mark
+        for c, part in zip(self.cache, saved):
+            restore(c, part)
+        self.fed = fed
 
-    def keep_path(self, base: int, path: list[int], length: int) -> None:
-        """After ``forward_tree`` at offset ``base``: keep the root and the accepted ``path``
-        nodes at consecutive positions, then cut the cache to ``length`` positions."""
-        if path != list(range(1, len(path) + 1)):
-            source = mx.array([base + node for node in path], dtype=mx.int32)
-            end = base + 1 + len(path)
-            for c in self.cache:
-                keys, values = c.keys[..., source, :], c.values[..., source, :]
-                c.keys[..., base + 1:end, :] = keys
-                c.values[..., base + 1:end, :] = values
-        self.trim(self.offset - length)
+    def settle(self, history: Sequence[int], mark: tuple[int, list]) -> None:
+        """After a verify pass that began at ``mark``: hold exactly ``history`` but its last
+        token. Trimmable caches are cut; recurrent state is restored and the kept tokens
+        run again."""
+        length = len(history) - 1
+        if self.offset == length:
+            return
+        if self.trimmable:
+            self.trim(self.offset - length)
+            return
+        self.restore(mark)
+        self.prefill(history[mark[0]:length])
 
     def trim(self, count: int) -> None:
         if count > 0:
-            trim_prompt_cache(self.cache, count)
+            for c in self.cache:
+                c.trim(count)
             self.fed -= count
 
     def truncate(self, length: int) -> None:
@@ -234,8 +115,8 @@ class Target:
             self.trim(self.offset - length)
 
     def reset(self) -> None:
-        self.cache = make_prompt_cache(self.model)
-        self.fed = 0
+        self.cache = speculation_cache(self.model)
+        self.fed = 0  # positions run into the cache, for caches that keep no offset (Mamba)
 
 
 class TokenChooser:
@@ -302,6 +183,23 @@ def top_k_tokens(logits: mx.array, k: int, count: int) -> list[list[int]]:
     return mx.argpartition(-rows, kth=k - 1, axis=-1)[:, :k].tolist()
 
 
+def verify_row(target: Target, draft: list[int], chooser: TokenChooser, history: list[int],
+               eos_tokens: set[int]) -> Verdict:
+    """One pass over the last history token and ``draft``: keep the longest prefix the
+    target agrees with, then its own next token; roll the cache back to match."""
+    mark = target.checkpoint()
+    logits = target.forward([history[-1]] + draft)
+    choices = chooser.choose(logits, history, draft)
+    accepted = 0
+    while accepted < len(draft) and choices[accepted] == draft[accepted]:
+        accepted += 1
+    emitted = draft[:accepted]
+    if not (emitted and emitted[-1] in eos_tokens):
+        emitted.append(choices[accepted])
+    target.settle(history + emitted, mark)
+    return Verdict(emitted, accepted, len(draft), logits[:len(emitted)])
+
+
 def speculative_decode(
     target: Target,
     drafter: Drafter,
@@ -322,61 +220,39 @@ def speculative_decode(
     """
     assert target.offset == len(history) - 1, "cache must hold the history but its last token"
     policy = policy or FixedDraftLength()
+    speculate = speculate and target.speculation.on  # no exact rollback: plain decoding
     produced = 0
     gate = DraftGate(output_size(target.model), drafter.name)  # no id outside the vocabulary
     while produced < max_tokens:
         started = time.perf_counter()
+        # draft
         limit = min(draft_count, max_tokens - produced - 1) if speculate else 0
         rows = gate.rows(drafter.propose(history, limit)) if limit > 0 else []
         rows = [row for row in (_cut_at_eos(list(r[:limit]), eos_tokens) for r in rows) if row]
         if rows:  # the policy sees the proposal, then says how much of it to send
             length = policy.draft_length(max(len(r) for r in rows), drafter.match_length)
             rows = [r[:length] for r in rows] if length > 0 else []
-        tree = (DraftTree(history[-1], rows)
-                if len(rows) > 1 and drafter.multi_row and target.supports_tree else None)
-        draft = rows[0] if rows and tree is None else []
         drafted_at = time.perf_counter()
 
-        row = 0
-        if tree is not None:
-            base = target.offset
-            logits = target.forward_tree(tree)
-            path, choice = tree.walk(logits, chooser, history)
-            row = tree.row_of(path)
-            accepted, drafted = len(path), len(tree) - 1
-            emitted = [tree.tokens[node] for node in path]
-            if not (emitted and emitted[-1] in eos_tokens):
-                emitted.append(choice)
-            topk = (top_k_tokens(logits[mx.array(([0] + path)[:len(emitted)])],
-                                 drafter.wants_target_topk, len(emitted))
-                    if drafter.wants_target_topk else None)
-            history.extend(emitted)
-            target.keep_path(base, path, len(history) - 1)
+        # verify, accept, roll back: the cache ends holding the new history but its last token
+        if len(rows) > 1 and drafter.multi_row and target.supports_tree:
+            verdict = verify_tree(target, rows, chooser, history, eos_tokens)
         else:
-            logits = target.forward([history[-1]] + draft)
-            choices = chooser.choose(logits, history, draft)
-            accepted, drafted = 0, len(draft)
-            while accepted < len(draft) and choices[accepted] == draft[accepted]:
-                accepted += 1
-            emitted = draft[:accepted]
-            if not (emitted and emitted[-1] in eos_tokens):
-                emitted.append(choices[accepted])
-            topk = (top_k_tokens(logits, drafter.wants_target_topk, len(emitted))
-                    if drafter.wants_target_topk else None)
-            history.extend(emitted)
-            target.trim(target.offset - (len(history) - 1))
+            verdict = verify_row(target, rows[0] if rows else [], chooser, history, eos_tokens)
+        emitted, accepted = verdict.emitted, min(verdict.accepted, len(verdict.emitted))
+        history.extend(emitted)
         verified_at = time.perf_counter()
 
-        drafter.observe(emitted, accepted=min(accepted, len(emitted)), drafted=len(rows[row]) if rows else 0,
-                        row=row, target_topk=topk)
+        # learn
+        topk = (top_k_tokens(verdict.logits, drafter.wants_target_topk, len(emitted))
+                if drafter.wants_target_topk else None)
+        drafter.observe(emitted, accepted=accepted, drafted=len(rows[verdict.row]) if rows else 0,
+                        row=verdict.row, target_topk=topk)
         done_at = time.perf_counter()
+        policy.record(verdict.drafted, verdict.accepted, verified_at - drafted_at,
+                      depth=verdict.depth)
         produced += len(emitted)
-        if tree is not None:
-            policy.record(drafted, accepted, verified_at - drafted_at,
-                          depth=max(len(r) for r in rows))
-        else:
-            policy.record(drafted, accepted, verified_at - drafted_at)
-        yield PassResult(emitted, min(accepted, len(emitted)), drafted, done_at - started,
-                         (drafted_at - started) + (done_at - verified_at), row)
+        yield PassResult(emitted, accepted, verdict.drafted, done_at - started,
+                         (drafted_at - started) + (done_at - verified_at), verdict.row)
         if emitted[-1] in eos_tokens:
             return

@@ -24,7 +24,8 @@ class ModelEvent:
 
     name: str
     path: str
-    speculation: str  # "on" or "off (reason)"
+    speculation: str  # "on (tree)", "on (one row: why)" or "off (why)"
+    details: str = ""  # architecture · size · quantization
 
 
 @dataclass(frozen=True)

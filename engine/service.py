@@ -274,7 +274,7 @@ class EngineService:
     def _calibrate_later(self) -> None:
         """Measure the loaded model's verify cost in the background, if never measured."""
         loaded = self._loaded
-        if (loaded is None or loaded.speculation != "on"
+        if (loaded is None or not loaded.speculates
                 or (self._calibration is not None and not self._calibration.done())
                 or self.memory.adaptive.measured(model_key(loaded))):
             return
@@ -329,7 +329,7 @@ class EngineService:
             self._loaded, self._loaded_spec = loaded, spec
             self._loop.call_soon(self._calibrate_later)  # runs once this job lets go of the lock
         loaded = self._loaded
-        push(ModelEvent(loaded.name, str(loaded.path), loaded.speculation))
+        push(ModelEvent(loaded.name, str(loaded.path), loaded.speculation, loaded.details))
 
     def _session(self, chat_id: str | None) -> ChatSession:
         if chat_id is None:

@@ -129,7 +129,7 @@ class ChatSession:
         stats.drafter_s += time.perf_counter() - drafter_started
         yield from self._attach_model()
         policy = None
-        if request.draft.adaptive and loaded.speculation == "on":
+        if request.draft.adaptive and loaded.speculates:
             # never measured on this machine: a prior curve, refined by this answer's passes
             # (the service measures between answers)
             policy = self.memory.adaptive.policy(self.model_key, self.drafter)
@@ -145,7 +145,7 @@ class ChatSession:
         decoder = speculative_decode(
             self.target, self.drafter, TokenChooser(request.sampling), self.history,
             max_tokens=request.max_tokens, draft_count=request.draft.draft_count,
-            eos_tokens=eos, speculate=loaded.speculation == "on", policy=policy)
+            eos_tokens=eos, speculate=loaded.speculates, policy=policy)
         for pass_index, result in enumerate(decoder):
             ended = bool(eos.intersection(result.tokens))
             accepted, emitted = stats.record_pass(result.drafted, result.accepted,

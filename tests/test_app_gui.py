@@ -558,3 +558,9 @@ def test_a_saved_model_that_no_longer_loads_falls_back_to_the_built_in(make_app,
     assert asked == [gone, None]
     assert f"No model folder at {gone}" in application.window.banner.messages[-1]
     assert application.window.banner.messages[-1].endswith("Using the built-in model instead.")
+
+
+def test_the_model_line_names_architecture_size_quantization_and_speculation(make_app):
+    panel = make_app().window.settings_panel
+    assert "llama · 90.6K params · float32" in panel.model_name.text()
+    assert panel.speculation.text().startswith("Speculation on (tree)")

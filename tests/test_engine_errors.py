@@ -10,7 +10,7 @@ from engine.models import load_model
 from engine.session import ChatSession
 from engine.settings import DraftSettings, GenerationRequest, SamplingSettings
 
-from .tiny_model import write_tiny_mamba
+from .tiny_model import write_tiny
 
 
 def test_missing_folder(tmp_path):
@@ -81,7 +81,7 @@ def test_over_long_prompt(tiny_loaded):
 
 
 def test_untrimmable_cache_decodes_plainly_and_says_so(tmp_path):
-    loaded = load_model(str(write_tiny_mamba(tmp_path / "mamba")))
+    loaded = load_model(str(write_tiny(tmp_path / "llama4", "llama4")))  # chunked attention
     assert loaded.speculation.startswith("off (") and "cannot be rolled back" in loaded.speculation
     request = GenerationRequest(prompt="abcabcabcabc", raw=True, max_tokens=12,
                                 draft=DraftSettings(drafter="prompt-lookup")).validated()

@@ -61,7 +61,8 @@ def test_load_reports_the_model_and_speculation(tiny_model_dir):
     finally:
         fresh.shutdown()
     model = next(e for e in events if isinstance(e, ModelEvent))
-    assert model.speculation == "on" and events[-1].finish_reason == "loaded"
+    assert model.speculation == "on (tree)" and events[-1].finish_reason == "loaded"
+    assert model.details == "llama · 90.6K params · float32"
 
 
 def test_cancel_stops_between_passes(service, tiny_model_dir):

@@ -35,7 +35,7 @@ def test_a_model_downloads_through_huggingface_hub_and_loads(tiny_model_dir, tmp
         assert open(os.path.join(folder, name), "rb").read() == (tiny_model_dir / name).read_bytes()
     assert ("GET", f"/{REPO}/resolve/{COMMIT}/model.safetensors", None) in hub.requests
     loaded = load_model(folder)
-    assert loaded.speculation == "on"
+    assert loaded.speculation == "on (tree)"
 
 
 def test_no_hub_gives_a_message_a_person_can_act_on(tmp_path):

@@ -25,7 +25,12 @@ class LoadedModel:
     model: Any  # mlx.nn.Module
     tokenizer: Any  # mlx_lm TokenizerWrapper
     config: dict
-    speculation: str  # "on" or "off (reason)"
+    speculation: str  # "on (tree)", "on (one row: why)" or "off (why)"
+    details: str = ""  # architecture, size, quantization: "llama · 135M params · float32"
+
+    @property
+    def speculates(self) -> bool:
+        return self.speculation.startswith("on")
 
     @property
     def context_length(self) -> int:
@@ -131,7 +136,8 @@ def check_weights(model, name: str, path: Path) -> None:
 def load_model(spec: str | None = None, progress: ProgressCallback | None = None) -> LoadedModel:
     """Load a model by spec: None (embedded default), a folder, or a hub id."""
     from mlx_lm import load
-    from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache
+
+    from .caches import speculation_cache, speculation_for
 
     name, path = resolve_model_path(spec, progress)
     config = check_model_folder(path)
@@ -144,12 +150,36 @@ def load_model(spec: str | None = None, progress: ProgressCallback | None = None
     except Exception as error:  # corrupt weights, shape mismatches, tokenizer errors
         raise EngineError(f"Could not load the model in {path}: {error}") from None
     check_weights(model, name, path)
-    cache = make_prompt_cache(model)
-    if can_trim_prompt_cache(cache):
-        speculation = "on"
-    else:
-        kinds = sorted({type(c).__name__ for c in cache if not c.is_trimmable()})
-        speculation = f"off (its {', '.join(kinds)} cache cannot be rolled back)"
+    speculation = speculation_for(model, speculation_cache(model)).line
     if progress:
         progress(1, 1, f"Loaded {name}")
-    return LoadedModel(name, path, model, tokenizer, config, speculation)
+    return LoadedModel(name, path, model, tokenizer, config, speculation, describe(model, config))
+
+
+def describe(model, config: dict) -> str:
+    """Architecture, parameter count and weight format, as the app shows them."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+
+    count, dtypes = 0, set()
+    for name, array in tree_flatten(model.parameters()):
+        if name.endswith((".scales", ".biases")) and array.dtype != mx.uint32:
+            continue  # quantization metadata, not parameters
+        # packed quantized weights hold 32 // bits values per uint32
+        bits = (config.get("quantization") or {}).get("bits") if array.dtype == mx.uint32 else None
+        count += array.size * (32 // bits if bits else 1)
+        if array.dtype != mx.uint32:
+            dtypes.add(str(array.dtype).removeprefix("mlx.core."))
+    quantization = config.get("quantization")
+    if isinstance(quantization, dict) and quantization.get("bits"):
+        weights = f"{quantization['bits']}-bit (group {quantization.get('group_size', 64)})"
+    else:
+        weights = "/".join(sorted(dtypes)) or "unknown"
+    return f"{config.get('model_type', 'unknown')} · {_size(count)} params · {weights}"
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.3g}{unit}"
+    return str(count)
