@@ -93,30 +93,26 @@ class NewerSchema(sqlite3.DatabaseError):
     """The file was written by a newer Draftless: readable, perhaps, but not ours to change."""
 
 
-# SQLite's primary result codes (``sqlite3.Error.sqlite_errorcode & 0xff``) that say "not
-# now" or "not allowed" rather than "damaged".
+# SQLite's primary result codes (``sqlite3.Error.sqlite_errorcode & 0xff``). Only a damaged
+# file is replaced; any other failure (permissions, a full disk) leaves the file alone.
 _LOCKED = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
-_NO_WRITE = {3, 8, 14, 23}  # SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN, SQLITE_AUTH
+_DAMAGED = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
 
 
 def _cause(error: sqlite3.Error) -> str:
-    """'locked', 'read-only' or 'corrupt' for an error met while opening the database."""
+    """'locked', 'corrupt' or 'unwritable' for an error met while opening the database."""
     if isinstance(error, Damaged):
         return "corrupt"
     code = getattr(error, "sqlite_errorcode", None)
-    text = str(error).lower()
     if code is not None:
         code &= 0xFF
-        if code in _LOCKED:
-            return "locked"
-        if code in _NO_WRITE:
-            return "read-only"
-        return "corrupt"
-    if "locked" in text or "busy" in text:  # Python < 3.11 has no error codes
+        return "locked" if code in _LOCKED else "corrupt" if code in _DAMAGED else "unwritable"
+    text = str(error).lower()  # Python < 3.11 has no error codes
+    if "locked" in text or "busy" in text:
         return "locked"
-    if "readonly" in text or "read-only" in text or "unable to open" in text:
-        return "read-only"
-    return "corrupt"
+    if "malformed" in text or "not a database" in text:
+        return "corrupt"
+    return "unwritable"
 
 
 class Store:
@@ -139,17 +135,18 @@ class Store:
                 f"({error}). It was left untouched and opened read-only: chats from this "
                 "session will not be saved. Update Draftless to keep chatting in it.")
         except (sqlite3.Error, OSError) as error:
-            cause = _cause(error) if isinstance(error, sqlite3.Error) else "read-only"
+            cause = _cause(error) if isinstance(error, sqlite3.Error) else "unwritable"
             if cause == "locked":
                 return self._copy_in_memory(
                     f"The chat history {self.path} is locked by another program (waited "
                     f"{lock_wait:g} s). It was opened read-only: chats from this session will "
                     "not be saved. Close the other program and restart Draftless.")
-            if cause == "read-only":
+            if cause == "unwritable":
                 return self._copy_in_memory(
-                    f"The chat history {self.path} cannot be written ({error}); check the "
-                    "permissions of the file and its folder. It was opened read-only: chats "
-                    "from this session will not be saved.")
+                    f"The chat history {self.path} cannot be written ({error}). It was left "
+                    "untouched and opened read-only: chats from this session will not be "
+                    "saved. Check the permissions of the file and its folder, and the free "
+                    "space on the disk.")
             return self._replace_corrupt(error, lock_wait)
         self._remember_file()
         return db
