@@ -128,7 +128,7 @@ class SettingsStore:
             except OSError:
                 pass
             self.message = ("Some saved settings were invalid and were reset to their defaults: "
-                            f"{'; '.join(bad)}. {kept}")
+                            f"{'; '.join(b.rstrip('.') for b in bad)}. {kept}")
         return settings
 
     def _keep_aside(self, why: str, move: bool) -> str:

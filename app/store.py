@@ -141,6 +141,11 @@ class Store:
                     f"The chat history {self.path} is locked by another program (waited "
                     f"{lock_wait:g} s). It was opened read-only: chats from this session will "
                     "not be saved. Close the other program and restart Draftless.")
+            if cause == "unwritable" and not self.path.exists():
+                self.notice = (f"The chat history cannot be created at {self.path} ({error}). "
+                               "Chats from this session will not be saved. Check the "
+                               "permissions of that folder and the free space on the disk.")
+                return self._memory()
             if cause == "unwritable":
                 return self._copy_in_memory(
                     f"The chat history {self.path} cannot be written ({error}). It was left "

@@ -139,12 +139,12 @@ def test_an_empty_read_only_data_folder_gives_a_history_in_memory(shared):
     data.chmod(0o555)
     with unprivileged():
         store = Store(data / "chats.sqlite3")
-        assert store.read_only and "cannot be written" in store.notice
+        assert store.read_only and "cannot be created" in store.notice
         session = store.create_session("in memory")
         store.add_message(Message(None, session.id, "user", "hello"))
         assert [m.content for m in store.messages(session.id)] == ["hello"]
         unreachable = Store(data / "missing" / "chats.sqlite3")  # its folder cannot be made
-        assert unreachable.read_only and "cannot be written" in unreachable.notice
+        assert unreachable.read_only and "cannot be created" in unreachable.notice
     assert list(data.iterdir()) == []
 
 
@@ -192,3 +192,29 @@ def test_a_database_deleted_while_running_is_written_again_on_the_next_write(tmp
     assert again.notice is None
     assert {s.title for s in again.sessions()} == {"older chat", "current"}
     assert [m.content for m in again.messages(session.id)] == ["first", "the next answer", "after"]
+
+
+# --- settings.json ------------------------------------------------------------------------------
+def test_an_unknown_drafter_falls_back_is_named_once_and_the_original_is_kept(tmp_path):
+    (tmp_path / "settings.json").write_text(json.dumps(
+        {"drafter": "telepathy", "temperature": -1, "ngram_order": 3}))
+    store = SettingsStore(tmp_path)
+    settings = store.load()
+    assert (settings.drafter, settings.temperature, settings.ngram_order) == ("default", 0.0, 3)
+    assert "'telepathy'" in store.message and "ngram-cache" in store.message  # the choices
+    assert "temperature" in store.message and ".." not in store.message
+    [kept] = [f for f in tmp_path.iterdir() if f.name.startswith("settings.json.invalid-")]
+    assert kept.name in store.message and json.loads(kept.read_text())["drafter"] == "telepathy"
+    again = SettingsStore(tmp_path)
+    assert again.load() == settings and again.message is None
+    settings.request([{"role": "user", "content": "hi"}]).validated()  # the engine accepts it
+
+
+def test_settings_that_are_not_json_are_moved_aside_not_overwritten(tmp_path):
+    (tmp_path / "settings.json").write_text("{broken")
+    store = SettingsStore(tmp_path)
+    assert store.load() == AppSettings()
+    [kept] = [f for f in tmp_path.iterdir() if f.name.startswith("settings.json.corrupt-")]
+    assert kept.read_text() == "{broken" and kept.name in store.message
+    store.save(AppSettings(draft_count=7))
+    assert kept.read_text() == "{broken"
