@@ -155,6 +155,8 @@ async def run_screenshot(args) -> int:
             QApplication.processEvents()
             await asyncio.sleep(0.05)
         _save(window, args.screenshot)
+    for message in window.banner.messages:  # what the banner said, for a run nobody watches
+        print(message, file=sys.stderr)
     await application.close()
     return status
 

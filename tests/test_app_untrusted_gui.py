@@ -149,15 +149,28 @@ def test_screenshot_leaves_no_temporary_folder(tmp_path, tiny_model_dir):
     assert [p.name for p in scratch.iterdir() if p.name.startswith("draftless-screenshot-")] == []
 
 
+# The interpreter lives under /root here, out of reach for "nobody": everything the app
+# imports, lazily too, is imported as root first by answering once into a scratch folder.
 UNPRIVILEGED_APP = """
-import os, sys
-import importlib, pkgutil, encodings.unicode_escape, encodings.raw_unicode_escape
-import engine, app, mlx_lm.models.llama, qasync, PySide6.QtNetwork  # imported as root: the
-for package in (engine, app):                                      # interpreter lives in /root
-    for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
-        if "bench" not in module.name and module.name != "app.__main__":
-            importlib.import_module(module.name)
+import asyncio, os, sys
 from app import __main__ as app_main
+from engine.service import EngineService
+from engine.settings import GenerationRequest
+
+data = os.environ["DRAFTLESS_DATA_DIR"]
+os.environ["DRAFTLESS_DATA_DIR"] = os.environ["WARM_DATA_DIR"]
+
+async def warm():
+    service = EngineService()
+    request = GenerationRequest(messages=[{"role": "user", "content": "hi"}],
+                                model=os.environ["WARM_MODEL"], max_tokens=4)
+    async for _ in service.generate(request):
+        pass
+    service.shutdown()
+
+asyncio.run(warm())
+import app.controller, app.main_window, app.single_instance, qasync  # noqa: E401
+os.environ["DRAFTLESS_DATA_DIR"] = data
 app_main._qapp()  # Qt refuses to start under a changed effective user id
 if os.geteuid() == 0:
     os.seteuid(65534)
@@ -181,12 +194,14 @@ def test_a_read_only_data_folder_does_not_crash_the_app(shared, tiny_model_dir):
                DRAFTLESS_CONFIG_DIR=str(shared / "config"),
                DRAFTLESS_CACHE_DIR=str(shared / "cache"),
                DRAFTLESS_MODELS_DIR=str(shared / "cache" / "models"), HOME=str(shared / "home"),
-               TMPDIR=str(shared / "home"))
+               TMPDIR=str(shared / "home"), WARM_DATA_DIR=str(shared / "cache" / "warm"),
+               WARM_MODEL=str(model))
     result = subprocess.run(
         [sys.executable, "-c", UNPRIVILEGED_APP, "--screenshot", str(shared / "home" / "s.png"),
          "--model", str(model), "--prompt", "hello"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
+    assert "cannot be written" in result.stderr  # the banner's message
     assert sorted(p.name for p in data.iterdir()) == ["draftless.sqlite3"]
     assert digest(data / "draftless.sqlite3") == before
