@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -100,8 +101,12 @@ def _qapp():
     return app
 
 
-async def run_interactive(args) -> int:
+async def run_interactive(args, instance=None) -> int:
+    from .single_instance import bring_forward
+
     application = Application(theme_name=args.theme)
+    if instance is not None:  # a second launch on this data folder shows this window
+        instance.activated.connect(lambda: bring_forward(application.window))
     closed = asyncio.Event()
     application.window.closeEvent = _closing(application.window.closeEvent, closed)
     application.window.show()
@@ -161,6 +166,8 @@ async def run_screenshot(args) -> int:
             QApplication.processEvents()
             await asyncio.sleep(0.05)
         _save(window, args.screenshot)
+    for message in window.banner.messages:  # what the banner said, for a run nobody watches
+        print(message, file=sys.stderr)
     await application.close()
     return status
 
@@ -178,24 +185,53 @@ def _save(window, path: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    scratch = None
     if args.screenshot:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-        scratch = tempfile.mkdtemp(prefix="draftless-screenshot-")
-        os.environ.setdefault("DRAFTLESS_DATA_DIR", os.path.join(scratch, "data"))
-        os.environ.setdefault("DRAFTLESS_CONFIG_DIR", os.path.join(scratch, "config"))
+        if not (os.environ.get("DRAFTLESS_DATA_DIR") and os.environ.get("DRAFTLESS_CONFIG_DIR")):
+            scratch = tempfile.mkdtemp(prefix="draftless-screenshot-")
+            os.environ.setdefault("DRAFTLESS_DATA_DIR", os.path.join(scratch, "data"))
+            os.environ.setdefault("DRAFTLESS_CONFIG_DIR", os.path.join(scratch, "config"))
+    try:
+        return _run(args, scratch)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run(args, scratch: str | None) -> int:
     import engine  # noqa: F401  (loads OpenBLAS before anything imports mlx)
     import qasync
+    from engine.paths import data_dir
+
+    from .single_instance import SingleInstance
 
     app = _qapp()
+    instance = None
+    if not args.screenshot:
+        instance = SingleInstance(data_dir())
+        if not instance.acquire():
+            if instance.ask_running_instance():
+                print("Draftless is already running with this data folder; its window was "
+                      "brought forward.", file=sys.stderr)
+                return 0
+            print(f"Draftless is already running with this data folder (process "
+                  f"{instance.holder_pid()}) but does not answer. Quit that process, or start "
+                  "this one with another DRAFTLESS_DATA_DIR.", file=sys.stderr)
+            return 1
     app.setQuitOnLastWindowClosed(False)
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
-    runner = run_screenshot if args.screenshot else run_interactive
+    runner = run_screenshot(args) if args.screenshot else run_interactive(args, instance)
     with loop:
-        status = loop.run_until_complete(runner(args))
+        status = loop.run_until_complete(runner)
+    if instance is not None:
+        instance.release()
     if any(t.name == "draftless-engine" and t.is_alive() for t in threading.enumerate()):
         # Quit while a model was still converting: that work cannot be interrupted, and
         # tearing the interpreter down under it aborts. Everything is saved; leave now.
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)

@@ -86,6 +86,7 @@ class ChatController(QObject):
         super().__init__(parent)
         self.service = service
         self.store = store
+        store.on_notice = self.problem.emit  # e.g. the database was deleted while running
         self.settings_store = settings_store
         self.settings: AppSettings = settings_store.load()
         self.session: Session | None = None

@@ -1,7 +1,9 @@
 """The user's settings: one dataclass, persisted as JSON in the config directory.
 
-Values outside the engine's ranges are refused by the widgets; a settings file edited
-by hand (or corrupt) falls back to defaults field by field, with a message saying so.
+Values outside the engine's ranges are refused by the widgets. A settings file edited by
+hand is checked against the engine's own ranges and drafter registry: a bad field falls
+back to its default, the file is corrected and the original kept beside it, and the
+message says so once. A file that is not JSON at all is kept aside and the defaults used.
 """
 
 from __future__ import annotations
@@ -9,13 +11,15 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
+from engine import paths as engine_paths
+from engine.drafters import resolve_drafter_name
+from engine.errors import EngineError
 from engine.settings import (DRAFT_COUNT_RANGE, MAX_TOKENS_RANGE, NGRAM_ORDER_RANGE, DraftSettings,
                              GenerationRequest, SamplingSettings)
-
-from .paths import config_dir
 
 TEMPERATURE_RANGE = (0.0, 5.0)
 TOP_P_RANGE = (0.0, 1.0)
@@ -94,44 +98,81 @@ class SettingsStore:
     """Loads and saves ``AppSettings``; ``message`` tells what was wrong with the file."""
 
     def __init__(self, folder: Path | None = None):
-        self.path = (folder or config_dir()) / SETTINGS_FILE
+        self.path = Path(folder or engine_paths.config_dir()) / SETTINGS_FILE
         self.message: str | None = None
 
     def load(self) -> AppSettings:
         self.message = None
-        if not self.path.exists():
-            return AppSettings()
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            if not isinstance(data, dict):
-                raise ValueError("not a JSON object")
+            if not self.path.exists():
+                return AppSettings()
+            text = self.path.read_text(encoding="utf-8")
         except (OSError, ValueError) as error:
             self.message = (f"The settings file {self.path} could not be read ({error}); "
                             "the defaults are used.")
             return AppSettings()
-        defaults = AppSettings()
-        values, bad = {}, []
-        for f in fields(AppSettings):
-            if f.name in data:
-                try:
-                    values[f.name] = _coerce(f.type, data[f.name])
-                except ValueError:
-                    bad.append(f.name)
-        settings = replace(defaults, **values)
-        for name, (low, high) in AppSettings.RANGES.items():
-            if not low <= getattr(settings, name) <= high:
-                bad.append(name)
-                settings = replace(settings, **{name: getattr(defaults, name)})
-        if settings.ngram_min > settings.ngram_order:
-            bad.append("ngram_min")
-            settings = replace(settings, ngram_min=min(defaults.ngram_min, settings.ngram_order))
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as error:
+            kept = self._keep_aside("corrupt", move=True)
+            self.message = (f"The settings file {self.path} could not be read ({error}); "
+                            f"the defaults are used. {kept}")
+            return AppSettings()
+        settings, bad = _validated(data)
         if bad:
-            self.message = (f"Some saved settings were invalid and were reset to their defaults: "
-                            f"{', '.join(sorted(set(bad)))}.")
+            kept = self._keep_aside("invalid", move=False)
+            try:
+                self.save(settings)  # corrected, so this is said once, not at every start
+            except OSError:
+                pass
+            self.message = ("Some saved settings were invalid and were reset to their defaults: "
+                            f"{'; '.join(b.rstrip('.') for b in bad)}. {kept}")
         return settings
+
+    def _keep_aside(self, why: str, move: bool) -> str:
+        """Keep the file as it is under a new name; a sentence saying where (or why not)."""
+        target = self.path.with_name(f"{self.path.name}.{why}-{time.strftime('%Y%m%d-%H%M%S')}")
+        try:
+            if move:
+                self.path.rename(target)
+            else:
+                target.write_bytes(self.path.read_bytes())
+        except OSError as error:
+            return f"The file was left as it is ({error})."
+        return f"The original file was kept as {target.name}."
 
     def save(self, settings: AppSettings) -> None:
         data = {k: v for k, v in asdict(settings).items() if k != "RANGES"}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.path.with_suffix(".tmp")
         temporary.write_text(json.dumps(data, indent=2), encoding="utf-8")
         os.replace(temporary, self.path)
+
+
+def _validated(data: dict) -> tuple[AppSettings, list[str]]:
+    """Settings from a file's JSON object, each bad field at its default, and what was bad."""
+    defaults = AppSettings()
+    values, bad = {}, []
+    for f in fields(AppSettings):
+        if f.name in data:
+            try:
+                values[f.name] = _coerce(f.type, data[f.name])
+            except ValueError as error:
+                bad.append(f"{f.name} ({error})")
+    settings = replace(defaults, **values)
+    for name, (low, high) in AppSettings.RANGES.items():
+        value = getattr(settings, name)
+        if not low <= value <= high:
+            bad.append(f"{name} must be from {low} to {high} (was {value!r})")
+            settings = replace(settings, **{name: getattr(defaults, name)})
+    if settings.ngram_min > settings.ngram_order:
+        bad.append(f"ngram_min ({settings.ngram_min}) exceeded ngram_order ({settings.ngram_order})")
+        settings = replace(settings, ngram_min=min(defaults.ngram_min, settings.ngram_order))
+    try:
+        resolve_drafter_name(settings.drafter)
+    except EngineError as error:
+        bad.append(f"drafter: {error}")
+        settings = replace(settings, drafter=defaults.drafter)
+    return settings, bad

@@ -1,24 +1,33 @@
 """Sessions, messages, per-token provenance and statistics in SQLite.
 
 Every write commits at once, so killing the app loses at most the answer being written.
-A database that cannot be opened or fails its integrity check is renamed aside (with a
-timestamp) and a fresh one is started; ``notice`` then says what happened.
+The database file is untrusted input, and only a file that fails SQLite's integrity check
+is called corrupt and renamed aside (with a timestamp) for a fresh one. A file that is
+locked by another program, read-only, in a read-only folder or written by a newer
+Draftless is left exactly as it is: its chats are copied into memory, this run works on
+that copy, and ``notice`` says that nothing of this run will be saved. A database deleted
+while the app runs is written back from the open connection on the next write.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
-from .paths import data_dir
+from engine import paths as engine_paths
+
 from .provenance import Provenance, TokenInfo
 
 DB_FILE = "draftless.sqlite3"
 SCHEMA_VERSION = 1
+LOCK_WAIT_S = 5.0  # how long to wait for another program's lock before giving up
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -90,36 +99,156 @@ class Message:
     versions: list[int] = field(default_factory=list)  # ids of it and its alternatives, oldest first
 
 
-class Store:
-    def __init__(self, path: Path | None = None):
-        self.path = Path(path) if path else data_dir() / DB_FILE
-        self.notice: str | None = None
-        try:
-            self.db = self._open()
-        except sqlite3.DatabaseError as error:
-            moved = self._move_aside()
-            self.notice = (f"The chat history database could not be read ({error}). It was moved "
-                           f"aside to {moved.name} and a new, empty history was started.")
-            self.db = self._open()
+class Damaged(sqlite3.DatabaseError):
+    """The file fails SQLite's integrity check."""
 
-    def _open(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path)
+
+class NewerSchema(sqlite3.DatabaseError):
+    """The file was written by a newer Draftless: readable, perhaps, but not ours to change."""
+
+
+# SQLite's primary result codes (``sqlite3.Error.sqlite_errorcode & 0xff``). Only a damaged
+# file is replaced; any other failure (permissions, a full disk) leaves the file alone.
+_LOCKED = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
+_DAMAGED = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
+
+
+def _cause(error: sqlite3.Error) -> str:
+    """'locked', 'corrupt' or 'unwritable' for an error met while opening the database."""
+    if isinstance(error, Damaged):
+        return "corrupt"
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None:
+        code &= 0xFF
+        return "locked" if code in _LOCKED else "corrupt" if code in _DAMAGED else "unwritable"
+    text = str(error).lower()  # Python < 3.11 has no error codes
+    if "locked" in text or "busy" in text:
+        return "locked"
+    if "malformed" in text or "not a database" in text:
+        return "corrupt"
+    return "unwritable"
+
+
+class Store:
+    def __init__(self, path: Path | None = None, lock_wait: float = LOCK_WAIT_S):
+        self.path = Path(path) if path else engine_paths.data_dir() / DB_FILE
+        self.notice: str | None = None  # what happened to the file at start, for the person
+        self.read_only = False  # True: this run works on a copy in memory; nothing is saved
+        self.on_notice: Callable[[str], None] | None = None  # problems met later, while running
+        self._file_id: tuple[int, int] | None = None
+        self.db = self._connect(lock_wait)
+
+    # opening ------------------------------------------------------------------------------
+    def _connect(self, lock_wait: float) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = self._open(lock_wait)
+        except NewerSchema as error:
+            return self._copy_in_memory(
+                f"The chat history {self.path} was written by a newer version of Draftless "
+                f"({error}). It was left untouched and opened read-only: chats from this "
+                "session will not be saved. Update Draftless to keep chatting in it.")
+        except (sqlite3.Error, OSError) as error:
+            cause = _cause(error) if isinstance(error, sqlite3.Error) else "unwritable"
+            if cause == "locked":
+                return self._copy_in_memory(
+                    f"The chat history {self.path} is locked by another program (waited "
+                    f"{lock_wait:g} s). It was opened read-only: chats from this session will "
+                    "not be saved. Close the other program and restart Draftless.")
+            if cause == "unwritable" and not self.path.exists():
+                self.notice = (f"The chat history cannot be created at {self.path} ({error}). "
+                               "Chats from this session will not be saved. Check the "
+                               "permissions of that folder and the free space on the disk.")
+                return self._memory()
+            if cause == "unwritable":
+                return self._copy_in_memory(
+                    f"The chat history {self.path} cannot be written ({error}). It was left "
+                    "untouched and opened read-only: chats from this session will not be "
+                    "saved. Check the permissions of the file and its folder, and the free "
+                    "space on the disk.")
+            return self._replace_corrupt(error, lock_wait)
+        self._remember_file()
+        return db
+
+    def _open(self, lock_wait: float) -> sqlite3.Connection:
+        """The database, checked and writable; raises what went wrong."""
+        db = sqlite3.connect(self.path, timeout=lock_wait)
         try:
             db.execute("PRAGMA foreign_keys = ON")
-            db.execute("PRAGMA journal_mode = WAL")
             check = db.execute("PRAGMA quick_check").fetchone()[0]
             if check != "ok":
-                raise sqlite3.DatabaseError(f"integrity check: {check}")
+                raise Damaged(f"integrity check: {check}")
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
-                raise sqlite3.DatabaseError(f"it was written by a newer Draftless (schema {version})")
-            db.executescript(SCHEMA)
-            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            db.commit()
-        except sqlite3.DatabaseError:
+                raise NewerSchema(f"schema {version}; this version reads up to {SCHEMA_VERSION}")
+            db.execute("PRAGMA journal_mode = WAL")
+            # Prove that writes will work (a read-only file only fails at the first write),
+            # waiting up to ``lock_wait`` for another program's lock; nothing is changed.
+            db.execute("BEGIN IMMEDIATE")
+            db.execute(f"PRAGMA user_version = {version}")
+            db.execute("ROLLBACK")
+            if version < SCHEMA_VERSION:
+                db.executescript(SCHEMA)
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                db.commit()
+        except BaseException:
             db.close()
             raise
         return db
+
+    def _replace_corrupt(self, error: sqlite3.Error, lock_wait: float) -> sqlite3.Connection:
+        try:
+            moved = self._move_aside()
+            db = self._open(lock_wait)
+        except (sqlite3.Error, OSError) as problem:
+            self.notice = (f"The chat history {self.path} is damaged ({error}) and could not be "
+                           f"replaced ({problem}). Chats from this session will not be saved.")
+            return self._memory()
+        self.notice = (f"The chat history database could not be read ({error}). It was moved "
+                       f"aside to {moved.name} and a new, empty history was started.")
+        self._remember_file()
+        return db
+
+    def _copy_in_memory(self, notice: str) -> sqlite3.Connection:
+        """This run's database: a copy of the file's chats in memory (the file is not touched)."""
+        memory = self._memory(schema=False)
+        uri = self.path.resolve().as_uri()
+        copied = False
+        # immutable=1: read even where SQLite cannot create its -shm file (read-only folder)
+        for options in ("mode=ro", "mode=ro&immutable=1"):
+            try:
+                source = sqlite3.connect(f"{uri}?{options}", uri=True, timeout=1.0)
+                try:
+                    source.backup(memory)
+                    copied = True
+                finally:
+                    source.close()
+                break
+            except sqlite3.Error:
+                continue
+        if not copied and self.path.exists():
+            notice += " Its chats could not be read either, so the list starts empty."
+        self.notice = notice
+        try:
+            version = memory.execute("PRAGMA user_version").fetchone()[0]
+            if version <= SCHEMA_VERSION:
+                memory.executescript(SCHEMA)
+        except sqlite3.Error:
+            memory.close()
+            return self._memory()
+        return memory
+
+    def _memory(self, schema: bool = True) -> sqlite3.Connection:
+        self.read_only = True
+        memory = sqlite3.connect(":memory:")
+        memory.execute("PRAGMA foreign_keys = ON")
+        if schema:
+            memory.executescript(SCHEMA)
+        return memory
+
+    def _remember_file(self) -> None:
+        stat = os.stat(self.path)
+        self._file_id = (stat.st_dev, stat.st_ino)
 
     def _move_aside(self) -> Path:
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -135,6 +264,46 @@ class Store:
                 extra.rename(target.with_name(target.name + suffix))
         return target
 
+    # writing ------------------------------------------------------------------------------
+    @contextmanager
+    def _writing(self):
+        """One committed write, into the file that is really at ``path``."""
+        self._recreate_if_deleted()
+        with self.db:
+            yield self.db
+
+    def _recreate_if_deleted(self) -> None:
+        """Deleting an open database leaves the connection writing into a file nobody can
+        reach again. Write everything the connection still holds into a new file instead."""
+        if self.read_only or self._file_id is None or self.path.exists():
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fresh = sqlite3.connect(self.path)
+            self.db.backup(fresh)
+            fresh.execute("PRAGMA journal_mode = WAL")
+            fresh.execute("PRAGMA foreign_keys = ON")
+        except (sqlite3.Error, OSError) as error:
+            memory = self._memory(schema=False)
+            self.db.backup(memory)
+            self.db.close()
+            self.db = memory
+            self._tell(f"The chat history {self.path} was deleted while Draftless was running "
+                       f"and could not be written again ({error}). Your chats are kept in "
+                       "memory until you quit, but they will not be saved.")
+            return
+        self.db.close()
+        self.db = fresh
+        self._remember_file()
+        self._tell(f"The chat history {self.path} was deleted while Draftless was running. "
+                   "It was written again from the chats still open, and saving continues.")
+
+    def _tell(self, text: str) -> None:
+        if self.on_notice is not None:
+            self.on_notice(text)
+        else:
+            self.notice = text
+
     def close(self) -> None:
         self.db.close()
 
@@ -142,7 +311,7 @@ class Store:
     def create_session(self, title: str = "New chat") -> Session:
         now = time.time()
         session = Session(uuid.uuid4().hex, title, now, now)
-        with self.db:
+        with self._writing():
             self.db.execute("INSERT INTO sessions VALUES (?, ?, ?, ?)",
                             (session.id, session.title, session.created, session.updated))
         return session
@@ -168,17 +337,17 @@ class Store:
         return Session(*row) if row else None
 
     def rename_session(self, session_id: str, title: str) -> None:
-        with self.db:
+        with self._writing():
             self.db.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, session_id))
 
     def delete_session(self, session_id: str) -> None:
-        with self.db:
+        with self._writing():
             self.db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
 
     # messages -----------------------------------------------------------------------------
     def add_message(self, message: Message) -> Message:
         message.created = message.created or time.time()
-        with self.db:
+        with self._writing():
             cursor = self.db.execute(
                 "INSERT INTO messages (session_id, role, content, finish_reason, model, stats, "
                 "timing, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -197,7 +366,7 @@ class Store:
         return message
 
     def delete_message(self, message_id: int) -> None:
-        with self.db:
+        with self._writing():
             self.db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
 
     def link(self, message: Message, parent_id: int) -> None:

@@ -38,25 +38,6 @@ export TRANSFORMERS_VERBOSITY="${TRANSFORMERS_VERBOSITY:-error}"
 case "$command" in
   run)  exec .venv/bin/python -m app "$@" ;;
   test) export QT_QPA_PLATFORM="${QT_QPA_PLATFORM:-offscreen}"
-        [ $# -gt 0 ] && exec .venv/bin/python -m pytest "$@"
-        # Each test file runs in a process of its own: MLX 0.32 keeps native per-thread
-        # state, and after the engine-thread and Qt tests a later test in the same process
-        # sometimes died with a segfault in a native thread. No file inherits another's.
-        set +e  # keep going after a failing file; the status is collected below
-        status=0; passed=0; failed=0; log=$(mktemp)
-        for file in tests/test_*.py; do
-          .venv/bin/python -m pytest -q "$file" 2>&1 | tee "$log"
-          rc=${PIPESTATUS[0]}
-          read -r p f < <(tail -n 1 "$log" | awk '{for (i = 1; i < NF; i++) {
-              if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^(failed|error)/) f += $i }}
-              END {print p + 0, f + 0}')
-          if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then
-            status=1; [ "$f" -gt 0 ] || f=1  # a crash prints no summary: count it as a failure
-          fi
-          passed=$((passed + p)); failed=$((failed + f))
-        done
-        rm -f "$log"
-        echo "total: $passed passed, $failed failed"
-        exit $status ;;
+        exec .venv/bin/python -m pytest "$@" ;;
   *)    echo "usage: bash packaging/dev.sh run|test [args…]" >&2; exit 2 ;;
 esac

@@ -18,6 +18,8 @@ from app.livestats import footer_text
 from app.render import highlighted_positions
 from engine.events import DoneEvent, ModelEvent, PassEvent, TokenEvent
 
+from .qt_loop import close_loop, open_loop
+
 
 class RecordingStream:
     def __init__(self, stream, events):
@@ -88,16 +90,9 @@ def engine_service():
 
 @pytest.fixture
 def loop(qapp):
-    import qasync
-
-    event_loop = qasync.QEventLoop(qapp, already_running=True)
-    asyncio.set_event_loop(event_loop)
+    event_loop = open_loop(qapp)
     yield event_loop
-    # not stop(): it calls QApplication.exit(), which would end later tests' event loops
-    event_loop._QEventLoop__is_running = False
-    asyncio.events._set_running_loop(None)
-    event_loop.close()
-    asyncio.set_event_loop(None)
+    close_loop(event_loop)
 
 
 @pytest.fixture

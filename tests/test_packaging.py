@@ -154,9 +154,10 @@ def test_launcher_leaves_unfrozen_runs_alone(monkeypatch):
 
 # --- smoke-test helpers ------------------------------------------------------------------------
 
-def test_smoke_png_checks(tmp_path):
+def test_smoke_png_checks(tmp_path, qapp):
+    # qapp: the QApplication every Qt test shares; left to itself, the smoke helper would
+    # create a bare QGuiApplication, and the GUI tests after it could not style widgets
     smoke = load("smoke_test")
-    pytest.importorskip("PySide6")
     from PySide6.QtGui import QColor, QImage
 
     blank = QImage(640, 480, QImage.Format.Format_RGB32)
