@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -38,7 +39,9 @@ class Server:
         env = dict(os.environ, PYTHONPATH=os.getcwd())
         self.process = subprocess.Popen(
             [*launcher, sys.executable, "-m", "engine", "serve", "--port", str(self.port), *args],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=bool(launcher))  # its own group: the ranks stop with it
+        self.launched = bool(launcher)
         self.url = f"http://127.0.0.1:{self.port}/v1"
 
     def wait_ready(self, timeout: float = 240) -> "Server":
@@ -60,11 +63,21 @@ class Server:
         return request(self.port, "GET", "/health")[1]
 
     def stop(self) -> str:
-        if self.process.poll() is None:
+        if self.launched:  # as Ctrl-C would: rank 0 shuts down and tells the others to stop
+            self._signal_group(signal.SIGINT)
+        elif self.process.poll() is None:
             self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.launched:
+            self._signal_group(signal.SIGKILL)  # any rank left behind
         return self.process.stdout.read()
+
+    def _signal_group(self, number) -> None:
+        try:
+            os.killpg(self.process.pid, number)
+        except ProcessLookupError:
+            pass

@@ -61,7 +61,7 @@ def run_serve(args) -> int:
     if args.shard:
         from ..distributed import start_rank
 
-        service = start_rank(args.shard)
+        service = start_rank(args.shard, args.model)
         if service is None:  # a following rank: it has served until rank 0 stopped
             return 0
     else:

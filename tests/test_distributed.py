@@ -1,0 +1,73 @@
+"""`mlx.launch -n N --backend ring … python -m engine serve --shard tensor` on local ranks:
+rank 0 serves HTTP, every rank runs each pass in lockstep on its shard of the model."""
+
+import os
+import shutil
+import sys
+
+import pytest
+
+from engine.drafters import DRAFTERS
+
+from .server_process import Server, request
+
+LAUNCH = os.path.join(os.path.dirname(sys.executable), "mlx.launch")
+pytestmark = pytest.mark.skipif(not (os.path.exists(LAUNCH) or shutil.which("mlx.launch")),
+                                reason="mlx.launch is not installed")
+
+
+def launched(ranks: int, *args: str) -> Server:
+    launcher = (LAUNCH if os.path.exists(LAUNCH) else "mlx.launch", "-n", str(ranks),
+                "--backend", "ring")
+    return Server(*args, "--shard", "tensor", launcher=launcher)
+
+
+def answer(server, prompt, drafter, adaptive, max_tokens):
+    status, body = request(server.port, "POST", "/v1/chat/completions", {
+        "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+        "temperature": 0, "draftless": {"drafter": drafter, "adaptive": adaptive}})
+    assert status == 200, body
+    return body["draftless"]["tokens"], body["usage"]["draftless"]
+
+
+def compare(model_args, ranks, drafters, prompt, max_tokens):
+    single = Server(*model_args)
+    split = launched(ranks, *model_args)
+    try:
+        single.wait_ready()
+        split.wait_ready()
+        plain, _ = answer(single, prompt, "none", False, max_tokens)
+        for drafter in drafters:
+            # fixed draft length: tokens per pass must match too (adaptive length reads the clock)
+            tokens, stats = answer(split, prompt, drafter, False, max_tokens)
+            ref_tokens, ref_stats = answer(single, prompt, drafter, False, max_tokens)
+            assert tokens == ref_tokens == plain, drafter
+            assert stats["passes"] == ref_stats["passes"], drafter
+            assert stats["tokens_per_pass"] == ref_stats["tokens_per_pass"], drafter
+            assert stats["accepted"] == ref_stats["accepted"], drafter
+            tokens, _ = answer(split, prompt, drafter, True, max_tokens)
+            assert tokens == plain, drafter
+        assert "split over" in split.stop()
+    finally:
+        single.stop()
+        split.stop()
+
+
+def test_two_local_ranks_match_one_process(tiny_model_dir):
+    compare(("--model", str(tiny_model_dir)), 2, ["prompt-lookup", "ngrammys", "suffix"],
+            "abcabcabc", 24)
+
+
+@pytest.mark.slow
+@pytest.mark.embedded
+def test_embedded_model_on_three_ranks_matches_one_process_for_every_drafter():
+    """SmolLM2-135M: 9 attention heads / 3 KV heads, split over 3 ranks."""
+    compare((), 3, list(DRAFTERS), "List the days of the week, then list them again.", 40)
+
+
+def test_shard_without_mlx_launch_is_a_clear_error(tiny_model_dir):
+    from .test_cli import engine_cli
+
+    result = engine_cli("serve", "--model", str(tiny_model_dir), "--shard", "tensor", timeout=60)
+    assert result.returncode == 2
+    assert "mlx.launch -n N" in result.stderr and "Traceback" not in result.stderr
