@@ -69,9 +69,9 @@ def run_serve(args) -> int:
 
         service = EngineService()
     try:
-        name = load(service, args.model, log)
+        name, speculation = load(service, args.model, log)
         app = create_app(service, ServerOptions(name, defaults, api_key, args.max_queue,
-                                                args.max_body_bytes))
+                                                args.max_body_bytes, speculation))
         log(f"serving {name} on http://{args.host}:{args.port}/v1 "
             f"({'API key required' if api_key else 'no API key'})")
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning",
@@ -81,23 +81,23 @@ def run_serve(args) -> int:
     return 0
 
 
-def load(service, model: str | None, log) -> str:
+def load(service, model: str | None, log) -> tuple[str, str]:
     """Load the model before listening, so a bad model is an error at start, not per request."""
     import asyncio
 
     from ..events import DoneEvent, ErrorEvent, ModelEvent, ProgressEvent
 
     async def run():
-        name = None
+        name = speculation = None
         async for event in service.load(model):
             if isinstance(event, ErrorEvent):
                 raise EngineError(event.message)
             if isinstance(event, ModelEvent):
-                name = event.name
+                name, speculation = event.name, event.speculation
                 log(f"model: {event.name} ({event.path}); speculation: {event.speculation}")
             elif isinstance(event, ProgressEvent) and event.done >= event.total:
                 log(event.message)
             elif isinstance(event, DoneEvent):
-                return name
+                return name, speculation
 
     return asyncio.run(run())

@@ -30,6 +30,7 @@ class ServerOptions:
     api_key: str | None = None
     max_queue: int = 16
     max_body_bytes: int = 1 << 20
+    speculation: str = "on"
 
 
 def _error(error: ApiError) -> JSONResponse:
@@ -75,7 +76,8 @@ def create_app(service, options: ServerOptions) -> FastAPI:
     @app.get("/v1/models")
     async def models():
         return {"object": "list", "data": [{"id": options.model_name, "object": "model",
-                                            "created": 0, "owned_by": "draftless"}]}
+                                            "created": 0, "owned_by": "draftless",
+                                            "draftless": {"speculation": options.speculation}}]}
 
     async def read_body(request: Request) -> dict:
         length = request.headers.get("content-length")

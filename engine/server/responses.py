@@ -47,11 +47,13 @@ def usage(prompt_tokens: int, done: DoneEvent) -> dict:
     stats = dict(done.stats)
     return {"prompt_tokens": prompt_tokens, "completion_tokens": len(done.tokens),
             "total_tokens": prompt_tokens + len(done.tokens),
-            "draftless": {**stats, "timing": dict(done.timing)}}
+            "draftless": {**stats, "finish_reason": done.finish_reason,
+                          "timing": dict(done.timing)}}
 
 
 def provenance(tokens: list[TokenEvent]) -> dict:
-    return {"tokens": [t.token for t in tokens], "from_draft": [t.from_draft for t in tokens],
+    return {"tokens": [t.token for t in tokens], "texts": [t.text for t in tokens],
+            "from_draft": [t.from_draft for t in tokens],
             "pass_index": [t.pass_index for t in tokens],
             "draft_position": [t.draft_position for t in tokens],
             "drafter": tokens[0].drafter if tokens else None}
