@@ -23,14 +23,14 @@ def launched(ranks: int, *args: str) -> Server:
 
 
 def answer(server, prompt, drafter, adaptive, max_tokens):
-    status, body = request(server.port, "POST", "/v1/chat/completions", {
+    status, body = request(server.port, "POST", "/v1/chat/completions", timeout=900, body={
         "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
         "temperature": 0, "draftless": {"drafter": drafter, "adaptive": adaptive}})
     assert status == 200, body
     return body["draftless"]["tokens"], body["usage"]["draftless"]
 
 
-def compare(model_args, ranks, drafters, prompt, max_tokens):
+def compare(model_args, ranks, drafters, prompt, max_tokens, adaptive_too=True):
     single = Server(*model_args)
     split = launched(ranks, *model_args)
     try:
@@ -45,24 +45,32 @@ def compare(model_args, ranks, drafters, prompt, max_tokens):
             assert stats["passes"] == ref_stats["passes"], drafter
             assert stats["tokens_per_pass"] == ref_stats["tokens_per_pass"], drafter
             assert stats["accepted"] == ref_stats["accepted"], drafter
-            tokens, _ = answer(split, prompt, drafter, True, max_tokens)
-            assert tokens == plain, drafter
+            if adaptive_too:
+                tokens, _ = answer(split, prompt, drafter, True, max_tokens)
+                assert tokens == plain, drafter
         assert "split over" in split.stop()
     finally:
         single.stop()
         split.stop()
 
 
+# Every collective waits for every rank to be scheduled: on a loaded 2-core machine one
+# all-reduce took 50 ms (2 ranks) to 110 ms (3 ranks), so these runs are kept short.
 def test_two_local_ranks_match_one_process(tiny_model_dir):
-    compare(("--model", str(tiny_model_dir)), 2, ["prompt-lookup", "ngrammys", "suffix"],
-            "abcabcabc", 24)
+    compare(("--model", str(tiny_model_dir)), 2, ["prompt-lookup", "ngrammys"], "abcabcabc", 16)
+
+
+@pytest.mark.slow
+def test_two_local_ranks_match_one_process_for_every_drafter(tiny_model_dir):
+    compare(("--model", str(tiny_model_dir)), 2, list(DRAFTERS), "abcabcabc", 16)
 
 
 @pytest.mark.slow
 @pytest.mark.embedded
 def test_embedded_model_on_three_ranks_matches_one_process_for_every_drafter():
     """SmolLM2-135M: 9 attention heads / 3 KV heads, split over 3 ranks."""
-    compare((), 3, list(DRAFTERS), "List the days of the week, then list them again.", 40)
+    compare((), 3, list(DRAFTERS), "List the days of the week: Monday, Tuesday,", 10,
+            adaptive_too=False)
 
 
 def test_shard_without_mlx_launch_is_a_clear_error(tiny_model_dir):
