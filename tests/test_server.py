@@ -83,6 +83,7 @@ def test_models_and_health(server, tiny_model_dir):
     ({"temperature": 9}, "temperature must be"),
     ({"max_tokens": 10**9}, "max_tokens must be"),
     ({"frobnicate": True}, "Unsupported field"),
+    ({"logprobs": True}, "not supported"),
 ])
 def test_invalid_settings_are_400(server, extra, message):
     with pytest.raises(openai.BadRequestError) as caught:

@@ -116,8 +116,9 @@ def create_app(service, options: ServerOptions) -> FastAPI:
         answer = Answer(service, parsed, Shaper(chat, options.model_name), finished, last)
         try:
             first = await answer.start()
-        except BaseException:
-            await turn.__aexit__(None, None, None)
+        except BaseException:  # the client went away while the answer was starting
+            answer.cancel()
+            asyncio.get_running_loop().create_task(answer.drain(turn))
             raise
         if isinstance(first, ApiError):
             await turn.__aexit__(None, None, None)

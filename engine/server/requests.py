@@ -126,8 +126,9 @@ def _sampling(body: dict, default: SamplingSettings) -> SamplingSettings:
             raise _bad(f"'{name}' is not supported; use 'repetition_penalty'.", name)
     if body.get("n") not in (None, 1):
         raise _bad("Only n=1 is supported.", "n")
-    if body.get("logit_bias"):
-        raise _bad("'logit_bias' is not supported.", "logit_bias")
+    for name in ("logit_bias", "logprobs", "top_logprobs", "echo", "suffix", "response_format"):
+        if body.get(name):
+            raise _bad(f"'{name}' is not supported by this server.", name)
     values = {name: body[name] for name in ("temperature", "top_p", "top_k", "min_p",
                                             "repetition_penalty", "seed") if body.get(name) is not None}
     for name, value in values.items():
