@@ -84,7 +84,8 @@ class ChatController(QObject):
 
     def __init__(self, service, store: Store, settings_store: SettingsStore, parent=None):
         super().__init__(parent)
-        self.service = service
+        self.service = service  # the engine interface: local EngineService or RemoteEngine
+        self.local_service = service
         self.store = store
         store.on_notice = self.problem.emit  # e.g. the database was deleted while running
         self.settings_store = settings_store
@@ -350,7 +351,22 @@ class ChatController(QObject):
         self.loadStarted.emit(spec or "the built-in model")
         return self._spawn(self._load(spec))
 
-    async def _load(self, spec: str | None) -> None:
+    def use_engine(self, engine) -> asyncio.Task | None:
+        """Answer with ``engine`` (this machine's service or an ``app.remote_engine``) once
+        it answers; if it does not, keep the current one and say why."""
+        if self.busy:
+            self.problem.emit("Stop the answer before switching engines.")
+            return None
+        return self._spawn(self._use_engine(engine))
+
+    async def _use_engine(self, engine) -> None:
+        previous, self.service = self.service, engine
+        self.loading = True
+        self.loadStarted.emit(getattr(engine, "url", "this machine's engine"))
+        if not await self._load(self.settings.model):
+            self.service = previous
+
+    async def _load(self, spec: str | None) -> bool:
         ok, message = False, "The engine stopped without loading the model."
         try:
             async for event in self.service.load(spec):
@@ -372,6 +388,7 @@ class ChatController(QObject):
         else:
             self.problem.emit(message)
         self.loadFinished.emit(ok, message)
+        return ok
 
     def _model_loaded(self, event: ModelEvent) -> None:
         self.model_name, self.model_path, self.speculation = event.name, event.path, event.speculation

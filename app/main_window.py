@@ -197,6 +197,10 @@ class MainWindow(QMainWindow):
         model.addAction("Download a model…", self.pick_from_catalog)
         model.addAction("Hugging Face model…", self.pick_hub)
         model.addAction("Built-in model", lambda: self.controller.load_model(None))
+        model.addSeparator()
+        model.addAction("Connect to server…", self.connect_server)
+        model.addAction("Use this machine's engine",
+                        lambda: self.controller.use_engine(self.controller.local_service))
         self.settings_action = chat.addAction("Settings…", self.show_settings)
         self.settings_action.setShortcuts([QKeySequence(QKeySequence.Preferences),
                                            QKeySequence("Ctrl+,")])
@@ -525,6 +529,16 @@ class MainWindow(QMainWindow):
                              "mlx-community/SmolLM2-360M-Instruct):", "")
         if repo and repo.strip():
             self.controller.load_model(repo.strip())
+
+    def connect_server(self) -> None:
+        url = self.ask_text("Connect to server", "Draftless server address (for example "
+                            "http://studio.local:8080):", "http://127.0.0.1:8080")
+        if not url or not url.strip():
+            return
+        key = self.ask_text("Connect to server", "API key (leave empty if the server needs none):")
+        from .remote_engine import RemoteEngine
+
+        self.controller.use_engine(RemoteEngine(url, (key or "").strip() or None))
 
     def model_changed(self, name: str, path: str, speculation: str) -> None:
         self.settings_panel.show_model(name, path, speculation, self.controller.model_details)

@@ -1,4 +1,4 @@
-"""Command line: ``python -m engine generate | drafters | bench``."""
+"""Command line: ``python -m engine generate | drafters | bench | serve``."""
 
 from __future__ import annotations
 
@@ -48,6 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     from .bench.cli import add_bench_arguments
 
     add_bench_arguments(bench)
+    serve = commands.add_parser("serve", help="OpenAI-compatible HTTP server")
+    add_generation_arguments(serve)
+    from .server import add_serve_arguments
+
+    add_serve_arguments(serve)
     return parser
 
 
@@ -158,6 +163,10 @@ def main(argv=None) -> int:
             from .bench.cli import run_bench
 
             return run_bench(args)
+        if args.command == "serve":
+            from .server import run_serve
+
+            return run_serve(args)
         return asyncio.run(run_generate(args))
     except EngineError as error:
         log(f"error: {error}")

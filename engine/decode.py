@@ -28,7 +28,7 @@ from .models.caches import (TRIM, restore, rollback_kind, snapshot, speculation_
                             speculation_for)
 from .settings import SamplingSettings
 from .tokens import DraftGate, output_size
-from .tree import DraftTree, Verdict, forward_tree, verify_tree
+from .tree import DraftTree, Verdict, forward_tree, keep_path, verify_tree
 
 PREFILL_STEP = 512
 
@@ -39,7 +39,7 @@ class Target:
     def __init__(self, model):
         self.model = model
         self.speculation = speculation_for(model, speculation_cache(model))
-        self.reset()
+        self._empty_cache()
 
     @property
     def offset(self) -> int:
@@ -78,6 +78,10 @@ class Target:
         self.fed += len(tree)
         return logits
 
+    def keep_path(self, base: int, path: list[int]) -> None:
+        """After ``forward_tree`` at offset ``base``: the accepted path next to the root."""
+        keep_path(self.cache, base, path)
+
     def checkpoint(self) -> tuple[int, list]:
         return self.fed, [snapshot(c) for c in self.cache]
 
@@ -115,6 +119,9 @@ class Target:
             self.trim(self.offset - length)
 
     def reset(self) -> None:
+        self._empty_cache()
+
+    def _empty_cache(self) -> None:  # not ``reset``: a subclass may do more there
         self.cache = speculation_cache(self.model)
         self.fed = 0  # positions run into the cache, for caches that keep no offset (Mamba)
 

@@ -280,11 +280,15 @@ class EngineService:
             return
         self._calibration = self._loop.create_task(self._calibrate(loaded))
 
+    def _new_target(self, model) -> Target:
+        """A model call site with a cache of its own (a distributed service mirrors it)."""
+        return Target(model)
+
     async def _calibrate(self, loaded) -> None:
         """One step (one target pass) at a time, each under the request lock: a request
         that arrives waits for at most one pass, then runs first (the lock is FIFO)."""
         key = model_key(loaded)
-        target = Target(loaded.model)
+        target = self._new_target(loaded.model)
         try:
             async with self._lock:
                 if self._loaded is not loaded:

@@ -44,6 +44,13 @@ def probe(model) -> tuple[int, bool]:
     return known
 
 
+def probe_as(wrapper, model) -> None:
+    """``wrapper`` (a model that forwards to ``model``) answers ``probe`` as ``model`` did,
+    without a pass of its own: a sharded model must not be run on one rank alone."""
+    _probed[id(wrapper)] = probe(model)
+    weakref.finalize(wrapper, _probed.pop, id(wrapper), None)
+
+
 def output_size(model) -> int:
     """How many token ids the model has (its logits' width)."""
     return probe(model)[0]

@@ -186,7 +186,7 @@ def verify_tree(target, rows: list[list[int]], chooser, history: list[int],
     emitted = [tree.tokens[node] for node in path]
     if not (emitted and emitted[-1] in eos_tokens):
         emitted.append(choice)
-    keep_path(target.cache, base, path)
+    target.keep_path(base, path)
     target.trim(target.offset - (base + len(emitted)))
     emitted_logits = logits[mx.array(([0] + path)[:len(emitted)])]
     return Verdict(emitted, len(path), len(tree) - 1, emitted_logits, tree.row_of(path),

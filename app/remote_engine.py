@@ -1,0 +1,193 @@
+"""The engine interface over a Draftless server (``python -m engine serve``).
+
+``RemoteEngine`` offers what the controller uses of the local ``EngineService`` —
+``generate(request)`` and ``load(spec)`` returning async event streams with ``cancel()``,
+``drafters()`` and ``shutdown()`` — and turns the server's OpenAI stream back into the
+engine's own events: each chunk's ``draftless`` provenance becomes Token and Pass events,
+the last chunk's statistics the Done event, so highlights, gauge and inspector work the
+same. It uses the official ``openai`` client on a worker thread per request; stopping an
+answer closes the connection, which the server honours at its next pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from engine.events import DoneEvent, ErrorEvent, Event, ModelEvent, PassEvent, TokenEvent
+from engine.stats import DecodeStats
+
+
+def api_base(url: str) -> str:
+    """``host:port``, ``http://host:port`` or ``…/v1`` → ``http://host:port/v1``."""
+    url = url.strip().rstrip("/")
+    if "://" not in url:
+        url = "http://" + url
+    return url if url.endswith("/v1") else url + "/v1"
+
+
+def request_body(request) -> dict:
+    """An engine request as a chat-completions body with the ``draftless`` extension."""
+    draft, sampling = request.draft, request.sampling
+    body = {"model": "default", "messages": request.messages, "max_tokens": request.max_tokens,
+            "temperature": sampling.temperature, "top_p": sampling.top_p,
+            "top_k": sampling.top_k, "min_p": sampling.min_p,
+            "draftless": {"drafter": draft.drafter, "draft_count": draft.draft_count,
+                          "ngram_order": draft.ngram_order, "ngram_min": draft.ngram_min,
+                          "adaptive": draft.adaptive, "options": dict(draft.options)}}
+    if sampling.repetition_penalty is not None:
+        body["repetition_penalty"] = sampling.repetition_penalty
+    if sampling.seed is not None:
+        body["seed"] = sampling.seed
+    if request.chat_id is not None:
+        body["chat_id"] = request.chat_id  # the server keeps this chat's KV cache
+    return body
+
+
+class RemoteStream:
+    """Events of one remote job, pushed from its worker thread to the caller's loop."""
+
+    def __init__(self, job):
+        self._job = job  # job(push, should_stop), run on a worker thread
+        self._cancelled = threading.Event()
+        self._queue: asyncio.Queue | None = None
+        self._finished = False
+        self.response = None  # the open HTTP stream, closed by cancel()
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+        response = self.response
+        if response is not None:
+            try:
+                response.close()
+            except Exception:  # already closed by the worker
+                pass
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self) -> Event:
+        if self._finished:
+            raise StopAsyncIteration
+        if self._queue is None:
+            loop = asyncio.get_running_loop()
+            self._queue = queue = asyncio.Queue()
+
+            def push(event: Event) -> None:
+                if not loop.is_closed():
+                    loop.call_soon_threadsafe(queue.put_nowait, event)
+
+            threading.Thread(target=self._job, args=(self, push, self._cancelled.is_set),
+                             name="draftless-remote", daemon=True).start()
+        event = await self._queue.get()
+        if isinstance(event, (DoneEvent, ErrorEvent)):
+            self._finished = True
+        return event
+
+
+class RemoteEngine:
+    def __init__(self, url: str, api_key: str | None = None, timeout: float = 600.0):
+        import openai
+
+        self.url = api_base(url)
+        self._openai = openai
+        self.client = openai.OpenAI(base_url=self.url, api_key=api_key or "none",
+                                    max_retries=0, timeout=timeout)
+        self.model_name = ""
+
+    @staticmethod
+    def drafters() -> dict[str, str]:
+        from engine.service import EngineService
+
+        return EngineService.drafters()
+
+    def shutdown(self) -> None:
+        self.client.close()
+
+    def _problem(self, error: Exception) -> str:
+        openai = self._openai
+        if isinstance(error, openai.AuthenticationError):
+            return (f"The server at {self.url} refused the API key. Check the key in "
+                    "Model → Connect to server….")
+        if isinstance(error, openai.APIConnectionError):
+            return (f"Cannot reach the Draftless server at {self.url}. Check that "
+                    "`python -m engine serve` runs there and the address, or choose "
+                    "Model → Use this Mac's engine.")
+        if isinstance(error, openai.APIStatusError):
+            return f"The server at {self.url} answered {error.status_code}: {error.message}"
+        return f"The server at {self.url} failed: {error}"
+
+    def load(self, spec=None) -> RemoteStream:
+        """Check the server answers and say which model it serves (``spec`` is the
+        server's business: it serves the model it was started with)."""
+        def job(stream, push, should_stop):
+            try:
+                models = self.client.models.list().data
+            except Exception as error:
+                push(ErrorEvent(self._problem(error)))
+                return
+            if not models:
+                push(ErrorEvent(f"The server at {self.url} serves no model."))
+                return
+            model = models[0]
+            self.model_name = model.id
+            extra = (model.model_extra or {}).get("draftless") or {}
+            push(ModelEvent(model.id, self.url, extra.get("speculation", "on")))
+            push(DoneEvent("loaded", "", [], []))
+
+        return RemoteStream(job)
+
+    def generate(self, request) -> RemoteStream:
+        return RemoteStream(lambda stream, push, should_stop:
+                            self._answer(request, stream, push, should_stop))
+
+    def _answer(self, request, stream: RemoteStream, push, should_stop) -> None:
+        body = request_body(request)
+        extra = {key: body.pop(key) for key in ("top_k", "min_p", "draftless", "chat_id",
+                                                "repetition_penalty") if key in body}
+        tokens: list[int] = []
+        from_draft: list[bool] = []
+        text: list[str] = []
+        stats = DecodeStats(drafter=request.draft.drafter)
+        try:
+            response = self.client.chat.completions.create(
+                stream=True, extra_body=extra, **{k: v for k, v in body.items() if k != "model"},
+                model=self.model_name or "default")
+            stream.response = response
+            if should_stop():
+                response.close()
+            for chunk in response:
+                provenance = (chunk.model_extra or {}).get("draftless")
+                if provenance:
+                    self._pass(provenance, push, tokens, from_draft, text, stats)
+                if chunk.usage is not None:
+                    final = dict((chunk.usage.model_extra or {}).get("draftless") or {})
+                    timing = final.pop("timing", {})
+                    reason = final.pop("finish_reason", None) or chunk.choices[0].finish_reason
+                    push(DoneEvent(reason, "".join(text), tokens, from_draft, final, timing))
+                    return
+        except Exception as error:
+            if not should_stop():
+                push(ErrorEvent(self._problem(error)))
+                return
+        if should_stop():  # stopped by the user: the figures of the passes that arrived
+            push(DoneEvent("cancelled", "".join(text), tokens, from_draft, stats.to_dict(),
+                           stats.timing_dict()))
+        else:
+            push(ErrorEvent(f"The server at {self.url} ended the answer early."))
+
+    @staticmethod
+    def _pass(provenance: dict, push, tokens, from_draft, text, stats: DecodeStats) -> None:
+        index = provenance["pass"]
+        for i, token in enumerate(provenance["tokens"]):
+            piece = provenance["texts"][i]
+            push(TokenEvent(token, piece, provenance["from_draft"][i], index,
+                            provenance["draft_position"][i], provenance["drafter"] or ""))
+            tokens.append(token)
+            from_draft.append(provenance["from_draft"][i])
+            text.append(piece)
+        stats.record_pass(provenance["drafted"], provenance["accepted"],
+                          len(provenance["tokens"]), provenance["seconds"])
+        push(PassEvent(index, provenance["drafted"], provenance["accepted"],
+                       len(provenance["tokens"]), provenance["seconds"],
+                       provenance["tokens_per_pass"]))

@@ -1,0 +1,103 @@
+"""``python -m engine serve``: an OpenAI-compatible HTTP server over the engine service.
+
+Routes: ``POST /v1/chat/completions`` and ``POST /v1/completions`` (streamed as server-sent
+events or not), ``GET /v1/models``, ``GET /health``. Drafting settings travel per request
+in a ``"draftless"`` object; defaults come from the command line. Under ``mlx.launch``
+with ``--shard``, rank 0 serves HTTP and the other ranks follow its model calls
+(``engine/distributed.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from ..errors import EngineError
+
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
+API_KEY_VARIABLE = "DRAFTLESS_API_KEY"
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default 127.0.0.1; any other needs an API key)")
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--api-key", help=f"required as 'Authorization: Bearer KEY' "
+                        f"(default: ${API_KEY_VARIABLE})")
+    parser.add_argument("--max-queue", type=int, default=16,
+                        help="requests that may wait for their turn; more get 429")
+    parser.add_argument("--max-body-bytes", type=int, default=1 << 20)
+    parser.add_argument("--shard", choices=("tensor", "pipeline"),
+                        help="split the model over the ranks of `mlx.launch` (rank 0 serves HTTP)")
+
+
+def check_exposure(host: str, api_key: str | None) -> None:
+    if host not in LOCAL_HOSTS and not api_key:
+        raise EngineError(f"Refusing to listen on {host} without an API key: anyone who can "
+                          f"reach it could use this machine. Pass --api-key KEY or set "
+                          f"{API_KEY_VARIABLE}, or listen on 127.0.0.1.")
+
+
+def defaults_from_args(args):
+    from ..__main__ import request_from_args
+    from .requests import Defaults
+
+    request = request_from_args(args, "-", raw=True)  # validates the drafting flags
+    return Defaults(model=args.model, draft=request.draft, sampling=request.sampling,
+                    max_tokens=request.max_tokens)
+
+
+def run_serve(args) -> int:
+    import uvicorn
+
+    from ..__main__ import log
+    from .app import ServerOptions, create_app
+
+    api_key = args.api_key or os.environ.get(API_KEY_VARIABLE) or None
+    check_exposure(args.host, api_key)
+    if not 1 <= args.max_queue <= 10_000:
+        raise EngineError("--max-queue must be from 1 to 10000.")
+    defaults = defaults_from_args(args)
+    if args.shard:
+        from ..distributed import start_rank
+
+        service = start_rank(args.shard, args.model)
+        if service is None:  # a following rank: it has served until rank 0 stopped
+            return 0
+    else:
+        from ..service import EngineService
+
+        service = EngineService()
+    try:
+        name, speculation = load(service, args.model, log)
+        app = create_app(service, ServerOptions(name, defaults, api_key, args.max_queue,
+                                                args.max_body_bytes, speculation))
+        log(f"serving {name} on http://{args.host}:{args.port}/v1 "
+            f"({'API key required' if api_key else 'no API key'})")
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning",
+                    timeout_graceful_shutdown=5)
+    finally:
+        service.shutdown()
+    return 0
+
+
+def load(service, model: str | None, log) -> tuple[str, str]:
+    """Load the model before listening, so a bad model is an error at start, not per request."""
+    import asyncio
+
+    from ..events import DoneEvent, ErrorEvent, ModelEvent, ProgressEvent
+
+    async def run():
+        name = speculation = None
+        async for event in service.load(model):
+            if isinstance(event, ErrorEvent):
+                raise EngineError(event.message)
+            if isinstance(event, ModelEvent):
+                name, speculation = event.name, event.speculation
+                log(f"model: {event.name} ({event.path}); speculation: {event.speculation}")
+            elif isinstance(event, ProgressEvent) and event.done >= event.total:
+                log(event.message)
+            elif isinstance(event, DoneEvent):
+                return name, speculation
+
+    return asyncio.run(run())

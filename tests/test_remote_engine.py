@@ -1,0 +1,135 @@
+"""The app's remote engine: the same events from a Draftless server as from the local service."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from app.remote_engine import RemoteEngine, api_base
+from engine.events import DoneEvent, ErrorEvent, ModelEvent, PassEvent, TokenEvent
+from engine.settings import DraftSettings, GenerationRequest
+
+from .server_process import Server, free_port
+from .test_app_gui import (RecordingService, dirs, engine_service, expected_draft_mask,  # noqa: F401
+                           finish, loop, make_app, send, set_max_tokens)
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_dir):
+    running = Server("--model", str(tiny_model_dir), "--api-key", "k3y").wait_ready()
+    yield running
+    running.stop()
+
+
+def collect(stream, stop_after=None):
+    async def run():
+        events = []
+        async for event in stream:
+            events.append(event)
+            if stop_after is not None and sum(isinstance(e, PassEvent) for e in events) == stop_after:
+                stream.cancel()
+        return events
+
+    return asyncio.run(run())
+
+
+def request(max_tokens=24, chat_id=None):
+    return GenerationRequest(messages=[{"role": "user", "content": "abc abc abc"}],
+                             max_tokens=max_tokens, chat_id=chat_id,
+                             draft=DraftSettings(drafter="prompt-lookup", adaptive=False))
+
+
+def test_api_base_forms():
+    assert api_base("studio.local:8080") == "http://studio.local:8080/v1"
+    assert api_base("http://10.0.0.2:8080/v1/") == "http://10.0.0.2:8080/v1"
+
+
+def test_remote_events_equal_the_local_engine_events(server, tiny_model_dir):
+    from engine.service import EngineService
+
+    remote = RemoteEngine(server.url, "k3y")
+    loaded = collect(remote.load())
+    assert isinstance(loaded[0], ModelEvent) and loaded[0].name == tiny_model_dir.name
+    remote_events = collect(remote.generate(request()))
+    local = EngineService()
+    try:
+        local_events = collect(local.generate(GenerationRequest(
+            **{**request().__dict__, "model": str(tiny_model_dir)})))
+    finally:
+        local.shutdown()
+
+    def shape(events):
+        return ([(e.token, e.text, e.from_draft, e.pass_index, e.draft_position, e.drafter)
+                 for e in events if isinstance(e, TokenEvent)],
+                [(e.pass_index, e.drafted, e.accepted, e.emitted) for e in events
+                 if isinstance(e, PassEvent)])
+
+    assert shape(remote_events) == shape(local_events)
+    remote_done, local_done = remote_events[-1], local_events[-1]
+    assert isinstance(remote_done, DoneEvent)
+    assert (remote_done.text, remote_done.tokens, remote_done.from_draft, remote_done.finish_reason) \
+        == (local_done.text, local_done.tokens, local_done.from_draft, local_done.finish_reason)
+    for key in ("passes", "accepted", "drafted", "tokens_per_pass", "per_position_acceptance"):
+        assert remote_done.stats[key] == local_done.stats[key], key
+
+
+def test_stopping_a_remote_answer_cancels_it_on_the_server(server):
+    events = collect(RemoteEngine(server.url, "k3y").generate(request(4000)), stop_after=2)
+    done = events[-1]
+    assert isinstance(done, DoneEvent) and done.finish_reason == "cancelled"
+    assert 0 < len(done.tokens) < 4000 and done.stats["passes"] >= 2
+    import time
+
+    deadline = time.monotonic() + 60
+    while server.health()["running"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert server.health()["last"]["finish_reason"] == "cancelled"
+
+
+def test_unreachable_server_and_wrong_key_are_clear_messages(server):
+    unreachable = collect(RemoteEngine(f"127.0.0.1:{free_port()}").load())
+    assert isinstance(unreachable[-1], ErrorEvent)
+    assert "Cannot reach the Draftless server" in unreachable[-1].message
+    refused = collect(RemoteEngine(server.url, "wrong").generate(request()))
+    assert isinstance(refused[-1], ErrorEvent) and "refused the API key" in refused[-1].message
+
+
+def test_app_chat_runs_on_the_server_with_highlights_gauge_and_inspector(make_app, qtbot, server,
+                                                                         tiny_model_dir):
+    application = make_app()
+    window, controller = application.window, application.controller
+    set_max_tokens(window, 60)
+    remote = RecordingService(RemoteEngine(server.url, "k3y"))
+    finish(qtbot, controller.use_engine(remote), 60)
+    assert controller.service is remote
+    assert controller.model_path == server.url
+    finish(qtbot, send(qtbot, window, "abc abc abc"), 60)
+    assert not window.banner.messages, window.banner.messages
+    mask, done = expected_draft_mask(remote.events)
+    view = window.transcript.views[-1]
+    assert view.text == done.text and any(mask)
+    window.markdown_action.setChecked(False)
+    from app.render import highlighted_positions
+
+    painted = set(highlighted_positions(view.body.document()))
+    assert painted == {i for i, drafted in enumerate(mask) if drafted and done.text[i] != "\n"}
+    assert window.speculation_bar.gauge.mean == pytest.approx(done.stats["tokens_per_pass"])
+    view.inspect_button.click()
+    assert window.inspector.positions.series[0].values == pytest.approx(
+        done.stats["per_position_acceptance"])
+
+    # back to this machine's engine from the menu
+    finish(qtbot, controller.use_engine(controller.local_service), 60)
+    assert controller.service is controller.local_service
+
+
+def test_connect_to_an_unreachable_server_keeps_the_local_engine(make_app, qtbot):
+    application = make_app()
+    window, controller = application.window, application.controller
+    answers = iter([f"http://127.0.0.1:{free_port()}", ""])
+    window.ask_text = lambda *args: next(answers)
+    window.connect_server()
+    qtbot.waitUntil(lambda: not controller.loading and not controller._tasks, timeout=30000)
+    assert controller.service is controller.local_service
+    assert any("Cannot reach the Draftless server" in m for m in window.banner.messages)

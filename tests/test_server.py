@@ -1,0 +1,230 @@
+"""`python -m engine serve` through the official openai client, on a free local port."""
+
+import asyncio
+import http.client
+import json
+import time
+
+import openai
+import pytest
+
+from engine.server.queue import FairQueue, QueueFull
+
+from .server_process import Server, request
+from .test_cli import engine_cli
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_dir):
+    running = Server("--model", str(tiny_model_dir), "--max-queue", "1").wait_ready()
+    yield running
+    running.stop()
+
+
+def client(server, key="unused"):
+    return openai.OpenAI(base_url=server.url, api_key=key, max_retries=0, timeout=120)
+
+
+def cli_tokens(model_dir, prompt, *args):
+    result = engine_cli("generate", "--model", str(model_dir), "--prompt", prompt, "--json", *args)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("drafter", ["none", "prompt-lookup", "ngrammys"])
+def test_chat_greedy_equals_cli_generate_streamed_and_not(server, tiny_model_dir, drafter):
+    expected = cli_tokens(tiny_model_dir, "abcabcabc", "--drafter", drafter, "--draft-count", "3",
+                          "--max-tokens", "24")
+    chat = client(server).chat.completions
+    settings = dict(model="default", messages=[{"role": "user", "content": "abcabcabc"}],
+                    max_tokens=24, temperature=0,
+                    extra_body={"draftless": {"drafter": drafter, "draft_count": 3}})
+    whole = chat.create(**settings)
+    assert whole.choices[0].message.content == expected["text"]
+    assert whole.model_extra["draftless"]["tokens"] == expected["tokens"]
+    assert whole.usage.completion_tokens == 24
+    assert whole.choices[0].finish_reason == "length"
+
+    chunks = list(chat.create(stream=True, **settings))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == expected["text"]
+    passes = [c.model_extra["draftless"] for c in chunks if "draftless" in (c.model_extra or {})]
+    assert [t for p in passes for t in p["tokens"]] == expected["tokens"]
+    for p in passes:  # provenance: the accepted drafts lead each pass, the target's token ends it
+        assert p["from_draft"] == [True] * p["accepted"] + [False] * (len(p["tokens"]) - p["accepted"])
+        assert set(p["pass_index"]) == {p["pass"]}
+    stats = chunks[-1].usage.model_extra["draftless"]
+    # (passes may differ from the CLI's: adaptive draft length learns within a process)
+    assert stats["passes"] == len(passes)
+    assert stats["tokens_per_pass"] == pytest.approx(24 / len(passes), abs=1e-4)
+    assert chunks[-1].choices[0].finish_reason == "length"
+
+
+def test_text_completion_equals_raw_generate(server, tiny_model_dir):
+    expected = cli_tokens(tiny_model_dir, "xyzxyzxyz", "--raw", "--drafter", "suffix",
+                          "--max-tokens", "16")
+    answer = client(server).completions.create(
+        model="default", prompt="xyzxyzxyz", max_tokens=16, temperature=0,
+        extra_body={"draftless": {"drafter": "suffix"}})
+    assert answer.choices[0].text == expected["text"]
+    assert answer.model_extra["draftless"]["tokens"] == expected["tokens"]
+
+
+def test_models_and_health(server, tiny_model_dir):
+    assert [m.id for m in client(server).models.list()] == [tiny_model_dir.name]
+    assert server.health()["status"] == "ok"
+
+
+@pytest.mark.parametrize("extra,message", [
+    ({"draftless": {"draft_count": 0}}, "draft_count must be"),
+    ({"draftless": {"drafter": "telepathy"}}, "Unknown drafter"),
+    ({"draftless": {"speed": "fast"}}, "Unknown draftless setting"),
+    ({"n": 3}, "Only n=1"),
+    ({"temperature": 9}, "temperature must be"),
+    ({"max_tokens": 10**9}, "max_tokens must be"),
+    ({"frobnicate": True}, "Unsupported field"),
+    ({"logprobs": True}, "not supported"),
+])
+def test_invalid_settings_are_400(server, extra, message):
+    with pytest.raises(openai.BadRequestError) as caught:
+        client(server).chat.completions.create(
+            model="default", messages=[{"role": "user", "content": "hi"}], extra_body=extra)
+    assert message in caught.value.message
+    assert "Traceback" not in caught.value.message
+
+
+def test_unknown_model_is_404(server):
+    with pytest.raises(openai.NotFoundError) as caught:
+        client(server).chat.completions.create(
+            model="gpt-17", messages=[{"role": "user", "content": "hi"}])
+    assert caught.value.code == "model_not_found"
+
+
+def test_bad_json_too_large_and_unknown_route(server):
+    status, body = request(server.port, "POST", "/v1/chat/completions", b"{not json")
+    assert status == 400 and "not valid JSON" in body["error"]["message"]
+    big = {"messages": [{"role": "user", "content": "a" * (1 << 21)}]}
+    status, body = request(server.port, "POST", "/v1/chat/completions", big)
+    assert status == 413 and body["error"]["code"] == "request_too_large"
+    status, body = request(server.port, "GET", "/v1/nowhere")
+    assert status == 404 and "error" in body
+
+
+def test_context_overflow_is_a_400_with_the_reason(server):
+    with pytest.raises(openai.BadRequestError) as caught:
+        client(server).completions.create(model="default", prompt="a" * 4000, max_tokens=500)
+    assert "reads at most" in caught.value.message
+
+
+def open_stream(port, max_tokens):
+    """A streaming request whose response is left unread (the client keeps it open)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    body = {"prompt": "abc", "max_tokens": max_tokens, "stream": True, "temperature": 0,
+            "draftless": {"drafter": "none"}}
+    connection.request("POST", "/v1/completions", body=json.dumps(body).encode(),
+                       headers={"Content-Type": "application/json"})
+    response = connection.getresponse()
+    assert response.status == 200
+    assert response.readline().startswith(b"data: ")
+    return connection, response
+
+
+def wait_idle(server, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        health = server.health()
+        if not health["running"] and not health["waiting"]:
+            return health
+        time.sleep(0.1)
+    raise AssertionError(f"still busy: {server.health()}")
+
+
+def test_disconnect_mid_stream_cancels_and_a_full_queue_is_429(server):
+    before = server.health()["finished"].get("cancelled", 0)
+    first, _ = open_stream(server.port, 4000)  # runs
+    # --max-queue 1: one more may wait, the next is refused
+    waiting = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    waiting.request("POST", "/v1/completions", body=json.dumps(
+        {"prompt": "abc", "max_tokens": 4, "draftless": {"drafter": "none"}}).encode(),
+        headers={"Content-Type": "application/json"})
+    deadline = time.monotonic() + 30
+    while server.health()["waiting"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with pytest.raises(openai.RateLimitError) as caught:
+        client(server).completions.create(model="default", prompt="abc", max_tokens=2)
+    assert caught.value.code == "queue_full"
+    first.sock.close()  # the client goes away mid-stream
+    first.close()
+    assert waiting.getresponse().status == 200  # the waiting request then gets its turn
+    waiting.close()
+    health = wait_idle(server)
+    assert health["finished"].get("cancelled", 0) == before + 1
+
+
+def test_disconnect_cancels_at_the_next_pass(server):
+    connection, response = open_stream(server.port, 4000)
+    response.readline()
+    connection.sock.close()
+    connection.close()
+    health = wait_idle(server)
+    assert health["last"]["finish_reason"] == "cancelled"
+    assert 0 < health["last"]["emitted"] < 4000
+
+
+def test_stop_strings_cut_the_text(server, tiny_model_dir):
+    expected = cli_tokens(tiny_model_dir, "abcabc", "--raw", "--drafter", "none", "--max-tokens", "12")
+    stop = expected["text"][3:5]
+    answer = client(server).completions.create(model="default", prompt="abcabc", max_tokens=12,
+                                               temperature=0, stop=[stop])
+    assert answer.choices[0].text == expected["text"][:expected["text"].find(stop)]
+    assert answer.choices[0].finish_reason == "stop"
+
+
+def test_api_key_is_checked_on_every_route_but_health(tiny_model_dir):
+    server = Server("--model", str(tiny_model_dir), "--api-key", "s3cret").wait_ready()
+    try:
+        with pytest.raises(openai.AuthenticationError):
+            client(server, "wrong").models.list()
+        status, _ = request(server.port, "POST", "/v1/completions", {"prompt": "a"})
+        assert status == 401
+        assert [m.id for m in client(server, "s3cret").models.list()] == [tiny_model_dir.name]
+        assert request(server.port, "GET", "/health")[0] == 200
+    finally:
+        server.stop()
+
+
+def test_refuses_to_listen_beyond_localhost_without_a_key(tiny_model_dir, monkeypatch):
+    monkeypatch.delenv("DRAFTLESS_API_KEY", raising=False)
+    result = engine_cli("serve", "--model", str(tiny_model_dir), "--host", "0.0.0.0", timeout=60)
+    assert result.returncode == 2
+    assert "Refusing to listen on 0.0.0.0 without an API key" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_fair_queue_takes_turns_between_clients_and_bounds_waiting():
+    async def scenario():
+        queue = FairQueue(limit=3)
+        order = []
+        release = asyncio.Event()
+
+        async def job(client, name):
+            async with queue.turn(client):
+                order.append(name)
+                await release.wait()
+
+        tasks = [asyncio.create_task(job("a", "a1"))]
+        await asyncio.sleep(0)
+        for client, name in [("a", "a2"), ("a", "a3"), ("b", "b1")]:
+            tasks.append(asyncio.create_task(job(client, name)))
+            await asyncio.sleep(0)
+        with pytest.raises(QueueFull):
+            async with queue.turn("c"):
+                pass
+        tasks[2].cancel()  # a3 gives up while waiting
+        release.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return order, queue
+
+    order, queue = asyncio.run(scenario())
+    assert order == ["a1", "b1", "a2"]
+    assert not queue.running and queue.waiting == 0
