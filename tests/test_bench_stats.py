@@ -164,3 +164,25 @@ def test_editing_sessions_run_as_one_chat_each(tiny_model_dir, tmp_path, monkeyp
     assert all(r["identical"] for r in results["runs"])
     later = [r["timing"] for r in runs[1:]]
     assert all(s["prefilled_tokens"] < s["prompt_tokens"] for s in later)  # cache kept
+
+
+def test_replay_matches_the_real_loop_with_a_fixed_draft_count(tiny_loaded):
+    """The tuning replay (no model) drafts, accepts and counts passes as the engine did."""
+    from engine.adaptive import AdaptiveMemory
+    from engine.bench.tune import simulate
+    from engine.events import DoneEvent
+    from engine.session import ChatSession, prompt_tokens
+    from engine.settings import DraftSettings, GenerationRequest
+
+    messages = [{"role": "user", "content": "abcabcabcabc abcabc"}]
+    draft = DraftSettings(drafter="prompt-lookup", draft_count=3, adaptive=False)
+    request = GenerationRequest(messages=messages, max_tokens=40, draft=draft).validated()
+    done = next(e for e in ChatSession(tiny_loaded).generate(request) if isinstance(e, DoneEvent))
+    eos = sorted(tiny_loaded.tokenizer.eos_token_ids)[0]
+    chat = [{"prompt": prompt_tokens(tiny_loaded, request), "answer": done.tokens,
+             "stop": done.finish_reason == "stop"}]
+    result = simulate(chat, "prompt-lookup", 3, False, AdaptiveMemory(), "tiny",
+                      {1: 1.0, 4: 1.5}, eos)
+    assert (result["passes"], result["emitted"]) == (done.stats["passes"], done.stats["emitted"])
+    assert result["plain_s"] == pytest.approx(done.stats["emitted"])  # one c(1) per plain token
+    assert result["passes"] <= result["spec_s"] <= 1.5 * result["passes"]
