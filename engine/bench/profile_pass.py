@@ -9,9 +9,8 @@ After a ``--prefix``-token context, times one pass of n tokens as the loop runs 
   MLX's per-op CPU dispatch;
 - **sync**: argmax and ``.tolist()`` of the result (one host sync);
 and times the parts of eval alone on the same shapes: the projections of all layers and
-the output head (BLAS), attention over the context (``mx.fast.scaled_dot_product_attention``),
-and the count of graph nodes (each costs a CPU dispatch). Prints medians in ms and
-c(n)/c(1), with the 1-minute load average.
+the output head (BLAS), attention over the context (``mx.fast.scaled_dot_product_attention``).
+Prints medians in ms and c(n)/c(1), with the load average.
 """
 
 from __future__ import annotations
@@ -35,18 +34,6 @@ def _median_ms(fn, repeats: int) -> float:
         fn()
         samples.append(time.perf_counter() - began)
     return statistics.median(samples) * 1000
-
-
-def graph_size(output: mx.array) -> int:
-    """Nodes of the lazy graph behind ``output`` (each one is a dispatched op on CPU)."""
-    seen, stack = set(), [output]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.extend(node.inputs if hasattr(node, "inputs") else [])
-    return len(seen)
 
 
 def profile(loaded, prefix: int, n: int, repeats: int) -> dict:
@@ -81,7 +68,6 @@ def profile(loaded, prefix: int, n: int, repeats: int) -> dict:
     graph_ms = _median_ms(graph_only, repeats)
     eval_ms = _median_ms(graph_and_eval, repeats) - graph_ms
     out = target.forward(tokens)
-    nodes = graph_size(out)
     mx.eval(out)
     undo()
     sync_ms = _median_ms(sync_only(out), repeats)
@@ -125,7 +111,7 @@ def profile(loaded, prefix: int, n: int, repeats: int) -> dict:
                  for _ in layers])
 
     return {"n": n, "full_ms": full_ms, "graph_ms": graph_ms, "eval_ms": eval_ms,
-            "sync_ms": sync_ms, "nodes": nodes, "matmul_ms": _median_ms(matmuls, repeats),
+            "sync_ms": sync_ms, "matmul_ms": _median_ms(matmuls, repeats),
             "head_ms": _median_ms(head_only, repeats), "attention_ms": _median_ms(attention, repeats),
             "layers": len(layers), "model_type": getattr(args, "model_type", None)}
 
@@ -142,7 +128,7 @@ def main(argv=None) -> int:
     print(f"load average {os.getloadavg()}; prefix {args.prefix}; medians of {args.repeats}")
     for r in results:
         print(f"n={r['n']:3}: pass {r['full_ms']:.1f} ms = graph (Python) {r['graph_ms']:.1f} + "
-              f"eval {r['eval_ms']:.1f} + sync {r['sync_ms']:.2f}; {r['nodes']} graph nodes. Alone: "
+              f"eval {r['eval_ms']:.1f} + sync {r['sync_ms']:.2f}. Alone: "
               f"all projections + head (BLAS) {r['matmul_ms']:.1f} (head {r['head_ms']:.1f}), "
               f"attention x{r['layers']} {r['attention_ms']:.1f}")
     base = results[0]["full_ms"]
