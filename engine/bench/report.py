@@ -36,13 +36,6 @@ def speedup_cell(figures: dict | None) -> str:
     return f"{NO_CHANGE} {span}"
 
 
-def _cell(figures: dict | None) -> str:
-    if not figures:
-        return "–"
-    tpp = _f(figures.get("tokens_per_pass"))
-    return f"{tpp} · {speedup_cell(figures)}"
-
-
 def _loadavg(values) -> str:
     return "/".join(f"{v:.1f}" for v in values) if values else "unknown"
 
@@ -136,39 +129,54 @@ def _plots(results: dict, out: Path) -> list[str]:
 
 # ---------------------------------------------------------------- markdown
 
-def headline_table(summary: dict) -> str:
-    """Per task: Draftless (the default drafter), the oracle limit, each peer."""
-    per, peers, tasks = summary["per"], summary["peers"], summary["tasks"]
+def _columns(summary: dict, peers: bool = True) -> list[tuple[str, dict]]:
+    """Draftless (the default drafter) first, the other drafters, the oracle, then peers."""
+    per = summary["per"]
     default = summary.get("default_drafter")
-    columns = ([(f"Draftless (`{default}`)", per[default])] if default in per else [])
+    columns = [(f"Draftless (`{default}`)", per[default])] if default in per else []
+    columns += [(f"`{c}`", per[c]) for c in summary["ranking"] if c != default]
     if "oracle" in per:
         columns.append(("oracle (limit)", per["oracle"]))
-    columns += list(peers.items())
-    if "mlx-lm" in per:
-        columns.append(("mlx-lm plain", per["mlx-lm"]))
-    header = ["task"] + [name for name, _ in columns]
+    if peers:
+        columns += list(summary["peers"].items())
+        if "mlx-lm" in per:
+            columns.append(("mlx-lm plain", per["mlx-lm"]))
+    return columns
+
+
+def headline_table(summary: dict) -> str:
+    """Measured speed-up per task: Draftless, the other drafters, the oracle, each peer."""
+    columns = _columns(summary)
+    rows = [[task if task != "all" else "**all**"] + [speedup_cell(f.get(task)) for _, f in columns]
+            for task in summary["tasks"] + ["all"]]
+    return _table(["task"] + [name for name, _ in columns], rows)
+
+
+def load_free_table(summary: dict) -> str:
+    """Tokens per pass and the speed-up the c(n) curve predicts (free drafting)."""
+    columns = _columns(summary, peers=False)
+    peers = list(summary["peers"].items())
+    header = ["task"] + [name for name, _ in columns] + [f"{name}: tok/pass" for name, _ in peers]
     rows = []
-    for task in tasks + ["all"]:
+    for task in summary["tasks"] + ["all"]:
         row = [task if task != "all" else "**all**"]
-        for name, figures in columns:
-            cell = figures.get(task)
-            row.append(speedup_cell(cell) if name == "mlx-lm plain" else _cell(cell))
+        for _, figures in columns:
+            cell = figures.get(task) or {}
+            row.append(f"{_f(cell.get('tokens_per_pass'))} · "
+                       f"{_f(cell.get('predicted_speedup'), '{:.2f}x')}")
+        row += [_f((figures.get(task) or {}).get("tokens_per_pass")) for _, figures in peers]
         rows.append(row)
     return _table(header, rows)
 
 
-def drafter_table(summary: dict) -> str:
-    per, tasks = summary["per"], summary["tasks"]
-    header = ["config"] + tasks + ["all", "predicted (c(n))", "accept", "identical"]
-    rows = []
-    for config in summary["ranking"] + [c for c in ("oracle",) if c in per]:
-        figures = per[config]
-        whole = figures.get("all") or {}
-        rows.append([f"`{config}`"] + [_cell(figures.get(t)) for t in tasks]
-                    + [_cell(whole), _f(whole.get("predicted_speedup"), "{:.2f}x"),
-                       _f(whole.get("acceptance_rate"), "{:.0%}"),
-                       "yes" if whole.get("identical") else "**NO**"])
-    return _table(header, rows)
+def identity_table(summary: dict) -> str:
+    per = summary["per"]
+    rows = [[f"`{c}`", _f((per[c].get("all") or {}).get("acceptance_rate"), "{:.0%}"),
+             "yes" if (per[c].get("all") or {}).get("identical") else "**NO**"]
+            for c in summary["configs"] if c in per]
+    rows += [[name, "–", "yes (vs its own plain)" if (f.get("all") or {}).get("identical") else "**NO**"]
+             for name, f in summary["peers"].items()]
+    return _table(["config", "acceptance", "identical to plain"], rows)
 
 
 def goals_table(summary: dict) -> str:
@@ -229,20 +237,24 @@ def render(results: dict, out: Path, plots: bool = True) -> list[str]:
         "",
         "## Headline: speed-up per task, each against its own plain decoding",
         "",
-        "Cells: tokens per pass · speed-up, the median of the rounds with their min–max. "
-        "\"no change\": the range overlaps the none-vs-none noise of those answers, so no gain "
-        "or loss is claimed. *oracle*: a drafter handed the plain run's own answer (drafts "
+        "Cells: the median of the rounds' speed-ups with their min–max. \"no change\": the "
+        "range overlaps the none-vs-none noise of those answers, so no gain or loss is claimed. "
+        "*oracle*: a drafter handed the plain run's own answer (drafts "
         f"{results.get('oracle_draft_count')} tokens, all accepted): the limit on this machine.",
         "",
         headline_table(summary),
         "",
+        "## Load-independent figures",
+        "",
+        "Cells: tokens per pass · the speed-up the measured verify-cost curve predicts from the "
+        "same passes with free drafting (plain passes / Σ c(drafted + 1)/c(1)).",
+        "",
+        load_free_table(summary),
+        "",
     ]
     if files:
         lines += ["![speed-up](speedup.png)", "", "![tokens per pass](tokens_per_pass.png)", ""]
-    lines += ["## Every drafter", "",
-              "Cells as above; *predicted*: the speed-up the measured verify-cost curve predicts "
-              "from the same passes with free drafting (load-independent).", "",
-              drafter_table(summary), ""]
+    lines += ["## Identity and acceptance", "", identity_table(summary), ""]
     lines += ["## How it is measured", "",
               "Every chat is first decoded plainly (the reference). Then, in each of "
               f"{cfg['repeats']} rounds, every config runs the whole chat in its own chat "

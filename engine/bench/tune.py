@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from .. import adaptive as adaptive_module
 from ..adaptive import AdaptiveMemory, CostCurve, match_class
 from ..decode import _cut_at_eos
 from ..drafters import make_drafter, measurement_options
@@ -30,6 +31,7 @@ from ..drafters.stores import DrafterStores
 from ..settings import DraftSettings
 
 QUIET_CURVE = "resources/readme/benchmarks/results.json"  # a quiet machine's c(n), seconds
+PRIOR_STRENGTH = 2.0  # pseudo-observations of a fitted cold-start prior
 
 
 def simulate(chat: list[dict], drafter_name: str, draft_count: int, adaptive: bool,
@@ -152,25 +154,41 @@ def geomean(values) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
-def table(chats: dict, key: str, eos: int, seconds: dict, drafters, caps, adaptives, cold: bool):
+def table(chats: dict, key: str, eos: int, seconds: dict, drafters, caps, adaptives, cold: bool,
+          priors: dict[str, dict] | None = None):
     tasks = sorted({c["task"] for c in chats.values()})
     print(f"\n{'cold start: each chat alone' if cold else 'one process, memory carried'}; "
           "predicted speed-up per task (geomean over chats), then overall geomean over tasks")
     print(f"{'config':28}" + "".join(f"{t[:12]:>13}" for t in tasks) + f"{'geomean':>10}")
+    variants = [("", adaptive_module.CLASS_PRIORS)] + [(f" {label}", value) for label, value
+                                                         in (priors or {}).items()]
     for name in drafters:
         for cap in caps:
             for adaptive in adaptives:
+                for suffix, variant in variants if adaptive else variants[:1]:
+                    values = predicted(chats, key, eos, seconds, name, cap, adaptive, cold, variant)
+                    label = f"{name}@{cap}{'' if adaptive else ' fixed'}{suffix}"
+                    print(f"{label:28}" + "".join(f"{values[t]:13.2f}" for t in tasks)
+                          + f"{geomean(values.values()):10.2f}", flush=True)
+
+
+def predicted(chats: dict, key: str, eos: int, seconds: dict, name: str, cap: int, adaptive: bool,
+              cold: bool, priors: dict) -> dict[str, float]:
+    """Predicted speed-up per task (geomean over its chats) with ``priors`` as the policy's
+    cold-start priors; ``cold``: a fresh acceptance memory for every chat."""
+    saved = adaptive_module.CLASS_PRIORS
+    adaptive_module.CLASS_PRIORS = priors
+    try:
+        memory = AdaptiveMemory()
+        per_task: dict[str, list[float]] = {}
+        for chat in chats.values():
+            if cold:
                 memory = AdaptiveMemory()
-                per_task: dict[str, list[float]] = {}
-                for chat_id, chat in chats.items():
-                    if cold:
-                        memory = AdaptiveMemory()
-                    result = simulate(chat["turns"], name, cap, adaptive, memory, key, seconds, eos)
-                    per_task.setdefault(chat["task"], []).append(result["plain_s"] / result["spec_s"])
-                values = {t: geomean(v) for t, v in per_task.items()}
-                label = f"{name}@{cap}{'' if adaptive else ' fixed'}"
-                print(f"{label:28}" + "".join(f"{values[t]:13.2f}" for t in tasks)
-                      + f"{geomean(values.values()):10.2f}", flush=True)
+            result = simulate(chat["turns"], name, cap, adaptive, memory, key, seconds, eos)
+            per_task.setdefault(chat["task"], []).append(result["plain_s"] / result["spec_s"])
+    finally:
+        adaptive_module.CLASS_PRIORS = saved
+    return {t: geomean(v) for t, v in per_task.items()}
 
 
 def class_acceptance(chats: dict, key: str, eos: int, seconds: dict, drafters, cap: int = 16):
@@ -178,6 +196,7 @@ def class_acceptance(chats: dict, key: str, eos: int, seconds: dict, drafters, c
     adaptive policy's cold-start priors are fitted to."""
     print(f"\nacceptance per match class, fixed draft count {cap}: passes, P(position i kept "
           "| earlier kept) for i = 0, 1, 2, 3, 7, 15")
+    fitted: dict[str, dict[int, tuple[float, float]]] = {}
     for name in drafters:
         classes: dict = {}
         for chat in chats.values():
@@ -188,6 +207,11 @@ def class_acceptance(chats: dict, key: str, eos: int, seconds: dict, drafters, c
             rates = [f"{a / r:.2f}" if r else "  – " for r, a in counts]
             picks = [rates[i] for i in (0, 1, 2, 3, 7, 15) if i < len(rates)]
             print(f"  {name:14} class {klass}: {counts[0][0]:5} passes  " + " ".join(picks))
+            p0 = counts[0][1] / counts[0][0]
+            fitted.setdefault(name, {})[klass] = (round(PRIOR_STRENGTH * p0, 2),
+                                                  round(PRIOR_STRENGTH * (1 - p0), 2))
+    print(f"fitted priors (strength {PRIOR_STRENGTH}): {fitted}")
+    return fitted
 
 
 def main(argv=None) -> int:
@@ -210,9 +234,10 @@ def main(argv=None) -> int:
     drafters = args.drafters.split(",")
     caps = [int(c) for c in args.caps.split(",")]
     adaptives = [True, False] if args.fixed else [True]
-    class_acceptance(chats, key, eos, seconds, drafters)
+    fitted = class_acceptance(chats, key, eos, seconds, drafters)
     for cold in (False, True):
-        table(chats, key, eos, seconds, drafters, caps, adaptives, cold)
+        table(chats, key, eos, seconds, drafters, caps, adaptives, cold,
+              {"fitted-priors": fitted, "flat-priors": {}})
     return 0
 
 
