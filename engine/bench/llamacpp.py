@@ -130,14 +130,13 @@ def _free_port() -> int:
 class LlamaServer:
     """One llama-server process in one speculative mode ("none" = plain decoding)."""
 
-    def __init__(self, binary: Path, gguf: Path, mode: str, threads: int, context: int = 4096,
-                 draft_max: int = 16):
+    def __init__(self, binary: Path, gguf: Path, mode: str, threads: int, context: int = 4096):
         self.mode = mode
         self.port = _free_port()
         command = [str(binary), "-m", str(gguf), "--port", str(self.port), "--host", "127.0.0.1",
                    "-t", str(threads), "-c", str(context), "-np", "1", "--no-warmup"]
-        if mode != "none":
-            command += ["--spec-type", mode, "--draft-max", str(draft_max)]
+        if mode != "none":  # each mode with llama.cpp's own defaults, as its users get it
+            command += ["--spec-type", mode]
         self.log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
 
@@ -186,12 +185,11 @@ class LlamaServer:
 
 
 def run_modes(binary: Path, gguf: Path, jobs: list[dict], max_tokens: int, repeats: int,
-              modes=("none",) + SPEC_TYPES, threads: int | None = None, draft_max: int = 16,
-              log=None) -> dict:
+              modes=("none",) + SPEC_TYPES, threads: int | None = None, log=None) -> dict:
     """Every job (``{"id", "tokens"}``) in every mode, ``repeats`` times, modes rotated per
     prompt and repeat. Returns ``{"rows": [{"id", "mode", "repeat", ...LlamaRun}]}``."""
     threads = threads or os.cpu_count() or 1
-    servers = {mode: LlamaServer(binary, gguf, mode, threads, draft_max=draft_max) for mode in modes}
+    servers = {mode: LlamaServer(binary, gguf, mode, threads) for mode in modes}
     rows = []
     try:
         for server in servers.values():
@@ -217,7 +215,7 @@ def run_modes(binary: Path, gguf: Path, jobs: list[dict], max_tokens: int, repea
     finally:
         for server in servers.values():
             server.stop()
-    return {"threads": threads, "draft_max": draft_max, "modes": list(modes), "rows": rows,
+    return {"threads": threads, "modes": list(modes), "rows": rows,
             "binary": str(binary), "gguf": str(gguf)}
 
 

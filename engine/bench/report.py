@@ -297,8 +297,8 @@ def render(results: dict, out: Path, plots: bool = True) -> list[str]:
         if peer.get("status") == "ran":
             extra = (f"prompt_lookup_num_tokens {peer.get('prompt_lookup_num_tokens')}, "
                      f"versions {peer.get('versions')}" if name == "hf_prompt_lookup" else
-                     f"modes {', '.join(peer.get('modes', []))}, --draft-max "
-                     f"{peer.get('draft_max')}, {peer.get('threads')} threads")
+                     f"modes {', '.join(peer.get('modes', []))} with llama.cpp's default "
+                     f"sizes, {peer.get('threads')} threads")
             lines += [f"- {label}: ran ({extra})"]
         else:
             lines += [f"- {label}: {peer.get('status', 'skipped')}"]

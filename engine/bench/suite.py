@@ -89,7 +89,6 @@ class BenchConfig:
     hf_prompts_per_task: int = 2  # chats per task (every turn of a chat runs)
     hf_lookup: int = HF_LOOKUP
     llama_peer: bool = True
-    llama_draft_max: int = 16  # llama.cpp's --draft-max
     sweep: bool = True
     sweep_counts: list[int] = field(default_factory=lambda: list(SWEEP_COUNTS))
     sweep_drafters: int = 2
@@ -573,8 +572,7 @@ class Suite:
         try:
             result = llamacpp.run_modes(llamacpp.server_binary(), find_embedded_gguf(),
                                         [{"id": j["id"], "tokens": j["tokens"]} for j in jobs],
-                                        cfg.max_tokens, cfg.repeats, draft_max=cfg.llama_draft_max,
-                                        log=log)
+                                        cfg.max_tokens, cfg.repeats, log=log)
         except Exception as error:
             self.llama_cpp = {"status": f"skipped: llama-server failed ({type(error).__name__}: "
                                         f"{error})"}
