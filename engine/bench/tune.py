@@ -31,7 +31,7 @@ from ..drafters.stores import DrafterStores
 from ..settings import DraftSettings
 
 QUIET_CURVE = "resources/readme/benchmarks/results.json"  # a quiet machine's c(n), seconds
-PRIOR_STRENGTH = 2.0  # pseudo-observations of a fitted cold-start prior
+PRIOR_STRENGTH = 1.0  # pseudo-observations of a fitted prior, as the flat Beta(0.5, 0.5)
 
 
 def simulate(chat: list[dict], drafter_name: str, draft_count: int, adaptive: bool,
