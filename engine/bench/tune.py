@@ -36,7 +36,8 @@ PRIOR_STRENGTH = 1.0  # pseudo-observations of a fitted prior, as the flat Beta(
 
 def simulate(chat: list[dict], drafter_name: str, draft_count: int, adaptive: bool,
              memory: AdaptiveMemory, model_key: str, seconds: dict[int, float],
-             eos: int, options: dict | None = None, classes: dict | None = None) -> dict:
+             eos: int, options: dict | None = None, classes: dict | None = None,
+             stores: DrafterStores | None = None) -> dict:
     """Replay one chat (``[{"prompt": tokens, "answer": tokens, "stop": bool}]``, turns in
     order, one drafter for the whole chat as ``ChatSession`` keeps it) and return
     ``{"plain_s", "spec_s", "passes", "emitted", "drafter_s"}``."""
@@ -45,7 +46,7 @@ def simulate(chat: list[dict], drafter_name: str, draft_count: int, adaptive: bo
                              options=measurement_options(drafter_name) if options is None
                              else options).validated()
     drafter = make_drafter(settings)
-    drafter.attach_model(model_key, stores=DrafterStores())
+    drafter.attach_model(model_key, stores=stores if stores is not None else DrafterStores())
     policy = memory.policy(model_key, drafter) if adaptive else None
     if policy is not None:
         memory.curves[model_key] = policy.curve = curve
@@ -97,6 +98,7 @@ def simulate(chat: list[dict], drafter_name: str, draft_count: int, adaptive: bo
             produced += len(emitted)
             passes += 1
             emitted_total += len(emitted)
+    drafter.flush()
     return {"plain_s": plain, "spec_s": spec, "passes": passes, "emitted": emitted_total,
             "drafter_s": drafter_s}
 
@@ -114,7 +116,8 @@ def answers_path(model_key: str, split: str) -> Path:
     return cache_dir() / "tuning" / f"answers-{model_key}-{split}.json"
 
 
-def reference_answers(split: str, max_tokens: int, tasks=None, per_task: int = 2) -> tuple[dict, str, int]:
+def reference_answers(split: str, max_tokens: int, tasks=None, per_task: int = 2,
+                      cached_only: bool = False) -> tuple[dict, str, int]:
     """Every chat of a split decoded plainly once (cached): ({chat: {"task", "turns"}}, model
     key, eos id)."""
     from ..memory import EngineMemory
@@ -134,7 +137,7 @@ def reference_answers(split: str, max_tokens: int, tasks=None, per_task: int = 2
     suite = Suite(BenchConfig(out=Path("."), max_tokens=max_tokens))
     suite.loaded, suite.memory = loaded, EngineMemory()
     for workload in workloads:
-        if workload.id in cached:
+        if workload.id in cached or cached_only:
             continue
         print(f"  decoding {workload.task}/{workload.id} plainly", file=sys.stderr, flush=True)
         runs = suite.reference_chat(workload)
@@ -143,10 +146,13 @@ def reference_answers(split: str, max_tokens: int, tasks=None, per_task: int = 2
         for run, messages in zip(runs, suite.turn_messages(workload, answers)):
             turns.append({"prompt": prompt_tokens(loaded, GenerationRequest(messages=messages)),
                           "answer": run.tokens, "stop": len(run.tokens) < max_tokens})
-        cached[workload.id] = {"task": workload.task, "turns": turns}
+        cached[workload.id] = {"task": workload.task, "turns": turns, "after": workload.after}
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(cached))
-    return {w.id: cached[w.id] for w in workloads}, key, eos
+    for w in workloads:  # answers cached before "after" was stored
+        if w.id in cached:
+            cached[w.id]["after"] = w.after
+    return {w.id: cached[w.id] for w in workloads if w.id in cached}, key, eos
 
 
 def geomean(values) -> float:
@@ -184,11 +190,29 @@ def predicted(chats: dict, key: str, eos: int, seconds: dict, name: str, cap: in
         for chat in chats.values():
             if cold:
                 memory = AdaptiveMemory()
-            result = simulate(chat["turns"], name, cap, adaptive, memory, key, seconds, eos)
+            result = simulate(chat["turns"], name, cap, adaptive, memory, key, seconds, eos,
+                              **cross_chat(chats, chat, name, cap, key, seconds, eos))
             per_task.setdefault(chat["task"], []).append(result["plain_s"] / result["spec_s"])
     finally:
         adaptive_module.CLASS_PRIORS = saved
     return {t: geomean(v) for t, v in per_task.items()}
+
+
+def cross_chat(chats: dict, chat: dict, name: str, cap: int, key: str, seconds: dict,
+               eos: int) -> dict:
+    """For a chat that follows another (``edit-memory``) and a drafter with cross-chat
+    memory: the app's options and a fresh store in a fresh folder that saw the earlier chat."""
+    import os
+    import tempfile
+
+    earlier = chats.get(chat.get("after") or "")
+    if earlier is None or not measurement_options(name):
+        return {}
+    os.environ["DRAFTLESS_DATA_DIR"] = tempfile.mkdtemp(prefix="draftless-tune-memory-")
+    stores = DrafterStores()
+    simulate(earlier["turns"], name, cap, False, AdaptiveMemory(), key, seconds, eos,
+             options={}, stores=stores)
+    return {"options": {}, "stores": stores}
 
 
 def class_acceptance(chats: dict, key: str, eos: int, seconds: dict, drafters, cap: int = 16):
@@ -227,10 +251,19 @@ def main(argv=None) -> int:
                         help="a results.json whose verify_cost c(n) to use (default: the "
                         "committed quiet run)")
     parser.add_argument("--tasks", help="comma-separated tasks (default: all)")
+    parser.add_argument("--cached-only", action="store_true",
+                        help="replay only the answers already decoded; decode nothing")
     args = parser.parse_args(argv)
     chats, key, eos = reference_answers(args.split, args.max_tokens,
-                                        args.tasks.split(",") if args.tasks else None)
+                                        args.tasks.split(",") if args.tasks else None,
+                                        cached_only=args.cached_only)
     seconds = quiet_seconds(args.curve)
+    print(f"python -m engine.bench.tune {' '.join(argv if argv is not None else sys.argv[1:])}")
+    print(f"{args.split} set: {len(chats)} chats, "
+          f"{sum(len(c['turns']) for c in chats.values())} answers, "
+          f"{sum(len(t['answer']) for c in chats.values() for t in c['turns'])} tokens; c(n) "
+          f"from {args.curve}: " + ", ".join(f"c({n})/c(1)={s / seconds[1]:.2f}"
+                                            for n, s in sorted(seconds.items())))
     drafters = args.drafters.split(",")
     caps = [int(c) for c in args.caps.split(",")]
     adaptives = [True, False] if args.fixed else [True]
