@@ -12,7 +12,9 @@
   that draft token i is accepted given tokens 0..i-1 were, as counts that fade by a
   factor 0.85 at every pass that drafted in that class (about the last seven count; a
   switch from copying to new text is followed within about twenty passes). Position 0
-  starts from a Beta(0.5, 0.5) prior; position i > 0 from one pseudo-observation at
+  starts from a prior of one observation: the drafter's measured acceptance for that match
+  class (``CLASS_PRIORS``, so a first answer drafts as long as such matches earn), else
+  Beta(0.5, 0.5); position i > 0 from one pseudo-observation at
   position i-1's estimate, so positions that were not reached lately follow the ones
   that were instead of keeping stale failures.
 - **Match classes**: copying drafters say how long a match their proposal rests on
@@ -58,7 +60,11 @@ PRIOR_REJECT = 0.5
 # the prior (accept, reject) pseudo-counts of position 0, so a first answer drafts as much
 # as such matches usually earn instead of paying for learning. Fitted on the benchmark's
 # tuning prompts (python -m engine.bench.tune), checked on its check prompts.
-CLASS_PRIORS: dict[str, dict[int, tuple[float, float]]] = {}
+CLASS_PRIORS: dict[str, dict[int, tuple[float, float]]] = {
+    "suffix": {1: (0.35, 0.65), 2: (0.71, 0.29), 3: (0.82, 0.18), 4: (0.98, 0.02)},
+    "prompt-lookup": {1: (0.34, 0.66), 2: (0.71, 0.29), 3: (0.77, 0.23), 4: (0.96, 0.04)},
+    "ngram-cache": {0: (0.79, 0.21)},
+}
 DEPTH_PRIOR = 1.0  # pseudo-observations at position i-1's estimate, for position i
 MATCH_CLASS_STARTS = (1, 3, 6, 12)  # match lengths where a class begins (0: not said)
 SCALE_RATE = 0.1
