@@ -20,6 +20,15 @@ def test_a_range_that_crosses_the_plain_noise_is_no_change():
     assert loss["verdict"] == "loss"
 
 
+def test_one_round_claims_nothing():
+    from engine.bench.aggregate import paired_speedups
+    from engine.bench.report import speedup_cell
+
+    one = paired_speedups({0: 1.0}, {0: 0.5})
+    assert one["verdict"] == "one round"
+    assert "one round" in speedup_cell(one)
+
+
 def test_rounds_are_paired_and_unpaired_rounds_ignored():
     from engine.bench.aggregate import paired_speedups
 

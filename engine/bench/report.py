@@ -28,6 +28,8 @@ def speedup_cell(figures: dict | None) -> str:
     """"1.52x (1.48–1.60)", or "no change (0.97–1.05)" when the range is inside the noise."""
     if not figures or figures.get("speedup") is None:
         return "–"
+    if figures.get("verdict") == "one round":
+        return f"{figures['speedup']:.2f}x? (one round: no noise estimate)"
     span = f"({figures['lo']:.2f}–{figures['hi']:.2f})"
     if figures.get("verdict") == "gain":
         return f"{figures['speedup']:.2f}x {span}"
@@ -189,7 +191,8 @@ def goals_table(summary: dict) -> str:
             detail = f"{_f(goal['ours'], '{:.2f}x')} (slowest round {_f(goal.get('lo'), '{:.2f}x')}; {goal['verdict']})"
         else:
             detail = _f(goal["ours"], "{:.2f}x")
-        met = {True: "met", False: "**not met**", None: "no peer ran"}[goal["met"]]
+        met = {True: "met", False: "**not met**",
+               None: "no peer ran" if "best_peer" in goal else "not judged (one round)"}[goal["met"]]
         rows.append([goal["goal"], detail, met])
     return _table(["goal", "measured", ""], rows)
 
