@@ -62,7 +62,7 @@ from .workloads import TASK_ORDER, Workload, predecessor, select_workloads
 QUICK_TASKS = ["code-edit", "edit-session", "rag", "open-question"]
 # Without --drafters: these where registered, plus the engine's default drafter
 # (--drafters all: every registered drafter).
-COMPARED_DRAFTERS = ("prompt-lookup", "suffix", "ngram-simple", "nasd")
+COMPARED_DRAFTERS = ("ngram-cache", "prompt-lookup", "suffix")
 QUICK_DRAFTERS = ("prompt-lookup",)
 FULL_TASKS = list(TASK_ORDER)
 VERIFY_NS = [1, 2, 3, 4, 5, 6, 8, 9, 12, 16, 17, 24, 32, 48]
