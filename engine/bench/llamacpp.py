@@ -14,7 +14,9 @@ as token ids to ``/completion`` (greedy, ``cache_prompt``), rotating the modes p
 prompt and repeat. Each mode is compared with llama.cpp's own plain decoding
 (speed-up and identical tokens): the GGUF is Q4_1, so its tokens are not ours.
 Figures come from the server's ``timings``: ``predicted_ms`` (decode time after the
-prompt), ``predicted_n``, ``draft_n``, ``draft_n_accepted``.
+prompt), ``predicted_n``, ``draft_n``, ``draft_n_accepted``. A request that gets no answer
+in time (seen: ``ngram-map-k`` spinning in ``common_ngram_map_begin`` when a prompt is sent
+again) is recorded as an error row and its server restarted.
 """
 
 from __future__ import annotations
@@ -132,6 +134,11 @@ class LlamaServer:
 
     def __init__(self, binary: Path, gguf: Path, mode: str, threads: int, context: int = 4096):
         self.mode = mode
+        self.start(binary, gguf, threads, context)
+
+    def start(self, binary: Path, gguf: Path, threads: int, context: int) -> None:
+        self.launch = (binary, gguf, threads, context)
+        mode = self.mode
         self.port = _free_port()
         command = [str(binary), "-m", str(gguf), "--port", str(self.port), "--host", "127.0.0.1",
                    "-t", str(threads), "-c", str(context), "-np", "1", "--no-warmup"]
@@ -163,10 +170,16 @@ class LlamaServer:
             time.sleep(0.5)
         raise RuntimeError(f"llama-server ({self.mode}) did not start in {timeout:.0f} s")
 
-    def complete(self, prompt_tokens: list[int], max_tokens: int) -> LlamaRun:
+    def restart(self) -> None:
+        self.stop()
+        self.start(*self.launch)
+        self.wait_ready()
+
+    def complete(self, prompt_tokens: list[int], max_tokens: int, timeout: float = 600) -> LlamaRun:
         reply = self._post("/completion", {
             "prompt": prompt_tokens, "n_predict": max_tokens, "temperature": 0.0, "top_k": 1,
-            "cache_prompt": True, "return_tokens": True, "stream": False, "seed": 0})
+            "cache_prompt": True, "return_tokens": True, "stream": False, "seed": 0},
+            timeout=timeout)
         timings = reply.get("timings", {})
         tokens = [int(t) for t in reply.get("tokens", [])]
         return LlamaRun(tokens, float(timings.get("predicted_ms", 0.0)) / 1000.0,
@@ -189,6 +202,9 @@ def run_modes(binary: Path, gguf: Path, jobs: list[dict], max_tokens: int, repea
     """Every job (``{"id", "tokens"}``) in every mode, ``repeats`` times, modes rotated per
     prompt and repeat. Returns ``{"rows": [{"id", "mode", "repeat", ...LlamaRun}]}``."""
     threads = threads or os.cpu_count() or 1
+    # generous (a loaded 2-core machine decodes ~1 token/s); llama.cpp's ngram-map modes
+    # were seen to hang on a repeated prompt, and a hung request must not stop the suite
+    request_timeout = 120 + 4 * max_tokens
     servers = {mode: LlamaServer(binary, gguf, mode, threads) for mode in modes}
     rows = []
     try:
@@ -204,7 +220,16 @@ def run_modes(binary: Path, gguf: Path, jobs: list[dict], max_tokens: int, repea
             for repeat in range(repeats):
                 shift = (index + repeat) % len(order)
                 for mode in order[shift:] + order[:shift]:
-                    run = servers[mode].complete(job["tokens"], max_tokens)
+                    server = servers[mode]
+                    try:
+                        run = server.complete(job["tokens"], max_tokens, timeout=request_timeout)
+                    except OSError as error:  # a hung or dead server: noted, restarted
+                        rows.append({"id": job["id"], "mode": mode, "repeat": repeat,
+                                     "error": f"no answer in {request_timeout:.0f} s "
+                                              f"({type(error).__name__}); server restarted"})
+                        server.restart()
+                        server.complete(job["tokens"], 1, timeout=request_timeout)
+                        continue
                     rows.append({"id": job["id"], "mode": mode, "repeat": repeat,
                                  "tokens": run.tokens, "decode_s": run.decode_s,
                                  "predicted_n": run.predicted_n, "draft_n": run.draft_n,

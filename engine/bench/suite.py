@@ -579,10 +579,19 @@ class Suite:
             log(f"  {self.llama_cpp['status']}")
             return
         task_of = {j["id"]: j["task"] for j in jobs}
-        plain = {(r["id"], r["repeat"]): r["tokens"] for r in result["rows"] if r["mode"] == "none"}
+        errors = [r for r in result["rows"] if "error" in r]
+        for row in errors:
+            self.skipped.append(f"llama.cpp {row['mode']} {row['id']} (round {row['repeat'] + 1}): "
+                                f"{row['error']}")
+        result["rows"] = [r for r in result["rows"] if "error" not in r]
+        result["errors"] = errors
+        plain: dict[str, list[int]] = {}
+        for row in sorted(result["rows"], key=lambda r: r["repeat"]):
+            if row["mode"] == "none":
+                plain.setdefault(row["id"], row["tokens"])
         for row in result["rows"]:
             row["task"] = task_of[row["id"]]
-            row["identical_to_own_plain"] = row["tokens"] == plain.get((row["id"], 0))
+            row["identical_to_own_plain"] = row["tokens"] == plain.get(row["id"])
             if not row["identical_to_own_plain"]:
                 self.failures.append(f"llama.cpp {row['mode']} {row['id']} (round "
                                      f"{row['repeat'] + 1}): output differs from llama.cpp's own "
