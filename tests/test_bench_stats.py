@@ -195,3 +195,63 @@ def test_replay_matches_the_real_loop_with_a_fixed_draft_count(tiny_loaded):
     assert (result["passes"], result["emitted"]) == (done.stats["passes"], done.stats["emitted"])
     assert result["plain_s"] == pytest.approx(done.stats["emitted"])  # one c(1) per plain token
     assert result["passes"] <= result["spec_s"] <= 1.5 * result["passes"]
+
+
+FAKE_SERVER = r'''#!/usr/bin/env python3
+"""A stand-in llama-server: greedy 'decoding' that repeats the prompt's last tokens;
+the ngram-map-k mode hangs once on a repeated request (as the real one was seen to)."""
+import json, os, sys, time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+args = sys.argv[1:]
+port = int(args[args.index("--port") + 1])
+mode = args[args.index("--spec-type") + 1] if "--spec-type" in args else "none"
+marker = args[args.index("-m") + 1] + ".hung"  # hang once, not again after the restart
+state = {"requests": 0}
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"{}")
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        state["requests"] += 1
+        n = body["n_predict"]
+        if mode == "ngram-map-k" and n > 1 and state["requests"] == 4 and not os.path.exists(marker):
+            open(marker, "w").close()
+            time.sleep(30)
+        tokens = (body["prompt"] * n)[-n:]
+        drafted = 0 if mode == "none" else n
+        reply = {"tokens": tokens, "timings": {"predicted_ms": 10.0 * n / (2 if drafted else 1),
+                 "predicted_n": n, "draft_n": drafted, "draft_n_accepted": drafted // 2}}
+        data = json.dumps(reply).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(data))); self.end_headers()
+        self.wfile.write(data)
+
+HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+'''
+
+
+def test_llama_cpp_modes_run_and_a_hung_request_is_noted(tmp_path):
+    import stat
+
+    from engine.bench import llamacpp
+    from engine.bench.aggregate import peer_rows, summarise_peer
+
+    binary = tmp_path / "llama-server"
+    binary.write_text(FAKE_SERVER)
+    binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
+    jobs = [{"id": "a", "tokens": [1, 2, 3]}, {"id": "b", "tokens": [4, 5]}]
+    result = llamacpp.run_modes(binary, tmp_path / "model.gguf", jobs, max_tokens=4, repeats=2,
+                                modes=("none", "ngram-simple", "ngram-map-k"), threads=1,
+                                request_timeout=3)
+    errors = [r for r in result["rows"] if "error" in r]
+    assert [(r["mode"]) for r in errors] == ["ngram-map-k"] and "restarted" in errors[0]["error"]
+    rows = [r for r in result["rows"] if "error" not in r]
+    assert len(rows) == 2 * 2 * 3 - 1
+    for row in rows:
+        row["task"], row["identical_to_own_plain"] = "code-edit", True
+    peers = peer_rows({}, {"status": "ran", "rows": rows})
+    simple = summarise_peer(peers["llama.cpp ngram-simple"])
+    assert simple["speedup"] == pytest.approx(2.0) and simple["tokens_per_pass"] == pytest.approx(2.0)
+    assert all("loadavg_1min" in r for r in rows)

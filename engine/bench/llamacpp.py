@@ -198,13 +198,14 @@ class LlamaServer:
 
 
 def run_modes(binary: Path, gguf: Path, jobs: list[dict], max_tokens: int, repeats: int,
-              modes=("none",) + SPEC_TYPES, threads: int | None = None, log=None) -> dict:
+              modes=("none",) + SPEC_TYPES, threads: int | None = None, log=None,
+              request_timeout: float | None = None) -> dict:
     """Every job (``{"id", "tokens"}``) in every mode, ``repeats`` times, modes rotated per
     prompt and repeat. Returns ``{"rows": [{"id", "mode", "repeat", ...LlamaRun}]}``."""
     threads = threads or os.cpu_count() or 1
     # generous (a loaded 2-core machine decodes ~1 token/s); llama.cpp's ngram-map modes
     # were seen to hang on a repeated prompt, and a hung request must not stop the suite
-    request_timeout = 120 + 4 * max_tokens
+    request_timeout = request_timeout or 120 + 4 * max_tokens
     servers = {mode: LlamaServer(binary, gguf, mode, threads) for mode in modes}
     rows = []
     try:
