@@ -17,14 +17,27 @@ from .stats import summary_line
 def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="mlx-lm model folder or Hugging Face id "
                         "(default: the embedded SmolLM2-135M-Instruct)")
-    parser.add_argument("--drafter", default="default", help="see `python -m engine drafters`")
-    parser.add_argument("--draft-count", type=int, default=DraftSettings.draft_count)
-    parser.add_argument("--ngram-order", type=int, default=DraftSettings.ngram_order)
-    parser.add_argument("--ngram-min", type=int, default=DraftSettings.ngram_min)
-    parser.add_argument("--temperature", type=float, default=0.0)
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--seed", type=int)
-    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--drafter", default="default", help="how drafts are guessed "
+                        "(default: the engine's default drafter; see `python -m engine drafters`)")
+    parser.add_argument("--draft-count", type=int, default=DraftSettings.draft_count,
+                        help="most draft tokens per pass; with --no-adaptive, exactly this many "
+                        "whenever the drafter has a guess (default %(default)s)")
+    parser.add_argument("--adaptive", action=argparse.BooleanOptionalAction,
+                        default=DraftSettings.adaptive,
+                        help="let the engine choose each pass's draft length from the measured "
+                        "verify cost and acceptance (default); --no-adaptive drafts a fixed "
+                        "--draft-count")
+    parser.add_argument("--ngram-order", type=int, default=DraftSettings.ngram_order,
+                        help="longest n-gram the drafter matches (default %(default)s)")
+    parser.add_argument("--ngram-min", type=int, default=DraftSettings.ngram_min,
+                        help="shortest n-gram the drafter matches (default %(default)s)")
+    parser.add_argument("--temperature", type=float, default=0.0,
+                        help="0 is greedy (default); above 0 samples")
+    parser.add_argument("--top-p", type=float, default=1.0,
+                        help="nucleus sampling threshold when sampling (default 1.0: off)")
+    parser.add_argument("--seed", type=int, help="random seed for sampling")
+    parser.add_argument("--max-tokens", type=int, default=256,
+                        help="most new tokens in the answer (default %(default)s)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,8 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     generate = commands.add_parser("generate", help="answer one prompt")
     source = generate.add_mutually_exclusive_group(required=True)
-    source.add_argument("--prompt")
-    source.add_argument("--prompt-file")
+    source.add_argument("--prompt", help="the user's message (or the raw text with --raw)")
+    source.add_argument("--prompt-file", help="read the prompt from this UTF-8 file")
     generate.add_argument("--raw", action="store_true", help="send the prompt as is, no chat template")
     generate.add_argument("--json", action="store_true", help="print one JSON object at the end")
     add_generation_arguments(generate)
@@ -64,7 +77,8 @@ def request_from_args(args, prompt: str, raw: bool) -> GenerationRequest:
         model=args.model,
         max_tokens=args.max_tokens,
         draft=DraftSettings(drafter=args.drafter, draft_count=args.draft_count,
-                            ngram_order=args.ngram_order, ngram_min=args.ngram_min),
+                            ngram_order=args.ngram_order, ngram_min=args.ngram_min,
+                            adaptive=args.adaptive),
         sampling=SamplingSettings(temperature=args.temperature, top_p=args.top_p, seed=args.seed),
     ).validated()
 

@@ -12,7 +12,9 @@
   that draft token i is accepted given tokens 0..i-1 were, as counts that fade by a
   factor 0.85 at every pass that drafted in that class (about the last seven count; a
   switch from copying to new text is followed within about twenty passes). Position 0
-  starts from a Beta(0.5, 0.5) prior; position i > 0 from one pseudo-observation at
+  starts from a prior of one observation: the drafter's measured acceptance for that match
+  class (``CLASS_PRIORS``, so a first answer drafts as long as such matches earn), else
+  Beta(0.5, 0.5); position i > 0 from one pseudo-observation at
   position i-1's estimate, so positions that were not reached lately follow the ones
   that were instead of keeping stale failures.
 - **Match classes**: copying drafters say how long a match their proposal rests on
@@ -57,6 +59,15 @@ DECAY = 0.85  # per drafted pass
 PROBE_INTERVAL = 16  # passes with a proposal but no draft before a 1-token probe
 PRIOR_ACCEPT = 0.5
 PRIOR_REJECT = 0.5
+# Cold start, per drafter and match class (0: not said, then 1-2, 3-5, 6-11, 12+ tokens):
+# the prior (accept, reject) pseudo-counts of position 0, so a first answer drafts as much
+# as such matches usually earn instead of paying for learning. Fitted on the benchmark's
+# tuning prompts (python -m engine.bench.tune), checked on its check prompts.
+CLASS_PRIORS: dict[str, dict[int, tuple[float, float]]] = {
+    "suffix": {1: (0.35, 0.65), 2: (0.71, 0.29), 3: (0.82, 0.18), 4: (0.98, 0.02)},
+    "prompt-lookup": {1: (0.34, 0.66), 2: (0.71, 0.29), 3: (0.77, 0.23), 4: (0.96, 0.04)},
+    "ngram-cache": {0: (0.79, 0.21)},
+}
 DEPTH_PRIOR = 1.0  # pseudo-observations at position i-1's estimate, for position i
 MATCH_CLASS_STARTS = (1, 3, 6, 12)  # match lengths where a class begins (0: not said)
 SCALE_RATE = 0.1
@@ -251,9 +262,11 @@ def save_cost_curve(model_key: str, curve: CostCurve) -> None:
 class AcceptanceTracker:
     """Decayed per-position acceptance counts of one drafter."""
 
-    def __init__(self):
+    def __init__(self, prior_accept: float = PRIOR_ACCEPT, prior_reject: float = PRIOR_REJECT):
         self.accepted = [0.0] * MAX_POSITIONS
         self.reached = [0.0] * MAX_POSITIONS
+        self.prior_accept = prior_accept
+        self.prior_reject = prior_reject
 
     def decay(self, factor: float = DECAY) -> None:
         self.accepted = [a * factor for a in self.accepted]
@@ -270,7 +283,8 @@ class AcceptanceTracker:
         values: list[float] = []
         for i in range(min(length, MAX_POSITIONS)):
             if i == 0:
-                p = (self.accepted[0] + PRIOR_ACCEPT) / (self.reached[0] + PRIOR_ACCEPT + PRIOR_REJECT)
+                p = (self.accepted[0] + self.prior_accept) / (
+                    self.reached[0] + self.prior_accept + self.prior_reject)
             else:
                 p = (self.accepted[i] + DEPTH_PRIOR * values[-1]) / (self.reached[i] + DEPTH_PRIOR)
             values.append(p)
@@ -328,7 +342,8 @@ class AdaptiveMemory:
     def policy(self, model_key: str, drafter) -> "AdaptivePolicy":
         """A policy sharing this memory's acceptance counts for (model, drafter)."""
         trackers = self.trackers.setdefault((model_key, drafter.name), {})
-        return AdaptivePolicy(self.curve(model_key), trackers, drafter.rows_per_pass)
+        return AdaptivePolicy(self.curve(model_key), trackers, drafter.rows_per_pass,
+                              CLASS_PRIORS.get(drafter.name))
 
 
 class AdaptivePolicy:
@@ -336,8 +351,9 @@ class AdaptivePolicy:
     match_length)`` says how much of the proposal to send; ``record`` after the pass."""
 
     def __init__(self, curve: CostCurve, trackers: dict[int, AcceptanceTracker] | None = None,
-                 rows: int = 1):
+                 rows: int = 1, priors: dict[int, tuple[float, float]] | None = None):
         self.curve = curve
+        self.priors = priors or {}
         self.trackers = trackers if trackers is not None else {}
         self.rows = max(1, rows)
         self.last_choice = 0
@@ -346,7 +362,11 @@ class AdaptivePolicy:
 
     def tracker(self, klass: int) -> AcceptanceTracker:
         """The acceptance memory of one match class."""
-        return self.trackers.setdefault(klass, AcceptanceTracker())
+        tracker = self.trackers.get(klass)
+        if tracker is None:
+            prior = self.priors.get(klass, (PRIOR_ACCEPT, PRIOR_REJECT))
+            tracker = self.trackers[klass] = AcceptanceTracker(*prior)
+        return tracker
 
     def draft_length(self, limit: int, match_length: int = 0) -> int:
         if limit <= 0:

@@ -18,6 +18,7 @@ def tiny_config(out, model_dir, **overrides):
 
     cfg = BenchConfig(out=out, model=str(model_dir), tasks=["code-edit"], per_task=1, max_tokens=8,
                       drafters=["prompt-lookup"], hf_peer=False, sweep=True, sweep_counts=[1, 2],
+                      repeats=3,
                       sweep_drafters=1, sweep_tasks=["code-edit"], verify_ns=[1, 2, 3],
                       verify_repeats=1, verify_prefix=16, command="pytest")
     for key, value in overrides.items():
@@ -31,20 +32,27 @@ def test_bench_writes_report_and_checks_identity(tiny_model_dir, tmp_path, bench
     out = tmp_path / "report"
     assert Suite(tiny_config(out, tiny_model_dir)).run() == 0
     for name in ("report.md", "results.json", "tokens_per_pass.png", "speedup.png",
-                 "per_position_acceptance.png", "verify_cost.png", "speedup_vs_draft_count.png"):
+                 "verify_cost.png", "speedup_vs_draft_count.png"):
         assert (out / name).stat().st_size > 0, name
     results = json.loads((out / "results.json").read_text())
     assert results["failures"] == []
     configs = {run["config"] for run in results["runs"]}
-    assert configs == {"none", "prompt-lookup", "mlx-lm"}
+    assert configs == {"none", "prompt-lookup", "oracle", "mlx-lm"}
     assert all(run["identical"] for run in results["runs"] + results["sweep_runs"])
+    # every config ran once per round, rounds interleaved
+    rounds = {(run["config"], run["repeat"]) for run in results["runs"]}
+    assert rounds == {(c, r) for c in configs for r in range(3)}
     summary = results["summary"]["per"]["prompt-lookup"]["all"]
     assert summary["emitted"] >= summary["passes"] >= 1
+    assert summary["rounds"] == 3 and summary["lo"] <= summary["speedup"] <= summary["hi"]
+    assert summary["verdict"] in ("gain", "loss", "no change")
     assert set(results["verify_cost"]["ratio"]) == {"1", "2", "3"}
     assert results["verify_cost"]["ratio"]["1"] == 1.0
     report = (out / "report.md").read_text()
     assert "Identity check: every speculative run" in report
     assert "Hugging Face" in report and "skipped" in report
+    assert "llama.cpp: skipped: llama.cpp is not built" in report
+    assert "python -m engine.bench.llamacpp build" in report
 
 
 def test_bench_flags_a_mismatch(tiny_model_dir, tmp_path, bench_cache, monkeypatch):

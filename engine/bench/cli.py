@@ -17,25 +17,36 @@ from .suite import QUICK_TASKS, BenchConfig, Suite
 
 def add_bench_arguments(parser) -> None:
     parser.add_argument("--quick", action="store_true",
-                        help="a few prompts, fewer tokens, no draft-count sweep (a few minutes on a laptop CPU)")
+                        help="a few prompts, one round, up to 128 tokens, no sweep, no peers' "
+                        "repeats (a few minutes on a laptop CPU)")
     parser.add_argument("--out", help="report folder (default: bench-report; with --render: the "
                         "results file's folder)")
     parser.add_argument("--render", metavar="RESULTS_JSON",
                         help="write report.md and plots again from a results.json, measuring nothing")
-    parser.add_argument("--drafters", help="comma-separated drafters (default: every registered drafter)")
-    parser.add_argument("--max-tokens", type=int, help="new tokens per prompt (default 64; quick: 48)")
+    parser.add_argument("--drafters", help="comma-separated drafters, or `all` (default: the "
+                        "engine's default drafter and a few others to compare)")
+    parser.add_argument("--max-tokens", type=int, help="most new tokens per answer; answers end at "
+                        "end-of-answer first (default 512; quick: 128)")
+    parser.add_argument("--repeats", type=int, help="interleaved rounds per chat and config "
+                        "(default 3; quick: 1)")
+    parser.add_argument("--split", choices=("check", "tuning"), help="prompt set: `check` (the "
+                        "report's, default) or `tuning` (the one the defaults were tuned on)")
+    parser.add_argument("--no-oracle", action="store_true",
+                        help="skip the oracle (a drafter handed the plain answer: the limit)")
     parser.add_argument("--model", help="mlx-lm model folder (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--tasks", help="comma-separated tasks: code-edit, rag, structured, "
                         "open-question, humaneval, mt-bench, novel")
-    parser.add_argument("--prompts-per-task", type=int, help="prompts per task (default 1)")
+    parser.add_argument("--prompts-per-task", type=int, help="chats per task (default 2)")
     parser.add_argument("--draft-count", type=int, help="draft tokens per pass (default: the engine's)")
     parser.add_argument("--ngram-order", type=int, help="max n-gram order (default: the engine's)")
     parser.add_argument("--ngram-min", type=int, help="min n-gram order (default: the engine's)")
-    parser.add_argument("--no-peers", action="store_true", help="skip the Hugging Face peer")
-    parser.add_argument("--hf-prompts-per-task", type=int, help="prompts per task for the HF peer (default 1)")
-    parser.add_argument("--hf-tasks", help="tasks the HF peer runs (default code-edit,rag,humaneval)")
+    parser.add_argument("--no-peers", action="store_true",
+                        help="skip the Hugging Face and llama.cpp peers")
+    parser.add_argument("--hf-prompts-per-task", type=int,
+                        help="chats per task for the peers (default 2)")
+    parser.add_argument("--hf-tasks", help="tasks the peers run (default: all the run's tasks)")
     parser.add_argument("--no-sweep", action="store_true", help="skip the draft-count sweep")
-    parser.add_argument("--sweep-counts", help="draft counts for the sweep (default 1,2,4,8)")
+    parser.add_argument("--sweep-counts", help="draft counts for the sweep (default 1,2,4,8,16)")
     parser.add_argument("--verify-repeats", type=int, help="repeats per n for c(n) (default 7; quick: 3)")
     parser.add_argument("--no-adaptive", action="store_true",
                         help="draft a fixed draft count every pass (default: the engine's adaptive setting)")
@@ -48,9 +59,10 @@ def config_from_args(args):
 
     cfg = BenchConfig(out=Path(args.out or "bench-report"), model=args.model, quick=args.quick)
     if args.quick:
-        cfg.tasks, cfg.per_task, cfg.max_tokens = list(QUICK_TASKS), 1, 48
+        cfg.tasks, cfg.per_task, cfg.max_tokens, cfg.repeats = list(QUICK_TASKS), 1, 128, 1
         cfg.sweep, cfg.verify_repeats, cfg.mtbench_turns = False, 5, 1
-        cfg.verify_ns = [1, 2, 3, 4, 5, 8, 12, 16]
+        cfg.hf_prompts_per_task = 1
+        cfg.verify_ns = [1, 2, 3, 4, 5, 8, 12, 16, 17]
     if args.drafters:
         cfg.drafters = split(args.drafters)
     if args.tasks:
@@ -58,14 +70,15 @@ def config_from_args(args):
     if args.hf_tasks:
         cfg.hf_tasks = split(args.hf_tasks)
     for name in ("max_tokens", "draft_count", "ngram_order", "ngram_min", "verify_repeats",
-                 "hf_prompts_per_task"):
+                 "hf_prompts_per_task", "repeats", "split"):
         if getattr(args, name) is not None:
             setattr(cfg, name, getattr(args, name))
     if args.prompts_per_task is not None:
         cfg.per_task = args.prompts_per_task
     if args.sweep_counts:
         cfg.sweep_counts = [int(x) for x in split(args.sweep_counts)]
-    cfg.hf_peer = not args.no_peers
+    cfg.hf_peer = cfg.llama_peer = not args.no_peers
+    cfg.oracle = not args.no_oracle
     cfg.sweep = cfg.sweep and not args.no_sweep
     cfg.plots = not args.no_plots
     if args.no_adaptive:

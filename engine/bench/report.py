@@ -2,79 +2,89 @@
 
 ``render(results, out)`` needs nothing but that dictionary, so a committed run can be
 rendered again without measuring: ``python -m engine bench --render results.json``.
+Files written before format 2 are rendered by ``report_v1``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..drafters import DRAFTERS
-from ..settings import DraftSettings
-from .aggregate import cost_ratio
+from .aggregate import GOAL_FLOOR, GOAL_GEOMEAN, GOAL_PEER_RATIO
+
+NO_CHANGE = "no change"
+
+
+def _f(value, fmt="{:.2f}", missing="–"):
+    return missing if value is None else fmt.format(value)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def speedup_cell(figures: dict | None) -> str:
+    """"1.52x (1.48–1.60)", or "no change (0.97–1.05)" when the range is inside the noise."""
+    if not figures or figures.get("speedup") is None:
+        return "–"
+    if figures.get("verdict") == "one round":
+        return f"{figures['speedup']:.2f}x? (one round: no noise estimate)"
+    span = f"({figures['lo']:.2f}–{figures['hi']:.2f})"
+    if figures.get("verdict") == "gain":
+        return f"{figures['speedup']:.2f}x {span}"
+    if figures.get("verdict") == "loss":
+        return f"**{figures['speedup']:.2f}x** {span}"
+    return f"{NO_CHANGE} {span}"
+
+
+def _loadavg(values) -> str:
+    return "/".join(f"{v:.1f}" for v in values) if values else "unknown"
+
 
 # ---------------------------------------------------------------- plots
 
-def _plots(summary: dict, results: dict, out: Path) -> list[str]:
+def _plots(results: dict, out: Path) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    files = []
-    tasks, per = summary["tasks"], summary["per"]
-    drafters = list(results["drafters"])
+    summary = results["summary"]
+    tasks, per, peers = summary["tasks"], summary["per"], summary["peers"]
+    rows = [(c, per[c]) for c in summary["configs"] if c != "none"] + list(peers.items())
     cmap = plt.get_cmap("tab20")
+    files = []
 
-    def grouped(metric: str, title: str, ylabel: str, name: str, line: float | None):
-        fig, ax = plt.subplots(figsize=(10, 4.8))
+    def grouped(metric: str, title: str, ylabel: str, name: str):
+        fig, ax = plt.subplots(figsize=(12, 5))
         groups = tasks + ["all"]
-        width = 0.8 / max(len(drafters), 1)
-        for i, d in enumerate(drafters):
-            values = [per[d].get(t, {}).get(metric) or 0 for t in groups]
-            ax.bar([g + (i - (len(drafters) - 1) / 2) * width for g in range(len(groups))], values,
-                   width, label=d, color=cmap(i % 20))
-        if line is not None:
-            ax.axhline(line, color="black", lw=1, ls="--")
-        ax.set_xticks(range(len(groups)), groups)
+        width = 0.85 / max(len(rows), 1)
+        for i, (label, figures) in enumerate(rows):
+            values = [(figures.get(t) or {}).get(metric) or 0 for t in groups]
+            xs = [g + (i - (len(rows) - 1) / 2) * width for g in range(len(groups))]
+            ax.bar(xs, values, width, label=label, color=cmap(i % 20))
+            if metric == "speedup":
+                lows = [(figures.get(t) or {}).get("lo") for t in groups]
+                highs = [(figures.get(t) or {}).get("hi") for t in groups]
+                err = [[max(v - (lo or v), 0) for v, lo in zip(values, lows)],
+                       [max((hi or v) - v, 0) for v, hi in zip(values, highs)]]
+                ax.errorbar(xs, values, yerr=err, fmt="none", ecolor="black", lw=0.6)
+        ax.axhline(1.0, color="black", lw=1, ls="--")
+        ax.set_xticks(range(len(groups)), groups, rotation=20)
         ax.set_ylabel(ylabel)
         ax.set_title(title)
-        ax.legend(fontsize=8, ncol=2)
+        ax.legend(fontsize=7, ncol=3)
         fig.tight_layout()
         fig.savefig(out / name, dpi=90)
         plt.close(fig)
         files.append(name)
 
-    grouped("tokens_per_pass", "Tokens per target pass (mean acceptance length) per task",
-            "tokens / pass", "tokens_per_pass.png", 1.0)
-    grouped("speedup", "Decode wall-clock speed-up over plain decoding (none), per task",
-            "speed-up (x)", "speedup.png", 1.0)
+    grouped("speedup", "Decode speed-up over each one's own plain decoding (median of rounds, "
+            "min–max bars)", "speed-up (x)", "speedup.png")
+    grouped("tokens_per_pass", "Tokens per target pass (mean acceptance length)", "tokens / pass",
+            "tokens_per_pass.png")
 
-    # per-position acceptance, one panel per task + all
-    groups = tasks + ["all"]
-    cols = 4
-    rows = (len(groups) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(12, 3 * rows), squeeze=False, sharey=True)
-    for index, group in enumerate(groups):
-        ax = axes[index // cols][index % cols]
-        for i, d in enumerate(drafters):
-            curve = per[d].get(group, {}).get("per_position_acceptance") or []
-            if curve:
-                ax.plot(range(1, len(curve) + 1), curve, marker="o", ms=3, label=d, color=cmap(i % 20))
-        ax.set_title(group, fontsize=10)
-        ax.set_xlabel("draft position")
-        ax.set_ylim(0, 1.02)
-    for index in range(len(groups), rows * cols):
-        axes[index // cols][index % cols].axis("off")
-    axes[0][0].set_ylabel("accepted share")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower right", fontsize=8, ncol=2)
-    fig.suptitle("Per-position acceptance: share of passes with a draft at position i where it was kept")
-    fig.tight_layout()
-    fig.savefig(out / "per_position_acceptance.png", dpi=80)
-    plt.close(fig)
-    files.append("per_position_acceptance.png")
-
-    # verify cost
     curve = results["verify_cost"]
     ns = [int(n) for n in curve["ratio"]]
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -86,7 +96,7 @@ def _plots(summary: dict, results: dict, out: Path) -> list[str]:
     ax.set_xlabel("tokens in one forward pass (n)")
     ax.set_ylabel("c(n) / c(1)")
     ax.set_title(f"Verify cost after a {curve['prefix_tokens']}-token prefix "
-                 f"(median of {curve['repeats']}; c(1) = {curve['median_s']['1'] * 1000:.0f} ms)")
+                 f"(c(1) = {curve['median_s']['1'] * 1000:.1f} ms)")
     ax.legend()
     fig.tight_layout()
     fig.savefig(out / "verify_cost.png", dpi=90)
@@ -98,19 +108,20 @@ def _plots(summary: dict, results: dict, out: Path) -> list[str]:
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.3))
         for i, (name, by_k) in enumerate(sweep.items()):
             ks = sorted(int(k) for k in by_k if k.isdigit())
-            a1.plot(ks, [by_k[str(k)]["speedup"] for k in ks], marker="o", label=name, color=cmap(i * 2))
-            a2.plot(ks, [by_k[str(k)]["tokens_per_pass"] for k in ks], marker="o", label=name,
+            a1.plot(ks, [by_k[str(k)].get("speedup") or 0 for k in ks], marker="o", label=name,
                     color=cmap(i * 2))
-            if "adaptive" in by_k:
+            a2.plot(ks, [by_k[str(k)].get("tokens_per_pass") or 0 for k in ks], marker="o",
+                    label=name, color=cmap(i * 2))
+            if "adaptive" in by_k and by_k["adaptive"].get("speedup"):
                 a1.axhline(by_k["adaptive"]["speedup"], ls="--", color=cmap(i * 2),
                            label=f"{name} adaptive")
         for ax, label in ((a1, "speed-up (x)"), (a2, "tokens / pass")):
             ax.set_xscale("log", base=2)
-            ax.set_xlabel("draft count k")
+            ax.set_xlabel("draft count k (fixed)")
             ax.set_ylabel(label)
             ax.axhline(1.0, color="black", lw=0.8)
             ax.legend(fontsize=8)
-        fig.suptitle("Speed-up and tokens/pass against draft count (one prompt per task)")
+        fig.suptitle("Speed-up and tokens/pass against a fixed draft count (one prompt per task)")
         fig.tight_layout()
         fig.savefig(out / "speedup_vs_draft_count.png", dpi=90)
         plt.close(fig)
@@ -120,265 +131,192 @@ def _plots(summary: dict, results: dict, out: Path) -> list[str]:
 
 # ---------------------------------------------------------------- markdown
 
-def _f(value, fmt="{:.2f}", missing="–"):
-    return missing if value is None else fmt.format(value)
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def main_table(summary: dict, drafters: list[str]) -> str:
-    tasks = summary["tasks"]
+def _columns(summary: dict, peers: bool = True) -> list[tuple[str, dict]]:
+    """Draftless (the default drafter) first, the other drafters, the oracle, then peers."""
     per = summary["per"]
-    header = ["drafter"] + [f"{t}" for t in tasks] + ["all: tok/pass", "accept", "speed-up",
-                                                      "CPU-time speed-up", "ideal (c(n))",
-                                                      "identical"]
+    default = summary.get("default_drafter")
+    columns = [(f"Draftless (`{default}`)", per[default])] if default in per else []
+    columns += [(f"`{c}`", per[c]) for c in summary["ranking"] if c != default]
+    if "oracle" in per:
+        columns.append(("oracle (limit)", per["oracle"]))
+    if peers:
+        columns += list(summary["peers"].items())
+        if "mlx-lm" in per:
+            columns.append(("mlx-lm plain", per["mlx-lm"]))
+    return columns
+
+
+def headline_table(summary: dict) -> str:
+    """Measured speed-up per task: Draftless, the other drafters, the oracle, each peer."""
+    columns = _columns(summary)
+    rows = [[task if task != "all" else "**all**"] + [speedup_cell(f.get(task)) for _, f in columns]
+            for task in summary["tasks"] + ["all"]]
+    return _table(["task"] + [name for name, _ in columns], rows)
+
+
+def load_free_table(summary: dict) -> str:
+    """Tokens per pass and the speed-up the c(n) curve predicts (free drafting)."""
+    columns = _columns(summary, peers=False)
+    peers = list(summary["peers"].items())
+    header = ["task"] + [name for name, _ in columns] + [f"{name}: tok/pass" for name, _ in peers]
     rows = []
-    for d in summary["ranking"] + [d for d in drafters if d not in summary["ranking"]]:
-        cells = [f"`{d}`"]
-        for t in tasks:
-            s = per[d].get(t) or {}
-            cells.append(f"{_f(s.get('tokens_per_pass'))} / {_f(s.get('speedup'), '{:.2f}x')}")
-        s = per[d]["all"]
-        cells += [_f(s.get("tokens_per_pass")), _f(s.get("acceptance_rate"), "{:.0%}"),
-                  f"**{_f(s.get('speedup'), '{:.2f}x')}**", _f(s.get("speedup_cpu"), "{:.2f}x"),
-                  _f(s.get("ideal_speedup"), "{:.2f}x"),
-                  "yes" if s.get("identical") else "**NO**"]
-        rows.append(cells)
+    for task in summary["tasks"] + ["all"]:
+        row = [task if task != "all" else "**all**"]
+        for _, figures in columns:
+            cell = figures.get(task) or {}
+            row.append(f"{_f(cell.get('tokens_per_pass'))} · "
+                       f"{_f(cell.get('predicted_speedup'), '{:.2f}x')}")
+        row += [_f((figures.get(task) or {}).get("tokens_per_pass")) for _, figures in peers]
+        rows.append(row)
     return _table(header, rows)
+
+
+def identity_table(summary: dict) -> str:
+    per = summary["per"]
+    rows = [[f"`{c}`", _f((per[c].get("all") or {}).get("acceptance_rate"), "{:.0%}"),
+             "yes" if (per[c].get("all") or {}).get("identical") else "**NO**"]
+            for c in summary["configs"] if c in per]
+    rows += [[name, "–", "yes (vs its own plain)" if (f.get("all") or {}).get("identical") else "**NO**"]
+             for name, f in summary["peers"].items()]
+    return _table(["config", "acceptance", "identical to plain"], rows)
+
+
+def goals_table(summary: dict) -> str:
+    rows = []
+    for goal in summary["goals"]:
+        if "best_peer" in goal:
+            detail = (f"{_f(goal['ours'], '{:.2f}x')} vs {goal['best_peer'] or 'no peer'} "
+                      f"{_f(goal.get('peer'), '{:.2f}x')} (ratio {_f(goal.get('ratio'))})")
+        elif "verdict" in goal:
+            detail = f"{_f(goal['ours'], '{:.2f}x')} (slowest round {_f(goal.get('lo'), '{:.2f}x')}; {goal['verdict']})"
+        else:
+            detail = _f(goal["ours"], "{:.2f}x")
+        met = {True: "met", False: "**not met**",
+               None: "no peer ran" if "best_peer" in goal else "not judged (one round)"}[goal["met"]]
+        rows.append([goal["goal"], detail, met])
+    return _table(["goal", "measured", ""], rows)
 
 
 def render(results: dict, out: Path, plots: bool = True) -> list[str]:
     """Write report.md (and the plots unless ``plots`` is False) into ``out``; return the
     plot file names."""
+    if results.get("format", 1) < 2:
+        from . import report_v1
+
+        return report_v1.render(results, out, plots)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    cfg = results["settings"]
-    summary = results["summary"]
-    env = results["environment"]
-    per = summary["per"]
-    drafters = list(results["drafters"])
+    cfg, summary, env = results["settings"], results["summary"], results["environment"]
     failures = results["failures"]
-    baseline = results["baseline_decode_wall_s"]
-    files = _plots(summary, results, out) if plots else []
-
-    m = env["machine"]
-    v = env["versions"]
-    lines = [f"# Draftless benchmark{' (quick)' if cfg['quick'] else ''}", ""]
-    ok = not failures
-    lines += ["**Identity check: " + ("every speculative run's greedy output equals plain greedy "
-              "decoding, token for token.**" if ok else "FAILED — see *Failures* below.**"), ""]
+    files = _plots(results, out) if plots else []
+    m, v = env["machine"], env["versions"]
+    loads = [r.get("loadavg_1min") or 0.0 for r in results["runs"]]
+    lines = [f"# Draftless benchmark{' (quick)' if cfg['quick'] else ''}"
+             f"{' — tuning set' if cfg.get('split') == 'tuning' else ''}", ""]
+    lines += ["**Identity check: " + ("every speculative run's greedy output equals its own plain "
+              "greedy decoding, token for token (ours, mlx-lm, and each peer's).**" if not failures
+              else "FAILED — see *Failures* below.**"), ""]
     lines += [
         f"- Date: {env['date_utc']}; total run time {env.get('total_s', 0):.0f} s",
         f"- Command: `{results['command']}`",
         f"- Machine: {m['cpu']}, {m['cores']} cores, {m['platform']}; BLAS: {m['blas']}; "
-        f"load average at start {_loadavg(m.get('loadavg_start'))}, at end {_loadavg(m.get('loadavg_end'))}",
+        f"load average at start {_loadavg(m.get('loadavg_start'))}, at end "
+        f"{_loadavg(m.get('loadavg_end'))}; 1-minute load during the runs "
+        f"{min(loads, default=0):.1f}–{max(loads, default=0):.1f}",
         f"- Model: {env['model']['name']} ({env['model']['model_type']}, "
         f"{env['model']['parameters'] / 1e6:.0f}M parameters, {env['model']['dtype']}), "
         f"speculation {env['model']['speculation']}",
         "- Versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val),
         f"- Code: git {env.get('git') or 'unknown'}",
-        f"- Settings: greedy (temperature 0), up to {cfg['max_tokens']} new tokens per prompt, "
-        f"draft_count {cfg['draft_count']}, ngram_order {cfg['ngram_order']}, ngram_min {cfg['ngram_min']}, "
-        f"adaptive draft length {'on' if cfg['adaptive'] else 'off'}"
-        f"{' (the engine default)' if cfg['adaptive'] == DraftSettings.adaptive else ''}; "
-        f"drafters: {', '.join(drafters)}",
+        f"- Settings: greedy, answers up to {cfg['max_tokens']} tokens (to end-of-answer), "
+        f"{cfg['repeats']} interleaved rounds, prompt set `{cfg.get('split', 'check')}`, draft "
+        f"count cap {cfg['draft_count']}, adaptive {'on' if cfg['adaptive'] else 'off'}; "
+        f"drafters: {', '.join(results['drafters'])}; oracle draft count "
+        f"{results.get('oracle_draft_count')}",
         "",
-        "## How it is measured",
+        "## The goals (Draftless = the default drafter, no flags)",
         "",
-        "All runs happen in one process. For each prompt one chat session prefills the prompt "
-        "once; then `none` (plain decoding through our loop), every drafter (order rotated from "
-        "prompt to prompt), mlx-lm's own `stream_generate`, and `none` again run in turn. The "
-        "prompt's baseline time is the median of its two `none` runs. *Decode wall time* is the "
-        "whole generate call minus its prefill, so it includes drafting, verifying, detokenizing "
-        "and event overhead. A drafter's *speed-up* on a set of prompts is sum of baseline times / "
-        "sum of its times (outputs are identical, so this is the ratio of throughputs). "
-        "*tokens/pass*, *acceptance* and per-position acceptance are `engine.stats.DecodeStats`, "
-        "fed with every pass of those runs. With adaptive draft length on, the engine keeps a "
-        "per-drafter acceptance memory for the whole process (as the app does), so later prompts "
-        "benefit from earlier ones. *ideal (c(n))* is the speed-up the measured verify-"
-        "cost curve predicts from the same passes if drafting were free: plain passes / "
-        "Σ c(drafted+1)/c(1) (using the fastest-repeat curve). *CPU-time speed-up* is the same "
-        "ratio computed from this process's CPU time (all threads) instead of wall time: "
-        "less sensitive to other programs taking the cores, though not immune (OpenBLAS "
-        "threads spin while they wait). Each prompt is first prefilled and decoded once by an "
-        "untimed `none` run, so every timed run reuses the cached prompt and warm buffers.",
+        goals_table(summary) if summary["goals"] else "(the default drafter did not run)",
         "",
-        "The CPU is shared with other work, so wall-clock figures are noisy: the two `none` runs "
-        f"of a prompt differed by {_spread(results['baseline_spread'])} (median over prompts, relative). Treat "
-        "speed-ups within about that band of 1.0 as no change. Token counts are exact. "
-        + ("With adaptive draft length on, the engine picks each pass's draft length from "
-           "measured pass times, so tokens/pass and acceptance also move with load from run to "
-           "run; the fixed draft counts of the sweep do not." if cfg['adaptive'] else
-           "With a fixed draft count, tokens/pass and acceptance do not depend on load."),
+        "## Headline: speed-up per task, each against its own plain decoding",
         "",
-        "## Results per drafter and task",
+        "Cells: the median of the rounds' speed-ups with their min–max. \"no change\": the "
+        "range overlaps the none-vs-none noise of those answers, so no gain or loss is claimed. "
+        "*oracle*: a drafter handed the plain run's own answer (drafts "
+        f"{results.get('oracle_draft_count')} tokens, all accepted): the limit on this machine.",
         "",
-        "Cells: tokens per pass / speed-up. Sorted by overall speed-up.",
+        headline_table(summary),
         "",
-        main_table(summary, drafters),
+        "## Load-independent figures",
+        "",
+        "Cells: tokens per pass · the speed-up the measured verify-cost curve predicts from the "
+        "same passes with free drafting (plain passes / Σ c(drafted + 1)/c(1)).",
+        "",
+        load_free_table(summary),
         "",
     ]
     if files:
-        lines += ["![tokens per pass](tokens_per_pass.png)", "", "![speed-up](speedup.png)", ""]
-
-    # issue 2 trio
-    if summary["issue2"]:
-        lines += ["## The three reference prompts (code editing, summarising a given text, an open "
-                  "question)", ""]
-        for item in summary["issue2"]:
-            lines += [f"**{item['role']}** — `{item['task']}/{item['workload']}`, "
-                      f"{item['tokens']} tokens:", ""]
-            rows = [[f"`{d}`", _f(s.get("tokens_per_pass")), _f(s.get("acceptance_rate"), "{:.0%}"),
-                     _f(s.get("speedup"), "{:.2f}x"), _f(s.get("speedup_cpu"), "{:.2f}x"),
-                     _f(s.get("ideal_speedup"), "{:.2f}x"), "yes" if s.get("identical") else "**NO**"]
-                    for d, s in sorted(item["drafters"].items(),
-                                       key=lambda kv: -(kv[1].get("speedup") or 0))]
-            lines += [_table(["drafter", "tokens/pass", "acceptance", "speed-up vs none",
-                              "CPU-time speed-up", "ideal (c(n))", "identical"], rows), ""]
-
-    # baselines
-    lines += ["## Baselines: our loop (`none`) against mlx-lm `stream_generate`", ""]
-    rows = []
-    for t in summary["tasks"] + ["all"]:
-        a, b = per["none"].get(t) or {}, per["mlx-lm"].get(t) or {}
-        if not a or not b:
-            continue
-        base_tok_s = a["tokens"] / a["baseline_wall_s"] if a.get("baseline_wall_s") else None
-        rows.append([t, str(a["tokens"]), _f(base_tok_s, "{:.1f}"), _f(b.get("tok_s"), "{:.1f}"),
-                     _f(b["decode_wall_s"] / a["baseline_wall_s"] if a.get("baseline_wall_s") else None,
-                        "{:.2f}"), "yes" if b.get("identical") else "**NO**"])
-    lines += [_table(["task", "tokens", "none tok/s", "mlx-lm tok/s", "mlx-lm time / none time",
-                      "mlx-lm output = ours"], rows), "",
-              "A ratio below 1 means mlx-lm's plain loop is faster than ours (our per-pass "
-              "overhead); the speed-ups above are against our own `none`.", ""]
-
-    # verify cost
+        lines += ["![speed-up](speedup.png)", "", "![tokens per pass](tokens_per_pass.png)", ""]
+    lines += ["## Identity and acceptance", "", identity_table(summary), ""]
+    lines += ["## How it is measured", "",
+              "Every chat is first decoded plainly (the reference). Then, in each of "
+              f"{cfg['repeats']} rounds, every config runs the whole chat in its own chat "
+              "session, as the app runs a chat (KV cache and drafter state kept across turns, "
+              "each later turn after the reference answer), in an order rotated per chat and "
+              "round. *Decode time* is each answer's generate call minus its prefill. Per round, "
+              "speed-up = Σ plain decode time / Σ decode time over the answers of a cell; the "
+              "figure is the median over rounds with min–max. The noise of a cell is max / min "
+              "of its plain rounds; a gain is claimed only when the slowest round beats it. "
+              "`edit-memory` chats run after their predecessor chat has been taught to the "
+              "drafter's cross-chat memory (a fresh memory for every run). The engine keeps one "
+              "acceptance memory for the whole run, as the app's service does. Peers run the "
+              "same answers (full prompts as token ids) against their own plain decoding: "
+              "Hugging Face transformers' prompt lookup (torch CPU, same float32 weights, "
+              "child process) and llama.cpp's `llama-server --spec-type` n-gram modes (the "
+              "embedded model's Q4_1 GGUF, so its tokens differ from ours; checked against its "
+              "own plain run).", ""]
     curve = results["verify_cost"]
-    lines += ["## Verify cost c(n)/c(1) on this machine", "",
-              f"One forward pass of n tokens then argmax of each row, after a "
-              f"{curve['prefix_tokens']}-token prefix; median of {curve['repeats']} interleaved repeats.",
-              "", _table(["n"] + list(curve["ratio"]),
-                         [["c(n) ms"] + [f"{curve['median_s'][n] * 1000:.0f}" for n in curve["ratio"]],
-                          ["c(n)/c(1)"] + [f"{r:.2f}" for r in curve["ratio"].values()],
-                          ["min c(n) / min c(1)"] + [f"{r:.2f}" for r in curve["ratio_min"].values()]]),
-              "", "The last row uses the fastest repeat of each n: less affected by other work on "
-              "the machine.", ""]
-    if files:
+    lines += ["## Verify cost", "",
+              _table(["n"] + list(curve["ratio"]),
+                     [["c(n)/c(1) median"] + [_f(x) for x in curve["ratio"].values()],
+                      ["c(n) ms median"] + [_f(x * 1000, "{:.1f}") for x in curve["median_s"].values()]]),
+              ""]
+    if "verify_cost.png" in files:
         lines += ["![verify cost](verify_cost.png)", ""]
-    k = cfg["draft_count"]
-    lines += [f"With draft count {k} a full pass costs c({k + 1})/c(1) = "
-              f"{cost_ratio(curve, k + 1):.2f} plain steps, so a drafter needs more than that many "
-              "tokens per pass to win when it drafts every pass.", ""]
-
-    # per-position
-    if files:
-        lines += ["## Per-position acceptance", "", "![per-position acceptance](per_position_acceptance.png)", ""]
-    rows = []
-    for d in summary["ranking"]:
-        curve_all = per[d]["all"].get("per_position_acceptance") or []
-        rows.append([f"`{d}`"] + [f"{x:.2f}" for x in curve_all])
-    width = max((len(r) for r in rows), default=1)
-    if rows:
-        lines += [_table(["drafter"] + [f"pos {i}" for i in range(1, width)],
-                         [r + [""] * (width - len(r)) for r in rows]), ""]
-
-    # sweep
     if summary["sweep"]:
-        lines += ["## Speed-up against draft count (best drafters)", ""]
         rows = []
         for name, by_k in summary["sweep"].items():
-            for key in sorted(by_k, key=lambda x: (not x.isdigit(), int(x) if x.isdigit() else 0)):
-                s = by_k[key]
+            for key, s in sorted(by_k.items(), key=lambda kv: (not kv[0].isdigit(),
+                                                               int(kv[0]) if kv[0].isdigit() else 0)):
                 rows.append([f"`{name}`", key, _f(s.get("tokens_per_pass")),
-                             _f(s.get("acceptance_rate"), "{:.0%}"), _f(s.get("speedup"), "{:.2f}x"),
-                             _f(s.get("speedup_cpu"), "{:.2f}x"), _f(s.get("ideal_speedup"), "{:.2f}x"),
-                             "yes" if s.get("identical") else "**NO**"])
-        prompts = sorted({r["workload"] for r in results["sweep_runs"]})
-        lines += [f"Prompts: {', '.join(prompts)} (one per task). Fixed draft counts draft every pass "
-                  "the drafter has a guess (adaptive off); *adaptive* lets the engine choose the "
-                  f"length up to {max(cfg['sweep_counts'])}. Each prompt's baseline is the median of "
-                  "two `none` runs, before and after its sweep runs.", "",
-                  _table(["drafter", "draft count", "tokens/pass", "acceptance", "speed-up",
-                          "CPU-time speed-up", "ideal (c(n))", "identical"], rows), ""]
-        if files:
-            lines += ["![speed-up vs draft count](speedup_vs_draft_count.png)", ""]
-
-    # peers
-    lines += ["## Peers", "", "### Hugging Face transformers prompt lookup (torch CPU, same weights)", ""]
-    hf = results["hf_prompt_lookup"]
-    if hf.get("status") == "ran":
-        hv = hf["versions"]
-        lines += [f"transformers {hv['transformers']}, torch {hv['torch']} ({hv['torch_threads']} "
-                  f"thread, in a child process: next to MLX's OpenBLAS threads, or with 2 threads on "
-                  f"this loaded machine, torch ran many times slower), `prompt_lookup_num_tokens={hf['prompt_lookup_num_tokens']}`, "
-                  f"`max_matching_ngram_size={hf['max_matching_ngram_size']}`, greedy. Speed-up is "
-                  "against transformers' own plain greedy `generate` on the same prompt (median of "
-                  "two plain runs around the lookup run), decode time = generate time minus its "
-                  "first forward call (prefill + first token). tokens/call excludes that first call.",
-                  ""]
-        rows = [[f"{r['task']}/{r['workload']}", str(r["new_tokens"]), _f(r["tokens_per_call"]),
-                 _f(r["speedup"], "{:.2f}x"), _f(r["plain_tok_s"], "{:.1f}"),
-                 "yes" if r["identical_to_hf_plain"] else "**NO**",
-                 "yes" if r["hf_plain_equals_our_plain"] else "no"] for r in hf["rows"]]
-        lines += [_table(["prompt", "tokens", "tokens/call", "speed-up vs HF plain",
-                          "HF plain tok/s", "= HF plain", "HF plain = our plain"], rows), ""]
-        ours = summary["ranking"]
-        if "prompt-lookup" in per:
-            lines += ["Our `prompt-lookup` on the same prompts: " + ", ".join(
-                f"{r['workload']} {_run_cell(results, 'prompt-lookup', r['workload'])}"
-                for r in hf["rows"]), ""]
-        del ours
-    else:
-        lines += [hf.get("status", "skipped"), ""]
-    lines += ["### llama.cpp", "", results["llama_cpp"], ""]
-
-    # provenance
-    lines += ["## Workloads and provenance", ""]
+                             _f(s.get("speedup"), "{:.2f}x"), _f(s.get("predicted_speedup"), "{:.2f}x")])
+        lines += ["## Draft count", "", _table(["drafter", "k", "tok/pass", "speed-up",
+                                                "predicted"], rows), ""]
+        if "speedup_vs_draft_count.png" in files:
+            lines += ["![draft count](speedup_vs_draft_count.png)", ""]
+    lines += ["## Peers", ""]
+    for name, label in (("hf_prompt_lookup", "Hugging Face prompt lookup"), ("llama_cpp", "llama.cpp")):
+        peer = results.get(name) or {}
+        if peer.get("status") == "ran":
+            extra = (f"prompt_lookup_num_tokens {peer.get('prompt_lookup_num_tokens')}, "
+                     f"versions {peer.get('versions')}" if name == "hf_prompt_lookup" else
+                     f"modes {', '.join(peer.get('modes', []))} with llama.cpp's default "
+                     f"sizes, {peer.get('threads')} threads")
+            lines += [f"- {label}: ran ({extra})"]
+        else:
+            lines += [f"- {label}: {peer.get('status', 'skipped')}"]
+    lines += ["", "## Workloads", ""]
     for p in results["provenance"]:
-        lines.append(f"- **{p['task']}**: {p['source']}" + (f"; items: {', '.join(p['items'])}" if p["items"] else "")
-                     + (f" — {p['note']}" if p["note"] else ""))
-    lines += ["", _table(["prompt", "task", "turn", "plain tokens", "baseline decode s",
-                          "none-run spread"],
-                         [[w["id"], w["task"], str(w["turn"]), str(w["reference_tokens"]),
-                           _f(baseline.get(w["id"]), "{:.2f}"),
-                           _f(results["baseline_spread"].get(w["id"]), "{:.0%}")]
-                          for w in results["workloads"]]), ""]
-    skipped = list(results["skipped"])
-    left_out = [n for n in DRAFTERS if n != "none" and n not in drafters
-                and not any(f"`{n}`" in line for line in skipped)]
-    if left_out:
-        skipped.append("registered drafters not in this run (left out with --drafters): "
-                       + ", ".join(f"`{n}`" for n in left_out))
-    if skipped:
-        lines += ["## Skipped", ""] + [f"- {s}" for s in skipped] + [""]
+        lines += [f"- **{p['task']}**: {p['source']}; {', '.join(p['items'])}"
+                  + (f" ({p['note']})" if p.get("note") else "")]
+    lines += ["", _table(["chat", "task", "answers (tokens)", "after"],
+                         [[w["id"], w["task"], ", ".join(str(t) for t in w["reference_tokens"]),
+                           w.get("after") or ""] for w in results["workloads"]]), ""]
+    if results["skipped"]:
+        lines += ["## Skipped", ""] + [f"- {s}" for s in results["skipped"]] + [""]
     if failures:
-        lines += ["## Failures", ""] + [f"- **{s}**" for s in failures] + [""]
-    lines += ["Every figure above is in `results.json` (per run: stats, timing, identity, load "
-              "average).", ""]
-    (out / "report.md").write_text("\n".join(lines))
+        lines += ["## Failures", ""] + [f"- FAILED {f}" for f in failures] + [""]
+    lines += [f"Goals: copy-heavy families >= {GOAL_PEER_RATIO}x the best peer; open questions "
+              f"and novel text >= {GOAL_FLOOR}x; all tasks geometric mean >= {GOAL_GEOMEAN}x.", ""]
+    (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
     return files
-
-
-def _run_cell(results: dict, config: str, workload: str) -> str:
-    run = next((r for r in results["runs"] if r["config"] == config and r["workload"] == workload),
-               None)
-    if run is None or not run.get("stats"):
-        return "–"
-    return (f"{run['stats']['tokens_per_pass']:.2f} tok/pass, "
-            f"{results['baseline_decode_wall_s'][workload] / run['decode_wall_s']:.2f}x")
-
-
-def _loadavg(values) -> str:
-    return "/".join(f"{x:.1f}" for x in values) if values else "unknown"
-
-
-def _spread(spread: dict) -> str:
-    values = sorted(spread.values())
-    if not values:
-        return "unknown"
-    median = values[len(values) // 2]
-    return f"{median:.0%} (max {values[-1]:.0%})"

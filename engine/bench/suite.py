@@ -1,26 +1,27 @@
-"""The benchmark suite: drafters against plain decoding, in one process, greedy.
+"""The benchmark suite: drafters against plain decoding, greedy, with peers in the same run.
 
 What one run does, in order:
 1. loads the model and warms it up;
 2. measures the verify-cost curve c(n)/c(1): the wall time of one forward pass of n tokens
-   after a realistic prefix (median of several interleaved repeats), as the loop runs it
-   (forward, then argmax of every row);
-3. for each prompt, in one ChatSession (so the prompt is prefilled once and reused):
-   ``none`` through our loop, every drafter (order rotated per prompt), mlx-lm's
-   ``stream_generate``, and ``none`` again. The baseline time of the prompt is the median of
-   its ``none`` runs; every run's greedy tokens are compared with the first ``none`` run;
-4. the Hugging Face transformers prompt-lookup peer (plain vs lookup) on some prompts;
+   after a realistic prefix (median of several interleaved repeats), as the loop runs it;
+3. for each chat (a workload: one or more user turns) of the chosen split (``check``: the
+   report's prompts; ``tuning``: the prompts the defaults were tuned on):
+   a. a reference run: plain greedy decoding, turn by turn in one ChatSession, each later
+      turn asked after the model's own answer; its tokens are what every run must equal;
+   b. ``repeats`` rounds; in each, every config runs the whole chat in its own
+      ChatSession (KV cache and drafter state kept across turns, as the app runs a chat),
+      configs in an order rotated per chat and round: ``none`` (plain, our loop), each
+      drafter, the ``oracle`` (handed the reference answer: the limit), mlx-lm's plain
+      ``stream_generate``. An ``edit-memory`` chat first teaches each drafter's cross-chat
+      memory the chat it follows (a fresh memory per run, so no run sees another's);
+4. the Hugging Face prompt-lookup peer and llama.cpp's n-gram modes, each against its own
+   plain decoding, on the same turns (their full prompts as token ids), ``repeats`` rounds;
 5. speed-up against draft count for the best drafters on one prompt per task;
 6. writes ``results.json`` (every run, the figures of ``aggregate.py``), then the report and
    plots (``report.py``), which read nothing but that file's content.
 
 The suite keeps one ``EngineMemory`` for the whole run, as the app's service does: every
-chat session shares the measured cost curve and the acceptance memory.
-
-Statistics are ``engine.stats.DecodeStats``: each run's own (from its DoneEvent) and, for
-a task or the whole suite, one DecodeStats fed with every PassEvent of those runs.
-Speed-up of a drafter on a set of prompts = sum of baseline decode wall times / sum of the
-drafter's decode wall times (the outputs are identical, so this is the throughput ratio).
+chat shares the measured cost curve and the acceptance memory.
 Decode wall time = the whole ``generate`` call's wall time minus its prefill time, so it
 includes drafting, verifying, detokenizing and event overhead: what a user waits for.
 """
@@ -33,6 +34,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -52,16 +54,20 @@ from ..model_ngrams import model_key
 from ..models import load_model
 from ..session import ChatSession, prompt_tokens
 from ..settings import DraftSettings, GenerationRequest
-from . import peers, report
+from . import llamacpp, peers, report
 from .aggregate import aggregate
-from .workloads import TASK_ORDER, Workload, select_workloads
+from .oracle import ORACLE, OracleDrafter, OracleSession, best_fixed_count
+from .workloads import TASK_ORDER, Workload, predecessor, select_workloads
 
-QUICK_TASKS = ["code-edit", "rag", "open-question"]
-# --quick runs a subset: these where registered (plus the engine's default drafter).
-QUICK_DRAFTERS = ("prompt-lookup", "suffix", "ngram-simple", "frequency")
+QUICK_TASKS = ["code-edit", "edit-session", "rag", "open-question"]
+# Without --drafters: these where registered, plus the engine's default drafter
+# (--drafters all: every registered drafter).
+COMPARED_DRAFTERS = ("ngram-cache", "prompt-lookup", "suffix")
+QUICK_DRAFTERS = ("prompt-lookup",)
 FULL_TASKS = list(TASK_ORDER)
-VERIFY_NS = [1, 2, 3, 4, 5, 6, 8, 9, 12, 16, 17, 24, 32]
-SWEEP_COUNTS = [1, 2, 4, 8]
+VERIFY_NS = [1, 2, 3, 4, 5, 6, 8, 9, 12, 16, 17, 24, 32, 48]
+SWEEP_COUNTS = [1, 2, 4, 8, 16]
+HF_LOOKUP = 10  # transformers' own prompt_lookup_num_tokens default
 
 
 @dataclass
@@ -70,16 +76,19 @@ class BenchConfig:
     model: str | None = None
     quick: bool = False
     drafters: list[str] | None = None  # None: every registered drafter
-    max_tokens: int = 64
+    max_tokens: int = 512  # answers run to their end unless longer
+    repeats: int = 3  # interleaved rounds per chat and config
+    split: str = "check"  # "check": the report's prompts; "tuning": the tuning set
     draft_count: int = DraftSettings.draft_count
     ngram_order: int = DraftSettings.ngram_order
     ngram_min: int = DraftSettings.ngram_min
     tasks: list[str] = field(default_factory=lambda: list(FULL_TASKS))
-    per_task: int = 1
+    per_task: int = 2
     mtbench_turns: int = 2
     hf_peer: bool = True
-    hf_prompts_per_task: int = 1
-    hf_lookup: int = 0  # 0: the same as draft_count
+    hf_prompts_per_task: int = 2  # chats per task (every turn of a chat runs)
+    hf_lookup: int = HF_LOOKUP
+    llama_peer: bool = True
     sweep: bool = True
     sweep_counts: list[int] = field(default_factory=lambda: list(SWEEP_COUNTS))
     sweep_drafters: int = 2
@@ -89,7 +98,8 @@ class BenchConfig:
     plots: bool = True
     adaptive: bool = DraftSettings.adaptive  # the engine's default
     sweep_tasks: list[str] = field(default_factory=lambda: ["code-edit", "rag"])
-    hf_tasks: list[str] = field(default_factory=lambda: ["code-edit", "rag", "humaneval"])
+    hf_tasks: list[str] = field(default_factory=lambda: list(FULL_TASKS))
+    oracle: bool = True
     command: str = ""
 
 
@@ -165,9 +175,12 @@ class EngineRun:
     first_mismatch: int | None = None
     loadavg: float | None = None
     error: str | None = None
+    repeat: int = 0
+    chat: str = ""  # the workload (chat) this turn belongs to
 
     def record(self) -> dict:
         out = {"config": self.config, "workload": self.workload, "task": self.task,
+               "chat": self.chat or self.workload, "repeat": self.repeat,
                "emitted_tokens": len(self.tokens), "decode_wall_s": round(self.decode_wall_s, 4),
                "cpu_s": None if self.cpu_s is None else round(self.cpu_s, 4),
                "identical": self.identical, "first_mismatch": self.first_mismatch,
@@ -184,12 +197,14 @@ ADAPTIVE_SUPPORTED = "adaptive" in DraftSettings.__dataclass_fields__
 
 
 def draft_settings(name: str, cfg: BenchConfig, draft_count: int | None = None,
-                   adaptive: bool | None = None) -> DraftSettings:
-    """The engine's defaults but for the suite's counts; ``adaptive`` None: cfg.adaptive."""
+                   adaptive: bool | None = None, cross_chat: bool = False) -> DraftSettings:
+    """The engine's defaults but for the suite's counts; ``adaptive`` None: cfg.adaptive.
+    Without ``cross_chat`` a drafter gets its measurement options (no memory from other
+    chats); with it, the app's own options."""
     extra = {}
     if ADAPTIVE_SUPPORTED:
         extra["adaptive"] = cfg.adaptive if adaptive is None else adaptive
-    extra["options"] = measurement_options(name)
+    extra["options"] = {} if cross_chat else measurement_options(name)
     return DraftSettings(drafter=name, draft_count=draft_count or cfg.draft_count,
                          ngram_order=cfg.ngram_order, ngram_min=cfg.ngram_min, **extra)
 
@@ -219,6 +234,10 @@ def run_engine(session, workload: Workload, messages, draft: DraftSettings, max_
                     wall - float(done.timing.get("prefill_s", 0.0)), cpu, done.stats, done.timing,
                     passes, loadavg=os.getloadavg()[0] if hasattr(os, "getloadavg") else None)
     return run
+
+
+def _load() -> float | None:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
 
 
 def compare(run: EngineRun, reference: list[int]) -> None:
@@ -256,14 +275,16 @@ class Suite:
         self.runs: list[EngineRun] = []
         self.sweep_runs: list[EngineRun] = []
         self.reference: dict[str, list[int]] = {}
-        self.baseline: dict[str, float] = {}  # workload -> median none decode wall
-        self.baseline_spread: dict[str, float] = {}
-        self.baseline_cpu: dict[str, float] = {}
         self.workloads: list[Workload] = []
         self.provenance = []
         self.skipped: list[str] = []
         self.failures: list[str] = []
         self.hf: dict = {}
+        self.llama_cpp: dict = {}
+        self.chat_messages: dict[str, list[list[dict]]] = {}  # chat -> messages of each turn
+        self.configs: list[str] = []
+        self.oracle_count = 0
+        self.default_drafter: str | None = None
         self.memory = EngineMemory()  # one for the run, as the app's service keeps one
         self.started = time.perf_counter()
 
@@ -283,9 +304,11 @@ class Suite:
 
     def drafter_names(self) -> list[str]:
         names = [n for n in DRAFTERS if n != "none"]
-        if self.cfg.drafters is None and self.cfg.quick:
-            names = [n for n in names if n in QUICK_DRAFTERS or n == DEFAULT_DRAFTER]
-        if self.cfg.drafters is not None:
+        if self.cfg.drafters is None:
+            chosen = QUICK_DRAFTERS if self.cfg.quick else COMPARED_DRAFTERS
+            names = [n for n in names if n in chosen or n == DEFAULT_DRAFTER]
+            names.sort(key=lambda n: n != DEFAULT_DRAFTER)
+        elif self.cfg.drafters != ["all"]:
             unknown = [n for n in self.cfg.drafters if n not in DRAFTERS]
             if unknown:
                 raise EngineError(f"Unknown drafter(s) {', '.join(unknown)}. "
@@ -333,101 +356,163 @@ class Suite:
                                         self.cfg.verify_repeats)
         log("  " + "  ".join(f"c({n})={r:.2f}" for n, r in self.verify["ratio"].items()))
 
-    def run_prompt(self, workload: Workload, drafters: list[str], index: int, total: int):
-        cfg = self.cfg
+    # -- one chat, every config, interleaved rounds
+
+    def turn_messages(self, workload: Workload, answers: list[str]) -> list[list[dict]]:
+        """The messages of each turn, later turns after the given (reference) answers."""
+        messages = list(workload.messages)
+        out = [messages]
+        for answer, follow_up in zip(answers, workload.turns):
+            messages = messages + [{"role": "assistant", "content": answer},
+                                   {"role": "user", "content": follow_up}]
+            out.append(messages)
+        return out
+
+    def reference_chat(self, workload: Workload) -> list[EngineRun]:
+        """Plain greedy decoding of every turn in one session: the reference (untimed use)."""
         session = ChatSession(self.loaded, self.memory)
-        tag = f"{workload.task}/{workload.id}"
+        runs, answers = [], []
+        for turn, turn_id in enumerate(workload.turn_ids()):
+            messages = self.turn_messages(workload, answers)[turn]
+            run = run_engine(session, workload, messages, draft_settings("none", self.cfg),
+                             self.cfg.max_tokens, "reference")
+            run.workload, run.chat = turn_id, workload.id
+            runs.append(run)
+            answers.append(self.loaded.tokenizer.decode(run.tokens))
+        return runs
 
-        def do(label, settings):
-            try:
-                run = run_engine(session, workload, workload.messages, settings, cfg.max_tokens,
-                                 label)
-            except Exception as error:  # a drafter that crashes is a failure, not a skip
-                message = f"{tag} {label}: {type(error).__name__}: {error}"
-                self.failures.append(message)
-                log(f"  FAILED {message}")
-                return None
-            self.runs.append(run)
-            return run
+    def teach_cross_chat(self, name: str, earlier: Workload, stores) -> None:
+        """Give a drafter's cross-chat memory the chat ``earlier``, as if the user had had it:
+        its reference answers go through the drafter protocol (reset, observe), no model."""
+        from ..drafters import make_drafter
 
-        # untimed: prefill the prompt and decode once, so every timed run below reuses the
-        # cached prompt and finds buffers and KV capacity already grown (measured: the first
-        # decode after a prefill ran ~20% slower than the same decode repeated)
-        run_engine(session, workload, workload.messages, draft_settings("none", cfg),
-                   cfg.max_tokens, "prime")
-        first = do("none", draft_settings("none", cfg))
-        if first is None:
-            return None
-        reference = first.tokens
-        self.reference[workload.id] = reference
-        compare(first, reference)
-        nones = [first]
-        log(f"[{self.elapsed()}] ({index}/{total}) {tag}: none {len(reference)} tokens "
-            f"{len(reference) / first.decode_wall_s:.1f} tok/s")
-        shift = index % max(len(drafters), 1)
-        for name in drafters[shift:] + drafters[:shift]:
-            run = do(name, draft_settings(name, cfg))
-            if run is None:
-                continue
-            compare(run, reference)
-            flag = "identical" if run.identical else \
-                f"MISMATCH at token {run.first_mismatch}"
-            log(f"  {name:16} {run.stats['tokens_per_pass']:.2f} tok/pass "
-                f"{run.stats['acceptance_rate']:.0%} accepted "
-                f"{first.decode_wall_s / run.decode_wall_s:.2f}x  {flag}")
-            if not run.identical:
-                self.failures.append(f"{tag} {name}: output differs from plain greedy at token "
-                                     f"{run.first_mismatch}")
-        # mlx-lm's own plain decoding on the same prompt tokens
-        tokens = prompt_tokens(self.loaded, GenerationRequest(messages=workload.messages).validated())
+        drafter = make_drafter(draft_settings(name, self.cfg, cross_chat=True).validated())
+        drafter.attach_model(model_key(self.loaded), stores=stores)
+        for turn_id, messages in zip(earlier.turn_ids(), self.chat_messages[earlier.id]):
+            request = GenerationRequest(messages=messages).validated()
+            drafter.reset(prompt_tokens(self.loaded, request))
+            drafter.observe(self.reference[turn_id])
+        drafter.flush()
+
+    def chat_session(self, config: str, workload: Workload):
+        """A fresh session for one config's run of a chat (and its drafter settings)."""
+        cfg = self.cfg
+        if config == ORACLE:
+            oracle = OracleDrafter()
+            return OracleSession(self.loaded, self.memory, oracle), \
+                draft_settings("none", cfg, self.oracle_count, adaptive=False)
+        earlier = predecessor(workload)
+        if earlier is None or not measurement_options(config):
+            return ChatSession(self.loaded, self.memory), draft_settings(config, cfg)
+        # cross-chat memory: a fresh store in a fresh folder, taught the earlier chat
+        from ..drafters.stores import DrafterStores
+
+        os.environ["DRAFTLESS_DATA_DIR"] = tempfile.mkdtemp(prefix="draftless-bench-memory-")
+        stores = DrafterStores()
+        self.teach_cross_chat(config, earlier, stores)
+        memory = EngineMemory(adaptive=self.memory.adaptive, stores=stores)
+        return ChatSession(self.loaded, memory), draft_settings(config, cfg, cross_chat=True)
+
+    def run_chat_config(self, workload: Workload, config: str, repeat: int) -> list[EngineRun]:
+        cfg = self.cfg
+        turn_ids = workload.turn_ids()
+        runs = []
+        if config == "mlx-lm":
+            for turn_id, messages in zip(turn_ids, self.chat_messages[workload.id]):
+                tokens = prompt_tokens(self.loaded, GenerationRequest(messages=messages).validated())
+                plain = peers.mlx_lm_greedy(self.loaded, tokens, cfg.max_tokens)
+                runs.append(EngineRun("mlx-lm", turn_id, workload.task, plain.tokens,
+                                      plain.decode_wall_s, plain.cpu_s, loadavg=_load(),
+                                      repeat=repeat, chat=workload.id))
+            return runs
+        data_dir = os.environ.get("DRAFTLESS_DATA_DIR")
         try:
-            plain = peers.mlx_lm_greedy(self.loaded, tokens, cfg.max_tokens)
-            run = EngineRun("mlx-lm", workload.id, workload.task, plain.tokens, plain.decode_wall_s,
-                            plain.cpu_s, loadavg=os.getloadavg()[0] if hasattr(os, "getloadavg") else None)
-            compare(run, reference)
-            self.runs.append(run)
-            log(f"  {'mlx-lm':16} {len(plain.tokens) / plain.decode_wall_s:.1f} tok/s "
-                f"{'identical' if run.identical else 'differs from our none (token ' + str(run.first_mismatch) + ')'}")
-            if not run.identical:
-                self.failures.append(f"{tag} mlx-lm stream_generate: output differs from our "
-                                     f"plain loop at token {run.first_mismatch}")
-        except Exception as error:
-            self.failures.append(f"{tag} mlx-lm: {type(error).__name__}: {error}")
-        last = do("none", draft_settings("none", cfg))
-        if last is not None:
-            compare(last, reference)
-            nones.append(last)
-            if not last.identical:
-                self.failures.append(f"{tag} none: second plain run differs at token "
-                                     f"{last.first_mismatch}")
-        walls = [r.decode_wall_s for r in nones]
-        self.baseline[workload.id] = statistics.median(walls)
-        self.baseline_cpu[workload.id] = statistics.median(r.cpu_s for r in nones)
-        self.baseline_spread[workload.id] = (max(walls) - min(walls)) / statistics.mean(walls)
-        return session
+            session, settings = self.chat_session(config, workload)
+            for turn_id, messages in zip(turn_ids, self.chat_messages[workload.id]):
+                if config == ORACLE:
+                    session.oracle.expect(self.reference[turn_id])
+                run = run_engine(session, workload, messages, settings, cfg.max_tokens, config)
+                run.workload, run.chat, run.repeat = turn_id, workload.id, repeat
+                runs.append(run)
+        finally:
+            if data_dir is not None:
+                os.environ["DRAFTLESS_DATA_DIR"] = data_dir
+        return runs
+
+    def run_chat(self, workload: Workload, configs: list[str], index: int, total: int) -> None:
+        cfg = self.cfg
+        earlier = predecessor(workload)
+        if earlier is not None and earlier.id not in self.chat_messages:
+            self.reference_only(earlier)  # the chat it follows, for its cross-chat memory
+        reference = self.reference_chat(workload)
+        answers = [self.loaded.tokenizer.decode(r.tokens) for r in reference]
+        self.chat_messages[workload.id] = self.turn_messages(workload, answers)
+        for run in reference:
+            self.reference[run.workload] = run.tokens
+        lengths = ", ".join(str(len(r.tokens)) for r in reference)
+        log(f"[{self.elapsed()}] ({index}/{total}) {workload.task}/{workload.id}: "
+            f"{len(reference)} turn(s) of {lengths} tokens; load {_load():.2f}")
+        for repeat in range(cfg.repeats):
+            shift = (index + repeat) % len(configs)
+            for config in configs[shift:] + configs[:shift]:
+                try:
+                    runs = self.run_chat_config(workload, config, repeat)
+                except Exception as error:  # a drafter that crashes is a failure, not a skip
+                    message = f"{workload.task}/{workload.id} {config}: {type(error).__name__}: {error}"
+                    self.failures.append(message)
+                    log(f"  FAILED {message}")
+                    continue
+                for run in runs:
+                    compare(run, self.reference[run.workload])
+                    if not run.identical:
+                        self.failures.append(
+                            f"{workload.task}/{run.workload} {config} (round {repeat + 1}): output "
+                            f"differs from plain greedy at token {run.first_mismatch}")
+                self.runs += runs
+                wall = sum(r.decode_wall_s for r in runs)
+                tokens = sum(len(r.tokens) for r in runs)
+                passes = sum(r.stats["passes"] for r in runs if r.stats) or None
+                log(f"  round {repeat + 1} {config:14} {tokens / wall:6.1f} tok/s"
+                    + (f" {tokens / passes:.2f} tok/pass" if passes else "")
+                    + ("" if all(r.identical for r in runs) else "  MISMATCH"))
+
+    def reference_only(self, workload: Workload) -> None:
+        reference = self.reference_chat(workload)
+        answers = [self.loaded.tokenizer.decode(r.tokens) for r in reference]
+        self.chat_messages[workload.id] = self.turn_messages(workload, answers)
+        for run in reference:
+            self.reference[run.workload] = run.tokens
 
     def run_main(self):
-        cfg = self.cfg
-        drafters = self.drafters
-        queue = list(self.workloads)
-        done = 0
-        log(f"[{self.elapsed()}] {len(queue)} prompts (+ MT-Bench second turns) x "
-            f"(none x2, {len(drafters)} drafters, mlx-lm), up to {cfg.max_tokens} tokens each")
-        while queue:
-            workload = queue.pop(0)
-            done += 1
-            self.run_prompt(workload, drafters, done, done + len(queue))
-            if workload.follow_up and workload.id in self.reference:
-                answer = self.loaded.tokenizer.decode(self.reference[workload.id])
-                second = Workload(
-                    workload.task, workload.id.replace("-t1", "-t2"),
-                    workload.messages + [{"role": "assistant", "content": answer},
-                                         {"role": "user", "content": workload.follow_up}],
-                    workload.source, turn=2, meta=dict(workload.meta))
-                self.workloads.insert(self.workloads.index(workload) + 1, second)
-                queue.insert(0, second)
+        configs = ["none"] + list(self.drafters)
+        if self.cfg.oracle:
+            self.oracle_count = best_fixed_count(self.verify["ratio"])
+            configs.append(ORACLE)
+        configs.append("mlx-lm")
+        self.configs = configs
+        turns = sum(len(w.turn_ids()) for w in self.workloads)
+        log(f"[{self.elapsed()}] {len(self.workloads)} chats ({turns} answers) x {self.cfg.repeats} "
+            f"rounds x ({', '.join(configs)}), up to {self.cfg.max_tokens} tokens each"
+            + (f"; oracle drafts {self.oracle_count} per pass" if self.cfg.oracle else ""))
+        for index, workload in enumerate(self.workloads, 1):
+            self.run_chat(workload, configs, index, len(self.workloads))
 
-    # -- peers
+    # -- peers, each against its own plain decoding
+
+    def peer_jobs(self, tasks: list[str], chats_per_task: int) -> list[dict]:
+        """Every turn of the first chats of each task: full prompt token ids."""
+        per_task: dict[str, int] = {}
+        jobs = []
+        for workload in self.workloads:
+            if workload.task not in tasks or workload.id not in self.chat_messages:
+                continue
+            if per_task.get(workload.task, 0) >= chats_per_task:
+                continue
+            per_task[workload.task] = per_task.get(workload.task, 0) + 1
+            for turn_id, messages in zip(workload.turn_ids(), self.chat_messages[workload.id]):
+                jobs.append({"id": turn_id, "task": workload.task, "tokens": prompt_tokens(
+                    self.loaded, GenerationRequest(messages=messages).validated())})
+        return jobs
 
     def run_hf_peer(self):
         cfg = self.cfg
@@ -436,51 +521,83 @@ class Suite:
             self.hf = {"status": status}
             log(f"[{self.elapsed()}] Hugging Face prompt lookup {status}")
             return
+        jobs = self.peer_jobs(cfg.hf_tasks, cfg.hf_prompts_per_task)
         log(f"[{self.elapsed()}] Hugging Face transformers prompt lookup (torch CPU, same weights, "
-            "child process)")
-        lookup = cfg.hf_lookup or cfg.draft_count
-        per_task: dict[str, int] = {}
-        chosen = []
-        for workload in self.workloads:
-            if workload.id not in self.reference or workload.task not in cfg.hf_tasks:
-                continue
-            if per_task.get(workload.task, 0) < cfg.hf_prompts_per_task:
-                per_task[workload.task] = per_task.get(workload.task, 0) + 1
-                chosen.append(workload)
-        jobs = [{"id": w.id, "tokens": prompt_tokens(self.loaded, GenerationRequest(
-            messages=w.messages).validated())} for w in chosen]
+            f"child process): {len(jobs)} answers x {cfg.repeats} rounds")
         try:
-            result = peers.run_hf_jobs(self.loaded.path, jobs, cfg.max_tokens, lookup)
+            result = peers.run_hf_jobs(self.loaded.path, [{"id": j["id"], "tokens": j["tokens"]}
+                                                          for j in jobs],
+                                       cfg.max_tokens, cfg.hf_lookup, repeats=cfg.repeats)
         except Exception as error:
             self.hf = {"status": f"skipped: transformers could not run on {self.loaded.path} "
                                  f"({type(error).__name__}: {error})"}
             log(f"  {self.hf['status']}")
             return
+        task_of = {j["id"]: j["task"] for j in jobs}
         rows = []
-        by_id = {w.id: w for w in chosen}
         for item in result["rows"]:
-            workload = by_id[item["id"]]
-            plain_a, plain_b = (peers.HFRun(**p) for p in item["plain"])
-            pld = peers.HFRun(**item["lookup"])
-            base = statistics.median([plain_a.decode_s, plain_b.decode_s])
-            row = {"workload": workload.id, "task": workload.task,
-                   "new_tokens": pld.new_tokens, "calls": pld.calls,
-                   "plain_calls": plain_a.calls,
-                   "tokens_per_call": round(pld.tokens_per_call, 4),
-                   "plain_decode_s": round(base, 4), "lookup_decode_s": round(pld.decode_s, 4),
-                   "speedup": round(base / pld.decode_s, 4) if pld.decode_s else None,
-                   "identical_to_hf_plain": pld.tokens == plain_a.tokens,
-                   "hf_plain_equals_our_plain": plain_a.tokens == self.reference[workload.id],
-                   "plain_tok_s": round((plain_a.new_tokens - 1) / base, 2) if base else None}
-            rows.append(row)
-            log(f"  {workload.task}/{workload.id}: {row['tokens_per_call']:.2f} tok/call "
-                f"{row['speedup']:.2f}x; HF plain {row['plain_tok_s']} tok/s; "
-                f"{'identical' if row['identical_to_hf_plain'] else 'DIFFERS from HF plain'}")
-            if not row["identical_to_hf_plain"]:
-                self.failures.append(f"HF peer {workload.id}: prompt lookup output differs from "
+            plain = [peers.HFRun(**p) for p in item["plain"]]
+            lookup = [peers.HFRun(**p) for p in item["lookup"]]
+            identical = all(r.tokens == plain[0].tokens for r in plain + lookup)
+            rows.append({"workload": item["id"], "task": task_of[item["id"]],
+                         "plain_decode_s": [round(r.decode_s, 4) for r in plain],
+                         "decode_s": [round(r.decode_s, 4) for r in lookup],
+                         "new_tokens": lookup[0].new_tokens, "calls": lookup[0].calls,
+                         "plain_calls": plain[0].calls,
+                         "tokens_per_call": round(lookup[0].tokens_per_call, 4),
+                         "identical_to_own_plain": identical,
+                         "plain_equals_our_plain": plain[0].tokens == self.reference.get(item["id"]),
+                         "loadavg_1min": item.get("loadavg_1min")})
+            if not identical:
+                self.failures.append(f"HF peer {item['id']}: prompt lookup output differs from "
                                      "transformers' own plain greedy output")
         self.hf = {"status": "ran", "versions": result["versions"],
-                   "prompt_lookup_num_tokens": lookup, "max_matching_ngram_size": 2, "rows": rows}
+                   "prompt_lookup_num_tokens": cfg.hf_lookup, "max_matching_ngram_size": 2,
+                   "rows": rows}
+
+    def run_llama_peer(self):
+        cfg = self.cfg
+        status = llamacpp.status()
+        if status is None and self.loaded.name != "SmolLM2-135M-Instruct":
+            status = "skipped: llama.cpp runs the embedded model's GGUF only"
+        if status:
+            self.llama_cpp = {"status": status}
+            log(f"[{self.elapsed()}] llama.cpp n-gram modes {status}")
+            return
+        from ..models.embedded import find_embedded_gguf
+
+        jobs = self.peer_jobs(cfg.hf_tasks, cfg.hf_prompts_per_task)
+        log(f"[{self.elapsed()}] llama.cpp llama-server ({', '.join(llamacpp.SPEC_TYPES)} vs "
+            f"none, Q4_1 GGUF): {len(jobs)} answers x {cfg.repeats} rounds")
+        try:
+            result = llamacpp.run_modes(llamacpp.server_binary(), find_embedded_gguf(),
+                                        [{"id": j["id"], "tokens": j["tokens"]} for j in jobs],
+                                        cfg.max_tokens, cfg.repeats, log=log)
+        except Exception as error:
+            self.llama_cpp = {"status": f"skipped: llama-server failed ({type(error).__name__}: "
+                                        f"{error})"}
+            log(f"  {self.llama_cpp['status']}")
+            return
+        task_of = {j["id"]: j["task"] for j in jobs}
+        errors = [r for r in result["rows"] if "error" in r]
+        for row in errors:
+            self.skipped.append(f"llama.cpp {row['mode']} {row['id']} (round {row['repeat'] + 1}): "
+                                f"{row['error']}")
+        result["rows"] = [r for r in result["rows"] if "error" not in r]
+        result["errors"] = errors
+        plain: dict[str, list[int]] = {}
+        for row in sorted(result["rows"], key=lambda r: r["repeat"]):
+            if row["mode"] == "none":
+                plain.setdefault(row["id"], row["tokens"])
+        for row in result["rows"]:
+            row["task"] = task_of[row["id"]]
+            row["identical_to_own_plain"] = row["tokens"] == plain.get(row["id"])
+            if not row["identical_to_own_plain"]:
+                self.failures.append(f"llama.cpp {row['mode']} {row['id']} (round "
+                                     f"{row['repeat'] + 1}): output differs from llama.cpp's own "
+                                     "plain greedy output")
+            row["tokens"] = len(row["tokens"])
+        self.llama_cpp = {"status": "ran", **result}
 
     # -- draft-count sweep
 
@@ -494,7 +611,7 @@ class Suite:
         chosen = []
         for workload in self.workloads:
             if workload.task not in seen_tasks and workload.id in self.reference \
-                    and workload.turn == 1 and workload.task in cfg.sweep_tasks:
+                    and not workload.turns and workload.task in cfg.sweep_tasks:
                 seen_tasks.add(workload.task)
                 chosen.append(workload)
         log(f"[{self.elapsed()}] draft-count sweep: {', '.join(best)} x k = {cfg.sweep_counts}"
@@ -516,6 +633,7 @@ class Suite:
                 if name == "none":  # the second baseline run, after all the others
                     again = run_engine(session, workload, workload.messages,
                                        draft_settings("none", cfg), cfg.max_tokens, "none")
+                    again.repeat = 1  # the noise check; speed-ups pair with the first
                     compare(again, self.reference[workload.id])
                     self.sweep_runs.append(again)
                     continue
@@ -545,12 +663,14 @@ class Suite:
             "failures": self.failures,
             "skipped": self.skipped,
             "provenance": [vars(p) for p in self.provenance],
-            "workloads": [{"id": w.id, "task": w.task, "turn": w.turn, "role": w.role,
-                           "source": w.source, "reference_tokens": len(self.reference.get(w.id, []))}
+            "format": 2,
+            "workloads": [{"id": w.id, "task": w.task, "turns": w.turn_ids(), "role": w.role,
+                           "split": w.split, "after": w.after, "source": w.source,
+                           "reference_tokens": [len(self.reference.get(t, []))
+                                                for t in w.turn_ids()]}
                           for w in self.workloads],
             "verify_cost": self.verify,
-            "baseline_decode_wall_s": {k: round(v, 4) for k, v in self.baseline.items()},
-            "baseline_spread": {k: round(v, 4) for k, v in self.baseline_spread.items()},
+            "oracle_draft_count": self.oracle_count,
             "summary": aggregate(self),
             "hf_prompt_lookup": self.hf,
             "llama_cpp": self.llama_cpp,
@@ -562,7 +682,8 @@ class Suite:
     def run(self) -> int:
         cfg = self.cfg
         self.load()
-        self.workloads, self.provenance = select_workloads(cfg.tasks, cfg.per_task, cfg.mtbench_turns)
+        self.workloads, self.provenance = select_workloads(cfg.tasks, cfg.per_task,
+                                                           cfg.mtbench_turns, cfg.split)
         for prov in self.provenance:
             if prov.source == "skipped":
                 self.skipped.append(f"workload `{prov.task}` {prov.note}")
@@ -570,6 +691,7 @@ class Suite:
         if not self.workloads:
             raise EngineError("No workloads to run.")
         self.drafters = self.drafter_names()
+        self.default_drafter = DEFAULT_DRAFTER if DEFAULT_DRAFTER in self.drafters else None
         self.warm_up()
         self.measure_verify_cost()
         self.run_main()
@@ -578,10 +700,12 @@ class Suite:
             self.run_hf_peer()
         else:
             self.hf = {"status": "skipped: --no-peers"}
+        if cfg.llama_peer:
+            self.run_llama_peer()
+        else:
+            self.llama_cpp = {"status": "skipped: --no-peers"}
         if cfg.sweep:
             self.run_sweep(summary["ranking"])
-        llama = peers.llama_cpp_status()
-        self.llama_cpp = llama or "available but not wired into this suite yet"
         self.env["machine"]["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
         self.env["total_s"] = round(time.perf_counter() - self.started, 1)
         results = self.results()

@@ -28,7 +28,9 @@ DRAFTERS: dict[str, type[Drafter]] = {cls.name: cls for cls in (
     SuffixDrafter,
 )}
 
-DEFAULT_DRAFTER = "ngram-cache"  # the best overall in resources/readme/benchmarks (quiet CPU)
+# the best on the benchmark's tuning prompts at the default cap, cold and warm (python -m
+# engine.bench.tune: suffix 2.44x, prompt-lookup 2.40x, ngram-cache 2.36x predicted, cold)
+DEFAULT_DRAFTER = "suffix"
 
 
 def resolve_drafter_name(name: str | None) -> str:

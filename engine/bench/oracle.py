@@ -1,0 +1,71 @@
+"""The oracle: a drafter handed the plain run's own answer (benchmark only).
+
+It drafts the rest of the known answer, so every draft is accepted and a pass costs only
+the verify of its length: the speed-up it reaches is the limit of n-gram speculation on
+this machine for that answer (drafting for free, every guess right). It is not in the
+drafter registry, so the app and the CLI never offer it; the suite runs it through
+``OracleSession``, a ``ChatSession`` that installs it instead of a registered drafter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..drafters.base import Drafter
+from ..session import ChatSession
+
+ORACLE = "oracle"
+
+
+class OracleDrafter(Drafter):
+    name = ORACLE
+    summary = "benchmark only: drafts the plain run's own answer (the limit of speculation)"
+
+    def __init__(self, settings=None):
+        super().__init__(settings)
+        self.answer: list[int] = []
+        self.start = 0
+
+    def expect(self, answer: Sequence[int]) -> None:
+        """The answer the next turn will give (plain greedy decoding's, end-of-sequence dropped)."""
+        self.answer = list(answer)
+
+    def reset(self, prompt_tokens: Sequence[int]) -> None:
+        self.start = len(prompt_tokens)
+
+    def extend(self, tokens: Sequence[int]) -> None:
+        self.start += len(tokens)
+
+    def propose(self, history: Sequence[int], k: int) -> list[list[int]]:
+        done = len(history) - self.start
+        if done < 0 or list(history[self.start:]) != self.answer[:done]:
+            return []  # off the known answer (a wrong reference): no guess, never a wrong one
+        rest = self.answer[done:done + k]
+        return [rest] if rest else []
+
+    def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None) -> None:
+        pass
+
+
+class OracleSession(ChatSession):
+    """A chat whose drafter is the oracle, whatever drafter the request names."""
+
+    def __init__(self, loaded, memory, oracle: OracleDrafter):
+        super().__init__(loaded, memory)
+        self.oracle = oracle
+
+    def _prepare_drafter(self, tokens, request) -> None:
+        self.drafter = self.oracle
+        self.oracle.reset(tokens)
+        self.drafter_key = request.draft
+
+
+def best_fixed_count(ratio: dict, cap: int = 64) -> int:
+    """The draft count k maximising (k + 1) / c(k + 1) on a measured c(n)/c(1) curve: what a
+    perfect drafter should send per pass."""
+    from .aggregate import cost_ratio
+
+    curve = {"ratio": ratio}
+    longest = max(int(n) for n in ratio) - 1  # never beyond the measured lengths
+    return max(range(1, max(min(cap, longest), 1) + 1),
+               key=lambda k: (k + 1) / cost_ratio(curve, k + 1))
