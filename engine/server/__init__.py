@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from ..command_line import log, request_from_args
 from ..errors import EngineError
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
@@ -39,7 +40,6 @@ def check_exposure(host: str, api_key: str | None) -> None:
 
 
 def defaults_from_args(args):
-    from ..__main__ import request_from_args
     from .requests import Defaults
 
     request = request_from_args(args, "-", raw=True)  # validates the drafting flags
@@ -50,7 +50,6 @@ def defaults_from_args(args):
 def run_serve(args) -> int:
     import uvicorn
 
-    from ..__main__ import log
     from .app import ServerOptions, create_app
 
     api_key = args.api_key or os.environ.get(API_KEY_VARIABLE) or None
