@@ -171,7 +171,7 @@ def replay_request(loaded, request, answer_tokens: Sequence[int], ended: bool,
 
 
 def add_replay_arguments(parser) -> None:
-    parser.add_argument("--prompt", required=True)
+    parser.add_argument("--prompt", required=True, help="the user's message to answer greedily once")
     parser.add_argument("--drafters", default="all", help="comma-separated (default: all)")
     parser.add_argument("--draft-counts", default="2,4,8", help="comma-separated")
     parser.add_argument("--ngram-orders", default="4", help="comma-separated")

@@ -22,12 +22,13 @@ API_KEY_VARIABLE = "DRAFTLESS_API_KEY"
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on (default 127.0.0.1; any other needs an API key)")
-    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--port", type=int, default=8080, help="TCP port to listen on (default %(default)s)")
     parser.add_argument("--api-key", help=f"required as 'Authorization: Bearer KEY' "
                         f"(default: ${API_KEY_VARIABLE})")
     parser.add_argument("--max-queue", type=int, default=16,
                         help="requests that may wait for their turn; more get 429")
-    parser.add_argument("--max-body-bytes", type=int, default=1 << 20)
+    parser.add_argument("--max-body-bytes", type=int, default=1 << 20,
+                        help="larger request bodies get 413 (default %(default)s)")
     parser.add_argument("--shard", choices=("tensor", "pipeline"),
                         help="split the model over the ranks of `mlx.launch` (rank 0 serves HTTP)")
 
