@@ -1,0 +1,162 @@
+"""Hub downloads with byte progress, a prompt cancel and resume from the bytes on disk.
+
+Why not ``snapshot_download``/``hf_hub_download``: in huggingface_hub 2.x both write each
+file to a process-unique ``<etag>.<random>.incomplete`` file and delete it when the call
+fails or is interrupted (``file_download._download_to_tmp_and_move``), in the cache and in
+``local_dir`` mode alike, so no later call can resume it; they resume only within one call
+(retries after a dropped connection). So this module keeps the partial file itself
+(``<folder>/.partial/<file>.<etag>.part``) and hands it to the library's own transfer,
+``http_get(..., resume_size=...)``, which sends ``Range: bytes=<size>-`` and appends. The
+file list, URLs, sizes, ETags and auth headers also come from huggingface_hub.
+
+Each file is transferred in a worker thread while the caller waits on ``cancel``: the
+worker stops at its next chunk (the progress hook raises before the chunk is written, so
+the partial file holds only whole chunks) and the caller returns within about a second
+even while the connection stalls (a lock keeps a resume from writing the same partial
+file until the stalled worker has let go of it). A finished file is checked against its ETag (sha256 for LFS files, the
+git blob sha1 otherwise) before it is moved into place, so a resumed file equals the hub's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from pathlib import Path
+
+from ..errors import EngineError
+from .gguf_convert import ProgressCallback
+
+CHUNK_BYTES = 1 << 20  # progress and cancel granularity (the library's default is 10 MiB)
+POLL_SECONDS = 0.1
+STOP_SECONDS = 1.0  # a stalled connection is left to time out on its own after this
+_part_locks: dict[Path, threading.Lock] = {}  # one writer per partial file, also across calls
+_locks_guard = threading.Lock()
+
+
+class DownloadCancelled(EngineError):
+    """The person cancelled; the bytes already downloaded stay on disk for a resume."""
+
+
+def download_model(repo_id: str, folder: Path, progress: ProgressCallback | None = None,
+                   cancel: threading.Event | None = None, endpoint: str | None = None,
+                   allow_patterns: list[str] | None = None) -> Path:
+    """Download ``repo_id``'s model files into ``folder`` (resuming partial files there);
+    raise DownloadCancelled when ``cancel`` is set, EngineError when the hub fails."""
+    from huggingface_hub import HfApi, get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.utils import build_hf_headers, filter_repo_objects
+
+    cancel = cancel or threading.Event()
+    try:
+        info = HfApi(endpoint=endpoint).model_info(repo_id)
+        names = sorted(filter_repo_objects([s.rfilename for s in info.siblings or []],
+                                           allow_patterns=allow_patterns))
+        files = []
+        for name in names:
+            url = hf_hub_url(repo_id, name, revision=info.sha, endpoint=endpoint)
+            meta = get_hf_file_metadata(url)
+            files.append((name, meta.location or url, meta.size, meta.etag))
+    except Exception as error:  # offline, 404, auth… (huggingface_hub raises many kinds)
+        raise _hub_error(repo_id, error) from None
+    total = sum(size or 0 for _, _, size, _ in files)
+    finished = 0
+    for name, url, size, etag in files:
+        if cancel.is_set():
+            raise DownloadCancelled(f"Download of {repo_id} cancelled; choose it again to resume.")
+        target = folder / name
+        if not (target.exists() and (size is None or target.stat().st_size == size)):
+            _download_file(repo_id, name, url, size, etag, target, folder, cancel,
+                           _reporter(repo_id, progress, finished, total, cancel), build_hf_headers())
+        finished += size or 0
+    if progress:
+        progress(total, total, f"Downloaded {repo_id}")
+    return folder
+
+
+def _download_file(repo_id, name, url, size, etag, target: Path, folder: Path,
+                   cancel: threading.Event, tqdm_class, headers) -> None:
+    from huggingface_hub.file_download import http_get
+
+    part = folder / ".partial" / f"{name}.{(etag or 'unknown')[:16]}.part"
+    part.parent.mkdir(parents=True, exist_ok=True)
+    failure: list[BaseException] = []
+
+    def transfer():
+        with _lock_for(part):
+            try:
+                with part.open("ab") as file:
+                    http_get(url, file, resume_size=file.tell(), headers=headers,
+                             expected_size=size, displayed_filename=name, tqdm_class=tqdm_class)
+            except BaseException as error:  # handed to the waiting caller
+                failure.append(error)
+
+    worker = threading.Thread(target=transfer, name=f"download {name}", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        if cancel.wait(POLL_SECONDS):
+            worker.join(STOP_SECONDS)  # lets it close the partial file at its next chunk
+            raise DownloadCancelled(f"Download of {repo_id} cancelled; choose it again to resume.")
+    if failure:
+        if isinstance(failure[0], DownloadCancelled):
+            raise failure[0]
+        raise _hub_error(repo_id, failure[0])
+    if etag and not _matches(part, etag):
+        part.unlink(missing_ok=True)
+        raise EngineError(f"The downloaded {name} of {repo_id} does not match the hub's file "
+                          "(damaged on the way); choose the model again to download it afresh.")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    part.replace(target)
+
+
+def _lock_for(part: Path) -> threading.Lock:
+    with _locks_guard:
+        return _part_locks.setdefault(part, threading.Lock())
+
+
+def _matches(path: Path, etag: str) -> bool:
+    """Compare with the hub's ETag: sha256 of LFS files, git blob sha1 of small files."""
+    if re.fullmatch(r"[0-9a-f]{64}", etag):
+        digest = hashlib.sha256()
+    elif re.fullmatch(r"[0-9a-f]{40}", etag):
+        digest = hashlib.sha1(b"blob %d\0" % path.stat().st_size)
+    else:
+        return True  # an ETag that is no content hash: the size check in http_get is all we have
+    with path.open("rb") as file:
+        while block := file.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest() == etag
+
+
+def _reporter(repo_id: str, progress: ProgressCallback | None, before: int, total: int,
+              cancel: threading.Event):
+    """A tqdm class for http_get: overall bytes to ``progress``; stops when cancelled."""
+    from huggingface_hub import constants
+    from tqdm.auto import tqdm
+
+    constants.DOWNLOAD_CHUNK_SIZE = CHUNK_BYTES  # read by http_get at each call
+
+    class ReportingTqdm(tqdm):
+        def __init__(self, *args, **kwargs):
+            kwargs["disable"] = True  # no console bar; the app shows its own
+            super().__init__(*args, **kwargs)
+            self.bytes_done = int(kwargs.get("initial") or 0)  # a disabled tqdm counts nothing
+
+        def update(self, n=1):
+            if cancel.is_set():  # before the chunk is written: the file keeps whole chunks
+                raise DownloadCancelled(f"Download of {repo_id} cancelled.")
+            result = super().update(n)
+            self.bytes_done += n
+            if progress:
+                done, megabytes = before + self.bytes_done, 1 << 20
+                progress(done, max(total, done), f"Downloading {repo_id}: "
+                         f"{done / megabytes:.0f} of {total / megabytes:.0f} MB")
+            return result
+
+    return ReportingTqdm
+
+
+def _hub_error(repo_id: str, error: BaseException) -> EngineError:
+    reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return EngineError(f"Could not download {repo_id!r} from Hugging Face ({reason}). "
+                       "Check the id and your internet connection, or pick a local "
+                       "model folder instead.")
