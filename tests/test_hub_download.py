@@ -78,7 +78,7 @@ def test_a_cancelled_download_keeps_its_bytes_and_the_next_one_resumes_them(tmp_
 
     with FakeHub({REPO: source}, slow={"model.safetensors"}) as hub:
         with pytest.raises(hub_download.DownloadCancelled, match="cancelled"):
-            hub_download.download_model(REPO, target, progress, cancel, endpoint=hub.url)
+            hub_download.download_model(REPO, target, progress, cancel.is_set, endpoint=hub.url)
         partial = next((target / ".partial").glob("model.safetensors.*.part"))
         kept = partial.stat().st_size
         assert 0 < kept < len(weights) and partial.read_bytes() == weights[:kept]

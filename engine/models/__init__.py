@@ -6,7 +6,7 @@ import importlib
 import json
 import os
 import re
-import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,7 +73,7 @@ def _remap(model_type: str) -> str:
 
 
 def download_from_hub(repo_id: str, progress: ProgressCallback | None = None,
-                      cancel: threading.Event | None = None) -> Path:
+                      cancel: Callable[[], bool] | None = None) -> Path:
     """Download an mlx-lm model from the Hugging Face Hub into the downloads folder,
     resuming what an earlier (cancelled or broken) download left; or explain why it cannot."""
     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
@@ -86,16 +86,18 @@ def download_from_hub(repo_id: str, progress: ProgressCallback | None = None,
     if progress:
         progress(0, 1, f"Downloading {repo_id} from Hugging Face…")
     return download_model(repo_id, downloads_dir() / repo_id.replace("/", "--"), progress, cancel,
+                          endpoint=os.environ.get("HF_ENDPOINT"),  # read now, not at import
                           allow_patterns=DEFAULT_ALLOW_PATTERNS)
 
 
-def resolve_model_path(spec: str | None, progress: ProgressCallback | None = None) -> tuple[str, Path]:
+def resolve_model_path(spec: str | None, progress: ProgressCallback | None = None,
+                       cancel: Callable[[], bool] | None = None) -> tuple[str, Path]:
     if not spec:
         return EMBEDDED_NAME, ensure_embedded_model(progress)
     path = Path(spec).expanduser()
     if path.exists() or not HUB_ID.match(spec):
         return path.name, path
-    return spec, download_from_hub(spec, progress)
+    return spec, download_from_hub(spec, progress, cancel)
 
 
 def check_weights(model, name: str, path: Path) -> None:
@@ -113,13 +115,15 @@ def check_weights(model, name: str, path: Path) -> None:
                           "download). Download or convert the model again.")
 
 
-def load_model(spec: str | None = None, progress: ProgressCallback | None = None) -> LoadedModel:
-    """Load a model by spec: None (embedded default), a folder, or a hub id."""
+def load_model(spec: str | None = None, progress: ProgressCallback | None = None,
+               cancel: Callable[[], bool] | None = None) -> LoadedModel:
+    """Load a model by spec: None (embedded default), a folder, or a hub id (whose download
+    stops, resumable, once ``cancel()`` says so)."""
     from mlx_lm import load
 
     from .caches import speculation_cache, speculation_for
 
-    name, path = resolve_model_path(spec, progress)
+    name, path = resolve_model_path(spec, progress, cancel)
     config = check_model_folder(path)
     if progress:
         progress(0, 1, f"Loading {name}…")

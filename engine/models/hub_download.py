@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import EngineError
@@ -39,14 +40,15 @@ class DownloadCancelled(EngineError):
 
 
 def download_model(repo_id: str, folder: Path, progress: ProgressCallback | None = None,
-                   cancel: threading.Event | None = None, endpoint: str | None = None,
+                   cancel: Callable[[], bool] | None = None, endpoint: str | None = None,
                    allow_patterns: list[str] | None = None) -> Path:
     """Download ``repo_id``'s model files into ``folder`` (resuming partial files there);
-    raise DownloadCancelled when ``cancel`` is set, EngineError when the hub fails."""
+    raise DownloadCancelled once ``cancel()`` says so (``threading.Event().is_set`` or a
+    stream's ``should_stop``), EngineError when the hub fails."""
     from huggingface_hub import HfApi, get_hf_file_metadata, hf_hub_url
     from huggingface_hub.utils import build_hf_headers, filter_repo_objects
 
-    cancel = cancel or threading.Event()
+    cancel = cancel or (lambda: False)
     try:
         info = HfApi(endpoint=endpoint).model_info(repo_id)
         names = sorted(filter_repo_objects([s.rfilename for s in info.siblings or []],
@@ -61,7 +63,7 @@ def download_model(repo_id: str, folder: Path, progress: ProgressCallback | None
     total = sum(size or 0 for _, _, size, _ in files)
     finished = 0
     for name, url, size, etag in files:
-        if cancel.is_set():
+        if cancel():
             raise DownloadCancelled(f"Download of {repo_id} cancelled; choose it again to resume.")
         target = folder / name
         if not (target.exists() and (size is None or target.stat().st_size == size)):
@@ -74,7 +76,7 @@ def download_model(repo_id: str, folder: Path, progress: ProgressCallback | None
 
 
 def _download_file(repo_id, name, url, size, etag, target: Path, folder: Path,
-                   cancel: threading.Event, tqdm_class, headers) -> None:
+                   cancel: Callable[[], bool], tqdm_class, headers) -> None:
     from huggingface_hub.file_download import http_get
 
     part = folder / ".partial" / f"{name}.{(etag or 'unknown')[:16]}.part"
@@ -93,7 +95,8 @@ def _download_file(repo_id, name, url, size, etag, target: Path, folder: Path,
     worker = threading.Thread(target=transfer, name=f"download {name}", daemon=True)
     worker.start()
     while worker.is_alive():
-        if cancel.wait(POLL_SECONDS):
+        worker.join(POLL_SECONDS)
+        if worker.is_alive() and cancel():
             worker.join(STOP_SECONDS)  # lets it close the partial file at its next chunk
             raise DownloadCancelled(f"Download of {repo_id} cancelled; choose it again to resume.")
     if failure:
@@ -128,7 +131,7 @@ def _matches(path: Path, etag: str) -> bool:
 
 
 def _reporter(repo_id: str, progress: ProgressCallback | None, before: int, total: int,
-              cancel: threading.Event):
+              cancel: Callable[[], bool]):
     """A tqdm class for http_get: overall bytes to ``progress``; stops when cancelled."""
     from huggingface_hub import constants
     from tqdm.auto import tqdm
@@ -142,7 +145,7 @@ def _reporter(repo_id: str, progress: ProgressCallback | None, before: int, tota
             self.bytes_done = int(kwargs.get("initial") or 0)  # a disabled tqdm counts nothing
 
         def update(self, n=1):
-            if cancel.is_set():  # before the chunk is written: the file keeps whole chunks
+            if cancel():  # before the chunk is written: the file keeps whole chunks
                 raise DownloadCancelled(f"Download of {repo_id} cancelled.")
             result = super().update(n)
             self.bytes_done += n
