@@ -17,6 +17,7 @@ DOWNLOAD = ("import json, sys\nfrom engine.models import download_from_hub\n"
 
 def download(endpoint, home, repo=REPO):
     env = dict(os.environ, HF_ENDPOINT=endpoint, HF_HOME=str(home), HF_HUB_DISABLE_XET="1",
+               DRAFTLESS_DOWNLOADS_DIR=str(home / "downloads"),
                PYTHONPATH=os.getcwd())
     result = subprocess.run([sys.executable, "-c", DOWNLOAD, repo], env=env, capture_output=True,
                             text=True, timeout=240)
@@ -97,7 +98,8 @@ def test_a_cancelled_download_keeps_its_bytes_and_the_next_one_resumes_them(tmp_
     assert reports == sorted(reports)
 
 
-def test_a_resumed_file_that_does_not_match_the_hub_is_refused(tmp_path):
+def test_a_resumed_file_that_does_not_match_the_hub_is_refused_and_a_finished_one_works_offline(
+        tmp_path):
     import pytest
 
     from engine.errors import EngineError
@@ -115,3 +117,7 @@ def test_a_resumed_file_that_does_not_match_the_hub_is_refused(tmp_path):
         assert not partial.exists()  # the next try starts afresh
         folder = hub_download.download_model(REPO, target, endpoint=hub.url)
     assert (folder / "model.safetensors").read_bytes() == weights
+    # once complete, the model is used without the hub (offline)
+    assert hub_download.download_model(REPO, target, endpoint="http://127.0.0.1:9") == folder
+    with pytest.raises(EngineError, match="internet connection"):
+        hub_download.download_model(REPO, tmp_path / "other", endpoint="http://127.0.0.1:9")

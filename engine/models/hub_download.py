@@ -15,6 +15,8 @@ the partial file holds only whole chunks) and the caller returns within about a 
 even while the connection stalls (a lock keeps a resume from writing the same partial
 file until the stalled worker has let go of it). A finished file is checked against its ETag (sha256 for LFS files, the
 git blob sha1 otherwise) before it is moved into place, so a resumed file equals the hub's.
+A folder whose download finished (``.complete``) is used as it is when the hub cannot be
+reached.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from .gguf_convert import ProgressCallback
 
 CHUNK_BYTES = 1 << 20  # progress and cancel granularity (the library's default is 10 MiB)
 POLL_SECONDS = 0.1
+COMPLETE = ".complete"  # written once every file is in place (holds the commit)
 STOP_SECONDS = 1.0  # a stalled connection is left to time out on its own after this
 _part_locks: dict[Path, threading.Lock] = {}  # one writer per partial file, also across calls
 _locks_guard = threading.Lock()
@@ -59,6 +62,8 @@ def download_model(repo_id: str, folder: Path, progress: ProgressCallback | None
             meta = get_hf_file_metadata(url)
             files.append((name, meta.location or url, meta.size, meta.etag))
     except Exception as error:  # offline, 404, auth… (huggingface_hub raises many kinds)
+        if (folder / COMPLETE).exists():  # downloaded before: works offline
+            return folder
         raise _hub_error(repo_id, error) from None
     total = sum(size or 0 for _, _, size, _ in files)
     finished = 0
@@ -70,6 +75,7 @@ def download_model(repo_id: str, folder: Path, progress: ProgressCallback | None
             _download_file(repo_id, name, url, size, etag, target, folder, cancel,
                            _reporter(repo_id, progress, finished, total, cancel), build_hf_headers())
         finished += size or 0
+    (folder / COMPLETE).write_text(info.sha or "")
     if progress:
         progress(total, total, f"Downloaded {repo_id}")
     return folder
