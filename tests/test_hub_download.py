@@ -121,3 +121,26 @@ def test_a_resumed_file_that_does_not_match_the_hub_is_refused_and_a_finished_on
     assert hub_download.download_model(REPO, target, endpoint="http://127.0.0.1:9") == folder
     with pytest.raises(EngineError, match="internet connection"):
         hub_download.download_model(REPO, tmp_path / "other", endpoint="http://127.0.0.1:9")
+
+
+def test_a_file_changed_on_the_hub_is_fetched_again_and_stale_partials_go(tmp_path):
+    from engine.models import hub_download
+    from .fake_hub import etag_of
+
+    source, target = hub_folder(tmp_path), tmp_path / "downloads" / "tiny"
+    with FakeHub({REPO: source}) as hub:
+        hub_download.download_model(REPO, target, endpoint=hub.url)
+        (source / "config.json").write_text('{"model_type": "qwen2"}')  # same size, new content
+        weights = (source / "model.safetensors").read_bytes()
+        stale = target / ".partial" / "model.safetensors.0000000000000000.part"
+        stale.write_bytes(b"old")
+        too_long = target / ".partial" / f"model.safetensors.{etag_of(weights)[:16]}.part"
+        too_long.write_bytes(weights + b"extra")
+        (target / "model.safetensors").unlink()
+        hub.requests.clear()
+        folder = hub_download.download_model(REPO, target, endpoint=hub.url)
+    for name in ("config.json", "model.safetensors"):
+        assert (folder / name).read_bytes() == (source / name).read_bytes()
+    assert not stale.exists() and not too_long.exists()
+    gets = [path for method, path, _ in hub.requests if method == "GET" and "/resolve/" in path]
+    assert sorted(p.rsplit("/", 1)[1] for p in gets) == ["config.json", "model.safetensors"]

@@ -21,7 +21,9 @@ reached.
 
 from __future__ import annotations
 
+import glob
 import hashlib
+import json
 import re
 import threading
 from collections.abc import Callable
@@ -33,6 +35,7 @@ from .gguf_convert import ProgressCallback
 CHUNK_BYTES = 1 << 20  # progress and cancel granularity (the library's default is 10 MiB)
 POLL_SECONDS = 0.1
 COMPLETE = ".complete"  # written once every file is in place (holds the commit)
+ETAGS = ".etags.json"  # the hub's ETag of each file in place: a changed file is fetched again
 STOP_SECONDS = 1.0  # a stalled connection is left to time out on its own after this
 _part_locks: dict[Path, threading.Lock] = {}  # one writer per partial file, also across calls
 _locks_guard = threading.Lock()
@@ -66,14 +69,18 @@ def download_model(repo_id: str, folder: Path, progress: ProgressCallback | None
             return folder
         raise _hub_error(repo_id, error) from None
     total = sum(size or 0 for _, _, size, _ in files)
-    finished = 0
+    finished, have = 0, _read_etags(folder)
     for name, url, size, etag in files:
         if cancel():
             raise DownloadCancelled(f"Download of {repo_id} cancelled; choose it again to resume.")
         target = folder / name
-        if not (target.exists() and (size is None or target.stat().st_size == size)):
+        current = target.exists() and (have.get(name) == etag if etag else
+                                       size is None or target.stat().st_size == size)
+        if not current:
             _download_file(repo_id, name, url, size, etag, target, folder, cancel,
                            _reporter(repo_id, progress, finished, total, cancel), build_hf_headers())
+            have[name] = etag
+            (folder / ETAGS).write_text(json.dumps(have, indent=1))
         finished += size or 0
     (folder / COMPLETE).write_text(info.sha or "")
     if progress:
@@ -87,6 +94,11 @@ def _download_file(repo_id, name, url, size, etag, target: Path, folder: Path,
 
     part = folder / ".partial" / f"{name}.{(etag or 'unknown')[:16]}.part"
     part.parent.mkdir(parents=True, exist_ok=True)
+    for stale in part.parent.glob(f"{glob.escape(Path(name).name)}.*.part"):
+        if stale != part and stale.name.count(".") == part.name.count("."):
+            stale.unlink(missing_ok=True)  # the hub's file changed since: start afresh
+    if size is not None and part.exists() and part.stat().st_size > size:
+        part.unlink()  # longer than the file can be: not a prefix of it
     failure: list[BaseException] = []
 
     def transfer():
@@ -115,6 +127,13 @@ def _download_file(repo_id, name, url, size, etag, target: Path, folder: Path,
                           "(damaged on the way); choose the model again to download it afresh.")
     target.parent.mkdir(parents=True, exist_ok=True)
     part.replace(target)
+
+
+def _read_etags(folder: Path) -> dict:
+    try:
+        return json.loads((folder / ETAGS).read_text())
+    except (OSError, ValueError):  # none yet, or damaged: every file is checked again
+        return {}
 
 
 def _lock_for(part: Path) -> threading.Lock:
@@ -156,12 +175,18 @@ def _reporter(repo_id: str, progress: ProgressCallback | None, before: int, tota
             result = super().update(n)
             self.bytes_done += n
             if progress:
-                done, megabytes = before + self.bytes_done, 1 << 20
-                progress(done, max(total, done), f"Downloading {repo_id}: "
-                         f"{done / megabytes:.0f} of {total / megabytes:.0f} MB")
+                done = before + self.bytes_done
+                progress(done, max(total, done),
+                         f"Downloading {repo_id}: {_amount(done)} of {_amount(total)}")
             return result
 
     return ReportingTqdm
+
+
+def _amount(size: int) -> str:
+    if size >= 1 << 30:
+        return f"{size / (1 << 30):.2f} GB"
+    return f"{size / (1 << 20):.0f} MB" if size >= 10 << 20 else f"{size / (1 << 20):.1f} MB"
 
 
 def _hub_error(repo_id: str, error: BaseException) -> EngineError:
