@@ -99,6 +99,7 @@ class ChatController(QObject):
         self.speculation = ""
         self.model_details = ""  # architecture · size · quantization
         self.loading = False
+        self._load_stream = None  # the running explicit load, for cancel_load
         self._tasks: set[asyncio.Task] = set()
 
     # notices gathered while starting up ---------------------------------------------------
@@ -351,6 +352,12 @@ class ChatController(QObject):
         self.loadStarted.emit(spec or "the built-in model")
         return self._spawn(self._load(spec))
 
+    def cancel_load(self) -> None:
+        """Stop a model download; choosing the same model again resumes it."""
+        cancel = getattr(self._load_stream, "cancel", None)
+        if cancel:
+            cancel()
+
     def use_engine(self, engine) -> asyncio.Task | None:
         """Answer with ``engine`` (this machine's service or an ``app.remote_engine``) once
         it answers; if it does not, keep the current one and say why."""
@@ -368,19 +375,22 @@ class ChatController(QObject):
 
     async def _load(self, spec: str | None) -> bool:
         ok, message = False, "The engine stopped without loading the model."
+        self._load_stream = stream = self.service.load(spec)
         try:
-            async for event in self.service.load(spec):
+            async for event in stream:
                 if isinstance(event, ProgressEvent):
                     self.loadProgress.emit(event)
                 elif isinstance(event, ModelEvent):
                     self._model_loaded(event)
                 elif isinstance(event, DoneEvent):
-                    ok, message = True, ""
+                    ok = event.finish_reason != "cancelled"
+                    message = "" if ok else "Loading cancelled."
                 elif isinstance(event, ErrorEvent):
                     message = event.message
         except Exception as error:
             log.exception("load failed")
             message = f"Loading failed: {error}"
+        self._load_stream = None
         self.loading = False
         if ok:
             if spec != self.settings.model:

@@ -572,9 +572,19 @@ class MainWindow(QMainWindow):
         if self.progress is None:  # a load that happens inside a chat request
             self.load_started("the model")
         self.progress.setLabelText(event.message)
+        if event.stage == "download" and self.controller.loading:
+            self._offer_cancel(self.progress)
         if event.total > 0:
             self.progress.setRange(0, event.total)
             self.progress.setValue(min(event.done, event.total))
+
+    def _offer_cancel(self, progress: QProgressDialog) -> None:
+        """A download can be stopped; choosing the model again resumes it."""
+        if progress.property("cancellable"):
+            return
+        progress.setProperty("cancellable", True)
+        progress.setCancelButtonText("Cancel")
+        progress.canceled.connect(self.controller.cancel_load)
 
     def load_finished(self, ok: bool, message: str) -> None:
         if self.progress is not None:

@@ -1,7 +1,8 @@
 """Model ▸ Download a model…: the curated list (engine/models/catalog.py) in a table.
 
 Choosing one loads it like any Hugging Face id: the engine downloads it through
-huggingface_hub with byte progress, and says plainly when no hub can be reached.
+huggingface_hub with byte progress and a Cancel button (a later choice of the same
+model resumes the partial file), and says plainly when no hub can be reached.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ class ModelCatalogDialog(QDialog):
         self.setWindowTitle("Download a model")
         self.setMinimumWidth(560)
         layout = QVBoxLayout(self)
-        intro = QLabel("Chat models from mlx-community on Hugging Face. The download is kept in "
-                       "the Hugging Face cache; sizes are approximate.")
+        intro = QLabel("Chat models from mlx-community on Hugging Face; sizes are approximate. "
+                       "A download can be cancelled; choosing the model again resumes it.")
         intro.setWordWrap(True)
         layout.addWidget(intro)
         self.table = QTableWidget(len(CATALOG), len(COLUMNS))

@@ -200,7 +200,7 @@ class DistributedService(EngineService):
         self.mirror = mirror
         self.mode = mode
 
-    def _ensure_model(self, spec, push) -> None:
+    def _ensure_model(self, spec, push, should_stop=None) -> None:  # a local load: no download
         if self._loaded is None:
             def progress(done, total, message):
                 push(ProgressEvent("load", done, total, message))

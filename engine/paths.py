@@ -26,6 +26,13 @@ def models_dir() -> Path:
     return Path(override) if override else cache_dir() / "models"
 
 
+def downloads_dir() -> Path:
+    """Models downloaded from the hub (partial files resume): $DRAFTLESS_DOWNLOADS_DIR or
+    ``downloads`` in the cache dir."""
+    override = os.environ.get("DRAFTLESS_DOWNLOADS_DIR")
+    return Path(override) if override else cache_dir() / "downloads"
+
+
 def config_dir() -> Path:
     """User settings: $DRAFTLESS_CONFIG_DIR or the user config dir."""
     return Path(os.environ.get("DRAFTLESS_CONFIG_DIR") or platformdirs.user_config_dir(APP_NAME))

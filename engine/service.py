@@ -193,7 +193,7 @@ class EngineService:
         """Load (converting if needed) a model ahead of the first message; ends with
         ``DoneEvent(finish_reason="loaded")``."""
         async def job(should_stop, push):
-            self._ensure_model(model, push)
+            self._ensure_model(model, push, should_stop)  # cancel() stops a download
             push(DoneEvent("loaded", "", [], []))
 
         return GenerationStream(self, job)
@@ -313,7 +313,7 @@ class EngineService:
         except Exception:  # measuring is an optimisation: the prior curve keeps working
             log.exception("Could not measure the verify cost of %s", loaded.name)
 
-    def _ensure_model(self, spec, push) -> None:
+    def _ensure_model(self, spec, push, should_stop=None) -> None:
         """Load ``spec`` unless it is already loaded; the previous model stays loaded until
         the new one has loaded, so a failed load changes nothing. Always says which model
         answers (a ModelEvent)."""
@@ -328,7 +328,7 @@ class EngineService:
                     stage = "download"
                 push(ProgressEvent(stage, done, total, message))
 
-            loaded = load_model(spec, progress)
+            loaded = load_model(spec, progress, should_stop)
             self._sessions.clear()
             self._loaded, self._loaded_spec = loaded, spec
             self._loop.call_soon(self._calibrate_later)  # runs once this job lets go of the lock

@@ -67,7 +67,10 @@ class RecordingService:
         return RecordingStream(self.service.generate(request), self.events)
 
     def load(self, spec=None):
-        return _replaying(self.service.load(spec), self.known_model)
+        stream = self.service.load(spec)
+        replayed = RecordingStream(_replaying(stream, self.known_model), [])
+        replayed.cancel = stream.cancel
+        return replayed
 
     def drafters(self):
         return self.service.drafters()
@@ -559,3 +562,40 @@ def test_the_model_line_names_architecture_size_quantization_and_speculation(mak
     panel = make_app().window.settings_panel
     assert "llama · 90.6K params · float32" in panel.model_name.text()
     assert panel.speculation.text().startswith("Speculation on (tree)")
+
+
+def test_a_model_download_can_be_cancelled_and_resumes_when_chosen_again(
+        make_app, qtbot, tiny_model_dir, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+    from PySide6.QtWidgets import QPushButton
+
+    from engine.models import hub_download
+
+    from .fake_hub import COMMIT, FakeHub
+
+    monkeypatch.setattr(hub_download, "CHUNK_BYTES", 16 * 1024)
+    monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", constants.DOWNLOAD_CHUNK_SIZE)
+    monkeypatch.setenv("DRAFTLESS_DOWNLOADS_DIR", str(tmp_path / "downloads"))
+    application = make_app()
+    window, controller, repo = application.window, application.controller, "tiny-org/tiny-llama"
+    weights = f"/{repo}/resolve/{COMMIT}/model.safetensors"
+    with FakeHub({repo: tiny_model_dir}, slow={"model.safetensors"}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        task = controller.load_model(repo)
+        qtbot.waitUntil(lambda: ("GET", weights, None) in hub.requests, timeout=30000)
+        qtbot.waitUntil(lambda: window.progress is not None
+                        and window.progress.property("cancellable"), timeout=10000)
+        started = window.progress.value()
+        qtbot.waitUntil(lambda: window.progress.value() > started, timeout=10000)  # mid-file
+        cancel = [b for b in window.progress.findChildren(QPushButton) if b.text() == "Cancel"]
+        cancel[0].click()
+        finish(qtbot, task, 30)
+        assert "cancelled" in window.banner.messages[-1]
+        assert controller.model_name == tiny_model_dir.name  # the previous model stays
+        partial = next((tmp_path / "downloads").rglob("model.safetensors.*.part"))
+        kept = partial.stat().st_size
+        assert 0 < kept < (tiny_model_dir / "model.safetensors").stat().st_size
+
+        finish(qtbot, controller.load_model(repo), 60)  # chosen again: resumes
+    assert ("GET", weights, f"bytes={kept}-") in hub.requests
+    assert controller.model_name == repo and controller.settings.model == repo

@@ -17,6 +17,7 @@ DOWNLOAD = ("import json, sys\nfrom engine.models import download_from_hub\n"
 
 def download(endpoint, home, repo=REPO):
     env = dict(os.environ, HF_ENDPOINT=endpoint, HF_HOME=str(home), HF_HUB_DISABLE_XET="1",
+               DRAFTLESS_DOWNLOADS_DIR=str(home / "downloads"),
                PYTHONPATH=os.getcwd())
     result = subprocess.run([sys.executable, "-c", DOWNLOAD, repo], env=env, capture_output=True,
                             text=True, timeout=240)
@@ -44,3 +45,102 @@ def test_no_hub_gives_a_message_a_person_can_act_on(tmp_path):
     offline = download("http://127.0.0.1:9", tmp_path / "hf2")  # nothing listens there
     for out in (missing, offline):
         assert "Could not download" in out["error"] and "internet connection" in out["error"]
+
+
+def hub_folder(tmp_path):
+    """A repo whose weights are big enough (served slowly) to cancel mid-way."""
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "llama"}')
+    (folder / "model.safetensors").write_bytes(os.urandom(200 * 1024))
+    (folder / "tokenizer.json").write_text('{"version": "1.0"}')
+    return folder
+
+
+def test_a_cancelled_download_keeps_its_bytes_and_the_next_one_resumes_them(tmp_path, monkeypatch):
+    import threading
+
+    import pytest
+    from huggingface_hub import constants
+
+    from engine.models import hub_download
+
+    monkeypatch.setattr(hub_download, "CHUNK_BYTES", 16 * 1024)
+    monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", constants.DOWNLOAD_CHUNK_SIZE)
+    source, target = hub_folder(tmp_path), tmp_path / "downloads" / "tiny"
+    weights = (source / "model.safetensors").read_bytes()
+    before = (source / "config.json").stat().st_size  # files come in name order
+    cancel, reports = threading.Event(), []
+
+    def progress(done, total, message):
+        reports.append(done)
+        if before < done < before + len(weights):  # mid-way through the weights
+            cancel.set()
+
+    with FakeHub({REPO: source}, slow={"model.safetensors"}) as hub:
+        with pytest.raises(hub_download.DownloadCancelled, match="cancelled"):
+            hub_download.download_model(REPO, target, progress, cancel.is_set, endpoint=hub.url)
+        partial = next((target / ".partial").glob("model.safetensors.*.part"))
+        kept = partial.stat().st_size
+        assert 0 < kept < len(weights) and partial.read_bytes() == weights[:kept]
+        assert not (target / "model.safetensors").exists()
+
+        reports.clear()
+        folder = hub_download.download_model(REPO, target, lambda d, t, m: reports.append(d),
+                                             endpoint=hub.url)
+    url = f"/{REPO}/resolve/{COMMIT}/model.safetensors"
+    assert ("GET", url, f"bytes={kept}-") in hub.requests
+    assert [r for r in hub.requests if r[:2] == ("GET", url)][-1][2] == f"bytes={kept}-"
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        assert (folder / name).read_bytes() == (source / name).read_bytes()
+    mid_file = [d for d in reports if before + kept < d < before + len(weights)]
+    assert len(set(mid_file)) >= 2  # progress grows by bytes within the one file
+    assert reports == sorted(reports)
+
+
+def test_a_resumed_file_that_does_not_match_the_hub_is_refused_and_a_finished_one_works_offline(
+        tmp_path):
+    import pytest
+
+    from engine.errors import EngineError
+    from engine.models import hub_download
+    from .fake_hub import etag_of
+
+    source, target = hub_folder(tmp_path), tmp_path / "downloads" / "tiny"
+    weights = (source / "model.safetensors").read_bytes()
+    partial = target / ".partial" / f"model.safetensors.{etag_of(weights)[:16]}.part"
+    partial.parent.mkdir(parents=True)
+    partial.write_bytes(b"x" * 1000)  # not the hub's first 1000 bytes
+    with FakeHub({REPO: source}) as hub:
+        with pytest.raises(EngineError, match="does not match the hub's file"):
+            hub_download.download_model(REPO, target, endpoint=hub.url)
+        assert not partial.exists()  # the next try starts afresh
+        folder = hub_download.download_model(REPO, target, endpoint=hub.url)
+    assert (folder / "model.safetensors").read_bytes() == weights
+    # once complete, the model is used without the hub (offline)
+    assert hub_download.download_model(REPO, target, endpoint="http://127.0.0.1:9") == folder
+    with pytest.raises(EngineError, match="internet connection"):
+        hub_download.download_model(REPO, tmp_path / "other", endpoint="http://127.0.0.1:9")
+
+
+def test_a_file_changed_on_the_hub_is_fetched_again_and_stale_partials_go(tmp_path):
+    from engine.models import hub_download
+    from .fake_hub import etag_of
+
+    source, target = hub_folder(tmp_path), tmp_path / "downloads" / "tiny"
+    with FakeHub({REPO: source}) as hub:
+        hub_download.download_model(REPO, target, endpoint=hub.url)
+        (source / "config.json").write_text('{"model_type": "qwen2"}')  # same size, new content
+        weights = (source / "model.safetensors").read_bytes()
+        stale = target / ".partial" / "model.safetensors.0000000000000000.part"
+        stale.write_bytes(b"old")
+        too_long = target / ".partial" / f"model.safetensors.{etag_of(weights)[:16]}.part"
+        too_long.write_bytes(weights + b"extra")
+        (target / "model.safetensors").unlink()
+        hub.requests.clear()
+        folder = hub_download.download_model(REPO, target, endpoint=hub.url)
+    for name in ("config.json", "model.safetensors"):
+        assert (folder / name).read_bytes() == (source / name).read_bytes()
+    assert not stale.exists() and not too_long.exists()
+    gets = [path for method, path, _ in hub.requests if method == "GET" and "/resolve/" in path]
+    assert sorted(p.rsplit("/", 1)[1] for p in gets) == ["config.json", "model.safetensors"]

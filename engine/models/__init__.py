@@ -6,6 +6,7 @@ import importlib
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,51 +72,32 @@ def _remap(model_type: str) -> str:
     return MODEL_REMAPPING.get(model_type, model_type).replace("-", "_")
 
 
-def download_from_hub(repo_id: str, progress: ProgressCallback | None = None) -> Path:
-    """Download an mlx-lm model from the Hugging Face Hub, or explain why it cannot."""
+def download_from_hub(repo_id: str, progress: ProgressCallback | None = None,
+                      cancel: Callable[[], bool] | None = None) -> Path:
+    """Download an mlx-lm model from the Hugging Face Hub into the downloads folder,
+    resuming what an earlier (cancelled or broken) download left; or explain why it cannot."""
     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
     os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "20")
-    from huggingface_hub import snapshot_download
     from mlx_lm.utils import DEFAULT_ALLOW_PATTERNS
+
+    from ..paths import downloads_dir
+    from .hub_download import download_model
 
     if progress:
         progress(0, 1, f"Downloading {repo_id} from Hugging Face…")
-    try:
-        path = Path(snapshot_download(repo_id, allow_patterns=DEFAULT_ALLOW_PATTERNS,
-                                      tqdm_class=_progress_tqdm(repo_id, progress)))
-    except Exception as error:  # huggingface_hub raises many kinds: offline, 404, auth…
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise EngineError(f"Could not download {repo_id!r} from Hugging Face ({reason}). "
-                          "Check the id and your internet connection, or pick a local "
-                          "model folder instead.") from None
-    if progress:
-        progress(1, 1, f"Downloaded {repo_id}")
-    return path
+    return download_model(repo_id, downloads_dir() / repo_id.replace("/", "--"), progress, cancel,
+                          endpoint=os.environ.get("HF_ENDPOINT"),  # read now, not at import
+                          allow_patterns=DEFAULT_ALLOW_PATTERNS)
 
 
-def _progress_tqdm(repo_id: str, progress: ProgressCallback | None):
-    """A tqdm class that reports huggingface_hub's byte counts to ``progress``."""
-    from tqdm.auto import tqdm
-
-    class ReportingTqdm(tqdm):
-        def update(self, n=1):
-            result = super().update(n)
-            if progress and self.total and self.unit == "B":
-                megabytes = 1 << 20
-                progress(int(self.n), int(self.total), f"Downloading {repo_id}: "
-                         f"{self.n / megabytes:.0f} of {self.total / megabytes:.0f} MB")
-            return result
-
-    return ReportingTqdm
-
-
-def resolve_model_path(spec: str | None, progress: ProgressCallback | None = None) -> tuple[str, Path]:
+def resolve_model_path(spec: str | None, progress: ProgressCallback | None = None,
+                       cancel: Callable[[], bool] | None = None) -> tuple[str, Path]:
     if not spec:
         return EMBEDDED_NAME, ensure_embedded_model(progress)
     path = Path(spec).expanduser()
     if path.exists() or not HUB_ID.match(spec):
         return path.name, path
-    return spec, download_from_hub(spec, progress)
+    return spec, download_from_hub(spec, progress, cancel)
 
 
 def check_weights(model, name: str, path: Path) -> None:
@@ -133,13 +115,15 @@ def check_weights(model, name: str, path: Path) -> None:
                           "download). Download or convert the model again.")
 
 
-def load_model(spec: str | None = None, progress: ProgressCallback | None = None) -> LoadedModel:
-    """Load a model by spec: None (embedded default), a folder, or a hub id."""
+def load_model(spec: str | None = None, progress: ProgressCallback | None = None,
+               cancel: Callable[[], bool] | None = None) -> LoadedModel:
+    """Load a model by spec: None (embedded default), a folder, or a hub id (whose download
+    stops, resumable, once ``cancel()`` says so)."""
     from mlx_lm import load
 
     from .caches import speculation_cache, speculation_for
 
-    name, path = resolve_model_path(spec, progress)
+    name, path = resolve_model_path(spec, progress, cancel)
     config = check_model_folder(path)
     if progress:
         progress(0, 1, f"Loading {name}…")
