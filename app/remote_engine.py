@@ -11,10 +11,10 @@ answer closes the connection, which the server honours at its next pass.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 
-from engine.events import DoneEvent, ErrorEvent, Event, ModelEvent, PassEvent, TokenEvent
+from engine.events import DoneEvent, ErrorEvent, ModelEvent, PassEvent, TokenEvent
+from engine.service import EngineService, GenerationStream
 from engine.stats import DecodeStats
 
 
@@ -44,18 +44,15 @@ def request_body(request) -> dict:
     return body
 
 
-class RemoteStream:
+class RemoteStream(GenerationStream):
     """Events of one remote job, pushed from its worker thread to the caller's loop."""
 
     def __init__(self, job):
-        self._job = job  # job(push, should_stop), run on a worker thread
-        self._cancelled = threading.Event()
-        self._queue: asyncio.Queue | None = None
-        self._finished = False
+        super().__init__(None, job)  # job(stream, push, should_stop), run on a worker thread
         self.response = None  # the open HTTP stream, closed by cancel()
 
     def cancel(self) -> None:
-        self._cancelled.set()
+        super().cancel()
         response = self.response
         if response is not None:
             try:
@@ -63,26 +60,9 @@ class RemoteStream:
             except Exception:  # already closed by the worker
                 pass
 
-    def __aiter__(self):
-        return self
-
-    async def __anext__(self) -> Event:
-        if self._finished:
-            raise StopAsyncIteration
-        if self._queue is None:
-            loop = asyncio.get_running_loop()
-            self._queue = queue = asyncio.Queue()
-
-            def push(event: Event) -> None:
-                if not loop.is_closed():
-                    loop.call_soon_threadsafe(queue.put_nowait, event)
-
-            threading.Thread(target=self._job, args=(self, push, self._cancelled.is_set),
-                             name="draftless-remote", daemon=True).start()
-        event = await self._queue.get()
-        if isinstance(event, (DoneEvent, ErrorEvent)):
-            self._finished = True
-        return event
+    def _start(self, push) -> None:
+        threading.Thread(target=self._job, args=(self, push, self._cancelled.is_set),
+                         name="draftless-remote", daemon=True).start()
 
 
 class RemoteEngine:
@@ -97,8 +77,6 @@ class RemoteEngine:
 
     @staticmethod
     def drafters() -> dict[str, str]:
-        from engine.service import EngineService
-
         return EngineService.drafters()
 
     def shutdown(self) -> None:

@@ -145,7 +145,7 @@ class GenerationStream:
                 except RuntimeError:  # closed between the check and the call
                     self.cancel()
 
-            self._service._submit(self._job, self._cancelled.is_set, push)
+            self._start(push)
         event = await self._queue.get()
         if isinstance(event, (DoneEvent, ErrorEvent)):
             self._finished = True
@@ -154,6 +154,10 @@ class GenerationStream:
     async def aclose(self) -> None:
         self.cancel()
         self._finished = True
+
+    def _start(self, push: Callable[[Event], None]) -> None:
+        """Run the job, its events going to ``push`` (a thread-safe call)."""
+        self._service._submit(self._job, self._cancelled.is_set, push)
 
 
 class EngineService:
