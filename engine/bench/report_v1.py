@@ -12,6 +12,7 @@ from pathlib import Path
 from ..drafters import DRAFTERS
 from ..settings import DraftSettings
 from .aggregate import cost_ratio
+from .report_parts import _f, _loadavg, _table, plot_sweep, plot_verify_cost
 
 # ---------------------------------------------------------------- plots
 
@@ -75,61 +76,18 @@ def _plots(summary: dict, results: dict, out: Path) -> list[str]:
     plt.close(fig)
     files.append("per_position_acceptance.png")
 
-    # verify cost
     curve = results["verify_cost"]
-    ns = [int(n) for n in curve["ratio"]]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    ax.plot(ns, [curve["ratio"][str(n)] for n in ns], marker="o", label="median c(n)/c(1)")
-    ax.plot(ns, [curve["ratio_min"][str(n)] for n in ns], marker="x", ls="--",
-            label="fastest repeat c(n)/c(1)")
-    ax.plot(ns, ns, ls=":", color="gray", label="linear (n)")
-    ax.set_ylim(0, max(curve["ratio"].values()) * 1.3 + 0.5)
-    ax.set_xlabel("tokens in one forward pass (n)")
-    ax.set_ylabel("c(n) / c(1)")
-    ax.set_title(f"Verify cost after a {curve['prefix_tokens']}-token prefix "
-                 f"(median of {curve['repeats']}; c(1) = {curve['median_s']['1'] * 1000:.0f} ms)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "verify_cost.png", dpi=90)
-    plt.close(fig)
-    files.append("verify_cost.png")
+    files.append(plot_verify_cost(plt, curve, out, f"Verify cost after a {curve['prefix_tokens']}-token "
+                                  f"prefix (median of {curve['repeats']}; "
+                                  f"c(1) = {curve['median_s']['1'] * 1000:.0f} ms)"))
 
-    sweep = summary["sweep"]
-    if sweep:
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.3))
-        for i, (name, by_k) in enumerate(sweep.items()):
-            ks = sorted(int(k) for k in by_k if k.isdigit())
-            a1.plot(ks, [by_k[str(k)]["speedup"] for k in ks], marker="o", label=name, color=cmap(i * 2))
-            a2.plot(ks, [by_k[str(k)]["tokens_per_pass"] for k in ks], marker="o", label=name,
-                    color=cmap(i * 2))
-            if "adaptive" in by_k:
-                a1.axhline(by_k["adaptive"]["speedup"], ls="--", color=cmap(i * 2),
-                           label=f"{name} adaptive")
-        for ax, label in ((a1, "speed-up (x)"), (a2, "tokens / pass")):
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel("draft count k")
-            ax.set_ylabel(label)
-            ax.axhline(1.0, color="black", lw=0.8)
-            ax.legend(fontsize=8)
-        fig.suptitle("Speed-up and tokens/pass against draft count (one prompt per task)")
-        fig.tight_layout()
-        fig.savefig(out / "speedup_vs_draft_count.png", dpi=90)
-        plt.close(fig)
-        files.append("speedup_vs_draft_count.png")
+    if summary["sweep"]:
+        files.append(plot_sweep(plt, summary["sweep"], out, "draft count k",
+                                "Speed-up and tokens/pass against draft count (one prompt per task)"))
     return files
 
 
 # ---------------------------------------------------------------- markdown
-
-def _f(value, fmt="{:.2f}", missing="–"):
-    return missing if value is None else fmt.format(value)
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
 
 def main_table(summary: dict, drafters: list[str]) -> str:
     tasks = summary["tasks"]
@@ -327,12 +285,10 @@ def render(results: dict, out: Path, plots: bool = True) -> list[str]:
                  "yes" if r["hf_plain_equals_our_plain"] else "no"] for r in hf["rows"]]
         lines += [_table(["prompt", "tokens", "tokens/call", "speed-up vs HF plain",
                           "HF plain tok/s", "= HF plain", "HF plain = our plain"], rows), ""]
-        ours = summary["ranking"]
         if "prompt-lookup" in per:
             lines += ["Our `prompt-lookup` on the same prompts: " + ", ".join(
                 f"{r['workload']} {_run_cell(results, 'prompt-lookup', r['workload'])}"
                 for r in hf["rows"]), ""]
-        del ours
     else:
         lines += [hf.get("status", "skipped"), ""]
     lines += ["### llama.cpp", "", results["llama_cpp"], ""]
@@ -371,10 +327,6 @@ def _run_cell(results: dict, config: str, workload: str) -> str:
         return "–"
     return (f"{run['stats']['tokens_per_pass']:.2f} tok/pass, "
             f"{results['baseline_decode_wall_s'][workload] / run['decode_wall_s']:.2f}x")
-
-
-def _loadavg(values) -> str:
-    return "/".join(f"{x:.1f}" for x in values) if values else "unknown"
 
 
 def _spread(spread: dict) -> str:
