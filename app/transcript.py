@@ -246,7 +246,7 @@ class MessageView(QFrame):
     def show_overlay(self, provenance: Provenance | None, label: str = "") -> None:
         """Paint another run's accepted drafts (a replay); None: back to this answer's own."""
         self.overlay = provenance
-        self.who.setText(f"Replay: {label}" if provenance else "Draftless")
+        self.who.setText(f"Draftless · replay {label}" if provenance else "Draftless")
         self.who.setToolTip(self.who.text())
         self.refresh()
 
