@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from engine.drafters import resolve_drafter_name
 from engine.errors import EngineError
 from engine.settings import (DRAFT_COUNT_RANGE, MAX_TOKENS_RANGE, NGRAM_ORDER_RANGE, DraftSettings,
                              GenerationRequest, SamplingSettings)
+from engine.untrusted import aside_path
 
 TEMPERATURE_RANGE = (0.0, 5.0)
 TOP_P_RANGE = (0.0, 1.0)
@@ -133,7 +133,7 @@ class SettingsStore:
 
     def _keep_aside(self, why: str, move: bool) -> str:
         """Keep the file as it is under a new name; a sentence saying where (or why not)."""
-        target = self.path.with_name(f"{self.path.name}.{why}-{time.strftime('%Y%m%d-%H%M%S')}")
+        target = aside_path(self.path, why)
         try:
             if move:
                 self.path.rename(target)

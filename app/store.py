@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from engine import paths as engine_paths
+from engine.untrusted import move_aside
 
 from .provenance import Provenance, TokenInfo
 
@@ -251,13 +252,7 @@ class Store:
         self._file_id = (stat.st_dev, stat.st_ino)
 
     def _move_aside(self) -> Path:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
-        n = 1
-        while target.exists():
-            n += 1
-            target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}")
-        self.path.rename(target)
+        target = move_aside(self.path)
         for suffix in ("-wal", "-shm"):
             extra = self.path.with_name(self.path.name + suffix)
             if extra.exists():
