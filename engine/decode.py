@@ -36,6 +36,10 @@ PREFILL_STEP = 512
 class Target:
     """The target model and its KV cache: the only code that calls the model."""
 
+    # Plain passes may be queued before the previous pass's token is read (a subclass
+    # that must see every input token first, e.g. to mirror it to other ranks, says no).
+    pipelines = True
+
     def __init__(self, model):
         self.model = model
         self.speculation = speculation_for(model, speculation_cache(model))
@@ -66,9 +70,11 @@ class Target:
             if progress:
                 progress(min(start + PREFILL_STEP, len(tokens)), len(tokens))
 
-    def forward(self, tokens: Sequence[int]) -> mx.array:
-        """Logits (float32, shape [len(tokens), vocab]) for each input position."""
-        logits = self.model(mx.array(tokens, dtype=mx.uint32)[None], cache=self.cache)
+    def forward(self, tokens: Sequence[int] | mx.array) -> mx.array:
+        """Logits (float32, shape [len(tokens), vocab]) for each input position. ``tokens``
+        may be an array not computed yet (``pipelined_plain_decode``)."""
+        inputs = tokens if isinstance(tokens, mx.array) else mx.array(tokens, dtype=mx.uint32)
+        logits = self.model(inputs[None], cache=self.cache)
         self.fed += len(tokens)
         return logits[0].astype(mx.float32)
 
@@ -150,10 +156,19 @@ class TokenChooser:
                     row = processor(context[:len(history) + i], row)
                 rows.append(row)
             logits = mx.concatenate(rows, axis=0)
+        return self.pick(logits).tolist()
+
+    @property
+    def queueable(self) -> bool:
+        """Whether ``pick`` alone is the choice (no logits processor needs the history)."""
+        return not self.processors
+
+    def pick(self, logits: mx.array) -> mx.array:
+        """The choice at each row of ``logits``, not computed yet (no processors applied)."""
         if self.greedy:
-            return mx.argmax(logits, axis=-1).tolist()
+            return mx.argmax(logits, axis=-1)
         logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
-        return self.sampler(logprobs).tolist()
+        return self.sampler(logprobs)
 
 
 @dataclass
@@ -228,6 +243,11 @@ def speculative_decode(
     assert target.offset == len(history) - 1, "cache must hold the history but its last token"
     policy = policy or FixedDraftLength()
     speculate = speculate and target.speculation.on  # no exact rollback: plain decoding
+    if not (speculate and drafter.drafts) and target.pipelines and target.trimmable \
+            and chooser.queueable:
+        yield from pipelined_plain_decode(target, drafter, chooser, history,
+                                          max_tokens=max_tokens, eos_tokens=eos_tokens)
+        return
     produced = 0
     gate = DraftGate(output_size(target.model), drafter.name)  # no id outside the vocabulary
     while produced < max_tokens:
@@ -263,3 +283,46 @@ def speculative_decode(
                          (drafted_at - started) + (done_at - verified_at), verdict.row)
         if emitted[-1] in eos_tokens:
             return
+
+
+def pipelined_plain_decode(target: Target, drafter: Drafter, chooser: TokenChooser,
+                           history: list[int], *, max_tokens: int,
+                           eos_tokens: set[int]) -> Iterator[PassResult]:
+    """Plain decoding with each pass queued before the previous pass's token is read, as
+    mlx-lm's ``generate_step`` does: the host's work on token t (reading it, the caller's
+    events, building the next graph) overlaps the device's work on token t + 1. The same
+    passes as one at a time, so the same tokens.
+
+    While a result is out, the cache is one token ahead (it already holds the token just
+    emitted); it is trimmed back before the last result and when the caller stops early.
+    """
+    def step(token: mx.array) -> mx.array:
+        return chooser.pick(target.forward(token))
+
+    pending = step(mx.array(history[-1:], dtype=mx.uint32))
+    mx.async_eval(pending)
+    ahead = False
+    try:
+        for produced in range(1, max_tokens + 1):
+            started = time.perf_counter()
+            ahead = produced < max_tokens
+            if ahead:
+                following = step(pending)
+                mx.async_eval(following)
+            token = pending.item()
+            history.append(token)
+            observed_at = time.perf_counter()
+            drafter.observe([token], accepted=0, drafted=0)
+            done_at = time.perf_counter()
+            result = PassResult([token], 0, 0, done_at - started, done_at - observed_at)
+            if token in eos_tokens or not ahead:
+                if ahead:
+                    target.trim(1)
+                    ahead = False
+                yield result
+                return
+            yield result
+            pending = following
+    finally:
+        if ahead:  # the caller stopped pulling: drop the queued pass's input
+            target.trim(1)

@@ -85,6 +85,7 @@ class MirroredTarget(Target):
     """
 
     _next_id = 1
+    pipelines = False  # every input token is announced, so it must be known first
 
     def __init__(self, model, mirror: Mirror):
         super().__init__(model)

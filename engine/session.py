@@ -146,30 +146,33 @@ class ChatSession:
             self.target, self.drafter, TokenChooser(request.sampling), self.history,
             max_tokens=request.max_tokens, draft_count=request.draft.draft_count,
             eos_tokens=eos, speculate=loaded.speculates, policy=policy)
-        for pass_index, result in enumerate(decoder):
-            ended = bool(eos.intersection(result.tokens))
-            accepted, emitted = stats.record_pass(result.drafted, result.accepted,
-                                                  len(result.tokens), result.seconds, ended)
-            stats.drafter_s += result.drafter_seconds
-            if ended:
-                finish = "stop"
-            elif stats.emitted < request.max_tokens and should_stop():
-                finish = "cancelled"
-            final = finish != "length" or stats.emitted >= request.max_tokens
-            kept = [t for t in result.tokens if t not in eos]
-            for position, token in enumerate(kept):
-                detokenizer.add_token(token)
-                if final and position == len(kept) - 1:
-                    detokenizer.finalize()  # the last token carries any held-back bytes
-                drafted = position < result.accepted
-                out_tokens.append(token)
-                from_draft.append(drafted)
-                yield TokenEvent(token, detokenizer.last_segment, drafted, pass_index,
-                                 position if drafted else None, stats.drafter)
-            yield PassEvent(pass_index, result.drafted, accepted, emitted,
-                            result.seconds, stats.tokens_per_pass)
-            if final:
-                break
+        try:
+            for pass_index, result in enumerate(decoder):
+                ended = bool(eos.intersection(result.tokens))
+                accepted, emitted = stats.record_pass(result.drafted, result.accepted,
+                                                      len(result.tokens), result.seconds, ended)
+                stats.drafter_s += result.drafter_seconds
+                if ended:
+                    finish = "stop"
+                elif stats.emitted < request.max_tokens and should_stop():
+                    finish = "cancelled"
+                final = finish != "length" or stats.emitted >= request.max_tokens
+                kept = [t for t in result.tokens if t not in eos]
+                for position, token in enumerate(kept):
+                    detokenizer.add_token(token)
+                    if final and position == len(kept) - 1:
+                        detokenizer.finalize()  # the last token carries any held-back bytes
+                    drafted = position < result.accepted
+                    out_tokens.append(token)
+                    from_draft.append(drafted)
+                    yield TokenEvent(token, detokenizer.last_segment, drafted, pass_index,
+                                     position if drafted else None, stats.drafter)
+                yield PassEvent(pass_index, result.drafted, accepted, emitted,
+                                result.seconds, stats.tokens_per_pass)
+                if final:
+                    break
+        finally:
+            decoder.close()  # a pipelined decoder gives back the pass it queued ahead
         detokenizer.finalize()
         if policy is not None:
             stats.estimate_speedup(policy.curve)

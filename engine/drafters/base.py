@@ -24,6 +24,8 @@ Around that, with defaults here, so nobody probes a drafter for optional parts:
   drafter has; a drafter keeps what it needs in ``use_model``.
 - ``multi_row`` / ``rows_per_pass``: whether proposals may hold several rows (verified as
   a tree) and at most how many, so an adaptive policy pays for every row.
+- ``drafts``: False for a drafter that never proposes (``none``), so the loop may run
+  plain decoding pipelined.
 - ``flush()``: save persistent memory now. The service flushes its stores on shutdown;
   no drafter registers exit hooks of its own.
 """
@@ -53,6 +55,8 @@ class Drafter(ABC):
     name: ClassVar[str]
     summary: ClassVar[str]
     multi_row: ClassVar[bool] = False
+    # False only for ``none``: the loop may then queue each pass before the last is read.
+    drafts: ClassVar[bool] = True
     match_length: int = 0
     # Options for benchmarks that decode the same prompts again and again: no memory carried
     # in from other chats, so a measurement is of drafting, not of recall.

@@ -6,6 +6,7 @@ from .base import Drafter
 class NoDrafter(Drafter):
     name = "none"
     summary = "plain decoding through the same loop (the baseline)"
+    drafts = False
 
     def reset(self, prompt_tokens):
         pass
