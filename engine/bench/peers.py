@@ -142,14 +142,16 @@ class HFPromptLookup:
 
 
 def run_hf_jobs(model_path, jobs: list[dict], max_tokens: int, lookup: int, max_ngram: int = 2,
-                threads: int = 1, repeats: int = 1, timeout: float = 7200) -> dict:
-    """Run the HF peer in a child process; ``jobs``: [{"id", "tokens"}]. Returns its JSON."""
+                threads: int | None = None, repeats: int = 1, timeout: float = 7200) -> dict:
+    """Run the HF peer in a child process; ``jobs``: [{"id", "tokens"}]. Returns its JSON.
+    ``threads``: torch's threads, by default one per core, as MLX's BLAS and llama.cpp get."""
     with tempfile.TemporaryDirectory() as folder:
         spec = Path(folder) / "jobs.json"
         result = Path(folder) / "result.json"
         spec.write_text(json.dumps({"model": str(model_path), "jobs": jobs, "max_tokens": max_tokens,
                                     "lookup": lookup, "max_ngram": max_ngram, "out": str(result),
-                                    "threads": threads, "repeats": repeats}))
+                                    "threads": threads or os.cpu_count() or 1,
+                                    "repeats": repeats}))
         root = Path(__file__).resolve().parents[2]
         # the child runs torch alone: no OpenBLAS preloaded by the engine package next to it
         env = dict(os.environ, DRAFTLESS_NO_OPENBLAS="1", PYTHONPATH=os.pathsep.join(
@@ -183,7 +185,8 @@ def _child(spec_path: str) -> int:
         rows.append({"id": job["id"], "plain": plain, "lookup": lookup,
                      "loadavg_1min": os.getloadavg()[0]})
         print(f"  HF {job['id']} done", file=sys.stderr, flush=True)
-    Path(spec["out"]).write_text(json.dumps({"versions": hf.versions, "rows": rows}))
+    Path(spec["out"]).write_text(json.dumps({"versions": hf.versions, "rows": rows,
+                                             "threads": torch.get_num_threads()}))
     return 0
 
 

@@ -253,6 +253,7 @@ def render(results: dict, out: Path, plots: bool = True) -> list[str]:
         peer = results.get(name) or {}
         if peer.get("status") == "ran":
             extra = (f"prompt_lookup_num_tokens {peer.get('prompt_lookup_num_tokens')}, "
+                     f"{peer.get('threads') or 1} torch threads, "
                      f"versions {peer.get('versions')}" if name == "hf_prompt_lookup" else
                      f"modes {', '.join(peer.get('modes', []))} with llama.cpp's default "
                      f"sizes, {peer.get('threads')} threads")

@@ -551,7 +551,7 @@ class Suite:
             if not identical:
                 self.failures.append(f"HF peer {item['id']}: prompt lookup output differs from "
                                      "transformers' own plain greedy output")
-        self.hf = {"status": "ran", "versions": result["versions"],
+        self.hf = {"status": "ran", "versions": result["versions"], "threads": result.get("threads"),
                    "prompt_lookup_num_tokens": cfg.hf_lookup, "max_matching_ngram_size": 2,
                    "rows": rows}
 
