@@ -43,6 +43,7 @@ from ..models import LoadedModel, load_model
 from ..models.caches import speculation_cache, speculation_for
 from ..session import ChatSession, prompt_tokens
 from ..settings import DraftSettings, GenerationRequest
+from ..tokens import output_size
 from .costs import COPY_PROMPT
 from .oracle import OracleDrafter, OracleSession
 from .profile_pass import profile
@@ -93,7 +94,8 @@ def pass_invariance(loaded, context: int, n: int = 16) -> str:
     """Logits of n positions from one n-token pass against n one-token passes (the kernels
     differ by pass length: where they round differently, a near-tie can flip the argmax)."""
     target = Target(loaded.model)
-    tokens = [100 + (i * 7919) % 30000 for i in range(context + n)]
+    vocab = output_size(loaded.model)
+    tokens = [(100 + i * 7919) % vocab for i in range(context + n)]
     target.prefill(tokens[:context])
     mark = target.checkpoint()
     whole = target.forward(tokens[context:])
