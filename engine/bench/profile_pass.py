@@ -36,7 +36,8 @@ def _median_ms(fn, repeats: int) -> float:
     return statistics.median(samples) * 1000
 
 
-def profile(loaded, prefix: int, n: int, repeats: int) -> dict:
+def profile(loaded, prefix: int, n: int, repeats: int, parts: bool = True) -> dict:
+    """``parts``: also time the projections and attention alone (float, unquantized models)."""
     model = loaded.model
     target = Target(model)
     target.prefill(list(range(100, 100 + prefix)))
@@ -71,6 +72,9 @@ def profile(loaded, prefix: int, n: int, repeats: int) -> dict:
     mx.eval(out)
     undo()
     sync_ms = _median_ms(sync_only(out), repeats)
+    split = {"n": n, "full_ms": full_ms, "graph_ms": graph_ms, "eval_ms": eval_ms, "sync_ms": sync_ms}
+    if not parts:
+        return split
 
     # the parts of eval alone, same shapes
     args = model.args if hasattr(model, "args") else None
@@ -110,8 +114,7 @@ def profile(loaded, prefix: int, n: int, repeats: int) -> dict:
                                                       mask="causal" if n > 1 else None)
                  for _ in layers])
 
-    return {"n": n, "full_ms": full_ms, "graph_ms": graph_ms, "eval_ms": eval_ms,
-            "sync_ms": sync_ms, "matmul_ms": _median_ms(matmuls, repeats),
+    return {**split, "matmul_ms": _median_ms(matmuls, repeats),
             "head_ms": _median_ms(head_only, repeats), "attention_ms": _median_ms(attention, repeats),
             "layers": len(layers), "model_type": getattr(args, "model_type", None)}
 
