@@ -9,6 +9,10 @@ mlx-lm's generate.py. Invariants, pinned by tests:
 - after a pass the KV cache holds exactly the history but its last token, which is the
   next pass's first input (``target.offset == len(history) - 1``).
 
+Plain decoding (drafter ``none``) on a cache that can be cut back runs pipelined
+(``pipelined_plain_decode``): each pass is queued before the previous token is read, so
+the host's work overlaps the device's, as in mlx-lm's ``generate_step``.
+
 Multi-row drafters verify all their rows in one pass as a prefix tree (``engine/tree.py``)
 where the model allows it; which caches can be rolled back, and how, is decided per model
 in ``engine/models/caches.py`` (sliding windows, recurrent state).
