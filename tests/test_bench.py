@@ -49,7 +49,8 @@ def test_bench_writes_report_and_checks_identity(tiny_model_dir, tmp_path, bench
     assert set(results["verify_cost"]["ratio"]) == {"1", "2", "3"}
     assert results["verify_cost"]["ratio"]["1"] == 1.0
     report = (out / "report.md").read_text()
-    assert "Identity check: every speculative run" in report
+    assert "Identity check: every Draftless run" in report
+    assert "Peer differences" not in report
     assert "Hugging Face" in report and "skipped" in report
     assert "llama.cpp: skipped: llama.cpp is not built" in report
     assert "python -m engine.bench.llamacpp build" in report
@@ -105,6 +106,21 @@ def test_committed_results_render_again_without_measuring(tmp_path, monkeypatch)
     assert (out / "report.md").read_text() == (COMMITTED / "report.md").read_text()
     results = json.loads((COMMITTED / "results.json").read_text())
     assert sorted(p.name for p in out.glob("*.png")) == sorted(results["plots"])
+
+
+def test_a_peers_difference_is_reported_but_is_not_our_failure(tmp_path):
+    from engine.bench import report
+
+    results = json.loads((COMMITTED / "results.json").read_text())
+    results["failures"], results["peer_differences"] = [], ["llama.cpp ngram-cache x (round 1): "
+                                                            "output differs"]
+    report.render(results, tmp_path, plots=False)
+    text = (tmp_path / "report.md").read_text()
+    assert "**Identity check: every Draftless run's greedy output equals" in text
+    assert "1 peer answers differ" in text and "- llama.cpp ngram-cache x (round 1)" in text
+    results["failures"] = ["suffix code-edit: output differs from plain greedy at token 3"]
+    report.render(results, tmp_path, plots=False)
+    assert "Identity check: FAILED" in (tmp_path / "report.md").read_text()
 
 
 def test_render_of_a_bad_results_file_is_a_message(tmp_path, capsys):

@@ -167,9 +167,12 @@ def render(results: dict, out: Path, plots: bool = True) -> list[str]:
     loads = [r.get("loadavg_1min") or 0.0 for r in results["runs"]]
     lines = [f"# Draftless benchmark{' (quick)' if cfg['quick'] else ''}"
              f"{' — tuning set' if cfg.get('split') == 'tuning' else ''}", ""]
-    lines += ["**Identity check: " + ("every speculative run's greedy output equals its own plain "
-              "greedy decoding, token for token (ours, mlx-lm, and each peer's).**" if not failures
-              else "FAILED — see *Failures* below.**"), ""]
+    differences = results.get("peer_differences", [])
+    lines += ["**Identity check: " + ("every Draftless run's greedy output equals plain greedy "
+              "decoding, token for token." if not failures
+              else "FAILED — see *Failures* below.") + "**"
+              + (f" {len(differences)} peer answers differ from that peer's own plain greedy "
+                 "output (see *Peer differences*)." if differences else ""), ""]
     lines += [
         f"- Date: {env['date_utc']}; total run time {env.get('total_s', 0):.0f} s",
         f"- Command: `{results['command']}`",
@@ -271,6 +274,11 @@ def render(results: dict, out: Path, plots: bool = True) -> list[str]:
         lines += ["## Skipped", ""] + [f"- {s}" for s in results["skipped"]] + [""]
     if failures:
         lines += ["## Failures", ""] + [f"- FAILED {f}" for f in failures] + [""]
+    if differences:
+        lines += ["## Peer differences", "",
+                  "A peer's speculative answer that is not token for token its own plain answer. "
+                  "Its speed-up is still shown; its tokens per pass count a different answer.", ""]
+        lines += [f"- {d}" for d in differences] + [""]
     lines += [f"Goals: copy-heavy families >= {GOAL_PEER_RATIO}x the best peer; open questions "
               f"and novel text >= {GOAL_FLOOR}x; all tasks geometric mean >= {GOAL_GEOMEAN}x.", ""]
     (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
