@@ -24,6 +24,13 @@ import engine  # noqa: E402,F401  (preloads OpenBLAS before anything imports mlx
 from .tiny_model import write_tiny_llama  # noqa: E402
 
 
+@pytest.fixture
+def private_dirs(tmp_path, monkeypatch):
+    """A data and cache folder of the test's own (cost curves, n-gram memory, settings)."""
+    monkeypatch.setenv("DRAFTLESS_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("DRAFTLESS_CACHE_DIR", str(tmp_path / "cache"))
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A complete mlx-lm folder: random-weight 2-layer Llama, byte-level ChatML tokenizer."""

@@ -15,10 +15,7 @@ from .identity import reference_greedy
 from .tiny_model import make_tiny_llama
 
 
-@pytest.fixture(autouse=True)
-def private_dirs(tmp_path, monkeypatch):
-    monkeypatch.setenv("DRAFTLESS_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("DRAFTLESS_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_dirs")  # conftest: a data and cache folder per test
 
 
 CURVE = {1: 0.086, 5: 0.142, 17: 0.170}  # the embedded model on this CPU (seconds)

@@ -31,10 +31,7 @@ MAX_TOKENS = 32
 SEEDS = {"gemma3_text": 2}  # a seed whose greedy text loops (drafts accepted), then leaves the loop
 
 
-@pytest.fixture(autouse=True)
-def private_dirs(tmp_path, monkeypatch):
-    monkeypatch.setenv("DRAFTLESS_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("DRAFTLESS_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_dirs")  # conftest: a data and cache folder per test
 
 
 def test_every_drafter_is_in_the_matrix():

@@ -32,10 +32,7 @@ NEW = {
 }
 
 
-@pytest.fixture(autouse=True)
-def private_dirs(tmp_path, monkeypatch):
-    monkeypatch.setenv("DRAFTLESS_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("DRAFTLESS_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_dirs")  # conftest: a data and cache folder per test
 
 
 @pytest.fixture(scope="module")

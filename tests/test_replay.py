@@ -19,10 +19,7 @@ OPTIONS = {"ngram-cache": {"dynamic": False}, "ngrammys": {"rows": 4, "model_big
 PROMPT = [40 + (i % 9) for i in range(60)] + [7, 8, 9]
 
 
-@pytest.fixture(autouse=True)
-def private_dirs(tmp_path, monkeypatch):
-    monkeypatch.setenv("DRAFTLESS_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("DRAFTLESS_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_dirs")  # conftest: a data and cache folder per test
 
 
 @pytest.fixture(scope="module")

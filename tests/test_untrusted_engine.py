@@ -26,9 +26,7 @@ BAD_IDS = [-1, 2 ** 40, VOCAB, VOCAB + 5, 4294967295, True, 3.0, "7", None]
 
 
 @pytest.fixture(autouse=True)
-def private_dirs(tmp_path, monkeypatch):
-    monkeypatch.setenv("DRAFTLESS_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("DRAFTLESS_CACHE_DIR", str(tmp_path / "cache"))
+def private_dirs_and_warnings(private_dirs, monkeypatch):
     monkeypatch.setattr(errors, "_said", set())
 
 
