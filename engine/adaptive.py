@@ -45,6 +45,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import _blas
 from .decode import Target
 from .errors import warn
 from .paths import cache_dir
@@ -142,7 +143,9 @@ MEASURE_CONTEXT = 512
 
 
 def cost_path(model_key: str) -> Path:
-    return cache_dir() / "verify-cost" / f"{model_key}-v{COST_VERSION}.json"
+    # one- and two-row products as sgemv (engine/_blas.py) change c(1) and c(2): their own curve
+    products = "-rowgemv" if _blas.row_gemv else ""
+    return cache_dir() / "verify-cost" / f"{model_key}{products}-v{COST_VERSION}.json"
 
 
 def prior_cost_curve() -> CostCurve:

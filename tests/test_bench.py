@@ -131,3 +131,14 @@ def test_render_of_a_bad_results_file_is_a_message(tmp_path, capsys):
     assert main(["bench", "--render", str(bad), "--no-plots"]) == 2
     assert "is not a results.json" in capsys.readouterr().err
     assert not (tmp_path / "report.md").exists()
+
+
+def test_profile_pass_splits_a_pass_into_its_parts(tiny_loaded):
+    import math
+
+    from engine.bench.profile_pass import profile
+
+    result = profile(tiny_loaded, prefix=8, n=3, repeats=1)
+    for part in ("full_ms", "graph_ms", "matmul_ms", "head_ms", "attention_ms", "softmax_ms", "silu_ms"):
+        assert math.isfinite(result[part]) and result[part] > 0, part
+    assert result["n"] == 3 and result["layers"] == len(tiny_loaded.model.layers)

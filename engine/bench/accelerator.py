@@ -12,7 +12,9 @@ embedded model's folder). For that model it prints:
    by ``engine.adaptive.timing_steps`` (the loop's own pass: forward, argmax, ``.tolist()``),
    least and median of ``--repeats``; and c(n)/c(1).
 2. **Pass-length invariance**: the logits of 16 positions from one 16-token pass against
-   16 one-token passes (max difference, argmax flips). **Where c(1) goes**: ``engine.bench.profile_pass`` (graph building in Python, eval, host sync).
+   16 one-token passes (max difference, argmax flips); with ``--near-ties``, the same over
+   the benchmark's check answers and how close their top-2 logits come (decodes the check
+   answers plainly once, minutes; cached in the cache folder). **Where c(1) goes**: ``engine.bench.profile_pass`` (graph building in Python, eval, host sync).
 3. **The loop**: plain greedy decoding (drafter ``none``) against the engine loop fed by the
    oracle (``engine.bench.oracle``: drafts the plain run's own answer) at fixed draft counts,
    and against the real drafters with the defaults (adaptive, on the curve of 1). Runs are
@@ -113,6 +115,47 @@ def pass_invariance(loaded, context: int, n: int = 16) -> str:
             f"least top-2 gap {(top2[:, 1] - top2[:, 0]).min().item():.2e}")
 
 
+def answer_near_ties(loaded, lengths=(2, 4, 8, 16), probe: int = 48) -> str:
+    """On the benchmark's check answers (the embedded model's plain greedy answers): how far
+    passes of n tokens stray from one-token passes over each answer's first ``probe`` tokens,
+    and how close the top two logits come anywhere in the answers. A greedy answer can only
+    change where a gap is smaller than that difference."""
+    from .tune import reference_answers
+
+    chats, key, _ = reference_answers("check", 512)
+    if key != model_key(loaded):
+        return "near-ties: the check answers are the embedded model's; run without --model/--shape"
+    target = Target(loaded.model)
+    differences = {n: 0.0 for n in lengths}
+    gaps: list[float] = []
+    for chat in chats.values():
+        for turn in chat["turns"]:
+            prompt, answer = turn["prompt"], turn["answer"]
+            target.reset()
+            target.prefill(prompt[:-1])
+            mark = target.checkpoint()
+            inputs = [prompt[-1]] + answer
+            logits = mx.concatenate([target.forward(inputs[i:i + 256])
+                                     for i in range(0, len(inputs) - 1, 256)])[:len(answer)]
+            top2 = mx.sort(logits, axis=-1)[:, -2:]
+            gaps += (top2[:, 1] - top2[:, 0]).tolist()
+            target.restore(mark)
+            count = min(probe, len(inputs))
+            singles = mx.concatenate([target.forward([t]) for t in inputs[:count]])
+            mx.eval(singles)
+            for n in (n for n in lengths if n <= count):
+                target.restore(mark)
+                passes = mx.concatenate([target.forward(inputs[i:i + n])
+                                         for i in range(0, count - n + 1, n)])
+                differences[n] = max(differences[n], mx.abs(passes - singles[:passes.shape[0]]).max().item())
+            target.restore(mark)
+    least = sorted(gaps)[:3]
+    return ("check answers, n-token passes vs one-token passes, max |logit difference|: "
+            + ", ".join(f"n={n} {d:.1e}" for n, d in differences.items())
+            + f"; top-2 logit gaps over {len(gaps)} answer tokens: the least {', '.join(f'{g:.1e}' for g in least)}"
+            + "".join(f"; under {t:g}: {sum(g < t for g in gaps)}" for t in (1e-3, 1e-2)))
+
+
 def generate(loaded, memory, draft: DraftSettings, max_tokens: int, oracle=None):
     request = GenerationRequest(messages=[{"role": "user", "content": COPY_PROMPT}],
                                 max_tokens=max_tokens, draft=draft).validated()
@@ -207,6 +250,8 @@ def main(argv=None) -> int:
     parser.add_argument("--drafters", default="suffix,prompt-lookup", help="real drafters, defaults on")
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--loop-repeats", type=int, default=3)
+    parser.add_argument("--near-ties", action="store_true",
+                        help="also measure pass-length differences and top-2 gaps on the check answers")
     args = parser.parse_args(argv)
     for name in ("CACHE", "DATA", "CONFIG"):  # cost curves and drafter memory: never the user's
         os.environ.setdefault(f"DRAFTLESS_{name}_DIR", tempfile.mkdtemp(prefix="draftless-accel-"))
@@ -225,6 +270,8 @@ def main(argv=None) -> int:
     for n, (least, median) in points.items():
         print(f"| {n} | {least * 1e3:.2f} | {median * 1e3:.2f} | {least / one:.2f} |")
     print(pass_invariance(loaded, args.context))
+    if args.near_ties:
+        print(answer_near_ties(loaded))
     for n in (1, 8):
         r = profile(loaded, args.context, n, args.repeats, parts=False)
         print(f"split n={n}: pass {r['full_ms']:.2f} ms = graph (Python) {r['graph_ms']:.2f} + "

@@ -9,7 +9,9 @@ After a ``--prefix``-token context, times one pass of n tokens as the loop runs 
   MLX's per-op CPU dispatch;
 - **sync**: argmax and ``.tolist()`` of the result (one host sync);
 and times the parts of eval alone on the same shapes: the projections of all layers and
-the output head (BLAS), attention over the context (``mx.fast.scaled_dot_product_attention``).
+the output head (BLAS), attention over the context (``mx.fast.scaled_dot_product_attention``),
+and within it the softmax, and the MLP's SiLU: elementwise work that grows with n and, on
+MLX's Linux CPU build, costs about 9 ns per ``exp`` (an addition costs 0.2 ns).
 Prints medians in ms and c(n)/c(1), with the load average.
 """
 
@@ -21,6 +23,7 @@ import statistics
 import time
 
 import mlx.core as mx
+import mlx.nn as nn
 
 from ..decode import Target
 from ..models import load_model
@@ -114,8 +117,20 @@ def profile(loaded, prefix: int, n: int, repeats: int, parts: bool = True) -> di
                                                       mask="causal" if n > 1 else None)
                  for _ in layers])
 
+    # exp-bound elementwise work that grows with n: MLX's CPU build has no vector exp
+    scores = mx.random.normal((1, heads, n, prefix + n))
+    inner = mx.random.normal((1, n, layers[0].mlp.gate_proj.weight.shape[0]))
+    mx.eval(scores, inner)
+
+    def softmax():
+        mx.eval([mx.softmax(scores, axis=-1, precise=True) for _ in layers])
+
+    def silu():
+        mx.eval([nn.silu(inner) * inner for _ in layers])
+
     return {**split, "matmul_ms": _median_ms(matmuls, repeats),
             "head_ms": _median_ms(head_only, repeats), "attention_ms": _median_ms(attention, repeats),
+            "softmax_ms": _median_ms(softmax, repeats), "silu_ms": _median_ms(silu, repeats),
             "layers": len(layers), "model_type": getattr(args, "model_type", None)}
 
 
@@ -133,7 +148,8 @@ def main(argv=None) -> int:
         print(f"n={r['n']:3}: pass {r['full_ms']:.1f} ms = graph (Python) {r['graph_ms']:.1f} + "
               f"eval {r['eval_ms']:.1f} + sync {r['sync_ms']:.2f}. Alone: "
               f"all projections + head (BLAS) {r['matmul_ms']:.1f} (head {r['head_ms']:.1f}), "
-              f"attention x{r['layers']} {r['attention_ms']:.1f}")
+              f"attention x{r['layers']} {r['attention_ms']:.1f} (its softmax {r['softmax_ms']:.1f}), "
+              f"SiLU x{r['layers']} {r['silu_ms']:.1f}")
     base = results[0]["full_ms"]
     print("c(n)/c(1): " + ", ".join(f"c({r['n']})={r['full_ms'] / base:.2f}" for r in results))
     return 0
