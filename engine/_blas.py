@@ -37,6 +37,7 @@ loaded_blas: str | None = None
 row_gemv: str | None = None  # the compiled one-row library, when loaded
 
 ROW_GEMM_SOURCE = r"""
+#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <string.h>
 
@@ -59,7 +60,8 @@ int draftless_row_gemm_init(const char *blas_path) {
 /* Row by row: C[i] = alpha * a_i . op(B) + beta * C[i], with a_i row i of op(A). */
 void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float alpha,
                  const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc) {
-    if (order == ROW_MAJOR && m >= 1 && m <= MAX_ROWS && n > 0 && k > 0) {
+    if (!real_sgemm) real_sgemm = (sgemm_fn)dlsym(RTLD_NEXT, "cblas_sgemm");  /* not initialised */
+    if (real_sgemv && order == ROW_MAJOR && m >= 1 && m <= MAX_ROWS && n > 0 && k > 0) {
         int step_a = trans_a == NO_TRANS ? 1 : lda, next_row = trans_a == NO_TRANS ? lda : 1;
         for (int i = 0; i < m; i++) {
             const float *row = a + (size_t)i * next_row;
@@ -111,8 +113,8 @@ def _load_row_gemm(blas_path: str) -> str | None:
         library = _compiled_row_gemm()
         if library is None:
             return None
-        handle = ctypes.CDLL(str(library), mode=os.RTLD_GLOBAL)
-        if not handle.draftless_row_gemm_init(blas_path.encode()):
+        # without OpenBLAS's functions its cblas_sgemm passes every product on unchanged
+        if not ctypes.CDLL(str(library), mode=os.RTLD_GLOBAL).draftless_row_gemm_init(blas_path.encode()):
             return None
     except (OSError, subprocess.SubprocessError) as error:
         log.info("One-row BLAS library not used: %s", error)
