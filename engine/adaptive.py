@@ -40,8 +40,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -49,12 +47,13 @@ from . import _blas
 from .decode import Target
 from .errors import warn
 from .paths import cache_dir
-from .untrusted import move_aside
+from .untrusted import move_aside, read_regular_file, write_atomic
 
 log = logging.getLogger(__name__)
 
 COST_LENGTHS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96)
 COST_VERSION = 1
+MAX_COST_FILE_BYTES = 1 << 20  # a curve file is a few hundred bytes
 MAX_POSITIONS = 128
 DECAY = 0.85  # per drafted pass
 PROBE_INTERVAL = 16  # passes with a proposal but no draft before a 1-token probe
@@ -239,7 +238,8 @@ def load_cost_curve(model_key: str) -> CostCurve | None:
     if not path.exists():
         return None
     try:
-        return CostCurve(validated_cost_points(json.loads(path.read_text(encoding="utf-8"))))
+        data = read_regular_file(path, MAX_COST_FILE_BYTES).decode("utf-8")
+        return CostCurve(validated_cost_points(json.loads(data)))
     except (OSError, ValueError, RecursionError) as error:
         try:
             kept = f"kept as {move_aside(path).name}"
@@ -253,11 +253,7 @@ def load_cost_curve(model_key: str) -> CostCurve | None:
 def save_cost_curve(model_key: str, curve: CostCurve) -> None:
     path = cost_path(model_key)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump({"version": COST_VERSION, "seconds": curve.to_dict()}, out)
-        os.replace(temp, path)
+        write_atomic(path, json.dumps({"version": COST_VERSION, "seconds": curve.to_dict()}))
     except OSError as error:
         log.warning("Could not save the verify-cost curve %s: %s", path, error)
 

@@ -16,16 +16,16 @@ session hands to drafters that want it.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from .paths import cache_dir
+from .untrusted import read_regular_file, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -92,13 +92,15 @@ def bigram_table_steps(model, key: str, top: int = BIGRAM_TOP, batch: int = 256,
     path = bigram_path(key + ("-p" + "_".join(map(str, prefix)) if prefix else ""), top)
     if path.exists():
         try:
-            table = np.load(path, allow_pickle=False)
+            # header + table: the size a good file has, with room for the header
+            data = read_regular_file(path, vocab * top * 4 + 4096)
+            table = np.load(io.BytesIO(data), allow_pickle=False)
             if (table.shape == (vocab, top) and table.dtype == np.int32
                     and (table.size == 0 or 0 <= table.min() <= table.max() < vocab)):
                 yield vocab, vocab, table
                 return
             raise ValueError(f"shape {table.shape} {table.dtype}, or token ids outside 0..{vocab - 1}")
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError, EOFError) as error:
             log.warning("Ignoring the bigram table %s (%s); computing it again.", path, error)
     table = np.empty((vocab, top), dtype=np.int32)
     for start in range(0, vocab, batch):
@@ -114,11 +116,9 @@ def bigram_table_steps(model, key: str, top: int = BIGRAM_TOP, batch: int = 256,
         table[start:stop] = np.array(mx.take_along_axis(best, order, axis=-1), dtype=np.int32)
         yield stop, vocab, None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temp = tempfile.mkstemp(dir=path.parent, suffix=".npy")
-        with os.fdopen(handle, "wb") as out:
-            np.save(out, table, allow_pickle=False)
-        os.replace(temp, path)
+        buffer = io.BytesIO()
+        np.save(buffer, table, allow_pickle=False)
+        write_atomic(path, buffer.getvalue())
     except OSError as error:
         log.warning("Could not cache the bigram table in %s: %s", path, error)
     yield vocab, vocab, table

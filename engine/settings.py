@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .drafters import resolve_drafter_name
+from .drafters import DRAFTERS, resolve_drafter_name
 from .errors import EngineError
 
 DRAFT_COUNT_RANGE = (1, 64)
@@ -36,13 +36,18 @@ class DraftSettings:
     options: dict[str, Any] = field(default_factory=dict)
 
     def validated(self) -> "DraftSettings":
+        """Checked settings (EngineError names what is wrong), with the drafter's name resolved."""
         _check_range("draft_count", self.draft_count, DRAFT_COUNT_RANGE)
         _check_range("ngram_order", self.ngram_order, NGRAM_ORDER_RANGE)
         _check_range("ngram_min", self.ngram_min, NGRAM_ORDER_RANGE)
         if self.ngram_min > self.ngram_order:
             raise EngineError(f"ngram_min ({self.ngram_min}) must not exceed "
                               f"ngram_order ({self.ngram_order}).")
-        return replace(self, drafter=resolve_drafter_name(self.drafter))
+        if not isinstance(self.adaptive, bool):
+            raise EngineError(f"adaptive must be true or false; got {self.adaptive!r}.")
+        drafter = resolve_drafter_name(self.drafter)
+        DRAFTERS[drafter].check_options(self.options)
+        return replace(self, drafter=drafter)
 
 
 @dataclass(frozen=True)

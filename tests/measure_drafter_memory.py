@@ -37,7 +37,7 @@ def measure(name: str, tokens: list[int], folder: Path) -> dict:
     tracemalloc.start()
     started = time.perf_counter()
     if name == "ngram-cache":  # the cross-chat store, fed as ngram-cache feeds it
-        store = ngram_cache._DynamicStore(folder / "memory.json", ngram_cache.MAX_ENTRIES)
+        store = ngram_cache._DynamicStore(folder / "memory.json")
         seen: list[int] = []
         for start in range(0, len(tokens), CHUNK):
             seen.extend(tokens[start:start + CHUNK])

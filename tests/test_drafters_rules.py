@@ -5,7 +5,7 @@ import json
 import pytest
 
 from engine.drafters import make_drafter
-from engine.drafters.ngram_cache import NgramCounts
+from engine.drafters.ngram_cache import NgramCounts, dynamic_cache_path, static_cache_path
 from engine.drafters.stores import DrafterStores
 from engine.errors import EngineError
 from engine.settings import DraftSettings
@@ -114,12 +114,12 @@ def test_ngram_cache_context_uses_lax_thresholds():
     assert d.propose(None, 1) == []
 
 
-def test_ngram_cache_dynamic_uses_strict_thresholds_and_persists(tmp_path):
-    path = tmp_path / "dyn.json"
+def test_ngram_cache_dynamic_uses_strict_thresholds_and_persists():
+    path = dynamic_cache_path("k")
     stores = DrafterStores()  # what one service hands its chats
 
     def attached(stores):
-        d = drafter("ngram-cache", ngram_order=1, options={"dynamic_path": str(path)})
+        d = drafter("ngram-cache", ngram_order=1)
         d.attach_model("k", stores=stores)
         return d
 
@@ -146,25 +146,33 @@ def test_ngram_cache_dynamic_uses_strict_thresholds_and_persists(tmp_path):
     assert NgramCounts.load(path).parts[(4,)] == {9: 6}
 
 
-def test_ngram_cache_static_cache_from_file(tmp_path):
+def test_ngram_cache_static_cache_from_the_models_file():
     static = NgramCounts.from_tokens([1, 2, 3, 1, 2, 3, 1, 2, 3], 2, 2)
-    static.save(tmp_path / "static.json")
-    d = drafter("ngram-cache", options={"dynamic": False, "static_path": str(tmp_path / "static.json")})
+    static.save(static_cache_path("k"))
+    d = drafter("ngram-cache", options={"dynamic": False})
+    d.attach_model("k")
     d.reset([1, 2])
     assert d.propose(None, 3) == [[3, 1, 2]]
+    off = drafter("ngram-cache", options={"dynamic": False, "static": False})
+    off.attach_model("k")
+    off.reset([1, 2])
+    assert off.propose(None, 3) == []
 
 
-def test_ngram_cache_corrupt_file_is_reported_and_ignored(tmp_path, caplog):
-    path = tmp_path / "dyn.json"
+def test_ngram_cache_corrupt_file_is_reported_and_ignored(caplog):
+    path = dynamic_cache_path("k")
+    path.parent.mkdir(parents=True)
     path.write_text("{not json")
-    d = drafter("ngram-cache", options={"dynamic_path": str(path)})
+    d = drafter("ngram-cache")
+    d.attach_model("k")
     d.reset([1, 2, 1, 2, 1])
     assert "cannot be read" in caplog.text  # a warning of the engine logger
     assert d.propose(None, 2) == [[2, 1]]  # the context cache still drafts
-    path2 = tmp_path / "bad-version.json"
-    path2.write_text(json.dumps({"format": "draftless-ngram-cache", "version": 99, "entries": []}))
+    static_cache_path("k").write_text(json.dumps({"format": "draftless-ngram-cache",
+                                                  "version": 99, "entries": []}))
     caplog.clear()
-    d2 = drafter("ngram-cache", options={"static_path": str(path2), "dynamic": False})
+    d2 = drafter("ngram-cache", options={"dynamic": False})
+    d2.attach_model("k")
     assert "unsupported version" in caplog.text
     d2.reset([1, 2])
 

@@ -32,15 +32,16 @@ def bytes_per_item(build, count):
     return used / count(items)
 
 
-def test_the_cross_chat_memory_is_bounded_in_memory_not_only_when_saved(tmp_path):
-    d = make_drafter(DraftSettings(drafter="ngram-cache", adaptive=False,
-                                   options={"dynamic_path": str(tmp_path / "m.json"), "max_entries": 200}))
+def test_the_cross_chat_memory_is_bounded_in_memory_not_only_when_saved(private_dirs, monkeypatch):
+    monkeypatch.setattr(ngram_cache, "MAX_ENTRIES", 200)
+    d = make_drafter(DraftSettings(drafter="ngram-cache", adaptive=False))
+    d.attach_model("m")
     d.reset([1])
     tokens = stream(3000)
     for start in range(0, len(tokens), 4):  # as generated, a few tokens a pass; never saved
         d.observe(tokens[start:start + 4])
         assert len(d.store.counts) <= 200 + 200 // 4 + 4 * 4
-    assert not (tmp_path / "m.json").exists()
+    assert not ngram_cache.dynamic_cache_path("m").exists()
     d.store.dirty = False
 
 
@@ -90,8 +91,9 @@ def test_eviction_also_bounds_the_follower_counts():
     assert len(counts) == 5
 
 
-def test_the_store_counts_followers_now_and_then(tmp_path):
-    store = ngram_cache._DynamicStore(tmp_path / "m.json", 10)
+def test_the_store_counts_followers_now_and_then(tmp_path, monkeypatch):
+    monkeypatch.setattr(ngram_cache, "MAX_ENTRIES", 10)
+    store = ngram_cache._DynamicStore(tmp_path / "m.json")
     tokens = stream(3 * ngram_cache.PAIR_CHECK, vocab=300)
     for start in range(0, len(tokens), 64):
         store.counts.update(tokens[:start + 64], start, 1, 1)

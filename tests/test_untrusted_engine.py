@@ -96,17 +96,24 @@ def poisoned_memory(path, bad_id, good=True):
     path.write_text(json.dumps({"format": "draftless-ngram-cache", "version": 1, "entries": entries}))
 
 
-def test_a_poisoned_memory_file_loses_only_its_bad_entries(tmp_path, caplog):
-    path = tmp_path / "dyn.json"
+def memory_drafter(model_key="m", vocab_size=None):
+    """An ngram-cache drafter attached to ``model_key``: its cross-chat file is
+    ``dynamic_cache_path(model_key)`` in the test's data folder."""
+    d = make_drafter(DraftSettings(drafter="ngram-cache", adaptive=False))
+    d.attach_model(model_key, vocab_size=vocab_size)
+    return d
+
+
+def test_a_poisoned_memory_file_loses_only_its_bad_entries(private_dirs, caplog):
+    path = ngram_cache.dynamic_cache_path("m")
     poisoned_memory(path, 4294967295)
     original = path.read_bytes()
-    d = make_drafter(DraftSettings(drafter="ngram-cache", adaptive=False, options={"dynamic_path": str(path)}))
-    d.attach_model("m", vocab_size=VOCAB)
+    d = memory_drafter("m", vocab_size=VOCAB)
     d.reset([65, 66])
     assert d.propose(None, 4) == [[67]]  # from the good entry; nothing from the bad ones
     warnings = said(caplog)
     assert len(warnings) == 1 and "outside this model's vocabulary" in warnings[0]
-    kept = list(tmp_path.glob("dyn.json.corrupt-*"))
+    kept = list(path.parent.glob("m.json.corrupt-*"))
     assert len(kept) == 1 and kept[0].read_bytes() == original
     assert kept[0].name in warnings[0]  # named in the warning
     assert d.store.counts.parts == {(65, 66): {67: 3}}  # the good entry survived
@@ -141,44 +148,47 @@ def test_a_prompt_id_the_model_lacks_is_a_clear_error(tiny_loaded):
 
 
 # ---------------------------------------------------------------- item 5: garbage memory
-def test_a_garbage_memory_file_is_kept_aside_not_overwritten_and_said_once(tmp_path, caplog):
-    path = tmp_path / "dyn.json"
+def test_a_garbage_memory_file_is_kept_aside_not_overwritten_and_said_once(private_dirs, caplog):
+    path = ngram_cache.dynamic_cache_path("m")
+    path.parent.mkdir(parents=True)
     path.write_bytes(b"\xff{garbage")
-    d = make_drafter(DraftSettings(drafter="ngram-cache", adaptive=False, options={"dynamic_path": str(path)}))
+    d = memory_drafter()
     d.reset([1, 2, 1, 2, 1])
     d.observe([2, 1, 2])
     d.reset([0])  # saves the new memory
     d.flush()  # as the service does at shutdown
     warnings = said(caplog)
     assert len(warnings) == 1, warnings
-    kept = list(tmp_path.glob("dyn.json.corrupt-*"))
+    kept = list(path.parent.glob("m.json.corrupt-*"))
     assert len(kept) == 1 and kept[0].read_bytes() == b"\xff{garbage"
     assert kept[0].name in warnings[0]
     assert len(NgramCounts.load(path)) > 0  # the new memory beside it
 
 
-def test_the_warning_is_printed_once_on_stderr(tmp_path):
-    path = tmp_path / "dyn.json"
+def test_the_warning_is_printed_once_on_stderr(private_dirs):
+    path = ngram_cache.dynamic_cache_path("m")
+    path.parent.mkdir(parents=True)
     path.write_text("{not json")
     code = ("from engine.drafters import make_drafter; from engine.settings import DraftSettings; "
-            f"d = make_drafter(DraftSettings(drafter='ngram-cache', options={{'dynamic_path': {str(path)!r}}})); "
+            "d = make_drafter(DraftSettings(drafter='ngram-cache')); d.attach_model('m'); "
             "d.reset([1, 2]); d.observe([3])")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                             env=dict(os.environ, PYTHONPATH=os.getcwd()))
     assert result.returncode == 0, result.stderr
-    lines = [line for line in result.stderr.splitlines() if "dyn.json" in line]
+    lines = [line for line in result.stderr.splitlines() if "m.json" in line]
     assert len(lines) == 1, result.stderr
 
 
-def test_a_memory_file_that_cannot_be_moved_aside_is_never_written_over(tmp_path, monkeypatch, caplog):
-    path = tmp_path / "dyn.json"
+def test_a_memory_file_that_cannot_be_moved_aside_is_never_written_over(private_dirs, monkeypatch, caplog):
+    path = ngram_cache.dynamic_cache_path("m")
+    path.parent.mkdir(parents=True)
     path.write_text("[1, 2")
 
     def refuse(_):
         raise PermissionError("read-only folder")
 
     monkeypatch.setattr(ngram_cache, "move_aside", refuse)
-    d = make_drafter(DraftSettings(drafter="ngram-cache", adaptive=False, options={"dynamic_path": str(path)}))
+    d = memory_drafter()
     d.reset([1, 2, 1, 2])
     assert "will not be written over" in caplog.text
     d.observe([1, 2, 1])

@@ -15,6 +15,12 @@ from .report_parts import _f, _loadavg, _table, plot_sweep, plot_verify_cost
 NO_CHANGE = "no change"
 
 
+def row_gemv_note(machine: dict) -> str:
+    """Whether the opt-in one-row library was on (reports before it was opt-in had it on)."""
+    on = machine.get("row_gemv")
+    return "" if on is None else f" (one-row sgemv library {'on' if on else 'off'})"
+
+
 def speedup_cell(figures: dict | None) -> str:
     """"1.52x (1.48–1.60)", or "no change (0.97–1.05)" when the range is inside the noise."""
     if not figures or figures.get("speedup") is None:
@@ -176,7 +182,8 @@ def render(results: dict, out: Path, plots: bool = True) -> list[str]:
     lines += [
         f"- Date: {env['date_utc']}; total run time {env.get('total_s', 0):.0f} s",
         f"- Command: `{results['command']}`",
-        f"- Machine: {m['cpu']}, {m['cores']} cores, {m['platform']}; BLAS: {m['blas']}; "
+        f"- Machine: {m['cpu']}, {m['cores']} cores, {m['platform']}; BLAS: {m['blas']}"
+        f"{row_gemv_note(m)}; "
         f"load average at start {_loadavg(m.get('loadavg_start'))}, at end "
         f"{_loadavg(m.get('loadavg_end'))}; 1-minute load during the runs "
         f"{min(loads, default=0):.1f}–{max(loads, default=0):.1f}",

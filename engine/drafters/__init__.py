@@ -36,7 +36,7 @@ DEFAULT_DRAFTER = "suffix"
 def resolve_drafter_name(name: str | None) -> str:
     if name in (None, "", "default"):
         return DEFAULT_DRAFTER
-    if name not in DRAFTERS:
+    if not isinstance(name, str) or name not in DRAFTERS:
         raise EngineError(f"Unknown drafter {name!r}. Choose one of: {', '.join(DRAFTERS)}.")
     return name
 

@@ -36,6 +36,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
+from ._options import Option, read_options
 from .stores import DrafterStores
 
 DraftRows = list[list[int]]
@@ -61,11 +62,19 @@ class Drafter(ABC):
     # Options for benchmarks that decode the same prompts again and again: no memory carried
     # in from other chats, so a measurement is of drafting, not of recall.
     measurement_options: ClassVar[dict] = {}
+    # the ``options`` a request may set for this drafter (see _options.py)
+    options: ClassVar[dict[str, Option]] = {}
 
     attached_model: str | None = None
 
     def __init__(self, settings: DraftConfig):
         self.settings = settings
+        self.option = self.check_options(settings.options if settings is not None else {})
+
+    @classmethod
+    def check_options(cls, given: Mapping) -> dict:
+        """``given`` checked against ``options`` (EngineError naming a bad one), defaults filled in."""
+        return read_options(cls.name, cls.options, given)
 
     @property
     def wants_target_topk(self) -> int:

@@ -16,18 +16,20 @@ from __future__ import annotations
 from collections import deque
 
 from ._counts import FollowerCounts
+from ._options import Option
 from .base import Drafter
 
 
 class FrequencyDrafter(Drafter):
     name = "frequency"
     summary = "akunu's n-gram frequency tables: longest context first, backoff, chained guesses"
+    options = {"history_window": Option(512, 1, 1 << 20)}
 
     def __init__(self, settings):
         super().__init__(settings)
         self.max_context = max(settings.ngram_order - 1, 0)
         self.min_context = min(max(settings.ngram_min - 1, 1), max(self.max_context, 0))
-        self.window = deque(maxlen=int(settings.options.get("history_window", 512)))
+        self.window = deque(maxlen=self.option["history_window"])
         self.counts = FollowerCounts()
 
     def reset(self, prompt_tokens):

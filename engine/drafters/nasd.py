@@ -21,13 +21,14 @@ kept up to date as counts grow, so a lookup never scans the followers.
 from __future__ import annotations
 
 from ._counts import FollowerCounts
-from ._options import bool_option, int_option
+from ._options import Option
 from .base import Drafter
 
 
 class NasdDrafter(Drafter):
     name = "nasd"
     summary = "NASD: prompt-initialised n-gram storage, updated with accepted tokens and the target's top-k"
+    options = {"filler_top_k": Option(1, 1, 64), "stop_if_unknown": Option(True)}
 
     def __init__(self, settings):
         super().__init__(settings)
@@ -36,8 +37,8 @@ class NasdDrafter(Drafter):
         if self.max_context < 1:
             from ..errors import EngineError
             raise EngineError("nasd: ngram_order must be at least 2 (a context of one token).")
-        self.filler_top_k = int_option(settings, self.name, "filler_top_k", 1, 1, 64)
-        self.stop_if_unknown = bool_option(settings, self.name, "stop_if_unknown", True)
+        self.filler_top_k = self.option["filler_top_k"]
+        self.stop_if_unknown = self.option["stop_if_unknown"]
         self.reset(())
 
     @property

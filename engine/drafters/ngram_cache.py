@@ -5,10 +5,12 @@ Three n-gram → next-token count caches:
   this conversation (prompt, answers, later turns);
 - **dynamic**: the same n-grams over everything this user's model generated in earlier
   chats, persisted in the user data directory ($DRAFTLESS_DATA_DIR overrides), one file
-  per model; generated tokens are counted in as they come and the file is saved when the
-  next turn or chat starts and when the service shuts down (it owns the stores);
-- **static**: 2-grams loaded from a file (option ``static_path``; write one with
-  ``NgramCounts.from_tokens(tokens, 2, 2).save(path)``), used to validate candidates.
+  per model (``dynamic_cache_path``); generated tokens are counted in as they come and the
+  file is saved when the next turn or chat starts and when the service shuts down (it owns
+  the stores);
+- **static**: 2-grams read from ``static_cache_path(model_key)`` in the same folder, if
+  that file exists (write one with ``NgramCounts.from_tokens(tokens, 2, 2).save(path)``),
+  used to validate candidates.
 
 Drafting goes token by token (each drafted token extends the context for the next), as
 ``common_ngram_cache_draft``: try the context cache with the **lax** thresholds, then the
@@ -25,13 +27,16 @@ the candidate's share reaches the minimum percentage for that n-gram size:
 
 The static cache alone uses the lax thresholds of n = 2.
 
-Options: ``dynamic`` (default true: read and grow the cross-chat cache), ``dynamic_path``
-(default: the data directory), ``static_path`` (default none), ``max_entries`` (n-grams
-kept of the dynamic cache, default 100000; the lowest ``total count × n`` go first, as
-llama.cpp's eviction). ``draft_count`` caps the draft length.
+Options: ``dynamic`` (default true: read and grow the cross-chat cache), ``static``
+(default true: use the model's static cache if there is one). Where the files live and
+how large the cross-chat cache may grow are the engine's choice, never a request's: a
+request's options name no path, and one client cannot shrink or swell the memory that
+every chat shares. The dynamic cache keeps ``MAX_ENTRIES`` n-grams (100,000; the lowest
+``total count × n`` go first, as llama.cpp's eviction). ``draft_count`` caps the draft
+length.
 
 Memory budget: the dynamic cache is bounded in memory too, not only in its file: past
-``max_entries`` + 25 % n-grams the least used n-grams are evicted, and past twice that
+``MAX_ENTRIES`` + 25 % n-grams the least used n-grams are evicted, and past twice that
 many (n-gram, follower) counts the rarest followers of much-followed n-grams go first
 (their totals stay, so drafting does not change until the memory is saved and read back).
 At most 125,000 n-grams and 250,000 counts (see tests/measure_drafter_memory.py for
@@ -39,7 +44,8 @@ the figures at 100k and 1M tokens of history).
 
 Cache files are untrusted: an entry whose token ids are not integers in the model's
 vocabulary, or whose counts are not positive integers, is dropped. A dynamic file that
-cannot be read, or that held such entries, is renamed beside itself
+cannot be read (not a regular file, too large, not JSON), or that held such entries, is
+renamed beside itself
 (``<name>.corrupt-<date>-<time>``) before anything is written, and this is said once (a
 warning of the ``engine`` logger); a file that cannot be renamed is left alone and never written over.
 A static file that cannot be read is reported and ignored. Never fatal.
@@ -48,16 +54,14 @@ A static file that cannot be read is reported and ignored. Never fatal.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from ..errors import EngineError, warn
 from ..paths import data_dir
 from ..tokens import is_token_id
-from ..untrusted import move_aside
+from ..untrusted import move_aside, read_regular_file, write_atomic
 from ._counts import FollowerCounts
-from ._options import bool_option, int_option
+from ._options import Option
 from .base import Drafter
 from .stores import DrafterStores
 
@@ -75,7 +79,7 @@ PAIR_CHECK = 4096
 FOLLOWERS_KEPT = 8  # of an n-gram's followers, when follower counts are over budget
 ID_LIMIT = 1 << 31  # token ids read before the model's vocabulary is known stay below this
 MAX_COUNT = 1 << 53
-MAX_FILE_BYTES = 256 << 20  # far above what max_entries allows (~40 bytes an entry)
+MAX_FILE_BYTES = 256 << 20  # far above what MAX_ENTRIES allows (~40 bytes an entry)
 
 
 class NgramCounts(FollowerCounts):
@@ -134,25 +138,12 @@ class NgramCounts(FollowerCounts):
                 self.parts[ngram] = {t: c for t, c in part.items() if t in kept}
 
     def save(self, path, max_entries: int | None = None) -> None:
-        """Atomic write (temp file + rename), so a crash never leaves half a file."""
+        """Atomic, durable write, so neither a crash nor a power cut leaves half a file."""
         if max_entries is not None:
             self.evict(max_entries)
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         entries = [[list(g), [x for tc in part.items() for x in tc]] for g, part in self.parts.items()]
-        payload = json.dumps({"format": FILE_FORMAT, "version": FILE_VERSION, "entries": entries},
-                             separators=(",", ":"))
-        handle, temp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write(payload)
-            os.replace(temp, path)
-        except BaseException:
-            try:
-                os.unlink(temp)
-            except OSError:
-                pass
-            raise
+        write_atomic(path, json.dumps({"format": FILE_FORMAT, "version": FILE_VERSION,
+                                       "entries": entries}, separators=(",", ":")))
 
     @classmethod
     def load(cls, path, vocab_size: int | None = None) -> "NgramCounts":
@@ -162,10 +153,7 @@ class NgramCounts(FollowerCounts):
         vocabulary is not known) or whose counts are not positive integers are dropped;
         ``dropped`` says how many.
         """
-        path = Path(path)
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise ValueError(f"it is larger than {MAX_FILE_BYTES >> 20} MB")
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular_file(path, MAX_FILE_BYTES).decode("utf-8"))
         if not isinstance(data, dict) or data.get("format") != FILE_FORMAT:
             raise ValueError("not a Draftless n-gram cache file")
         if data.get("version") != FILE_VERSION:
@@ -205,7 +193,7 @@ def load_or_warn(path, vocab_size: int | None = None, keep_aside: bool = False) 
         return NgramCounts()
     try:
         counts = NgramCounts.load(path, vocab_size)
-    except (OSError, ValueError, TypeError, RecursionError) as error:
+    except (OSError, ValueError, TypeError, RecursionError) as error:  # UnicodeError is a ValueError
         counts, problem = None, f"it cannot be read ({error})"
     else:
         if not counts.dropped:
@@ -229,17 +217,27 @@ def load_or_warn(path, vocab_size: int | None = None, keep_aside: bool = False) 
     return counts if counts is not None else NgramCounts()
 
 
+def dynamic_cache_path(model_key: str) -> Path:
+    """The cross-chat cache of one model (``model_key`` is file-name safe)."""
+    return data_dir() / "ngram-cache" / f"{model_key}.json"
+
+
+def static_cache_path(model_key: str) -> Path:
+    """The static 2-gram cache of one model, used if it exists."""
+    return data_dir() / "ngram-cache" / f"{model_key}.static.json"
+
+
 class _DynamicStore:
     """One dynamic cache file, shared by the chats of one ``DrafterStores`` owner.
 
-    In memory it holds at most ``max_entries`` + a quarter n-grams and about twice as
+    In memory it holds at most ``MAX_ENTRIES`` + a quarter n-grams and about twice as
     many follower counts: past that the least used are evicted (as when saving), so memory
     stays bounded however long it runs.
     """
 
-    def __init__(self, path: Path, max_entries: int, vocab_size: int | None = None):
+    def __init__(self, path: Path, vocab_size: int | None = None):
         self.path = path
-        self.max_entries = max_entries
+        self.max_entries = MAX_ENTRIES
         loaded = load_or_warn(path, vocab_size, keep_aside=True)
         self.writable = loaded is not None  # never write over a file that was not read
         self.counts = loaded if loaded is not None else NgramCounts()
@@ -308,6 +306,7 @@ class NgramCacheDrafter(Drafter):
     name = "ngram-cache"
     summary = "llama.cpp lookup: context (lax) → cross-chat dynamic (strict) → static n-gram caches"
     measurement_options = {"dynamic": False}
+    options = {"dynamic": Option(True), "static": Option(True)}
 
     def __init__(self, settings):
         super().__init__(settings)
@@ -316,18 +315,9 @@ class NgramCacheDrafter(Drafter):
         if self.n_min > self.n_max:
             raise EngineError(f"ngram-cache: n-grams go up to {NGRAM_MAX} tokens; "
                               f"ngram_min {settings.ngram_min} is too large.")
-        self.use_dynamic = bool_option(settings, self.name, "dynamic", True)
-        self.max_entries = int_option(settings, self.name, "max_entries", MAX_ENTRIES, 1, 50_000_000)
-        self.dynamic_path = settings.options.get("dynamic_path")
-        static_path = settings.options.get("static_path")
-        if static_path is not None and not isinstance(static_path, (str, os.PathLike)):
-            raise EngineError(f"ngram-cache: option 'static_path' must be a file path; got {static_path!r}.")
+        self.use_dynamic = self.option["dynamic"]
+        self.use_static = self.option["static"]
         self.static = NgramCounts()
-        if static_path:
-            loaded = load_or_warn(static_path) if Path(static_path).exists() else None
-            if loaded is None and not Path(static_path).exists():
-                warn(f"ngram-cache: the static cache {static_path} does not exist; it is ignored.")
-            self.static = loaded or NgramCounts()
         self.model_key: str | None = None
         self.stores = DrafterStores()  # the service's, once attached
         self.vocab_size: int | None = None
@@ -340,6 +330,9 @@ class NgramCacheDrafter(Drafter):
         lie below ``vocab_size``), and whose stores."""
         self.model_key = model_key
         self.vocab_size = vocab_size
+        static = static_cache_path(model_key)
+        if self.use_static and static.exists():
+            self.static = load_or_warn(static, vocab_size) or NgramCounts()
         if stores is not None and stores is not self.stores:
             if self.store is not None:
                 self.store.save()  # anything counted before the owner's stores came
@@ -350,12 +343,10 @@ class NgramCacheDrafter(Drafter):
         if not self.use_dynamic:
             return None
         if self.store is None:
-            path = self.dynamic_path
-            if path is None:
-                if self.model_key is None:
-                    return None
-                path = data_dir() / "ngram-cache" / f"{self.model_key}.json"
-            self.store = self.stores.get(Path(path), lambda p: _DynamicStore(p, self.max_entries, self.vocab_size))
+            if self.model_key is None:
+                return None
+            self.store = self.stores.get(dynamic_cache_path(self.model_key),
+                                         lambda path: _DynamicStore(path, self.vocab_size))
         return self.store
 
     def flush(self) -> None:

@@ -19,7 +19,7 @@ lookup, independent of the history length. Memory: one entry per distinct window
 
 from __future__ import annotations
 
-from ._options import int_option
+from ._options import Option
 from ._windows import WindowIndex
 from .base import Drafter
 
@@ -29,14 +29,16 @@ MAX_VALUE_COUNT = 16380  # llama.cpp's COMMON_NGRAM_MAX_VALUE_COUNT
 class NgramMapDrafter(Drafter):
     """Shared machinery; subclasses choose the value to draft."""
 
+    options = {"n": Option(12, 1, 1024), "m": Option(48, 1, 1024),
+               "min_hits": Option(1, 1, MAX_VALUE_COUNT), "check_rate": Option(1, 1, 1 << 20)}
+
     max_values: int | None = None  # None: unlimited distinct values per key
 
     def __init__(self, settings):
         super().__init__(settings)
-        self.n = int_option(settings, self.name, "n", 12, 1, 1024)
-        self.m = int_option(settings, self.name, "m", 48, 1, 1024)
-        self.min_hits = int_option(settings, self.name, "min_hits", 1, 1, MAX_VALUE_COUNT)
-        self.check_rate = int_option(settings, self.name, "check_rate", 1, 1, 1 << 20)
+        self.n, self.m = self.option["n"], self.option["m"]
+        self.min_hits = self.option["min_hits"]
+        self.check_rate = self.option["check_rate"]
         self.reset(())
 
     def reset(self, prompt_tokens):

@@ -20,19 +20,19 @@ token (O(n)), so a lookup is O(n) whatever the history length.
 
 from __future__ import annotations
 
-from ._options import int_option
+from ._options import Option
 from .base import Drafter, matched_before
 
 
 class NgramSimpleDrafter(Drafter):
     name = "ngram-simple"
     summary = "llama.cpp ngram-simple: last n-gram's most recent earlier match, draft the m tokens after it"
+    options = {"n": Option(12, 1, 1024), "m": Option(48, 1, 1024), "check_rate": Option(1, 1, 1 << 20)}
 
     def __init__(self, settings):
         super().__init__(settings)
-        self.n = int_option(settings, self.name, "n", 12, 1, 1024)
-        self.m = int_option(settings, self.name, "m", 48, 1, 1024)
-        self.check_rate = int_option(settings, self.name, "check_rate", 1, 1, 1 << 20)
+        self.n, self.m = self.option["n"], self.option["m"]
+        self.check_rate = self.option["check_rate"]
         self.tokens: list[int] = []
         self.start_of: dict[tuple, int] = {}  # n-gram -> most recent start that has a follower
         self.last_check = -(1 << 30)

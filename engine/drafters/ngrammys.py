@@ -28,7 +28,7 @@ by at most one insertion); a proposal is O(k × w) whatever the history length.
 
 from __future__ import annotations
 
-from ._options import bool_option, int_option
+from ._options import Option
 from ._windows import WindowIndex
 from .base import Drafter
 
@@ -36,13 +36,14 @@ from .base import Drafter
 class NgrammysDrafter(Drafter):
     name = "ngrammys"
     summary = "N-Grammys: k rows from context n-grams (by count) then the model's extended bigram"
+    options = {"rows": Option(10, 1, 64), "query": Option(1, 1, 32), "model_bigram": Option(True)}
     multi_row = True
 
     def __init__(self, settings):
         super().__init__(settings)
-        self.rows = int_option(settings, self.name, "rows", 10, 1, 64)
-        self.query = int_option(settings, self.name, "query", 1, 1, 32)
-        self.use_bigram = bool_option(settings, self.name, "model_bigram", True)
+        self.rows = self.option["rows"]
+        self.query = self.option["query"]
+        self.use_bigram = self.option["model_bigram"]
         self.width = settings.draft_count
         self.bigram = None  # [vocab][top] next tokens, best first
         self.top1 = None

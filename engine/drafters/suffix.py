@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 
-from ._options import float_option, int_option
+from ._options import Option
 from .base import Drafter
 
 CHAIN_UPDATES = 32
@@ -110,13 +110,15 @@ class SuffixAutomaton:
 class SuffixDrafter(Drafter):
     name = "suffix"
     summary = "suffix automaton: longest earlier match of the current suffix; length from match and frequency"
+    options = {"max_spec_factor": Option(1.0, 0.01, 1000.0), "min_prob": Option(0.1, 0.0, 1.0),
+               "max_tokens": Option(MAX_TOKENS, 64, 1 << 26)}
 
     def __init__(self, settings):
         super().__init__(settings)
         self.min_match = settings.ngram_min
-        self.factor = float_option(settings, self.name, "max_spec_factor", 1.0, 0.01, 1000.0)
-        self.min_prob = float_option(settings, self.name, "min_prob", 0.1, 0.0, 1.0)
-        self.max_tokens = int_option(settings, self.name, "max_tokens", MAX_TOKENS, 64, 1 << 26)
+        self.factor = self.option["max_spec_factor"]
+        self.min_prob = self.option["min_prob"]
+        self.max_tokens = self.option["max_tokens"]
         self.sam = SuffixAutomaton()
 
     def reset(self, prompt_tokens):
