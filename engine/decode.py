@@ -21,7 +21,7 @@ in ``engine/models/caches.py`` (sliding windows, recurrent state).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import mlx.core as mx
@@ -64,15 +64,13 @@ class Target:
         """Whether several draft rows can be verified in one pass (``forward_tree``)."""
         return self.speculation.tree
 
-    def prefill(self, tokens: Sequence[int], progress: Callable[[int, int], None] | None = None) -> None:
+    def prefill(self, tokens: Sequence[int]) -> None:
         """Run ``tokens`` into the cache without computing output logits."""
         for start in range(0, len(tokens), PREFILL_STEP):
             chunk = mx.array(tokens[start:start + PREFILL_STEP], dtype=mx.uint32)[None]
             self.model(chunk, cache=self.cache)
             self.fed += chunk.shape[1]
             mx.eval([c.state for c in self.cache])
-            if progress:
-                progress(min(start + PREFILL_STEP, len(tokens)), len(tokens))
 
     def forward(self, tokens: Sequence[int] | mx.array) -> mx.array:
         """Logits (float32, shape [len(tokens), vocab]) for each input position. ``tokens``

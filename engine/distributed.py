@@ -114,8 +114,8 @@ class MirroredTarget(Target):
             if sent:
                 self._inside = False
 
-    def prefill(self, tokens, progress=None):
-        return self._call(PREFILL, tokens, super().prefill, tokens, progress)
+    def prefill(self, tokens):
+        return self._call(PREFILL, tokens, super().prefill, tokens)
 
     def forward(self, tokens):
         return self._call(FORWARD, tokens, super().forward, tokens)

@@ -167,6 +167,7 @@ class EngineService:
         _settle_mlx_at_exit()
         self.memory = EngineMemory()
         self._calibration: asyncio.Task | None = None
+        self._stopping = threading.Event()  # every job's should_stop says yes once set
         _running.add(self)
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -232,10 +233,14 @@ class EngineService:
         in files. Safe to call more than once; also run at exit."""
         if threading.current_thread() is self._thread:
             raise RuntimeError("shutdown() was called from the engine thread itself")
-        try:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        except RuntimeError:  # the loop is already closed
-            pass
+        if not self._stopping.is_set():
+            self._stopping.set()  # a running job stops at its next pass or prompt chunk
+            try:
+                self._loop.call_soon_threadsafe(self._loop.stop)
+            except RuntimeError:  # the loop is already closed
+                pass
+        # A later call (atexit after Ctrl-C) only waits: stopping the loop again would cut
+        # short its clean-up of the cancelled jobs.
         self._thread.join(timeout)
         if not self._thread.is_alive():
             _wait_until_thread_is_gone(self._thread.native_id, timeout)
@@ -245,7 +250,10 @@ class EngineService:
         self.memory.flush()
 
     def _submit(self, job, should_stop: Callable[[], bool], push: Callable[[Event], None]) -> None:
-        asyncio.run_coroutine_threadsafe(self._serve(job, should_stop, push), self._loop)
+        def stop() -> bool:
+            return self._stopping.is_set() or should_stop()
+
+        asyncio.run_coroutine_threadsafe(self._serve(job, stop, push), self._loop)
 
     async def _answer(self, request: GenerationRequest, should_stop, push) -> None:
         request = request.validated()

@@ -26,6 +26,17 @@ from .stats import DecodeStats
 from .tokens import check_prompt, output_size
 
 
+FIRST_PREFILL_STEP = 128
+PREFILL_CHUNK_SECONDS = 1.0  # a stop while reading a long prompt waits about this long
+
+
+def paced_prefill_step(step: int, seconds: float) -> int:
+    """The next chunk's size, so that it takes about ``PREFILL_CHUNK_SECONDS`` (attention
+    grows with the context): at most double the last, from 16 to ``PREFILL_STEP``."""
+    wanted = step * PREFILL_CHUNK_SECONDS / max(seconds, 1e-6)
+    return int(min(PREFILL_STEP, 2 * step, max(16, wanted)))
+
+
 def common_prefix_length(a, b) -> int:
     n = min(len(a), len(b))
     i = 0
@@ -48,6 +59,7 @@ class ChatSession:
         self.loaded = loaded
         self.memory = memory if memory is not None else EngineMemory()
         self.target = Target(loaded.model)
+        self.prefill_step = FIRST_PREFILL_STEP  # tokens per prompt chunk, paced by its time
         self.history: list[int] = []  # everything but the last token is in the cache
         self.drafter = None
         self.drafter_key = None
@@ -96,6 +108,24 @@ class ChatSession:
             self.drafter.reset(tokens)
             self.drafter_key = key
 
+    def _read_prompt(self, pending: list[int], should_stop: Callable[[], bool]) -> Iterator[Event]:
+        """Run ``pending`` into the cache in chunks of about ``PREFILL_CHUNK_SECONDS`` (one
+        progress event each), checking ``should_stop`` between chunks; return whether all
+        of it was read."""
+        total = len(pending)
+        yield ProgressEvent("prefill", 0, total, "Reading the prompt…")
+        done = 0
+        while done < total:
+            if should_stop():
+                return False
+            chunk = pending[done:done + self.prefill_step]
+            started = time.perf_counter()
+            self.target.prefill(chunk)
+            self.prefill_step = paced_prefill_step(len(chunk), time.perf_counter() - started)
+            done += len(chunk)
+            yield ProgressEvent("prefill", done, total, "Prompt read" if done == total else "Reading the prompt…")
+        return True
+
     def generate(self, request: GenerationRequest,
                  should_stop: Callable[[], bool] = lambda: False) -> Iterator[Event]:
         loaded = self.loaded
@@ -117,13 +147,12 @@ class ChatSession:
         stats.prefilled_tokens = to_run
         self.history = list(tokens)
         if to_run:
-            pending = tokens[len(tokens) - 1 - to_run:-1]
-            yield ProgressEvent("prefill", 0, to_run, "Reading the prompt…")
-            for start in range(0, to_run, PREFILL_STEP):  # one event per chunk: a progress bar
-                self.target.prefill(pending[start:start + PREFILL_STEP])
-                done = min(start + PREFILL_STEP, to_run)
-                yield ProgressEvent("prefill", done, to_run,
-                                    "Prompt read" if done == to_run else "Reading the prompt…")
+            read = yield from self._read_prompt(tokens[len(tokens) - 1 - to_run:-1], should_stop)
+            if not read:  # stopped while reading: the cache keeps what was read
+                self.history = tokens[:self.target.offset + 1]
+                stats.prefill_s = time.perf_counter() - started
+                yield DoneEvent("cancelled", "", [], [], stats.to_dict(), stats.timing_dict())
+                return
         drafter_started = time.perf_counter()
         self._prepare_drafter(tokens, request)
         stats.drafter_s += time.perf_counter() - drafter_started
