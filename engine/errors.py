@@ -19,3 +19,9 @@ def warn(message: str) -> None:
     if message not in _said:
         _said.add(message)
         log.warning(message)
+
+
+def describe_error(error: BaseException) -> str:
+    """An exception as words, even when it carries no message (``KeyError()``, ``ValueError('')``)."""
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text}" if text else f"{type(error).__name__} (no message)"

@@ -16,7 +16,7 @@ import mlx.core as mx
 
 from .decode import PREFILL_STEP, Target, TokenChooser, speculative_decode
 from .drafters import make_drafter
-from .errors import EngineError
+from .errors import EngineError, describe_error
 from .events import DoneEvent, Event, PassEvent, ProgressEvent, TokenEvent
 from .memory import EngineMemory
 from .model_ngrams import bigram_table_steps, model_key, start_prefix
@@ -50,7 +50,12 @@ def prompt_tokens(loaded: LoadedModel, request: GenerationRequest) -> list[int]:
     if request.messages is not None:
         if getattr(tokenizer, "chat_template", None) is None:
             raise EngineError(f"{loaded.name} has no chat template; send a raw prompt instead.")
-        return list(tokenizer.apply_chat_template(request.messages, add_generation_prompt=True))
+        try:
+            return list(tokenizer.apply_chat_template(request.messages, add_generation_prompt=True))
+        except Exception as error:  # the template is the model folder's code (Jinja), untrusted
+            raise EngineError(f"The chat template of {loaded.name} failed on this conversation "
+                              f"({describe_error(error)}). Fix chat_template in the model's "
+                              "tokenizer_config.json, or send a raw prompt.") from None
     return list(tokenizer.encode(request.prompt))
 
 

@@ -11,11 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import EngineError
+from ..errors import EngineError, describe_error
+from ..untrusted import read_regular_file
 from .embedded import EMBEDDED_NAME, ensure_embedded_model
 from .gguf_convert import ProgressCallback
+from .weights import check_sizes
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+MAX_CONFIG_BYTES = 4 << 20
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "vocab.json")
 
 
@@ -47,11 +50,13 @@ def check_model_folder(path: Path) -> dict:
     if not config_file.exists():
         raise EngineError(f"{path} is not a model folder: config.json is missing.")
     try:
-        config = json.loads(config_file.read_text())
-    except (OSError, ValueError) as error:
+        config = json.loads(read_regular_file(config_file, MAX_CONFIG_BYTES))
+    except (OSError, ValueError, RecursionError) as error:  # UnicodeError is a ValueError
         raise EngineError(f"{config_file} is not valid JSON ({error}).") from None
+    if not isinstance(config, dict):
+        raise EngineError(f"{config_file} is not a JSON object of settings.")
     model_type = config.get("model_type")
-    if not model_type:
+    if not isinstance(model_type, str) or not re.fullmatch(r"[\w.-]+", model_type):
         raise EngineError(f"{config_file} names no model_type; is this a Hugging Face model folder?")
     try:
         importlib.import_module(f"mlx_lm.models.{_remap(model_type)}")
@@ -63,6 +68,7 @@ def check_model_folder(path: Path) -> dict:
         raise EngineError(f"{path} holds no *.safetensors weights.")
     if not any((path / name).exists() for name in TOKENIZER_FILES):
         raise EngineError(f"{path} has no tokenizer (tokenizer.json or tokenizer.model is missing).")
+    check_sizes(config, path)
     return config
 
 
@@ -108,7 +114,7 @@ def check_weights(model, name: str, path: Path) -> None:
     try:
         _, finite = probe(model)
     except Exception as error:  # shapes that do not fit together, missing tensors
-        raise EngineError(f"Could not run the model in {path}: {error}") from None
+        raise EngineError(f"Could not run the model in {path}: {describe_error(error)}") from None
     if not finite:
         raise EngineError(f"The model's weights are broken: {name} computes NaN or infinity "
                           f"(the files in {path} are probably damaged, e.g. by an interrupted "
@@ -132,7 +138,7 @@ def load_model(spec: str | None = None, progress: ProgressCallback | None = None
     except EngineError:
         raise
     except Exception as error:  # corrupt weights, shape mismatches, tokenizer errors
-        raise EngineError(f"Could not load the model in {path}: {error}") from None
+        raise EngineError(f"Could not load the model in {path}: {describe_error(error)}") from None
     check_weights(model, name, path)
     speculation = speculation_for(model, speculation_cache(model)).line
     if progress:
