@@ -79,3 +79,13 @@ def test_a_chat_template_that_raises_is_a_clear_error_not_an_internal_one(folder
     request = GenerationRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=4).validated()
     with pytest.raises(EngineError, match="chat template of .* failed .*this template refuses.*raw prompt"):
         list(ChatSession(loaded).generate(request))
+
+
+@pytest.mark.parametrize("name", ["../evil.json", "a/../../evil.json", "/etc/passwd", "..\\evil.json",
+                                  "~/evil.json", ""])
+def test_a_hub_file_name_that_leaves_the_model_folder_is_refused(name):
+    from engine.models.hub_download import check_repo_file_name
+
+    with pytest.raises(EngineError, match="outside the model's folder"):
+        check_repo_file_name("someone/model", name)
+    check_repo_file_name("someone/model", "subfolder/model-00001-of-00002.safetensors")

@@ -27,9 +27,10 @@ import json
 import re
 import threading
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ..errors import EngineError
+from ..untrusted import read_regular_file, write_atomic
 from .gguf_convert import ProgressCallback
 
 CHUNK_BYTES = 1 << 20  # progress and cancel granularity (the library's default is 10 MiB)
@@ -61,9 +62,12 @@ def download_model(repo_id: str, folder: Path, progress: ProgressCallback | None
                                            allow_patterns=allow_patterns))
         files = []
         for name in names:
+            check_repo_file_name(repo_id, name)
             url = hf_hub_url(repo_id, name, revision=info.sha, endpoint=endpoint)
             meta = get_hf_file_metadata(url)
             files.append((name, meta.location or url, meta.size, meta.etag))
+    except EngineError:
+        raise
     except Exception as error:  # offline, 404, auth… (huggingface_hub raises many kinds)
         if (folder / COMPLETE).exists():  # downloaded before: works offline
             return folder
@@ -80,9 +84,9 @@ def download_model(repo_id: str, folder: Path, progress: ProgressCallback | None
             _download_file(repo_id, name, url, size, etag, target, folder, cancel,
                            _reporter(repo_id, progress, finished, total, cancel), build_hf_headers())
             have[name] = etag
-            (folder / ETAGS).write_text(json.dumps(have, indent=1))
+            write_atomic(folder / ETAGS, json.dumps(have, indent=1))
         finished += size or 0
-    (folder / COMPLETE).write_text(info.sha or "")
+    write_atomic(folder / COMPLETE, info.sha or "")
     if progress:
         progress(total, total, f"Downloaded {repo_id}")
     return folder
@@ -131,9 +135,19 @@ def _download_file(repo_id, name, url, size, etag, target: Path, folder: Path,
 
 def _read_etags(folder: Path) -> dict:
     try:
-        return json.loads((folder / ETAGS).read_text())
-    except (OSError, ValueError):  # none yet, or damaged: every file is checked again
+        etags = json.loads(read_regular_file(folder / ETAGS, 1 << 20))
+    except (OSError, ValueError, RecursionError):  # none yet, or damaged: all checked again
         return {}
+    return {k: v for k, v in etags.items() if isinstance(v, str)} if isinstance(etags, dict) else {}
+
+
+def check_repo_file_name(repo_id: str, name: str) -> None:
+    """A file name from the hub's listing must stay inside the model's folder."""
+    parts = PurePosixPath(name).parts
+    if (not parts or name.startswith("/") or "\\" in name or ".." in parts or "\0" in name
+            or any(part.startswith("~") for part in parts[:1])):
+        raise EngineError(f"The hub lists a file named {name!r} for {repo_id}, which would be "
+                          "written outside the model's folder; the download was refused.")
 
 
 def _lock_for(part: Path) -> threading.Lock:
