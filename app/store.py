@@ -360,10 +360,6 @@ class Store:
                             (message.created, message.session_id))
         return message
 
-    def delete_message(self, message_id: int) -> None:
-        with self._writing():
-            self.db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
-
     def link(self, message: Message, parent_id: int) -> None:
         """Place ``message`` after ``parent_id`` (0: first) and make it the chosen branch."""
         message.parent_id = parent_id

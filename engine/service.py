@@ -203,11 +203,6 @@ class EngineService:
 
         return GenerationStream(self, job)
 
-    @property
-    def calibrating(self) -> bool:
-        """Whether the verify cost is being measured between answers (for a quiet note)."""
-        return self._calibration is not None and not self._calibration.done()
-
     def replay(self, request: GenerationRequest, answer_tokens: list[int], ended: bool,
                configs, greedy: bool | None = None) -> GenerationStream:
         """Replay drafter settings ``configs`` over a finished answer to ``request``:

@@ -184,13 +184,6 @@ class DecodeStats:
             "first_token_s": round(self.first_token_s, 4),
         }
 
-    def llama_cpp_line(self) -> str:
-        """The counters as llama.cpp prints them."""
-        return (f"draft acceptance rate = {self.acceptance_rate:.5f} ({self.accepted} accepted / "
-                f"{self.drafted} generated)\nstatistics {self.drafter}: #calls = {self.calls}, "
-                f"#gen drafts = {self.gen_drafts}, #acc drafts = {self.acc_drafts}, "
-                f"#gen tokens = {self.drafted}, #acc tokens = {self.accepted}")
-
 
 def summary_line(stats: dict, timing: dict | None = None, finish_reason: str | None = None,
                  tokens: int | None = None) -> str:

@@ -2,7 +2,7 @@
 
 ``render(results, out)`` needs nothing but that dictionary, so a committed run can be
 rendered again without measuring: ``python -m engine bench --render results.json``.
-Files written before format 2 are rendered by ``report_v1``.
+Results files written before format 2 are refused.
 """
 
 from __future__ import annotations
@@ -161,9 +161,8 @@ def render(results: dict, out: Path, plots: bool = True) -> list[str]:
     """Write report.md (and the plots unless ``plots`` is False) into ``out``; return the
     plot file names."""
     if results.get("format", 1) < 2:
-        from . import report_v1
-
-        return report_v1.render(results, out, plots)
+        raise ValueError("results written before report format 2 cannot be rendered; run the "
+                         "benchmark again")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     cfg, summary, env = results["settings"], results["summary"], results["environment"]

@@ -194,20 +194,15 @@ class EngineRun:
         return out
 
 
-ADAPTIVE_SUPPORTED = "adaptive" in DraftSettings.__dataclass_fields__
-
-
 def draft_settings(name: str, cfg: BenchConfig, draft_count: int | None = None,
                    adaptive: bool | None = None, cross_chat: bool = False) -> DraftSettings:
     """The engine's defaults but for the suite's counts; ``adaptive`` None: cfg.adaptive.
     Without ``cross_chat`` a drafter gets its measurement options (no memory from other
     chats); with it, the app's own options."""
-    extra = {}
-    if ADAPTIVE_SUPPORTED:
-        extra["adaptive"] = cfg.adaptive if adaptive is None else adaptive
-    extra["options"] = {} if cross_chat else measurement_options(name)
     return DraftSettings(drafter=name, draft_count=draft_count or cfg.draft_count,
-                         ngram_order=cfg.ngram_order, ngram_min=cfg.ngram_min, **extra)
+                         ngram_order=cfg.ngram_order, ngram_min=cfg.ngram_min,
+                         adaptive=cfg.adaptive if adaptive is None else adaptive,
+                         options={} if cross_chat else measurement_options(name))
 
 
 def run_engine(session, workload: Workload, messages, draft: DraftSettings, max_tokens: int,
@@ -610,7 +605,6 @@ class Suite:
         best = ranking[:cfg.sweep_drafters]
         if not best:
             return
-        supports_adaptive = ADAPTIVE_SUPPORTED
         seen_tasks = set()
         chosen = []
         for workload in self.workloads:
@@ -619,7 +613,7 @@ class Suite:
                 seen_tasks.add(workload.task)
                 chosen.append(workload)
         log(f"[{self.elapsed()}] draft-count sweep: {', '.join(best)} x k = {cfg.sweep_counts}"
-            f"{' + adaptive' if supports_adaptive else ''} on {len(chosen)} prompts")
+            f" + adaptive on {len(chosen)} prompts")
         for index, workload in enumerate(chosen, 1):
             session = ChatSession(self.loaded, self.memory)
             run_engine(session, workload, workload.messages, draft_settings("none", cfg),
@@ -629,8 +623,7 @@ class Suite:
             compare(base, self.reference[workload.id])
             self.sweep_runs.append(base)
             configs = [(name, k, False) for name in best for k in cfg.sweep_counts]
-            if supports_adaptive:
-                configs += [(name, max(cfg.sweep_counts), True) for name in best]
+            configs += [(name, max(cfg.sweep_counts), True) for name in best]
             shift = index % len(configs)
             configs = configs[shift:] + configs[:shift] + [("none", 0, False)]
             for name, k, adaptive in configs:

@@ -93,11 +93,6 @@ class NgramCounts(FollowerCounts):
         counts.update(list(tokens), 0, n_min, n_max)
         return counts
 
-    def merge(self, other: "NgramCounts") -> None:
-        for ngram, part in other.parts.items():
-            for token, count in part.items():
-                self.add(ngram, token, count)
-
     def pairs(self) -> int:
         """How many (n-gram, follower) counts are held: memory grows with these."""
         return sum(len(part) for part in self.parts.values())

@@ -15,7 +15,6 @@ import struct
 from pathlib import Path
 
 from ..errors import EngineError
-from ..untrusted import read_regular_file
 
 MAX_HEADER_BYTES = 100 << 20
 SIZE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size",
@@ -30,6 +29,8 @@ def weight_shapes(folder: Path) -> dict[str, list[int]]:
     shapes: dict[str, list[int]] = {}
     for file in sorted(folder.glob("*.safetensors")):
         try:
+            if not file.is_file():  # a FIFO or a device would block or flood the reader
+                raise ValueError("it is not a regular file")
             with open(file, "rb") as handle:
                 prefix = handle.read(8)
                 if len(prefix) < 8:
