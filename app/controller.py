@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from dataclasses import replace
 
 from PySide6.QtCore import QObject, Signal
@@ -33,6 +34,15 @@ def session_title(text: str) -> str:
         if line and not line.startswith("```"):
             return " ".join(line.split())
     return " ".join(text.split()) or "New chat"
+
+
+def unsaved(error: Exception, what: str, then: str) -> str:
+    """A sentence for ``what`` that could not be saved: the cause, what the person can do
+    about it, and ``then`` (what happens to their text)."""
+    text = str(error)
+    fix = ("Free some space on the disk" if "full" in text.lower() else
+           "Check the free space on the disk and the permissions of the Draftless data folder")
+    return f"{what} ({text}). {fix}; {then}"
 
 
 class Answer:
@@ -173,21 +183,44 @@ class ChatController(QObject):
         """Add the user's message and start the answer; None when busy or empty."""
         if self.busy or not text.strip():
             return None
-        if self.session is None:
-            self.new_session()
-        session = self.session
-        message = self.store.add_message(Message(None, session.id, "user", text))
-        self.store.link(message, self.messages[-1].id if self.messages else 0)
+        try:
+            if self.session is None:
+                self.new_session()
+            session = self.session
+            message = self._add_question(Message(None, session.id, "user", text),
+                                         self.messages[-1].id if self.messages else 0)
+        except (sqlite3.Error, OSError) as error:
+            self.problem.emit(unsaved(error, "Your message was not sent: the chat history "
+                                      "could not be saved", "your message is still in the "
+                                      "box: press Send again."))
+            return None
         message.versions = [message.id]
         self.messages.append(message)
         self.messageAdded.emit(message)
         if sum(m.role == "user" for m in self.messages) == 1 and session.title == "New chat":
             title = session_title(text)
             title = title if len(title) <= TITLE_LENGTH else title[:TITLE_LENGTH - 1] + "…"
-            self.store.rename_session(session.id, title)
             session.title = title
+            try:
+                self.store.rename_session(session.id, title)
+            except (sqlite3.Error, OSError) as error:
+                self.problem.emit(unsaved(error, "The chat's name could not be saved",
+                                          "rename it later."))
         self.sessionsChanged.emit()
         return self._start_answer()
+
+    def _add_question(self, message: Message, parent_id: int) -> Message:
+        """Store a question after ``parent_id``; on failure nothing of it is left behind."""
+        self.store.add_message(message)
+        try:
+            self.store.link(message, parent_id)
+        except (sqlite3.Error, OSError):
+            try:
+                self.store.delete_message(message.id)
+            except (sqlite3.Error, OSError):
+                pass  # an unlinked message follows the one before it: still the same chat
+            raise
+        return message
 
     def regenerate(self) -> asyncio.Task | None:
         """Answer the last user message again; the earlier answer stays as a version."""
@@ -207,8 +240,13 @@ class ChatController(QObject):
         if self.busy or index is None or self.messages[index].role != "user" or not text.strip():
             return None
         old = self.messages[index]
-        message = self.store.add_message(Message(None, old.session_id, "user", text))
-        self.store.link(message, old.parent_id)
+        try:
+            self._add_question(Message(None, old.session_id, "user", text), old.parent_id)
+        except (sqlite3.Error, OSError) as error:
+            self.problem.emit(unsaved(error, "The edited question was not sent: the chat "
+                                      "history could not be saved", "it is still in the box: "
+                                      "press Send again."))
+            return None
         self.messages = self.store.messages(old.session_id)
         self.sessionOpened.emit(self.session)
         self.sessionsChanged.emit()
@@ -302,7 +340,8 @@ class ChatController(QObject):
                 message.versions = next((m.versions for m in self.store.messages(answer.session_id)
                                          if m.id == message.id), [message.id])
             except Exception as error:  # a full disk must not lose the on-screen answer
-                self.problem.emit(f"Could not save the answer ({error}).")
+                self.problem.emit(unsaved(error, "Could not save the answer",
+                                          "it stays on screen until you quit."))
             answer.message = message
             if self.session and self.session.id == answer.session_id:
                 self.messages.append(message)
