@@ -4,12 +4,38 @@ keyboard goes where the person types. Views fed scripted engine events (no model
 
 from __future__ import annotations
 
+import os
 import sqlite3
 
+import pytest
 from PySide6.QtCore import Qt
 
-from .scripted_engine import END, answer_events
+from .scripted_engine import END, ScriptedService, answer_events
 from .test_app_views import SIMPLE, app, ask, loop, plain, wait  # noqa: F401
+
+
+@pytest.fixture
+def build(loop, tmp_path, monkeypatch, qtbot):
+    """Start the app on files prepared by the test (``tmp_path/config``, ``/data``)."""
+    from app.__main__ import Application
+
+    monkeypatch.setenv("DRAFTLESS_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("DRAFTLESS_CONFIG_DIR", str(tmp_path / "config"))
+    made = []
+
+    def start():
+        application = Application(service=ScriptedService(), theme_name="light")
+        application.scripted = application.service
+        qtbot.addWidget(application.window)
+        application.window.resize(1100, 760)
+        application.window.show()
+        wait(qtbot, application.start("scripted"))
+        made.append(application)
+        return application
+    yield start
+    for application in made:
+        application.window.close()
+        application.store.close()
 
 
 def type_and_send(qtbot, window, text):
@@ -39,3 +65,56 @@ def test_a_full_disk_keeps_the_typed_message_and_says_what_to_do(app, qtbot, mon
     wait(qtbot, task)
     assert [v.text for v in window.transcript.views] == ["a question worth keeping", "kept"]
     assert window.input.toPlainText() == ""
+
+
+# B. a damaged settings file -----------------------------------------------------------------
+NOT_UTF8 = b'{"drafter": "suffix", "system_prompt": "Caf\xe9 \xff\xfe"}'
+
+
+def test_settings_that_are_not_utf8_are_kept_aside_and_not_overwritten(build, tmp_path):
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "settings.json").write_bytes(NOT_UTF8)
+    application = build()
+    [kept] = [f for f in config.iterdir() if f.name.startswith("settings.json.corrupt-")]
+    assert kept.read_bytes() == NOT_UTF8
+    [note] = [m for m in application.window.banner.messages if "settings" in m]
+    assert kept.name in note and "utf-8" in note.lower()
+    application.window.settings_panel.max_tokens.setValue(99)  # saving now writes a new file
+    assert application.controller.settings.max_tokens == 99
+    assert kept.read_bytes() == NOT_UTF8
+    assert '"max_tokens": 99' in (config / "settings.json").read_text(encoding="utf-8")
+
+
+def test_settings_that_cannot_be_kept_aside_are_never_saved_over(build, tmp_path, monkeypatch):
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "settings.json").write_bytes(NOT_UTF8)
+
+    def refuse(*_args):
+        raise PermissionError("read-only folder")
+    monkeypatch.setattr("app.settings.move_aside", refuse)
+    application = build()
+    assert any("left as it is" in m for m in application.window.banner.messages)
+    application.window.settings_panel.max_tokens.setValue(99)
+    assert (config / "settings.json").read_bytes() == NOT_UTF8
+    assert "Could not save the settings" in application.window.banner.messages[-1]
+
+
+def test_settings_are_written_whole_and_flushed_before_the_rename(tmp_path, monkeypatch):
+    from app.settings import AppSettings, SettingsStore
+
+    store = SettingsStore(tmp_path)
+    store.save(AppSettings())
+    done = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: done.append(("fsync", os.fstat(fd).st_ino))
+                        or real_fsync(fd))
+    monkeypatch.setattr(os, "replace", lambda a, b: done.append(("replace", os.stat(a).st_ino))
+                        or real_replace(a, b))
+    store.save(AppSettings(max_tokens=77))
+    [(_, written)] = [d for d in done if d[0] == "replace"]
+    assert done.index(("fsync", written)) < done.index(("replace", written))
+    assert done[-1] == ("fsync", os.stat(tmp_path).st_ino)  # the rename itself is flushed
+    assert SettingsStore(tmp_path).load().max_tokens == 77
+    assert [f.name for f in tmp_path.iterdir()] == ["settings.json"]
