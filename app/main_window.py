@@ -58,6 +58,7 @@ class Banner(QFrame):
         layout.setContentsMargins(12, 6, 6, 6)
         self.label = QLabel()
         self.label.setWordWrap(True)
+        self.label.setTextFormat(Qt.PlainText)  # messages quote paths and errors as they are
         self.label.setTextInteractionFlags(Qt.TextSelectableByMouse)
         layout.addWidget(self.label, 1)
         close = QToolButton()

@@ -20,6 +20,8 @@ from PySide6.QtGui import (QColor, QFontDatabase, QTextBlockFormat, QTextCharFor
 from .code_blocks import add_headers, code_blocks, colour
 from .provenance import DRAFT, Provenance
 
+# GitHub Markdown without HTML: `List<String>`, `a<b` or `<div>` are text to show, not tags
+MARKDOWN = QTextDocument.MarkdownDialectGitHub | QTextDocument.MarkdownNoHTML
 WHITESPACE = str.maketrans({"\n": " ", "\t": " ", "\r": " ", "\u2028": " ", "\u2029": " ",
                             "\xa0": " "})
 NEAR = 16  # a skip this short over source syntax is taken without checking
@@ -88,7 +90,7 @@ def render(document: QTextDocument, text: str, provenance: Provenance | None, *,
            palette: Palette | None = None) -> RenderMap:
     document.clear()
     if markdown:
-        document.setMarkdown(text, QTextDocument.MarkdownDialectGitHub)
+        document.setMarkdown(text, MARKDOWN)
     else:
         document.setPlainText(text)
     chars, positions = [], []

@@ -118,3 +118,30 @@ def test_settings_are_written_whole_and_flushed_before_the_rename(tmp_path, monk
     assert done[-1] == ("fsync", os.stat(tmp_path).st_ino)  # the rename itself is flushed
     assert SettingsStore(tmp_path).load().max_tokens == 77
     assert [f.name for f in tmp_path.iterdir()] == ["settings.json"]
+
+
+# C. text with `<` is text, not HTML ------------------------------------------------------------
+QUESTION = 'Why does List<String> fail when a<b and b>c? <div class="x">hi</div> <script>x()</script>'
+ANSWER = ("<<Title>>\n\nUse `Map<K, V>` or:\n\n```java\nList<String> xs = new ArrayList<>();\n"
+          "if (a<b) {}\n```\n\nDone: <b>bold?</b> stays text, as does <br> and 1 < 2 > 0.")
+
+
+def words_of(text):
+    """The answer as scripted tokens: every other word an accepted draft."""
+    pieces = text.split(" ")
+    items = [(p if i == 0 else " " + p, i % 2 == 1) for i, p in enumerate(pieces)]
+    return answer_events([(1, [item]) for item in items] + [(0, [(END, False)])])
+
+
+def test_angle_brackets_and_html_show_as_written_in_questions_and_answers(app, qtbot):
+    ask(qtbot, app, QUESTION, words_of(ANSWER))
+    question, answer = app.window.transcript.views
+    shown = question.body.document().toPlainText()
+    for part in ("List<String>", "a<b and b>c?", '<div class="x">hi</div>', "<script>x()</script>"):
+        assert part in shown
+    shown = answer.body.document().toPlainText()
+    for part in ("<<Title>>", "Map<K, V>", "List<String> xs = new ArrayList<>();", "if (a<b) {}",
+                 "Done: <b>bold?</b> stays text, as does <br> and 1 < 2 > 0."):
+        assert part in shown
+    app.window.markdown_action.setChecked(False)  # the raw text: as written
+    assert answer.body.document().toPlainText() == ANSWER
