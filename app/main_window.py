@@ -156,6 +156,7 @@ class MainWindow(QMainWindow):
         self.refresh_sessions()
         for notice in controller.startup_notices():
             self.banner.show_message(notice)
+        self.input.setFocus()  # typing right after launch goes into the composer
 
     def resizeEvent(self, event):
         """Narrow windows fold the chat list away (View ▸ Chats brings it back)."""
@@ -284,6 +285,7 @@ class MainWindow(QMainWindow):
         if task is not None:
             self.input.clear()
             self.cancel_edit()
+        self.input.setFocus()  # sent or not, the next words typed go into the composer
         return task
 
     def start_edit(self, message_id: int, text: str) -> None:

@@ -9,6 +9,7 @@ import sqlite3
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
 
 from .scripted_engine import END, ScriptedService, answer_events
 from .test_app_views import SIMPLE, app, ask, loop, plain, wait  # noqa: F401
@@ -145,3 +146,31 @@ def test_angle_brackets_and_html_show_as_written_in_questions_and_answers(app, q
         assert part in shown
     app.window.markdown_action.setChecked(False)  # the raw text: as written
     assert answer.body.document().toPlainText() == ANSWER
+
+
+# D. the keyboard goes to the composer ---------------------------------------------------------
+def focused(qtbot, window):
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow)
+    return QApplication.focusWidget()
+
+
+def test_the_composer_has_the_keyboard_at_launch_after_new_chat_and_after_sending(build, qtbot):
+    application = build()
+    window = application.window
+    assert focused(qtbot, window) is window.input
+    qtbot.keyClicks(QApplication.focusWidget(), "typed at once")
+    assert window.input.toPlainText() == "typed at once"
+
+    application.scripted.queue(plain("an answer"))
+    window.send_button.setFocus()
+    window.send_button.click()  # a mouse click on Send leaves the keyboard on the composer
+    wait(qtbot, application.controller.answer_task)
+    assert focused(qtbot, window) is window.input
+
+    window.sessions_panel.list.setFocus()
+    window.sessions_panel.new_button.click()
+    assert focused(qtbot, window) is window.input
+    window.speculation_bar.toggle.setFocus()
+    window.new_action.trigger()
+    assert focused(qtbot, window) is window.input
