@@ -9,6 +9,7 @@ import sqlite3
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QTextFormat
 from PySide6.QtWidgets import QApplication
 
 from .scripted_engine import END, ScriptedService, answer_events
@@ -174,3 +175,62 @@ def test_the_composer_has_the_keyboard_at_launch_after_new_chat_and_after_sendin
     window.speculation_bar.toggle.setFocus()
     window.new_action.trigger()
     assert focused(qtbot, window) is window.input
+
+
+# E. emoji and other scripts keep their highlights in place ---------------------------------
+def highlighted_texts(document):
+    """The text of each run of characters painted as an accepted draft."""
+    from app.provenance import DRAFT
+
+    runs, end = [], None
+    block = document.begin()
+    while block.isValid():
+        iterator = block.begin()
+        while not iterator.atEnd():
+            fragment = iterator.fragment()
+            if fragment.charFormat().property(QTextFormat.UserProperty) == DRAFT:
+                if fragment.position() == end:
+                    runs[-1] += fragment.text()
+                else:
+                    runs.append(fragment.text())
+                end = fragment.position() + fragment.length()
+            iterator += 1
+        block = block.next()
+    return runs
+
+
+SCRIPTS = [  # (token text, accepted draft)
+    ("Hi 😀", False), ("🎉", False), (" world", True), (" and", False), (" 𠮷野家", True),
+    (" 日本語", False), (" cafe\u0301", True), (" naïve", False), (" שלום", True),
+    (" عالم", False), (" 👩\u200d💻 ok", True), (" end", False), (" 🇫🇷", True), (".", False)]
+
+
+def test_highlights_stay_on_the_drafted_characters_with_emoji_cjk_marks_and_rtl(app, qtbot):
+    events = answer_events([(1, [item]) for item in SCRIPTS] + [(0, [(END, False)])])
+    ask(qtbot, app, "emoji 😀 and scripts", events)
+    view = app.window.transcript.views[-1]
+    drafted = [text for text, from_draft in SCRIPTS if from_draft]
+    assert view.provenance.text == "".join(t for t, _ in SCRIPTS)
+    assert [view.text[a:b] for a, b in view.provenance.draft_spans()] == drafted
+    assert highlighted_texts(view.body.document()) == drafted
+    assert "\ufffd" not in view.body.document().toPlainText()
+    app.controller.open_session(app.controller.session.id)  # the same when reopened
+    assert highlighted_texts(app.window.transcript.views[-1].body.document()) == drafted
+
+
+def test_code_colours_and_headers_count_emoji_as_the_document_does(app, qtbot):
+    answer = "Code:\n\n```python\nx = '😀😀'  # 🎉\nprint(x)\n```\n\n😀 after"
+    ask(qtbot, app, "code", answer_events([(1, [(answer, True)]), (0, [(END, False)])]))
+    document = app.window.transcript.views[-1].body.document()
+    assert highlighted_texts(document) == ["Code:", "x = '😀😀'  # 🎉", "print(x)", "😀 after"]
+    line = document.find("print(").block()  # the line after three emoji
+    coloured = [f.text() for f in fragments(line) if f.charFormat().hasProperty(
+        QTextFormat.ForegroundBrush)]
+    assert "print" in coloured and "python" not in line.text()
+
+
+def fragments(block):
+    iterator = block.begin()
+    while not iterator.atEnd():
+        yield iterator.fragment()
+        iterator += 1
