@@ -58,6 +58,7 @@ class Answer:
         self.error: str | None = None
         self.stream = None
         self.parent_id = 0  # the message it answers
+        self.discarded = False  # its chat was deleted: nothing of it is stored or reported
 
     @property
     def text(self) -> str:
@@ -166,6 +167,7 @@ class ChatController(QObject):
 
     def delete_session(self, session_id: str) -> None:
         if self.answer and self.answer.session_id == session_id and self.busy:
+            self.answer.discarded = True
             self.stop()
         self.store.delete_session(session_id)
         if self.session and self.session.id == session_id:
@@ -329,7 +331,7 @@ class ChatController(QObject):
         answer.provenance.finish(done.text)
         answer.live.finish(done.stats, done.timing)
         answer.finish_reason = done.finish_reason
-        if answer.text or answer.provenance.tokens:
+        if (answer.text or answer.provenance.tokens) and not answer.discarded:
             message = Message(None, answer.session_id, "assistant", answer.text,
                               done.finish_reason, self.model_name, dict(done.stats),
                               dict(done.timing), answer.provenance)
@@ -354,7 +356,8 @@ class ChatController(QObject):
         answer.finish_reason = "error"
         self.answerFinished.emit(answer)
         self.busyChanged.emit(False)
-        self.problem.emit(message)
+        if not answer.discarded:
+            self.problem.emit(message)
 
     # replay -------------------------------------------------------------------------------
     def replay(self, message_id: int, configs) -> asyncio.Task | None:

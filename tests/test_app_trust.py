@@ -4,6 +4,7 @@ keyboard goes where the person types. Views fed scripted engine events (no model
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 
@@ -234,3 +235,26 @@ def fragments(block):
     while not iterator.atEnd():
         yield iterator.fragment()
         iterator += 1
+
+
+# F. deleting a chat while it answers ---------------------------------------------------------
+def test_deleting_a_chat_while_it_answers_cancels_the_answer_quietly(app, qtbot):
+    ask(qtbot, app, "an older chat", plain("still here"))
+    older = app.controller.session.id
+    app.window.new_chat()
+    gate = asyncio.Event()
+    events = answer_events(SIMPLE)
+    app.scripted.queue(events[:3] + [gate] + events[3:])
+    task = app.window.send("delete me while you answer")
+    qtbot.waitUntil(lambda: app.controller.answer.live.passes == 1)
+    doomed = app.controller.session.id
+    app.window.confirm_delete = lambda title: True
+    app.window.delete_chat(doomed)
+    stream = app.controller.answer.stream
+    gate.set()
+    wait(qtbot, task)
+    assert stream.cancelled and not app.controller.busy
+    assert app.window.banner.messages == [] and not app.window.banner.isVisible()
+    assert app.store.session(doomed) is None and app.controller.session.id == older
+    assert [v.text for v in app.window.transcript.views] == ["an older chat", "still here"]
+    assert app.window.send_button.isEnabled() and not app.window.stop_button.isEnabled()
