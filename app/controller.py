@@ -224,8 +224,14 @@ class ChatController(QObject):
             raise
         return message
 
-    def regenerate(self) -> asyncio.Task | None:
-        """Answer the last user message again; the earlier answer stays as a version."""
+    @property
+    def regenerate_repeats(self) -> bool:
+        """Regenerating gives the same answer again: greedy decoding (temperature 0)."""
+        return self.settings.temperature == 0
+
+    def regenerate(self, temperature: float | None = None) -> asyncio.Task | None:
+        """Answer the last user message again; the earlier answer stays as a version.
+        ``temperature`` applies to this answer only (the setting stays)."""
         if self.busy or not self.messages:
             return None
         if self.messages[-1].role == "assistant":
@@ -233,7 +239,7 @@ class ChatController(QObject):
             self.messageRemoved.emit(last.id)
         if not self.messages or self.messages[-1].role != "user":
             return None
-        return self._start_answer()
+        return self._start_answer(temperature)
 
     def edit(self, message_id: int, text: str) -> asyncio.Task | None:
         """Send an edited question in place of an earlier one: the chat branches there
@@ -269,9 +275,11 @@ class ChatController(QObject):
         if self.busy and self.answer.stream is not None:
             self.answer.stream.cancel()
 
-    def _start_answer(self) -> asyncio.Task:
+    def _start_answer(self, temperature: float | None = None) -> asyncio.Task:
         turns = [{"role": m.role, "content": m.content} for m in self.messages if m.content]
-        request = self.settings.request(turns, chat_id=self.session.id)
+        settings = self.settings if temperature is None else replace(self.settings,
+                                                                      temperature=temperature)
+        request = settings.request(turns, chat_id=self.session.id)
         answer = Answer(self.session.id, request)
         answer.parent_id = self.messages[-1].id
         answer.stream = self.service.generate(request)

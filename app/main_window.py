@@ -22,6 +22,7 @@ from .inspector import Inspector
 from .livestats import LiveStats
 from .model_catalog import ModelCatalogDialog
 from .sessions_panel import SessionsPanel
+from .settings import VARIED_TEMPERATURE
 from .settings_panel import SettingsPanel
 from .transcript import TranscriptView, copy_text
 
@@ -153,6 +154,7 @@ class MainWindow(QMainWindow):
         self.settings_panel.set_settings(controller.settings)
         self.speculation_bar.toggle.setChecked(controller.settings.highlight)
         self.transcript.set_highlight(controller.settings.highlight)
+        self.transcript.set_repeats(controller.regenerate_repeats)
         self.refresh_sessions()
         for notice in controller.startup_notices():
             self.banner.show_message(notice)
@@ -245,6 +247,7 @@ class MainWindow(QMainWindow):
         self.transcript.copyRequested.connect(self.copy_message)
         self.transcript.inspectRequested.connect(self.inspect_view)
         self.transcript.regenerateRequested.connect(self.regenerate)
+        self.transcript.variedRequested.connect(self.regenerate_varied)
         self.transcript.versionRequested.connect(c.show_version)
         self.transcript.editRequested.connect(self.start_edit)
         self.cancel_edit_button.clicked.connect(self.cancel_edit)
@@ -304,6 +307,10 @@ class MainWindow(QMainWindow):
         self.settings_panel.flush()
         return self.controller.regenerate()
 
+    def regenerate_varied(self):
+        self.settings_panel.flush()
+        return self.controller.regenerate(VARIED_TEMPERATURE)
+
     def show_settings(self) -> None:
         self.settings_dock.show()
         self.settings_dock.raise_()
@@ -360,6 +367,7 @@ class MainWindow(QMainWindow):
     def _settings_changed(self, settings) -> None:
         if settings != self.settings_panel.settings():
             self.settings_panel.set_settings(settings)
+        self.transcript.set_repeats(self.controller.regenerate_repeats)
 
     # sessions -----------------------------------------------------------------------------
     def refresh_sessions(self) -> None:

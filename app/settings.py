@@ -24,6 +24,7 @@ from engine.untrusted import aside_path, move_aside
 
 TEMPERATURE_RANGE = (0.0, 5.0)
 TOP_P_RANGE = (0.0, 1.0)
+VARIED_TEMPERATURE = 0.7  # "Regenerate with temperature 0.7": one answer that can differ
 SETTINGS_FILE = "settings.json"
 
 

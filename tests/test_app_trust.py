@@ -258,3 +258,27 @@ def test_deleting_a_chat_while_it_answers_cancels_the_answer_quietly(app, qtbot)
     assert app.store.session(doomed) is None and app.controller.session.id == older
     assert [v.text for v in app.window.transcript.views] == ["an older chat", "still here"]
     assert app.window.send_button.isEnabled() and not app.window.stop_button.isEnabled()
+
+
+# G. regenerating at temperature 0 ------------------------------------------------------------
+def test_regenerate_at_temperature_0_says_it_repeats_and_offers_temperature_0_7(app, qtbot):
+    window = app.window
+    ask(qtbot, app, "a question", plain("the answer"))
+    view = window.transcript.views[-1]
+    assert app.controller.settings.temperature == 0
+    assert view.regenerate_button.isVisible() and "same answer" in view.regenerate_button.toolTip()
+    assert view.vary_button.isVisible() and "0.7" in view.vary_button.text()
+    app.scripted.queue(plain("another answer"))
+    view.vary_button.click()
+    wait(qtbot, app.controller.answer_task)
+    assert app.scripted.requests[-1].sampling.temperature == 0.7
+    assert app.controller.settings.temperature == 0  # for that answer only
+    assert window.transcript.views[-1].version_label.text() == "2/2"
+
+    window.settings_panel.temperature.setValue(0.5)  # sampling already: no hint, no offer
+    view = window.transcript.views[-1]
+    assert not view.vary_button.isVisible() and "same answer" not in view.regenerate_button.toolTip()
+    app.scripted.queue(plain("a third answer"))
+    view.regenerate_button.click()
+    wait(qtbot, app.controller.answer_task)
+    assert app.scripted.requests[-1].sampling.temperature == 0.5
