@@ -121,6 +121,11 @@ class ChatController(QObject):
     def busy(self) -> bool:
         return self.answer is not None and not self.answer.finished
 
+    @property
+    def answering_here(self) -> bool:
+        """The open chat's answer is being written (what Stop stops)."""
+        return self.busy and self.session is not None and self.answer.session_id == self.session.id
+
     # settings ------------------------------------------------------------------------------
     def update_settings(self, settings: AppSettings) -> None:
         if settings == self.settings:
@@ -272,6 +277,7 @@ class ChatController(QObject):
             self.sessionOpened.emit(self.session)
 
     def stop(self) -> None:
+        """Stop the answer being written, wherever it is (quitting, deleting its chat)."""
         if self.busy and self.answer.stream is not None:
             self.answer.stream.cancel()
 

@@ -194,6 +194,7 @@ class MainWindow(QMainWindow):
         self.regenerate_action = chat.addAction("Regenerate answer", self.regenerate,
                                                 QKeySequence("Ctrl+R"))
         self.stop_action = chat.addAction("Stop", self.controller.stop, QKeySequence("Esc"))
+        self.stop_action.setEnabled(False)
         chat.addSeparator()
         chat.addAction("Quit", self.close, QKeySequence.Quit)
         model = self.menuBar().addMenu("&Model")
@@ -368,6 +369,7 @@ class MainWindow(QMainWindow):
         if settings != self.settings_panel.settings():
             self.settings_panel.set_settings(settings)
         self.transcript.set_repeats(self.controller.regenerate_repeats)
+        self._show_gauge()  # its scale is the draft count
 
     # sessions -----------------------------------------------------------------------------
     def refresh_sessions(self) -> None:
@@ -379,6 +381,7 @@ class MainWindow(QMainWindow):
         if pinned:
             found.insert(0, current)
         self.sessions_panel.set_sessions(found, current.id if current else None)
+        self.setWindowTitle(f"{current.title} — Draftless" if current else "Draftless")
         if pinned:  # listed because it is open, not because it matched: say so
             item = self.sessions_panel.list.item(0)
             font = item.font()
@@ -398,10 +401,10 @@ class MainWindow(QMainWindow):
             if answer is not None and c.busy and answer.session_id == session.id:
                 self.transcript.start_answer(answer.provenance)
         self.transcript.set_busy(c.busy)
+        self._show_stop()
         self._show_gauge()
         self.refresh_sessions()
         self._refresh_inspector()
-        self.setWindowTitle(f"{session.title} — Draftless" if session else "Draftless")
 
     def message_added(self, message) -> None:
         if self.controller.session and message.session_id == self.controller.session.id:
@@ -456,14 +459,17 @@ class MainWindow(QMainWindow):
         self._show_gauge()
         if message is not None:
             self._refresh_inspector(message.id)
-        self.setWindowTitle(f"{self.controller.session.title} — Draftless"
-                            if self.controller.session else "Draftless")
 
     def set_busy(self, busy: bool) -> None:
         self.send_button.setEnabled(not busy)
-        self.stop_button.setEnabled(busy)
+        self._show_stop()
         self.regenerate_action.setEnabled(not busy)
         self.transcript.set_busy(busy)
+
+    def _show_stop(self) -> None:
+        here = self.controller.answering_here
+        self.stop_button.setEnabled(here)
+        self.stop_action.setEnabled(here)
 
     # inspector ----------------------------------------------------------------------------
     def _refresh_inspector(self, newest: int | None = None) -> None:
