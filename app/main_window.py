@@ -154,6 +154,7 @@ class MainWindow(QMainWindow):
         self.settings_panel.set_settings(controller.settings)
         self.speculation_bar.toggle.setChecked(controller.settings.highlight)
         self.transcript.set_highlight(controller.settings.highlight)
+        self.transcript.set_zoom(controller.settings.zoom)
         self.transcript.set_repeats(controller.regenerate_repeats)
         self.refresh_sessions()
         for notice in controller.startup_notices():
@@ -214,11 +215,11 @@ class MainWindow(QMainWindow):
         for dock in (self.sessions_dock, self.settings_dock, self.inspector_dock):
             view.addAction(dock.toggleViewAction())
         view.addSeparator()
-        self.zoom_in_action = view.addAction("Bigger text", lambda: self.transcript.zoom(1))
+        self.zoom_in_action = view.addAction("Bigger text", lambda: self.zoom(1))
         self.zoom_in_action.setShortcuts([QKeySequence(QKeySequence.ZoomIn), QKeySequence("Ctrl+=")])
-        self.zoom_out_action = view.addAction("Smaller text", lambda: self.transcript.zoom(-1),
+        self.zoom_out_action = view.addAction("Smaller text", lambda: self.zoom(-1),
                                               QKeySequence(QKeySequence.ZoomOut))
-        view.addAction("Actual size", lambda: self.transcript.zoom(0), QKeySequence("Ctrl+0"))
+        view.addAction("Actual size", lambda: self.zoom(0), QKeySequence("Ctrl+0"))
         view.addSeparator()
         self.highlight_action = QAction("Highlight accepted drafts", self, checkable=True)
         self.highlight_action.setChecked(True)
@@ -364,6 +365,12 @@ class MainWindow(QMainWindow):
         self.transcript.set_highlight(on)
         if on != self.controller.settings.highlight:
             self.controller.update_settings(replace(self.controller.settings, highlight=on))
+
+    def zoom(self, step: int) -> None:
+        """Bigger (+1), smaller (-1) or normal (0) text; remembered for the next start."""
+        factor = self.transcript.zoom(step)
+        if factor != self.controller.settings.zoom:
+            self.controller.update_settings(replace(self.controller.settings, zoom=factor))
 
     def _settings_changed(self, settings) -> None:
         if settings != self.settings_panel.settings():

@@ -24,6 +24,7 @@ from engine.untrusted import aside_path, move_aside
 
 TEMPERATURE_RANGE = (0.0, 5.0)
 TOP_P_RANGE = (0.0, 1.0)
+ZOOM_RANGE = (0.5, 3.0)  # the transcript's text size, a factor of the normal size
 VARIED_TEMPERATURE = 0.7  # "Regenerate with temperature 0.7": one answer that can differ
 SETTINGS_FILE = "settings.json"
 
@@ -41,6 +42,7 @@ class AppSettings:
     system_prompt: str = "You are a helpful assistant."
     model: str | None = None  # None: the embedded default; else a folder or a hub id
     highlight: bool = True
+    zoom: float = 1.0
 
     RANGES = {
         "draft_count": DRAFT_COUNT_RANGE,
@@ -49,6 +51,7 @@ class AppSettings:
         "max_tokens": MAX_TOKENS_RANGE,
         "temperature": TEMPERATURE_RANGE,
         "top_p": TOP_P_RANGE,
+        "zoom": ZOOM_RANGE,
     }
 
     def problems(self) -> list[str]:

@@ -325,8 +325,12 @@ class TranscriptView(QScrollArea):
 
     def zoom(self, step: int) -> float:
         """Text size: +1 bigger, -1 smaller, 0 back to normal. Returns the factor."""
-        self.zoom_index = (ZOOM_STEPS.index(1.0) if step == 0 else
-                           min(max(self.zoom_index + step, 0), len(ZOOM_STEPS) - 1))
+        return self.set_zoom(1.0 if step == 0 else
+                             ZOOM_STEPS[min(max(self.zoom_index + step, 0), len(ZOOM_STEPS) - 1)])
+
+    def set_zoom(self, factor: float) -> float:
+        """Text size: the step nearest ``factor``. Returns that step."""
+        self.zoom_index = min(range(len(ZOOM_STEPS)), key=lambda i: abs(ZOOM_STEPS[i] - factor))
         font = self.column.font()
         font.setPointSizeF(self.base_point_size * ZOOM_STEPS[self.zoom_index])
         self.column.setFont(font)

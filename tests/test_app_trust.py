@@ -282,3 +282,70 @@ def test_regenerate_at_temperature_0_says_it_repeats_and_offers_temperature_0_7(
     view.regenerate_button.click()
     wait(qtbot, app.controller.answer_task)
     assert app.scripted.requests[-1].sampling.temperature == 0.5
+
+
+# H. smaller defects -------------------------------------------------------------------------
+def test_the_window_title_follows_a_rename(app, qtbot):
+    ask(qtbot, app, "first name", plain("ok"))
+    assert app.window.windowTitle() == "first name — Draftless"
+    app.window.ask_text = lambda *args: "  a better   name "
+    app.window.rename_chat(app.controller.session.id)
+    assert app.window.windowTitle() == "a better name — Draftless"
+
+
+def test_stop_belongs_to_the_chat_that_answers(app, qtbot):
+    window = app.window
+    gate = asyncio.Event()
+    events = answer_events(SIMPLE)
+    app.scripted.queue(events[:3] + [gate] + events[3:])
+    task = window.send("a long answer")
+    qtbot.waitUntil(lambda: app.controller.answer.live.passes == 1)
+    answering = app.controller.session.id
+    assert window.stop_button.isEnabled() and window.stop_action.isEnabled()
+    window.new_chat()  # an empty chat: nothing here to stop, and nothing can be sent yet
+    assert not window.stop_button.isEnabled() and not window.stop_action.isEnabled()
+    window.stop_action.trigger()
+    assert not app.controller.answer.stream.cancelled
+    app.controller.open_session(answering)
+    assert window.stop_button.isEnabled() and window.stop_action.isEnabled()
+    gate.set()
+    wait(qtbot, task)
+    assert not window.stop_button.isEnabled()
+
+
+def test_zoom_is_remembered(build, qtbot):
+    application = build()
+    window = application.window
+    window.zoom_in_action.trigger()
+    window.zoom_in_action.trigger()
+    assert application.controller.settings.zoom == 1.3
+    size = window.transcript.column.font().pointSizeF()
+    window.close()
+    application.store.close()
+    again = build()
+    assert again.controller.settings.zoom == 1.3
+    assert again.window.transcript.column.font().pointSizeF() == size
+    ask(qtbot, again, "big text", plain("big answer"))
+    body = again.window.transcript.views[-1].body
+    assert body.document().defaultFont().pointSizeF() == size
+
+
+def test_search_ignores_case_and_unicode_forms(app, qtbot):
+    ask(qtbot, app, "Notes on ÉTÉ in Straße", plain("the summer"))
+    summer = app.controller.session.id
+    app.window.new_chat()
+    ask(qtbot, app, "another chat", plain("about cafe\u0301 au lait"))  # e + combining accent
+    coffee = app.controller.session.id
+    assert [s.id for s in app.controller.sessions("été")] == [summer]
+    assert [s.id for s in app.controller.sessions("STRASSE")] == [summer]
+    assert [s.id for s in app.controller.sessions("CAFÉ")] == [coffee]  # é as one character
+    assert [s.id for s in app.controller.sessions("100%")] == []
+    assert {s.id for s in app.controller.sessions("")} == {summer, coffee}
+
+
+def test_the_gauge_scale_follows_a_new_draft_count_at_once(app, qtbot):
+    ask(qtbot, app, "hi", answer_events(SIMPLE))
+    gauge = app.window.speculation_bar.gauge
+    assert gauge.maximum == app.controller.settings.draft_count + 1
+    app.window.settings_panel.draft_count.setValue(6)
+    assert gauge.maximum == 7
