@@ -474,9 +474,11 @@ class MainWindow(QMainWindow):
         self.transcript.set_busy(busy)
 
     def _show_stop(self) -> None:
-        here = self.controller.answering_here
-        self.stop_button.setEnabled(here)
-        self.stop_action.setEnabled(here)
+        c = self.controller
+        self.stop_button.setEnabled(c.answering_here)
+        self.stop_action.setEnabled(c.answering_here)
+        self.send_button.setToolTip("Another chat is answering: Send works when it has finished"
+                                    if c.busy and not c.answering_here else "Send (Enter)")
 
     # inspector ----------------------------------------------------------------------------
     def _refresh_inspector(self, newest: int | None = None) -> None:

@@ -304,13 +304,14 @@ def test_stop_belongs_to_the_chat_that_answers(app, qtbot):
     assert window.stop_button.isEnabled() and window.stop_action.isEnabled()
     window.new_chat()  # an empty chat: nothing here to stop, and nothing can be sent yet
     assert not window.stop_button.isEnabled() and not window.stop_action.isEnabled()
+    assert "Another chat is answering" in window.send_button.toolTip()
     window.stop_action.trigger()
     assert not app.controller.answer.stream.cancelled
     app.controller.open_session(answering)
     assert window.stop_button.isEnabled() and window.stop_action.isEnabled()
     gate.set()
     wait(qtbot, task)
-    assert not window.stop_button.isEnabled()
+    assert not window.stop_button.isEnabled() and window.send_button.toolTip() == "Send (Enter)"
 
 
 def test_zoom_is_remembered(build, qtbot):
