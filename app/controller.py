@@ -145,11 +145,17 @@ class ChatController(QObject):
     def sessions(self, search: str = "") -> list[Session]:
         return self.store.sessions(search)
 
-    def new_session(self) -> Session:
+    def new_session(self) -> Session | None:
+        """Open a new, empty chat (None when it could not be saved; the banner says why)."""
         if self.session is not None and not self.messages:  # already on an empty chat
             self.open_session(self.session.id)
             return self.session
-        session = self.store.create_session()
+        try:
+            session = self.store.create_session()
+        except (sqlite3.Error, OSError) as error:
+            self.problem.emit(unsaved(error, "No new chat was started: the chat history could "
+                                      "not be saved", "then try again."))
+            return None
         self.sessionsChanged.emit()
         self.open_session(session.id)
         return session
@@ -165,16 +171,26 @@ class ChatController(QObject):
     def rename_session(self, session_id: str, title: str) -> None:
         title = " ".join(title.split())
         if title:
-            self.store.rename_session(session_id, title)
+            try:
+                self.store.rename_session(session_id, title)
+            except (sqlite3.Error, OSError) as error:
+                self.problem.emit(unsaved(error, "The chat was not renamed: the chat history "
+                                          "could not be saved", "then rename it again."))
+                return
             if self.session and self.session.id == session_id:
                 self.session.title = title
             self.sessionsChanged.emit()
 
     def delete_session(self, session_id: str) -> None:
+        try:
+            self.store.delete_session(session_id)
+        except (sqlite3.Error, OSError) as error:
+            self.problem.emit(unsaved(error, "The chat was not deleted: the chat history "
+                                      "could not be changed", "then delete it again."))
+            return
         if self.answer and self.answer.session_id == session_id and self.busy:
             self.answer.discarded = True
             self.stop()
-        self.store.delete_session(session_id)
         if self.session and self.session.id == session_id:
             self.session = None
             self.messages = []
@@ -190,9 +206,9 @@ class ChatController(QObject):
         """Add the user's message and start the answer; None when busy or empty."""
         if self.busy or not text.strip():
             return None
+        if self.session is None and self.new_session() is None:
+            return None  # the banner says why; the text stays in the box
         try:
-            if self.session is None:
-                self.new_session()
             session = self.session
             message = self._add_question(Message(None, session.id, "user", text),
                                          self.messages[-1].id if self.messages else 0)
@@ -272,7 +288,12 @@ class ChatController(QObject):
             return
         index = message.versions.index(message_id) + step
         if 0 <= index < len(message.versions):
-            self.store.choose(message.session_id, message.versions[index])
+            try:
+                self.store.choose(message.session_id, message.versions[index])
+            except (sqlite3.Error, OSError) as error:
+                self.problem.emit(unsaved(error, "The other version is not shown: the chat "
+                                          "history could not be saved", "then try again."))
+                return
             self.messages = self.store.messages(message.session_id)
             self.sessionOpened.emit(self.session)
 

@@ -70,6 +70,35 @@ def test_a_full_disk_keeps_the_typed_message_and_says_what_to_do(app, qtbot, mon
     assert window.input.toPlainText() == ""
 
 
+
+def test_a_full_disk_leaves_chats_as_they_were_with_a_message(app, qtbot, monkeypatch):
+    window = app.window
+    ask(qtbot, app, "a question", plain("one"))
+    app.scripted.queue(plain("two"))
+    wait(qtbot, window.regenerate())
+    session = app.controller.session
+
+    def full(*_args, **_kwargs):
+        raise sqlite3.OperationalError("database or disk is full")
+    for name in ("create_session", "rename_session", "delete_session", "choose"):
+        monkeypatch.setattr(app.store, name, full)
+    window.new_chat()
+    assert app.controller.session is session and "No new chat" in window.banner.messages[-1]
+    window.ask_text = lambda *args: "another name"
+    window.rename_chat(session.id)
+    assert window.windowTitle() == "a question — Draftless"
+    assert "not renamed" in window.banner.messages[-1]
+    window.confirm_delete = lambda title: True
+    window.delete_chat(session.id)
+    assert app.controller.session is session and "not deleted" in window.banner.messages[-1]
+    window.transcript.views[-1].previous_button.click()
+    assert window.transcript.views[-1].text == "two" and "version" in window.banner.messages[-1]
+    assert all("disk is full" in m and "Free some space" in m for m in window.banner.messages)
+    monkeypatch.undo()
+    window.new_chat()  # with space again, a message in a chat that was not started goes out
+    assert app.controller.session is not session
+
+
 # B. a damaged settings file -----------------------------------------------------------------
 NOT_UTF8 = b'{"drafter": "suffix", "system_prompt": "Caf\xe9 \xff\xfe"}'
 
