@@ -137,21 +137,24 @@ async def run_screenshot(args) -> int:
     window.resize(width, height)
     if args.panel == "inspector":
         window.inspector_dock.raise_()
-    status = 0
+    status, task = 0, None
     await application.start(args.model)
     if not application.controller.model_name:
         status = 1
     elif args.prompt:
         task = window.send(args.prompt)
-        if args.capture_at:
+        if task is None:  # not sent (the banner says why, and the prompt stays in the box)
+            status = 1
+        elif args.capture_at:
             while not task.done() and len(application.controller.answer.provenance.tokens) < args.capture_at:
                 await asyncio.sleep(0.05)
             await asyncio.sleep(0.2)  # let the throttled transcript refresh catch up
             _save(window, args.screenshot)
             application.controller.stop()
-        await task
-        if application.controller.answer.error:
-            status = 1
+        if task is not None:
+            await task
+            if application.controller.answer.error:
+                status = 1
     if args.replay and application.controller.messages:
         answer = application.controller.messages[-1]
         window.inspector.inspect(answer.id)
@@ -161,7 +164,7 @@ async def run_screenshot(args) -> int:
             window.show_replay_highlights(answer.id, best)
     if args.panel == "inspector" or args.replay:
         window.inspector_dock.raise_()
-    if not args.capture_at:
+    if not args.capture_at or task is None:
         for _ in range(5):
             QApplication.processEvents()
             await asyncio.sleep(0.05)

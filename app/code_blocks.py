@@ -16,6 +16,8 @@ from pygments.lexers import get_lexer_by_name
 from pygments.styles import get_style_by_name
 from pygments.util import ClassNotFound
 
+from .text_positions import utf16_len
+
 LIGHT_STYLE, DARK_STYLE = "default", "github-dark"
 COPY_SCHEME = "copy-code"
 
@@ -47,7 +49,7 @@ def code_blocks(document) -> list[CodeBlock]:
                 lines.append(block.text())
                 last = block
                 block = block.next()
-            found.append(CodeBlock(first, last.position() + len(last.text()), language.strip(),
+            found.append(CodeBlock(first, last.position() + utf16_len(last.text()), language.strip(),
                                    "\n".join(lines)))
             continue
         block = block.next()
@@ -92,7 +94,7 @@ def colour(document, blocks: list[CodeBlock], dark: bool) -> None:
         for token, value in lexer.get_tokens(block.text):
             if position >= block.end:
                 break
-            length = min(len(value), block.end - position)
+            length = min(utf16_len(value), block.end - position)
             while token not in formats and token.parent is not None:
                 token = token.parent
             fmt = formats.get(token)
@@ -135,5 +137,5 @@ def add_headers(document, blocks: list[CodeBlock], header_background: QColor,
         anchor.setForeground(link)
         anchor.setFontUnderline(False)
         cursor.insertText("Copy", anchor)
-        inserted.append((block.first, len(name) + 3 + len("Copy") + 1))
+        inserted.append((block.first, utf16_len(f"{name}   Copy") + 1))
     return inserted

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from dataclasses import replace
 
 from PySide6.QtCore import QObject, Signal
@@ -35,6 +36,15 @@ def session_title(text: str) -> str:
     return " ".join(text.split()) or "New chat"
 
 
+def unsaved(error: Exception, what: str, then: str) -> str:
+    """A sentence for ``what`` that could not be saved: the cause, what the person can do
+    about it, and ``then`` (what happens to their text)."""
+    text = str(error)
+    fix = ("Free some space on the disk" if "full" in text.lower() else
+           "Check the free space on the disk and the permissions of the Draftless data folder")
+    return f"{what} ({text}). {fix}; {then}"
+
+
 class Answer:
     """The assistant message being written: text with provenance, live numbers, state."""
 
@@ -48,6 +58,7 @@ class Answer:
         self.error: str | None = None
         self.stream = None
         self.parent_id = 0  # the message it answers
+        self.discarded = False  # its chat was deleted: nothing of it is stored or reported
 
     @property
     def text(self) -> str:
@@ -110,6 +121,11 @@ class ChatController(QObject):
     def busy(self) -> bool:
         return self.answer is not None and not self.answer.finished
 
+    @property
+    def answering_here(self) -> bool:
+        """The open chat's answer is being written (what Stop stops)."""
+        return self.busy and self.session is not None and self.answer.session_id == self.session.id
+
     # settings ------------------------------------------------------------------------------
     def update_settings(self, settings: AppSettings) -> None:
         if settings == self.settings:
@@ -129,11 +145,17 @@ class ChatController(QObject):
     def sessions(self, search: str = "") -> list[Session]:
         return self.store.sessions(search)
 
-    def new_session(self) -> Session:
+    def new_session(self) -> Session | None:
+        """Open a new, empty chat (None when it could not be saved; the banner says why)."""
         if self.session is not None and not self.messages:  # already on an empty chat
             self.open_session(self.session.id)
             return self.session
-        session = self.store.create_session()
+        try:
+            session = self.store.create_session()
+        except (sqlite3.Error, OSError) as error:
+            self.problem.emit(unsaved(error, "No new chat was started: the chat history could "
+                                      "not be saved", "then try again."))
+            return None
         self.sessionsChanged.emit()
         self.open_session(session.id)
         return session
@@ -149,15 +171,26 @@ class ChatController(QObject):
     def rename_session(self, session_id: str, title: str) -> None:
         title = " ".join(title.split())
         if title:
-            self.store.rename_session(session_id, title)
+            try:
+                self.store.rename_session(session_id, title)
+            except (sqlite3.Error, OSError) as error:
+                self.problem.emit(unsaved(error, "The chat was not renamed: the chat history "
+                                          "could not be saved", "then rename it again."))
+                return
             if self.session and self.session.id == session_id:
                 self.session.title = title
             self.sessionsChanged.emit()
 
     def delete_session(self, session_id: str) -> None:
+        try:
+            self.store.delete_session(session_id)
+        except (sqlite3.Error, OSError) as error:
+            self.problem.emit(unsaved(error, "The chat was not deleted: the chat history "
+                                      "could not be changed", "then delete it again."))
+            return
         if self.answer and self.answer.session_id == session_id and self.busy:
+            self.answer.discarded = True
             self.stop()
-        self.store.delete_session(session_id)
         if self.session and self.session.id == session_id:
             self.session = None
             self.messages = []
@@ -173,24 +206,53 @@ class ChatController(QObject):
         """Add the user's message and start the answer; None when busy or empty."""
         if self.busy or not text.strip():
             return None
-        if self.session is None:
-            self.new_session()
-        session = self.session
-        message = self.store.add_message(Message(None, session.id, "user", text))
-        self.store.link(message, self.messages[-1].id if self.messages else 0)
+        if self.session is None and self.new_session() is None:
+            return None  # the banner says why; the text stays in the box
+        try:
+            session = self.session
+            message = self._add_question(Message(None, session.id, "user", text),
+                                         self.messages[-1].id if self.messages else 0)
+        except (sqlite3.Error, OSError) as error:
+            self.problem.emit(unsaved(error, "Your message was not sent: the chat history "
+                                      "could not be saved", "your message is still in the "
+                                      "box: press Send again."))
+            return None
         message.versions = [message.id]
         self.messages.append(message)
         self.messageAdded.emit(message)
         if sum(m.role == "user" for m in self.messages) == 1 and session.title == "New chat":
             title = session_title(text)
             title = title if len(title) <= TITLE_LENGTH else title[:TITLE_LENGTH - 1] + "…"
-            self.store.rename_session(session.id, title)
             session.title = title
+            try:
+                self.store.rename_session(session.id, title)
+            except (sqlite3.Error, OSError) as error:
+                self.problem.emit(unsaved(error, "The chat's name could not be saved",
+                                          "rename it later."))
         self.sessionsChanged.emit()
         return self._start_answer()
 
-    def regenerate(self) -> asyncio.Task | None:
-        """Answer the last user message again; the earlier answer stays as a version."""
+    def _add_question(self, message: Message, parent_id: int) -> Message:
+        """Store a question after ``parent_id``; on failure nothing of it is left behind."""
+        self.store.add_message(message)
+        try:
+            self.store.link(message, parent_id)
+        except (sqlite3.Error, OSError):
+            try:
+                self.store.delete_message(message.id)
+            except (sqlite3.Error, OSError):
+                pass  # an unlinked message follows the one before it: still the same chat
+            raise
+        return message
+
+    @property
+    def regenerate_repeats(self) -> bool:
+        """Regenerating gives the same answer again: greedy decoding (temperature 0)."""
+        return self.settings.temperature == 0
+
+    def regenerate(self, temperature: float | None = None) -> asyncio.Task | None:
+        """Answer the last user message again; the earlier answer stays as a version.
+        ``temperature`` applies to this answer only (the setting stays)."""
         if self.busy or not self.messages:
             return None
         if self.messages[-1].role == "assistant":
@@ -198,7 +260,7 @@ class ChatController(QObject):
             self.messageRemoved.emit(last.id)
         if not self.messages or self.messages[-1].role != "user":
             return None
-        return self._start_answer()
+        return self._start_answer(temperature)
 
     def edit(self, message_id: int, text: str) -> asyncio.Task | None:
         """Send an edited question in place of an earlier one: the chat branches there
@@ -207,8 +269,13 @@ class ChatController(QObject):
         if self.busy or index is None or self.messages[index].role != "user" or not text.strip():
             return None
         old = self.messages[index]
-        message = self.store.add_message(Message(None, old.session_id, "user", text))
-        self.store.link(message, old.parent_id)
+        try:
+            self._add_question(Message(None, old.session_id, "user", text), old.parent_id)
+        except (sqlite3.Error, OSError) as error:
+            self.problem.emit(unsaved(error, "The edited question was not sent: the chat "
+                                      "history could not be saved", "it is still in the box: "
+                                      "press Send again."))
+            return None
         self.messages = self.store.messages(old.session_id)
         self.sessionOpened.emit(self.session)
         self.sessionsChanged.emit()
@@ -221,17 +288,25 @@ class ChatController(QObject):
             return
         index = message.versions.index(message_id) + step
         if 0 <= index < len(message.versions):
-            self.store.choose(message.session_id, message.versions[index])
+            try:
+                self.store.choose(message.session_id, message.versions[index])
+            except (sqlite3.Error, OSError) as error:
+                self.problem.emit(unsaved(error, "The other version is not shown: the chat "
+                                          "history could not be saved", "then try again."))
+                return
             self.messages = self.store.messages(message.session_id)
             self.sessionOpened.emit(self.session)
 
     def stop(self) -> None:
+        """Stop the answer being written, wherever it is (quitting, deleting its chat)."""
         if self.busy and self.answer.stream is not None:
             self.answer.stream.cancel()
 
-    def _start_answer(self) -> asyncio.Task:
+    def _start_answer(self, temperature: float | None = None) -> asyncio.Task:
         turns = [{"role": m.role, "content": m.content} for m in self.messages if m.content]
-        request = self.settings.request(turns, chat_id=self.session.id)
+        settings = self.settings if temperature is None else replace(self.settings,
+                                                                      temperature=temperature)
+        request = settings.request(turns, chat_id=self.session.id)
         answer = Answer(self.session.id, request)
         answer.parent_id = self.messages[-1].id
         answer.stream = self.service.generate(request)
@@ -291,7 +366,7 @@ class ChatController(QObject):
         answer.provenance.finish(done.text)
         answer.live.finish(done.stats, done.timing)
         answer.finish_reason = done.finish_reason
-        if answer.text or answer.provenance.tokens:
+        if (answer.text or answer.provenance.tokens) and not answer.discarded:
             message = Message(None, answer.session_id, "assistant", answer.text,
                               done.finish_reason, self.model_name, dict(done.stats),
                               dict(done.timing), answer.provenance)
@@ -302,7 +377,8 @@ class ChatController(QObject):
                 message.versions = next((m.versions for m in self.store.messages(answer.session_id)
                                          if m.id == message.id), [message.id])
             except Exception as error:  # a full disk must not lose the on-screen answer
-                self.problem.emit(f"Could not save the answer ({error}).")
+                self.problem.emit(unsaved(error, "Could not save the answer",
+                                          "it stays on screen until you quit."))
             answer.message = message
             if self.session and self.session.id == answer.session_id:
                 self.messages.append(message)
@@ -315,7 +391,8 @@ class ChatController(QObject):
         answer.finish_reason = "error"
         self.answerFinished.emit(answer)
         self.busyChanged.emit(False)
-        self.problem.emit(message)
+        if not answer.discarded:
+            self.problem.emit(message)
 
     # replay -------------------------------------------------------------------------------
     def replay(self, message_id: int, configs) -> asyncio.Task | None:

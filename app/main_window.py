@@ -22,6 +22,7 @@ from .inspector import Inspector
 from .livestats import LiveStats
 from .model_catalog import ModelCatalogDialog
 from .sessions_panel import SessionsPanel
+from .settings import VARIED_TEMPERATURE
 from .settings_panel import SettingsPanel
 from .transcript import TranscriptView, copy_text
 
@@ -58,6 +59,7 @@ class Banner(QFrame):
         layout.setContentsMargins(12, 6, 6, 6)
         self.label = QLabel()
         self.label.setWordWrap(True)
+        self.label.setTextFormat(Qt.PlainText)  # messages quote paths and errors as they are
         self.label.setTextInteractionFlags(Qt.TextSelectableByMouse)
         layout.addWidget(self.label, 1)
         close = QToolButton()
@@ -152,9 +154,12 @@ class MainWindow(QMainWindow):
         self.settings_panel.set_settings(controller.settings)
         self.speculation_bar.toggle.setChecked(controller.settings.highlight)
         self.transcript.set_highlight(controller.settings.highlight)
+        self.transcript.set_zoom(controller.settings.zoom)
+        self.transcript.set_repeats(controller.regenerate_repeats)
         self.refresh_sessions()
         for notice in controller.startup_notices():
             self.banner.show_message(notice)
+        self.input.setFocus()  # typing right after launch goes into the composer
 
     def resizeEvent(self, event):
         """Narrow windows fold the chat list away (View ▸ Chats brings it back)."""
@@ -190,6 +195,7 @@ class MainWindow(QMainWindow):
         self.regenerate_action = chat.addAction("Regenerate answer", self.regenerate,
                                                 QKeySequence("Ctrl+R"))
         self.stop_action = chat.addAction("Stop", self.controller.stop, QKeySequence("Esc"))
+        self.stop_action.setEnabled(False)
         chat.addSeparator()
         chat.addAction("Quit", self.close, QKeySequence.Quit)
         model = self.menuBar().addMenu("&Model")
@@ -209,11 +215,11 @@ class MainWindow(QMainWindow):
         for dock in (self.sessions_dock, self.settings_dock, self.inspector_dock):
             view.addAction(dock.toggleViewAction())
         view.addSeparator()
-        self.zoom_in_action = view.addAction("Bigger text", lambda: self.transcript.zoom(1))
+        self.zoom_in_action = view.addAction("Bigger text", lambda: self.zoom(1))
         self.zoom_in_action.setShortcuts([QKeySequence(QKeySequence.ZoomIn), QKeySequence("Ctrl+=")])
-        self.zoom_out_action = view.addAction("Smaller text", lambda: self.transcript.zoom(-1),
+        self.zoom_out_action = view.addAction("Smaller text", lambda: self.zoom(-1),
                                               QKeySequence(QKeySequence.ZoomOut))
-        view.addAction("Actual size", lambda: self.transcript.zoom(0), QKeySequence("Ctrl+0"))
+        view.addAction("Actual size", lambda: self.zoom(0), QKeySequence("Ctrl+0"))
         view.addSeparator()
         self.highlight_action = QAction("Highlight accepted drafts", self, checkable=True)
         self.highlight_action.setChecked(True)
@@ -243,6 +249,7 @@ class MainWindow(QMainWindow):
         self.transcript.copyRequested.connect(self.copy_message)
         self.transcript.inspectRequested.connect(self.inspect_view)
         self.transcript.regenerateRequested.connect(self.regenerate)
+        self.transcript.variedRequested.connect(self.regenerate_varied)
         self.transcript.versionRequested.connect(c.show_version)
         self.transcript.editRequested.connect(self.start_edit)
         self.cancel_edit_button.clicked.connect(self.cancel_edit)
@@ -283,6 +290,7 @@ class MainWindow(QMainWindow):
         if task is not None:
             self.input.clear()
             self.cancel_edit()
+        self.input.setFocus()  # sent or not, the next words typed go into the composer
         return task
 
     def start_edit(self, message_id: int, text: str) -> None:
@@ -300,6 +308,10 @@ class MainWindow(QMainWindow):
     def regenerate(self):
         self.settings_panel.flush()
         return self.controller.regenerate()
+
+    def regenerate_varied(self):
+        self.settings_panel.flush()
+        return self.controller.regenerate(VARIED_TEMPERATURE)
 
     def show_settings(self) -> None:
         self.settings_dock.show()
@@ -354,9 +366,17 @@ class MainWindow(QMainWindow):
         if on != self.controller.settings.highlight:
             self.controller.update_settings(replace(self.controller.settings, highlight=on))
 
+    def zoom(self, step: int) -> None:
+        """Bigger (+1), smaller (-1) or normal (0) text; remembered for the next start."""
+        factor = self.transcript.zoom(step)
+        if factor != self.controller.settings.zoom:
+            self.controller.update_settings(replace(self.controller.settings, zoom=factor))
+
     def _settings_changed(self, settings) -> None:
         if settings != self.settings_panel.settings():
             self.settings_panel.set_settings(settings)
+        self.transcript.set_repeats(self.controller.regenerate_repeats)
+        self._show_gauge()  # its scale is the draft count
 
     # sessions -----------------------------------------------------------------------------
     def refresh_sessions(self) -> None:
@@ -368,6 +388,7 @@ class MainWindow(QMainWindow):
         if pinned:
             found.insert(0, current)
         self.sessions_panel.set_sessions(found, current.id if current else None)
+        self.setWindowTitle(f"{current.title} — Draftless" if current else "Draftless")
         if pinned:  # listed because it is open, not because it matched: say so
             item = self.sessions_panel.list.item(0)
             font = item.font()
@@ -387,10 +408,10 @@ class MainWindow(QMainWindow):
             if answer is not None and c.busy and answer.session_id == session.id:
                 self.transcript.start_answer(answer.provenance)
         self.transcript.set_busy(c.busy)
+        self._show_stop()
         self._show_gauge()
         self.refresh_sessions()
         self._refresh_inspector()
-        self.setWindowTitle(f"{session.title} — Draftless" if session else "Draftless")
 
     def message_added(self, message) -> None:
         if self.controller.session and message.session_id == self.controller.session.id:
@@ -445,14 +466,19 @@ class MainWindow(QMainWindow):
         self._show_gauge()
         if message is not None:
             self._refresh_inspector(message.id)
-        self.setWindowTitle(f"{self.controller.session.title} — Draftless"
-                            if self.controller.session else "Draftless")
 
     def set_busy(self, busy: bool) -> None:
         self.send_button.setEnabled(not busy)
-        self.stop_button.setEnabled(busy)
+        self._show_stop()
         self.regenerate_action.setEnabled(not busy)
         self.transcript.set_busy(busy)
+
+    def _show_stop(self) -> None:
+        c = self.controller
+        self.stop_button.setEnabled(c.answering_here)
+        self.stop_action.setEnabled(c.answering_here)
+        self.send_button.setToolTip("Another chat is answering: Send works when it has finished"
+                                    if c.busy and not c.answering_here else "Send (Enter)")
 
     # inspector ----------------------------------------------------------------------------
     def _refresh_inspector(self, newest: int | None = None) -> None:

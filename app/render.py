@@ -18,8 +18,11 @@ from PySide6.QtGui import (QColor, QFontDatabase, QTextBlockFormat, QTextCharFor
                            QTextCursor, QTextDocument, QTextFormat)
 
 from .code_blocks import add_headers, code_blocks, colour
+from .text_positions import utf16_len, utf16_positions
 from .provenance import DRAFT, Provenance
 
+# GitHub Markdown without HTML: `List<String>`, `a<b` or `<div>` are text to show, not tags
+MARKDOWN = QTextDocument.MarkdownDialectGitHub | QTextDocument.MarkdownNoHTML
 WHITESPACE = str.maketrans({"\n": " ", "\t": " ", "\r": " ", "\u2028": " ", "\u2029": " ",
                             "\xa0": " "})
 NEAR = 16  # a skip this short over source syntax is taken without checking
@@ -88,7 +91,7 @@ def render(document: QTextDocument, text: str, provenance: Provenance | None, *,
            palette: Palette | None = None) -> RenderMap:
     document.clear()
     if markdown:
-        document.setMarkdown(text, QTextDocument.MarkdownDialectGitHub)
+        document.setMarkdown(text, MARKDOWN)
     else:
         document.setPlainText(text)
     chars, positions = [], []
@@ -97,13 +100,14 @@ def render(document: QTextDocument, text: str, provenance: Provenance | None, *,
         if chars:
             chars.append("\n")  # a paragraph separator (never painted)
             positions.append(None)
-        start = block.position()
         block_text = block.text()
         chars.extend(block_text)
-        positions.extend(range(start, start + len(block_text)))
+        positions.extend(utf16_positions(block_text, block.position()))
         block = block.next()
-    mapping = align(text, "".join(chars))
+    rendered = "".join(chars)
+    mapping = align(text, rendered)
     result = RenderMap({p: s for p, s in zip(positions, mapping) if p is not None and s is not None})
+    widths = {p: utf16_len(c) for p, c in zip(positions, rendered) if p is not None}
     if palette is not None:
         batch = QTextCursor(document)
         batch.beginEditBlock()  # one relayout for all the formatting below, not one per range
@@ -111,7 +115,7 @@ def render(document: QTextDocument, text: str, provenance: Provenance | None, *,
         blocks = code_blocks(document) if markdown else []
         colour(document, blocks, palette.dark)
         if highlight and provenance is not None:
-            _paint(document, provenance, result, palette)
+            _paint(document, provenance, result, widths, palette)
         if blocks:
             result.code = [b.text for b in blocks]
             inserted = add_headers(document, blocks, palette.header_background or palette.code_background,
@@ -131,7 +135,7 @@ def _shifted(by_position: dict[int, int], inserted: list[tuple[int, int]]) -> di
 
 
 def _paint(document: QTextDocument, provenance: Provenance, result: RenderMap,
-           palette: Palette) -> None:
+           widths: dict[int, int], palette: Palette) -> None:
     draft = QTextCharFormat()
     draft.setBackground(palette.draft)
     if palette.mark is not None:
@@ -141,10 +145,11 @@ def _paint(document: QTextDocument, provenance: Provenance, result: RenderMap,
     ranges: list[list[int]] = []
     for position, source in result.by_position.items():
         if provenance.kind_at(source) == DRAFT:
+            end = position + widths[position]  # an emoji is two positions: never split it
             if ranges and ranges[-1][1] == position:
-                ranges[-1][1] = position + 1
+                ranges[-1][1] = end
             else:
-                ranges.append([position, position + 1])
+                ranges.append([position, end])
     cursor = QTextCursor(document)
     for start, end in ranges:
         cursor.setPosition(start)

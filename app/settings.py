@@ -3,7 +3,8 @@
 Values outside the engine's ranges are refused by the widgets. A settings file edited by
 hand is checked against the engine's own ranges and drafter registry: a bad field falls
 back to its default, the file is corrected and the original kept beside it, and the
-message says so once. A file that is not JSON at all is kept aside and the defaults used.
+message says so once. A file that is not UTF-8 JSON at all is moved aside and the defaults
+used; one that cannot be read or kept aside is never saved over.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from engine.drafters import resolve_drafter_name
 from engine.errors import EngineError
 from engine.settings import (DRAFT_COUNT_RANGE, MAX_TOKENS_RANGE, NGRAM_ORDER_RANGE, DraftSettings,
                              GenerationRequest, SamplingSettings)
-from engine.untrusted import aside_path
+from engine.untrusted import aside_path, move_aside
 
 TEMPERATURE_RANGE = (0.0, 5.0)
 TOP_P_RANGE = (0.0, 1.0)
+ZOOM_RANGE = (0.5, 3.0)  # the transcript's text size, a factor of the normal size
+VARIED_TEMPERATURE = 0.7  # "Regenerate with temperature 0.7": one answer that can differ
 SETTINGS_FILE = "settings.json"
 
 
@@ -39,6 +42,7 @@ class AppSettings:
     system_prompt: str = "You are a helpful assistant."
     model: str | None = None  # None: the embedded default; else a folder or a hub id
     highlight: bool = True
+    zoom: float = 1.0
 
     RANGES = {
         "draft_count": DRAFT_COUNT_RANGE,
@@ -47,6 +51,7 @@ class AppSettings:
         "max_tokens": MAX_TOKENS_RANGE,
         "temperature": TEMPERATURE_RANGE,
         "top_p": TOP_P_RANGE,
+        "zoom": ZOOM_RANGE,
     }
 
     def problems(self) -> list[str]:
@@ -100,22 +105,25 @@ class SettingsStore:
     def __init__(self, folder: Path | None = None):
         self.path = Path(folder or engine_paths.config_dir()) / SETTINGS_FILE
         self.message: str | None = None
+        self.protected = False  # a file that could not be read nor kept aside: never overwritten
 
     def load(self) -> AppSettings:
         self.message = None
+        self.protected = False
         try:
             if not self.path.exists():
                 return AppSettings()
-            text = self.path.read_text(encoding="utf-8")
-        except (OSError, ValueError) as error:
+            raw = self.path.read_bytes()
+        except OSError as error:
+            self.protected = True
             self.message = (f"The settings file {self.path} could not be read ({error}); "
-                            "the defaults are used.")
+                            "the defaults are used and the file is left as it is.")
             return AppSettings()
         try:
-            data = json.loads(text)
+            data = json.loads(raw.decode("utf-8"))
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
-        except ValueError as error:
+        except ValueError as error:  # UnicodeDecodeError included
             kept = self._keep_aside("corrupt", move=True)
             self.message = (f"The settings file {self.path} could not be read ({error}); "
                             f"the defaults are used. {kept}")
@@ -132,23 +140,48 @@ class SettingsStore:
         return settings
 
     def _keep_aside(self, why: str, move: bool) -> str:
-        """Keep the file as it is under a new name; a sentence saying where (or why not)."""
-        target = aside_path(self.path, why)
+        """Keep the file as it is under a new name; a sentence saying where (or why not).
+        A file that cannot be kept is protected: this run does not save over it."""
         try:
             if move:
-                self.path.rename(target)
+                target = move_aside(self.path, why)
             else:
+                target = aside_path(self.path, why)
                 target.write_bytes(self.path.read_bytes())
         except OSError as error:
-            return f"The file was left as it is ({error})."
+            self.protected = True
+            return (f"The file could not be kept aside ({error}) and is left as it is; "
+                    "settings changed now are not saved.")
         return f"The original file was kept as {target.name}."
 
     def save(self, settings: AppSettings) -> None:
+        """Write the whole file under a temporary name, flush it to the disk, then rename it
+        over the old one: a crash leaves the old file or the new one, never a part."""
+        if self.protected:
+            raise OSError(f"{self.path} is left as it is because it could not be read")
         data = {k: v for k, v in asdict(settings).items() if k != "RANGES"}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(data, indent=2), encoding="utf-8")
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        with open(temporary, "w", encoding="utf-8") as file:
+            file.write(json.dumps(data, indent=2))
+            file.flush()
+            os.fsync(file.fileno())
         os.replace(temporary, self.path)
+        _sync_folder(self.path.parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    """Flush a rename to the disk (folders cannot be opened on Windows: nothing to do)."""
+    try:
+        descriptor = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
 
 
 def _validated(data: dict) -> tuple[AppSettings, list[str]]:

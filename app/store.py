@@ -15,6 +15,7 @@ import json
 import os
 import sqlite3
 import time
+import unicodedata
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -312,15 +313,15 @@ class Store:
         return session
 
     def sessions(self, search: str = "") -> list[Session]:
-        """Newest first; ``search`` matches titles and message text (case-insensitive)."""
+        """Newest first; ``search`` matches titles and message text, ignoring case and
+        Unicode forms ("été" finds "ÉTÉ", "strasse" finds "Straße")."""
         if search:
-            escaped = search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            pattern = f"%{escaped}%"
+            self.db.create_function("folded", 1, folded, deterministic=True)
             rows = self.db.execute(
                 "SELECT DISTINCT s.id, s.title, s.created, s.updated FROM sessions s "
                 "LEFT JOIN messages m ON m.session_id = s.id "
-                r"WHERE s.title LIKE ? ESCAPE '\' OR m.content LIKE ? ESCAPE '\' "
-                "ORDER BY s.updated DESC", (pattern, pattern))
+                "WHERE instr(folded(s.title), ?1) OR instr(folded(m.content), ?1) "
+                "ORDER BY s.updated DESC", (folded(search),))
         else:
             rows = self.db.execute("SELECT id, title, created, updated FROM sessions "
                                    "ORDER BY updated DESC")
@@ -423,6 +424,12 @@ class Store:
                 message.provenance = Provenance.from_tokens(message.content, tokens)
             result.append(message)
         return result
+
+
+def folded(text: str | None) -> str:
+    """``text`` for comparing: Unicode's NFKC case folding (composed and decomposed accents,
+    full-width letters and case differences all fold to the same string)."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFD", text or "").casefold())
 
 
 def _json(text: str | None) -> dict:

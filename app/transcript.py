@@ -19,8 +19,12 @@ from .code_blocks import COPY_SCHEME
 from .livestats import footer_text
 from .provenance import Provenance
 from .render import RenderMap, render
+from .settings import VARIED_TEMPERATURE
 
 REFRESH_MS = 80
+REPEATS_HINT = (f"At temperature 0 the model writes the same answer again. Regenerate with "
+                f"temperature {VARIED_TEMPERATURE:g} writes one that can differ (the Temperature "
+                "setting stays as it is).")
 READABLE_WIDTH = 820  # the transcript column's widest, so lines stay readable on wide screens
 ZOOM_STEPS = (0.8, 0.9, 1.0, 1.15, 1.3, 1.5, 1.75, 2.0)
 
@@ -95,6 +99,7 @@ class MessageView(QFrame):
     copyRequested = Signal(str)
     inspectRequested = Signal(object)  # MessageView
     regenerateRequested = Signal()
+    variedRequested = Signal()  # regenerate once at VARIED_TEMPERATURE
     versionRequested = Signal(int, int)  # message id, -1 previous / +1 next
     editRequested = Signal(int, str)  # message id, its text
 
@@ -162,6 +167,19 @@ class MessageView(QFrame):
         self.footer.setWordWrap(True)
         self.footer.setVisible(False)
         layout.addWidget(self.footer)
+        self.vary_row = QWidget(self)  # under the last answer at temperature 0
+        row = QHBoxLayout(self.vary_row)
+        row.setContentsMargins(0, 0, 0, 0)
+        hint = QLabel("Temperature 0 writes this same answer again.")
+        hint.setObjectName("hint")
+        hint.setWordWrap(True)
+        row.addWidget(hint, 1)
+        self.vary_button = self._tool(f"Regenerate with temperature {VARIED_TEMPERATURE:g}",
+                                      REPEATS_HINT)
+        self.vary_button.clicked.connect(self.variedRequested.emit)
+        row.addWidget(self.vary_button)
+        self.vary_row.setVisible(False)
+        layout.addWidget(self.vary_row)
 
     def _tool(self, text: str, tip: str) -> QToolButton:
         button = QToolButton(self)
@@ -267,6 +285,7 @@ class TranscriptView(QScrollArea):
     copyRequested = Signal(str)
     inspectRequested = Signal(object)
     regenerateRequested = Signal()
+    variedRequested = Signal()
     versionRequested = Signal(int, int)
     editRequested = Signal(int, str)
 
@@ -292,6 +311,7 @@ class TranscriptView(QScrollArea):
         self.views: list[MessageView] = []
         self.highlight = True
         self.markdown = True
+        self.repeats = False  # Regenerate would write the same answer (temperature 0)
         self.streaming_view: MessageView | None = None
         self._follow = True
         self.verticalScrollBar().rangeChanged.connect(self._range_changed)
@@ -305,8 +325,12 @@ class TranscriptView(QScrollArea):
 
     def zoom(self, step: int) -> float:
         """Text size: +1 bigger, -1 smaller, 0 back to normal. Returns the factor."""
-        self.zoom_index = (ZOOM_STEPS.index(1.0) if step == 0 else
-                           min(max(self.zoom_index + step, 0), len(ZOOM_STEPS) - 1))
+        return self.set_zoom(1.0 if step == 0 else
+                             ZOOM_STEPS[min(max(self.zoom_index + step, 0), len(ZOOM_STEPS) - 1)])
+
+    def set_zoom(self, factor: float) -> float:
+        """Text size: the step nearest ``factor``. Returns that step."""
+        self.zoom_index = min(range(len(ZOOM_STEPS)), key=lambda i: abs(ZOOM_STEPS[i] - factor))
         font = self.column.font()
         font.setPointSizeF(self.base_point_size * ZOOM_STEPS[self.zoom_index])
         self.column.setFont(font)
@@ -348,6 +372,7 @@ class TranscriptView(QScrollArea):
         view.copyRequested.connect(self.copyRequested)
         view.inspectRequested.connect(self.inspectRequested)
         view.regenerateRequested.connect(self.regenerateRequested)
+        view.variedRequested.connect(self.variedRequested)
         view.versionRequested.connect(self.versionRequested)
         view.editRequested.connect(self.editRequested)
         self.layout_.insertWidget(self.layout_.count() - 1, view)
@@ -407,12 +432,21 @@ class TranscriptView(QScrollArea):
     def _update_regenerate(self) -> None:
         last_assistant = next((v for v in reversed(self.views) if v.role == "assistant"), None)
         for view in self.views:
-            view.regenerate_button.setVisible(view is last_assistant and view is self.views[-1]
-                                              and self.streaming_view is None)
+            shown = view is last_assistant and view is self.views[-1] and self.streaming_view is None
+            view.regenerate_button.setVisible(shown)
+            view.regenerate_button.setToolTip(REPEATS_HINT if self.repeats else
+                                              "Write this answer again")
+            view.vary_row.setVisible(shown and self.repeats)
+
+    def set_repeats(self, repeats: bool) -> None:
+        """At temperature 0 Regenerate writes the same answer: say so, offer another way."""
+        self.repeats = repeats
+        self._update_regenerate()
 
     def set_busy(self, busy: bool) -> None:
         for view in self.views:
-            for button in (view.regenerate_button, view.edit_button, view.previous_button,
+            for button in (view.regenerate_button, view.vary_button, view.edit_button,
+                           view.previous_button,
                            view.next_button):
                 button.setEnabled(not busy)
             if not busy:
