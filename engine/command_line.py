@@ -8,6 +8,7 @@ import sys
 
 from .events import ProgressEvent
 from .settings import DraftSettings, GenerationRequest, SamplingSettings
+from .verify_cost import curve_from_spec
 
 
 def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +35,12 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, help="random seed for sampling")
     parser.add_argument("--max-tokens", type=int, default=256,
                         help="most new tokens in the answer (default %(default)s)")
+    parser.add_argument("--cost-curve", metavar="NAME|FILE",
+                        help="plan drafts and estimate the speed-up on this verify-cost curve: a "
+                        "shipped device curve by name (see engine/curves) or a JSON file mapping "
+                        'n to seconds per pass, {"1": 0.0084, "2": 0.0130, ...} (default: this '
+                        "model's curve measured on this machine); wall-clock times stay this "
+                        "machine's")
 
 
 def request_from_args(args, prompt: str, raw: bool) -> GenerationRequest:
@@ -45,7 +52,8 @@ def request_from_args(args, prompt: str, raw: bool) -> GenerationRequest:
         max_tokens=args.max_tokens,
         draft=DraftSettings(drafter=args.drafter, draft_count=args.draft_count,
                             ngram_order=args.ngram_order, ngram_min=args.ngram_min,
-                            adaptive=args.adaptive),
+                            adaptive=args.adaptive,
+                            cost_curve=curve_from_spec(args.cost_curve) if args.cost_curve else None),
         sampling=SamplingSettings(temperature=args.temperature, top_p=args.top_p, seed=args.seed),
     ).validated()
 

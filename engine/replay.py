@@ -30,6 +30,7 @@ from .session import ChatSession
 from .session import prompt_tokens as request_tokens
 from .settings import DraftSettings, GenerationRequest
 from .stats import DecodeStats, summary_line
+from .verify_cost import curve_from_spec
 
 
 @dataclass
@@ -161,8 +162,11 @@ def replay_request(loaded, request, answer_tokens: Sequence[int], ended: bool,
     as the engine did; the model's measured verify-cost curve in ``memory``, or saved on
     disk, sorts the results; never measured on this machine: sorted by tokens per pass)."""
     prompt = request_tokens(loaded, request)
-    curve = (memory or AdaptiveMemory()).curve(model_key(loaded))
-    cost = curve if curve.measured else None
+    if request.draft.cost_curve is not None:  # a device curve asked for
+        cost = request.draft.cost_curve.curve()
+    else:
+        curve = (memory or AdaptiveMemory()).curve(model_key(loaded))
+        cost = curve if curve.measured else None
     eos = list(loaded.tokenizer.eos_token_ids)
     end_token = eos[0] if ended and eos else None
     return replay_many(prompt, answer_tokens, configs, cost=cost, end_token=end_token,
@@ -183,7 +187,9 @@ def run_replay(args) -> int:
     loaded = load_model(args.model)
     request = GenerationRequest(messages=[{"role": "user", "content": args.prompt}],
                                 model=args.model, max_tokens=args.max_tokens,
-                                draft=DraftSettings(drafter="none")).validated()
+                                draft=DraftSettings(drafter="none", cost_curve=(
+                                    curve_from_spec(args.cost_curve) if args.cost_curve else None))
+                                ).validated()
     done = [e for e in ChatSession(loaded).generate(request) if isinstance(e, DoneEvent)][-1]
     names = list(DRAFTERS) if args.drafters == "all" else args.drafters.split(",")
     configs = configurations(names, [int(k) for k in args.draft_counts.split(",")],

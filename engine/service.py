@@ -25,7 +25,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
-from .adaptive import timing_steps
 from .decode import Target
 from .drafters import DRAFTERS
 from .errors import EngineError
@@ -36,11 +35,11 @@ from .models import load_model
 from .replay import replay_request
 from .session import ChatSession
 from .settings import GenerationRequest
+from .verify_cost import MEASURE_CONTEXT, timing_steps
 
 log = logging.getLogger(__name__)
 
 MAX_KEPT_CHATS = 8
-CALIBRATION_CONTEXT = 256  # tokens in the cache while the verify cost is measured
 
 
 def _settle_mlx_at_exit() -> None:
@@ -300,7 +299,7 @@ class EngineService:
             async with self._lock:
                 if self._loaded is not loaded:
                     return
-                context = min(CALIBRATION_CONTEXT, loaded.context_length // 2)
+                context = min(MEASURE_CONTEXT, loaded.context_length // 2)
                 target.prefill([0] * context)
             steps = timing_steps(target)
             samples = None

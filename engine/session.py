@@ -163,10 +163,11 @@ class ChatSession:
         stats.drafter_s += time.perf_counter() - drafter_started
         yield from self._attach_model()
         policy = None
+        named = request.draft.cost_curve.curve() if request.draft.cost_curve is not None else None
         if request.draft.adaptive and loaded.speculates:
             # never measured on this machine: a prior curve, refined by this answer's passes
-            # (the service measures between answers)
-            policy = self.memory.adaptive.policy(self.model_key, self.drafter)
+            # (the service measures between answers); or the device curve asked for
+            policy = self.memory.adaptive.policy(self.model_key, self.drafter, curve=named)
         stats.prefill_s = time.perf_counter() - started
 
         tokenizer = loaded.tokenizer
@@ -208,7 +209,7 @@ class ChatSession:
         finally:
             decoder.close()  # a pipelined decoder gives back the pass it queued ahead
         detokenizer.finalize()
-        if policy is not None:
-            stats.estimate_speedup(policy.curve)
+        if named is not None or policy is not None:
+            stats.estimate_speedup(named if named is not None else policy.curve)
         yield DoneEvent(finish, detokenizer.text, out_tokens, from_draft,
                         stats.to_dict(), stats.timing_dict())

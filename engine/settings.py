@@ -34,6 +34,9 @@ class DraftSettings:
     ngram_min: int = 1
     adaptive: bool = True  # off: draft exactly draft_count tokens whenever the drafter can
     options: dict[str, Any] = field(default_factory=dict)
+    # a device curve to plan with and to estimate on (``engine.verify_cost.NamedCurve``, from
+    # the command line's --cost-curve); None: this model's curve measured on this machine
+    cost_curve: Any = None
 
     def validated(self) -> "DraftSettings":
         """Checked settings (EngineError names what is wrong), with the drafter's name resolved."""

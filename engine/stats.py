@@ -10,9 +10,12 @@
 - tokens_per_pass = emitted / passes (mean acceptance length of the visible answer).
 - acceptance_rate = accepted / drafted.
 - first_token_s: from the request to the first pass's tokens (prompt reading included).
-- estimated_speedup: plain decoding's predicted time over this answer's, from the measured
-  verify-cost curve c(n) (seconds for one pass over n tokens): (emitted + end) * c(1) over
-  sum of c(1 + drafted) per pass + drafter time. An estimate: both sides are predicted.
+- pass_sizes[j]: the tokens pass j verified (1 + the draft tokens it sent).
+- estimated_speedup: plain decoding's predicted time over this answer's, from a verify-cost
+  curve c(n) (seconds for one pass over n tokens): (emitted + end) * c(1) over the sum of
+  c(pass_sizes[j]) + drafter time. An estimate: both sides are predicted.
+  estimate_curve names the curve: "measured" (for this model on this machine), a device
+  curve's name, or a guess (the model's curve was not measured yet).
 - per_position_acceptance[i]: share of passes with a draft at position i where it was accepted.
 - llama.cpp-style drafter counters: calls, gen_drafts, acc_drafts, gen_tokens, acc_tokens.
 """
@@ -20,6 +23,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+
+def _text_or_none(value) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _whole_numbers(value) -> list[int]:
+    """A stored list of counts, kept only if it is one (stored answers are untrusted input)."""
+    if not isinstance(value, list):
+        return []
+    return [n for n in value if isinstance(n, int) and not isinstance(n, bool) and n > 0]
 
 
 def _ratio(numerator: float, denominator: float) -> float:
@@ -49,6 +63,8 @@ class DecodeStats:
     first_pass_s: float = 0.0
     ended: bool = False  # the answer ended with the end-of-answer token
     estimated_speedup: float | None = None
+    estimate_curve: str | None = None
+    pass_sizes: list[int] = field(default_factory=list)
 
     def record_pass(self, drafted: int, accepted: int, emitted: int, seconds: float,
                     ended: bool = False) -> tuple[int, int]:
@@ -61,6 +77,7 @@ class DecodeStats:
         if not self.passes:
             self.first_pass_s = seconds
         self.passes += 1
+        self.pass_sizes.append(1 + drafted)
         self.calls += 1
         self.drafted += drafted
         self.accepted += accepted
@@ -88,13 +105,16 @@ class DecodeStats:
             sizes[d] = drafted[d - 1] - drafted[d]
         return {d: n for d, n in sizes.items() if n}
 
-    def estimate_speedup(self, cost) -> float | None:
-        """Set and return ``estimated_speedup`` from a cost curve ``cost(n)`` (seconds)."""
+    def estimate_speedup(self, cost, source: str | None = None) -> float | None:
+        """Set and return ``estimated_speedup`` from a cost curve ``cost(n)`` (seconds);
+        ``source`` names the curve (default: the curve's own ``source``)."""
         if not self.passes or cost is None:
             return None
-        spent = sum(n * cost(1 + d) for d, n in self.draft_sizes().items()) + self.drafter_s
+        sizes = self.pass_sizes or [1 + d for d, n in self.draft_sizes().items() for _ in range(n)]
+        spent = sum(cost(n) for n in sizes) + self.drafter_s
         plain = (self.emitted + int(self.ended)) * cost(1)
         self.estimated_speedup = plain / spent if spent > 0 else None
+        self.estimate_curve = source or getattr(cost, "source", None)
         return self.estimated_speedup
 
     @classmethod
@@ -124,7 +144,9 @@ class DecodeStats:
             accepted_length_counts=lengths,
             first_pass_s=max(float(timing.get("first_token_s", 0.0)) - float(timing.get("prefill_s", 0.0)), 0.0),
             ended=bool(stats.get("ended", False)),
-            estimated_speedup=stats.get("estimated_speedup"))
+            estimated_speedup=stats.get("estimated_speedup"),
+            estimate_curve=_text_or_none(stats.get("estimate_curve")),
+            pass_sizes=_whole_numbers(stats.get("pass_sizes")))
 
     @property
     def first_token_s(self) -> float:
@@ -164,6 +186,8 @@ class DecodeStats:
             "ended": self.ended,
             "estimated_speedup": (round(self.estimated_speedup, 3)
                                   if self.estimated_speedup is not None else None),
+            "estimate_curve": self.estimate_curve,
+            "pass_sizes": list(self.pass_sizes),
             "drafter_counters": {
                 "calls": self.calls,
                 "gen_drafts": self.gen_drafts,
@@ -204,7 +228,8 @@ def summary_line(stats: dict, timing: dict | None = None, finish_reason: str | N
         else:
             parts.append("no drafts")
         if stats.get("estimated_speedup"):
-            parts.append(f"≈{stats['estimated_speedup']:.1f}× faster than plain (estimate)")
+            parts.append(f"≈{stats['estimated_speedup']:.1f}× faster than plain "
+                         f"({estimate_label(stats.get('estimate_curve'))})")
     if "tokens_per_s" in timing:
         parts.append(f"{timing['tokens_per_s']:.1f} tok/s")
     if timing.get("first_token_s"):
@@ -221,3 +246,13 @@ def summary_line(stats: dict, timing: dict | None = None, finish_reason: str | N
 def _grow(values: list[int], length: int) -> None:
     if len(values) < length:
         values.extend([0] * (length - len(values)))
+
+
+def estimate_label(curve: str | None) -> str:
+    """How a speed-up estimate names its curve: 'estimate', 'estimate on the h100-7b-bf16
+    curve', or 'a guess: not measured for this model yet'."""
+    if not curve or curve == "measured":
+        return "estimate"
+    if curve.startswith("a guess"):
+        return curve
+    return f"estimate on the {curve}"

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from engine import adaptive
+from engine import adaptive, verify_cost
 from engine.adaptive import AcceptanceTracker, AdaptivePolicy, CostCurve
 from engine.decode import Target, TokenChooser, speculative_decode
 from engine.drafters import make_drafter
@@ -108,23 +108,23 @@ def test_cost_curve_is_measured_once_and_cached_on_disk(tmp_path):
     assert not memory.measured("tiny-key")  # nothing on disk: the prior shape
     curve = memory.measure("tiny-key", target)
     assert target.offset == before  # measuring leaves the cache as it was
-    assert adaptive.cost_path("tiny-key").exists()
+    assert verify_cost.cost_path("tiny-key").exists()
     again = adaptive.AdaptiveMemory().curve("tiny-key")  # from disk, no target needed
     assert again.measured and again.lengths == curve.lengths
 
 
 def test_corrupt_cost_file_is_reported_and_measured_again(caplog):
-    path = adaptive.cost_path("broken")
+    path = verify_cost.cost_path("broken")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("{]")
-    assert adaptive.load_cost_curve("broken") is None
+    assert verify_cost.load_cost_curve("broken") is None
     assert "Ignoring the verify-cost file" in caplog.text
     target = Target(make_tiny_llama(seed=3))
     target.prefill([5, 6, 7])
     memory = adaptive.AdaptiveMemory()
     assert not memory.measured("broken")
     memory.measure("broken", target)
-    assert json.loads(path.read_text())["version"] == adaptive.COST_VERSION
+    assert json.loads(path.read_text())["version"] == verify_cost.COST_VERSION
 
 
 def run(model, prompt, settings, policy=None, max_tokens=40):
@@ -225,11 +225,11 @@ def test_adaptive_is_on_by_default():
 
 
 def test_a_prior_curve_takes_its_seconds_from_the_first_pass_and_keeps_its_shape():
-    curve = adaptive.prior_cost_curve()
+    curve = verify_cost.prior_cost_curve()
     assert not curve.measured
     curve.observe(1, 0.02)  # this machine: 20 ms for one token
     assert curve(1) == pytest.approx(0.02)
-    assert curve(4) / curve(1) == pytest.approx(adaptive.PRIOR_RATIOS[4])
+    assert curve(4) / curve(1) == pytest.approx(verify_cost.PRIOR_RATIOS[4])
     curve.observe(4, 0.02)  # here four tokens cost what one does (a GPU): learned per length
     for _ in range(30):
         curve.observe(4, 0.02)

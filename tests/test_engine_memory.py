@@ -4,7 +4,7 @@ for a measurement."""
 import asyncio
 import time
 
-from engine import adaptive, service as service_module
+from engine import adaptive, service as service_module, verify_cost
 from engine.events import DoneEvent, PassEvent, ProgressEvent, TokenEvent
 from engine.memory import EngineMemory
 from engine.model_ngrams import model_key
@@ -29,12 +29,12 @@ async def collect(stream):
 
 def test_first_answer_without_a_cost_file_starts_at_once(tiny_loaded, tmp_path, monkeypatch):
     monkeypatch.setenv("DRAFTLESS_CACHE_DIR", str(tmp_path / "cache"))
-    assert not adaptive.cost_path(model_key(tiny_loaded)).exists()
+    assert not verify_cost.cost_path(model_key(tiny_loaded)).exists()
 
     def no_measuring(*args, **kwargs):
         raise AssertionError("an answer must not wait for the verify-cost measurement")
 
-    monkeypatch.setattr(adaptive, "timing_steps", no_measuring)
+    monkeypatch.setattr(verify_cost, "timing_steps", no_measuring)
     monkeypatch.setattr(adaptive, "measure_cost_curve", no_measuring)
     memory = EngineMemory()
     events = list(ChatSession(tiny_loaded, memory).generate(chat().validated()))
@@ -78,7 +78,7 @@ def test_service_measures_between_answers_and_answers_meanwhile(tiny_model_dir, 
         while not service.memory.adaptive.measured(key) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert service.memory.adaptive.measured(key)
-        assert adaptive.cost_path(key).exists()  # saved: the next launch starts measured
+        assert verify_cost.cost_path(key).exists()  # saved: the next launch starts measured
         assert adaptive.AdaptiveMemory().measured(key)
     finally:
         service.shutdown()

@@ -239,12 +239,12 @@ def test_healthy_weights_load(tiny_loaded):
     '{"version":1,"seconds":{"-1":0.05}}',
 ])
 def test_a_bad_verify_cost_file_is_set_aside_and_measured_again(text, tmp_path, monkeypatch, caplog):
-    from engine import adaptive
+    from engine import adaptive, verify_cost
 
-    path = adaptive.cost_path("bad-cost")
+    path = verify_cost.cost_path("bad-cost")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-    assert adaptive.load_cost_curve("bad-cost") is None
+    assert verify_cost.load_cost_curve("bad-cost") is None
     assert len(said(caplog)) == 1 and "measured again" in said(caplog)[0]
     kept = list(path.parent.glob(path.name + ".corrupt-*"))
     assert len(kept) == 1 and kept[0].read_text() == text
@@ -254,28 +254,28 @@ def test_a_bad_verify_cost_file_is_set_aside_and_measured_again(text, tmp_path, 
     assert not memory.measured("bad-cost")  # the prior shape until measured again
     curve = memory.measure("bad-cost", target)
     assert curve(1) > 0 and curve(9) > 0
-    assert adaptive.validated_cost_points(json.loads(path.read_text()))  # a sane new file
+    assert verify_cost.validated_cost_points(json.loads(path.read_text()))  # a sane new file
 
 
 def test_a_sane_verify_cost_file_is_used_as_it_is():
-    from engine import adaptive
+    from engine import verify_cost
 
-    path = adaptive.cost_path("good-cost")
+    path = verify_cost.cost_path("good-cost")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text('{"version":1,"seconds":{"1":0.05,"2":0.049,"8":0.09}}')  # noise is fine
-    curve = adaptive.load_cost_curve("good-cost")
+    curve = verify_cost.load_cost_curve("good-cost")
     assert curve.lengths == [1, 2, 8]
 
 
 def test_an_answer_after_a_bad_verify_cost_file_works(tiny_loaded, monkeypatch):
     """Issue 10.6 as reported: every answer failed with ZeroDivisionError."""
-    from engine import adaptive
+    from engine import verify_cost
     from engine.events import DoneEvent
     from engine.session import ChatSession
     from engine.settings import GenerationRequest
 
     session = ChatSession(tiny_loaded)
-    path = adaptive.cost_path(session.model_key)
+    path = verify_cost.cost_path(session.model_key)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text('{"version":1,"seconds":{"0":0.05}}')
     request = GenerationRequest(prompt="abcabcabc", raw=True, max_tokens=6,

@@ -9,7 +9,7 @@ ones may not fit where this runs), with the tokenizer of ``--tokenizer`` (defaul
 embedded model's folder). For that model it prints:
 
 1. **c(n)**: verify cost of one pass of n tokens at a ``--context``-token context, timed
-   by ``engine.adaptive.timing_steps`` (the loop's own pass: forward, argmax, ``.tolist()``),
+   by ``engine.verify_cost.timing_steps`` (the loop's own pass: forward, argmax, ``.tolist()``),
    least and median of ``--repeats``; and c(n)/c(1).
 2. **Pass-length invariance**: the logits of 16 positions from one 16-token pass against
    16 one-token passes (max difference, argmax flips); with ``--near-ties``, the same over
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import mlx.core as mx
 
-from ..adaptive import CostCurve, timing_steps
+from ..verify_cost import CostCurve, timing_steps
 from ..decode import Target
 from ..drafters import measurement_options
 from ..events import DoneEvent, PassEvent

@@ -20,7 +20,7 @@ import math
 import statistics
 from collections import defaultdict
 
-from ..adaptive import CostCurve
+from ..verify_cost import CostCurve
 from ..stats import DecodeStats
 from .workloads import NOTHING_TO_COPY, TASK_ORDER
 
@@ -33,7 +33,7 @@ GOAL_GEOMEAN = 1.6
 
 def cost_ratio(curve: dict, n: float, key: str = "ratio") -> float:
     """c(n)/c(1) of a measured curve (``results.json``'s ``verify_cost``), interpolated as
-    the engine does (``engine.adaptive.CostCurve``)."""
+    the engine does (``engine.verify_cost.CostCurve``)."""
     return CostCurve({int(k): v for k, v in curve[key].items()}).base(n)
 
 

@@ -18,7 +18,8 @@ import time
 import mlx.core as mx
 from mlx_lm.models.cache import KVCache
 
-from ..adaptive import AdaptiveMemory, cost_path
+from ..adaptive import AdaptiveMemory
+from ..verify_cost import cost_path
 from ..decode import DraftTree, Target
 from ..drafters import measurement_options
 from ..events import DoneEvent

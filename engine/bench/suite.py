@@ -44,7 +44,7 @@ from pathlib import Path
 from mlx.utils import tree_flatten
 
 from .. import _blas
-from ..adaptive import timing_steps
+from ..verify_cost import timing_steps
 from ..decode import Target
 from ..drafters import DEFAULT_DRAFTER, DRAFTERS, measurement_options
 from ..errors import EngineError
@@ -246,7 +246,7 @@ def compare(run: EngineRun, reference: list[int]) -> None:
 # ---------------------------------------------------------------- verify cost c(n)
 
 def verify_cost_curve(loaded, prefix_tokens: list[int], ns: list[int], repeats: int) -> dict:
-    """c(n) after a realistic prefix, timed as the engine times it (``adaptive.timing_steps``)."""
+    """c(n) after a realistic prefix, timed as the engine times it (``verify_cost.timing_steps``)."""
     target = Target(loaded.model)
     prefix = prefix_tokens[:-max(ns)]
     probe = prefix_tokens[len(prefix):]

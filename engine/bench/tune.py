@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 
 from .. import adaptive as adaptive_module
-from ..adaptive import AdaptiveMemory, CostCurve, match_class
+from ..adaptive import AdaptiveMemory, match_class
+from ..verify_cost import CostCurve
 from ..decode import _cut_at_eos
 from ..drafters import make_drafter, measurement_options
 from ..drafters.stores import DrafterStores
@@ -37,15 +38,17 @@ PRIOR_STRENGTH = 1.0  # pseudo-observations of a fitted prior, as the flat Beta(
 def simulate(chat: list[dict], drafter_name: str, draft_count: int, adaptive: bool,
              memory: AdaptiveMemory, model_key: str, seconds: dict[int, float],
              eos: int, options: dict | None = None, classes: dict | None = None,
-             stores: DrafterStores | None = None) -> dict:
+             stores: DrafterStores | None = None, drafter=None) -> dict:
     """Replay one chat (``[{"prompt": tokens, "answer": tokens, "stop": bool}]``, turns in
     order, one drafter for the whole chat as ``ChatSession`` keeps it) and return
-    ``{"plain_s", "spec_s", "passes", "emitted", "drafter_s"}``."""
+    ``{"plain_s", "spec_s", "passes", "emitted", "drafter_s"}``. ``drafter``: an instance
+    to replay instead of the registered ``drafter_name`` (a peer's strategy)."""
     curve = CostCurve(seconds)
-    settings = DraftSettings(drafter=drafter_name, draft_count=draft_count, adaptive=adaptive,
-                             options=measurement_options(drafter_name) if options is None
-                             else options).validated()
-    drafter = make_drafter(settings)
+    if drafter is None:
+        settings = DraftSettings(drafter=drafter_name, draft_count=draft_count, adaptive=adaptive,
+                                 options=measurement_options(drafter_name) if options is None
+                                 else options).validated()
+        drafter = make_drafter(settings)
     drafter.attach_model(model_key, stores=stores if stores is not None else DrafterStores())
     policy = memory.policy(model_key, drafter) if adaptive else None
     if policy is not None:

@@ -1,0 +1,78 @@
+"""Peers' drafting rules as replay-only strategies (benchmark only, not in the app's list).
+
+Each class follows the drafter protocol, so ``engine.bench.tune.simulate`` replays it over
+the check answers with a fixed draft count, as the peer drafts, and charges its passes on
+any verify-cost curve: the peers are judged on the same curve as Draftless.
+
+- ``hf-prompt-lookup``: Hugging Face transformers' prompt lookup decoding
+  (``PromptLookupCandidateGenerator`` with its defaults ``max_matching_ngram_size=2``,
+  ``num_output_tokens=10``): for n = 2, then 1, the **earliest** earlier occurrence of the
+  last n tokens anywhere in the sequence; the up to 10 tokens after it, never past the end
+  of the sequence.
+- ``vllm-ngram``: vLLM's n-gram proposer (``_find_longest_matched_ngram_and_propose_tokens``):
+  the longest suffix of length ``prompt_lookup_min..prompt_lookup_max`` that occurred
+  before, its earliest occurrence, and the up to k tokens after it, never past the end.
+  Parameters as vLLM's documentation example: k = 5, n from 1 to 4.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..drafters.base import Drafter
+
+
+class _CopyPeer(Drafter):
+    """A peer that copies what followed an earlier occurrence of the history's end."""
+
+    name = "peer"
+    summary = "benchmark only"
+    draft_count = 10
+    sizes: tuple[int, ...] = (2, 1)  # n-gram sizes tried, in order
+
+    def __init__(self, settings=None):
+        super().__init__(settings)
+        self.tokens: list[int] = []
+        self.first_at: dict[tuple, int] = {}  # n-gram -> where its first occurrence ends
+
+    def reset(self, prompt_tokens: Sequence[int]) -> None:
+        self.tokens, self.first_at = [], {}
+        self.observe(prompt_tokens)
+
+    def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None) -> None:
+        for token in emitted:
+            self.tokens.append(int(token))
+            end = len(self.tokens)
+            for n in self.sizes:
+                if end >= n:
+                    self.first_at.setdefault(tuple(self.tokens[end - n:end]), end)
+
+    def propose(self, history, k: int) -> list[list[int]]:
+        tokens, end = self.tokens, len(self.tokens)
+        k = min(k, self.draft_count)
+        for n in self.sizes:
+            if end < n:
+                continue
+            start = self.first_at.get(tuple(tokens[end - n:]))
+            if start is not None and start < end:  # an earlier occurrence, not the end itself
+                self.match_length = n
+                return [tokens[start:min(start + k, end)]]
+        self.match_length = 0
+        return []
+
+
+class HFPromptLookupPeer(_CopyPeer):
+    name = "hf-prompt-lookup"
+    summary = "Hugging Face prompt lookup: earliest match of the last 2, then 1 tokens; 10 tokens"
+    draft_count = 10
+    sizes = (2, 1)
+
+
+class VllmNgramPeer(_CopyPeer):
+    name = "vllm-ngram"
+    summary = "vLLM n-gram proposer: longest suffix match (1..4), earliest occurrence; 5 tokens"
+    draft_count = 5
+    sizes = (4, 3, 2, 1)
+
+
+PEER_DRAFTERS = {cls.name: cls for cls in (HFPromptLookupPeer, VllmNgramPeer)}

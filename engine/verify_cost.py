@@ -1,0 +1,285 @@
+"""Verify cost c(n): seconds for one target pass over n tokens. This module owns the curve,
+its file and its timing; ``engine.adaptive`` only plans with a curve it is given.
+
+- **Measured for this model on this machine** (``measure_cost_curve``, or the service in
+  steps of one pass between answers, ``timing_steps``), at ``MEASURE_CONTEXT`` tokens of
+  context, and cached on disk ($DRAFTLESS_CACHE_DIR or the user cache dir,
+  ``verify-cost/<model>.json``; a file that is not a sane curve is kept aside as
+  ``.corrupt-<stamp>``, reported once and measured again).
+- **Before that**, a prior shape (``PRIOR_RATIOS``), put in seconds by the first pass it
+  sees. A speed-up estimated on it is a guess and says so (``CostCurve.source``).
+- **Named device curves** (``engine/curves/*.json``, shipped with the package): what a pass
+  costs on other hardware, for planning and benchmarks (``--cost-curve NAME|FILE``). A FILE
+  is a JSON object mapping n to seconds per pass, ``{"1": 0.0084, "2": 0.0130, ...}``.
+- **Online**, each pass's measured time rescales the curve (an exponential average of
+  observed / predicted, per length), so load on the machine and a prior's wrong shape are
+  followed. A named curve is planned on as it is: its seconds are another machine's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import _blas
+from .decode import Target
+from .errors import EngineError, warn
+from .paths import cache_dir
+from .untrusted import move_aside, read_regular_file, write_atomic
+
+log = logging.getLogger(__name__)
+
+COST_LENGTHS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96)
+COST_VERSION = 1
+MAX_COST_FILE_BYTES = 1 << 20  # a curve file is a few hundred bytes
+SCALE_RATE = 0.1
+LOCAL_PRIOR = 5.0  # observations at one length before its own scale outweighs the global one
+LOCAL_WEIGHT_CAP = 20
+# c(n) / c(1) before a model's curve was measured here: about the embedded model's on this
+# project's 2-core x86 CPU with OpenBLAS alone (the committed report's c(3)..c(48), over the
+# c(1) = 48.5 ms and c(2) = 59 ms measured without the one-row library), far steeper than a
+# GPU's flat curve.
+PRIOR_RATIOS = {1: 1.0, 2: 1.2, 4: 1.5, 8: 1.8, 16: 2.1, 32: 3.2, 64: 5.5, 96: 8.0}
+CURVES_DIR = Path(__file__).resolve().parent / "curves"
+
+
+class CostCurve:
+    """Piecewise-linear c(n) through measured points, corrected online.
+
+    Timing noise only ever adds time, so the measured points are made non-decreasing by
+    taking, for each n, the least time measured at n or any longer pass. Online, every
+    pass's observed / predicted ratio feeds a global scale and a per-length scale; a
+    length's own scale counts more as its observations accumulate.
+    """
+
+    def __init__(self, points: dict[int, float], measured: bool = True, source: str = "measured",
+                 fixed: bool = False):
+        self.measured = measured  # False: a prior shape in relative units
+        self.anchored = measured  # seconds, not relative units (a prior: after its first pass)
+        self.source = source  # what an estimate made on this curve names ("measured", a device)
+        self.fixed = fixed  # another device's seconds: passes timed here do not rescale it
+        self.lengths = sorted(points)
+        seconds = [points[n] for n in self.lengths]
+        for i in range(len(seconds) - 2, -1, -1):
+            seconds[i] = min(seconds[i], seconds[i + 1])
+        self.seconds = seconds
+        self.scale = 1.0
+        self.local: dict[int, list[float]] = {}  # n -> [ratio average, observations]
+
+    def base(self, n: float) -> float:
+        xs, ys = self.lengths, self.seconds
+        if n <= xs[0]:
+            return ys[0]
+        for i in range(1, len(xs)):
+            if n <= xs[i]:
+                t = (n - xs[i - 1]) / (xs[i] - xs[i - 1])
+                return ys[i - 1] + t * (ys[i] - ys[i - 1])
+        if len(xs) == 1:
+            return ys[0] * n / xs[0]
+        slope = max((ys[-1] - ys[-2]) / (xs[-1] - xs[-2]), 0.0)
+        return ys[-1] + slope * (n - xs[-1])
+
+    def __call__(self, n: float) -> float:
+        local = self.local.get(int(n))
+        if local is None:
+            return self.scale * self.base(n)
+        ratio, seen = local
+        weight = min(seen, LOCAL_WEIGHT_CAP)
+        return self.base(n) * (weight * ratio + LOCAL_PRIOR * self.scale) / (weight + LOCAL_PRIOR)
+
+    @property
+    def guess(self) -> bool:
+        """Whether this is the prior shape, not a curve measured for the model."""
+        return not self.measured and not self.fixed
+
+    def observe(self, n: int, seconds: float) -> None:
+        if self.fixed:
+            return
+        if not self.anchored:
+            if seconds > 0:  # a prior's shape, put in this machine's seconds by its first pass
+                factor = seconds / self.base(n)
+                self.seconds = [s * factor for s in self.seconds]
+                self.anchored = True
+            return
+        predicted = self.base(n)
+        if predicted > 0 and seconds > 0:
+            ratio = min(max(seconds / predicted, 0.2), 5.0)
+            self.scale += SCALE_RATE * (ratio - self.scale)
+            local = self.local.setdefault(int(n), [ratio, 0])
+            local[0] += SCALE_RATE * (ratio - local[0])
+            local[1] += 1
+
+    def to_dict(self) -> dict:
+        return {str(n): s for n, s in zip(self.lengths, self.seconds)}
+
+
+MEASURE_CONTEXT = 512
+
+
+def cost_path(model_key: str) -> Path:
+    # one- and two-row products as sgemv (engine/_blas.py) change c(1) and c(2): their own curve
+    products = "-rowgemv" if _blas.row_gemv else ""
+    return cache_dir() / "verify-cost" / f"{model_key}{products}-v{COST_VERSION}.json"
+
+
+def prior_cost_curve() -> CostCurve:
+    return CostCurve(PRIOR_RATIOS, measured=False, source="a guess: not measured for this model yet")
+
+
+def timing_steps(target, lengths=COST_LENGTHS, repeats: int = 3, tokens=None):
+    """Time target passes of each length at the cache's current context, one pass per step.
+
+    A generator: each step runs one pass (as the loop does: forward, then argmax of every
+    row), undoes it in the cache and yields ``(done, total, samples)`` with ``samples[n]``
+    the seconds measured so far at n. Every shape is run once untimed first; then lengths
+    are visited round-robin ``repeats`` times, rotated each round, so a burst of load
+    elsewhere on the machine inflates one sample rather than one length. ``tokens``: the
+    pass's input (default zeros: the cost does not depend on which tokens). Each pass is
+    undone by restoring a checkpoint, so recurrent state is put back as well.
+    """
+    import mlx.core as mx
+
+    lengths = list(lengths)
+    tokens = list(tokens) if tokens is not None else [0] * max(lengths)
+    start = target.checkpoint()
+    samples: dict[int, list[float]] = {n: [] for n in lengths}
+    total = (repeats + 1) * len(lengths)
+    done = 0
+    for rep in range(-1, repeats):
+        shift = max(rep, 0) % len(lengths)
+        for n in lengths[shift:] + lengths[:shift]:
+            began = time.perf_counter()
+            mx.argmax(target.forward(tokens[:n]), axis=-1).tolist()
+            elapsed = time.perf_counter() - began
+            target.restore(start)
+            if rep >= 0:
+                samples[n].append(elapsed)
+            done += 1
+            yield done, total, samples
+
+
+def measure_cost_curve(target, lengths=COST_LENGTHS, repeats: int = 3) -> dict[int, float]:
+    """The least time of each length (see ``timing_steps``) at the chat's context length.
+
+    The passes run on a cache of their own (the same context length, at most
+    ``MEASURE_CONTEXT`` tokens), never the chat's: a chat's cache is left as it was.
+    """
+    probe = Target(target.model)
+    probe.prefill([0] * min(target.offset, MEASURE_CONTEXT))
+    samples: dict[int, list[float]] = {}
+    for _, _, samples in timing_steps(probe, lengths, repeats):
+        pass
+    return {n: min(values) for n, values in samples.items()}
+
+
+MAX_COST_LENGTH = 1 << 16
+MAX_PASS_SECONDS = 600.0
+SLOWER_MARGIN = 2.0  # a longer pass measured as fast as half a shorter one: not noise
+
+
+def validated_cost_points(data) -> dict[int, float]:
+    """The points of a verify-cost file, or ValueError saying what is wrong with them.
+
+    Lengths are integers from 1 (plain decoding must be among them), times finite and
+    positive, and the curve monotone enough: no pass more than ``SLOWER_MARGIN`` times
+    faster than a shorter one (timing noise only ever adds time).
+    """
+    if not isinstance(data, dict) or data.get("version") != COST_VERSION:
+        raise ValueError("not a version-1 verify-cost file")
+    seconds = data.get("seconds")
+    if not isinstance(seconds, dict) or not seconds:
+        raise ValueError("no timings")
+    points = {}
+    for length, value in seconds.items():
+        if not (isinstance(length, str) and length.isdigit() and 1 <= int(length) <= MAX_COST_LENGTH):
+            raise ValueError(f"length {length!r} is not an integer from 1 to {MAX_COST_LENGTH}")
+        if (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)
+                or not 0 < value <= MAX_PASS_SECONDS):
+            raise ValueError(f"time {value!r} for length {length} is not a positive number of seconds")
+        points[int(length)] = float(value)
+    if 1 not in points:
+        raise ValueError("no timing for a one-token pass")
+    slowest = 0.0
+    for length in sorted(points):
+        if points[length] * SLOWER_MARGIN < slowest:
+            raise ValueError(f"a {length}-token pass is timed far faster than a shorter one")
+        slowest = max(slowest, points[length])
+    return points
+
+
+def load_cost_curve(model_key: str) -> CostCurve | None:
+    """The cached curve, or None: missing, or bad (then kept aside, said once, re-measured)."""
+    path = cost_path(model_key)
+    if not path.exists():
+        return None
+    try:
+        data = read_regular_file(path, MAX_COST_FILE_BYTES).decode("utf-8")
+        return CostCurve(validated_cost_points(json.loads(data)))
+    except (OSError, ValueError, RecursionError) as error:
+        try:
+            kept = f"kept as {move_aside(path).name}"
+        except OSError as move_error:
+            kept = f"left in place ({move_error})"
+        warn(f"Ignoring the verify-cost file {path} ({error}); it was {kept} and this "
+             "machine's verify speed will be measured again.")
+        return None
+
+
+def save_cost_curve(model_key: str, curve: CostCurve) -> None:
+    path = cost_path(model_key)
+    try:
+        write_atomic(path, json.dumps({"version": COST_VERSION, "seconds": curve.to_dict()}))
+    except OSError as error:
+        log.warning("Could not save the verify-cost curve %s: %s", path, error)
+
+
+@dataclass(frozen=True)
+class NamedCurve:
+    """A device curve to plan with: its name, where its numbers come from, c(n) in seconds."""
+
+    name: str
+    source: str
+    seconds: dict[int, float]
+
+    def curve(self) -> "CostCurve":
+        return CostCurve(self.seconds, source=f"{self.name} curve", fixed=True)
+
+
+def _points(seconds) -> dict[int, float]:
+    return validated_cost_points({"version": COST_VERSION, "seconds": seconds})
+
+
+def named_curves() -> dict[str, NamedCurve]:
+    """The device curves shipped with the package, by name."""
+    curves = {}
+    for path in sorted(CURVES_DIR.glob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        curves[path.stem] = NamedCurve(path.stem, data["source"], _points(data["seconds"]))
+    return curves
+
+
+def curve_from_spec(spec: str) -> NamedCurve:
+    """``--cost-curve NAME|FILE``: a shipped curve by name, or a JSON file mapping n to
+    seconds per pass (or holding that map under ``seconds``); EngineError if neither."""
+    curves = named_curves()
+    if spec in curves:
+        return curves[spec]
+    path = Path(spec).expanduser()
+    if not path.exists():
+        raise EngineError(f"No cost curve named {spec!r} and no such file. Named curves: "
+                          f"{', '.join(curves)}; or give a JSON file such as "
+                          '{"1": 0.0084, "2": 0.0130, "4": 0.0141}.')
+    try:
+        data = json.loads(read_regular_file(path, MAX_COST_FILE_BYTES))
+        seconds = data.get("seconds", data) if isinstance(data, dict) else data
+        if isinstance(seconds, dict) and "median_s" in seconds:  # a report's verify_cost
+            seconds = seconds["median_s"]
+        points = _points(seconds)
+    except (OSError, ValueError, RecursionError) as error:
+        raise EngineError(f"The cost curve {path} cannot be used ({error}). It must be a JSON "
+                          'object mapping n to seconds per pass, e.g. {"1": 0.0084, "2": 0.0130}.') from None
+    return NamedCurve(path.name, f"file {path}", points)

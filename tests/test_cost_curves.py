@@ -1,0 +1,129 @@
+"""Verify-cost curves as data: shipped device curves by name, a JSON file of n -> seconds,
+estimates that name their curve, and the peers' drafting rules replayed faithfully."""
+
+import json
+import random
+
+import pytest
+
+from engine.bench.peer_drafters import HFPromptLookupPeer, VllmNgramPeer
+from engine.errors import EngineError
+from engine.session import ChatSession
+from engine.settings import DraftSettings, GenerationRequest
+from engine.stats import summary_line
+from engine.verify_cost import curve_from_spec, named_curves
+
+pytestmark = pytest.mark.usefixtures("private_dirs")
+
+
+def test_every_shipped_curve_loads_and_states_its_source():
+    curves = named_curves()
+    assert {"cpu-epyc-2core-135m-f32-rowgemv", "h100-135m-f32", "h100-7b-bf16", "h100-7b-4bit",
+            "apple-m2pro-135m-f32-estimate", "flat-2pct"} <= set(curves)
+    for curve in curves.values():
+        assert 1 in curve.seconds and curve.source
+    assert "Estimate, not a measurement" in curves["apple-m2pro-135m-f32-estimate"].source
+
+
+def test_a_curve_file_maps_n_to_seconds(tmp_path):
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({"1": 0.0084, "2": 0.0130, "4": 0.0141}))
+    curve = curve_from_spec(str(path))
+    assert curve.seconds == {1: 0.0084, 2: 0.0130, 4: 0.0141} and curve.name == "mine.json"
+    report = tmp_path / "report.json"  # a report's verify_cost object works too
+    report.write_text(json.dumps({"seconds": {"median_s": {"1": 0.02, "3": 0.03}}}))
+    assert curve_from_spec(str(report)).seconds == {1: 0.02, 3: 0.03}
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"1": 0.01, "2": "x"}', "not a positive number of seconds"),
+    ('{"2": 0.01}', "no timing for a one-token pass"),
+    ("[1, 2]", "no timings"),
+    ("{not json", "cannot be used"),
+])
+def test_a_bad_curve_file_is_a_clear_error(tmp_path, text, message):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(EngineError, match=message):
+        curve_from_spec(str(path))
+
+
+def test_an_unknown_name_lists_the_shipped_curves():
+    with pytest.raises(EngineError, match="h100-7b-bf16"):
+        curve_from_spec("no-such-curve")
+
+
+def test_a_named_curve_plans_and_its_estimate_can_be_checked_from_pass_sizes(tiny_loaded):
+    named = curve_from_spec("h100-7b-bf16")
+    request = GenerationRequest(prompt="abcabcabcabcabcabc", raw=True, max_tokens=24,
+                                draft=DraftSettings(drafter="prompt-lookup", cost_curve=named)).validated()
+    done = list(ChatSession(tiny_loaded).generate(request))[-1]
+    stats, curve = done.stats, named.curve()
+    assert stats["estimate_curve"] == "h100-7b-bf16 curve"
+    assert len(stats["pass_sizes"]) == stats["passes"] and all(n >= 1 for n in stats["pass_sizes"])
+    plain = (stats["emitted"] + int(stats["ended"])) * curve(1)
+    spent = sum(curve(n) for n in stats["pass_sizes"]) + done.timing["drafter_s"]
+    assert stats["estimated_speedup"] == pytest.approx(plain / spent, rel=2e-3)
+    assert "on the h100-7b-bf16 curve" in summary_line(stats, done.timing)
+    before = dict(zip(curve.lengths, curve.seconds))
+    curve.observe(3, 10.0)  # another device's seconds are not rescaled by this machine's passes
+    assert dict(zip(curve.lengths, curve.seconds)) == before and curve(3) == named.curve()(3)
+
+
+def test_an_estimate_on_a_curve_never_measured_says_it_is_a_guess(tiny_loaded):
+    request = GenerationRequest(prompt="abcabcabcabcabcabc", raw=True, max_tokens=12,
+                                draft=DraftSettings(drafter="prompt-lookup")).validated()
+    done = list(ChatSession(tiny_loaded).generate(request))[-1]
+    assert done.stats["estimate_curve"].startswith("a guess")
+    assert "a guess: not measured for this model yet" in summary_line(done.stats, done.timing)
+
+
+# ------------------------------------------------ the peers' rules, against their algorithms
+def hf_reference(tokens, k=10):
+    """transformers' PromptLookupCandidateGenerator: n = 2 then 1, first match, no overlap."""
+    for n in (2, 1):
+        if len(tokens) < n:
+            continue
+        for index in range(len(tokens) - n + 1):
+            if tokens[index:index + n] == tokens[-n:]:
+                start, end = index + n, min(index + n + k, len(tokens))
+                if start < end:
+                    return tokens[start:end]
+    return []
+
+
+def vllm_reference(tokens, k=5, low=1, high=4):
+    """vLLM's reversed-KMP search: the longest suffix match, its earliest occurrence."""
+    reverse, total = tokens[::-1], len(tokens)
+    lps, longest, position, previous, i = [0] * high, 0, 0, 0, 1
+    while i < total:
+        if reverse[previous] == reverse[i]:
+            previous += 1
+            if previous >= longest:
+                longest, position = previous, i
+            if i < high:
+                lps[i] = previous
+            if previous == high:
+                previous = lps[high - 1]
+            i += 1
+        elif previous:
+            previous = lps[previous - 1]
+        else:
+            i += 1
+    if longest < low:
+        return []
+    start = total - 1 - position + longest
+    return tokens[start:start + min(k, total - start)]
+
+
+@pytest.mark.parametrize("peer, reference", [(HFPromptLookupPeer, hf_reference),
+                                             (VllmNgramPeer, vllm_reference)])
+def test_peer_replays_draft_what_the_peers_algorithm_drafts(peer, reference):
+    rng = random.Random(0)
+    for _ in range(300):
+        tokens = [rng.randrange(6) for _ in range(rng.randrange(1, 60))]
+        drafter = peer()
+        drafter.reset(tokens[:1])
+        drafter.observe(tokens[1:])
+        got = drafter.propose(None, 100)
+        assert (got[0] if got else []) == reference(tokens), tokens
