@@ -28,7 +28,7 @@ def allowed_hosts(host: str, port: int) -> set[str] | None:
     address, where the API key it then requires keeps others out."""
     if host in WILDCARD_HOSTS:
         return None
-    names = {*LOCAL_NAMES, f"[{host}]" if ":" in host else host}
+    names = {*LOCAL_NAMES, (f"[{host}]" if ":" in host else host).lower()}
     return {f"{name}:{port}" for name in names} | (names if port == 80 else set())
 
 
@@ -108,10 +108,11 @@ def guarded_protocol(header_seconds: float, max_connections: int):
             super().connection_made(transport)
             self.opened = time.monotonic()
             self._await_headers()
-            open_ones = [c for c in self.connections if not c.transport.is_closing()]
-            if len(open_ones) > max_connections:
-                idle = [c for c in open_ones if c.header_timer is not None and c is not self]
-                min(idle, key=lambda c: c.opened, default=self).transport.close()
+            if len(self.connections) > max_connections:  # (closing ones leave it soon)
+                open_ones = [c for c in self.connections if not c.transport.is_closing()]
+                if len(open_ones) > max_connections:
+                    idle = [c for c in open_ones if c.header_timer is not None and c is not self]
+                    min(idle, key=lambda c: c.opened, default=self).transport.close()
 
         def _await_headers(self) -> None:
             self.header_timer = self.loop.call_later(header_seconds, self.transport.close)
