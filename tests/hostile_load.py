@@ -69,6 +69,19 @@ def stream_once(port: int, max_tokens: int, timeout: float) -> int:
         connection.close()
 
 
+def count_open(sockets: list[socket.socket]) -> int:
+    """How many of these non-blocking sockets the server has not closed."""
+    still_open = 0
+    for s in list(sockets):
+        try:
+            still_open += s.recv(1) != b""  # b"": the server closed it
+        except BlockingIOError:
+            still_open += 1
+        except OSError:
+            pass
+    return still_open
+
+
 def run(port: int, stalled: int, clients: int, seconds: float, stop_chars: int,
         max_tokens: int = 64) -> dict:
     deadline = time.monotonic() + seconds
@@ -96,59 +109,64 @@ def run(port: int, stalled: int, clients: int, seconds: float, stop_chars: int,
 
     head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Slow: ".encode()
     sockets: list[socket.socket] = []
-    began = time.perf_counter()
-    for _ in range(stalled):
-        if time.monotonic() > deadline:
-            break
-        s = socket.socket()
-        s.settimeout(2)
-        try:
-            s.connect(("127.0.0.1", port))
-            s.sendall(head)
-            s.setblocking(False)
-            sockets.append(s)
-        except OSError:
-            s.close()
-            results["stalled_refused"] += 1
-    results["stalled_opened"] = len(sockets)
-    results["stalled_open_seconds"] = round(time.perf_counter() - began, 2)
+
+    def opener():
+        began = time.perf_counter()
+        for _ in range(stalled):
+            if time.monotonic() > deadline:
+                break
+            s = socket.socket()
+            s.settimeout(2)
+            try:
+                s.connect(("127.0.0.1", port))
+                s.sendall(head)
+                s.setblocking(False)
+                sockets.append(s)
+            except OSError:
+                s.close()
+                results["stalled_refused"] += 1
+        results["stalled_opened"] = len(sockets)
+        results["stalled_open_seconds"] = round(time.perf_counter() - began, 2)
+        time.sleep(0.5)
+        results["stalled_still_open_after_opening"] = count_open(sockets)
+
     threads = [threading.Thread(target=streamer, daemon=True) for _ in range(clients)]
-    threads.append(threading.Thread(target=huge_stop, daemon=True))
+    threads += [threading.Thread(target=huge_stop, daemon=True),
+                threading.Thread(target=opener, daemon=True)]
     for thread in threads:
         thread.start()
     latencies, failures, next_trickle = [], 0, time.monotonic() + 1
+    start = time.perf_counter()
+    slowest: list[tuple[float, float]] = []  # (latency, seconds into the run)
     while time.monotonic() < deadline:
         began = time.perf_counter()
         try:
             status = request(port, "GET", "/health", timeout=5)[0]
             latencies.append(time.perf_counter() - began)
+            slowest = sorted([*slowest, (round(latencies[-1], 3), round(began - start, 1))])[-3:]
             failures += status != 200
         except OSError:
             failures += 1
         if time.monotonic() > next_trickle:  # a byte of header a second on each stalled one
-            for s in sockets:
+            for s in list(sockets):
                 try:
                     s.send(b"x")
                 except OSError:
                     pass
             next_trickle += 1
         time.sleep(0.1)
-    still_open = 0
-    for s in sockets:
-        try:
-            still_open += s.recv(1) != b""  # b"": the server closed it
-        except BlockingIOError:
-            still_open += 1
-        except OSError:
-            pass
-        s.close()
     for thread in threads:
         thread.join(timeout=10)
+    still_open = count_open(sockets)
+    for s in sockets:
+        s.close()
     results.update({
         "stalled_still_open_at_end": still_open, "health_probes": len(latencies) + failures,
         "health_failures": failures,
         "health_median_s": round(statistics.median(latencies), 4) if latencies else None,
-        "health_max_s": round(max(latencies), 4) if latencies else None})
+        "health_max_s": round(max(latencies), 4) if latencies else None,
+        "health_p95_s": round(sorted(latencies)[int(0.95 * len(latencies))], 4) if latencies else None,
+        "health_slowest_at_s": slowest})
     return results
 
 

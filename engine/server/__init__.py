@@ -17,6 +17,9 @@ from ..errors import EngineError
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 API_KEY_VARIABLE = "DRAFTLESS_API_KEY"
+# connections the kernel may hold before the server accepts them; a client whose connection
+# finds the queue full tries again only after a second, so it is not small
+BACKLOG = 1024
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -127,7 +130,7 @@ def serve_http(app, args) -> None:
                                               "propagate": False}
     config = uvicorn.Config(
         app, host=args.host, port=args.port, log_level="warning", log_config=log_config,
-        timeout_graceful_shutdown=5, timeout_keep_alive=5, backlog=128,
+        timeout_graceful_shutdown=5, timeout_keep_alive=5, backlog=BACKLOG,
         http=guarded_protocol(args.header_seconds, args.max_connections))
     for handler in logging.getLogger("engine").handlers:
         handler.addFilter(RateLimitFilter())
