@@ -317,6 +317,7 @@ def test_scoped_chat_ids_reach_the_engine_prefixed():
     (b'{"prompt": "a\\udfff"}', "prompt"),
     (b'{"model": ["x"], "messages": [{"role": "user", "content": "hi"}]}', "model"),
     (b"[" * 100_000 + b"]" * 100_000, None),
+    (b'{"prompt": "a", "temperature": NaN}', None),
     (b'{"messages": [{"role": "user", "content": "hi"}], "stream": "false"}', "stream"),
     (b'{"messages": [{"role": "user", "content": "hi"}], "draftless": {"adaptive": "no"}}',
      "draftless.adaptive"),

@@ -70,6 +70,10 @@ def _sse(body: dict | str) -> bytes:
     return f"data: {body if isinstance(body, str) else json.dumps(body)}\n\n".encode()
 
 
+def _not_json(constant: str):
+    raise ValueError(f"{constant} is not a JSON value")
+
+
 def _digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode("utf-8", "replace")).hexdigest()[:16]
 
@@ -148,7 +152,7 @@ def create_app(service, options: ServerOptions) -> FastAPI:
             if len(raw) > options.max_body_bytes:
                 raise too_large
         try:
-            return json.loads(raw)
+            return json.loads(raw, parse_constant=_not_json)
         except RecursionError:
             raise ApiError(400, "The request body is nested too deeply.") from None
         except ValueError as error:
@@ -191,8 +195,12 @@ def create_app(service, options: ServerOptions) -> FastAPI:
                                    "queue_full"))
         except ApiError as error:
             return _error(error)
-        # the answer owns the turn now: it gives it up when the engine has finished
-        answer = Answer(service, parsed, Shaper(chat, options.model_name), stats, queue.release)
+        try:  # the answer owns the turn now: it gives it up when the engine has finished
+            answer = Answer(service, parsed, Shaper(chat, options.model_name), stats,
+                            queue.release)
+        except BaseException:
+            queue.release()
+            raise
         try:
             failed = await answer.start()
         except BaseException:  # the client went away (or the time ran out) while starting
