@@ -171,7 +171,7 @@ def test_load_script_small_health_stays_quick():
     assert results["huge_stop"]["status"] == 400
 
 
-def test_a_connection_that_sends_no_headers_in_time_is_closed(tiny_model_dir):
+def test_stalled_headers_are_cut_off_and_the_log_stays_short(tiny_model_dir):
     running = Server("--model", str(tiny_model_dir), "--header-seconds", "1").wait_ready()
     try:
         stalled = socket.create_connection(("127.0.0.1", running.port), timeout=10)
@@ -180,9 +180,14 @@ def test_a_connection_that_sends_no_headers_in_time_is_closed(tiny_model_dir):
         assert stalled.recv(100) == b""  # closed by the server, without an answer
         assert 0.5 < time.monotonic() - started < 5
         stalled.close()
+        for _ in range(30):  # each one a warning in uvicorn's log
+            with socket.create_connection(("127.0.0.1", running.port), timeout=10) as garbage:
+                garbage.sendall(b"NOT HTTP\r\n\r\n")
+                garbage.recv(1000)
         assert running.health()["status"] == "ok"
     finally:
-        running.stop()
+        log = running.stop()
+    assert 1 <= log.count("Invalid HTTP request received") <= 5, log
 
 
 def scripted_app(service, **options):
@@ -260,6 +265,22 @@ def test_a_request_past_its_time_cap_is_stopped_with_a_json_error():
         assert status == 503 and json.loads(body)["error"]["code"] == "timeout"
         assert streams[0].cancelled  # the engine stops at its next pass
         never.set()
+
+    asyncio.run(scenario())
+
+
+def test_a_reader_stalled_past_the_time_cap_is_cut_off_and_the_engine_moves_on():
+    service = ScriptedService()
+    service.queue(answer_events([(0, [("a", False)])] * 5))
+    app = scripted_app(service, max_request_seconds=0.3)
+
+    async def scenario():
+        never_read = asyncio.Event()
+        status, body = await asyncio.wait_for(
+            call(app, {"messages": HELLO, "stream": True}, never_read), 10)
+        assert status == 200 and body == b""  # the response began, then was cut off
+        health = json.loads((await call(app, None, path="/health"))[1])
+        assert health["running"] == 0 and health["finished"] == {"length": 1}
 
     asyncio.run(scenario())
 
