@@ -92,7 +92,7 @@ def run(port: int, stalled: int, clients: int, seconds: float, stop_chars: int,
     def streamer():
         while time.monotonic() < deadline - 5:  # one answer after another while the load lasts
             try:
-                events = stream_once(port, max_tokens, timeout=max(1.0, deadline - time.monotonic()))
+                events = stream_once(port, max_tokens, max(1.0, deadline - time.monotonic()))
             except OSError:
                 return
             with lock:
@@ -160,12 +160,13 @@ def run(port: int, stalled: int, clients: int, seconds: float, stop_chars: int,
     still_open = count_open(sockets)
     for s in sockets:
         s.close()
+    ordered = sorted(latencies)
     results.update({
         "stalled_still_open_at_end": still_open, "health_probes": len(latencies) + failures,
         "health_failures": failures,
         "health_median_s": round(statistics.median(latencies), 4) if latencies else None,
         "health_max_s": round(max(latencies), 4) if latencies else None,
-        "health_p95_s": round(sorted(latencies)[int(0.95 * len(latencies))], 4) if latencies else None,
+        "health_p95_s": round(ordered[int(0.95 * len(ordered))], 4) if ordered else None,
         "health_slowest_at_s": slowest})
     return results
 

@@ -2,10 +2,10 @@
 
 Routes: ``POST /v1/chat/completions`` and ``POST /v1/completions`` (streamed as server-sent
 events or not), ``GET /v1/models`` and ``/v1/models/{id}``, ``GET``/``HEAD /health``.
-``guard.py`` holds the limits on hostile clients (Host, Origin, time, connections). Drafting settings travel per request
-in a ``"draftless"`` object; defaults come from the command line. Under ``mlx.launch``
-with ``--shard``, rank 0 serves HTTP and the other ranks follow its model calls
-(``engine/distributed.py``).
+``guard.py`` holds the limits on hostile clients (Host, Origin, time, connections).
+Drafting settings travel per request in a ``"draftless"`` object; defaults come from the
+command line. Under ``mlx.launch`` with ``--shard``, rank 0 serves HTTP and the other ranks
+follow its model calls (``engine/distributed.py``).
 """
 
 from __future__ import annotations
