@@ -111,6 +111,7 @@ def run(port: int, stalled: int, clients: int, seconds: float, stop_chars: int,
     sockets: list[socket.socket] = []
 
     def opener():
+        time.sleep(0.2)  # the clients' first requests are under way when the flood begins
         began = time.perf_counter()
         for _ in range(stalled):
             if time.monotonic() > deadline:
