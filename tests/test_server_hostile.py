@@ -365,6 +365,8 @@ def test_scoped_chat_ids_reach_the_engine_prefixed():
     (b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": "5"}', "max_tokens"),
     (b'{"messages": [{"role": "user", "content": "hi"}], "user": 7}', "user"),
     (b'{"messages": [{"role": "user", "content": "hi"}], "chat_id": {"a": 1}}', "chat_id"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "chat_id": "' + b"c" * 257 + b'"}',
+     "chat_id"),
     (b'{"messages": [{"role": ["user"], "content": "hi"}]}', "messages[0].role"),
     (b'{"messages": [{"role": "user", "content": "hi"}], "stream_options": '
      b'{"include_usage": 1}}', "stream_options.include_usage"),

@@ -24,6 +24,7 @@ FIELD_TYPES = {
     "tools": "array", "functions": "array", "tool_choice": None, "function_call": None}
 MAX_STOPS = 4
 MAX_STOP_CHARS = 256
+MAX_CHAT_ID_CHARS = 256
 MAX_TEMPERATURE = 2.0  # OpenAI's bound (the engine itself would take up to 5)
 _JSON_TYPES = {"boolean": (bool,), "integer": (int,), "number": (int, float), "string": (str,),
                "object": (dict,), "array": (list,)}
@@ -201,6 +202,8 @@ def parse(body, chat: bool, defaults: Defaults, peer: str | None) -> ParsedReque
         max_tokens = body.get("max_tokens")
     if max_tokens is None:
         max_tokens = defaults.max_tokens
+    if len(body.get("chat_id") or "") > MAX_CHAT_ID_CHARS:
+        raise _bad(f"'chat_id' must be at most {MAX_CHAT_ID_CHARS} characters.", "chat_id")
     options = body.get("stream_options") or {}
     include_usage = typed(options.get("include_usage"), "boolean", "stream_options.include_usage")
     request = GenerationRequest(
