@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException
 from ..events import DoneEvent, ErrorEvent, PassEvent, TokenEvent
 from .guard import Guard
 from .queue import FairQueue, QueueFull
-from .requests import ApiError, Defaults, parse, typed
+from .requests import ApiError, Defaults, ParsedRequest, parse, typed
 from .responses import FINISH, Shaper, StopMatcher, provenance, returned_tokens, usage
 
 
@@ -158,7 +158,7 @@ def create_app(service, options: ServerOptions) -> FastAPI:
         except ValueError as error:
             raise ApiError(400, f"The request body is not valid JSON ({error}).") from None
 
-    def scoped(parsed, request: Request, user) -> object:
+    def scoped(parsed: ParsedRequest, request: Request, user) -> ParsedRequest:
         """The request with its chat id in the caller's own namespace: per API key, or
         without one per peer address and ``user``, so no client reaches another's chat."""
         chat_id = parsed.generation.chat_id
