@@ -129,7 +129,8 @@ class RemoteEngine:
         stats = DecodeStats(drafter=request.draft.drafter)
         try:
             response = self.client.chat.completions.create(
-                stream=True, extra_body=extra, **{k: v for k, v in body.items() if k != "model"},
+                stream=True, stream_options={"include_usage": True}, extra_body=extra,
+                **{k: v for k, v in body.items() if k != "model"},
                 model=self.model_name or "default")
             stream.response = response
             if should_stop():

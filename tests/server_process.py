@@ -59,8 +59,10 @@ class Server:
         self.stop()
         raise RuntimeError("server did not start in time")
 
-    def health(self) -> dict:
-        return request(self.port, "GET", "/health")[1]
+    def health(self, key: str | None = None) -> dict:
+        """/health; with an API key set, its details need ``key``."""
+        headers = {"Authorization": f"Bearer {key}"} if key else None
+        return request(self.port, "GET", "/health", headers=headers)[1]
 
     def stop(self) -> str:
         if self.launched:  # as Ctrl-C would: rank 0 shuts down and tells the others to stop

@@ -82,9 +82,9 @@ def test_stopping_a_remote_answer_cancels_it_on_the_server(server):
     import time
 
     deadline = time.monotonic() + 60
-    while server.health()["running"] and time.monotonic() < deadline:
+    while server.health("k3y")["running"] and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert server.health()["last"]["finish_reason"] == "cancelled"
+    assert server.health("k3y")["last"]["finish_reason"] == "cancelled"
 
 
 def test_unreachable_server_and_wrong_key_are_clear_messages(server):

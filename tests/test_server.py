@@ -45,7 +45,7 @@ def test_chat_greedy_equals_cli_generate_streamed_and_not(server, tiny_model_dir
     assert whole.usage.completion_tokens == 24
     assert whole.choices[0].finish_reason == "length"
 
-    chunks = list(chat.create(stream=True, **settings))
+    chunks = list(chat.create(stream=True, stream_options={"include_usage": True}, **settings))
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == expected["text"]
     passes = [c.model_extra["draftless"] for c in chunks if "draftless" in (c.model_extra or {})]
@@ -57,7 +57,7 @@ def test_chat_greedy_equals_cli_generate_streamed_and_not(server, tiny_model_dir
     # (passes may differ from the CLI's: adaptive draft length learns within a process)
     assert stats["passes"] == len(passes)
     assert stats["tokens_per_pass"] == pytest.approx(24 / len(passes), abs=1e-4)
-    assert chunks[-1].choices[0].finish_reason == "length"
+    assert chunks[-1].choices == [] and chunks[-2].choices[0].finish_reason == "length"
 
 
 def test_text_completion_equals_raw_generate(server, tiny_model_dir):

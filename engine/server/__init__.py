@@ -1,10 +1,11 @@
 """``python -m engine serve``: an OpenAI-compatible HTTP server over the engine service.
 
 Routes: ``POST /v1/chat/completions`` and ``POST /v1/completions`` (streamed as server-sent
-events or not), ``GET /v1/models``, ``GET /health``. Drafting settings travel per request
-in a ``"draftless"`` object; defaults come from the command line. Under ``mlx.launch``
-with ``--shard``, rank 0 serves HTTP and the other ranks follow its model calls
-(``engine/distributed.py``).
+events or not), ``GET /v1/models`` and ``/v1/models/{id}``, ``GET``/``HEAD /health``.
+``guard.py`` holds the limits on hostile clients (Host, Origin, time, connections).
+Drafting settings travel per request in a ``"draftless"`` object; defaults come from the
+command line. Under ``mlx.launch`` with ``--shard``, rank 0 serves HTTP and the other ranks
+follow its model calls (``engine/distributed.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from ..errors import EngineError
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 API_KEY_VARIABLE = "DRAFTLESS_API_KEY"
+# connections the kernel may hold before the server accepts them; a client whose connection
+# finds the queue full tries again only after a second, so it is not small
+BACKLOG = 1024
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +33,18 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help="requests that may wait for their turn; more get 429")
     parser.add_argument("--max-body-bytes", type=int, default=1 << 20,
                         help="larger request bodies get 413 (default %(default)s)")
+    parser.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                        help="a web origin (like http://localhost:3000) allowed to call the "
+                             "server from a browser; repeatable (default: none)")
+    parser.add_argument("--max-request-seconds", type=float, default=300,
+                        help="a request still running after this long is stopped "
+                             "(default %(default)s)")
+    parser.add_argument("--max-connections", type=int, default=1000,
+                        help="open connections; past it the one idle longest is closed "
+                             "(default %(default)s)")
+    parser.add_argument("--header-seconds", type=float, default=10,
+                        help="a connection must send its request headers within this time "
+                             "(default %(default)s)")
     parser.add_argument("--shard", choices=("tensor", "pipeline"),
                         help="split the model over the ranks of `mlx.launch` (rank 0 serves HTTP)")
 
@@ -49,14 +65,21 @@ def defaults_from_args(args):
 
 
 def run_serve(args) -> int:
-    import uvicorn
-
     from .app import ServerOptions, create_app
+    from .guard import allowed_hosts
 
     api_key = args.api_key or os.environ.get(API_KEY_VARIABLE) or None
     check_exposure(args.host, api_key)
     if not 1 <= args.max_queue <= 10_000:
         raise EngineError("--max-queue must be from 1 to 10000.")
+    if not 1 <= args.max_connections <= 100_000:
+        raise EngineError("--max-connections must be from 1 to 100000.")
+    if not (args.max_request_seconds > 0 and args.header_seconds > 0):
+        raise EngineError("--max-request-seconds and --header-seconds must be positive.")
+    for origin in args.cors_origin:
+        if not origin.startswith(("http://", "https://")) or origin.endswith("/"):
+            raise EngineError(f"--cors-origin {origin!r}: give an origin like "
+                              "http://localhost:3000 (scheme, host, port; no path).")
     defaults = defaults_from_args(args)
     if args.shard:
         from ..distributed import start_rank
@@ -70,15 +93,49 @@ def run_serve(args) -> int:
         service = EngineService()
     try:
         name, speculation = load(service, args.model, log)
-        app = create_app(service, ServerOptions(name, defaults, api_key, args.max_queue,
-                                                args.max_body_bytes, speculation))
+        app = create_app(service, ServerOptions(
+            name, defaults, api_key, args.max_queue, args.max_body_bytes, speculation,
+            allowed_hosts(args.host, args.port), tuple(args.cors_origin),
+            args.max_request_seconds))
         log(f"serving {name} on http://{args.host}:{args.port}/v1 "
             f"({'API key required' if api_key else 'no API key'})")
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning",
-                    timeout_graceful_shutdown=5)
+        serve_http(app, args)
     finally:
         service.shutdown()
     return 0
+
+
+def serve_http(app, args) -> None:
+    """uvicorn with the connection guards of ``guard.py`` and a rate-limited log."""
+    import copy
+    import logging
+    import resource
+
+    import uvicorn
+
+    from .guard import RateLimitFilter, guarded_protocol
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = args.max_connections + 256  # room for the model's files and the engine's own
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted if hard == resource.RLIM_INFINITY
+                                                    else min(wanted, hard), hard))
+    log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    log_config["filters"] = {"limit": {"()": RateLimitFilter}}
+    for handler in log_config["handlers"].values():
+        handler["filters"] = ["limit"]
+    # asyncio's own errors (an accept that ran out of file descriptors) go to the same log
+    log_config["loggers"]["asyncio"] = {"handlers": ["default"], "level": "WARNING",
+                                        "propagate": False}
+    log_config["loggers"]["engine.server"] = {"handlers": ["default"], "level": "WARNING",
+                                              "propagate": False}
+    config = uvicorn.Config(
+        app, host=args.host, port=args.port, log_level="warning", log_config=log_config,
+        timeout_graceful_shutdown=5, timeout_keep_alive=5, backlog=BACKLOG,
+        http=guarded_protocol(args.header_seconds, args.max_connections))
+    for handler in logging.getLogger("engine").handlers:
+        handler.addFilter(RateLimitFilter())
+    uvicorn.Server(config).run()
 
 
 def load(service, model: str | None, log) -> tuple[str, str]:

@@ -1,26 +1,30 @@
 """The HTTP routes (FastAPI): chat and text completions, models, health.
 
-Every route but ``/health`` checks ``Authorization: Bearer`` when a key is set. Answers run
-one at a time through a fair, bounded queue; a client that goes away cancels its answer at
-the engine's next pass.
+Every route but ``/health`` checks ``Authorization: Bearer`` when a key is set (``/health``
+then says only "ok" to others). ``guard.Guard`` checks Host, Origin and content-type first.
+Answers run one at a time through a fair, bounded queue; a client that goes away cancels
+its answer at the engine's next pass. A client's ``chat_id`` lives in its own namespace.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 
 from ..events import DoneEvent, ErrorEvent, PassEvent, TokenEvent
+from .guard import Guard
 from .queue import FairQueue, QueueFull
-from .requests import ApiError, Defaults, parse
-from .responses import FINISH, Shaper, StopMatcher, provenance, usage
+from .requests import ApiError, Defaults, ParsedRequest, parse, typed
+from .responses import FINISH, Shaper, StopMatcher, provenance, returned_tokens, usage
 
 
 @dataclass
@@ -31,6 +35,30 @@ class ServerOptions:
     max_queue: int = 16
     max_body_bytes: int = 1 << 20
     speculation: str = "on"
+    hosts: set[str] | None = None  # the Host header values answered (None: any)
+    cors_origins: tuple[str, ...] = ()  # web origins allowed to call (CORS); none by default
+    max_request_seconds: float = 300.0
+
+
+@dataclass
+class ServerStats:
+    """What ``/health`` tells a key holder about finished answers."""
+
+    finished: Counter = field(default_factory=Counter)
+    last_finish_reason: str | None = None
+    last_emitted: int = 0
+    last_passes: int = 0
+
+    def record(self, reason: str, done: DoneEvent | None) -> None:
+        self.finished[reason] += 1
+        self.last_finish_reason = reason
+        self.last_emitted = len(done.tokens) if done else 0
+        self.last_passes = done.stats.get("passes", 0) if done else 0
+
+    def to_dict(self) -> dict:
+        last = ({"finish_reason": self.last_finish_reason, "emitted": self.last_emitted,
+                 "passes": self.last_passes} if self.last_finish_reason else {})
+        return {"finished": dict(self.finished), "last": last}
 
 
 def _error(error: ApiError) -> JSONResponse:
@@ -42,13 +70,30 @@ def _sse(body: dict | str) -> bytes:
     return f"data: {body if isinstance(body, str) else json.dumps(body)}\n\n".encode()
 
 
+def _not_json(constant: str):
+    raise ValueError(f"{constant} is not a JSON value")
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode("utf-8", "replace")).hexdigest()[:16]
+
+
 def create_app(service, options: ServerOptions) -> FastAPI:
     """``service`` is an ``EngineService`` (or anything with its ``generate``)."""
     app = FastAPI(title="Draftless", docs_url=None, redoc_url=None, openapi_url=None)
     queue = FairQueue(options.max_queue)
-    finished: Counter[str] = Counter()
-    last: dict = {}
+    stats = ServerStats()
     served = {options.model_name, "default", "draftless"}
+    model_card = {"id": options.model_name, "object": "model", "created": 0,
+                  "owned_by": "draftless", "draftless": {"speculation": options.speculation}}
+
+    def presented_key(request: Request) -> str:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        return token.strip() if scheme.lower() == "bearer" else ""
+
+    def authorized(request: Request) -> bool:
+        return not options.api_key or hmac.compare_digest(
+            presented_key(request).encode(), options.api_key.encode())
 
     @app.exception_handler(HTTPException)
     async def http_error(request, error: HTTPException):
@@ -56,92 +101,131 @@ def create_app(service, options: ServerOptions) -> FastAPI:
         return _error(ApiError(error.status_code, f"{request.method} {request.url.path}: "
                                                   f"{error.detail}", kind))
 
+    @app.exception_handler(Exception)
+    async def internal_error(request, error: Exception):
+        return _error(ApiError(500, f"Internal error ({type(error).__name__}); see the "
+                                    "server's log.", "server_error"))
+
     @app.middleware("http")
     async def authorize(request: Request, call_next):
-        if options.api_key and request.url.path != "/health":
-            header = request.headers.get("authorization", "")
-            scheme, _, token = header.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(),
-                                                                     options.api_key.encode()):
-                return _error(ApiError(401, "Missing or wrong API key: send "
-                                            "'Authorization: Bearer <key>'.",
-                                       "authentication_error", "invalid_api_key"))
+        if request.url.path != "/health" and not authorized(request):
+            return _error(ApiError(401, "Missing or wrong API key: send "
+                                        "'Authorization: Bearer <key>'.",
+                                   "authentication_error", "invalid_api_key"))
         return await call_next(request)
 
-    @app.get("/health")
-    async def health():
+    if options.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=list(options.cors_origins),
+                           allow_methods=["GET", "POST"],
+                           allow_headers=["Authorization", "Content-Type"], max_age=600)
+    app.add_middleware(Guard, hosts=options.hosts, origins=set(options.cors_origins),
+                       max_seconds=options.max_request_seconds)
+
+    @app.api_route("/health", methods=["GET", "HEAD"])
+    async def health(request: Request):
+        if not authorized(request):  # without the key: no word about other clients
+            return {"status": "ok"}
         return {"status": "ok", "model": options.model_name, "running": int(queue.running),
-                "waiting": queue.waiting, "finished": dict(finished), "last": last}
+                "waiting": queue.waiting, **stats.to_dict()}
 
     @app.get("/v1/models")
     async def models():
-        return {"object": "list", "data": [{"id": options.model_name, "object": "model",
-                                            "created": 0, "owned_by": "draftless",
-                                            "draftless": {"speculation": options.speculation}}]}
+        return {"object": "list", "data": [model_card]}
+
+    @app.get("/v1/models/{model_id:path}")
+    async def model(model_id: str):
+        if model_id not in served:
+            return _error(ApiError(404, f"The model {model_id!r} does not exist here; this "
+                                        f"server serves {options.model_name!r}.",
+                                   "not_found_error", "model_not_found", "model"))
+        return model_card
 
     async def read_body(request: Request) -> dict:
+        too_large = ApiError(413, f"The request is larger than {options.max_body_bytes} bytes.",
+                             code="request_too_large")
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > options.max_body_bytes:
-            raise ApiError(413, f"The request is larger than {options.max_body_bytes} bytes.",
-                           code="request_too_large")
-        raw = b""
+            raise too_large
+        raw = bytearray()
         async for part in request.stream():
             raw += part
             if len(raw) > options.max_body_bytes:
-                raise ApiError(413, f"The request is larger than {options.max_body_bytes} bytes.",
-                               code="request_too_large")
+                raise too_large
         try:
-            return json.loads(raw)
+            return json.loads(raw, parse_constant=_not_json)
+        except RecursionError:
+            raise ApiError(400, "The request body is nested too deeply.") from None
         except ValueError as error:
             raise ApiError(400, f"The request body is not valid JSON ({error}).") from None
+
+    def scoped(parsed: ParsedRequest, request: Request, user) -> ParsedRequest:
+        """The request with its chat id in the caller's own namespace: per API key, or
+        without one per peer address and ``user``, so no client reaches another's chat."""
+        chat_id = parsed.generation.chat_id
+        if chat_id is None:
+            return parsed
+        if options.api_key:
+            scope = _digest("key", presented_key(request))
+        else:
+            scope = _digest("peer", request.client.host if request.client else "", user or "")
+        return replace(parsed, generation=replace(parsed.generation,
+                                                  chat_id=f"{scope}:{chat_id}"))
 
     async def complete(request: Request, chat: bool):
         try:
             body = await read_body(request)
-            model = body.get("model") if isinstance(body, dict) else None
+            model = typed(body.get("model"), "string", "model") if isinstance(body, dict) else None
             if model is not None and model not in served:
                 raise ApiError(404, f"The model {model!r} does not exist here; this server "
                                     f"serves {options.model_name!r} (see /v1/models).",
                                "not_found_error", "model_not_found", "model")
-            parsed = parse(body, chat, options.defaults,
-                           request.client.host if request.client else None)
-            turn = queue.turn(parsed.client or "anonymous")
-            await turn.__aenter__()
+            try:
+                parsed = parse(body, chat, options.defaults,
+                               request.client.host if request.client else None)
+            except ApiError:
+                raise
+            except Exception as error:  # whatever the body holds, the answer is a 400
+                raise ApiError(400, f"The request could not be read ({type(error).__name__}: "
+                                    f"{error}).") from None
+            parsed = scoped(parsed, request, body.get("user"))
+            await queue.acquire(parsed.client or "anonymous")
         except QueueFull:
             return _error(ApiError(429, f"The server is busy: {queue.waiting} requests are "
                                         "waiting. Try again shortly.", "rate_limit_error",
                                    "queue_full"))
         except ApiError as error:
             return _error(error)
-        answer = Answer(service, parsed, Shaper(chat, options.model_name), finished, last)
-        try:
-            first = await answer.start()
-        except BaseException:  # the client went away while the answer was starting
-            answer.cancel()
-            asyncio.get_running_loop().create_task(answer.drain(turn))
+        try:  # the answer owns the turn now: it gives it up when the engine has finished
+            answer = Answer(service, parsed, Shaper(chat, options.model_name), stats,
+                            queue.release)
+        except BaseException:
+            queue.release()
             raise
-        if isinstance(first, ApiError):
-            await turn.__aexit__(None, None, None)
-            return _error(first)
+        try:
+            failed = await answer.start()
+        except BaseException:  # the client went away (or the time ran out) while starting
+            answer.cancel()
+            raise
+        if failed is not None:
+            return _error(failed)
         if parsed.stream:
             async def chunks():
                 try:
-                    async for chunk in answer.chunks(first):
+                    async for chunk in answer.chunks():
                         yield chunk
                 finally:  # done, or the client went away: stop at the next pass
                     answer.cancel()
-                    asyncio.get_running_loop().create_task(answer.drain(turn))
 
             return StreamingResponse(chunks(), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
         watcher = asyncio.create_task(_cancel_on_disconnect(request, answer))
         try:
-            return JSONResponse(await answer.whole(first))
+            return JSONResponse(await answer.whole())
         except ApiError as error:
             return _error(error)
         finally:
             watcher.cancel()
-            await turn.__aexit__(None, None, None)
+            answer.cancel()
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
@@ -154,115 +238,129 @@ def create_app(service, options: ServerOptions) -> FastAPI:
     return app
 
 
-async def _cancel_on_disconnect(request: Request, answer: "Answer") -> None:
+async def _cancel_on_disconnect(request: Request, answer: Answer) -> None:
     while not await request.is_disconnected():
         await asyncio.sleep(0.2)
     answer.cancel()
 
 
-class Answer:
-    """One request's run on the engine, as OpenAI chunks or one OpenAI body."""
+@dataclass
+class Piece:
+    """What the reader of an answer gets: one pass (its tokens and the text they add once
+    stop strings are applied), then the end: a DoneEvent (with the held-back text and the
+    tokens the client got) or an ErrorEvent."""
 
-    def __init__(self, service, parsed, shaper: Shaper, finished: Counter, last: dict):
+    event: PassEvent | DoneEvent | ErrorEvent
+    tokens: list[TokenEvent] = field(default_factory=list)
+    text: str = ""
+    completion_tokens: int = 0
+
+
+class Answer:
+    """One request's run on the engine, as OpenAI chunks or one OpenAI body.
+
+    A task reads the engine's events as they come, applies the stop strings, and puts
+    ``Piece``s in a buffer for the client; it gives up the engine turn (``release``) as soon
+    as the engine has finished, so a slow reader never holds the engine.
+    """
+
+    def __init__(self, service, parsed, shaper: Shaper, stats: ServerStats, release):
         self.stream = service.generate(parsed.generation)
         self.stop = StopMatcher(parsed.stop)
+        self.include_usage = parsed.include_usage
         self.shaper = shaper
-        self.finished = finished
-        self.last = last
-        self.recorded = False
+        self.stats = stats
+        self.pieces: asyncio.Queue[Piece | None] = asyncio.Queue()
+        self.head: Piece | None = None
+        self.pump = asyncio.get_running_loop().create_task(self._pump(release))
 
     def cancel(self) -> None:
         self.stream.cancel()
 
-    async def start(self):
-        """The first event that is a token, pass, done or error (an error becomes ApiError)."""
-        async for event in self.stream:
-            if isinstance(event, ErrorEvent):
-                self._record("error", None)
-                status = 500 if event.message.startswith("Internal error") else 400
-                return ApiError(status, event.message, "server_error" if status == 500
-                                else "invalid_request_error")
-            if isinstance(event, (TokenEvent, PassEvent, DoneEvent)):
-                return event
-        return ApiError(500, "The engine ended the answer without a result.", "server_error")
-
-    async def drain(self, turn) -> None:
-        """Wait for the engine to stop (it does at its next pass), then give up the turn."""
+    async def _pump(self, release) -> None:
+        tokens: list[TokenEvent] = []  # of the pass under way
+        every: list[TokenEvent] = []
         try:
-            if not self.recorded:
-                async for event in self.stream:
-                    if isinstance(event, DoneEvent):
-                        self._record(event.finish_reason, event)
-                    elif isinstance(event, ErrorEvent):
-                        self._record("error", None)
+            async for event in self.stream:
+                if isinstance(event, TokenEvent):
+                    tokens.append(event)
+                elif isinstance(event, PassEvent):
+                    text = self.stop.feed("".join(t.text for t in tokens))
+                    if self.stop.stopped:
+                        self.cancel()
+                    self.pieces.put_nowait(Piece(event, tokens, text))
+                    every += tokens
+                    tokens = []
+                elif isinstance(event, DoneEvent):
+                    text = self.stop.flush()
+                    returned = (returned_tokens(every, self.stop.returned) if self.stop.stopped
+                                else len(event.tokens))
+                    self.stats.record("stop" if self.stop.stopped else event.finish_reason, event)
+                    self.pieces.put_nowait(Piece(event, text=text, completion_tokens=returned))
+                elif isinstance(event, ErrorEvent):
+                    self.stats.record("error", None)
+                    self.pieces.put_nowait(Piece(event))
+        except Exception as error:  # never leave the reader waiting
+            self.pieces.put_nowait(Piece(ErrorEvent(f"Internal error ({error}).")))
         finally:
-            await turn.__aexit__(None, None, None)
+            release()
+            self.pieces.put_nowait(None)
 
-    def _record(self, reason: str, done: DoneEvent | None) -> None:
-        self.recorded = True
-        self.finished[reason] += 1
-        self.last.clear()
-        self.last.update({"finish_reason": reason,
-                          "emitted": len(done.tokens) if done else 0,
-                          "passes": done.stats.get("passes", 0) if done else 0})
+    async def start(self) -> ApiError | None:
+        """Wait for the first pass; an error before it is returned as an ApiError."""
+        self.head = await self.pieces.get()
+        if self.head is None:
+            return ApiError(500, "The engine ended the answer without a result.", "server_error")
+        if isinstance(self.head.event, ErrorEvent):
+            message = self.head.event.message
+            if message.startswith("Internal error"):
+                return ApiError(500, message, "server_error")
+            return ApiError(400, message, code="context_length_exceeded"
+                            if "reads at most" in message else None)
+        return None
 
-    async def _passes(self, first):
-        """(tokens of one pass, its pass event) pairs, then (None, done)."""
-        tokens: list[TokenEvent] = []
-        event = first
-        while True:
-            if isinstance(event, TokenEvent):
-                tokens.append(event)
-            elif isinstance(event, PassEvent):
-                yield tokens, event
-                tokens = []
-                if self.stop.stopped:
-                    self.cancel()
-            elif isinstance(event, DoneEvent):
-                self._record("stop" if self.stop.stopped else event.finish_reason, event)
-                yield None, event
-                return
-            elif isinstance(event, ErrorEvent):
-                self._record("error", None)
-                raise RuntimeError(event.message)
-            event = await self.stream.__anext__()
+    async def _read(self):
+        piece = self.head
+        while piece is not None:
+            yield piece
+            piece = await self.pieces.get()
 
     def _finish(self, done: DoneEvent) -> str:
         return "stop" if self.stop.stopped else FINISH.get(done.finish_reason, "stop")
 
-    async def chunks(self, first):
+    async def chunks(self):
         yield _sse(self.shaper.chunk("", first=True))
-        try:
-            async for tokens, event in self._passes(first):
-                if tokens is None:
-                    tail = self.stop.flush() if not self.stop.stopped else ""
-                    use = usage(event.timing.get("prompt_tokens", 0), event)
-                    yield _sse(self.shaper.chunk(tail, self._finish(event), {"usage": use}))
-                    break
-                text = "" if self.stop.stopped else self.stop.feed("".join(t.text for t in tokens))
-                yield _sse(self.shaper.chunk(text, extra={"draftless": {
-                    **provenance(tokens), "pass": event.pass_index, "drafted": event.drafted,
-                    "accepted": event.accepted, "seconds": round(event.seconds, 5),
+        async for piece in self._read():
+            event = piece.event
+            if isinstance(event, PassEvent):
+                yield _sse(self.shaper.chunk(piece.text, extra={"draftless": {
+                    **provenance(piece.tokens), "pass": event.pass_index,
+                    "drafted": event.drafted, "accepted": event.accepted,
+                    "seconds": round(event.seconds, 5),
                     "tokens_per_pass": round(event.tokens_per_pass, 4)}}))
-        except RuntimeError as error:  # the engine failed mid-answer
-            yield _sse({"error": {"message": str(error), "type": "server_error",
-                                  "param": None, "code": None}})
+            elif isinstance(event, DoneEvent):
+                yield _sse(self.shaper.chunk(piece.text, self._finish(event)))
+                if self.include_usage:  # the engine's statistics ride in usage.draftless
+                    yield _sse(self.shaper.usage_chunk(usage(
+                        event.timing.get("prompt_tokens", 0), event, piece.completion_tokens)))
+                break
+            else:  # the engine failed mid-answer
+                yield _sse({"error": {"message": event.message, "type": "server_error",
+                                      "param": None, "code": None}})
+                break
         yield _sse("[DONE]")
 
-    async def whole(self, first) -> dict:
-        pieces: list[str] = []
+    async def whole(self) -> dict:
+        texts: list[str] = []
         tokens: list[TokenEvent] = []
-        try:
-            async for batch, event in self._passes(first):
-                if batch is None:
-                    done = event
-                    break
-                tokens.extend(batch)
-                if not self.stop.stopped:
-                    pieces.append(self.stop.feed("".join(t.text for t in batch)))
-        except RuntimeError as error:
-            raise ApiError(500, str(error), "server_error") from None
-        if not self.stop.stopped:
-            pieces.append(self.stop.flush())
-        return self.shaper.whole("".join(pieces), self._finish(done), tokens,
-                                 usage(done.timing.get("prompt_tokens", 0), done))
+        async for piece in self._read():
+            event = piece.event
+            texts.append(piece.text)
+            tokens += piece.tokens
+            if isinstance(event, DoneEvent):
+                return self.shaper.whole("".join(texts), self._finish(event), tokens,
+                                         usage(event.timing.get("prompt_tokens", 0), event,
+                                               piece.completion_tokens))
+            if isinstance(event, ErrorEvent):
+                raise ApiError(500, event.message, "server_error")
+        raise ApiError(500, "The engine ended the answer without a result.", "server_error")

@@ -27,7 +27,8 @@ async def one(client, prompt, drafter, max_tokens):
     stats = {}
     stream = await client.chat.completions.create(
         model="default", messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,
-        temperature=0, stream=True, extra_body={"draftless": {"drafter": drafter}})
+        temperature=0, stream=True, stream_options={"include_usage": True},
+        extra_body={"draftless": {"drafter": drafter}})
     async for chunk in stream:
         if first is None and chunk.choices and chunk.choices[0].delta.content:
             first = time.perf_counter() - started

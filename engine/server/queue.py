@@ -26,29 +26,38 @@ class FairQueue:
         self._lines: OrderedDict[str, deque[asyncio.Future]] = OrderedDict()
         self._serving: str | None = None  # the client whose request runs now
 
-    @contextlib.asynccontextmanager
-    async def turn(self, client: str):
-        if self.running or self.waiting:
-            if self.waiting >= self.limit:
-                raise QueueFull
-            ticket = asyncio.get_running_loop().create_future()
-            self._lines.setdefault(client, deque()).append(ticket)
-            self.waiting += 1
-            try:
-                await ticket
-            except asyncio.CancelledError:
-                if ticket.done() and not ticket.cancelled():  # granted as we were cancelled
-                    self._next()
-                else:
-                    self._withdraw(client, ticket)
-                raise
-        else:
+    async def acquire(self, client: str) -> None:
+        """Wait for ``client``'s turn; raise ``QueueFull`` at once if too many wait.
+        Every successful ``acquire`` must be followed by exactly one ``release``."""
+        if not (self.running or self.waiting):
             self.running = True
             self._serving = client
+            return
+        if self.waiting >= self.limit:
+            raise QueueFull
+        ticket = asyncio.get_running_loop().create_future()
+        self._lines.setdefault(client, deque()).append(ticket)
+        self.waiting += 1
+        try:
+            await ticket
+        except asyncio.CancelledError:
+            if ticket.done() and not ticket.cancelled():  # granted as we were cancelled
+                self.release()
+            else:
+                self._withdraw(client, ticket)
+            raise
+
+    def release(self) -> None:
+        """End the running turn: hand it to the next client in the rotation, if any."""
+        self._next()
+
+    @contextlib.asynccontextmanager
+    async def turn(self, client: str):
+        await self.acquire(client)
         try:
             yield
         finally:
-            self._next()
+            self.release()
 
     def _withdraw(self, client: str, ticket: asyncio.Future) -> None:
         line = self._lines.get(client)

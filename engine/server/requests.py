@@ -7,14 +7,27 @@ from dataclasses import dataclass, replace
 from ..errors import EngineError
 from ..settings import DraftSettings, GenerationRequest, SamplingSettings
 
-DRAFT_KEYS = {"drafter", "draft_count", "ngram_order", "ngram_min", "adaptive", "options"}
+DRAFT_TYPES = {"drafter": "string", "draft_count": "integer", "ngram_order": "integer",
+               "ngram_min": "integer", "adaptive": "boolean", "options": "object"}
 ROLES = {"system", "user", "assistant", "developer"}
-# Every field a request may carry; the rest get a 400 (a typo must not pass silently).
-KNOWN_FIELDS = {"model", "stream", "stream_options", "user", "n", "logprobs", "top_logprobs",
-           "frequency_penalty", "presence_penalty", "max_tokens", "max_completion_tokens",
-           "temperature", "top_p", "top_k", "min_p", "seed", "repetition_penalty", "stop",
-           "draftless", "messages", "prompt", "chat_id", "echo", "suffix", "metadata", "store",
-           "parallel_tool_calls", "response_format", "service_tier", "logit_bias"}
+# Every field a request may carry, with its JSON type where the server reads it (None: read
+# below); the rest get a 400 (a typo must not pass silently).
+FIELD_TYPES = {
+    "model": "string", "stream": "boolean", "stream_options": "object", "user": "string",
+    "n": "integer", "logprobs": None, "top_logprobs": "integer", "frequency_penalty": "number",
+    "presence_penalty": "number", "max_tokens": "integer", "max_completion_tokens": "integer",
+    "temperature": "number", "top_p": "number", "top_k": "integer", "min_p": "number",
+    "seed": "integer", "repetition_penalty": "number", "stop": None, "draftless": "object",
+    "messages": None, "prompt": None, "chat_id": "string", "echo": "boolean", "suffix": "string",
+    "metadata": "object", "store": "boolean", "parallel_tool_calls": "boolean",
+    "response_format": "object", "service_tier": "string", "logit_bias": "object",
+    "tools": "array", "functions": "array", "tool_choice": None, "function_call": None}
+MAX_STOPS = 4
+MAX_STOP_CHARS = 256
+MAX_CHAT_ID_CHARS = 256
+MAX_TEMPERATURE = 2.0  # OpenAI's bound (the engine itself would take up to 5)
+_JSON_TYPES = {"boolean": (bool,), "integer": (int,), "number": (int, float), "string": (str,),
+               "object": (dict,), "array": (list,)}
 
 
 class ApiError(Exception):
@@ -45,52 +58,83 @@ class ParsedRequest:
     generation: GenerationRequest
     stream: bool
     stop: tuple[str, ...]
-    client: str | None
+    client: str | None  # the client-chosen ``user``, else the peer address (for fair turns)
+    include_usage: bool = False  # stream_options.include_usage: a last chunk with usage
 
 
 def _bad(message: str, param: str | None = None) -> ApiError:
     return ApiError(400, message, param=param)
 
 
+def json_type(value) -> str:
+    for name, kinds in _JSON_TYPES.items():
+        if isinstance(value, kinds):
+            return name
+    return "null" if value is None else type(value).__name__
+
+
+def typed(value, kind: str, name: str):
+    """``value`` if it is None or of the JSON type ``kind``, else a 400 naming ``name``.
+    Booleans are not numbers here (JSON keeps them apart), and strings must be valid text."""
+    if value is None:
+        return None
+    if isinstance(value, bool) != (kind == "boolean") or not isinstance(value, _JSON_TYPES[kind]):
+        raise _bad(f"'{name}' must be {'an' if kind[0] in 'aeiou' else 'a'} {kind}; "
+                   f"got {json_type(value)}.", name)
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _bad(f"'{name}' holds a lone surrogate (an unpaired \\ud800-\\udfff escape); "
+                       "send valid Unicode text.", name) from None
+    return value
+
+
 def _text_of(content, index: int) -> str:
     """A message's content: a string or OpenAI's list of text parts."""
-    if isinstance(content, str):
-        return content
+    param = f"messages[{index}].content"
     if isinstance(content, list):
         texts = []
         for part in content:
             if not (isinstance(part, dict) and part.get("type") == "text"
                     and isinstance(part.get("text"), str)):
-                raise _bad("Only text content parts are supported.", f"messages[{index}].content")
-            texts.append(part["text"])
+                raise _bad("Only text content parts are supported.", param)
+            texts.append(typed(part["text"], "string", param))
         return "".join(texts)
-    if content is None:
-        return ""
-    raise _bad("Message content must be a string or a list of text parts.",
-               f"messages[{index}].content")
+    if content is not None and not isinstance(content, str):
+        raise _bad("Message content must be a string or a list of text parts.", param)
+    return typed(content, "string", param) or ""
 
 
 def _messages(raw) -> list[dict[str, str]]:
     if not isinstance(raw, list) or not raw:
-        raise _bad("'messages' must be a non-empty list.", "messages")
+        raise _bad("'messages' must be a non-empty list of {\"role\": …, \"content\": …} "
+                   "objects.", "messages")
     messages = []
     for index, message in enumerate(raw):
         if not isinstance(message, dict):
             raise _bad("Each message must be an object with 'role' and 'content'.", f"messages[{index}]")
         role = message.get("role")
-        if role not in ROLES:
+        if not isinstance(role, str) or role not in ROLES:
             raise _bad(f"Unsupported role {role!r}; use system, user or assistant.",
                        f"messages[{index}].role")
         messages.append({"role": "system" if role == "developer" else role,
                          "content": _text_of(message.get("content"), index)})
+    if not any(m["content"].strip() for m in messages):
+        raise _bad("Every message's 'content' is empty: send at least one message with text "
+                   "to answer.", "messages")
     return messages
 
 
 def _prompt(raw) -> str:
+    if raw is None:
+        raise _bad("'prompt' is missing: send the text to continue as one string.", "prompt")
     if isinstance(raw, list) and len(raw) == 1 and isinstance(raw[0], str):
         raw = raw[0]
     if not isinstance(raw, str):
         raise _bad("'prompt' must be one string (batches of prompts are not supported).", "prompt")
+    if not typed(raw, "string", "prompt").strip():
+        raise _bad("'prompt' is empty: send some text to continue.", "prompt")
     return raw
 
 
@@ -99,25 +143,23 @@ def _stop(raw) -> tuple[str, ...]:
         return ()
     if isinstance(raw, str):
         raw = [raw]
-    if (not isinstance(raw, list) or len(raw) > 4
-            or not all(isinstance(s, str) and s for s in raw)):
-        raise _bad("'stop' must be a non-empty string or a list of up to 4 of them.", "stop")
-    return tuple(raw)
+    if (not isinstance(raw, list) or len(raw) > MAX_STOPS
+            or not all(isinstance(s, str) and 0 < len(s) <= MAX_STOP_CHARS for s in raw)):
+        raise _bad(f"'stop' must be a non-empty string or a list of up to {MAX_STOPS} of them, "
+                   f"each at most {MAX_STOP_CHARS} characters.", "stop")
+    return tuple(typed(s, "string", "stop") for s in raw)
 
 
 def _draft(raw, default: DraftSettings) -> DraftSettings:
     if raw is None:
         return default
-    if not isinstance(raw, dict):
-        raise _bad("'draftless' must be an object: {\"drafter\": …, \"draft_count\": …, "
-                   "\"ngram_order\": …}.", "draftless")
-    unknown = set(raw) - DRAFT_KEYS
+    unknown = set(raw) - set(DRAFT_TYPES)
     if unknown:
         raise _bad(f"Unknown draftless setting(s): {', '.join(sorted(unknown))}. "
-                   f"Known: {', '.join(sorted(DRAFT_KEYS))}.", "draftless")
-    if "options" in raw and not isinstance(raw["options"], dict):
-        raise _bad("'draftless.options' must be an object.", "draftless.options")
-    return replace(default, **raw)
+                   f"Known: {', '.join(sorted(DRAFT_TYPES))}.", "draftless")
+    values = {name: typed(value, DRAFT_TYPES[name], f"draftless.{name}")
+              for name, value in raw.items() if value is not None}
+    return replace(default, **values)
 
 
 def _sampling(body: dict, default: SamplingSettings) -> SamplingSettings:
@@ -126,17 +168,18 @@ def _sampling(body: dict, default: SamplingSettings) -> SamplingSettings:
             raise _bad(f"'{name}' is not supported; use 'repetition_penalty'.", name)
     if body.get("n") not in (None, 1):
         raise _bad("Only n=1 is supported.", "n")
-    for name in ("logit_bias", "logprobs", "top_logprobs", "echo", "suffix", "response_format"):
-        if body.get(name):
+    for name in ("logit_bias", "logprobs", "top_logprobs", "echo", "suffix", "response_format",
+                 "tools", "functions", "function_call"):
+        if body.get(name) not in (None, False, [], {}, "", 0, "none"):
             raise _bad(f"'{name}' is not supported by this server.", name)
+    if body.get("tool_choice") not in (None, "none", "auto"):
+        raise _bad("'tool_choice' is not supported by this server (it has no tools).",
+                   "tool_choice")
     values = {name: body[name] for name in ("temperature", "top_p", "top_k", "min_p",
                                             "repetition_penalty", "seed") if body.get(name) is not None}
-    for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise _bad(f"'{name}' must be a number.", name)
-    for name in ("top_k", "seed"):
-        if name in values and not isinstance(values[name], int):
-            raise _bad(f"'{name}' must be an integer.", name)
+    if values.get("temperature", 0) > MAX_TEMPERATURE:
+        raise _bad(f"temperature must be a number from 0 to {MAX_TEMPERATURE:g}; "
+                   f"got {values['temperature']!r}.", "temperature")
     return replace(default, **values)
 
 
@@ -144,27 +187,33 @@ def parse(body, chat: bool, defaults: Defaults, peer: str | None) -> ParsedReque
     """Validate an OpenAI body; raise ApiError (400) for anything the engine cannot honour."""
     if not isinstance(body, dict):
         raise _bad("The request body must be a JSON object.")
-    unknown = set(body) - KNOWN_FIELDS
+    unknown = set(body) - set(FIELD_TYPES)
     if unknown:
         raise _bad(f"Unsupported field(s): {', '.join(sorted(unknown))}.")
+    for name, kind in FIELD_TYPES.items():
+        if kind is not None and name in body:
+            typed(body[name], kind, name)
     if chat:
         messages, prompt = _messages(body.get("messages")), None
     else:
         messages, prompt = None, _prompt(body.get("prompt"))
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    max_tokens = body.get("max_completion_tokens")  # a present null defers to max_tokens
+    if max_tokens is None:
+        max_tokens = body.get("max_tokens")
     if max_tokens is None:
         max_tokens = defaults.max_tokens
-    chat_id = body.get("chat_id")
-    if chat_id is not None and not isinstance(chat_id, str):
-        raise _bad("'chat_id' must be a string.", "chat_id")
+    if len(body.get("chat_id") or "") > MAX_CHAT_ID_CHARS:
+        raise _bad(f"'chat_id' must be at most {MAX_CHAT_ID_CHARS} characters.", "chat_id")
+    options = body.get("stream_options") or {}
+    include_usage = typed(options.get("include_usage"), "boolean", "stream_options.include_usage")
     request = GenerationRequest(
-        messages=messages, prompt=prompt, raw=not chat, model=defaults.model, chat_id=chat_id,
-        max_tokens=max_tokens, draft=_draft(body.get("draftless"), defaults.draft),
+        messages=messages, prompt=prompt, raw=not chat, model=defaults.model,
+        chat_id=body.get("chat_id"), max_tokens=max_tokens,
+        draft=_draft(body.get("draftless"), defaults.draft),
         sampling=_sampling(body, defaults.sampling))
     try:
         request = request.validated()
-    except (EngineError, TypeError) as error:
+    except (EngineError, TypeError, ValueError) as error:
         raise _bad(str(error)) from None
-    user = body.get("user")
-    return ParsedRequest(request, bool(body.get("stream", False)), _stop(body.get("stop")),
-                         user if isinstance(user, str) and user else peer)
+    return ParsedRequest(request, bool(body.get("stream")), _stop(body.get("stop")),
+                         body.get("user") or peer, bool(include_usage))

@@ -13,40 +13,65 @@ import uuid
 from ..events import DoneEvent, TokenEvent
 
 FINISH = {"stop": "stop", "length": "length", "cancelled": "stop"}
+SYSTEM_FINGERPRINT = "fp_draftless"
 
 
 class StopMatcher:
-    """Cuts the text at the first stop string, holding back text that may begin one."""
+    """Cuts the text at the first stop string, holding back text that may begin one.
+
+    The held text is shorter than the longest stop string, so each ``feed`` scans at most
+    that much old text plus the new text: linear in the answer's length. (Stop strings are
+    bounded by the request checks, so the suffix test below is bounded too.)
+    """
 
     def __init__(self, stops: tuple[str, ...]):
         self.stops = stops
         self.held = ""
         self.stopped = False
+        self.returned = 0  # characters given out so far
 
     def feed(self, text: str) -> str:
+        if self.stopped:
+            return ""
         if not self.stops:
-            return text
-        self.held += text
-        cuts = [self.held.find(s) for s in self.stops if s in self.held]
+            return self._out(text)
+        window = self.held + text
+        cuts = [cut for cut in (window.find(s) for s in self.stops) if cut >= 0]
         if cuts:
             self.stopped = True
-            out, self.held = self.held[:min(cuts)], ""
-            return out
-        keep = max((k for s in self.stops for k in range(1, len(s))
-                    if self.held.endswith(s[:k])), default=0)
-        out = self.held[:len(self.held) - keep]
-        self.held = self.held[len(out):]
-        return out
+            self.held = ""
+            return self._out(window[:min(cuts)])
+        keep = max((k for s in self.stops for k in range(min(len(s) - 1, len(window)), 0, -1)
+                    if window.endswith(s[:k])), default=0)
+        self.held = window[len(window) - keep:]
+        return self._out(window[:len(window) - keep])
 
     def flush(self) -> str:
         out, self.held = self.held, ""
-        return out
+        return self._out(out)
+
+    def _out(self, text: str) -> str:
+        self.returned += len(text)
+        return text
 
 
-def usage(prompt_tokens: int, done: DoneEvent) -> dict:
+def returned_tokens(tokens: list[TokenEvent], characters: int) -> int:
+    """How many of ``tokens`` the first ``characters`` of their text reach into."""
+    count = seen = 0
+    for token in tokens:
+        if seen >= characters:
+            break
+        seen += len(token.text)
+        count += 1
+    return count
+
+
+def usage(prompt_tokens: int, done: DoneEvent, completion_tokens: int | None = None) -> dict:
+    """OpenAI's usage; ``completion_tokens`` when a stop string cut the answer short."""
     stats = dict(done.stats)
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": len(done.tokens),
-            "total_tokens": prompt_tokens + len(done.tokens),
+    emitted = len(done.tokens) if completion_tokens is None else completion_tokens
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": emitted,
+            "total_tokens": prompt_tokens + emitted,
             "draftless": {**stats, "finish_reason": done.finish_reason,
                           "timing": dict(done.timing)}}
 
@@ -71,7 +96,8 @@ class Shaper:
     def _envelope(self, streamed: bool) -> dict:
         kind = "chat.completion" if self.chat else "text_completion"
         return {"id": self.id, "object": kind + (".chunk" if streamed and self.chat else ""),
-                "created": self.created, "model": self.model}
+                "created": self.created, "model": self.model,
+                "system_fingerprint": SYSTEM_FINGERPRINT}
 
     def chunk(self, text: str, finish: str | None = None, extra: dict | None = None,
               first: bool = False) -> dict:
@@ -87,6 +113,10 @@ class Shaper:
         if extra:
             body.update(extra)
         return body
+
+    def usage_chunk(self, use: dict) -> dict:
+        """The last streamed chunk when the client asked for usage: no choices, only usage."""
+        return {**self._envelope(True), "choices": [], "usage": use}
 
     def whole(self, text: str, finish: str, tokens: list[TokenEvent], use: dict) -> dict:
         if self.chat:

@@ -1,0 +1,209 @@
+"""Hostile load on a local server: does ``/health`` stay quick?
+
+``python -m tests.hostile_load [--stalled 2000] [--clients 16] [--seconds 20]`` starts
+``python -m engine serve`` on 127.0.0.1 (a tiny random-weight model unless ``--model``) and,
+all at once: opens ``--stalled`` connections that send their headers a byte a second,
+runs ``--clients`` streaming clients, and sends one request with a 900,000-character stop
+string. Meanwhile it asks ``/health`` every 0.1 s and prints the figures as JSON. Every loop
+is bounded by ``--seconds``; only 127.0.0.1 is contacted. A measurement tool (one test runs
+a small version).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from .server_process import free_port, request
+
+
+def raise_fd_limit(wanted: int) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (
+            wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard))
+
+
+def start_server(model: str, log_path: Path, *args: str) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    with open(log_path, "wb") as log:  # a file, not a pipe: a full pipe would block the server
+        process = subprocess.Popen(
+            [sys.executable, "-m", "engine", "serve", "--model", model, "--port", str(port),
+             *args], stdout=log, stderr=subprocess.STDOUT,
+            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent)))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited: {log_path.read_text()[-2000:]}")
+        try:
+            if request(port, "GET", "/health", timeout=2)[0] == 200:
+                return process, port
+        except OSError:
+            time.sleep(0.2)
+    process.kill()
+    raise RuntimeError("server did not start in time")
+
+
+def stream_once(port: int, max_tokens: int, timeout: float) -> int:
+    """One streaming chat answer, read to the end; its number of SSE events."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        connection.request("POST", "/v1/chat/completions", body=json.dumps({
+            "messages": [{"role": "user", "content": "abcabcabc"}], "max_tokens": max_tokens,
+            "stream": True, "temperature": 0}).encode(),
+            headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        return sum(line.startswith(b"data: ") for line in response) if response.status == 200 else 0
+    finally:
+        connection.close()
+
+
+def count_open(sockets: list[socket.socket]) -> int:
+    """How many of these non-blocking sockets the server has not closed."""
+    still_open = 0
+    for s in list(sockets):
+        try:
+            still_open += s.recv(1) != b""  # b"": the server closed it
+        except BlockingIOError:
+            still_open += 1
+        except OSError:
+            pass
+    return still_open
+
+
+def run(port: int, stalled: int, clients: int, seconds: float, stop_chars: int,
+        max_tokens: int = 64) -> dict:
+    deadline = time.monotonic() + seconds
+    results: dict = {"stalled_opened": 0, "stalled_refused": 0, "streams_done": 0,
+                     "stream_events": 0}
+    lock = threading.Lock()
+
+    def streamer():
+        while time.monotonic() < deadline - 5:  # one answer after another while the load lasts
+            try:
+                events = stream_once(port, max_tokens, max(1.0, deadline - time.monotonic()))
+            except OSError:
+                return
+            with lock:
+                results["streams_done"] += events > 0
+                results["stream_events"] += events
+
+    def huge_stop():
+        began = time.perf_counter()
+        status, body = request(port, "POST", "/v1/completions", {
+            "prompt": "y", "max_tokens": 4, "stop": ["y" * stop_chars]}, timeout=seconds)
+        results["huge_stop"] = {"status": status, "seconds": round(time.perf_counter() - began, 3),
+                                "message": body["error"]["message"][:80]
+                                if isinstance(body, dict) and "error" in body else str(body)[:80]}
+
+    head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Slow: ".encode()
+    sockets: list[socket.socket] = []
+
+    def opener():
+        time.sleep(0.2)  # the clients' first requests are under way when the flood begins
+        began = time.perf_counter()
+        for _ in range(stalled):
+            if time.monotonic() > deadline:
+                break
+            s = socket.socket()
+            s.settimeout(2)
+            try:
+                s.connect(("127.0.0.1", port))
+                s.sendall(head)
+                s.setblocking(False)
+                sockets.append(s)
+            except OSError:
+                s.close()
+                results["stalled_refused"] += 1
+        results["stalled_opened"] = len(sockets)
+        results["stalled_open_seconds"] = round(time.perf_counter() - began, 2)
+        time.sleep(0.5)
+        results["stalled_still_open_after_opening"] = count_open(sockets)
+
+    threads = [threading.Thread(target=streamer, daemon=True) for _ in range(clients)]
+    threads += [threading.Thread(target=huge_stop, daemon=True),
+                threading.Thread(target=opener, daemon=True)]
+    for thread in threads:
+        thread.start()
+    latencies, failures, next_trickle = [], 0, time.monotonic() + 1
+    start = time.perf_counter()
+    slowest: list[tuple[float, float]] = []  # (latency, seconds into the run)
+    while time.monotonic() < deadline:
+        began = time.perf_counter()
+        try:
+            status = request(port, "GET", "/health", timeout=5)[0]
+            latencies.append(time.perf_counter() - began)
+            slowest = sorted([*slowest, (round(latencies[-1], 3), round(began - start, 1))])[-3:]
+            failures += status != 200
+        except OSError:
+            failures += 1
+        if time.monotonic() > next_trickle:  # a byte of header a second on each stalled one
+            for s in list(sockets):
+                try:
+                    s.send(b"x")
+                except OSError:
+                    pass
+            next_trickle += 1
+        time.sleep(0.1)
+    for thread in threads:
+        thread.join(timeout=10)
+    still_open = count_open(sockets)
+    for s in sockets:
+        s.close()
+    ordered = sorted(latencies)
+    results.update({
+        "stalled_still_open_at_end": still_open, "health_probes": len(latencies) + failures,
+        "health_failures": failures,
+        "health_median_s": round(statistics.median(latencies), 4) if latencies else None,
+        "health_max_s": round(max(latencies), 4) if latencies else None,
+        "health_p95_s": round(ordered[int(0.95 * len(ordered))], 4) if ordered else None,
+        "health_slowest_at_s": slowest})
+    return results
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m tests.hostile_load", description=__doc__)
+    parser.add_argument("--model", help="model folder (default: a tiny random-weight Llama)")
+    parser.add_argument("--stalled", type=int, default=2000)
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--stop-chars", type=int, default=900_000)
+    parser.add_argument("--server-args", default="", help="more `engine serve` arguments")
+    args = parser.parse_args(argv)
+    raise_fd_limit(args.stalled + 512)
+    with tempfile.TemporaryDirectory(prefix="hostile-load-") as folder:
+        model = args.model
+        if model is None:
+            from .tiny_model import write_tiny_llama
+
+            model = str(write_tiny_llama(Path(folder) / "tiny-llama"))
+        log_path = Path(folder) / "server.log"
+        process, port = start_server(model, log_path, *args.server_args.split())
+        try:
+            results = run(port, args.stalled, args.clients, args.seconds, args.stop_chars)
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        results["server_log_bytes"] = log_path.stat().st_size
+        results["server_log_tail"] = log_path.read_text(errors="replace")[-600:]
+    print(json.dumps(results, indent=1))
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,477 @@
+"""`python -m engine serve` against hostile and sloppy clients: each test sends the bad input
+and checks the safe outcome (a refusal with a JSON error, a bounded cost, no leak)."""
+
+import asyncio
+import http.client
+import json
+import logging
+import random
+import socket
+import time
+
+import openai
+import pytest
+
+from engine.server.app import ServerOptions, create_app
+from engine.server.guard import RateLimitFilter, allowed_hosts
+from engine.server.requests import Defaults
+from engine.server.responses import StopMatcher
+
+from . import hostile_load
+from .scripted_engine import ScriptedService, answer_events
+from .server_process import Server, request
+
+CHAT = "/v1/chat/completions"
+HELLO = [{"role": "user", "content": "abcabcabc"}]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_dir):
+    running = Server("--model", str(tiny_model_dir)).wait_ready()
+    yield running
+    running.stop()
+
+
+def client(server, key="unused"):
+    return openai.OpenAI(base_url=server.url, api_key=key, max_retries=0, timeout=120)
+
+
+def raw(port, method, path, body=b"", headers=None):
+    """(status, headers, parsed JSON or text) with exactly the headers given."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    connection.putrequest(method, path, skip_host="Host" in (headers or {}),
+                          skip_accept_encoding=True)
+    for name, value in {"Content-Length": str(len(body)), **(headers or {})}.items():
+        connection.putheader(name, value)
+    connection.endheaders(body)
+    response = connection.getresponse()
+    text = response.read().decode()
+    connection.close()
+    try:
+        return response.status, response.headers, json.loads(text)
+    except ValueError:
+        return response.status, response.headers, text
+
+
+# 1. browsers and DNS rebinding
+
+def test_foreign_origin_other_host_and_non_json_posts_are_refused(server):
+    body = json.dumps({"messages": HELLO, "max_tokens": 2}).encode()
+    json_type = {"Content-Type": "application/json"}
+    status, _, answer = raw(server.port, "POST", CHAT, body, {"Content-Type": "text/plain"})
+    assert status == 415 and answer["error"]["code"] == "unsupported_media_type"
+    status, _, answer = raw(server.port, "POST", CHAT, body,
+                            {**json_type, "Origin": "http://evil.example"})
+    assert status == 403 and answer["error"]["code"] == "bad_origin"
+    status, _, answer = raw(server.port, "POST", CHAT, body,
+                            {**json_type, "Host": f"evil.example:{server.port}"})
+    assert status == 403 and answer["error"]["code"] == "bad_host"
+    status, _, _ = raw(server.port, "GET", "/health", headers={"Host": "rebound.example"})
+    assert status == 403
+    status, _, answer = raw(server.port, "OPTIONS", CHAT, headers={
+        "Origin": "http://evil.example", "Access-Control-Request-Method": "POST"})
+    assert status == 403
+    for host in (f"localhost:{server.port}", f"127.0.0.1:{server.port}", f"[::1]:{server.port}"):
+        status, _, answer = raw(server.port, "POST", CHAT, body, {**json_type, "Host": host})
+        assert status == 200, answer
+
+
+def test_allowed_hosts_are_the_bound_names_with_the_port():
+    assert "localhost:8080" in allowed_hosts("127.0.0.1", 8080)
+    assert "localhost" not in allowed_hosts("127.0.0.1", 8080)
+    assert "[fe80::1]:81" in allowed_hosts("fe80::1", 81)
+    assert {"box.lan:80", "box.lan"} <= allowed_hosts("Box.lan", 80)
+    assert allowed_hosts("0.0.0.0", 8080) is None  # every address: the API key guards it
+
+
+@pytest.fixture(scope="module")
+def keyed_server(tiny_model_dir):
+    running = Server("--model", str(tiny_model_dir), "--api-key", "s3cret",
+                     "--cors-origin", "http://localhost:3000").wait_ready()
+    yield running
+    running.stop()
+
+
+def test_cors_is_opt_in_with_preflight(keyed_server):
+    port, origin = keyed_server.port, "http://localhost:3000"
+    status, headers, _ = raw(port, "OPTIONS", CHAT, headers={
+        "Origin": origin, "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization, content-type"})
+    assert status == 200 and headers["access-control-allow-origin"] == origin
+    assert "POST" in headers["access-control-allow-methods"]
+    body = json.dumps({"messages": HELLO, "max_tokens": 2}).encode()
+    status, headers, _ = raw(port, "POST", CHAT, body, {
+        "Origin": origin, "Content-Type": "application/json", "Authorization": "Bearer s3cret"})
+    assert status == 200 and headers["access-control-allow-origin"] == origin
+    status, _, _ = raw(port, "POST", CHAT, body, {
+        "Origin": "http://localhost:3001", "Content-Type": "application/json",
+        "Authorization": "Bearer s3cret"})
+    assert status == 403
+
+
+# 6. /health tells others nothing
+
+def test_health_details_need_the_key(keyed_server):
+    assert request(keyed_server.port, "GET", "/health") == (200, {"status": "ok"})
+    status, body = request(keyed_server.port, "GET", "/health",
+                           headers={"Authorization": "Bearer wrong"})
+    assert body == {"status": "ok"}
+    status, body = request(keyed_server.port, "GET", "/health",
+                           headers={"Authorization": "Bearer s3cret"})
+    assert status == 200 and {"running", "waiting", "finished", "last"} <= set(body)
+
+
+# 2. stop strings
+
+def test_huge_stop_string_is_a_400_and_health_stays_quick(server):
+    started = time.perf_counter()
+    status, body = request(server.port, "POST", "/v1/completions",
+                           {"prompt": "y", "max_tokens": 4, "stop": ["y" * 900_000]})
+    assert status == 400 and body["error"]["param"] == "stop"
+    assert "at most 256 characters" in body["error"]["message"]
+    status, body = request(server.port, "POST", "/v1/completions",
+                           {"prompt": "y", "max_tokens": 4, "stop": ["a", "b", "c", "d", "e"]})
+    assert status == 400 and body["error"]["param"] == "stop"
+    assert time.perf_counter() - started < 5
+    assert server.health()["status"] == "ok"
+
+
+def test_stop_matcher_holds_less_than_a_stop_string_and_cuts_where_a_search_would():
+    rng = random.Random(0)
+    for _ in range(300):
+        stops = tuple("".join(rng.choice("ab") for _ in range(rng.randint(1, 6)))
+                      for _ in range(rng.randint(1, 4)))
+        text = "".join(rng.choice("abc") for _ in range(rng.randint(0, 60)))
+        matcher, out, at = StopMatcher(stops), [], 0
+        while at < len(text) and not matcher.stopped:
+            step = rng.randint(1, 5)
+            out.append(matcher.feed(text[at:at + step]))
+            at += step
+            assert len(matcher.held) < max(map(len, stops))
+        out.append(matcher.flush())
+        cuts = [text.find(s) for s in stops if s in text]
+        assert "".join(out) == (text[:min(cuts)] if cuts else text), (stops, text)
+        assert matcher.returned == len("".join(out))
+    long = StopMatcher(("y" * 256,) * 4)  # the longest stops allowed, fed a long answer
+    started = time.perf_counter()
+    for _ in range(2000):
+        long.feed("y" * 50 + "z")
+    assert time.perf_counter() - started < 2 and not long.stopped
+
+
+# 3. slow and stalled connections
+
+def test_load_script_small_health_stays_quick():
+    results = hostile_load.main(["--stalled", "200", "--clients", "4", "--seconds", "6"])
+    assert results["health_failures"] == 0 and results["health_max_s"] < 1
+    assert results["stalled_opened"] == results["stalled_still_open_at_end"] == 200
+    assert results["streams_done"] >= 4
+    assert results["huge_stop"]["status"] == 400
+
+
+def test_stalled_headers_are_cut_off_and_the_log_stays_short(tiny_model_dir):
+    running = Server("--model", str(tiny_model_dir), "--header-seconds", "1").wait_ready()
+    try:
+        stalled = socket.create_connection(("127.0.0.1", running.port), timeout=10)
+        stalled.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finished
+        started = time.monotonic()
+        assert stalled.recv(100) == b""  # closed by the server, without an answer
+        assert 0.5 < time.monotonic() - started < 5
+        stalled.close()
+        for _ in range(30):  # each one a warning in uvicorn's log
+            with socket.create_connection(("127.0.0.1", running.port), timeout=10) as garbage:
+                garbage.sendall(b"NOT HTTP\r\n\r\n")
+                garbage.recv(1000)
+        assert running.health()["status"] == "ok"
+    finally:
+        log = running.stop()
+    assert 1 <= log.count("Invalid HTTP request received") <= 5, log
+
+
+def test_past_the_connection_cap_the_longest_silent_connection_is_closed(tiny_model_dir):
+    running = Server("--model", str(tiny_model_dir), "--max-connections", "20").wait_ready()
+    try:
+        silent = []
+        for _ in range(30):
+            silent.append(socket.create_connection(("127.0.0.1", running.port), timeout=10))
+            time.sleep(0.02)
+        assert running.health()["status"] == "ok"  # a new client still gets in
+        closed = []
+        for index, connection in enumerate(silent):
+            connection.setblocking(False)
+            try:
+                if connection.recv(1) == b"":
+                    closed.append(index)
+            except BlockingIOError:
+                pass
+            connection.close()
+        assert closed == list(range(len(closed))) and 10 <= len(closed) <= 12  # the oldest
+    finally:
+        running.stop()
+
+
+def scripted_app(service, **options):
+    return create_app(service, ServerOptions("scripted", Defaults(), hosts=allowed_hosts(
+        "127.0.0.1", 8080), **options))
+
+
+async def call(app, body: dict | None, read_body: asyncio.Event | None = None, path=CHAT):
+    """One ASGI request in process: a POST of ``body`` (a GET if None); with ``read_body``
+    the client reads no response body until that event is set (a slow reader).
+    Returns (status, body)."""
+    pending, status, chunks = [b"" if body is None else json.dumps(body).encode()], [], []
+    gone = asyncio.Event()
+
+    async def receive():
+        if pending:
+            return {"type": "http.request", "body": pending.pop(), "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        if message["type"] == "http.response.start":
+            status.append(message["status"])
+        elif message["type"] == "http.response.body":
+            if read_body is not None:
+                await read_body.wait()
+            chunks.append(message.get("body", b""))
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+             "method": "GET" if body is None else "POST", "scheme": "http", "path": path,
+             "raw_path": path.encode(), "query_string": b"",
+             "root_path": "", "client": ("127.0.0.1", 5555), "server": ("127.0.0.1", 8080),
+             "headers": [(b"host", b"127.0.0.1:8080"), (b"content-type", b"application/json")]}
+    try:
+        await app(scope, receive, send)
+    finally:
+        gone.set()
+    return (status or [None])[0], b"".join(chunks)
+
+
+def test_a_slow_reader_gives_up_the_engine_turn_when_the_engine_is_done():
+    service = ScriptedService()
+    passes = [(0, [("a", False)])] * 20
+    service.queue(answer_events(passes), answer_events(passes))
+    app = scripted_app(service)
+
+    async def scenario():
+        reader = asyncio.Event()
+        slow = asyncio.create_task(call(app, {"messages": HELLO, "stream": True}, reader))
+        while not service.requests:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # the scripted engine has long finished by then
+        assert not slow.done()  # the client has read nothing yet
+        health = json.loads((await call(app, None, path="/health"))[1])
+        assert health["running"] == 0 and health["finished"] == {"length": 1}
+        second = json.loads((await asyncio.wait_for(call(app, {"messages": HELLO}), 10))[1])
+        assert second["choices"][0]["message"]["content"] == "a" * 20
+        reader.set()
+        status, body = await asyncio.wait_for(slow, 10)
+        assert status == 200 and body.count(b"data: ") == 1 + 20 + 1 + 1  # role, passes, end, DONE
+
+    asyncio.run(scenario())
+
+
+def test_a_request_past_its_time_cap_is_stopped_with_a_json_error():
+    service, streams = ScriptedService(), []
+    generate = service.generate
+    service.generate = lambda request: streams.append(generate(request)) or streams[-1]
+    never = asyncio.Event()
+    service.queue([never])
+    app = scripted_app(service, max_request_seconds=0.3)
+
+    async def scenario():
+        status, body = await asyncio.wait_for(call(app, {"messages": HELLO}), 10)
+        assert status == 503 and json.loads(body)["error"]["code"] == "timeout"
+        assert streams[0].cancelled  # the engine stops at its next pass
+        never.set()
+
+    asyncio.run(scenario())
+
+
+def test_a_reader_stalled_past_the_time_cap_is_cut_off_and_the_engine_moves_on():
+    service = ScriptedService()
+    service.queue(answer_events([(0, [("a", False)])] * 5))
+    app = scripted_app(service, max_request_seconds=0.3)
+
+    async def scenario():
+        never_read = asyncio.Event()
+        status, body = await asyncio.wait_for(
+            call(app, {"messages": HELLO, "stream": True}, never_read), 10)
+        assert status == 200 and body == b""  # the response began, then was cut off
+        health = json.loads((await call(app, None, path="/health"))[1])
+        assert health["running"] == 0 and health["finished"] == {"length": 1}
+
+    asyncio.run(scenario())
+
+
+def test_the_log_says_one_thing_at_most_a_few_times_a_minute():
+    limit = RateLimitFilter(burst=3, seconds=60)
+    records = [logging.LogRecord("asyncio", logging.ERROR, __file__, 1,
+                                 "socket.accept() out of system resource", None, None)
+               for _ in range(1000)]
+    assert sum(limit.filter(r) for r in records) == 3
+    other = logging.LogRecord("uvicorn.error", logging.WARNING, __file__, 1, "other", None, None)
+    assert limit.filter(other)
+    limit.windows[("asyncio", logging.ERROR, "socket.accept() out of system resource")][0] -= 61
+    late = logging.LogRecord("asyncio", logging.ERROR, __file__, 1,
+                             "socket.accept() out of system resource", None, None)
+    assert limit.filter(late) and "997 similar messages held back" in late.getMessage()
+
+
+# 4. chat ids are per client
+
+def test_a_chat_id_is_scoped_to_its_client(server):
+    def prefilled(user):
+        answer = client(server).chat.completions.create(
+            model="default", messages=HELLO, max_tokens=4, temperature=0, user=user,
+            extra_body={"chat_id": "shared", "draftless": {"drafter": "none"}})
+        timing = answer.usage.model_extra["draftless"]["timing"]
+        return timing["prefilled_tokens"], timing["prompt_tokens"]
+
+    fresh, prompt = prefilled("alice")
+    assert fresh == prompt - 1  # all of it (the first pass reads the last token)
+    again, _ = prefilled("alice")
+    assert again < fresh  # the owner reuses its cache
+    stranger, _ = prefilled("mallory")
+    assert stranger == fresh  # another client with the same chat_id starts afresh
+
+
+def test_scoped_chat_ids_reach_the_engine_prefixed():
+    service = ScriptedService()
+    service.queue(answer_events([(0, [("a", False)])]), answer_events([(0, [("a", False)])]))
+    app = scripted_app(service)
+
+    async def scenario():
+        await call(app, {"messages": HELLO, "chat_id": "c", "user": "u1"})
+        await call(app, {"messages": HELLO, "chat_id": "c", "user": "u2"})
+
+    asyncio.run(scenario())
+    first, second = (r.chat_id for r in service.requests)
+    assert first.endswith(":c") and second.endswith(":c") and first != second
+
+
+# 5. ill-typed and malformed bodies: always a JSON 400 naming the field
+
+@pytest.mark.parametrize("body,param", [
+    (b'{"messages": [{"role": "user", "content": "\\ud800"}]}', "messages[0].content"),
+    (b'{"prompt": "a\\udfff"}', "prompt"),
+    (b'{"model": ["x"], "messages": [{"role": "user", "content": "hi"}]}', "model"),
+    (b"[" * 100_000 + b"]" * 100_000, None),
+    (b'{"prompt": "a", "temperature": NaN}', None),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "stream": "false"}', "stream"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "draftless": {"adaptive": "no"}}',
+     "draftless.adaptive"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": "5"}', "max_tokens"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "user": 7}', "user"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "chat_id": {"a": 1}}', "chat_id"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "chat_id": "' + b"c" * 257 + b'"}',
+     "chat_id"),
+    (b'{"messages": [{"role": ["user"], "content": "hi"}]}', "messages[0].role"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "stream_options": '
+     b'{"include_usage": 1}}', "stream_options.include_usage"),
+])
+def test_malformed_bodies_are_json_400s_naming_the_field(server, body, param):
+    path = "/v1/completions" if b'"prompt"' in body else CHAT
+    status, answer = request(server.port, "POST", path, body)
+    assert status == 400, answer
+    assert answer["error"]["param"] == param and "Traceback" not in answer["error"]["message"]
+
+
+def engine_checks_drafter_options() -> bool:
+    from engine.drafters import make_drafter
+    from engine.errors import EngineError
+    from engine.settings import DraftSettings
+
+    try:
+        make_drafter(DraftSettings("frequency", options={"history_window": "abc"}).validated())
+    except EngineError:
+        return True
+    except Exception:
+        return False
+    return False
+
+
+def test_ill_typed_drafter_options_are_a_400(server):
+    if not engine_checks_drafter_options():
+        pytest.xfail("the engine does not check drafter options yet (EngineError expected)")
+    status, answer = request(server.port, "POST", CHAT, {
+        "messages": HELLO, "max_tokens": 2,
+        "draftless": {"drafter": "frequency", "options": {"history_window": "abc"}}})
+    assert status == 400, answer
+
+
+# 7. strict clients
+
+def test_a_null_max_completion_tokens_defers_to_max_tokens(server):
+    status, answer = request(server.port, "POST", CHAT, {
+        "messages": HELLO, "max_completion_tokens": None, "max_tokens": 5, "temperature": 0})
+    assert status == 200 and answer["usage"]["completion_tokens"] == 5
+
+
+def test_empty_or_null_tool_fields_are_accepted_and_real_tools_are_not(server):
+    status, answer = request(server.port, "POST", CHAT, {
+        "messages": HELLO, "max_tokens": 2, "tools": [], "tool_choice": None, "functions": None})
+    assert status == 200, answer
+    status, answer = request(server.port, "POST", CHAT, {
+        "messages": HELLO, "max_tokens": 2, "tools": None})
+    assert status == 200, answer
+    status, answer = request(server.port, "POST", CHAT, {
+        "messages": HELLO, "tools": [{"type": "function", "function": {"name": "f"}}]})
+    assert status == 400 and answer["error"]["param"] == "tools"
+
+
+def test_usage_only_on_a_last_chunk_without_choices_when_asked(server):
+    chat = client(server).chat.completions
+    settings = dict(model="default", messages=HELLO, max_tokens=6, temperature=0, stream=True)
+    plain = list(chat.create(**settings))
+    assert all(c.usage is None for c in plain) and plain[-1].choices[0].finish_reason == "length"
+    asked = list(chat.create(stream_options={"include_usage": True}, **settings))
+    assert all(c.usage is None for c in asked[:-1])
+    assert asked[-1].choices == [] and asked[-1].usage.completion_tokens == 6
+    assert all(c.system_fingerprint for c in asked)
+
+
+def test_model_route_head_health_and_fingerprint(server, tiny_model_dir):
+    assert client(server).models.retrieve(tiny_model_dir.name).id == tiny_model_dir.name
+    with pytest.raises(openai.NotFoundError):
+        client(server).models.retrieve("gpt-17")
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    connection.request("HEAD", "/health")
+    response = connection.getresponse()
+    assert response.status == 200 and response.read() == b""
+    connection.close()
+    answer = client(server).chat.completions.create(model="default", messages=HELLO, max_tokens=2)
+    assert answer.system_fingerprint
+
+
+def test_context_overflow_has_its_code(server):
+    with pytest.raises(openai.BadRequestError) as caught:
+        client(server).completions.create(model="default", prompt="a" * 4000, max_tokens=500)
+    assert caught.value.code == "context_length_exceeded"
+
+
+def test_completion_tokens_count_only_the_text_returned_before_a_stop(server):
+    whole = client(server).completions.create(model="default", prompt="abcabc", max_tokens=12,
+                                              temperature=0, extra_body={"draftless": {
+                                                  "drafter": "none"}})
+    text = whole.choices[0].text
+    stop = text[4:6]
+    cut = client(server).completions.create(model="default", prompt="abcabc", max_tokens=12,
+                                            temperature=0, stop=[stop],
+                                            extra_body={"draftless": {"drafter": "none"}})
+    kept = cut.choices[0].text
+    assert kept == text[:text.find(stop)] and cut.choices[0].finish_reason == "stop"
+    tokens = whole.model_extra["draftless"]["texts"]
+    expected = next(i for i in range(len(tokens) + 1) if len("".join(tokens[:i])) >= len(kept))
+    assert cut.usage.completion_tokens == expected < 12
+
+
+def test_temperature_above_two_and_caller_mistakes_are_explained(server):
+    status, answer = request(server.port, "POST", CHAT, {"messages": HELLO, "temperature": 3})
+    assert status == 400 and answer["error"]["param"] == "temperature"
+    status, answer = request(server.port, "POST", "/v1/completions", {"max_tokens": 2})
+    assert status == 400 and "'prompt' is missing" in answer["error"]["message"]
+    status, answer = request(server.port, "POST", CHAT,
+                             {"messages": [{"role": "user", "content": "  "}]})
+    assert status == 400 and "'content' is empty" in answer["error"]["message"]
