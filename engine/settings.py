@@ -26,10 +26,11 @@ class DraftSettings:
     """How to draft. ``options`` holds drafter-specific knobs (see each drafter's file)."""
 
     drafter: str = "default"
-    # the most draft tokens per pass; the adaptive policy sends less when less pays. 16: one
-    # pass of 17 tokens costs about 2.2x a pass of 1 on this CPU, so long copies pay, and the
-    # tuning prompts gained 2.2x -> 2.4x over a cap of 4 (python -m engine.bench.tune)
-    draft_count: int = 16
+    # the most draft tokens per pass: the user's upper bound. The adaptive policy sends what
+    # pays on the verify-cost curve, so on a flat (GPU) curve long copies go out whole and on
+    # a steep one they are cut (python -m engine.bench.devices: 64 against 16 gained on every
+    # accelerator curve and was no change on this CPU's)
+    draft_count: int = 64
     ngram_order: int = 4
     ngram_min: int = 1
     adaptive: bool = True  # off: draft exactly draft_count tokens whenever the drafter can

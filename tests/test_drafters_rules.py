@@ -235,16 +235,19 @@ def test_suffix_finds_the_longest_match_not_the_most_recent_short_one():
 
 
 def test_suffix_draft_length_follows_match_length_and_frequency():
-    d = drafter("suffix")  # factor 1: at most as many tokens as the match is long
+    d = drafter("suffix", options={"max_spec_factor": 1.0})  # at most the match's length
     d.reset([1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 2])
     assert d.propose(None, 8) == [[3, 4]]
+    four = drafter("suffix")  # the default factor 4: up to four times the match's length
+    four.reset([1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 2])
+    assert four.propose(None, 8) == [[3, 4, 5, 6, 7, 8, 0, 1]]
     d.reset([1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 2, 3, 4, 5])
     assert d.propose(None, 3) == [[6, 7, 8]]
     # after [9] came 1, 2, 3, 4, 5 once each: p = 0.2 for the first token, 0.2 < 0.3 stops
     d2 = drafter("suffix", options={"min_prob": 0.3})
     d2.reset([9, 1, 9, 2, 9, 3, 9, 4, 9, 5, 9])
     assert d2.propose(None, 4) == []
-    d3 = drafter("suffix", options={"min_prob": 0.1})
+    d3 = drafter("suffix", options={"min_prob": 0.1, "max_spec_factor": 1.0})
     d3.reset([9, 1, 9, 2, 9, 3, 9, 4, 9, 5, 9])
     assert d3.propose(None, 4) == [[5]]  # the most recent continuation, probability 0.2
 

@@ -11,9 +11,9 @@ passes x c(1) / (sum of c(tokens verified) over the passes + drafter time).
 Strategies: ``default`` (the engine's defaults: drafter, draft-count cap, adaptive),
 ``hf-prompt-lookup`` and ``vllm-ngram`` (the peers' rules, ``peer_drafters``), llama.cpp's
 ``ngram-simple`` and ``ngram-map-k`` modes (Draftless's own files follow llama.cpp's rules)
-and ``suffix`` drafting a fixed 16 (SuffixDecoding's rule without its adaptive length),
-``prompt-lookup`` with the curve deciding up to 32 tokens, and the ``oracle`` (the answer
-itself, up to 32 tokens a pass: the limit of n-gram speculation on that curve).
+(the peers); ``suffix`` drafting a fixed 16 with no policy, ``prompt-lookup`` with the curve
+deciding up to 32 tokens, and the ``oracle`` (the answer itself, up to 32 tokens a pass: the
+limit of n-gram speculation on that curve).
 """
 
 from __future__ import annotations
@@ -67,10 +67,12 @@ def strategies() -> dict[str, dict]:
                          "adaptive": default.adaptive}}
     for name, cls in PEER_DRAFTERS.items():
         plans[name] = {"drafter_name": name, "draft_count": cls.draft_count, "adaptive": False,
-                       "make": cls}
-    plans["llama.cpp ngram-simple"] = {"drafter_name": "ngram-simple", "draft_count": 16, "adaptive": False}
-    plans["llama.cpp ngram-map-k"] = {"drafter_name": "ngram-map-k", "draft_count": 16, "adaptive": False}
-    plans["suffix fixed 16"] = {"drafter_name": "suffix", "draft_count": 16, "adaptive": False}
+                       "make": cls, "peer": True}
+    for mode in ("ngram-simple", "ngram-map-k"):  # llama.cpp's --draft-max default: 16
+        plans[f"llama.cpp {mode}"] = {"drafter_name": mode, "draft_count": 16, "adaptive": False,
+                                      "peer": True}
+    plans["suffix fixed 16, no policy"] = {"drafter_name": "suffix", "draft_count": 16,
+                                           "adaptive": False}
     plans["prompt-lookup cap 32"] = {"drafter_name": "prompt-lookup", "draft_count": 32, "adaptive": True}
     plans["oracle"] = {"drafter_name": "oracle", "draft_count": ORACLE_CAP, "adaptive": False,
                        "oracle": True}
@@ -125,7 +127,8 @@ def device_table(chats: dict, key: str, eos: int, curves) -> list[str]:
 
 def goal_lines(rows: dict[str, dict], tasks: list[str]) -> list[str]:
     """The speed issue's goals on one curve: default against the best peer strategy."""
-    peers = [label for label in rows if label not in ("default", "oracle", "prompt-lookup cap 32")]
+    plans = strategies()
+    peers = [label for label in rows if plans[label].get("peer")]
     default = rows["default"]
     best_copy = max(peers, key=lambda p: rows[p]["copy-heavy"])
     ratio = default["copy-heavy"] / rows[best_copy]["copy-heavy"]

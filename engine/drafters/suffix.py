@@ -7,8 +7,9 @@ longest match takes constant time whatever the history length (no fixed n-gram s
 
 Draft: the tokens that followed the most recent earlier occurrence of that longest
 match, and its length adapts
-- to the match length L: at most ``ceil(max_spec_factor × L)`` tokens (default factor 1;
-  no draft while L < ``ngram_min``);
+- to the match length L: at most ``ceil(max_spec_factor × L)`` tokens (default factor 4;
+  SuffixDecoding's own default is 1, but here the adaptive policy trims each draft to what
+  pays on the verify-cost curve, so the drafter offers more; no draft while L < ``ngram_min``);
 - to the continuation's observed frequency: walking the automaton along the draft, the
   empirical probability of each next token given everything matched so far is
   ``occurrences(context + token) / occurrences(context)``; the draft stops before the
@@ -21,7 +22,7 @@ Memory is bounded by ``max_tokens`` (default 131,072 tokens, about 60 MB: measur
 bytes a token, see tests/measure_drafter_memory.py): past it the index is rebuilt from the
 most recent half, so a chat as long as a 128k-token context still fits.
 
-Options: ``max_spec_factor`` (default 1.0), ``min_prob`` (default 0.1), ``max_tokens``.
+Options: ``max_spec_factor`` (default 4.0), ``min_prob`` (default 0.1), ``max_tokens``.
 ``draft_count`` caps the draft; ``ngram_min`` is the shortest match used.
 """
 
@@ -110,7 +111,7 @@ class SuffixAutomaton:
 class SuffixDrafter(Drafter):
     name = "suffix"
     summary = "suffix automaton: longest earlier match of the current suffix; length from match and frequency"
-    options = {"max_spec_factor": Option(1.0, 0.01, 1000.0), "min_prob": Option(0.1, 0.0, 1.0),
+    options = {"max_spec_factor": Option(4.0, 0.01, 1000.0), "min_prob": Option(0.1, 0.0, 1.0),
                "max_tokens": Option(MAX_TOKENS, 64, 1 << 26)}
 
     def __init__(self, settings):
