@@ -24,8 +24,9 @@
   noticed; its cost is a fraction of a pass in 16.
 - **Choice**: the draft length L (0..limit) maximising
   ``E[tokens | L] / c(1 + rows × L)`` with ``E[tokens | L] = 1 + Σ_{j≤L} Π_{i<j} p_i``;
-  L = 0 (plain decoding) when no draft pays. Multi-row drafters pay for ``rows × L`` tree
-  tokens.
+  L = 0 (plain decoding) when no draft pays. A multi-row drafter sends its extra rows only
+  while they make the pass at most 5% dearer (``row_budget``), and pays for ``rows × L``
+  tree tokens.
 
 The service owns the curves and the acceptance memory (``AdaptiveMemory``), never this
 module.
@@ -39,6 +40,7 @@ MAX_POSITIONS = 128
 DECAY = 0.85  # per drafted pass
 PROBE_INTERVAL = 16  # passes with a proposal but no draft before a 1-token probe
 PRIOR_ACCEPT = 0.5
+ROW_SLACK = 0.05  # a multi-row drafter's extra rows may make a pass this much dearer
 PRIOR_REJECT = 0.5
 # Cold start, per drafter and match class (0: not said, then 1-2, 3-5, 6-11, 12+ tokens):
 # the prior (accept, reject) pseudo-counts of position 0, so a first answer drafts as much
@@ -170,7 +172,7 @@ class AdaptivePolicy:
         expected = self.tracker(self.last_class).expected_tokens(min(limit, MAX_POSITIONS))
         best, best_rate = 0, expected[0] / self.curve(1)
         for length in range(1, len(expected)):
-            rate = expected[length] / self.curve(1 + self.rows * length)
+            rate = expected[length] / self.curve(1 + self.row_budget(length) * length)
             if rate > best_rate * 1.0001:
                 best, best_rate = length, rate
         if best == 0:
@@ -180,6 +182,15 @@ class AdaptivePolicy:
                 best = 1
         self.last_choice = best
         return best
+
+    def row_budget(self, length: int) -> int:
+        """How many rows of ``length`` tokens to send: a multi-row drafter's extra rows go
+        out only while the tree costs at most ``ROW_SLACK`` more than its first row alone
+        (on a flat curve all of them, on a steep one one)."""
+        base, rows = self.curve(1 + length), 1
+        while rows < self.rows and self.curve(1 + (rows + 1) * length) <= (1 + ROW_SLACK) * base:
+            rows += 1
+        return rows
 
     def record(self, drafted: int, accepted: int, seconds: float, depth: int | None = None) -> None:
         depth = drafted if depth is None else depth

@@ -189,6 +189,9 @@ class FixedDraftLength:
     def draft_length(self, limit: int, match_length: int = 0) -> int:
         return limit
 
+    def row_budget(self, length: int) -> int:
+        return 1 << 30  # every row the drafter proposed
+
     def record(self, drafted: int, accepted: int, seconds: float, **details) -> None:
         pass
 
@@ -260,7 +263,7 @@ def speculative_decode(
         rows = [row for row in (_cut_at_eos(list(r[:limit]), eos_tokens) for r in rows) if row]
         if rows:  # the policy sees the proposal, then says how much of it to send
             length = policy.draft_length(max(len(r) for r in rows), drafter.match_length)
-            rows = [r[:length] for r in rows] if length > 0 else []
+            rows = [r[:length] for r in rows[:policy.row_budget(length)]] if length > 0 else []
         drafted_at = time.perf_counter()
 
         # verify, accept, roll back: the cache ends holding the new history but its last token

@@ -68,14 +68,14 @@ def _estimate_notes(drafter, asked: DraftSettings, greedy: bool) -> list[str]:
     return notes
 
 
-def _matched(row: Sequence[int], target: Sequence[int], start: int) -> int:
+def matched_length(row: Sequence[int], target: Sequence[int], start: int) -> int:
     n = 0
     while n < len(row) and start + n < len(target) and row[n] == target[start + n]:
         n += 1
     return n
 
 
-def _tree_size(rows: Sequence[Sequence[int]]) -> int:
+def tree_size(rows: Sequence[Sequence[int]]) -> int:
     """Draft tokens a tree verification sends: the nodes of the rows' prefix tree."""
     return len({tuple(row[:j]) for row in rows for j in range(1, len(row) + 1)})
 
@@ -104,13 +104,13 @@ def replay(prompt_tokens: Sequence[int], answer_tokens: Sequence[int], settings:
         rows = drafter.propose(history, limit) if limit > 0 else []
         rows = [row for row in (_cut(list(r[:limit]), ends) for r in rows) if row]
         if len(rows) > 1 and drafter.multi_row and tree:
-            matches = [_matched(row, target, produced) for row in rows]
+            matches = [matched_length(row, target, produced) for row in rows]
             accepted = max(matches)
             row = matches.index(accepted)
-            drafted = _tree_size(rows)
+            drafted = tree_size(rows)
         else:
             row = 0
-            accepted = _matched(rows[0], target, produced) if rows else 0
+            accepted = matched_length(rows[0], target, produced) if rows else 0
             drafted = len(rows[0]) if rows else 0
         emitted = target[produced:produced + accepted]
         if not (emitted and emitted[-1] in ends):

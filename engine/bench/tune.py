@@ -29,6 +29,7 @@ from ..verify_cost import CostCurve
 from ..decode import _cut_at_eos
 from ..drafters import make_drafter, measurement_options
 from ..drafters.stores import DrafterStores
+from ..replay import matched_length, tree_size
 from ..settings import DraftSettings
 
 QUIET_CURVE = "resources/readme/benchmarks/results.json"  # a quiet machine's c(n), seconds
@@ -74,23 +75,24 @@ def simulate(chat: list[dict], drafter_name: str, draft_count: int, adaptive: bo
             limit = min(draft_count, len(answer) - produced - 1)
             rows = drafter.propose(history, limit) if limit > 0 else []
             rows = [r for r in (_cut_at_eos(list(r[:limit]), {eos}) for r in rows) if r]
-            draft = rows[0] if rows else []
-            if draft and policy is not None:
-                length = policy.draft_length(len(draft), drafter.match_length)
-                draft = draft[:length]
+            rows = rows if drafter.multi_row else rows[:1]
+            if rows and policy is not None:
+                length = policy.draft_length(max(len(r) for r in rows), drafter.match_length)
+                rows = [r[:length] for r in rows[:policy.row_budget(length)]] if length else []
             drafter_s += time.perf_counter() - started
-            truth = answer[produced:produced + len(draft) + 1]
-            accepted = 0
-            while accepted < len(draft) and draft[accepted] == truth[accepted]:
-                accepted += 1
-            emitted = truth[:accepted + 1]
-            cost = curve.base(len(draft) + 1)
+            matches = [matched_length(r, answer, produced) for r in rows]
+            accepted = max(matches, default=0)
+            row = matches.index(accepted) if rows else 0
+            draft = rows[row] if rows else []
+            sent = tree_size(rows) if len(rows) > 1 else len(draft)  # tokens verified
+            emitted = answer[produced:produced + accepted + 1]
+            cost = curve.base(sent + 1)
             spec += cost
             started = time.perf_counter()
-            drafter.observe(emitted, accepted=accepted, drafted=len(draft), row=0)
+            drafter.observe(emitted, accepted=accepted, drafted=len(draft), row=row)
             drafter_s += time.perf_counter() - started
             if policy is not None:
-                policy.record(len(draft), accepted, cost)
+                policy.record(sent, accepted, cost, depth=max((len(r) for r in rows), default=0))
             if classes is not None and draft:  # per match class: [reached, accepted] per position
                 counts = classes.setdefault(match_class(drafter.match_length),
                                             [[0, 0] for _ in range(draft_count)])
