@@ -41,6 +41,8 @@ DECAY = 0.85  # per drafted pass
 PROBE_INTERVAL = 16  # passes with a proposal but no draft before a 1-token probe
 PRIOR_ACCEPT = 0.5
 ROW_SLACK = 0.05  # a multi-row drafter's extra rows may make a pass this much dearer
+GUESS_MARGIN = 1.1  # on a curve not measured for the model, a draft must promise 10% more
+HOPELESS = 0.9  # passes costing this share of their length in one-token passes never pay
 PRIOR_REJECT = 0.5
 # Cold start, per drafter and match class (0: not said, then 1-2, 3-5, 6-11, 12+ tokens):
 # the prior (accept, reject) pseudo-counts of position 0, so a first answer drafts as much
@@ -166,22 +168,34 @@ class AdaptivePolicy:
         return tracker
 
     def draft_length(self, limit: int, match_length: int = 0) -> int:
-        if limit <= 0:
+        if limit <= 0 or not self.curve.anchored:  # a guess: one plain pass gives c(1) first
             return 0
         self.last_class = match_class(match_length)
         expected = self.tracker(self.last_class).expected_tokens(min(limit, MAX_POSITIONS))
-        best, best_rate = 0, expected[0] / self.curve(1)
+        plain = best_rate = expected[0] / self.curve(1)
+        best = 0
         for length in range(1, len(expected)):
             rate = expected[length] / self.curve(1 + self.row_budget(length) * length)
             if rate > best_rate * 1.0001:
                 best, best_rate = length, rate
-        if best == 0:
+        guess = self.curve.guess  # a curve not measured for this model: draft only clear wins
+        if guess and best_rate < plain * GUESS_MARGIN:
+            best = 0
+        if best == 0 and not guess:
             idle = self.idle.get(self.last_class, 0) + 1
             self.idle[self.last_class] = idle
             if idle > PROBE_INTERVAL:
                 best = 1
         self.last_choice = best
         return best
+
+    def gives_up(self, limit: int) -> bool:
+        """Whether no draft of up to ``limit`` tokens can pay on this curve even if all were
+        accepted (passes cost about their length in one-token passes, as a 4-bit model's on
+        MLX's CPU backend): the loop then decodes plainly, pipelined, for the rest."""
+        one = self.curve(1)
+        return self.curve.anchored and all(
+            self.curve(1 + n) >= HOPELESS * (1 + n) * one for n in range(1, max(limit, 1) + 1))
 
     def row_budget(self, length: int) -> int:
         """How many rows of ``length`` tokens to send: a multi-row drafter's extra rows go

@@ -192,6 +192,9 @@ class FixedDraftLength:
     def row_budget(self, length: int) -> int:
         return 1 << 30  # every row the drafter proposed
 
+    def gives_up(self, limit: int) -> bool:
+        return False
+
     def record(self, drafted: int, accepted: int, seconds: float, **details) -> None:
         pass
 
@@ -287,6 +290,11 @@ def speculative_decode(
         yield PassResult(emitted, accepted, verdict.drafted, done_at - started,
                          (drafted_at - started) + (done_at - verified_at), verdict.row)
         if emitted[-1] in eos_tokens:
+            return
+        if (produced < max_tokens and policy.gives_up(draft_count) and target.pipelines
+                and target.trimmable and chooser.queueable):
+            yield from pipelined_plain_decode(target, drafter, chooser, history,
+                                              max_tokens=max_tokens - produced, eos_tokens=eos_tokens)
             return
 
 

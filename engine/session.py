@@ -126,7 +126,10 @@ class ChatSession:
             chunk = pending[done:done + self.prefill_step]
             started = time.perf_counter()
             self.target.prefill(chunk)
-            self.prefill_step = paced_prefill_step(len(chunk), time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            self.prefill_step = paced_prefill_step(len(chunk), seconds)
+            if self.loaded.speculates:  # a curve not yet measured learns its slope from this
+                self.memory.adaptive.curve(self.model_key).observe_span(len(chunk), seconds)
             done += len(chunk)
             yield ProgressEvent("prefill", done, total, "Prompt read" if done == total else "Reading the prompt…")
         return True

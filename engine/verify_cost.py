@@ -45,6 +45,9 @@ LOCAL_WEIGHT_CAP = 20
 # GPU's flat curve.
 PRIOR_RATIOS = {1: 1.0, 2: 1.2, 4: 1.5, 8: 1.8, 16: 2.1, 32: 3.2, 64: 5.5, 96: 8.0}
 CURVES_DIR = Path(__file__).resolve().parent / "curves"
+# a verify pass computes logits at every position, a prompt chunk does not: the embedded
+# model's output layer is 21% of its weights, so a token verified costs about 1.3 read
+OUTPUT_ALLOWANCE = 1.3
 
 
 class CostCurve:
@@ -69,6 +72,9 @@ class CostCurve:
         self.seconds = seconds
         self.scale = 1.0
         self.local: dict[int, list[float]] = {}  # n -> [ratio average, observations]
+        self.spans: dict[int, float] = {}  # a guess: prompt chunks of n tokens, least seconds
+        self.shape = list(seconds)  # a guess: the prior's relative shape
+        self.one_token: float | None = None  # a guess: the least one-token pass seen
 
     def base(self, n: float) -> float:
         xs, ys = self.lengths, self.seconds
@@ -96,19 +102,45 @@ class CostCurve:
         """Whether this is the prior shape, not a curve measured for the model."""
         return not self.measured and not self.fixed
 
+    def observe_span(self, n: int, seconds: float) -> None:
+        """A guess learns from the prompt's chunks too: reading n tokens in one pass is what
+        verifying n tokens costs on this model and machine, less the output layer. A model
+        whose passes cost n times a one-token pass (4-bit on MLX's CPU backend) is so found
+        steep before its first draft, not after a slow first answer."""
+        if self.guess and n > 1 and seconds > 0:
+            self.spans[n] = min(seconds, self.spans.get(n, seconds))
+            if self.anchored:
+                self._refit_guess()
+
+    def _refit_guess(self) -> None:
+        """A guess, in seconds, from the least one-token pass seen: once a prompt chunk was
+        timed, the line from there whose slope is that chunk's time per token, plus
+        ``OUTPUT_ALLOWANCE`` for the output layer a verify pass runs at every position and a
+        prompt chunk does not (evidence from this model on this machine); before that, the
+        prior's shape."""
+        one = self.one_token
+        if self.spans:
+            per_token = self.spans[max(self.spans)] / max(self.spans)
+            self.seconds = [one + OUTPUT_ALLOWANCE * per_token * (n - 1) for n in self.lengths]
+        else:
+            self.seconds = [ratio / self.shape[0] * one for ratio in self.shape]
+
     def observe(self, n: int, seconds: float) -> None:
-        if self.fixed:
+        if self.fixed or seconds <= 0:
             return
-        if not self.anchored:
-            if seconds > 0:  # a prior's shape, put in this machine's seconds by its first pass
-                factor = seconds / self.base(n)
-                self.seconds = [s * factor for s in self.seconds]
-                self.anchored = True
+        if self.guess and (n == 1 or not self.anchored):
+            # c(1) is the least one-token pass seen, so a burst of load is not taken for the
+            # model's speed (before anchoring, self.seconds is the shape in relative units)
+            one = seconds if n == 1 else seconds * self.base(1) / self.base(n)
+            self.one_token = min(one, self.one_token or one)
+            self.anchored = True
+            self._refit_guess()
             return
         predicted = self.base(n)
         if predicted > 0 and seconds > 0:
             ratio = min(max(seconds / predicted, 0.2), 5.0)
-            self.scale += SCALE_RATE * (ratio - self.scale)
+            if not self.guess:  # a guess keeps c(1) its least; longer passes learn per length
+                self.scale += SCALE_RATE * (ratio - self.scale)
             local = self.local.setdefault(int(n), [ratio, 0])
             local[0] += SCALE_RATE * (ratio - local[0])
             local[1] += 1

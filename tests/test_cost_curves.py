@@ -127,3 +127,69 @@ def test_peer_replays_draft_what_the_peers_algorithm_drafts(peer, reference):
         drafter.observe(tokens[1:])
         got = drafter.propose(None, 100)
         assert (got[0] if got else []) == reference(tokens), tokens
+
+
+# ------------------------------------------------ a model whose curve was never measured
+def test_a_guess_takes_its_slope_from_the_prompt_and_its_speed_from_the_least_one_token_pass():
+    from engine.verify_cost import OUTPUT_ALLOWANCE, prior_cost_curve
+
+    curve = prior_cost_curve()
+    curve.observe_span(100, 9.0)  # reading 100 prompt tokens took 90 ms a token
+    curve.observe(1, 0.30)  # the first pass: a burst of load
+    curve.observe(1, 0.12)  # a quiet one
+    curve.observe(1, 0.25)
+    assert curve(1) == pytest.approx(0.12)  # the least one-token pass, not the latest
+    assert curve(5) == pytest.approx(0.12 + OUTPUT_ALLOWANCE * 0.09 * 4)
+
+
+def test_on_a_steep_guess_nothing_is_drafted_and_a_hopeless_curve_gives_up():
+    from engine.adaptive import AdaptivePolicy
+    from engine.verify_cost import prior_cost_curve
+
+    curve = prior_cost_curve()
+    policy = AdaptivePolicy(curve, rows=1, priors={0: (0.98, 0.02)})
+    assert policy.draft_length(8) == 0  # not anchored: a plain first pass gives c(1)
+    curve.observe_span(100, 9.0)  # 4-bit on MLX's CPU backend: a pass costs its length
+    curve.observe(1, 0.12)
+    assert policy.draft_length(8) == 0 and policy.gives_up(8)
+    flat = prior_cost_curve()  # a GPU: the prompt is read at a fraction of a pass a token
+    flat.observe_span(100, 0.05)
+    flat.observe(1, 0.005)
+    sure = AdaptivePolicy(flat, rows=1, priors={0: (0.98, 0.02)})
+    assert sure.draft_length(8) == 8 and not sure.gives_up(8)
+
+
+def test_a_hopeless_curve_decodes_plainly_pipelined_with_the_same_tokens(tiny_loaded, monkeypatch):
+    from engine import decode
+    from engine.adaptive import AdaptivePolicy
+    from engine.decode import FixedDraftLength, Target, TokenChooser, speculative_decode
+    from engine.drafters import make_drafter
+    from engine.settings import SamplingSettings
+    from engine.verify_cost import CostCurve
+
+    prompt = list(tiny_loaded.tokenizer.encode("abcabcabcabc"))
+
+    def run(policy):
+        target = Target(tiny_loaded.model)
+        target.prefill(prompt[:-1])
+        drafter = make_drafter(DraftSettings(drafter="prompt-lookup", draft_count=4).validated())
+        drafter.reset(prompt)
+        history = list(prompt)
+        passes = list(speculative_decode(target, drafter, TokenChooser(SamplingSettings()), history,
+                                         max_tokens=20, draft_count=4, eos_tokens=set(), policy=policy))
+        return history[len(prompt):], passes
+
+    switched = []
+    real = decode.pipelined_plain_decode
+
+    def pipelined(*args, **kwargs):
+        switched.append(kwargs["max_tokens"])
+        yield from real(*args, **kwargs)
+
+    monkeypatch.setattr(decode, "pipelined_plain_decode", pipelined)
+    linear = CostCurve({1: 0.1, 2: 0.2, 4: 0.4, 8: 0.8})
+    tokens, passes = run(AdaptivePolicy(linear, rows=1))
+    assert switched == [19]  # after the first pass, the rest pipelined
+    plain, _ = run(FixedDraftLength())
+    assert tokens == plain  # lossless either way
+    assert all(p.drafted == 0 for p in passes) and len(passes) == 20
