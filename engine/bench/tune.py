@@ -71,6 +71,12 @@ def simulate(chat: list[dict], drafter_name: str, draft_count: int, adaptive: bo
         produced = 0
         plain += len(answer) * curve.base(1)
         while produced < len(answer):
+            if passes and policy is not None and policy.gives_up(draft_count):
+                spec += (len(answer) - produced) * curve.base(1)  # the loop decodes plainly
+                passes += len(answer) - produced
+                emitted_total += len(answer) - produced
+                history.extend(answer[produced:])
+                break
             started = time.perf_counter()
             limit = min(draft_count, len(answer) - produced - 1)
             rows = drafter.propose(history, limit) if limit > 0 else []
