@@ -43,7 +43,8 @@ def test_missing_tokenizer(tiny_model_dir, tmp_path):
 def test_corrupt_weights(tiny_model_dir, tmp_path):
     broken = shutil.copytree(tiny_model_dir, tmp_path / "m")
     (broken / "model.safetensors").write_bytes(b"\x00not safetensors at all" * 10)
-    with pytest.raises(EngineError, match="Could not load the model"):
+    # found in the weight file's header, before anything is built from it
+    with pytest.raises(EngineError, match="model.safetensors is damaged .*Download or convert"):
         load_model(str(broken))
 
 
