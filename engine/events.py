@@ -29,6 +29,15 @@ class ModelEvent:
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """A token with its log-probability at a position; ``text`` is the token decoded alone."""
+
+    token: int
+    text: str
+    logprob: float
+
+
+@dataclass(frozen=True)
 class TokenEvent:
     """One emitted token. ``text`` may be empty while a multi-byte character is incomplete."""
 
@@ -38,6 +47,9 @@ class TokenEvent:
     pass_index: int
     draft_position: int | None  # index in the accepted draft, None for the target's own token
     drafter: str
+    # when the request asks for log-probabilities: this token's, and the most likely tokens'
+    logprob: TokenLogprob | None = None
+    top_logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import mlx.core as mx
 from .decode import PREFILL_STEP, Target, TokenChooser, speculative_decode
 from .drafters import make_drafter
 from .errors import EngineError, describe_error
-from .events import DoneEvent, Event, PassEvent, ProgressEvent, TokenEvent
+from .events import DoneEvent, Event, PassEvent, ProgressEvent, TokenEvent, TokenLogprob
 from .memory import EngineMemory
 from .model_ngrams import bigram_table_steps, model_key, start_prefix
 from .models import LoadedModel
@@ -131,6 +131,17 @@ class ChatSession:
             yield ProgressEvent("prefill", done, total, "Prompt read" if done == total else "Reading the prompt…")
         return True
 
+    def _logprobs(self, logprobs, position: int, token: int) -> tuple:
+        """A TokenEvent's ``logprob`` and ``top_logprobs`` from a pass's ``logprobs``."""
+        if logprobs is None:
+            return None, ()
+
+        def entry(token: int, value: float) -> TokenLogprob:
+            return TokenLogprob(token, self.loaded.tokenizer.decode([token]), value)
+
+        value, top = logprobs[position]
+        return entry(token, value), tuple(entry(t, v) for t, v in top)
+
     def generate(self, request: GenerationRequest,
                  should_stop: Callable[[], bool] = lambda: False) -> Iterator[Event]:
         loaded = self.loaded
@@ -178,7 +189,8 @@ class ChatSession:
         from_draft: list[bool] = []
         finish = "length"
         decoder = speculative_decode(
-            self.target, self.drafter, TokenChooser(request.sampling), self.history,
+            self.target, self.drafter, TokenChooser(request.sampling, request.logprobs),
+            self.history,
             max_tokens=request.max_tokens, draft_count=request.draft.draft_count,
             eos_tokens=eos, speculate=loaded.speculates, policy=policy)
         try:
@@ -201,7 +213,8 @@ class ChatSession:
                     out_tokens.append(token)
                     from_draft.append(drafted)
                     yield TokenEvent(token, detokenizer.last_segment, drafted, pass_index,
-                                     position if drafted else None, stats.drafter)
+                                     position if drafted else None, stats.drafter,
+                                     *self._logprobs(result.logprobs, position, token))
                 yield PassEvent(pass_index, result.drafted, accepted, emitted,
                                 result.seconds, stats.tokens_per_pass)
                 if final:
