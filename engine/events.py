@@ -53,6 +53,16 @@ class TokenEvent:
 
 
 @dataclass(frozen=True)
+class ToolCallEvent:
+    """Tool calls that closed in the pass just streamed (its tokens' text leaves them out),
+    each {"id", "name", "arguments" (JSON text)}; ``text``: text held back while it might
+    open a call, given out at the end of the answer."""
+
+    calls: list[dict]
+    text: str = ""
+
+
+@dataclass(frozen=True)
 class PassEvent:
     """One target forward pass after prefill."""
 
@@ -91,4 +101,4 @@ class ErrorEvent:
     message: str
 
 
-Event = ProgressEvent | ModelEvent | TokenEvent | PassEvent | DoneEvent | ReplayEvent | ErrorEvent
+Event = ProgressEvent | ModelEvent | TokenEvent | ToolCallEvent | PassEvent | DoneEvent | ReplayEvent | ErrorEvent

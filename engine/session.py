@@ -17,13 +17,15 @@ import mlx.core as mx
 from .decode import PREFILL_STEP, Target, TokenChooser, speculative_decode
 from .drafters import make_drafter
 from .errors import EngineError, describe_error
-from .events import DoneEvent, Event, PassEvent, ProgressEvent, TokenEvent, TokenLogprob
+from .events import (DoneEvent, Event, PassEvent, ProgressEvent, TokenEvent, TokenLogprob,
+                     ToolCallEvent)
 from .memory import EngineMemory
 from .model_ngrams import bigram_table_steps, model_key, start_prefix
 from .models import LoadedModel
 from .settings import GenerationRequest
 from .stats import DecodeStats
 from .tokens import check_prompt, output_size
+from .tool_calls import ToolCallScanner, tool_call_support
 
 
 FIRST_PREFILL_STEP = 128
@@ -50,8 +52,13 @@ def prompt_tokens(loaded: LoadedModel, request: GenerationRequest) -> list[int]:
     if request.messages is not None:
         if getattr(tokenizer, "chat_template", None) is None:
             raise EngineError(f"{loaded.name} has no chat template; send a raw prompt instead.")
+        tools = {}
+        if request.tools:
+            tool_call_support(tokenizer, loaded.name)
+            tools = {"tools": request.tools}
         try:
-            return list(tokenizer.apply_chat_template(request.messages, add_generation_prompt=True))
+            return list(tokenizer.apply_chat_template(request.messages, add_generation_prompt=True,
+                                                      **tools))
         except Exception as error:  # the template is the model folder's code (Jinja), untrusted
             raise EngineError(f"The chat template of {loaded.name} failed on this conversation "
                               f"({describe_error(error)}). Fix chat_template in the model's "
@@ -187,6 +194,7 @@ class ChatSession:
         detokenizer.reset()
         out_tokens: list[int] = []
         from_draft: list[bool] = []
+        scanner = ToolCallScanner(tokenizer, request.tools) if request.tools else None
         finish = "length"
         decoder = speculative_decode(
             self.target, self.drafter, TokenChooser(request.sampling, request.logprobs),
@@ -205,6 +213,7 @@ class ChatSession:
                     finish = "cancelled"
                 final = finish != "length" or stats.emitted >= request.max_tokens
                 kept = [t for t in result.tokens if t not in eos]
+                calls: list[dict] = []
                 for position, token in enumerate(kept):
                     detokenizer.add_token(token)
                     if final and position == len(kept) - 1:
@@ -212,9 +221,17 @@ class ChatSession:
                     drafted = position < result.accepted
                     out_tokens.append(token)
                     from_draft.append(drafted)
-                    yield TokenEvent(token, detokenizer.last_segment, drafted, pass_index,
+                    text = detokenizer.last_segment
+                    if scanner is not None:  # tool calls leave the text, as ToolCallEvents
+                        text, closed = scanner.feed(text)
+                        calls += closed
+                    yield TokenEvent(token, text, drafted, pass_index,
                                      position if drafted else None, stats.drafter,
                                      *self._logprobs(result.logprobs, position, token))
+                if scanner is not None:
+                    held, closed = scanner.flush() if final else ("", [])
+                    if calls or closed or held:
+                        yield ToolCallEvent(calls + closed, held)
                 yield PassEvent(pass_index, result.drafted, accepted, emitted,
                                 result.seconds, stats.tokens_per_pass)
                 if final:

@@ -96,7 +96,7 @@ class GenerationRequest:
     ``model`` is a local folder or a Hugging Face id; None means the embedded default.
     """
 
-    messages: list[dict[str, str]] | None = None
+    messages: list[dict] | None = None
     prompt: str | None = None
     raw: bool = False
     model: str | None = None
@@ -106,6 +106,8 @@ class GenerationRequest:
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
     # each token's log-probability and this many most likely alternatives; None: none
     logprobs: int | None = None
+    # tools the model may call (OpenAI's function tools), rendered by its chat template
+    tools: list[dict] | None = None
 
     def validated(self) -> "GenerationRequest":
         _check_range("max_tokens", self.max_tokens, MAX_TOKENS_RANGE)
@@ -114,7 +116,8 @@ class GenerationRequest:
         if self.messages is None and self.prompt is None:
             raise EngineError("Nothing to answer: give a prompt or chat messages.")
         if self.messages is not None:
-            if not self.messages or not any(m.get("content", "").strip() for m in self.messages):
+            if not self.messages or not any((m.get("content") or "").strip() or m.get("tool_calls")
+                                            for m in self.messages):
                 raise EngineError("The prompt is empty: type something to answer.")
         elif not self.prompt.strip():
             raise EngineError("The prompt is empty: type something to answer.")

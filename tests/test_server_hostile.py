@@ -409,7 +409,8 @@ def test_a_null_max_completion_tokens_defers_to_max_tokens(server):
     assert status == 200 and answer["usage"]["completion_tokens"] == 5
 
 
-def test_empty_or_null_tool_fields_are_accepted_and_real_tools_are_not(server):
+def test_empty_or_null_tool_fields_are_accepted_and_tools_need_a_template_that_takes_them(
+        server):
     status, answer = request(server.port, "POST", CHAT, {
         "messages": HELLO, "max_tokens": 2, "tools": [], "tool_choice": None, "functions": None})
     assert status == 200, answer
@@ -418,7 +419,8 @@ def test_empty_or_null_tool_fields_are_accepted_and_real_tools_are_not(server):
     assert status == 200, answer
     status, answer = request(server.port, "POST", CHAT, {
         "messages": HELLO, "tools": [{"type": "function", "function": {"name": "f"}}]})
-    assert status == 400 and answer["error"]["param"] == "tools"
+    assert status == 400 and answer["error"]["param"] == "tools"  # ChatML without tools
+    assert "no tool calling support" in answer["error"]["message"]
 
 
 def test_usage_only_on_a_last_chunk_without_choices_when_asked(server):

@@ -20,7 +20,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 
-from ..events import DoneEvent, ErrorEvent, PassEvent, TokenEvent
+from ..events import DoneEvent, ErrorEvent, PassEvent, TokenEvent, ToolCallEvent
 from .guard import Guard
 from .queue import FairQueue, QueueFull
 from .requests import ApiError, Defaults, ParsedRequest, parse, typed
@@ -254,6 +254,8 @@ class Piece:
     tokens: list[TokenEvent] = field(default_factory=list)
     text: str = ""
     completion_tokens: int = 0
+    calls: list[dict] = field(default_factory=list)  # tool calls that closed in the pass
+    returned: int = 0  # how many of ``tokens`` the client gets (a stop string may cut it)
 
 
 class Answer:
@@ -279,18 +281,26 @@ class Answer:
 
     async def _pump(self, release) -> None:
         tokens: list[TokenEvent] = []  # of the pass under way
+        calls: list[dict] = []
+        held = ""  # text a tool-call scan gave out at the end
         every: list[TokenEvent] = []
         try:
             async for event in self.stream:
                 if isinstance(event, TokenEvent):
                     tokens.append(event)
+                elif isinstance(event, ToolCallEvent):
+                    calls += event.calls
+                    held += event.text
                 elif isinstance(event, PassEvent):
-                    text = self.stop.feed("".join(t.text for t in tokens))
+                    text = self.stop.feed("".join(t.text for t in tokens) + held)
+                    returned = len(tokens)
                     if self.stop.stopped:
                         self.cancel()
-                    self.pieces.put_nowait(Piece(event, tokens, text))
+                        returned = returned_tokens(every + tokens, self.stop.returned) - len(every)
+                    self.pieces.put_nowait(Piece(event, tokens, text, calls=calls,
+                                                 returned=max(returned, 0)))
                     every += tokens
-                    tokens = []
+                    tokens, calls, held = [], [], ""
                 elif isinstance(event, DoneEvent):
                     text = self.stop.flush()
                     returned = (returned_tokens(every, self.stop.returned) if self.stop.stopped
@@ -316,7 +326,8 @@ class Answer:
             if message.startswith("Internal error"):
                 return ApiError(500, message, "server_error")
             return ApiError(400, message, code="context_length_exceeded"
-                            if "reads at most" in message else None)
+                            if "reads at most" in message else None,
+                            param="tools" if message.startswith("'tools'") else None)
         return None
 
     async def _read(self):
@@ -325,21 +336,27 @@ class Answer:
             yield piece
             piece = await self.pieces.get()
 
-    def _finish(self, done: DoneEvent) -> str:
-        return "stop" if self.stop.stopped else FINISH.get(done.finish_reason, "stop")
+    def _finish(self, done: DoneEvent, called: bool) -> str:
+        if self.stop.stopped:
+            return "stop"
+        reason = FINISH.get(done.finish_reason, "stop")
+        return "tool_calls" if called and reason == "stop" else reason
 
     async def chunks(self):
         yield _sse(self.shaper.chunk("", first=True))
+        called = False
         async for piece in self._read():
             event = piece.event
             if isinstance(event, PassEvent):
-                yield _sse(self.shaper.chunk(piece.text, extra={"draftless": {
+                called = called or bool(piece.calls)
+                yield _sse(self.shaper.chunk(piece.text, tokens=piece.tokens[:piece.returned],
+                                             calls=piece.calls, extra={"draftless": {
                     **provenance(piece.tokens), "pass": event.pass_index,
                     "drafted": event.drafted, "accepted": event.accepted,
                     "seconds": round(event.seconds, 5),
                     "tokens_per_pass": round(event.tokens_per_pass, 4)}}))
             elif isinstance(event, DoneEvent):
-                yield _sse(self.shaper.chunk(piece.text, self._finish(event)))
+                yield _sse(self.shaper.chunk(piece.text, self._finish(event, called)))
                 if self.include_usage:  # the engine's statistics ride in usage.draftless
                     yield _sse(self.shaper.usage_chunk(usage(
                         event.timing.get("prompt_tokens", 0), event, piece.completion_tokens)))
@@ -353,14 +370,16 @@ class Answer:
     async def whole(self) -> dict:
         texts: list[str] = []
         tokens: list[TokenEvent] = []
+        calls: list[dict] = []
         async for piece in self._read():
             event = piece.event
             texts.append(piece.text)
             tokens += piece.tokens
+            calls += piece.calls
             if isinstance(event, DoneEvent):
-                return self.shaper.whole("".join(texts), self._finish(event), tokens,
+                return self.shaper.whole("".join(texts), self._finish(event, bool(calls)), tokens,
                                          usage(event.timing.get("prompt_tokens", 0), event,
-                                               piece.completion_tokens))
+                                               piece.completion_tokens), calls)
             if isinstance(event, ErrorEvent):
                 raise ApiError(500, event.message, "server_error")
         raise ApiError(500, "The engine ended the answer without a result.", "server_error")
