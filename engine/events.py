@@ -30,11 +30,13 @@ class ModelEvent:
 
 @dataclass(frozen=True)
 class TokenLogprob:
-    """A token with its log-probability at a position; ``text`` is the token decoded alone."""
+    """A token with its log-probability at a position; ``raw``: the token's own bytes (part
+    of a character, for byte-level tokens), ``text`` those bytes decoded alone."""
 
     token: int
     text: str
     logprob: float
+    raw: bytes = b""
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,19 @@ def prompt_tokens(loaded: LoadedModel, request: GenerationRequest) -> list[int]:
     return list(tokenizer.encode(request.prompt))
 
 
+def token_bytes(tokenizer, token: int) -> bytes:
+    """A token's own bytes: through the byte-level BPE map where the tokenizer has one
+    (mlx-lm's BPE detokenizer), else its text decoded alone."""
+    tokenmap = getattr(tokenizer.detokenizer, "tokenmap", None)
+    if tokenmap is not None and token < len(tokenmap):
+        from mlx_lm.tokenizer_utils import _byte_decoder
+
+        decoder, piece = _byte_decoder(), tokenmap[token]
+        if piece and all(c in decoder for c in piece):
+            return bytes(decoder[c] for c in piece)
+    return tokenizer.decode([token]).encode()
+
+
 class ChatSession:
     def __init__(self, loaded: LoadedModel, memory: EngineMemory | None = None):
         self.loaded = loaded
@@ -144,7 +157,8 @@ class ChatSession:
             return None, ()
 
         def entry(token: int, value: float) -> TokenLogprob:
-            return TokenLogprob(token, self.loaded.tokenizer.decode([token]), value)
+            raw = token_bytes(self.loaded.tokenizer, token)
+            return TokenLogprob(token, raw.decode("utf-8", "replace"), value, raw)
 
         value, top = logprobs[position]
         return entry(token, value), tuple(entry(t, v) for t, v in top)

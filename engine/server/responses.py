@@ -85,7 +85,8 @@ def provenance(tokens: list[TokenEvent]) -> dict:
 
 
 def _entry(item: TokenLogprob) -> dict:
-    return {"token": item.text, "logprob": item.logprob, "bytes": list(item.text.encode())}
+    return {"token": item.text, "logprob": item.logprob,
+            "bytes": list(item.raw or item.text.encode())}
 
 
 def tool_calls(calls: list[dict], first: int | None = None) -> list[dict]:
