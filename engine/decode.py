@@ -16,10 +16,14 @@ the host's work overlaps the device's, as in mlx-lm's ``generate_step``.
 Multi-row drafters verify all their rows in one pass as a prefix tree (``engine/tree.py``)
 where the model allows it; which caches can be rolled back, and how, is decided per model
 in ``engine/models/caches.py`` (sliding windows, recurrent state).
+
+A grammar (``engine/grammar.py``) masks the logits after the processors; its drafts are
+cut at the first token it forbids and verified one row at a time.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -142,9 +146,11 @@ class TokenChooser:
     """Turns logits into the target's own choices: argmax, or mlx-lm's sampler.
 
     ``logprobs`` (None: off) asks for each emitted token's log-probability and that many
-    most likely alternatives (``token_logprobs``)."""
+    most likely alternatives (``token_logprobs``). ``constraint`` (a ``GrammarConstraint``)
+    masks what a grammar forbids, after the processors."""
 
-    def __init__(self, sampling: SamplingSettings, logprobs: int | None = None):
+    def __init__(self, sampling: SamplingSettings, logprobs: int | None = None,
+                 constraint=None):
         self.sampler = make_sampler(temp=sampling.temperature, top_p=sampling.top_p,
                                     min_p=sampling.min_p, top_k=sampling.top_k)
         self.processors = make_logits_processors(
@@ -153,11 +159,20 @@ class TokenChooser:
             frequency_penalty=sampling.frequency_penalty)
         self.greedy = sampling.greedy
         self.logprobs = logprobs
+        self.constraint = constraint
 
     def processed(self, logits: mx.array, history: Sequence[int],
                   draft: Sequence[int]) -> mx.array:
-        """``logits`` after the logits processors, row i seeing ``history + draft[:i]``
-        exactly as plain decoding would at that position."""
+        """``logits`` after the logits processors and the grammar's mask, row i seeing
+        ``history + draft[:i]`` exactly as plain decoding would at that position."""
+        if self.constraint is not None:
+            allowed = self.constraint.masks(draft, logits.shape[0])
+            logits = mx.where(allowed, self._processed(logits, history, draft), -mx.inf)
+            return logits
+        return self._processed(logits, history, draft)
+
+    def _processed(self, logits: mx.array, history: Sequence[int],
+                   draft: Sequence[int]) -> mx.array:
         if not self.processors:
             return logits
         rows = []
@@ -191,14 +206,14 @@ class TokenChooser:
         values = mx.take_along_axis(logprobs, top, axis=-1)
         order = mx.argsort(-values, axis=-1)
         top, values = mx.take_along_axis(top, order, axis=-1), mx.take_along_axis(values, order, axis=-1)
-        return [(value, list(zip(ids, row)))
+        return [(value, [(t, v) for t, v in zip(ids, row) if v != -math.inf])  # (not masked)
                 for value, ids, row in zip(chosen.tolist(), top.tolist(), values.tolist())]
 
     @property
     def queueable(self) -> bool:
         """Whether ``pick`` alone is the choice (no logits processor needs the history, no
         log-probabilities are asked for)."""
-        return not self.processors and self.logprobs is None
+        return not self.processors and self.logprobs is None and self.constraint is None
 
     def pick(self, logits: mx.array) -> mx.array:
         """The choice at each row of ``logits``, not computed yet (no processors applied)."""
@@ -293,7 +308,10 @@ def speculative_decode(
         # draft
         limit = min(draft_count, max_tokens - produced - 1) if speculate else 0
         rows = gate.rows(drafter.propose(history, limit)) if limit > 0 else []
-        rows = [row for row in (_cut_at_eos(list(r[:limit]), eos_tokens) for r in rows) if row]
+        rows = [_cut_at_eos(list(r[:limit]), eos_tokens) for r in rows]
+        if chooser.constraint is not None:  # a token the grammar forbids is never sent
+            rows = [r[:chooser.constraint.allowed(r)] for r in rows[:1]]
+        rows = [row for row in rows if row]
         if rows:  # the policy sees the proposal, then says how much of it to send
             length = policy.draft_length(max(len(r) for r in rows), drafter.match_length)
             rows = [r[:length] for r in rows] if length > 0 else []
@@ -307,6 +325,8 @@ def speculative_decode(
         emitted, accepted = verdict.emitted, min(verdict.accepted, len(verdict.emitted))
         logprobs = (chooser.token_logprobs(verdict.logits, history, emitted)
                     if chooser.logprobs is not None else None)
+        if chooser.constraint is not None:
+            chooser.constraint.accept(emitted)
         history.extend(emitted)
         verified_at = time.perf_counter()
 

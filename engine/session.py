@@ -17,6 +17,7 @@ import mlx.core as mx
 from .decode import PREFILL_STEP, Target, TokenChooser, speculative_decode
 from .drafters import make_drafter
 from .errors import EngineError, describe_error
+from .grammar import GrammarConstraint
 from .events import (DoneEvent, Event, PassEvent, ProgressEvent, TokenEvent, TokenLogprob,
                      ToolCallEvent)
 from .memory import EngineMemory
@@ -176,6 +177,9 @@ class ChatSession:
                 "Start a new chat, shorten the prompt or lower max tokens.")
         if request.sampling.seed is not None:
             mx.random.seed(request.sampling.seed)
+        constraint = (GrammarConstraint(loaded.tokenizer, request.json_schema,
+                                        output_size(loaded.model))
+                      if request.json_schema is not None else None)
 
         stats = DecodeStats(drafter=request.draft.drafter, speculation=loaded.speculation,
                             greedy=request.sampling.greedy, prompt_tokens=len(tokens))
@@ -211,8 +215,8 @@ class ChatSession:
         scanner = ToolCallScanner(tokenizer, request.tools) if request.tools else None
         finish = "length"
         decoder = speculative_decode(
-            self.target, self.drafter, TokenChooser(request.sampling, request.logprobs),
-            self.history,
+            self.target, self.drafter,
+            TokenChooser(request.sampling, request.logprobs, constraint), self.history,
             max_tokens=request.max_tokens, draft_count=request.draft.draft_count,
             eos_tokens=eos, speculate=loaded.speculates, policy=policy)
         try:

@@ -108,6 +108,8 @@ class GenerationRequest:
     logprobs: int | None = None
     # tools the model may call (OpenAI's function tools), rendered by its chat template
     tools: list[dict] | None = None
+    # a JSON schema the answer must follow (constrained decoding, engine/grammar.py)
+    json_schema: dict | None = None
 
     def validated(self) -> "GenerationRequest":
         _check_range("max_tokens", self.max_tokens, MAX_TOKENS_RANGE)

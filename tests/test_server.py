@@ -87,7 +87,7 @@ def test_models_and_health(server, tiny_model_dir):
     ({"logprobs": True, "top_logprobs": 21}, "from 0 to 20"),
     ({"presence_penalty": 3}, "presence_penalty must be"),
     ({"tool_choice": "required"}, "tool_choice"),
-    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"response_format": {"type": "xml"}}, "response_format"),
 ])
 def test_invalid_settings_are_400(server, extra, message):
     with pytest.raises(openai.BadRequestError) as caught:

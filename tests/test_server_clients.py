@@ -7,6 +7,7 @@ import json
 
 import ollama
 import openai
+import pydantic
 import pytest
 from openai.types.chat import ChatCompletionChunk
 
@@ -27,8 +28,8 @@ def client(server):
 
 
 def settings(drafter="none", **extra):
-    return dict(model="default", messages=PROMPT, max_tokens=24, temperature=0,
-                extra_body={"draftless": {"drafter": drafter, "draft_count": 3}}, **extra)
+    return {"model": "default", "messages": PROMPT, "max_tokens": 24, "temperature": 0,
+            "extra_body": {"draftless": {"drafter": drafter, "draft_count": 3}}, **extra}
 
 
 # 1. log-probabilities and penalties
@@ -88,7 +89,53 @@ def test_presence_and_frequency_penalties_change_the_answer_but_not_under_specul
     assert tokens["none"] != chat.create(**settings()).model_extra["draftless"]["tokens"]
 
 
-# 2. every streamed chunk, strictly
+# 2. structured output (constrained decoding)
+
+class Person(pydantic.BaseModel):
+    name: str = pydantic.Field(max_length=6)
+    tags: list[str] = pydantic.Field(max_length=3)
+
+
+def test_json_schema_answers_parse_and_speculation_keeps_them(server):
+    chat = client(server).chat.completions
+    format = {"type": "json_schema", "json_schema": {
+        "name": "person", "strict": True, "schema": Person.model_json_schema()}}
+    answers = {}
+    for drafter in ("none", "prompt-lookup"):
+        whole = chat.create(**settings(drafter, response_format=format, max_tokens=120))
+        assert whole.choices[0].finish_reason == "stop"
+        Person.model_validate_json(whole.choices[0].message.content)
+        answers[drafter] = whole.model_extra["draftless"]["tokens"]
+    assert answers["prompt-lookup"] == answers["none"]
+    streamed = "".join(c.choices[0].delta.content or "" for c in chat.create(
+        stream=True, **settings("prompt-lookup", response_format=format, max_tokens=120)))
+    assert streamed == whole.choices[0].message.content
+    parsed = chat.parse(response_format=Person, **settings(max_tokens=120))  # openai's helper
+    assert isinstance(parsed.choices[0].message.parsed, Person)
+    json_object = chat.create(**settings(response_format={"type": "json_object"}, max_tokens=200))
+    if json_object.choices[0].finish_reason == "stop":
+        assert isinstance(json.loads(json_object.choices[0].message.content), dict)
+    else:
+        assert json_object.choices[0].message.content.startswith("{")
+
+
+def test_ollama_format_takes_a_schema(server):
+    llama = ollama.Client(host=f"http://127.0.0.1:{server.port}")
+    answer = llama.chat(model="default", messages=PROMPT, format=Person.model_json_schema(),
+                        options={"temperature": 0, "num_predict": 120})
+    assert answer.done_reason == "stop"
+    Person.model_validate_json(answer.message.content)
+
+
+def test_a_bad_schema_is_a_400_naming_response_format(server):
+    with pytest.raises(openai.BadRequestError) as caught:
+        client(server).chat.completions.create(**settings(response_format={
+            "type": "json_schema", "json_schema": {"name": "x", "schema": {
+                "type": "object", "properties": {"a": {"$ref": "#/nowhere"}}}}}))
+    assert caught.value.param == "response_format" or "response_format" in caught.value.message
+
+
+# 3. every streamed chunk, strictly
 
 def raw_chunks(server, body: dict) -> list[dict]:
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
@@ -129,7 +176,7 @@ def test_every_streamed_chunk_is_a_valid_chat_completion_chunk(server, extra):
         assert all(c.choices[0].logprobs is not None for c in with_choices[1:-1])
 
 
-# 3. LangChain
+# 4. LangChain
 
 def test_langchain_chat_openai_invoke_stream_and_batch(server):
     from langchain_openai import ChatOpenAI
@@ -147,7 +194,7 @@ def test_langchain_chat_openai_invoke_stream_and_batch(server):
     assert [a.content for a in model.batch(["abcabcabc", "abcabcabc"])] == [text, text]
 
 
-# 4. Ollama
+# 5. Ollama
 
 def test_ollama_client_chat_and_generate_streamed_and_not(server):
     expected = client(server).chat.completions.create(**settings()).choices[0].message.content
@@ -185,8 +232,8 @@ def test_ollama_logprobs_tags_show_version_and_errors(server, tiny_model_dir):
         llama.chat(model="llama3", messages=PROMPT)
     assert caught.value.status_code == 404
     with pytest.raises(ollama.ResponseError) as caught:
-        llama.generate(model="default", prompt="hi", format="json")
-    assert caught.value.status_code == 400 and "format" in caught.value.error
+        llama.generate(model="default", prompt="hi", options={"num_predict": "lots"})
+    assert caught.value.status_code == 400 and "options.num_predict" in caught.value.error
 
 
 def request_json(server, method, path):

@@ -378,7 +378,7 @@ class Answer:
                 return ApiError(500, message, "server_error")
             return ApiError(400, message, code="context_length_exceeded"
                             if "reads at most" in message else None,
-                            param="tools" if message.startswith("'tools'") else None)
+                            param=message.split("'")[1] if message.startswith("'") else None)
         return None
 
     async def read(self):

@@ -64,12 +64,16 @@ def translate(body, chat: bool) -> tuple[dict, bool]:
     for name in ("images", "suffix", "template", "context"):
         if body.get(name):
             raise _bad(f"'{name}' is not supported by this server.", name)
-    if body.get("format") not in (None, ""):
-        raise _bad("'format' is not supported by this server (no constrained decoding).",
-                   "format")
     if body.get("think") not in (None, False):
         raise _bad("'think' is not supported by this server.", "think")
     out = {"stream": body.get("stream", True)}  # Ollama streams unless told not to
+    if body.get("format") == "json":
+        out["response_format"] = {"type": "json_object"}
+    elif isinstance(body.get("format"), dict):
+        out["response_format"] = {"type": "json_schema",
+                                  "json_schema": {"name": "format", "schema": body["format"]}}
+    elif body.get("format") not in (None, ""):
+        raise _bad("'format' must be \"json\" or a JSON schema.", "format")
     for name in ("draftless", "chat_id"):
         if name in body:
             out[name] = body[name]

@@ -211,14 +211,26 @@ def _sampling(body: dict, default: SamplingSettings) -> SamplingSettings:
     for name in ("logit_bias", "echo", "suffix", "functions", "function_call"):
         if body.get(name) not in (None, False, [], {}, "", 0, "none"):
             raise _bad(f"'{name}' is not supported by this server.", name)
-    if body.get("response_format") not in (None, {"type": "text"}):
-        raise _bad("'response_format' is not supported by this server beyond "
-                   "{\"type\": \"text\"} (no constrained decoding).", "response_format")
     values = {name: body[name] for name in SAMPLING if body.get(name) is not None}
     if values.get("temperature", 0) > MAX_TEMPERATURE:
         raise _bad(f"temperature must be a number from 0 to {MAX_TEMPERATURE:g}; "
                    f"got {values['temperature']!r}.", "temperature")
     return replace(default, **values)
+
+
+def json_schema_of(raw) -> dict | None:
+    """The JSON schema a ``response_format`` asks the answer to follow; None for free text."""
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    if raw is None or kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind == "json_schema" and isinstance(raw.get("json_schema"), dict):
+        schema = raw["json_schema"].get("schema")
+        return typed(schema, "object", "response_format.json_schema.schema") or {}
+    raise _bad("'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} "
+               "or {\"type\": \"json_schema\", \"json_schema\": {\"name\": …, "
+               "\"schema\": …}}.", "response_format")
 
 
 def _logprobs(body: dict, chat: bool) -> int | None:
@@ -293,7 +305,8 @@ def parse(body, chat: bool, defaults: Defaults, peer: str | None) -> ParsedReque
         chat_id=body.get("chat_id"), max_tokens=max_tokens,
         draft=_draft(body.get("draftless"), defaults.draft),
         sampling=_sampling(body, defaults.sampling), logprobs=_logprobs(body, chat),
-        tools=tools_of(body.get("tools"), body.get("tool_choice"), chat))
+        tools=tools_of(body.get("tools"), body.get("tool_choice"), chat),
+        json_schema=json_schema_of(body.get("response_format")))
     try:
         request = request.validated()
     except (EngineError, TypeError, ValueError) as error:
