@@ -21,23 +21,22 @@ from .errors import EngineError
 # one-line JSON with a space after "," and ":" (where free whitespace is allowed a model can
 # spend its whole answer on blanks)
 JSON_LAYOUT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
-_TOKENIZERS: dict[int, tuple[object, object]] = {}  # id(tokenizer) → (tokenizer, LLTokenizer)
+_built: list = [None, None]  # (tokenizer, its LLTokenizer): the loaded model's, one at a time
 
 
 def _lltokenizer(tokenizer, vocab_size: int):
-    """llguidance's view of the tokenizer (about a second to build), kept per tokenizer."""
+    """llguidance's view of the tokenizer (about a second to build), kept for the next answer."""
     import llguidance.hf
 
-    cached = _TOKENIZERS.get(id(tokenizer))
-    if cached is None or cached[0] is not tokenizer:
+    if _built[0] is not tokenizer:
         backend = getattr(tokenizer, "_tokenizer", tokenizer)
         try:
             built = llguidance.hf.from_tokenizer(backend, n_vocab=vocab_size,
                                                  eos_token=sorted(tokenizer.eos_token_ids))
         except Exception as error:  # e.g. a slow (Python) tokenizer
             raise EngineError(f"'response_format' needs a fast tokenizer here ({error}).") from None
-        cached = _TOKENIZERS[id(tokenizer)] = (tokenizer, built)
-    return cached[1]
+        _built[:] = [tokenizer, built]
+    return _built[1]
 
 
 class GrammarConstraint:

@@ -71,9 +71,11 @@ def token_bytes(tokenizer, token: int) -> bytes:
     """A token's own bytes: through the byte-level BPE map where the tokenizer has one
     (mlx-lm's BPE detokenizer), else its text decoded alone."""
     tokenmap = getattr(tokenizer.detokenizer, "tokenmap", None)
+    try:
+        from mlx_lm.tokenizer_utils import _byte_decoder  # (private: GPT-2's byte map)
+    except ImportError:
+        tokenmap = None
     if tokenmap is not None and token < len(tokenmap):
-        from mlx_lm.tokenizer_utils import _byte_decoder
-
         decoder, piece = _byte_decoder(), tokenmap[token]
         if piece and all(c in decoder for c in piece):
             return bytes(decoder[c] for c in piece)

@@ -190,11 +190,11 @@ def create_app(service, options: ServerOptions) -> FastAPI:
             model = typed(body.get("model"), "string", "model") if isinstance(body, dict) else None
             if front == "ollama":
                 served_model(model.removesuffix(":latest") if model else None)
-                if not chat and isinstance(body, dict) and not body.get("prompt") \
-                        and not body.get("raw"):  # an empty generate loads the model: it is
+                loading = not chat and isinstance(body, dict) and not body.get("prompt")
+                body, chat = ollama.translate(body, chat)
+                if loading:  # how Ollama clients load a model; this one is loaded
                     return {"model": model or options.model_name, "created_at": ollama.now(),
                             "response": "", "done": True, "done_reason": "load"}
-                body, chat = ollama.translate(body, chat)
             else:
                 served_model(model)
             try:

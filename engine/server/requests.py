@@ -151,6 +151,8 @@ def messages_of(raw) -> list[dict]:
         if not isinstance(role, str) or role not in ROLES:
             raise _bad(f"Unsupported role {role!r}; use system, user, assistant or tool.",
                        f"messages[{index}].role")
+        if message.get("images"):  # Ollama's form of image input
+            raise _bad("Only text content is supported.", f"messages[{index}].images")
         shaped = {"role": "system" if role == "developer" else role,
                   "content": _text_of(message.get("content"), index)}
         if role == "assistant" and message.get("tool_calls"):
