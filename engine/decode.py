@@ -167,8 +167,7 @@ class TokenChooser:
         ``history + draft[:i]`` exactly as plain decoding would at that position."""
         if self.constraint is not None:
             allowed = self.constraint.masks(draft, logits.shape[0])
-            logits = mx.where(allowed, self._processed(logits, history, draft), -mx.inf)
-            return logits
+            return mx.where(allowed, self._processed(logits, history, draft), -mx.inf)
         return self._processed(logits, history, draft)
 
     def _processed(self, logits: mx.array, history: Sequence[int],

@@ -67,10 +67,9 @@ def prompt_tokens(loaded: LoadedModel, request: GenerationRequest) -> list[int]:
     return list(tokenizer.encode(request.prompt))
 
 
-def token_bytes(tokenizer, token: int) -> bytes:
+def token_bytes(tokenizer, tokenmap, token: int) -> bytes:
     """A token's own bytes: through the byte-level BPE map where the tokenizer has one
-    (mlx-lm's BPE detokenizer), else its text decoded alone."""
-    tokenmap = getattr(tokenizer.detokenizer, "tokenmap", None)
+    (``tokenmap``, mlx-lm's BPE detokenizer's), else its text decoded alone."""
     try:
         from mlx_lm.tokenizer_utils import _byte_decoder  # (private: GPT-2's byte map)
     except ImportError:
@@ -159,8 +158,11 @@ class ChatSession:
         if logprobs is None:
             return None, ()
 
+        tokenizer = self.loaded.tokenizer
+        tokenmap = getattr(tokenizer.detokenizer, "tokenmap", None)  # (shared, not copied)
+
         def entry(token: int, value: float) -> TokenLogprob:
-            raw = token_bytes(self.loaded.tokenizer, token)
+            raw = token_bytes(tokenizer, tokenmap, token)
             return TokenLogprob(token, raw.decode("utf-8", "replace"), value, raw)
 
         value, top = logprobs[position]

@@ -111,3 +111,23 @@ def test_ollama_chat_calls_tools_too(tools):
             {"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
         {"role": "tool", "content": "sunny", "tool_name": "get_weather"}])
     assert answer.message.content == "Sunny." and "<tool_response>sunny" in service.prompts[-1]
+
+
+def test_streamed_tool_call_chunks_are_strictly_valid(tools):
+    import http.client
+
+    from openai.types.chat import ChatCompletionChunk
+
+    service, server = tools
+    service.answers.append(CALL)
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    connection.request("POST", "/v1/chat/completions", json.dumps({
+        "model": "tool-model", "messages": ASK, "tools": [WEATHER], "stream": True,
+        "max_tokens": 200}), {"Content-Type": "application/json"})
+    events = connection.getresponse().read().decode().split("\n\n")
+    connection.close()
+    chunks = [ChatCompletionChunk.model_validate(json.loads(e.removeprefix("data: ")), strict=True)
+              for e in events if e and e != "data: [DONE]"]
+    calls = [c for chunk in chunks for c in chunk.choices[0].delta.tool_calls or []]
+    assert [(c.index, c.type, c.function.name) for c in calls] == [(0, "function", "get_weather")]
+    assert [c.choices[0].finish_reason for c in chunks][-1] == "tool_calls"
