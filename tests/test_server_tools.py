@@ -131,3 +131,17 @@ def test_streamed_tool_call_chunks_are_strictly_valid(tools):
     calls = [c for chunk in chunks for c in chunk.choices[0].delta.tool_calls or []]
     assert [(c.index, c.type, c.function.name) for c in calls] == [(0, "function", "get_weather")]
     assert [c.choices[0].finish_reason for c in chunks][-1] == "tool_calls"
+
+
+def test_the_scanner_holds_back_only_what_may_open_a_call(tmp_path):
+    from engine.tool_calls import ToolCallScanner
+
+    from .tool_model import load_tool_tokenizer
+
+    scanner = ToolCallScanner(load_tool_tokenizer(tmp_path), [WEATHER])
+    pieces = [scanner.feed(c) for c in 'a <tool_ca']
+    assert "".join(text for text, _ in pieces) == "a " and scanner.held == "<tool_ca"
+    text, calls = scanner.feed('ll>{"name": "f", "arguments": {}}</tool_call> b')
+    assert text == " b" and [c["name"] for c in calls] == ["f"]
+    assert scanner.feed("<tool_call>{unfinished") == ("", [])
+    assert scanner.flush() == ("<tool_call>{unfinished", [])  # no end: text after all
