@@ -1,4 +1,5 @@
-"""Constrained decoding: answers that follow a JSON schema (``response_format``).
+"""Constrained decoding: answers that follow a JSON schema (``response_format``) or must
+call one of the tools (``tool_choice`` "required" or a named function).
 
 llguidance (a maintained grammar engine, also behind llama.cpp's and vLLM's structured
 output) keeps a matcher in step with the answer; at each position its token mask sets the
@@ -11,6 +12,7 @@ the output equals constrained plain decoding.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import mlx.core as mx
@@ -21,10 +23,48 @@ from .errors import EngineError
 # one-line JSON with a space after "," and ":" (where free whitespace is allowed a model can
 # spend its whole answer on blanks)
 JSON_LAYOUT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+# the tool-call markup a forced call is written in: mlx-lm's json_tools parser's
+JSON_TOOLS_PARSER = "mlx_lm.tool_parsers.json_tools"
 _built: list = [None, None]  # (tokenizer, its LLTokenizer): the loaded model's, one at a time
 
 
-def _lltokenizer(tokenizer, vocab_size: int):
+def _matcher_class(field: str):
+    try:
+        from llguidance import LLMatcher
+    except ImportError:
+        raise EngineError(f"'{field}' needs the llguidance package (pip install llguidance).") \
+            from None
+    return LLMatcher
+
+
+def json_schema_grammar(schema: dict) -> str:
+    """The grammar of one-line JSON following ``schema``."""
+    try:
+        return _matcher_class("response_format").grammar_from_json_schema(
+            schema, defaults=JSON_LAYOUT)
+    except (ValueError, TypeError) as error:
+        raise EngineError(f"'response_format' has a schema this server cannot follow: "
+                          f"{error}") from None
+
+
+def tool_call_grammar(tokenizer, tools: list[dict], names: Sequence[str]) -> str:
+    """The grammar of one call, in the model's ``<tool_call>{json}</tool_call>`` markup, to
+    one of the tools ``names``, its arguments following the tool's parameter schema."""
+    parser = getattr(getattr(tokenizer, "tool_parser", None), "__module__", None)
+    if parser != JSON_TOOLS_PARSER:
+        raise EngineError("'tool_choice' can force a call only for models whose tool calls are "
+                          "<tool_call>{json}</tool_call> (mlx-lm's json_tools parser); use "
+                          "\"auto\".")
+    calls = [{"type": "object", "additionalProperties": False, "required": ["name", "arguments"],
+              "properties": {"name": {"const": tool["function"]["name"]},
+                             "arguments": tool["function"].get("parameters") or {"type": "object"}}}
+             for tool in tools if tool["function"]["name"] in names]
+    schema = {**(calls[0] if len(calls) == 1 else {"anyOf": calls}), "x-guidance": JSON_LAYOUT}
+    return (f'start: "{tokenizer.tool_call_start}" "\\n"? call "\\n"? '
+            f'"{tokenizer.tool_call_end}"\ncall: %json {json.dumps(schema)}')
+
+
+def _lltokenizer(tokenizer, vocab_size: int, field: str):
     """llguidance's view of the tokenizer (about a second to build), kept for the next answer."""
     import llguidance.hf
 
@@ -34,30 +74,25 @@ def _lltokenizer(tokenizer, vocab_size: int):
             built = llguidance.hf.from_tokenizer(backend, n_vocab=vocab_size,
                                                  eos_token=sorted(tokenizer.eos_token_ids))
         except Exception as error:  # e.g. a slow (Python) tokenizer
-            raise EngineError(f"'response_format' needs a fast tokenizer here ({error}).") from None
+            raise EngineError(f"'{field}' needs a fast tokenizer here ({error}).") from None
         _built[:] = [tokenizer, built]
     return _built[1]
 
 
 class GrammarConstraint:
-    """The matcher of one answer; its state always follows the emitted tokens."""
+    """The matcher of one answer; its state always follows the emitted tokens. ``field``:
+    the request field the grammar came from, named in errors."""
 
-    def __init__(self, tokenizer, schema: dict, vocab_size: int):
+    def __init__(self, tokenizer, grammar: str, vocab_size: int, field: str = "response_format"):
+        matcher_class = _matcher_class(field)
+        lltokenizer = _lltokenizer(tokenizer, vocab_size, field)
         try:
-            from llguidance import LLMatcher
-        except ImportError:
-            raise EngineError("'response_format' needs the llguidance package "
-                              "(pip install llguidance).") from None
-        lltokenizer = _lltokenizer(tokenizer, vocab_size)
-        try:
-            grammar = LLMatcher.grammar_from_json_schema(schema, defaults=JSON_LAYOUT)
-            self.matcher = LLMatcher(lltokenizer, grammar)
+            self.matcher = matcher_class(lltokenizer, grammar)
             error = self.matcher.get_error() if self.matcher.is_error() else None
         except (ValueError, TypeError) as raised:
             error = str(raised)
         if error:
-            raise EngineError(f"'response_format' has a schema this server cannot follow: "
-                              f"{error}")
+            raise EngineError(f"'{field}' asks for output this server cannot constrain: {error}")
         self.vocab_size = vocab_size
 
     def allowed(self, draft: Sequence[int]) -> int:

@@ -17,7 +17,7 @@ import mlx.core as mx
 from .decode import PREFILL_STEP, Target, TokenChooser, speculative_decode
 from .drafters import make_drafter
 from .errors import EngineError, describe_error
-from .grammar import GrammarConstraint
+from .grammar import GrammarConstraint, json_schema_grammar, tool_call_grammar
 from .events import (DoneEvent, Event, PassEvent, ProgressEvent, TokenEvent, TokenLogprob,
                      ToolCallEvent)
 from .memory import EngineMemory
@@ -181,9 +181,14 @@ class ChatSession:
                 "Start a new chat, shorten the prompt or lower max tokens.")
         if request.sampling.seed is not None:
             mx.random.seed(request.sampling.seed)
-        constraint = (GrammarConstraint(loaded.tokenizer, request.json_schema,
-                                        output_size(loaded.model))
-                      if request.json_schema is not None else None)
+        constraint = None
+        if request.forced_tools:
+            constraint = GrammarConstraint(loaded.tokenizer, tool_call_grammar(
+                loaded.tokenizer, request.tools, request.forced_tools), output_size(loaded.model),
+                "tool_choice")
+        elif request.json_schema is not None:
+            constraint = GrammarConstraint(loaded.tokenizer, json_schema_grammar(
+                request.json_schema), output_size(loaded.model))
 
         stats = DecodeStats(drafter=request.draft.drafter, speculation=loaded.speculation,
                             greedy=request.sampling.greedy, prompt_tokens=len(tokens))

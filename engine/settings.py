@@ -110,6 +110,9 @@ class GenerationRequest:
     tools: list[dict] | None = None
     # a JSON schema the answer must follow (constrained decoding, engine/grammar.py)
     json_schema: dict | None = None
+    # names of ``tools`` one of which the answer must call (constrained decoding); None: the
+    # model decides
+    forced_tools: tuple[str, ...] | None = None
 
     def validated(self) -> "GenerationRequest":
         _check_range("max_tokens", self.max_tokens, MAX_TOKENS_RANGE)

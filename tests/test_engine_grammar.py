@@ -11,7 +11,7 @@ from mlx_lm.generate import generate_step
 
 from engine.decode import Target, TokenChooser, speculative_decode
 from engine.drafters import make_drafter
-from engine.grammar import GrammarConstraint
+from engine.grammar import GrammarConstraint, json_schema_grammar
 from engine.settings import DraftSettings, SamplingSettings
 
 from .tiny_model import make_tiny_llama, write_byte_tokenizer
@@ -46,7 +46,7 @@ def prompt_of(tokenizer):
 
 def reference(model, tokenizer, prompt, count):
     """mlx-lm's plain decoding with the grammar's mask as a logits processor."""
-    constraint = GrammarConstraint(tokenizer, SCHEMA, VOCAB)
+    constraint = GrammarConstraint(tokenizer, json_schema_grammar(SCHEMA), VOCAB)
     fed = [len(prompt)]
 
     def mask(tokens, logits):
@@ -71,7 +71,8 @@ def constrained(model, tokenizer, prompt, drafter, count, logprobs=3):
     drafts = make_drafter(DraftSettings(drafter=drafter, draft_count=8, ngram_order=3,
                                         ngram_min=1, adaptive=False))
     drafts.reset(history)
-    chooser = TokenChooser(SamplingSettings(), logprobs, GrammarConstraint(tokenizer, SCHEMA, VOCAB))
+    constraint = GrammarConstraint(tokenizer, json_schema_grammar(SCHEMA), VOCAB)
+    chooser = TokenChooser(SamplingSettings(), logprobs, constraint)
     results = list(speculative_decode(target, drafts, chooser, history, max_tokens=count,
                                       draft_count=8, eos_tokens=set(tokenizer.eos_token_ids)))
     return history[len(prompt):], results
@@ -119,13 +120,13 @@ def test_a_draft_token_the_grammar_forbids_is_never_sent(model, tokenizer, monke
     assert any(cut), "no draft held a forbidden token: the test proves nothing"
     history = prompt + tokens
     for offset, inputs in sent:
-        check = GrammarConstraint(tokenizer, SCHEMA, VOCAB)
+        check = GrammarConstraint(tokenizer, json_schema_grammar(SCHEMA), VOCAB)
         check.accept(history[len(prompt):offset + 1])
         assert check.allowed(inputs[1:]) == len(inputs) - 1
 
 
 def test_masks_leave_the_matcher_where_it_was(tokenizer):
-    constraint = GrammarConstraint(tokenizer, SCHEMA, VOCAB)
+    constraint = GrammarConstraint(tokenizer, json_schema_grammar(SCHEMA), VOCAB)
     opening = list(tokenizer.encode('{"name"', add_special_tokens=False))
     masks = np.array(constraint.masks(opening, len(opening) + 1))
     assert masks.shape == (len(opening) + 1, VOCAB)
@@ -138,5 +139,5 @@ def test_a_bad_schema_is_an_error_naming_response_format(tokenizer):
     from engine.errors import EngineError
 
     with pytest.raises(EngineError, match="response_format"):
-        GrammarConstraint(tokenizer, {"type": "object", "properties": {"a": {"$ref": "#/nope"}}},
-                          VOCAB)
+        GrammarConstraint(tokenizer, json_schema_grammar(
+            {"type": "object", "properties": {"a": {"$ref": "#/nope"}}}), VOCAB)

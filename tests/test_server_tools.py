@@ -85,12 +85,50 @@ def test_text_that_is_not_a_call_stays_text(tools):
 
 
 @pytest.mark.parametrize("tool_choice", ["required", {"type": "function",
-                                                      "function": {"name": "get_weather"}}])
-def test_forcing_a_tool_is_a_400(tools, tool_choice):
+                                                      "function": {"name": "nowhere"}}])
+def test_forcing_no_tool_or_an_unknown_one_is_a_400(tools, tool_choice):
     _, server = tools
     with pytest.raises(openai.BadRequestError) as caught:
-        chat(server).create(messages=ASK, tools=[WEATHER], tool_choice=tool_choice, **SETTINGS)
+        chat(server).create(messages=ASK, tool_choice=tool_choice,
+                            tools=[WEATHER] if isinstance(tool_choice, dict) else openai.omit,
+                            **SETTINGS)
     assert "tool_choice" in caught.value.message
+
+
+CITIES = {"type": "function", "function": {
+    "name": "get_weather", "parameters": {"type": "object", "required": ["city"],
+                                          "properties": {"city": {"enum": ["Paris", "Rome"]}}}}}
+TIME = {"type": "function", "function": {
+    "name": "get_time", "parameters": {"type": "object", "required": ["zone"],
+                                       "properties": {"zone": {"enum": ["UTC", "CET"]}}}}}
+
+
+@pytest.fixture(scope="module")
+def random_tools(tmp_path_factory):
+    from .tiny_model import make_tiny_llama
+
+    service = ToolService(tmp_path_factory.mktemp("random-tool-model"), make_tiny_llama(seed=5))
+    with InProcessServer(service) as server:
+        yield server
+
+
+@pytest.mark.parametrize("tool_choice,names", [
+    ({"type": "function", "function": {"name": "get_time"}}, {"get_time"}),
+    ("required", {"get_weather", "get_time"})])
+def test_a_forced_tool_call_is_made_and_speculation_keeps_it(random_tools, tool_choice, names):
+    """A random-weight model, made to call a tool by the grammar, the same with drafts."""
+    answers = {}
+    for drafter in ("none", "prompt-lookup"):
+        whole = chat(random_tools).create(
+            messages=ASK, tools=[CITIES, TIME], tool_choice=tool_choice, temperature=0,
+            max_tokens=120, model="tool-model", extra_body={"draftless": {"drafter": drafter}})
+        assert whole.choices[0].finish_reason == "tool_calls"
+        (call,) = whole.choices[0].message.tool_calls
+        assert call.function.name in names
+        arguments = json.loads(call.function.arguments)
+        assert arguments in ({"city": "Paris"}, {"city": "Rome"}, {"zone": "UTC"}, {"zone": "CET"})
+        answers[drafter] = whole.model_extra["draftless"]["tokens"]
+    assert answers["prompt-lookup"] == answers["none"]
 
 
 def test_ollama_chat_calls_tools_too(tools):

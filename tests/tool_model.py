@@ -1,6 +1,7 @@
 """A model that answers a tool call: a byte-level tokenizer whose chat template takes tools
 (Hermes/Qwen style, ``<tool_call>{json}</tool_call>``) over a scripted target that emits a
-given answer after whatever prompt it gets, served in process by the real engine session.
+given answer after whatever prompt it gets (or over a given model), served in process by
+the real engine session.
 """
 
 from __future__ import annotations
@@ -48,9 +49,10 @@ def load_tool_tokenizer(folder: Path):
 class ToolService:
     """Answers each request with the next queued text, through a real ``ChatSession``."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, model=None):
         self.tokenizer = load_tool_tokenizer(folder)
         self.folder = folder
+        self.model = model  # a real model instead of the scripted answers
         self.answers: list[str] = []
         self.prompts: list[str] = []
 
@@ -59,9 +61,12 @@ class ToolService:
                              "on (one row: scripted)")
         try:
             prompt = prompt_tokens(loaded, request)
-            answer = list(self.tokenizer.encode(self.answers.pop(0), add_special_tokens=False))
-            loaded.model = ScriptedModel(prompt + answer + [self.tokenizer.eos_token_id] * 80,
-                                         vocab_size=259)
+            if self.model is not None:
+                loaded.model = self.model
+            else:
+                answer = list(self.tokenizer.encode(self.answers.pop(0), add_special_tokens=False))
+                loaded.model = ScriptedModel(prompt + answer + [self.tokenizer.eos_token_id] * 80,
+                                             vocab_size=259)
             self.prompts.append(self.tokenizer.decode(prompt))
             events = list(ChatSession(loaded).generate(request))
         except Exception as error:

@@ -256,14 +256,13 @@ def _logprobs(body: dict, chat: bool) -> int | None:
     return wanted
 
 
-def tools_of(raw, choice, chat: bool = True) -> list[dict] | None:
-    """The function tools offered to the model; None for none (or ``tool_choice: none``)."""
-    if choice not in (None, "auto", "none"):
-        raise _bad("'tool_choice' may be \"auto\" or \"none\" here: the model decides "
-                   "whether to call a tool (forcing one needs constrained decoding).",
-                   "tool_choice")
+def tools_of(raw, choice, chat: bool = True) -> tuple[list | None, tuple[str, ...] | None]:
+    """(the function tools offered to the model, None for none; the names of those one of
+    which it must call, None when it decides) from ``tools`` and ``tool_choice``."""
     if not raw or choice == "none":
-        return None
+        if choice not in (None, "auto", "none"):
+            raise _bad("'tool_choice' forces a call, but no 'tools' were given.", "tool_choice")
+        return None, None
     if not chat:
         raise _bad("'tools' are for chat completions.", "tools")
     tools = []
@@ -276,7 +275,17 @@ def tools_of(raw, choice, chat: bool = True) -> list[dict] | None:
         typed(function.get("description"), "string", "tools.function.description")
         typed(function.get("parameters"), "object", "tools.function.parameters")
         tools.append({"type": "function", "function": function})
-    return tools
+    names = tuple(tool["function"]["name"] for tool in tools)
+    if choice in (None, "auto"):
+        return tools, None
+    if choice == "required":
+        return tools, names
+    named = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+    if not (isinstance(named, str) and named in names):
+        raise _bad("'tool_choice' must be \"auto\", \"none\", \"required\" or "
+                   "{\"type\": \"function\", \"function\": {\"name\": …}} naming one of the "
+                   "tools.", "tool_choice")
+    return tools, (named,)
 
 
 def parse(body, chat: bool, defaults: Defaults, peer: str | None) -> ParsedRequest:
@@ -302,13 +311,16 @@ def parse(body, chat: bool, defaults: Defaults, peer: str | None) -> ParsedReque
         raise _bad(f"'chat_id' must be at most {MAX_CHAT_ID_CHARS} characters.", "chat_id")
     options = body.get("stream_options") or {}
     include_usage = typed(options.get("include_usage"), "boolean", "stream_options.include_usage")
+    tools, forced = tools_of(body.get("tools"), body.get("tool_choice"), chat)
+    if forced and json_schema_of(body.get("response_format")) is not None:
+        raise _bad("A forced 'tool_choice' and a JSON 'response_format' cannot both hold.",
+                   "tool_choice")
     request = GenerationRequest(
         messages=messages, prompt=prompt, raw=not chat, model=defaults.model,
         chat_id=body.get("chat_id"), max_tokens=max_tokens,
         draft=_draft(body.get("draftless"), defaults.draft),
         sampling=_sampling(body, defaults.sampling), logprobs=_logprobs(body, chat),
-        tools=tools_of(body.get("tools"), body.get("tool_choice"), chat),
-        json_schema=json_schema_of(body.get("response_format")))
+        tools=tools, forced_tools=forced, json_schema=json_schema_of(body.get("response_format")))
     try:
         request = request.validated()
     except (EngineError, TypeError, ValueError) as error:
