@@ -17,9 +17,9 @@ import mlx.core as mx
 from .decode import PREFILL_STEP, Target, TokenChooser, speculative_decode
 from .drafters import make_drafter
 from .errors import EngineError, describe_error
-from .grammar import GrammarConstraint, json_schema_grammar, tool_call_grammar
 from .events import (DoneEvent, Event, PassEvent, ProgressEvent, TokenEvent, TokenLogprob,
                      ToolCallEvent)
+from .grammar import GrammarConstraint, json_schema_grammar, tool_call_grammar
 from .memory import EngineMemory
 from .model_ngrams import bigram_table_steps, model_key, start_prefix
 from .models import LoadedModel

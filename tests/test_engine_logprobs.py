@@ -32,7 +32,7 @@ def reference(model, processors=None, count=40):
     return tokens, rows
 
 
-def decode(model, drafter, sampling=SamplingSettings(), logprobs=TOP, count=40):
+def decode(model, drafter, sampling=None, logprobs=TOP, count=40):
     """Our loop: (tokens, per-token (logprob, top), tokens accepted from drafts)."""
     target = Target(model)
     history = list(PROMPT)
@@ -43,7 +43,8 @@ def decode(model, drafter, sampling=SamplingSettings(), logprobs=TOP, count=40):
         *_, (_, _, table) = bigram_table_steps(model, "tiny-logprobs")
         drafts.attach_model("tiny-logprobs", bigram=table)
     drafts.reset(history)
-    results = list(speculative_decode(target, drafts, TokenChooser(sampling, logprobs), history,
+    chooser = TokenChooser(sampling or SamplingSettings(), logprobs)
+    results = list(speculative_decode(target, drafts, chooser, history,
                                       max_tokens=count, draft_count=6, eos_tokens=set()))
     values = [v for r in results for v in (r.logprobs or [None] * len(r.tokens))]
     return history[len(PROMPT):], values, sum(r.accepted for r in results)
@@ -68,7 +69,7 @@ def test_greedy_logprobs_equal_plain_decoding(model, drafter):
 
 
 def test_logprobs_are_off_by_default(model):
-    tokens, values, _ = decode(model, "prompt-lookup", logprobs=None, count=8)
+    _, values, _ = decode(model, "prompt-lookup", logprobs=None, count=8)
     assert values == [None] * 8
     assert TokenChooser(SamplingSettings()).queueable  # plain decoding stays pipelined
 

@@ -29,8 +29,8 @@ def chat(server):
     return openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0).chat.completions
 
 
-SETTINGS = dict(model="tool-model", temperature=0, max_tokens=200,
-                extra_body={"draftless": {"drafter": "prompt-lookup"}})
+SETTINGS = {"model": "tool-model", "temperature": 0, "max_tokens": 200,
+            "extra_body": {"draftless": {"drafter": "prompt-lookup"}}}
 
 
 def test_a_tool_call_is_answered_in_openais_shape(tools):
