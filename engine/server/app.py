@@ -284,7 +284,7 @@ def create_app(service, options: ServerOptions) -> FastAPI:
                                     f"{options.model_name!r}.", "not_found_error")
         except ApiError as error:
             return ollama.error(error)
-        return ollama.show(options.model_name)
+        return ollama.show()
 
     return app
 

@@ -181,16 +181,16 @@ async def whole(answer, shaper: OllamaShaper) -> dict:
     raise ApiError(500, "The engine ended the answer without a result.", "server_error")
 
 
-def model_details(name: str) -> dict:
+def model_details() -> dict:
     return {"parent_model": "", "format": "mlx", "family": "", "families": None,
             "parameter_size": "", "quantization_level": ""}
 
 
 def tags(name: str) -> dict:
     return {"models": [{"name": name, "model": name, "modified_at": now(), "size": 0,
-                        "digest": "", "details": model_details(name)}]}
+                        "digest": "", "details": model_details()}]}
 
 
-def show(name: str) -> dict:
-    return {"modelfile": "", "parameters": "", "template": "", "details": model_details(name),
+def show() -> dict:
+    return {"modelfile": "", "parameters": "", "template": "", "details": model_details(),
             "model_info": {}, "capabilities": ["completion"], "modified_at": now()}
