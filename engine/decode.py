@@ -16,10 +16,14 @@ the host's work overlaps the device's, as in mlx-lm's ``generate_step``.
 Multi-row drafters verify all their rows in one pass as a prefix tree (``engine/tree.py``)
 where the model allows it; which caches can be rolled back, and how, is decided per model
 in ``engine/models/caches.py`` (sliding windows, recurrent state).
+
+A grammar (``engine/grammar.py``) masks the logits after the processors; its drafts are
+cut at the first token it forbids and verified one row at a time.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -134,36 +138,81 @@ class Target:
         self.fed = 0  # positions run into the cache, for caches that keep no offset (Mamba)
 
 
-class TokenChooser:
-    """Turns logits into the target's own choices: argmax, or mlx-lm's sampler."""
+# (log-probability of the emitted token, [(token, log-probability)] of the most likely ones)
+TokenLogprobs = tuple[float, list[tuple[int, float]]]
 
-    def __init__(self, sampling: SamplingSettings):
+
+class TokenChooser:
+    """Turns logits into the target's own choices: argmax, or mlx-lm's sampler.
+
+    ``logprobs`` (None: off) asks for each emitted token's log-probability and that many
+    most likely alternatives (``token_logprobs``). ``constraint`` (a ``GrammarConstraint``)
+    masks what a grammar forbids, after the processors."""
+
+    def __init__(self, sampling: SamplingSettings, logprobs: int | None = None,
+                 constraint=None):
         self.sampler = make_sampler(temp=sampling.temperature, top_p=sampling.top_p,
                                     min_p=sampling.min_p, top_k=sampling.top_k)
-        self.processors = make_logits_processors(repetition_penalty=sampling.repetition_penalty)
+        self.processors = make_logits_processors(
+            repetition_penalty=sampling.repetition_penalty,
+            presence_penalty=sampling.presence_penalty,
+            frequency_penalty=sampling.frequency_penalty)
         self.greedy = sampling.greedy
+        self.logprobs = logprobs
+        self.constraint = constraint
+
+    def processed(self, logits: mx.array, history: Sequence[int],
+                  draft: Sequence[int]) -> mx.array:
+        """``logits`` after the logits processors and the grammar's mask, row i seeing
+        ``history + draft[:i]`` exactly as plain decoding would at that position."""
+        if self.constraint is not None:
+            allowed = self.constraint.masks(draft, logits.shape[0])
+            return mx.where(allowed, self._processed(logits, history, draft), -mx.inf)
+        return self._processed(logits, history, draft)
+
+    def _processed(self, logits: mx.array, history: Sequence[int],
+                   draft: Sequence[int]) -> mx.array:
+        if not self.processors:
+            return logits
+        rows = []
+        context = mx.array(list(history) + list(draft), dtype=mx.uint32)
+        for i in range(logits.shape[0]):
+            row = logits[i:i + 1]
+            for processor in self.processors:
+                row = processor(context[:len(history) + i], row)
+            rows.append(row)
+        return mx.concatenate(rows, axis=0)
 
     def choose(self, logits: mx.array, history: Sequence[int], draft: Sequence[int]) -> list[int]:
-        """The target's token at each of the ``len(draft) + 1`` positions.
+        """The target's token at each of the ``len(draft) + 1`` positions (position i sees
+        ``history + draft[:i]``)."""
+        return self.pick(self.processed(logits, history, draft)).tolist()
 
-        Position i sees ``history + draft[:i]``; logits processors are applied per
-        position exactly as plain decoding would apply them.
-        """
-        if self.processors:
-            rows = []
-            context = mx.array(list(history) + list(draft), dtype=mx.uint32)
-            for i in range(logits.shape[0]):
-                row = logits[i:i + 1]
-                for processor in self.processors:
-                    row = processor(context[:len(history) + i], row)
-                rows.append(row)
-            logits = mx.concatenate(rows, axis=0)
-        return self.pick(logits).tolist()
+    def token_logprobs(self, logits: mx.array, history: Sequence[int],
+                       emitted: Sequence[int]) -> list[TokenLogprobs]:
+        """Each emitted token's log-probability and the ``self.logprobs`` most likely tokens,
+        from the log-softmax of the logits it was chosen from (after the processors, before
+        temperature and the sampler's filters, as mlx-lm reports them). ``logits`` holds the
+        raw logits at the emitted positions; ``history`` ends before ``emitted``."""
+        rows = self.processed(logits[:len(emitted)], history, emitted)
+        logprobs = rows - mx.logsumexp(rows, axis=-1, keepdims=True)
+        chosen = mx.take_along_axis(logprobs, mx.array(emitted, dtype=mx.uint32)[:, None],
+                                    axis=-1)[:, 0]
+        k = self.logprobs or 0
+        if not k:
+            return [(value, []) for value in chosen.tolist()]
+        top = mx.argpartition(-logprobs, kth=k - 1, axis=-1)[:, :k]
+        values = mx.take_along_axis(logprobs, top, axis=-1)
+        order = mx.argsort(-values, axis=-1)
+        top, values = mx.take_along_axis(top, order, axis=-1), mx.take_along_axis(values, order, axis=-1)
+        return [(value, [(t, v) for t, v in zip(ids, row) if v != -math.inf])  # (not masked)
+                for value, ids, row in zip(chosen.tolist(), top.tolist(), values.tolist())]
 
     @property
     def queueable(self) -> bool:
-        """Whether ``pick`` alone is the choice (no logits processor needs the history)."""
-        return not self.processors
+        """Whether ``pick`` alone is the choice (no logits processor needs the history, no
+        log-probabilities are asked for)."""
+        return not self.processors and self.logprobs is None and self.constraint is None
 
     def pick(self, logits: mx.array) -> mx.array:
         """The choice at each row of ``logits``, not computed yet (no processors applied)."""
@@ -181,6 +230,7 @@ class PassResult:
     seconds: float
     drafter_seconds: float
     row: int = 0
+    logprobs: list[TokenLogprobs] | None = None  # per emitted token, when the chooser asks
 
 
 class FixedDraftLength:
@@ -263,7 +313,10 @@ def speculative_decode(
         # draft
         limit = min(draft_count, max_tokens - produced - 1) if speculate else 0
         rows = gate.rows(drafter.propose(history, limit)) if limit > 0 else []
-        rows = [row for row in (_cut_at_eos(list(r[:limit]), eos_tokens) for r in rows) if row]
+        rows = [_cut_at_eos(list(r[:limit]), eos_tokens) for r in rows]
+        if chooser.constraint is not None:  # a token the grammar forbids is never sent
+            rows = [r[:chooser.constraint.allowed(r)] for r in rows[:1]]
+        rows = [row for row in rows if row]
         if rows:  # the policy sees the proposal, then says how much of it to send
             length = policy.draft_length(max(len(r) for r in rows), drafter.match_length)
             rows = [r[:length] for r in rows[:policy.row_budget(length)]] if length > 0 else []
@@ -275,6 +328,10 @@ def speculative_decode(
         else:
             verdict = verify_row(target, rows[0] if rows else [], chooser, history, eos_tokens)
         emitted, accepted = verdict.emitted, min(verdict.accepted, len(verdict.emitted))
+        logprobs = (chooser.token_logprobs(verdict.logits, history, emitted)
+                    if chooser.logprobs is not None else None)
+        if chooser.constraint is not None:
+            chooser.constraint.accept(emitted)
         history.extend(emitted)
         verified_at = time.perf_counter()
 
@@ -288,7 +345,7 @@ def speculative_decode(
                       depth=verdict.depth)
         produced += len(emitted)
         yield PassResult(emitted, accepted, verdict.drafted, done_at - started,
-                         (drafted_at - started) + (done_at - verified_at), verdict.row)
+                         (drafted_at - started) + (done_at - verified_at), verdict.row, logprobs)
         if emitted[-1] in eos_tokens:
             return
         if (produced < max_tokens and policy.gives_up(draft_count) and target.pipelines

@@ -29,6 +29,17 @@ class ModelEvent:
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """A token with its log-probability at a position; ``raw``: the token's own bytes (part
+    of a character, for byte-level tokens), ``text`` those bytes decoded alone."""
+
+    token: int
+    text: str
+    logprob: float
+    raw: bytes = b""
+
+
+@dataclass(frozen=True)
 class TokenEvent:
     """One emitted token. ``text`` may be empty while a multi-byte character is incomplete."""
 
@@ -38,6 +49,19 @@ class TokenEvent:
     pass_index: int
     draft_position: int | None  # index in the accepted draft, None for the target's own token
     drafter: str
+    # when the request asks for log-probabilities: this token's, and the most likely tokens'
+    logprob: TokenLogprob | None = None
+    top_logprobs: tuple[TokenLogprob, ...] = ()
+
+
+@dataclass(frozen=True)
+class ToolCallEvent:
+    """Tool calls that closed in the pass just streamed (its tokens' text leaves them out),
+    each {"id", "name", "arguments" (JSON text)}; ``text``: text held back while it might
+    open a call, given out at the end of the answer."""
+
+    calls: list[dict]
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -79,4 +103,4 @@ class ErrorEvent:
     message: str
 
 
-Event = ProgressEvent | ModelEvent | TokenEvent | PassEvent | DoneEvent | ReplayEvent | ErrorEvent
+Event = ProgressEvent | ModelEvent | TokenEvent | ToolCallEvent | PassEvent | DoneEvent | ReplayEvent | ErrorEvent

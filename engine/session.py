@@ -17,13 +17,16 @@ import mlx.core as mx
 from .decode import PREFILL_STEP, Target, TokenChooser, speculative_decode
 from .drafters import make_drafter
 from .errors import EngineError, describe_error
-from .events import DoneEvent, Event, PassEvent, ProgressEvent, TokenEvent
+from .events import (DoneEvent, Event, PassEvent, ProgressEvent, TokenEvent, TokenLogprob,
+                     ToolCallEvent)
+from .grammar import GrammarConstraint, json_schema_grammar, tool_call_grammar
 from .memory import EngineMemory
 from .model_ngrams import bigram_table_steps, model_key, start_prefix
 from .models import LoadedModel
 from .settings import GenerationRequest
 from .stats import DecodeStats
 from .tokens import check_prompt, output_size
+from .tool_calls import ToolCallScanner, tool_call_support
 
 
 FIRST_PREFILL_STEP = 128
@@ -50,13 +53,32 @@ def prompt_tokens(loaded: LoadedModel, request: GenerationRequest) -> list[int]:
     if request.messages is not None:
         if getattr(tokenizer, "chat_template", None) is None:
             raise EngineError(f"{loaded.name} has no chat template; send a raw prompt instead.")
+        tools = {}
+        if request.tools:
+            tool_call_support(tokenizer, loaded.name)
+            tools = {"tools": request.tools}
         try:
-            return list(tokenizer.apply_chat_template(request.messages, add_generation_prompt=True))
+            return list(tokenizer.apply_chat_template(request.messages, add_generation_prompt=True,
+                                                      **tools))
         except Exception as error:  # the template is the model folder's code (Jinja), untrusted
             raise EngineError(f"The chat template of {loaded.name} failed on this conversation "
                               f"({describe_error(error)}). Fix chat_template in the model's "
                               "tokenizer_config.json, or send a raw prompt.") from None
     return list(tokenizer.encode(request.prompt))
+
+
+def token_bytes(tokenizer, tokenmap, token: int) -> bytes:
+    """A token's own bytes: through the byte-level BPE map where the tokenizer has one
+    (``tokenmap``, mlx-lm's BPE detokenizer's), else its text decoded alone."""
+    try:
+        from mlx_lm.tokenizer_utils import _byte_decoder  # (private: GPT-2's byte map)
+    except ImportError:
+        tokenmap = None
+    if tokenmap is not None and token < len(tokenmap):
+        decoder, piece = _byte_decoder(), tokenmap[token]
+        if piece and all(c in decoder for c in piece):
+            return bytes(decoder[c] for c in piece)
+    return tokenizer.decode([token]).encode()
 
 
 class ChatSession:
@@ -134,6 +156,21 @@ class ChatSession:
             yield ProgressEvent("prefill", done, total, "Prompt read" if done == total else "Reading the prompt…")
         return True
 
+    def _logprobs(self, logprobs, position: int, token: int) -> tuple:
+        """A TokenEvent's ``logprob`` and ``top_logprobs`` from a pass's ``logprobs``."""
+        if logprobs is None:
+            return None, ()
+
+        tokenizer = self.loaded.tokenizer
+        tokenmap = getattr(tokenizer.detokenizer, "tokenmap", None)  # (shared, not copied)
+
+        def entry(token: int, value: float) -> TokenLogprob:
+            raw = token_bytes(tokenizer, tokenmap, token)
+            return TokenLogprob(token, raw.decode("utf-8", "replace"), value, raw)
+
+        value, top = logprobs[position]
+        return entry(token, value), tuple(entry(t, v) for t, v in top)
+
     def generate(self, request: GenerationRequest,
                  should_stop: Callable[[], bool] = lambda: False) -> Iterator[Event]:
         loaded = self.loaded
@@ -147,6 +184,14 @@ class ChatSession:
                 "Start a new chat, shorten the prompt or lower max tokens.")
         if request.sampling.seed is not None:
             mx.random.seed(request.sampling.seed)
+        constraint = None
+        if request.forced_tools:
+            constraint = GrammarConstraint(loaded.tokenizer, tool_call_grammar(
+                loaded.tokenizer, request.tools, request.forced_tools), output_size(loaded.model),
+                "tool_choice")
+        elif request.json_schema is not None:
+            constraint = GrammarConstraint(loaded.tokenizer, json_schema_grammar(
+                request.json_schema), output_size(loaded.model))
 
         stats = DecodeStats(drafter=request.draft.drafter, speculation=loaded.speculation,
                             greedy=request.sampling.greedy, prompt_tokens=len(tokens))
@@ -179,9 +224,11 @@ class ChatSession:
         detokenizer.reset()
         out_tokens: list[int] = []
         from_draft: list[bool] = []
+        scanner = ToolCallScanner(tokenizer, request.tools) if request.tools else None
         finish = "length"
         decoder = speculative_decode(
-            self.target, self.drafter, TokenChooser(request.sampling), self.history,
+            self.target, self.drafter,
+            TokenChooser(request.sampling, request.logprobs, constraint), self.history,
             max_tokens=request.max_tokens, draft_count=request.draft.draft_count,
             eos_tokens=eos, speculate=loaded.speculates, policy=policy)
         try:
@@ -196,6 +243,7 @@ class ChatSession:
                     finish = "cancelled"
                 final = finish != "length" or stats.emitted >= request.max_tokens
                 kept = [t for t in result.tokens if t not in eos]
+                calls: list[dict] = []
                 for position, token in enumerate(kept):
                     detokenizer.add_token(token)
                     if final and position == len(kept) - 1:
@@ -203,8 +251,17 @@ class ChatSession:
                     drafted = position < result.accepted
                     out_tokens.append(token)
                     from_draft.append(drafted)
-                    yield TokenEvent(token, detokenizer.last_segment, drafted, pass_index,
-                                     position if drafted else None, stats.drafter)
+                    text = detokenizer.last_segment
+                    if scanner is not None:  # tool calls leave the text, as ToolCallEvents
+                        text, closed = scanner.feed(text)
+                        calls += closed
+                    yield TokenEvent(token, text, drafted, pass_index,
+                                     position if drafted else None, stats.drafter,
+                                     *self._logprobs(result.logprobs, position, token))
+                if scanner is not None:
+                    held, closed = scanner.flush() if final else ("", [])
+                    if calls or closed or held:
+                        yield ToolCallEvent(calls + closed, held)
                 yield PassEvent(pass_index, result.drafted, accepted, emitted,
                                 result.seconds, stats.tokens_per_pass)
                 if final:

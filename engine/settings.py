@@ -11,6 +11,7 @@ from .errors import EngineError
 DRAFT_COUNT_RANGE = (1, 64)
 NGRAM_ORDER_RANGE = (1, 32)
 MAX_TOKENS_RANGE = (1, 32768)
+LOGPROBS_RANGE = (0, 20)  # alternatives per token (OpenAI's top_logprobs bound)
 SEED_RANGE = (0, 2**64 - 1)  # what MLX's random seed takes
 
 
@@ -63,6 +64,8 @@ class SamplingSettings:
     top_k: int = 0
     min_p: float = 0.0
     repetition_penalty: float | None = None
+    presence_penalty: float | None = None  # additive, mlx-lm's (over the last 20 tokens)
+    frequency_penalty: float | None = None
     seed: int | None = None
 
     @property
@@ -76,6 +79,9 @@ class SamplingSettings:
         _check_range("top_k", self.top_k, (0, 1_000_000))
         if self.repetition_penalty is not None:
             _check_range("repetition_penalty", float(self.repetition_penalty), (0.01, 10.0), float)
+        for name in ("presence_penalty", "frequency_penalty"):
+            if getattr(self, name) is not None:
+                _check_range(name, float(getattr(self, name)), (-2.0, 2.0), float)
         if self.seed is not None:
             _check_range("seed", self.seed, SEED_RANGE)
         return self
@@ -91,7 +97,7 @@ class GenerationRequest:
     ``model`` is a local folder or a Hugging Face id; None means the embedded default.
     """
 
-    messages: list[dict[str, str]] | None = None
+    messages: list[dict] | None = None
     prompt: str | None = None
     raw: bool = False
     model: str | None = None
@@ -99,13 +105,25 @@ class GenerationRequest:
     max_tokens: int = 512
     draft: DraftSettings = field(default_factory=DraftSettings)
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    # each token's log-probability and this many most likely alternatives; None: none
+    logprobs: int | None = None
+    # tools the model may call (OpenAI's function tools), rendered by its chat template
+    tools: list[dict] | None = None
+    # a JSON schema the answer must follow (constrained decoding, engine/grammar.py)
+    json_schema: dict | None = None
+    # names of ``tools`` one of which the answer must call (constrained decoding); None: the
+    # model decides
+    forced_tools: tuple[str, ...] | None = None
 
     def validated(self) -> "GenerationRequest":
         _check_range("max_tokens", self.max_tokens, MAX_TOKENS_RANGE)
+        if self.logprobs is not None:
+            _check_range("top_logprobs", self.logprobs, LOGPROBS_RANGE)
         if self.messages is None and self.prompt is None:
             raise EngineError("Nothing to answer: give a prompt or chat messages.")
         if self.messages is not None:
-            if not self.messages or not any(m.get("content", "").strip() for m in self.messages):
+            if not self.messages or not any((m.get("content") or "").strip() or m.get("tool_calls")
+                                            for m in self.messages):
                 raise EngineError("The prompt is empty: type something to answer.")
         elif not self.prompt.strip():
             raise EngineError("The prompt is empty: type something to answer.")

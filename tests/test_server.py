@@ -83,7 +83,11 @@ def test_models_and_health(server, tiny_model_dir):
     ({"temperature": 9}, "temperature must be"),
     ({"max_tokens": 10**9}, "max_tokens must be"),
     ({"frobnicate": True}, "Unsupported field"),
-    ({"logprobs": True}, "not supported"),
+    ({"top_logprobs": 3}, "needs 'logprobs'"),
+    ({"logprobs": True, "top_logprobs": 21}, "from 0 to 20"),
+    ({"presence_penalty": 3}, "presence_penalty must be"),
+    ({"tool_choice": "required"}, "tool_choice"),
+    ({"response_format": {"type": "xml"}}, "response_format"),
 ])
 def test_invalid_settings_are_400(server, extra, message):
     with pytest.raises(openai.BadRequestError) as caught:

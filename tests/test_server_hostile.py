@@ -409,7 +409,8 @@ def test_a_null_max_completion_tokens_defers_to_max_tokens(server):
     assert status == 200 and answer["usage"]["completion_tokens"] == 5
 
 
-def test_empty_or_null_tool_fields_are_accepted_and_real_tools_are_not(server):
+def test_empty_or_null_tool_fields_are_accepted_and_tools_need_a_template_that_takes_them(
+        server):
     status, answer = request(server.port, "POST", CHAT, {
         "messages": HELLO, "max_tokens": 2, "tools": [], "tool_choice": None, "functions": None})
     assert status == 200, answer
@@ -418,7 +419,8 @@ def test_empty_or_null_tool_fields_are_accepted_and_real_tools_are_not(server):
     assert status == 200, answer
     status, answer = request(server.port, "POST", CHAT, {
         "messages": HELLO, "tools": [{"type": "function", "function": {"name": "f"}}]})
-    assert status == 400 and answer["error"]["param"] == "tools"
+    assert status == 400 and answer["error"]["param"] == "tools"  # ChatML without tools
+    assert "no tool calling support" in answer["error"]["message"]
 
 
 def test_usage_only_on_a_last_chunk_without_choices_when_asked(server):
@@ -475,3 +477,50 @@ def test_temperature_above_two_and_caller_mistakes_are_explained(server):
     status, answer = request(server.port, "POST", CHAT,
                              {"messages": [{"role": "user", "content": "  "}]})
     assert status == 400 and "'content' is empty" in answer["error"]["message"]
+
+
+# 8. Ollama's routes: the same Guard, types and queue
+
+@pytest.mark.parametrize("path,body", [
+    ("/api/chat", {"model": "default", "messages": HELLO, "stream": False}),
+    ("/api/generate", {"model": "default", "prompt": "abc", "stream": False})])
+def test_ollama_routes_pass_the_same_guard_and_strict_checks(server, path, body):
+    data = json.dumps(body).encode()
+    json_type = {"Content-Type": "application/json"}
+    assert raw(server.port, "POST", path, data, {"Content-Type": "text/plain"})[0] == 415
+    assert raw(server.port, "POST", path, data, {**json_type, "Origin": "http://evil.example"})[0] == 403
+    assert raw(server.port, "POST", path, data, {**json_type, "Host": "evil.example"})[0] == 403
+    for bad, name in (({"stream": "no"}, "stream"), ({"options": {"temperature": "hot"}},
+                                                     "options.temperature"),
+                      ({"options": {"mirostat": 1}}, "mirostat"), ({"frobnicate": 1}, "frobnicate"),
+                      ({"options": {"num_predict": 10**9}}, "max_tokens")):
+        status, _, answer = raw(server.port, "POST", path, json.dumps({**body, **bad}).encode(),
+                                json_type)
+        assert status == 400 and name in answer["error"], (bad, answer)
+    status, _, answer = raw(server.port, "POST", path, data, json_type)
+    assert status == 200 and answer["done"]
+
+
+def test_ollama_requests_wait_in_the_same_bounded_queue():
+    service = ScriptedService()
+    release = asyncio.Event()
+    service.queue([release] + answer_events([(0, [("a", False)])]))
+    app = scripted_app(service, max_queue=1)
+    body = {"model": "scripted", "messages": HELLO, "stream": False}
+
+    async def scenario():
+        first = asyncio.create_task(call(app, body, path="/api/chat"))
+        while not service.requests:
+            await asyncio.sleep(0.01)
+        waiting = asyncio.create_task(call(app, {**body, "messages": HELLO}, path="/api/chat"))
+        await asyncio.sleep(0.05)
+        refused = await call(app, body, path="/api/chat")
+        service.queue(answer_events([(0, [("b", False)])]))
+        release.set()
+        return await first, await waiting, refused
+
+    first, waiting, refused = asyncio.run(scenario())
+    assert refused[0] == 429 and "busy" in json.loads(refused[1])["error"]
+    assert first[0] == waiting[0] == 200
+    assert json.loads(first[1])["message"]["content"] == "a"
+    assert json.loads(waiting[1])["message"]["content"] == "b"

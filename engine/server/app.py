@@ -1,4 +1,5 @@
-"""The HTTP routes (FastAPI): chat and text completions, models, health.
+"""The HTTP routes (FastAPI): OpenAI's chat and text completions and models, Ollama's
+``/api`` routes (``ollama.py``), health.
 
 Every route but ``/health`` checks ``Authorization: Bearer`` when a key is set (``/health``
 then says only "ok" to others). ``guard.Guard`` checks Host, Origin and content-type first.
@@ -20,7 +21,8 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 
-from ..events import DoneEvent, ErrorEvent, PassEvent, TokenEvent
+from ..events import DoneEvent, ErrorEvent, PassEvent, TokenEvent, ToolCallEvent
+from . import ollama
 from .guard import Guard
 from .queue import FairQueue, QueueFull
 from .requests import ApiError, Defaults, ParsedRequest, parse, typed
@@ -109,9 +111,10 @@ def create_app(service, options: ServerOptions) -> FastAPI:
     @app.middleware("http")
     async def authorize(request: Request, call_next):
         if request.url.path != "/health" and not authorized(request):
-            return _error(ApiError(401, "Missing or wrong API key: send "
-                                        "'Authorization: Bearer <key>'.",
-                                   "authentication_error", "invalid_api_key"))
+            failure = ollama.error if request.url.path.startswith("/api/") else _error
+            return failure(ApiError(401, "Missing or wrong API key: send "
+                                         "'Authorization: Bearer <key>'.",
+                                    "authentication_error", "invalid_api_key"))
         return await call_next(request)
 
     if options.cors_origins:
@@ -171,14 +174,29 @@ def create_app(service, options: ServerOptions) -> FastAPI:
         return replace(parsed, generation=replace(parsed.generation,
                                                   chat_id=f"{scope}:{chat_id}"))
 
-    async def complete(request: Request, chat: bool):
+    def served_model(model) -> None:
+        if model is not None and model not in served:
+            raise ApiError(404, f"The model {model!r} does not exist here; this server "
+                                f"serves {options.model_name!r} (see /v1/models).",
+                           "not_found_error", "model_not_found", "model")
+
+    async def complete(request: Request, chat: bool, front: str = "openai"):
+        """One answer through the queue; ``front`` says whose shapes (OpenAI's or Ollama's)
+        the request and the answer take."""
+        failure = _error if front == "openai" else ollama.error
+        answers_chat = chat  # Ollama's generate runs as a chat but answers as a generate
         try:
             body = await read_body(request)
             model = typed(body.get("model"), "string", "model") if isinstance(body, dict) else None
-            if model is not None and model not in served:
-                raise ApiError(404, f"The model {model!r} does not exist here; this server "
-                                    f"serves {options.model_name!r} (see /v1/models).",
-                               "not_found_error", "model_not_found", "model")
+            if front == "ollama":
+                served_model(model.removesuffix(":latest") if model else None)
+                loading = not chat and isinstance(body, dict) and not body.get("prompt")
+                body, chat = ollama.translate(body, chat)
+                if loading:  # how Ollama clients load a model; this one is loaded
+                    return {"model": model or options.model_name, "created_at": ollama.now(),
+                            "response": "", "done": True, "done_reason": "load"}
+            else:
+                served_model(model)
             try:
                 parsed = parse(body, chat, options.defaults,
                                request.client.host if request.client else None)
@@ -190,14 +208,15 @@ def create_app(service, options: ServerOptions) -> FastAPI:
             parsed = scoped(parsed, request, body.get("user"))
             await queue.acquire(parsed.client or "anonymous")
         except QueueFull:
-            return _error(ApiError(429, f"The server is busy: {queue.waiting} requests are "
-                                        "waiting. Try again shortly.", "rate_limit_error",
-                                   "queue_full"))
+            return failure(ApiError(429, f"The server is busy: {queue.waiting} requests are "
+                                         "waiting. Try again shortly.", "rate_limit_error",
+                                    "queue_full"))
         except ApiError as error:
-            return _error(error)
+            return failure(error)
+        shaper = (Shaper(chat, options.model_name) if front == "openai"
+                  else ollama.OllamaShaper(answers_chat, model or options.model_name))
         try:  # the answer owns the turn now: it gives it up when the engine has finished
-            answer = Answer(service, parsed, Shaper(chat, options.model_name), stats,
-                            queue.release)
+            answer = Answer(service, parsed, shaper, stats, queue.release)
         except BaseException:
             queue.release()
             raise
@@ -207,22 +226,26 @@ def create_app(service, options: ServerOptions) -> FastAPI:
             answer.cancel()
             raise
         if failed is not None:
-            return _error(failed)
+            return failure(failed)
         if parsed.stream:
             async def chunks():
                 try:
-                    async for chunk in answer.chunks():
+                    async for chunk in (answer.chunks() if front == "openai"
+                                        else ollama.lines(answer, shaper)):
                         yield chunk
                 finally:  # done, or the client went away: stop at the next pass
                     answer.cancel()
 
-            return StreamingResponse(chunks(), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache"})
+            if front == "openai":
+                return StreamingResponse(chunks(), media_type="text/event-stream",
+                                         headers={"Cache-Control": "no-cache"})
+            return StreamingResponse(chunks(), media_type="application/x-ndjson")
         watcher = asyncio.create_task(_cancel_on_disconnect(request, answer))
         try:
-            return JSONResponse(await answer.whole())
+            return JSONResponse(await (answer.whole() if front == "openai"
+                                       else ollama.whole(answer, shaper)))
         except ApiError as error:
-            return _error(error)
+            return failure(error)
         finally:
             watcher.cancel()
             answer.cancel()
@@ -234,6 +257,34 @@ def create_app(service, options: ServerOptions) -> FastAPI:
     @app.post("/v1/completions")
     async def completions(request: Request):
         return await complete(request, chat=False)
+
+    @app.post("/api/chat")
+    async def ollama_chat(request: Request):
+        return await complete(request, chat=True, front="ollama")
+
+    @app.post("/api/generate")
+    async def ollama_generate(request: Request):
+        return await complete(request, chat=False, front="ollama")
+
+    @app.get("/api/version")
+    async def ollama_version():
+        return {"version": ollama.VERSION}
+
+    @app.get("/api/tags")
+    async def ollama_tags():
+        return ollama.tags(options.model_name)
+
+    @app.post("/api/show")
+    async def ollama_show(request: Request):
+        try:
+            body = await read_body(request)
+            name = typed(body.get("model"), "string", "model") if isinstance(body, dict) else None
+            if not name or name.removesuffix(":latest") not in served:
+                raise ApiError(404, f"model {name!r} not found; this server serves "
+                                    f"{options.model_name!r}.", "not_found_error")
+        except ApiError as error:
+            return ollama.error(error)
+        return ollama.show()
 
     return app
 
@@ -254,6 +305,8 @@ class Piece:
     tokens: list[TokenEvent] = field(default_factory=list)
     text: str = ""
     completion_tokens: int = 0
+    calls: list[dict] = field(default_factory=list)  # tool calls that closed in the pass
+    returned: int = 0  # how many of ``tokens`` the client gets (a stop string may cut it)
 
 
 class Answer:
@@ -279,18 +332,26 @@ class Answer:
 
     async def _pump(self, release) -> None:
         tokens: list[TokenEvent] = []  # of the pass under way
+        calls: list[dict] = []
+        held = ""  # text a tool-call scan gave out at the end
         every: list[TokenEvent] = []
         try:
             async for event in self.stream:
                 if isinstance(event, TokenEvent):
                     tokens.append(event)
+                elif isinstance(event, ToolCallEvent):
+                    calls += event.calls
+                    held += event.text
                 elif isinstance(event, PassEvent):
-                    text = self.stop.feed("".join(t.text for t in tokens))
+                    text = self.stop.feed("".join(t.text for t in tokens) + held)
+                    returned = len(tokens)
                     if self.stop.stopped:
                         self.cancel()
-                    self.pieces.put_nowait(Piece(event, tokens, text))
+                        returned = returned_tokens(every + tokens, self.stop.returned) - len(every)
+                    self.pieces.put_nowait(Piece(event, tokens, text, calls=calls,
+                                                 returned=max(returned, 0)))
                     every += tokens
-                    tokens = []
+                    tokens, calls, held = [], [], ""
                 elif isinstance(event, DoneEvent):
                     text = self.stop.flush()
                     returned = (returned_tokens(every, self.stop.returned) if self.stop.stopped
@@ -316,30 +377,37 @@ class Answer:
             if message.startswith("Internal error"):
                 return ApiError(500, message, "server_error")
             return ApiError(400, message, code="context_length_exceeded"
-                            if "reads at most" in message else None)
+                            if "reads at most" in message else None,
+                            param=message.split("'")[1] if message.startswith("'") else None)
         return None
 
-    async def _read(self):
+    async def read(self):
         piece = self.head
         while piece is not None:
             yield piece
             piece = await self.pieces.get()
 
-    def _finish(self, done: DoneEvent) -> str:
-        return "stop" if self.stop.stopped else FINISH.get(done.finish_reason, "stop")
+    def finish(self, done: DoneEvent, called: bool) -> str:
+        if self.stop.stopped:
+            return "stop"
+        reason = FINISH.get(done.finish_reason, "stop")
+        return "tool_calls" if called and reason == "stop" else reason
 
     async def chunks(self):
         yield _sse(self.shaper.chunk("", first=True))
-        async for piece in self._read():
+        called = False
+        async for piece in self.read():
             event = piece.event
             if isinstance(event, PassEvent):
-                yield _sse(self.shaper.chunk(piece.text, extra={"draftless": {
+                called = called or bool(piece.calls)
+                yield _sse(self.shaper.chunk(piece.text, tokens=piece.tokens[:piece.returned],
+                                             calls=piece.calls, extra={"draftless": {
                     **provenance(piece.tokens), "pass": event.pass_index,
                     "drafted": event.drafted, "accepted": event.accepted,
                     "seconds": round(event.seconds, 5),
                     "tokens_per_pass": round(event.tokens_per_pass, 4)}}))
             elif isinstance(event, DoneEvent):
-                yield _sse(self.shaper.chunk(piece.text, self._finish(event)))
+                yield _sse(self.shaper.chunk(piece.text, self.finish(event, called)))
                 if self.include_usage:  # the engine's statistics ride in usage.draftless
                     yield _sse(self.shaper.usage_chunk(usage(
                         event.timing.get("prompt_tokens", 0), event, piece.completion_tokens)))
@@ -353,14 +421,16 @@ class Answer:
     async def whole(self) -> dict:
         texts: list[str] = []
         tokens: list[TokenEvent] = []
-        async for piece in self._read():
+        calls: list[dict] = []
+        async for piece in self.read():
             event = piece.event
             texts.append(piece.text)
             tokens += piece.tokens
+            calls += piece.calls
             if isinstance(event, DoneEvent):
-                return self.shaper.whole("".join(texts), self._finish(event), tokens,
+                return self.shaper.whole("".join(texts), self.finish(event, bool(calls)), tokens,
                                          usage(event.timing.get("prompt_tokens", 0), event,
-                                               piece.completion_tokens))
+                                               piece.completion_tokens), calls)
             if isinstance(event, ErrorEvent):
                 raise ApiError(500, event.message, "server_error")
         raise ApiError(500, "The engine ended the answer without a result.", "server_error")

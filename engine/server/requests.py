@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 
 from ..errors import EngineError
-from ..settings import DraftSettings, GenerationRequest, SamplingSettings
+from ..settings import LOGPROBS_RANGE, DraftSettings, GenerationRequest, SamplingSettings
 
 DRAFT_TYPES = {"drafter": "string", "draft_count": "integer", "ngram_order": "integer",
                "ngram_min": "integer", "adaptive": "boolean", "options": "object"}
-ROLES = {"system", "user", "assistant", "developer"}
+ROLES = {"system", "user", "assistant", "developer", "tool"}
 # Every field a request may carry, with its JSON type where the server reads it (None: read
 # below); the rest get a 400 (a typo must not pass silently).
 FIELD_TYPES = {
@@ -106,7 +107,39 @@ def _text_of(content, index: int) -> str:
     return typed(content, "string", param) or ""
 
 
-def _messages(raw) -> list[dict[str, str]]:
+def _arguments(raw, param: str) -> dict:
+    """A tool call's arguments as the chat template takes them: an object (OpenAI sends
+    JSON text, Ollama an object)."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            raise _bad("Tool call arguments must be JSON text of an object.", param) from None
+    if not isinstance(raw, dict):
+        raise _bad("Tool call arguments must be an object.", param)
+    return raw
+
+
+def _tool_calls(raw, index: int) -> list[dict]:
+    """An assistant message's earlier tool calls, for the chat template."""
+    param = f"messages[{index}].tool_calls"
+    if not isinstance(raw, list):
+        raise _bad("'tool_calls' must be a list of {\"function\": {\"name\", \"arguments\"}}.",
+                   param)
+    calls = []
+    for call in raw:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise _bad("Each tool call needs a function with a name.", param)
+        calls.append({"id": typed(call.get("id"), "string", param) or "",
+                      "type": "function",
+                      "function": {"name": typed(function["name"], "string", param),
+                                   "arguments": _arguments(function.get("arguments"), param)}})
+    return calls
+
+
+def messages_of(raw) -> list[dict]:
+    """Chat messages (OpenAI's or Ollama's) as the chat template takes them."""
     if not isinstance(raw, list) or not raw:
         raise _bad("'messages' must be a non-empty list of {\"role\": …, \"content\": …} "
                    "objects.", "messages")
@@ -116,11 +149,19 @@ def _messages(raw) -> list[dict[str, str]]:
             raise _bad("Each message must be an object with 'role' and 'content'.", f"messages[{index}]")
         role = message.get("role")
         if not isinstance(role, str) or role not in ROLES:
-            raise _bad(f"Unsupported role {role!r}; use system, user or assistant.",
+            raise _bad(f"Unsupported role {role!r}; use system, user, assistant or tool.",
                        f"messages[{index}].role")
-        messages.append({"role": "system" if role == "developer" else role,
-                         "content": _text_of(message.get("content"), index)})
-    if not any(m["content"].strip() for m in messages):
+        if message.get("images"):  # Ollama's form of image input
+            raise _bad("Only text content is supported.", f"messages[{index}].images")
+        shaped = {"role": "system" if role == "developer" else role,
+                  "content": _text_of(message.get("content"), index)}
+        if role == "assistant" and message.get("tool_calls"):
+            shaped["tool_calls"] = _tool_calls(message["tool_calls"], index)
+        for name in ("tool_call_id", "name", "tool_name"):
+            if role == "tool" and message.get(name) is not None:
+                shaped[name] = typed(message[name], "string", f"messages[{index}].{name}")
+        messages.append(shaped)
+    if not any(m["content"].strip() or m.get("tool_calls") for m in messages):
         raise _bad("Every message's 'content' is empty: send at least one message with text "
                    "to answer.", "messages")
     return messages
@@ -162,25 +203,89 @@ def _draft(raw, default: DraftSettings) -> DraftSettings:
     return replace(default, **values)
 
 
+SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
+            "frequency_penalty", "seed")
+
+
 def _sampling(body: dict, default: SamplingSettings) -> SamplingSettings:
-    for name in ("frequency_penalty", "presence_penalty"):
-        if body.get(name) not in (None, 0, 0.0):
-            raise _bad(f"'{name}' is not supported; use 'repetition_penalty'.", name)
     if body.get("n") not in (None, 1):
         raise _bad("Only n=1 is supported.", "n")
-    for name in ("logit_bias", "logprobs", "top_logprobs", "echo", "suffix", "response_format",
-                 "tools", "functions", "function_call"):
+    for name in ("logit_bias", "echo", "suffix", "functions", "function_call"):
         if body.get(name) not in (None, False, [], {}, "", 0, "none"):
             raise _bad(f"'{name}' is not supported by this server.", name)
-    if body.get("tool_choice") not in (None, "none", "auto"):
-        raise _bad("'tool_choice' is not supported by this server (it has no tools).",
-                   "tool_choice")
-    values = {name: body[name] for name in ("temperature", "top_p", "top_k", "min_p",
-                                            "repetition_penalty", "seed") if body.get(name) is not None}
+    values = {name: body[name] for name in SAMPLING if body.get(name) is not None}
     if values.get("temperature", 0) > MAX_TEMPERATURE:
         raise _bad(f"temperature must be a number from 0 to {MAX_TEMPERATURE:g}; "
                    f"got {values['temperature']!r}.", "temperature")
     return replace(default, **values)
+
+
+def json_schema_of(raw) -> dict | None:
+    """The JSON schema a ``response_format`` asks the answer to follow; None for free text."""
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    if raw is None or kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind == "json_schema" and isinstance(raw.get("json_schema"), dict):
+        schema = raw["json_schema"].get("schema")
+        return typed(schema, "object", "response_format.json_schema.schema") or {}
+    raise _bad("'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} "
+               "or {\"type\": \"json_schema\", \"json_schema\": {\"name\": …, "
+               "\"schema\": …}}.", "response_format")
+
+
+def _logprobs(body: dict, chat: bool) -> int | None:
+    """How many alternatives per token to report; None: no log-probabilities. Chat takes
+    ``logprobs: true`` and ``top_logprobs``; text completions ``logprobs: N``."""
+    low, high = LOGPROBS_RANGE
+    wanted, top = body.get("logprobs"), body.get("top_logprobs")
+    if chat:
+        typed(wanted, "boolean", "logprobs")
+        if top is not None and not low <= top <= high:
+            raise _bad(f"'top_logprobs' must be from {low} to {high}.", "top_logprobs")
+        if top is not None and not wanted:
+            raise _bad("'top_logprobs' needs 'logprobs': true.", "top_logprobs")
+        return (top or 0) if wanted else None
+    if top is not None:
+        raise _bad("Text completions take 'logprobs': N for N alternatives per token.",
+                   "top_logprobs")
+    typed(wanted, "integer", "logprobs")
+    if wanted is not None and not low <= wanted <= high:
+        raise _bad(f"'logprobs' must be from {low} to {high}.", "logprobs")
+    return wanted
+
+
+def tools_of(raw, choice, chat: bool = True) -> tuple[list | None, tuple[str, ...] | None]:
+    """(the function tools offered to the model, None for none; the names of those one of
+    which it must call, None when it decides) from ``tools`` and ``tool_choice``."""
+    if not raw or choice == "none":
+        if choice not in (None, "auto", "none"):
+            raise _bad("'tool_choice' forces a call, but no 'tools' were given.", "tool_choice")
+        return None, None
+    if not chat:
+        raise _bad("'tools' are for chat completions.", "tools")
+    tools = []
+    for tool in raw:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if (not isinstance(tool, dict) or tool.get("type", "function") != "function"
+                or not isinstance(function, dict) or not isinstance(function.get("name"), str)):
+            raise _bad("Each tool must be {\"type\": \"function\", \"function\": "
+                       "{\"name\": …, \"parameters\": …}}.", "tools")
+        typed(function.get("description"), "string", "tools.function.description")
+        typed(function.get("parameters"), "object", "tools.function.parameters")
+        tools.append({"type": "function", "function": function})
+    names = tuple(tool["function"]["name"] for tool in tools)
+    if choice in (None, "auto"):
+        return tools, None
+    if choice == "required":
+        return tools, names
+    named = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+    if not (isinstance(named, str) and named in names):
+        raise _bad("'tool_choice' must be \"auto\", \"none\", \"required\" or "
+                   "{\"type\": \"function\", \"function\": {\"name\": …}} naming one of the "
+                   "tools.", "tool_choice")
+    return tools, (named,)
 
 
 def parse(body, chat: bool, defaults: Defaults, peer: str | None) -> ParsedRequest:
@@ -194,7 +299,7 @@ def parse(body, chat: bool, defaults: Defaults, peer: str | None) -> ParsedReque
         if kind is not None and name in body:
             typed(body[name], kind, name)
     if chat:
-        messages, prompt = _messages(body.get("messages")), None
+        messages, prompt = messages_of(body.get("messages")), None
     else:
         messages, prompt = None, _prompt(body.get("prompt"))
     max_tokens = body.get("max_completion_tokens")  # a present null defers to max_tokens
@@ -206,11 +311,16 @@ def parse(body, chat: bool, defaults: Defaults, peer: str | None) -> ParsedReque
         raise _bad(f"'chat_id' must be at most {MAX_CHAT_ID_CHARS} characters.", "chat_id")
     options = body.get("stream_options") or {}
     include_usage = typed(options.get("include_usage"), "boolean", "stream_options.include_usage")
+    tools, forced = tools_of(body.get("tools"), body.get("tool_choice"), chat)
+    if forced and json_schema_of(body.get("response_format")) is not None:
+        raise _bad("A forced 'tool_choice' and a JSON 'response_format' cannot both hold.",
+                   "tool_choice")
     request = GenerationRequest(
         messages=messages, prompt=prompt, raw=not chat, model=defaults.model,
         chat_id=body.get("chat_id"), max_tokens=max_tokens,
         draft=_draft(body.get("draftless"), defaults.draft),
-        sampling=_sampling(body, defaults.sampling))
+        sampling=_sampling(body, defaults.sampling), logprobs=_logprobs(body, chat),
+        tools=tools, forced_tools=forced, json_schema=json_schema_of(body.get("response_format")))
     try:
         request = request.validated()
     except (EngineError, TypeError, ValueError) as error:

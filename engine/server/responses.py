@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from ..events import DoneEvent, TokenEvent
+from ..events import DoneEvent, TokenEvent, TokenLogprob
 
 FINISH = {"stop": "stop", "length": "length", "cancelled": "stop"}
 SYSTEM_FINGERPRINT = "fp_draftless"
@@ -84,6 +84,20 @@ def provenance(tokens: list[TokenEvent]) -> dict:
             "drafter": tokens[0].drafter if tokens else None}
 
 
+def _entry(item: TokenLogprob) -> dict:
+    return {"token": item.text, "logprob": item.logprob,
+            "bytes": list(item.raw or item.text.encode())}
+
+
+def tool_calls(calls: list[dict], first: int | None = None) -> list[dict]:
+    """Engine tool calls in OpenAI's shape; ``first``: their index in a stream."""
+    shaped = [{"id": c["id"], "type": "function",
+               "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls]
+    if first is not None:
+        shaped = [{"index": first + i, **call} for i, call in enumerate(shaped)]
+    return shaped
+
+
 class Shaper:
     """Builds the JSON bodies of one response (chat or text completion)."""
 
@@ -92,6 +106,27 @@ class Shaper:
         self.model = model
         self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
         self.created = int(time.time())
+        self.text_offset = 0  # of the next token, in a text completion's logprobs
+        self.calls = 0  # tool calls streamed so far
+
+    def logprobs(self, tokens: list[TokenEvent]) -> dict | None:
+        """OpenAI's ``logprobs`` of a choice for ``tokens``; None when none were asked for."""
+        tokens = [t for t in tokens if t.logprob is not None]
+        if not tokens:
+            return None
+        if self.chat:
+            return {"content": [{**_entry(t.logprob),
+                                 "top_logprobs": [_entry(top) for top in t.top_logprobs]}
+                                for t in tokens], "refusal": None}
+        offsets = []
+        for t in tokens:
+            offsets.append(self.text_offset)
+            self.text_offset += len(t.text)
+        return {"tokens": [t.logprob.text for t in tokens],
+                "token_logprobs": [t.logprob.logprob for t in tokens],
+                "top_logprobs": [{top.text: top.logprob for top in t.top_logprobs}
+                                 for t in tokens],
+                "text_offset": offsets}
 
     def _envelope(self, streamed: bool) -> dict:
         kind = "chat.completion" if self.chat else "text_completion"
@@ -100,15 +135,18 @@ class Shaper:
                 "system_fingerprint": SYSTEM_FINGERPRINT}
 
     def chunk(self, text: str, finish: str | None = None, extra: dict | None = None,
-              first: bool = False) -> dict:
+              first: bool = False, tokens: list[TokenEvent] = (), calls: list[dict] = ()) -> dict:
+        logprobs = self.logprobs(list(tokens))
         if self.chat:
-            delta = {"content": text}
+            delta = {"content": text} if (text or first) else {}
             if first:
                 delta["role"] = "assistant"
-            choice = {"index": 0, "delta": delta if (text or first) else {}, "finish_reason": finish,
-                      "logprobs": None}
+            if calls:
+                delta["tool_calls"] = tool_calls(calls, self.calls)
+                self.calls += len(calls)
+            choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": logprobs}
         else:
-            choice = {"index": 0, "text": text, "finish_reason": finish, "logprobs": None}
+            choice = {"index": 0, "text": text, "finish_reason": finish, "logprobs": logprobs}
         body = {**self._envelope(True), "choices": [choice]}
         if extra:
             body.update(extra)
@@ -118,11 +156,16 @@ class Shaper:
         """The last streamed chunk when the client asked for usage: no choices, only usage."""
         return {**self._envelope(True), "choices": [], "usage": use}
 
-    def whole(self, text: str, finish: str, tokens: list[TokenEvent], use: dict) -> dict:
+    def whole(self, text: str, finish: str, tokens: list[TokenEvent], use: dict,
+              calls: list[dict] = ()) -> dict:
+        logprobs = self.logprobs(tokens[:use["completion_tokens"]])
         if self.chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text},
-                      "finish_reason": finish, "logprobs": None}
+            message = {"role": "assistant", "content": text}
+            if calls:
+                message.update(content=text or None, tool_calls=tool_calls(calls))
+            choice = {"index": 0, "message": message, "finish_reason": finish,
+                      "logprobs": logprobs}
         else:
-            choice = {"index": 0, "text": text, "finish_reason": finish, "logprobs": None}
+            choice = {"index": 0, "text": text, "finish_reason": finish, "logprobs": logprobs}
         return {**self._envelope(False), "choices": [choice], "usage": use,
                 "draftless": provenance(tokens)}

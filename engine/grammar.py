@@ -1,0 +1,124 @@
+"""Constrained decoding: answers that follow a JSON schema (``response_format``) or must
+call one of the tools (``tool_choice`` "required" or a named function).
+
+llguidance (a maintained grammar engine, also behind llama.cpp's and vLLM's structured
+output) keeps a matcher in step with the answer; at each position its token mask sets the
+logits of every token the grammar forbids to -inf, after the logits processors, so the
+target's choice is the constrained model's choice. Under speculation a draft is cut at its
+first token the grammar forbids before it is sent, each verify row gets the mask of the
+state after the draft tokens before it, and the matcher then takes only the emitted tokens:
+the output equals constrained plain decoding.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import mlx.core as mx
+import numpy as np
+
+from .errors import EngineError
+
+# one-line JSON with a space after "," and ":" (where free whitespace is allowed a model can
+# spend its whole answer on blanks)
+JSON_LAYOUT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+# the tool-call markup a forced call is written in: mlx-lm's json_tools parser's
+JSON_TOOLS_PARSER = "mlx_lm.tool_parsers.json_tools"
+_built: list = [None, None]  # (tokenizer, its LLTokenizer): the loaded model's, one at a time
+
+
+def _matcher_class(field: str):
+    try:
+        from llguidance import LLMatcher
+    except ImportError:
+        raise EngineError(f"'{field}' needs the llguidance package (pip install llguidance).") \
+            from None
+    return LLMatcher
+
+
+def json_schema_grammar(schema: dict) -> str:
+    """The grammar of one-line JSON following ``schema``."""
+    try:
+        return _matcher_class("response_format").grammar_from_json_schema(
+            schema, defaults=JSON_LAYOUT)
+    except (ValueError, TypeError) as error:
+        raise EngineError(f"'response_format' has a schema this server cannot follow: "
+                          f"{error}") from None
+
+
+def tool_call_grammar(tokenizer, tools: list[dict], names: Sequence[str]) -> str:
+    """The grammar of one call, in the model's ``<tool_call>{json}</tool_call>`` markup, to
+    one of the tools ``names``, its arguments following the tool's parameter schema."""
+    parser = getattr(getattr(tokenizer, "tool_parser", None), "__module__", None)
+    if parser != JSON_TOOLS_PARSER:
+        raise EngineError("'tool_choice' can force a call only for models whose tool calls are "
+                          "<tool_call>{json}</tool_call> (mlx-lm's json_tools parser); use "
+                          "\"auto\".")
+    calls = [{"type": "object", "additionalProperties": False, "required": ["name", "arguments"],
+              "properties": {"name": {"const": tool["function"]["name"]},
+                             "arguments": tool["function"].get("parameters") or {"type": "object"}}}
+             for tool in tools if tool["function"]["name"] in names]
+    schema = {**(calls[0] if len(calls) == 1 else {"anyOf": calls}), "x-guidance": JSON_LAYOUT}
+    return (f'start: "{tokenizer.tool_call_start}" "\\n"? call "\\n"? '
+            f'"{tokenizer.tool_call_end}"\ncall: %json {json.dumps(schema)}')
+
+
+def _lltokenizer(tokenizer, vocab_size: int, field: str):
+    """llguidance's view of the tokenizer (about a second to build), kept for the next answer."""
+    import llguidance.hf
+
+    if _built[0] is not tokenizer:
+        backend = getattr(tokenizer, "_tokenizer", tokenizer)
+        try:
+            built = llguidance.hf.from_tokenizer(backend, n_vocab=vocab_size,
+                                                 eos_token=sorted(tokenizer.eos_token_ids))
+        except Exception as error:  # e.g. a slow (Python) tokenizer
+            raise EngineError(f"'{field}' needs a fast tokenizer here ({error}).") from None
+        _built[:] = [tokenizer, built]
+    return _built[1]
+
+
+class GrammarConstraint:
+    """The matcher of one answer; its state always follows the emitted tokens. ``field``:
+    the request field the grammar came from, named in errors."""
+
+    def __init__(self, tokenizer, grammar: str, vocab_size: int, field: str = "response_format"):
+        matcher_class = _matcher_class(field)
+        lltokenizer = _lltokenizer(tokenizer, vocab_size, field)
+        try:
+            self.matcher = matcher_class(lltokenizer, grammar)
+            error = self.matcher.get_error() if self.matcher.is_error() else None
+        except (ValueError, TypeError) as raised:
+            error = str(raised)
+        if error:
+            raise EngineError(f"'{field}' asks for output this server cannot constrain: {error}")
+        self.vocab_size = vocab_size
+
+    def allowed(self, draft: Sequence[int]) -> int:
+        """How many leading ``draft`` tokens the grammar allows from here."""
+        return self.matcher.validate_tokens(list(draft))
+
+    def masks(self, tokens: Sequence[int], count: int) -> mx.array:
+        """[count, vocab] booleans: row i is what the grammar allows after ``tokens[:i]``
+        (which it must allow); the matcher's state is left as it was."""
+        rows, consumed = [], 0
+        for i in range(count):
+            rows.append(np.frombuffer(self.matcher.compute_bitmask(), dtype=np.uint8))
+            if i < count - 1 and not self.matcher.is_stopped():  # (stopped: only the end)
+                if not self.matcher.consume_token(tokens[i]):
+                    raise EngineError("The grammar refused a token it had allowed.")
+                consumed += 1
+        if consumed:
+            self.matcher.rollback(consumed)
+        bits = np.unpackbits(np.stack(rows), axis=1, bitorder="little")[:, :self.vocab_size]
+        return mx.array(bits.astype(np.bool_))
+
+    def accept(self, tokens: Sequence[int]) -> None:
+        """The matcher takes the emitted ``tokens`` (once the grammar is complete, the
+        end-of-sequence token it allowed needs no taking)."""
+        for token in tokens:
+            if self.matcher.is_stopped():
+                return
+            if not self.matcher.consume_token(token):
+                raise EngineError("The grammar refused an emitted token.")

@@ -1,0 +1,196 @@
+"""Ollama's API over the same service: ``/api/chat``, ``/api/generate``, ``/api/tags``,
+``/api/show``, ``/api/version``.
+
+An Ollama body is translated into the OpenAI body it means and checked by the same strict
+``requests.parse``; the answer is the same ``Answer`` run (the same queue, key and Guard),
+shaped as Ollama's NDJSON lines or one object. Errors are Ollama's ``{"error": "…"}``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timezone
+
+from fastapi.responses import JSONResponse
+
+from ..events import DoneEvent, ErrorEvent, PassEvent
+from .requests import ApiError, typed
+from .responses import Shaper
+
+# the Ollama API version whose shapes these routes follow (clients compare against it)
+VERSION = "0.12.0"
+FIELDS = {"model": "string", "messages": None, "prompt": "string", "system": "string",
+          "stream": "boolean", "options": "object", "format": None, "keep_alive": None,
+          "tools": "array", "think": None, "raw": "boolean", "logprobs": "boolean",
+          "top_logprobs": "integer", "images": None, "suffix": "string", "template": "string",
+          "context": "array", "draftless": "object", "chat_id": "string"}
+# option → (OpenAI field, JSON type)
+OPTIONS = {"temperature": ("temperature", "number"), "top_p": ("top_p", "number"),
+           "top_k": ("top_k", "integer"), "min_p": ("min_p", "number"),
+           "seed": ("seed", "integer"), "num_predict": ("max_tokens", "integer"),
+           "stop": ("stop", "array"), "repeat_penalty": ("repetition_penalty", "number"),
+           "presence_penalty": ("presence_penalty", "number"),
+           "frequency_penalty": ("frequency_penalty", "number")}
+# options about Ollama's own runtime, with no effect on the answer here
+IGNORED_OPTIONS = {"num_ctx": "integer", "num_batch": "integer", "num_gpu": "integer",
+                   "main_gpu": "integer", "num_thread": "integer", "use_mmap": "boolean",
+                   "low_vram": "boolean", "numa": "boolean", "num_keep": "integer"}
+
+
+def _bad(message: str, param: str | None = None) -> ApiError:
+    return ApiError(400, message, param=param)
+
+
+def error(error: ApiError) -> JSONResponse:
+    headers = {"Retry-After": "1"} if error.status in (429, 503) else None
+    return JSONResponse({"error": error.message}, status_code=error.status, headers=headers)
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def translate(body, chat: bool) -> tuple[dict, bool]:
+    """(the OpenAI body an Ollama body means, whether it is a chat)."""
+    if not isinstance(body, dict):
+        raise _bad("The request body must be a JSON object.")
+    unknown = set(body) - set(FIELDS)
+    if unknown:
+        raise _bad(f"Unsupported field(s): {', '.join(sorted(unknown))}.")
+    for name, kind in FIELDS.items():
+        if kind is not None and name in body:
+            typed(body[name], kind, name)
+    for name in ("images", "suffix", "template", "context"):
+        if body.get(name):
+            raise _bad(f"'{name}' is not supported by this server.", name)
+    if body.get("think") not in (None, False):
+        raise _bad("'think' is not supported by this server.", "think")
+    out = {"stream": body.get("stream", True)}  # Ollama streams unless told not to
+    if body.get("format") == "json":
+        out["response_format"] = {"type": "json_object"}
+    elif isinstance(body.get("format"), dict):
+        out["response_format"] = {"type": "json_schema",
+                                  "json_schema": {"name": "format", "schema": body["format"]}}
+    elif body.get("format") not in (None, ""):
+        raise _bad("'format' must be \"json\" or a JSON schema.", "format")
+    for name in ("draftless", "chat_id"):
+        if name in body:
+            out[name] = body[name]
+    if body.get("logprobs"):
+        out.update(logprobs=True, top_logprobs=body.get("top_logprobs") or 0)
+    options = body.get("options") or {}
+    for name, value in options.items():
+        if name in IGNORED_OPTIONS:
+            typed(value, IGNORED_OPTIONS[name], f"options.{name}")
+            continue
+        if name not in OPTIONS:
+            raise _bad(f"Unsupported option {name!r}. Supported: "
+                       f"{', '.join(sorted(OPTIONS))}.", f"options.{name}")
+        field, kind = OPTIONS[name]
+        if typed(value, kind, f"options.{name}") is not None:
+            out[field] = value
+    if out.get("max_tokens") is not None and out["max_tokens"] < 0:  # -1, -2: no limit
+        del out["max_tokens"]
+    if chat:
+        out["messages"] = body.get("messages")
+        if body.get("tools"):
+            out["tools"] = body["tools"]
+        return out, True
+    if body.get("tools"):
+        raise _bad("'tools' are for /api/chat.", "tools")
+    if body.get("raw"):
+        if body.get("system"):
+            raise _bad("'system' has no place in a raw prompt.", "system")
+        if "logprobs" in out:  # a text completion's form: logprobs = alternatives per token
+            out["logprobs"] = out.pop("top_logprobs")
+        return {**out, "prompt": body.get("prompt")}, False
+    system = [{"role": "system", "content": body["system"]}] if body.get("system") else []
+    return {**out, "messages": system + [{"role": "user", "content": body.get("prompt")}]}, True
+
+
+def _calls(calls: list[dict]) -> list[dict]:
+    return [{"function": {"name": c["name"], "arguments": json.loads(c["arguments"] or "{}")}}
+            for c in calls]
+
+
+class OllamaShaper:
+    """Ollama's bodies for one answer: ``message`` (chat) or ``response`` (generate)."""
+
+    def __init__(self, chat: bool, model: str):
+        self.chat, self.model = chat, model
+        self.started = time.perf_counter_ns()
+        self.logprobs = Shaper(True, model).logprobs  # OpenAI's chat entries are Ollama's too
+
+    def body(self, text: str, tokens=(), calls=()) -> dict:
+        body = {"model": self.model, "created_at": now()}
+        if self.chat:
+            body["message"] = {"role": "assistant", "content": text}
+            if calls:
+                body["message"]["tool_calls"] = _calls(list(calls))
+        else:
+            body["response"] = text
+        logprobs = self.logprobs(list(tokens))
+        if logprobs:
+            body["logprobs"] = logprobs["content"]
+        return body
+
+    def done(self, body: dict, done: DoneEvent, finish: str, completion_tokens: int) -> dict:
+        timing = done.timing
+        return {**body, "done": True, "done_reason": "length" if finish == "length" else "stop",
+                "total_duration": time.perf_counter_ns() - self.started, "load_duration": 0,
+                "prompt_eval_count": timing.get("prompt_tokens", 0),
+                "prompt_eval_duration": int(timing.get("prefill_s", 0) * 1e9),
+                "eval_count": completion_tokens,
+                "eval_duration": int(timing.get("decode_s", 0) * 1e9)}
+
+
+async def lines(answer, shaper: OllamaShaper):
+    """The streamed answer: one JSON line per pass, then the ``done`` line."""
+    called = False
+    async for piece in answer.read():
+        event = piece.event
+        if isinstance(event, PassEvent):
+            called = called or bool(piece.calls)
+            if piece.text or piece.calls or piece.returned:
+                yield json.dumps({**shaper.body(piece.text, piece.tokens[:piece.returned],
+                                                piece.calls), "done": False}) + "\n"
+        elif isinstance(event, DoneEvent):
+            yield json.dumps(shaper.done(shaper.body(piece.text), event,
+                                         answer.finish(event, called),
+                                         piece.completion_tokens)) + "\n"
+            return
+        elif isinstance(event, ErrorEvent):
+            yield json.dumps({"error": event.message}) + "\n"
+            return
+
+
+async def whole(answer, shaper: OllamaShaper) -> dict:
+    texts, tokens, calls = [], [], []
+    async for piece in answer.read():
+        event = piece.event
+        texts.append(piece.text)
+        tokens += piece.tokens
+        calls += piece.calls
+        if isinstance(event, DoneEvent):
+            body = shaper.body("".join(texts), tokens[:piece.completion_tokens], calls)
+            return shaper.done(body, event, answer.finish(event, bool(calls)),
+                               piece.completion_tokens)
+        if isinstance(event, ErrorEvent):
+            raise ApiError(500, event.message, "server_error")
+    raise ApiError(500, "The engine ended the answer without a result.", "server_error")
+
+
+def model_details() -> dict:
+    return {"parent_model": "", "format": "mlx", "family": "", "families": None,
+            "parameter_size": "", "quantization_level": ""}
+
+
+def tags(name: str) -> dict:
+    return {"models": [{"name": name, "model": name, "modified_at": now(), "size": 0,
+                        "digest": "", "details": model_details()}]}
+
+
+def show() -> dict:
+    return {"modelfile": "", "parameters": "", "template": "", "details": model_details(),
+            "model_info": {}, "capabilities": ["completion"], "modified_at": now()}

@@ -1,0 +1,143 @@
+"""Constrained decoding (a JSON schema through llguidance): speculation equals constrained
+plain decoding, mlx-lm's generate_step with the same mask as a logits processor, and a
+draft token the grammar forbids is never sent to the target."""
+
+import json
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from mlx_lm.generate import generate_step
+
+from engine.decode import Target, TokenChooser, speculative_decode
+from engine.drafters import make_drafter
+from engine.grammar import GrammarConstraint, json_schema_grammar
+from engine.settings import DraftSettings, SamplingSettings
+
+from .tiny_model import make_tiny_llama, write_byte_tokenizer
+
+llguidance = pytest.importorskip("llguidance")
+
+SCHEMA = {"type": "object", "properties": {
+    "name": {"type": "string", "maxLength": 6},
+    "tags": {"type": "array", "items": {"type": "string", "maxLength": 4}, "maxItems": 3}},
+    "required": ["name", "tags"], "additionalProperties": False}
+VOCAB = 259
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    from mlx_lm.tokenizer_utils import load
+
+    folder = tmp_path_factory.mktemp("byte-tokenizer")
+    write_byte_tokenizer(folder)
+    return load(folder)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return make_tiny_llama(seed=3)
+
+
+def prompt_of(tokenizer):
+    text = 'Answer {"name": "abab", "tags": ["abab", "abab", "abab"]} ' * 3
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+def reference(model, tokenizer, prompt, count):
+    """mlx-lm's plain decoding with the grammar's mask as a logits processor."""
+    constraint = GrammarConstraint(tokenizer, json_schema_grammar(SCHEMA), VOCAB)
+    fed = [len(prompt)]
+
+    def mask(tokens, logits):
+        constraint.accept(tokens[fed[0]:].tolist())
+        fed[0] = len(tokens)
+        return mx.where(constraint.masks([], 1), logits, -mx.inf)
+
+    tokens, rows = [], []
+    for token, logprobs in generate_step(mx.array(prompt, dtype=mx.uint32), model,
+                                         max_tokens=count, logits_processors=[mask]):
+        tokens.append(int(token))
+        rows.append(logprobs)
+        if int(token) in tokenizer.eos_token_ids:
+            break
+    return tokens, rows
+
+
+def constrained(model, tokenizer, prompt, drafter, count, logprobs=3):
+    target = Target(model)
+    history = list(prompt)
+    target.prefill(history[:-1])
+    drafts = make_drafter(DraftSettings(drafter=drafter, draft_count=8, ngram_order=3,
+                                        ngram_min=1, adaptive=False))
+    drafts.reset(history)
+    constraint = GrammarConstraint(tokenizer, json_schema_grammar(SCHEMA), VOCAB)
+    chooser = TokenChooser(SamplingSettings(), logprobs, constraint)
+    results = list(speculative_decode(target, drafts, chooser, history, max_tokens=count,
+                                      draft_count=8, eos_tokens=set(tokenizer.eos_token_ids)))
+    return history[len(prompt):], results
+
+
+@pytest.mark.parametrize("drafter", ["none", "prompt-lookup"])
+def test_constrained_speculation_equals_constrained_plain_decoding(model, tokenizer, drafter):
+    prompt = prompt_of(tokenizer)
+    expected, rows = reference(model, tokenizer, prompt, 80)
+    tokens, results = constrained(model, tokenizer, prompt, drafter, 80)
+    assert tokens == expected
+    values = [v for r in results for v in r.logprobs]
+    for row, token, (value, top) in zip(rows, tokens, values):
+        assert value == pytest.approx(row[token].item(), abs=1e-4)
+        assert top[0][0] == token  # greedy
+    if drafter != "none":
+        assert sum(r.accepted for r in results) > 0, "no draft accepted: the test proves nothing"
+    text = tokenizer.decode([t for t in tokens if t not in tokenizer.eos_token_ids])
+    if tokens[-1] in tokenizer.eos_token_ids:  # finished: valid JSON of the schema
+        answer = json.loads(text)
+        assert set(answer) == {"name", "tags"}
+    else:
+        assert text.startswith("{")
+
+
+def test_a_draft_token_the_grammar_forbids_is_never_sent(model, tokenizer, monkeypatch):
+    prompt = prompt_of(tokenizer)
+    sent, cut = [], []
+    forward = Target.forward
+
+    def spy(self, tokens):
+        sent.append((self.offset, list(tokens)))
+        return forward(self, tokens)
+
+    allowed = GrammarConstraint.allowed
+
+    def counting(self, draft):
+        count = allowed(self, draft)
+        cut.append(count < len(draft))
+        return count
+
+    monkeypatch.setattr(Target, "forward", spy)
+    monkeypatch.setattr(GrammarConstraint, "allowed", counting)
+    tokens, _ = constrained(model, tokenizer, prompt, "prompt-lookup", 80, logprobs=None)
+    assert any(cut), "no draft held a forbidden token: the test proves nothing"
+    history = prompt + tokens
+    for offset, inputs in sent:
+        check = GrammarConstraint(tokenizer, json_schema_grammar(SCHEMA), VOCAB)
+        check.accept(history[len(prompt):offset + 1])
+        assert check.allowed(inputs[1:]) == len(inputs) - 1
+
+
+def test_masks_leave_the_matcher_where_it_was(tokenizer):
+    constraint = GrammarConstraint(tokenizer, json_schema_grammar(SCHEMA), VOCAB)
+    opening = list(tokenizer.encode('{"name"', add_special_tokens=False))
+    masks = np.array(constraint.masks(opening, len(opening) + 1))
+    assert masks.shape == (len(opening) + 1, VOCAB)
+    assert all(masks[i, t] for i, t in enumerate(opening))
+    assert constraint.allowed(opening) == len(opening)  # still at the start
+    assert masks[0].sum() == 1  # only "{" may open the object
+
+
+def test_a_bad_schema_is_an_error_naming_response_format(tokenizer):
+    from engine.errors import EngineError
+
+    with pytest.raises(EngineError, match="response_format"):
+        GrammarConstraint(tokenizer, json_schema_grammar(
+            {"type": "object", "properties": {"a": {"$ref": "#/nope"}}}), VOCAB)

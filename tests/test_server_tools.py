@@ -1,0 +1,185 @@
+"""Tool calls through the server: the chat template gets the tools, mlx-lm's parser finds the
+call in the output, and the answer is OpenAI's ``tool_calls`` (Ollama's on /api/chat),
+streamed and not; the tool's result goes back as a ``tool`` message."""
+
+import json
+
+import ollama
+import openai
+import pytest
+
+from .tool_model import InProcessServer, ToolService
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
+CALL = 'Let me look. <tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+ASK = [{"role": "user", "content": "Weather in Paris?"}]
+
+
+@pytest.fixture(scope="module")
+def tools(tmp_path_factory):
+    service = ToolService(tmp_path_factory.mktemp("tool-model"))
+    with InProcessServer(service) as server:
+        yield service, server
+
+
+def chat(server):
+    return openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0).chat.completions
+
+
+SETTINGS = {"model": "tool-model", "temperature": 0, "max_tokens": 200,
+            "extra_body": {"draftless": {"drafter": "prompt-lookup"}}}
+
+
+def test_a_tool_call_is_answered_in_openais_shape(tools):
+    service, server = tools
+    service.answers.append(CALL)
+    whole = chat(server).create(messages=ASK, tools=[WEATHER], **SETTINGS)
+    choice = whole.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.content == "Let me look. "
+    (call,) = choice.message.tool_calls
+    assert call.type == "function" and call.id.startswith("call_")
+    assert call.function.name == "get_weather"
+    assert json.loads(call.function.arguments) == {"city": "Paris"}
+    assert '"name": "get_weather"' in service.prompts[-1]  # the template saw the tools
+
+
+def test_a_tool_call_streams_as_a_tool_calls_delta(tools):
+    service, server = tools
+    service.answers.append(CALL)
+    chunks = list(chat(server).create(messages=ASK, tools=[WEATHER], stream=True, **SETTINGS))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks)
+    assert text == "Let me look. " and "<tool_call>" not in text
+    deltas = [d for c in chunks for d in (c.choices[0].delta.tool_calls or [])]
+    assert len(deltas) == 1 and deltas[0].index == 0
+    assert deltas[0].function.name == "get_weather"
+    assert json.loads(deltas[0].function.arguments) == {"city": "Paris"}
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_the_tool_result_goes_back_through_the_template(tools):
+    service, server = tools
+    service.answers.append("It is sunny in Paris.")
+    history = ASK + [
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "call_1", "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 24 C"}]
+    whole = chat(server).create(messages=history, tools=[WEATHER], **SETTINGS)
+    assert whole.choices[0].message.content == "It is sunny in Paris."
+    assert whole.choices[0].finish_reason == "stop" and not whole.choices[0].message.tool_calls
+    prompt = service.prompts[-1]
+    assert '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>' in prompt
+    assert "<tool_response>sunny, 24 C</tool_response>" in prompt
+
+
+def test_text_that_is_not_a_call_stays_text(tools):
+    service, server = tools
+    service.answers.append("<tool_call>not json</tool_call> and <tool")
+    whole = chat(server).create(messages=ASK, tools=[WEATHER], **SETTINGS)
+    assert whole.choices[0].message.content == "<tool_call>not json</tool_call> and <tool"
+    assert whole.choices[0].finish_reason == "stop"
+
+
+@pytest.mark.parametrize("tool_choice", ["required", {"type": "function",
+                                                      "function": {"name": "nowhere"}}])
+def test_forcing_no_tool_or_an_unknown_one_is_a_400(tools, tool_choice):
+    _, server = tools
+    with pytest.raises(openai.BadRequestError) as caught:
+        chat(server).create(messages=ASK, tool_choice=tool_choice,
+                            tools=[WEATHER] if isinstance(tool_choice, dict) else openai.omit,
+                            **SETTINGS)
+    assert "tool_choice" in caught.value.message
+
+
+CITIES = {"type": "function", "function": {
+    "name": "get_weather", "parameters": {"type": "object", "required": ["city"],
+                                          "properties": {"city": {"enum": ["Paris", "Rome"]}}}}}
+TIME = {"type": "function", "function": {
+    "name": "get_time", "parameters": {"type": "object", "required": ["zone"],
+                                       "properties": {"zone": {"enum": ["UTC", "CET"]}}}}}
+
+
+@pytest.fixture(scope="module")
+def random_tools(tmp_path_factory):
+    from .tiny_model import make_tiny_llama
+
+    service = ToolService(tmp_path_factory.mktemp("random-tool-model"), make_tiny_llama(seed=5))
+    with InProcessServer(service) as server:
+        yield server
+
+
+@pytest.mark.parametrize("tool_choice,names", [
+    ({"type": "function", "function": {"name": "get_time"}}, {"get_time"}),
+    ("required", {"get_weather", "get_time"})])
+def test_a_forced_tool_call_is_made_and_speculation_keeps_it(random_tools, tool_choice, names):
+    """A random-weight model, made to call a tool by the grammar, the same with drafts."""
+    answers = {}
+    for drafter in ("none", "prompt-lookup"):
+        whole = chat(random_tools).create(
+            messages=ASK, tools=[CITIES, TIME], tool_choice=tool_choice, temperature=0,
+            max_tokens=120, model="tool-model", extra_body={"draftless": {"drafter": drafter}})
+        assert whole.choices[0].finish_reason == "tool_calls"
+        (call,) = whole.choices[0].message.tool_calls
+        assert call.function.name in names
+        arguments = json.loads(call.function.arguments)
+        assert arguments in ({"city": "Paris"}, {"city": "Rome"}, {"zone": "UTC"}, {"zone": "CET"})
+        answers[drafter] = whole.model_extra["draftless"]["tokens"]
+    assert answers["prompt-lookup"] == answers["none"]
+
+
+def test_ollama_chat_calls_tools_too(tools):
+    service, server = tools
+    client = ollama.Client(host=f"http://127.0.0.1:{server.port}")
+    service.answers.append(CALL)
+    answer = client.chat(model="tool-model", messages=ASK, tools=[WEATHER],
+                         options={"temperature": 0})
+    (call,) = answer.message.tool_calls
+    assert call.function.name == "get_weather" and call.function.arguments == {"city": "Paris"}
+    service.answers.append(CALL)
+    parts = list(client.chat(model="tool-model", messages=ASK, tools=[WEATHER], stream=True))
+    calls = [c for p in parts for c in (p.message.tool_calls or [])]
+    assert [c.function.arguments for c in calls] == [{"city": "Paris"}] and parts[-1].done
+    service.answers.append("Sunny.")  # the result back, in Ollama's shapes
+    answer = client.chat(model="tool-model", tools=[WEATHER], messages=ASK + [
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+        {"role": "tool", "content": "sunny", "tool_name": "get_weather"}])
+    assert answer.message.content == "Sunny." and "<tool_response>sunny" in service.prompts[-1]
+
+
+def test_streamed_tool_call_chunks_are_strictly_valid(tools):
+    import http.client
+
+    from openai.types.chat import ChatCompletionChunk
+
+    service, server = tools
+    service.answers.append(CALL)
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    connection.request("POST", "/v1/chat/completions", json.dumps({
+        "model": "tool-model", "messages": ASK, "tools": [WEATHER], "stream": True,
+        "max_tokens": 200}), {"Content-Type": "application/json"})
+    events = connection.getresponse().read().decode().split("\n\n")
+    connection.close()
+    chunks = [ChatCompletionChunk.model_validate(json.loads(e.removeprefix("data: ")), strict=True)
+              for e in events if e and e != "data: [DONE]"]
+    calls = [c for chunk in chunks for c in chunk.choices[0].delta.tool_calls or []]
+    assert [(c.index, c.type, c.function.name) for c in calls] == [(0, "function", "get_weather")]
+    assert [c.choices[0].finish_reason for c in chunks][-1] == "tool_calls"
+
+
+def test_the_scanner_holds_back_only_what_may_open_a_call(tmp_path):
+    from engine.tool_calls import ToolCallScanner
+
+    from .tool_model import load_tool_tokenizer
+
+    scanner = ToolCallScanner(load_tool_tokenizer(tmp_path), [WEATHER])
+    pieces = [scanner.feed(c) for c in 'a <tool_ca']
+    assert "".join(text for text, _ in pieces) == "a " and scanner.held == "<tool_ca"
+    text, calls = scanner.feed('ll>{"name": "f", "arguments": {}}</tool_call> b')
+    assert text == " b" and [c["name"] for c in calls] == ["f"]
+    assert scanner.feed("<tool_call>{unfinished") == ("", [])
+    assert scanner.flush() == ("<tool_call>{unfinished", [])  # no end: text after all
