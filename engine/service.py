@@ -347,5 +347,15 @@ class EngineService:
         session = self._sessions.pop(chat_id, None) or ChatSession(self._loaded, self.memory)
         self._sessions[chat_id] = session
         while len(self._sessions) > MAX_KEPT_CHATS:
-            self._sessions.popitem(last=False)
+            self._evict_one()
         return session
+
+    def _evict_one(self) -> None:
+        """Forget the least recently used chat of the owner who keeps the most, so one
+        client opening chat after chat evicts its own, not another's (the server prefixes
+        each client's chat ids with ``<scope>:``; the app's have no prefix, one owner)."""
+        owners: dict[str, list[str]] = {}
+        for chat_id in self._sessions:  # oldest first
+            owners.setdefault(chat_id.partition(":")[0] if ":" in chat_id else "", []).append(chat_id)
+        busiest = max(owners.values(), key=len)
+        del self._sessions[busiest[0]]

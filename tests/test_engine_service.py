@@ -135,3 +135,18 @@ def test_a_failed_load_keeps_the_previous_model_and_load_always_names_it(tiny_mo
     assert str(service._loaded.path) == str(tiny_model_dir)
     assert not any(isinstance(e, ProgressEvent) for e in again), "no reload after a failed load"
     assert [e.path for e in again if isinstance(e, ModelEvent)] == [str(tiny_model_dir)]
+
+
+def test_a_client_opening_many_chats_evicts_its_own_not_anothers(tiny_loaded):
+    from collections import OrderedDict
+
+    from engine.memory import EngineMemory
+    from engine.service import MAX_KEPT_CHATS
+
+    service = EngineService.__new__(EngineService)  # the session table alone, no thread
+    service._sessions, service._loaded, service.memory = OrderedDict(), tiny_loaded, EngineMemory()
+    victim = service._session("alice:work")
+    for n in range(3 * MAX_KEPT_CHATS):
+        service._session(f"mallory:probe-{n}")
+    assert service._sessions.get("alice:work") is victim
+    assert len(service._sessions) == MAX_KEPT_CHATS
