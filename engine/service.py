@@ -19,7 +19,6 @@ import atexit
 import logging
 import threading
 import time
-import traceback
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
@@ -273,7 +272,7 @@ class EngineService:
             except EngineError as error:
                 push(ErrorEvent(str(error)))
             except Exception as error:  # never leave a caller waiting forever
-                traceback.print_exc()
+                log.exception("Internal error in an engine job")  # the server rate-limits this log
                 push(ErrorEvent(f"Internal error ({type(error).__name__}: {error}). "
                                 "Please report it with the log."))
 
