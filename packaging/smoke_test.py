@@ -25,7 +25,6 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 

@@ -185,7 +185,7 @@ def test_answer_streams_with_highlights_gauge_and_footer_from_the_engine(make_ap
     from app.transcript import MessageView
 
     application = make_app()
-    window, controller = application.window, application.controller
+    window = application.window
     set_max_tokens(window, 300)
     refreshes = []
     original = MessageView.refresh
