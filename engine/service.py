@@ -44,10 +44,10 @@ MAX_KEPT_CHATS = 8
 def _settle_mlx_at_exit() -> None:
     """Keep MLX from aborting the process at exit after work on the engine thread.
 
-    Seen with mlx 0.32 on Linux: a process that loaded a model on a worker thread often
-    died at exit with "terminate called without an active exception" (8 of 10 runs).
-    Importing mlx_lm.generate (which makes a thread-local stream) on the caller's thread
-    and synchronising MLX there before interpreter teardown stopped it (0 of 12).
+    With mlx 0.32 on Linux, a process that loaded a model on a worker thread can die at
+    exit with "terminate called without an active exception". Importing mlx_lm.generate
+    (which makes a thread-local stream) on the caller's thread and synchronising MLX there
+    before interpreter teardown prevents it.
     """
     global _settled
     if _settled:
@@ -93,8 +93,7 @@ def _wait_until_thread_is_gone(native_id: int | None, timeout: float) -> None:
     ``Thread.join`` returns once the thread's Python state is gone, but its C++
     thread-local destructors (MLX's per-thread streams) run after that and need the GIL;
     if they run while the main thread is finalizing Python, the process aborts with
-    "terminate called without an active exception" (seen in 5 of 25 CLI runs after an
-    engine error). Linux lists a process's threads under /proc/self/task; elsewhere
+    "terminate called without an active exception". Linux lists a process's threads under /proc/self/task; elsewhere
     there is no such list and this returns at once.
     """
     task = Path(f"/proc/self/task/{native_id}")

@@ -1,4 +1,4 @@
-"""The command line with bad input, and how it exits (issue 10, items 8 and 9).
+"""The command line with bad input, and how it exits.
 
 Every run here is a real ``python -m engine`` process on the tiny test model: the exit
 status and stderr are what a person sees.
@@ -26,7 +26,7 @@ def engine_cli(*args, timeout=240):
     return process.returncode, out, err
 
 
-# ---------------------------------------------------------------- item 8: input checked first
+# ---------------------------------------------------------------- input checked first
 def test_a_prompt_file_that_is_not_utf8_is_a_clear_message(tiny_model_dir, tmp_path):
     latin1 = tmp_path / "prompt.txt"
     latin1.write_bytes("café au lait".encode("latin-1"))
@@ -51,9 +51,9 @@ def test_the_largest_seed_is_accepted(tiny_model_dir):
     assert code == 0, err
 
 
-# ---------------------------------------------------------------- item 9: clean exits
+# ---------------------------------------------------------------- clean exits
 def test_an_engine_error_exits_2_every_time_without_an_abort(tiny_model_dir):
-    """Issue 10.9: after an engine error, 5 of 25 runs aborted at exit (status 134)."""
+    """After an engine error the process exits cleanly, never aborting at exit (status 134)."""
     for _ in range(15):
         code, out, err = engine_cli("generate", "--model", str(tiny_model_dir), "--prompt", "hi",
                                     "--max-tokens", "32768")

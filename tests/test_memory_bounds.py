@@ -1,4 +1,4 @@
-"""The growing drafter indexes stay within a stated memory budget (issue 10, item 12).
+"""The growing drafter indexes stay within a stated memory budget.
 
 Budget: each of ngram-cache's cross-chat memory and the suffix drafter's index is sized
 to hold about 64 MB of Python objects at most. The bytes one n-gram or one indexed token

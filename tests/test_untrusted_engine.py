@@ -1,5 +1,5 @@
 """Files from disk and ids from drafters are untrusted: bad ones never reach MLX, bad files
-are kept aside and named once, broken weights are refused at load (issue 10)."""
+are kept aside and named once, broken weights are refused at load."""
 
 import json
 import os
@@ -35,7 +35,7 @@ def said(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "engine" and r.levelno == logging.WARNING]
 
 
-# ---------------------------------------------------------------- item 1: one gate for ids
+# ---------------------------------------------------------------- one gate for ids
 def test_the_gate_keeps_only_integers_inside_the_vocabulary(caplog):
     assert all(not is_token_id(bad, VOCAB) for bad in BAD_IDS)
     assert is_token_id(0, VOCAB) and is_token_id(VOCAB - 1, VOCAB)
@@ -122,7 +122,7 @@ def test_a_poisoned_memory_file_loses_only_its_bad_entries(private_dirs, caplog)
 
 
 def test_a_poisoned_memory_file_does_not_crash_the_cli(tiny_loaded, tiny_model_dir, tmp_path):
-    """Issue 10.1 as reported: 4294967295 in the memory file was a segfault on every prompt."""
+    """4294967295 in the memory file must not reach the model (MLX would crash)."""
     from engine.model_ngrams import model_key
 
     data = tmp_path / "data"
@@ -147,7 +147,7 @@ def test_a_prompt_id_the_model_lacks_is_a_clear_error(tiny_loaded):
         check_prompt([1, VOCAB], VOCAB, "tiny")
 
 
-# ---------------------------------------------------------------- item 5: garbage memory
+# ---------------------------------------------------------------- garbage memory
 def test_a_garbage_memory_file_is_kept_aside_not_overwritten_and_said_once(private_dirs, caplog):
     path = ngram_cache.dynamic_cache_path("m")
     path.parent.mkdir(parents=True)
@@ -198,7 +198,7 @@ def test_a_memory_file_that_cannot_be_moved_aside_is_never_written_over(private_
     assert d.propose(None, 2) == [[2, 1]]  # this chat still drafts from its context
 
 
-# ---------------------------------------------------------------- item 10: broken weights
+# ---------------------------------------------------------------- broken weights
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
 def test_weights_with_nan_or_inf_are_refused_at_load(tmp_path, value):
     import mlx.core as mx
@@ -222,7 +222,7 @@ def test_healthy_weights_load(tiny_loaded):
     assert probe(tiny_loaded.model) == (VOCAB, True)
 
 
-# ---------------------------------------------------------------- item 6: verify-cost file
+# ---------------------------------------------------------------- verify-cost file
 @pytest.mark.parametrize("text", [
     '{"version":1,"seconds":{"0":0.05}}',  # the reported one: ZeroDivisionError in every answer
     '{"version":1,"seconds":{"1":0}}',
@@ -268,7 +268,7 @@ def test_a_sane_verify_cost_file_is_used_as_it_is():
 
 
 def test_an_answer_after_a_bad_verify_cost_file_works(tiny_loaded, monkeypatch):
-    """Issue 10.6 as reported: every answer failed with ZeroDivisionError."""
+    """An answer after a bad verify-cost file works (no ZeroDivisionError from the curve)."""
     from engine import verify_cost
     from engine.events import DoneEvent
     from engine.session import ChatSession

@@ -245,7 +245,7 @@ def main(argv=None) -> int:
     parser.add_argument("--context", type=int, default=512, help="context tokens before a timed pass")
     parser.add_argument("--lengths", default="1,2,3,4,5,6,8,12,16,24,32", help="pass lengths n of c(n)")
     parser.add_argument("--repeats", type=int, default=10, help="timed passes per length and split")
-    parser.add_argument("--loop", action="store_true", help="also time the speculative loop (item 3)")
+    parser.add_argument("--loop", action="store_true", help="also time the speculative loop")
     parser.add_argument("--counts", default="2,4,8,16", help="the oracle's fixed draft counts")
     parser.add_argument("--drafters", default="suffix,prompt-lookup", help="real drafters, defaults on")
     parser.add_argument("--max-tokens", type=int, default=256)

@@ -50,7 +50,7 @@ class Workload:
     id: str
     messages: list[dict[str, str]]
     source: str  # provenance in words
-    role: str = ""  # "code-edit" / "summarise" / "open-question": the issue-2 trio
+    role: str = ""  # "code-edit" / "summarise" / "open-question"
     turns: list[str] = field(default_factory=list)  # later user turns, in the same chat
     split: str = "check"
     after: str | None = None  # edit-memory: the chat (workload id) run before it, same memory
