@@ -81,7 +81,7 @@ def test_every_drafter_is_lossless(tmp_path, arch, bits):
 
 @pytest.mark.parametrize("arch", ["gemma3_text", "mamba"])
 def test_first_message_through_the_session_with_adaptive_drafting(tmp_path, arch):
-    """Issue 11's report: a Gemma 3 with a window shorter than the prompt plus the longest
+    """A Gemma 3 with a window shorter than the prompt plus the longest
     verify-cost pass failed its first message. The cost curve is measured on a cache of its
     own; the chat's cache is untouched, and the answer is plain greedy decoding's."""
     from engine.events import DoneEvent

@@ -1,5 +1,5 @@
 """A hostile or damaged model folder is refused with a message a person can act on, before
-anything is built from it (the hostile-files report, item 7)."""
+anything is built from it."""
 
 import json
 import resource

@@ -1,5 +1,5 @@
 """A stop while a long prompt is read is honoured between chunks; Ctrl-C ends the command
-line at once, with exit code 130 and no traceback (the hostile-client report, item 5)."""
+line at once, with exit code 130 and no traceback."""
 
 import os
 import signal

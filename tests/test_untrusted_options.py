@@ -1,5 +1,5 @@
 """Requests never name paths or size shared memory; files in the engine's folders cannot
-block or crash it (the hostile-client report, engine side)."""
+block or crash it."""
 
 import os
 import threading
