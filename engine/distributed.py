@@ -220,12 +220,6 @@ class DistributedService(EngineService):
     def _new_target(self, model) -> Target:
         return MirroredTarget(model, self.mirror)
 
-    def _session(self, chat_id):
-        session = super()._session(chat_id)
-        if not isinstance(session.target, MirroredTarget):
-            session.target = self._new_target(session.loaded.model)
-        return session
-
     def shutdown(self) -> None:
         super().shutdown()  # the engine thread has stopped: no call is in flight
         self.mirror.send(STOP)

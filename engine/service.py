@@ -341,8 +341,9 @@ class EngineService:
 
     def _session(self, chat_id: str | None) -> ChatSession:
         if chat_id is None:
-            return ChatSession(self._loaded, self.memory)
-        session = self._sessions.pop(chat_id, None) or ChatSession(self._loaded, self.memory)
+            return ChatSession(self._loaded, self.memory, self._new_target)
+        session = (self._sessions.pop(chat_id, None)
+                   or ChatSession(self._loaded, self.memory, self._new_target))
         self._sessions[chat_id] = session
         while len(self._sessions) > MAX_KEPT_CHATS:
             self._evict_one()

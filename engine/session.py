@@ -82,10 +82,13 @@ def token_bytes(tokenizer, tokenmap, token: int) -> bytes:
 
 
 class ChatSession:
-    def __init__(self, loaded: LoadedModel, memory: EngineMemory | None = None):
+    def __init__(self, loaded: LoadedModel, memory: EngineMemory | None = None,
+                 new_target: Callable[..., Target] = Target):
+        """``new_target(model)`` makes the one caller of the model (a distributed service
+        hands one that mirrors every call to the other ranks)."""
         self.loaded = loaded
         self.memory = memory if memory is not None else EngineMemory()
-        self.target = Target(loaded.model)
+        self.target = new_target(loaded.model)
         self.prefill_step = FIRST_PREFILL_STEP  # tokens per prompt chunk, paced by its time
         self.history: list[int] = []  # everything but the last token is in the cache
         self.drafter = None
