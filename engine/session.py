@@ -10,6 +10,7 @@ hands in.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from collections.abc import Callable, Iterator
 
 import mlx.core as mx
@@ -79,6 +80,16 @@ def token_bytes(tokenizer, tokenmap, token: int) -> bytes:
         if piece and all(c in decoder for c in piece):
             return bytes(decoder[c] for c in piece)
     return tokenizer.decode([token]).encode()
+
+
+@dataclass
+class AnswerPlan:
+    """What ``ChatSession._prepare`` set up for one answer's decoding."""
+
+    stats: DecodeStats
+    policy: object | None  # an AdaptivePolicy, or None: a fixed draft count
+    curve: object | None  # the curve the speed-up is estimated on (None: no estimate)
+    constraint: object | None  # a GrammarConstraint for JSON output or a forced tool call
 
 
 class ChatSession:
@@ -176,6 +187,14 @@ class ChatSession:
 
     def generate(self, request: GenerationRequest,
                  should_stop: Callable[[], bool] = lambda: False) -> Iterator[Event]:
+        """The answer's events: reading the prompt, then tokens and passes, then Done."""
+        plan = yield from self._prepare(request, should_stop)
+        if plan is not None:
+            yield from self._decode(request, plan, should_stop)
+
+    def _prepare(self, request: GenerationRequest, should_stop) -> Iterator[Event]:
+        """Check the prompt, read it into the cache, set up the drafter and the policy;
+        return the ``AnswerPlan``, or None when stopped while reading (after a Done)."""
         loaded = self.loaded
         tokens = check_prompt(prompt_tokens(loaded, request), output_size(loaded.model), loaded.name)
         if not tokens:
@@ -208,7 +227,7 @@ class ChatSession:
                 self.history = tokens[:self.target.offset + 1]
                 stats.prefill_s = time.perf_counter() - started
                 yield DoneEvent("cancelled", "", [], [], stats.to_dict(), stats.timing_dict())
-                return
+                return None
         drafter_started = time.perf_counter()
         self._prepare_drafter(tokens, request)
         stats.drafter_s += time.perf_counter() - drafter_started
@@ -216,11 +235,15 @@ class ChatSession:
         policy = None
         named = request.draft.cost_curve.curve() if request.draft.cost_curve is not None else None
         if request.draft.adaptive and loaded.speculates:
-            # never measured on this machine: a prior curve, refined by this answer's passes
+            # never measured on this machine: a guess built from this model's own passes
             # (the service measures between answers); or the device curve asked for
             policy = self.memory.adaptive.policy(self.model_key, self.drafter, curve=named)
         stats.prefill_s = time.perf_counter() - started
+        return AnswerPlan(stats, policy, named or (policy.curve if policy else None), constraint)
 
+    def _decode(self, request: GenerationRequest, plan: "AnswerPlan", should_stop) -> Iterator[Event]:
+        """Decode speculatively and turn each pass into Token (and ToolCall) and Pass events."""
+        loaded, stats, policy = self.loaded, plan.stats, plan.policy
         tokenizer = loaded.tokenizer
         eos = set(tokenizer.eos_token_ids)
         detokenizer = tokenizer.detokenizer
@@ -231,7 +254,7 @@ class ChatSession:
         finish = "length"
         decoder = speculative_decode(
             self.target, self.drafter,
-            TokenChooser(request.sampling, request.logprobs, constraint), self.history,
+            TokenChooser(request.sampling, request.logprobs, plan.constraint), self.history,
             max_tokens=request.max_tokens, draft_count=request.draft.draft_count,
             eos_tokens=eos, speculate=loaded.speculates, policy=policy)
         try:
@@ -272,7 +295,7 @@ class ChatSession:
         finally:
             decoder.close()  # a pipelined decoder gives back the pass it queued ahead
         detokenizer.finalize()
-        if named is not None or policy is not None:
-            stats.estimate_speedup(named if named is not None else policy.curve)
+        if plan.curve is not None:
+            stats.estimate_speedup(plan.curve)
         yield DoneEvent(finish, detokenizer.text, out_tokens, from_draft,
                         stats.to_dict(), stats.timing_dict())
