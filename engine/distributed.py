@@ -26,7 +26,7 @@ from .decode import DraftTree, Target
 from .errors import EngineError
 from .events import ModelEvent, ProgressEvent
 from .service import EngineService
-from .tokens import probe_as
+from .tokens import output_size
 
 HEADER = 64  # int32 slots per message; longer token lists follow in a second all-reduce
 INLINE = HEADER - 4
@@ -153,9 +153,10 @@ class MirroredModel:
     """Rank 0's model as sessions see it: cache-less calls (the model's bigram table) are
     announced; calls with a cache come from a MirroredTarget, which announced them."""
 
-    def __init__(self, model, mirror: Mirror):
+    def __init__(self, model, mirror: Mirror, output_size: int):
         self._model = model
         self._mirror = mirror
+        self.draftless_output_size = output_size  # the vocabulary, read before the split
 
     def __call__(self, inputs, cache=None, **kwargs):
         if cache is not None:
@@ -189,8 +190,9 @@ def load_sharded(spec, mode: str, group, progress=None):
     from .models import load_model
 
     loaded = load_model(spec, progress)
+    vocabulary = output_size(loaded.model)  # before the split can cut the output layer
     shard(loaded, mode, group)
-    return loaded
+    return loaded, vocabulary
 
 
 class DistributedService(EngineService):
@@ -206,10 +208,8 @@ class DistributedService(EngineService):
             def progress(done, total, message):
                 push(ProgressEvent("load", done, total, message))
 
-            loaded = load_sharded(spec, self.mode, self.mirror.group, progress)
-            mirrored = MirroredModel(loaded.model, self.mirror)
-            probe_as(mirrored, loaded.model)  # probed at load, before the split
-            loaded.model = mirrored
+            loaded, vocabulary = load_sharded(spec, self.mode, self.mirror.group, progress)
+            loaded.model = MirroredModel(loaded.model, self.mirror, vocabulary)
             self._loaded, self._loaded_spec = loaded, spec
         elif spec != self._loaded_spec:
             raise EngineError(f"This distributed server serves {self._loaded.name} only.")
@@ -277,7 +277,7 @@ def start_rank(mode: str, model_spec):
     if mirror.rank == 0:
         return DistributedService(mirror, mode)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches every rank; rank 0 says stop
-    loaded = load_sharded(model_spec, mode, group)
+    loaded, _ = load_sharded(model_spec, mode, group)
     print(f"rank {mirror.rank}/{group.size()}: {loaded.name} ready ({mode} split); "
           "following rank 0", file=sys.stderr, flush=True)
     follow(mirror, loaded.model)

@@ -5,9 +5,11 @@ stray memory or kills the process (seen: 4294967295 segfaults, -1 and 2**40 rais
 ``std::bad_cast``). Ids come from drafters, whose tables may have been read from disk,
 and from files; every one is checked here first, whatever its source.
 
-- ``output_size(model)``: the vocabulary as the model sees it, the width of its logits
-  (one short forward pass per model object, remembered; may exceed the tokenizer's).
-- ``probe(model)``: that pass, with whether its logits were finite (broken weights).
+- ``output_size(model)``: the vocabulary as the model sees it, the width of its logits: the
+  rows of its output layer (``lm_head``, or the embedding it shares), read from the
+  weight's shape (may exceed the tokenizer's vocabulary).
+- ``probe(model)``: one short forward pass: the logits' width, and whether they were finite
+  (broken weights); run once, at load.
 - ``is_token_id(value, vocab)``: the rule: an integer (not a bool) in ``[0, vocab)``.
 - ``DraftGate``: applied by the decode loop to every drafter's rows before verification;
   a row is cut at its first bad id (the tokens after it were guessed from it), and the
@@ -17,43 +19,40 @@ and from files; every one is checked here first, whatever its source.
 from __future__ import annotations
 
 import numbers
-import weakref
 
 from .errors import EngineError, warn
 
-_probed: dict[int, tuple[int, bool]] = {}  # id(model) -> (logits width, finite)
+OUTPUT_LAYERS = ("lm_head", "output", "embed_out")  # names of a separate output layer
+EMBEDDINGS = ("embed_tokens", "wte", "tok_embeddings", "embeddings", "embedding", "word_embeddings")
 
 
 def probe(model) -> tuple[int, bool]:
-    """(vocabulary size, whether the logits were finite) from a one-token forward pass.
+    """(logits width, whether they were finite) from a one-token forward pass on a cache of
+    its own (token 0 exists in every vocabulary), so it changes nothing."""
+    import mlx.core as mx
+    from mlx_lm.models.cache import make_prompt_cache
 
-    Token 0 exists in every vocabulary. The pass runs on a cache of its own, so it changes
-    nothing.
-    """
-    key = id(model)
-    known = _probed.get(key)
-    if known is None:
-        import mlx.core as mx
-        from mlx_lm.models.cache import make_prompt_cache
-
-        logits = model(mx.array([[0]], dtype=mx.uint32), cache=make_prompt_cache(model))
-        logits = logits.astype(mx.float32)
-        finite = bool(mx.all(mx.isfinite(logits)).item())
-        known = _probed[key] = (int(logits.shape[-1]), finite)
-        weakref.finalize(model, _probed.pop, key, None)
-    return known
-
-
-def probe_as(wrapper, model) -> None:
-    """``wrapper`` (a model that forwards to ``model``) answers ``probe`` as ``model`` did,
-    without a pass of its own: a sharded model must not be run on one rank alone."""
-    _probed[id(wrapper)] = probe(model)
-    weakref.finalize(wrapper, _probed.pop, id(wrapper), None)
+    logits = model(mx.array([[0]], dtype=mx.uint32), cache=make_prompt_cache(model))
+    logits = logits.astype(mx.float32)
+    return int(logits.shape[-1]), bool(mx.all(mx.isfinite(logits)).item())
 
 
 def output_size(model) -> int:
-    """How many token ids the model has (its logits' width)."""
-    return probe(model)[0]
+    """How many token ids the model has: the rows of its output layer, or of the embedding
+    it shares with it (a quantized weight packs its columns, never its rows). A wrapper
+    over a model split across ranks says it as ``draftless_output_size``, read before the
+    split."""
+    known = getattr(model, "draftless_output_size", None)
+    if isinstance(known, int):
+        return known
+    layers = dict(model.named_modules())
+    for names in (OUTPUT_LAYERS, EMBEDDINGS):
+        for path, module in layers.items():
+            weight = getattr(module, "weight", None)
+            if path.rpartition(".")[2] in names and weight is not None and weight.ndim == 2:
+                return int(weight.shape[0])
+    raise EngineError(f"Cannot tell the vocabulary size of {type(model).__name__}: it has no "
+                      "output layer or token embedding by a known name.")
 
 
 def is_token_id(value, vocab_size: int) -> bool:
