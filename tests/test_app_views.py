@@ -465,3 +465,14 @@ def test_measuring_during_the_first_answer_is_a_quiet_status_line(app, qtbot):
     wait(qtbot, task)
     assert app.window.statusBar().currentMessage() == ""
     assert app.window.transcript.views[-1].text == "Hello there, friend."
+
+
+def test_the_gauge_scale_is_logarithmic_so_small_gains_show_under_a_large_cap(qtbot):
+    from app.gauge import Gauge
+
+    gauge = Gauge()
+    qtbot.addWidget(gauge)
+    gauge.set_values(3.3, 3.3, 65)
+    assert gauge.fraction(1.0) == 0.0 and gauge.fraction(65) == 1.0
+    assert 0.25 < gauge.fraction(3.3) < 0.35  # linear would be 0.04: the needle would not move
+    assert gauge.fraction(2) < gauge.fraction(4) < gauge.fraction(16)
