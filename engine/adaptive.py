@@ -14,7 +14,7 @@
   position i-1's estimate, so positions that were not reached lately follow the ones
   that were instead of keeping stale failures.
 - **Match classes**: copying drafters say how long a match their proposal rests on
-  (``Drafter.match_length``): unknown, 1-2, 3-5, 6-11 or 12+ tokens. A long match that
+  (``Proposal.match_length``): unknown, 1-2, 3-5, 6-11 or 12+ tokens. A long match that
   copies a code block is not judged by the short matches that failed in the prose
   before it.
 - **Proposal first**: the drafter proposes (cheap) before the policy chooses, so the

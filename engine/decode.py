@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import mlx.core as mx
 from mlx_lm.sample_utils import make_logits_processors, make_sampler
 
-from .drafters.base import Drafter
+from .drafters.base import Drafter, Proposal
 from .models.caches import (TRIM, restore, rollback_kind, snapshot, speculation_cache,
                             speculation_for)
 from .settings import SamplingSettings
@@ -312,13 +312,13 @@ def speculative_decode(
         started = time.perf_counter()
         # draft
         limit = min(draft_count, max_tokens - produced - 1) if speculate else 0
-        rows = gate.rows(drafter.propose(history, limit)) if limit > 0 else []
-        rows = [_cut_at_eos(list(r[:limit]), eos_tokens) for r in rows]
+        proposal = drafter.propose(limit) if limit > 0 else Proposal()
+        rows = [_cut_at_eos(list(r[:limit]), eos_tokens) for r in gate.rows(proposal.rows)]
         if chooser.constraint is not None:  # a token the grammar forbids is never sent
             rows = [r[:chooser.constraint.allowed(r)] for r in rows[:1]]
         rows = [row for row in rows if row]
         if rows:  # the policy sees the proposal, then says how much of it to send
-            length = policy.draft_length(max(len(r) for r in rows), drafter.match_length)
+            length = policy.draft_length(max(len(r) for r in rows), proposal.match_length)
             rows = [r[:length] for r in rows[:policy.row_budget(length)]] if length > 0 else []
         drafted_at = time.perf_counter()
 

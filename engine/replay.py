@@ -101,7 +101,7 @@ def replay(prompt_tokens: Sequence[int], answer_tokens: Sequence[int], settings:
     produced = 0
     while produced < len(target):
         limit = min(settings.draft_count, max_tokens - produced - 1)
-        rows = drafter.propose(history, limit) if limit > 0 else []
+        rows = drafter.propose(limit).rows if limit > 0 else []
         rows = [row for row in (_cut(list(r[:limit]), ends) for r in rows) if row]
         if len(rows) > 1 and drafter.multi_row and tree:
             matches = [matched_length(row, target, produced) for row in rows]

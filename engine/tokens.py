@@ -7,7 +7,8 @@ and from files; every one is checked here first, whatever its source.
 
 - ``output_size(model)``: the vocabulary as the model sees it, the width of its logits: the
   rows of its output layer (``lm_head``, or the embedding it shares), read from the
-  weight's shape (may exceed the tokenizer's vocabulary).
+  weight's shape (may exceed the tokenizer's vocabulary); a model with no layer by a
+  known name (a test's scripted model) answers with one short forward pass.
 - ``probe(model)``: one short forward pass: the logits' width, and whether they were finite
   (broken weights); run once, at load.
 - ``is_token_id(value, vocab)``: the rule: an integer (not a bool) in ``[0, vocab)``.
@@ -45,14 +46,13 @@ def output_size(model) -> int:
     known = getattr(model, "draftless_output_size", None)
     if isinstance(known, int):
         return known
-    layers = dict(model.named_modules())
+    layers = dict(model.named_modules()) if hasattr(model, "named_modules") else {}
     for names in (OUTPUT_LAYERS, EMBEDDINGS):
         for path, module in layers.items():
             weight = getattr(module, "weight", None)
             if path.rpartition(".")[2] in names and weight is not None and weight.ndim == 2:
                 return int(weight.shape[0])
-    raise EngineError(f"Cannot tell the vocabulary size of {type(model).__name__}: it has no "
-                      "output layer or token embedding by a known name.")
+    return probe(model)[0]  # no layer by a known name: the logits' width, from one pass
 
 
 def is_token_id(value, vocab_size: int) -> bool:

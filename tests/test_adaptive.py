@@ -8,7 +8,7 @@ from engine import adaptive, verify_cost
 from engine.adaptive import AcceptanceTracker, AdaptivePolicy, CostCurve
 from engine.decode import FixedDraftLength, Target, TokenChooser, speculative_decode
 from engine.drafters import make_drafter
-from engine.drafters.base import Drafter
+from engine.drafters.base import Drafter, Proposal
 from engine.settings import DraftSettings, SamplingSettings
 
 from .identity import reference_greedy
@@ -164,8 +164,8 @@ class Always(Drafter):
     def reset(self, prompt_tokens):
         pass
 
-    def propose(self, history, k):
-        return [[7] * k]
+    def propose(self, k):
+        return Proposal([[7] * k])
 
     def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
         pass
@@ -187,7 +187,9 @@ def test_adaptive_off_honours_the_fixed_draft_count():
 
 class Copier(Always):
     name = "copier"
-    match_length = 9
+
+    def propose(self, k):
+        return Proposal(super().propose(k).rows, match_length=9)
 
     def __init__(self, settings):
         super().__init__(settings)

@@ -67,10 +67,14 @@ def test_oracle_drafts_the_known_answer_and_nothing_off_it():
     oracle = OracleDrafter()
     oracle.reset([1, 2, 3])
     oracle.expect([7, 8, 9, 10])
-    assert oracle.propose([1, 2, 3], 2) == [[7, 8]]
-    assert oracle.propose([1, 2, 3, 7, 8, 9], 4) == [[10]]
-    assert oracle.propose([1, 2, 3, 7, 5], 4) == []  # off the answer: no guess
-    assert oracle.propose([1, 2, 3, 7, 8, 9, 10], 4) == []
+    assert oracle.propose(2).rows == [[7, 8]]
+    oracle.observe([7, 8, 9])
+    assert oracle.propose(4).rows == [[10]]
+    oracle.observe([10])
+    assert oracle.propose(4).rows == []  # the whole answer said
+    oracle.reset([1, 2, 3])
+    oracle.observe([7, 5])
+    assert oracle.propose(4).rows == []  # off the answer: no guess
     # flat cost to n = 9, then steep: sending 8 per pass is best
     assert best_fixed_count({"1": 1.0, "9": 1.2, "17": 4.0}) == 8
 

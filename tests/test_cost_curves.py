@@ -125,7 +125,7 @@ def test_peer_replays_draft_what_the_peers_algorithm_drafts(peer, reference):
         drafter = peer()
         drafter.reset(tokens[:1])
         drafter.observe(tokens[1:])
-        got = drafter.propose(None, 100)
+        got = drafter.propose(100).rows
         assert (got[0] if got else []) == reference(tokens), tokens
 
 

@@ -14,7 +14,7 @@ import pytest
 from engine import decode
 from engine.decode import DraftTree, Target, TokenChooser, speculative_decode
 from engine.drafters import make_drafter
-from engine.drafters.base import Drafter
+from engine.drafters.base import Drafter, Proposal
 from engine.model_ngrams import bigram_table
 from engine.settings import DraftSettings, SamplingSettings
 
@@ -84,8 +84,8 @@ class RowsDrafter(Drafter):
     def reset(self, prompt_tokens):
         pass
 
-    def propose(self, history, k):
-        return [row[:k] for row in self.rows]
+    def propose(self, k):
+        return Proposal([row[:k] for row in self.rows])
 
     def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
         pass

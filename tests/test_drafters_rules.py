@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from engine.drafters import make_drafter
+from engine.drafters import Proposal, make_drafter
 from engine.drafters.ngram_cache import NgramCounts, dynamic_cache_path, static_cache_path
 from engine.drafters.stores import DrafterStores
 from engine.errors import EngineError
@@ -24,18 +24,18 @@ def drafter(name, **kw):
 def test_ngram_simple_copies_after_the_most_recent_earlier_match():
     d = drafter("ngram-simple", options={"n": 2, "m": 3})
     d.reset([1, 2, 10, 11, 12, 1, 2, 20, 21, 22, 9, 1, 2])
-    assert d.propose(None, 8) == [[20, 21, 22]]  # most recent earlier [1, 2], m = 3 tokens
-    assert d.propose(None, 2) == [[20, 21]]  # capped by the pass's limit
+    assert d.propose(8).rows == [[20, 21, 22]]  # most recent earlier [1, 2], m = 3 tokens
+    assert d.propose(2).rows == [[20, 21]]  # capped by the pass's limit
 
 
 def test_ngram_simple_check_rate_skips_lookups():
     d = drafter("ngram-simple", options={"n": 1, "m": 2, "check_rate": 3})
     d.reset([5, 6, 7, 5])
-    assert d.propose(None, 4) == [[6, 7]]
+    assert d.propose(4).rows == [[6, 7]]
     d.observe([6])
-    assert d.propose(None, 4) == []  # one token since the last lookup < 3
+    assert d.propose(4).rows == []  # one token since the last lookup < 3
     d.observe([7, 5])
-    assert d.propose(None, 4) == [[6, 7]]
+    assert d.propose(4).rows == [[6, 7]]
 
 
 def test_option_errors_are_clear():
@@ -49,27 +49,27 @@ def test_option_errors_are_clear():
 def test_map_k_does_not_draft_before_min_hits():
     d = drafter("ngram-map-k", options={"n": 2, "m": 2, "min_hits": 2})
     d.reset([1, 2, 3, 4, 0, 1, 2])
-    assert d.propose(None, 8) == []  # [1,2] -> [3,4] seen once
+    assert d.propose(8).rows == []  # [1,2] -> [3,4] seen once
     d.observe([3, 4, 0, 1, 2])
-    assert d.propose(None, 8) == [[3, 4]]  # now twice
+    assert d.propose(8).rows == [[3, 4]]  # now twice
 
 
 def test_map_k_caps_the_next_draft_at_the_last_acceptance():
     d = drafter("ngram-map-k", options={"n": 1, "m": 3})
     d.reset([7, 1, 2, 3, 7])
-    assert d.propose(None, 8) == [[1, 2, 3]]
+    assert d.propose(8).rows == [[1, 2, 3]]
     d.observe([1, 9], accepted=1, drafted=3)  # one draft token accepted, then the target's own
     d.observe([8, 7])  # no draft this pass
-    assert d.propose(None, 8) == [[1]]  # [7] -> [1, 9, 8] (most recent), capped at 1 for key [7]
+    assert d.propose(8).rows == [[1]]  # [7] -> [1, 9, 8] (most recent), capped at 1 for key [7]
 
 
 def test_map_k_keeps_its_cap_when_the_proposal_was_not_sent():
     d = drafter("ngram-map-k", options={"n": 1, "m": 3})
     d.reset([7, 1, 2, 3, 7])
-    assert d.propose(None, 8) == [[1, 2, 3]]
+    assert d.propose(8).rows == [[1, 2, 3]]
     d.observe([1], accepted=0, drafted=0)  # an adaptive policy sent none of it
     d.observe([2, 3, 7])
-    assert d.propose(None, 8) == [[1, 2, 3]]  # still m tokens: nothing was judged
+    assert d.propose(8).rows == [[1, 2, 3]]  # still m tokens: nothing was judged
 
 
 def test_copying_drafters_report_how_long_their_match_is():
@@ -77,41 +77,40 @@ def test_copying_drafters_report_how_long_their_match_is():
     for name, options in (("prompt-lookup", {}), ("suffix", {}), ("ngram-simple", {"n": 2})):
         d = drafter(name, ngram_order=2, options=options)
         d.reset(prompt)
-        assert d.propose(None, 4) == [[9, 8, 1, 2]], name
-        assert d.match_length == 4, name
+        assert d.propose(4) == Proposal([[9, 8, 1, 2]], match_length=4), name
 
 
 # ---------------------------------------------------------------- ngram-map-k4v
 def test_k4v_does_not_draft_without_dominance():
     d = drafter("ngram-map-k4v", options={"n": 1, "m": 1})
     d.reset([5, 1, 5, 2, 5])  # 5 -> 1 once, 5 -> 2 once: no dominant value
-    assert d.propose(None, 4) == []
+    assert d.propose(4).rows == []
     d.observe([3, 5])  # 1, 1, 1: top 1 < 2 * 2
-    assert d.propose(None, 4) == []
+    assert d.propose(4).rows == []
     d.observe([1, 5, 1, 5])  # 5 -> 1 three times, rest 2: 3 < 2 * 2
-    assert d.propose(None, 4) == []
+    assert d.propose(4).rows == []
     d.observe([1, 5])  # 4 vs 2: 4 >= 2 * 2 dominates
-    assert d.propose(None, 4) == [[1]]
+    assert d.propose(4).rows == [[1]]
 
 
 def test_k4v_keeps_at_most_four_values():
     d = drafter("ngram-map-k4v", options={"n": 1, "m": 1})
     d.reset([5, 1, 5, 2, 5, 3, 5, 4, 5, 6, 5, 6, 5, 6, 5, 6, 5, 6, 5, 6, 5, 6, 5])
     assert len(d.index.values((5,))) == 4  # value 6 came fifth: ignored, as in llama.cpp
-    assert d.propose(None, 4) == []
+    assert d.propose(4).rows == []
 
 
 # ---------------------------------------------------------------- ngram-cache
 def test_ngram_cache_context_uses_lax_thresholds():
     d = drafter("ngram-cache", ngram_order=1, ngram_min=1, options={"dynamic": False})
     d.reset([4, 9, 3])
-    assert d.propose(None, 4) == []  # n=1 needs a sample of 2 ...
+    assert d.propose(4).rows == []  # n=1 needs a sample of 2 ...
     d.observe([4, 9, 4])
-    assert d.propose(None, 1) == [[9]]  # 4 -> 9 twice: 2 samples, 100%
+    assert d.propose(1).rows == [[9]]  # 4 -> 9 twice: 2 samples, 100%
     d.observe([8, 4])  # 4 -> 9, 9, 8: 66.7% >= 66%
-    assert d.propose(None, 1) == [[9]]
+    assert d.propose(1).rows == [[9]]
     d.observe([7, 4])  # 4 -> 9, 9, 8, 7: 50% < 66%
-    assert d.propose(None, 1) == []
+    assert d.propose(1).rows == []
 
 
 def test_ngram_cache_dynamic_uses_strict_thresholds_and_persists():
@@ -131,16 +130,16 @@ def test_ngram_cache_dynamic_uses_strict_thresholds_and_persists():
     assert NgramCounts.load(path).parts[(4,)] == {9: 3}
     second = attached(stores)
     second.reset([2, 4])
-    assert second.propose(None, 1) == []  # strict n=1 needs 4 samples
+    assert second.propose(1).rows == []  # strict n=1 needs 4 samples
     first.observe([4, 9])
-    assert second.propose(None, 1) == [[9]]  # 4 samples, 100% (shared store of one owner)
+    assert second.propose(1).rows == [[9]]  # 4 samples, 100% (shared store of one owner)
     third = attached(DrafterStores())  # another owner (a new process): reads the file
     third.reset([2, 4])  # the first chat's last turn was saved when the next chat began
-    assert third.propose(None, 1) == []
+    assert third.propose(1).rows == []
     first.reset([0])
     fourth = attached(DrafterStores())
     fourth.reset([2, 4])
-    assert fourth.propose(None, 1) == [[9]]
+    assert fourth.propose(1).rows == [[9]]
     first.observe([4, 9, 4, 9])
     stores.flush()  # what the service does on shutdown
     assert NgramCounts.load(path).parts[(4,)] == {9: 6}
@@ -152,11 +151,11 @@ def test_ngram_cache_static_cache_from_the_models_file():
     d = drafter("ngram-cache", options={"dynamic": False})
     d.attach_model("k")
     d.reset([1, 2])
-    assert d.propose(None, 3) == [[3, 1, 2]]
+    assert d.propose(3).rows == [[3, 1, 2]]
     off = drafter("ngram-cache", options={"dynamic": False, "static": False})
     off.attach_model("k")
     off.reset([1, 2])
-    assert off.propose(None, 3) == []
+    assert off.propose(3).rows == []
 
 
 def test_ngram_cache_corrupt_file_is_reported_and_ignored(caplog):
@@ -167,7 +166,7 @@ def test_ngram_cache_corrupt_file_is_reported_and_ignored(caplog):
     d.attach_model("k")
     d.reset([1, 2, 1, 2, 1])
     assert "cannot be read" in caplog.text  # a warning of the engine logger
-    assert d.propose(None, 2) == [[2, 1]]  # the context cache still drafts
+    assert d.propose(2).rows == [[2, 1]]  # the context cache still drafts
     static_cache_path("k").write_text(json.dumps({"format": "draftless-ngram-cache",
                                                   "version": 99, "entries": []}))
     caplog.clear()
@@ -187,12 +186,12 @@ def test_ngram_cache_eviction_bounds_the_file(tmp_path):
 def test_nasd_is_initialised_from_the_prompt_and_stops_if_unknown():
     d = drafter("nasd", ngram_order=2, ngram_min=2)
     d.reset([1, 2, 3, 1])
-    assert d.propose(None, 5) == [[2, 3, 1, 2, 3]]
+    assert d.propose(5).rows == [[2, 3, 1, 2, 3]]
     d.reset([1, 2, 3, 7])
-    assert d.propose(None, 5) == []  # 7 never seen as a context
+    assert d.propose(5).rows == []  # 7 never seen as a context
     d2 = drafter("nasd", ngram_order=2, ngram_min=2, options={"stop_if_unknown": False})
     d2.reset([1, 2, 3, 1, 7])
-    assert d2.propose(None, 2) == [[1, 7]]  # unknown: most frequent token (1), then 1 -> 7 (recent)
+    assert d2.propose(2).rows == [[1, 7]]  # unknown: most frequent token (1), then 1 -> 7 (recent)
 
 
 def test_nasd_enrichment_adds_the_targets_top_k():
@@ -210,8 +209,8 @@ def test_nasd_enrichment_adds_the_targets_top_k():
 def test_ngrammys_context_rows_ranked_by_count_ties_to_most_recent():
     d = drafter("ngrammys", draft_count=2, options={"rows": 3})
     d.reset([7, 1, 1, 7, 2, 2, 7, 1, 1, 7, 3, 3, 9, 7])
-    assert d.propose(None, 2) == [[1, 1], [3, 3], [2, 2]]  # count 2 first; then 3,3 (more recent)
-    assert d.propose(None, 1) == [[1], [3], [2]]
+    assert d.propose(2).rows == [[1, 1], [3, 3], [2, 2]]  # count 2 first; then 3,3 (more recent)
+    assert d.propose(1).rows == [[1], [3], [2]]
 
 
 def test_ngrammys_fills_remaining_rows_from_the_extended_bigram():
@@ -222,7 +221,7 @@ def test_ngrammys_fills_remaining_rows_from_the_extended_bigram():
     d.attach_model("k", bigram=table)
     d.reset([3, 4, 5, 3])
     # context: after 3 came [4, 5, 3]; then bigram top tokens after 3: 4 (dup start ok), 5
-    assert d.propose(None, 3) == [[4, 5, 3], [4, 3, 4], [5, 5, 5]]
+    assert d.propose(3).rows == [[4, 5, 3], [4, 3, 4], [5, 5, 5]]
 
 
 # ---------------------------------------------------------------- suffix
@@ -230,26 +229,26 @@ def test_suffix_finds_the_longest_match_not_the_most_recent_short_one():
     d = drafter("suffix", options={"max_spec_factor": 10.0, "min_prob": 0.0})
     d.reset([1, 2, 3, 4, 50, 51, 9, 3, 4, 60, 1, 2, 3, 4])
     # [3, 4] last occurred before 60, but [1, 2, 3, 4] (longer) before 50
-    assert d.propose(None, 2) == [[50, 51]]
+    assert d.propose(2).rows == [[50, 51]]
     assert d.sam.longest_match()[0] == 4
 
 
 def test_suffix_draft_length_follows_match_length_and_frequency():
     d = drafter("suffix", options={"max_spec_factor": 1.0})  # at most the match's length
     d.reset([1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 2])
-    assert d.propose(None, 8) == [[3, 4]]
+    assert d.propose(8).rows == [[3, 4]]
     four = drafter("suffix")  # the default factor 4: up to four times the match's length
     four.reset([1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 2])
-    assert four.propose(None, 8) == [[3, 4, 5, 6, 7, 8, 0, 1]]
+    assert four.propose(8).rows == [[3, 4, 5, 6, 7, 8, 0, 1]]
     d.reset([1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 2, 3, 4, 5])
-    assert d.propose(None, 3) == [[6, 7, 8]]
+    assert d.propose(3).rows == [[6, 7, 8]]
     # after [9] came 1, 2, 3, 4, 5 once each: p = 0.2 for the first token, 0.2 < 0.3 stops
     d2 = drafter("suffix", options={"min_prob": 0.3})
     d2.reset([9, 1, 9, 2, 9, 3, 9, 4, 9, 5, 9])
-    assert d2.propose(None, 4) == []
+    assert d2.propose(4).rows == []
     d3 = drafter("suffix", options={"min_prob": 0.1, "max_spec_factor": 1.0})
     d3.reset([9, 1, 9, 2, 9, 3, 9, 4, 9, 5, 9])
-    assert d3.propose(None, 4) == [[5]]  # the most recent continuation, probability 0.2
+    assert d3.propose(4).rows == [[5]]  # the most recent continuation, probability 0.2
 
 
 def test_suffix_lookup_time_does_not_grow_with_history():
@@ -262,7 +261,7 @@ def test_suffix_lookup_time_does_not_grow_with_history():
     assert len(d.sam) == 20000
     began = time.perf_counter()
     for _ in range(100):
-        d.propose(None, 8)
+        d.propose(8).rows
     assert (time.perf_counter() - began) / 100 < 0.01  # generous: O(1), not a scan
 
 

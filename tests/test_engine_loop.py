@@ -105,18 +105,18 @@ def test_the_akunu_trace():
 def test_frequency_counts_pick_the_most_frequent_follower():
     drafter = FrequencyDrafter(DraftSettings(drafter="frequency", ngram_order=2))
     drafter.reset([1, 2, 1, 3, 1, 3, 1])
-    assert drafter.propose([], 1) == [[3]]
+    assert drafter.propose(1).rows == [[3]]
 
 
 def test_prompt_lookup_prefers_the_longest_most_recent_match():
     drafter = make_drafter(DraftSettings(drafter="prompt-lookup", ngram_order=3, ngram_min=1))
     drafter.reset([5, 6, 7, 1, 9, 6, 7, 2, 3, 5, 6, 7])
     # suffix [5, 6, 7] occurs at the start → followed by 1, 9, …
-    assert drafter.propose([], 3) == [[1, 9, 6]]
+    assert drafter.propose(3).rows == [[1, 9, 6]]
     drafter.reset([6, 7, 1, 8, 6, 7, 2, 4, 6, 7])
     # only the 2-gram [6, 7] matches; its most recent continuation is 2, 4
-    assert drafter.propose([], 2) == [[2, 4]]
+    assert drafter.propose(2).rows == [[2, 4]]
     drafter.reset([1, 2, 3])
-    assert drafter.propose([], 4) == []  # the suffix never matches itself
+    assert drafter.propose(4).rows == []  # the suffix never matches itself
     drafter.reset([4, 5, 4, 5])
-    assert drafter.propose([], 5) == [[4, 5, 4, 5, 4]]  # overlapping copy of a short period
+    assert drafter.propose(5).rows == [[4, 5, 4, 5, 4]]  # overlapping copy of a short period

@@ -11,7 +11,7 @@ import mlx.core as mx
 import pytest
 
 from engine import decode
-from engine.drafters.base import Drafter
+from engine.drafters.base import Drafter, Proposal
 from engine.settings import DraftSettings, SamplingSettings
 
 from .identity import CHI_SQUARE_CRITICAL, chi_square, speculative
@@ -30,8 +30,8 @@ class StubbornDrafter(Drafter):
     def reset(self, prompt_tokens):
         pass
 
-    def propose(self, history, k):
-        return [[self.guess] * k]
+    def propose(self, k):
+        return Proposal([[self.guess] * k])
 
     def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
         pass

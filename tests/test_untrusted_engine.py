@@ -12,7 +12,7 @@ import pytest
 from engine.decode import Target, TokenChooser, speculative_decode
 from engine.drafters import make_drafter
 from engine.drafters import ngram_cache
-from engine.drafters.base import Drafter
+from engine.drafters.base import Drafter, Proposal
 from engine.drafters.ngram_cache import NgramCounts
 from engine import errors
 from engine.errors import EngineError
@@ -60,8 +60,8 @@ class PoisonDrafter(Drafter):
     def reset(self, prompt_tokens):
         pass
 
-    def propose(self, history, k):
-        return [[self.bad] + [1] * (k - 1)]
+    def propose(self, k):
+        return Proposal([[self.bad] + [1] * (k - 1)])
 
     def observe(self, emitted, **_):
         pass
@@ -110,7 +110,7 @@ def test_a_poisoned_memory_file_loses_only_its_bad_entries(private_dirs, caplog)
     original = path.read_bytes()
     d = memory_drafter("m", vocab_size=VOCAB)
     d.reset([65, 66])
-    assert d.propose(None, 4) == [[67]]  # from the good entry; nothing from the bad ones
+    assert d.propose(4).rows == [[67]]  # from the good entry; nothing from the bad ones
     warnings = said(caplog)
     assert len(warnings) == 1 and "outside this model's vocabulary" in warnings[0]
     kept = list(path.parent.glob("m.json.corrupt-*"))
@@ -195,7 +195,7 @@ def test_a_memory_file_that_cannot_be_moved_aside_is_never_written_over(private_
     d.flush()
     d.stores.flush()  # and the owner's stores, as at shutdown
     assert path.read_text() == "[1, 2"
-    assert d.propose(None, 2) == [[2, 1]]  # this chat still drafts from its context
+    assert d.propose(2).rows == [[2, 1]]  # this chat still drafts from its context
 
 
 # ---------------------------------------------------------------- broken weights

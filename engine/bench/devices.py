@@ -24,7 +24,7 @@ import sys
 import time
 
 from ..adaptive import AdaptiveMemory
-from ..drafters.base import Drafter
+from ..drafters.base import Drafter, Proposal
 from ..drafters.stores import DrafterStores
 from ..settings import DraftSettings
 from ..verify_cost import curve_from_spec, named_curves
@@ -52,9 +52,9 @@ class AnswerOracle(Drafter):
     def extend(self, tokens) -> None:
         self.reset(tokens)
 
-    def propose(self, history, k: int) -> list[list[int]]:
+    def propose(self, k: int) -> Proposal:
         row = self.answers[self.turn][self.position:self.position + k]
-        return [row] if row else []
+        return Proposal([row] if row else [])
 
     def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None) -> None:
         self.position += len(emitted)

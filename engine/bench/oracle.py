@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..drafters.base import Drafter
+from ..drafters.base import Drafter, Proposal
 from ..session import ChatSession
 
 ORACLE = "oracle"
@@ -24,27 +24,27 @@ class OracleDrafter(Drafter):
     def __init__(self, settings=None):
         super().__init__(settings)
         self.answer: list[int] = []
-        self.start = 0
+        self.said: list[int] = []  # this turn's answer so far
 
     def expect(self, answer: Sequence[int]) -> None:
         """The answer the next turn will give (plain greedy decoding's, end-of-sequence dropped)."""
         self.answer = list(answer)
 
     def reset(self, prompt_tokens: Sequence[int]) -> None:
-        self.start = len(prompt_tokens)
+        self.said = []
 
     def extend(self, tokens: Sequence[int]) -> None:
-        self.start += len(tokens)
+        self.said = []  # the next turn begins
 
-    def propose(self, history: Sequence[int], k: int) -> list[list[int]]:
-        done = len(history) - self.start
-        if done < 0 or list(history[self.start:]) != self.answer[:done]:
-            return []  # off the known answer (a wrong reference): no guess, never a wrong one
+    def propose(self, k: int) -> Proposal:
+        done = len(self.said)
+        if self.said != self.answer[:done]:
+            return Proposal()  # off the known answer (a wrong reference): no guess, never a wrong one
         rest = self.answer[done:done + k]
-        return [rest] if rest else []
+        return Proposal([rest] if rest else [])
 
     def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None) -> None:
-        pass
+        self.said.extend(int(t) for t in emitted)
 
 
 class OracleSession(ChatSession):

@@ -62,7 +62,7 @@ def measure(name: str, history: list[int], passes: int, draft_count: int) -> dic
         emitted = rest[cursor:cursor + step]
         cursor += step
         began = time.perf_counter()
-        rows = drafter.propose(seen, draft_count)
+        rows = drafter.propose(draft_count).rows
         drafter.observe(emitted, accepted=max(0, len(emitted) - 1),
                         drafted=len(rows[0]) if rows else 0,
                         target_topk=[[t, t + 1, t + 2][:topk] for t in emitted] if topk else None)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..drafters.base import Drafter
+from ..drafters.base import Drafter, Proposal
 
 
 class _CopyPeer(Drafter):
@@ -47,7 +47,7 @@ class _CopyPeer(Drafter):
                 if end >= n:
                     self.first_at.setdefault(tuple(self.tokens[end - n:end]), end)
 
-    def propose(self, history, k: int) -> list[list[int]]:
+    def propose(self, k: int) -> Proposal:
         tokens, end = self.tokens, len(self.tokens)
         k = min(k, self.draft_count)
         for n in self.sizes:
@@ -55,10 +55,8 @@ class _CopyPeer(Drafter):
                 continue
             start = self.first_at.get(tuple(tokens[end - n:]))
             if start is not None and start < end:  # an earlier occurrence, not the end itself
-                self.match_length = n
-                return [tokens[start:min(start + k, end)]]
-        self.match_length = 0
-        return []
+                return Proposal([tokens[start:min(start + k, end)]], n)
+        return Proposal()
 
 
 class HFPromptLookupPeer(_CopyPeer):

@@ -28,6 +28,7 @@ from ..adaptive import AdaptiveMemory, match_class
 from ..verify_cost import CostCurve
 from ..decode import _cut_at_eos
 from ..drafters import make_drafter, measurement_options
+from ..drafters.base import Proposal
 from ..drafters.stores import DrafterStores
 from ..replay import matched_length, tree_size
 from ..settings import DraftSettings
@@ -79,11 +80,12 @@ def simulate(chat: list[dict], drafter_name: str, draft_count: int, adaptive: bo
                 break
             started = time.perf_counter()
             limit = min(draft_count, len(answer) - produced - 1)
-            rows = drafter.propose(history, limit) if limit > 0 else []
+            proposal = drafter.propose(limit) if limit > 0 else Proposal()
+            rows = proposal.rows
             rows = [r for r in (_cut_at_eos(list(r[:limit]), {eos}) for r in rows) if r]
             rows = rows if drafter.multi_row else rows[:1]
             if rows and policy is not None:
-                length = policy.draft_length(max(len(r) for r in rows), drafter.match_length)
+                length = policy.draft_length(max(len(r) for r in rows), proposal.match_length)
                 rows = [r[:length] for r in rows[:policy.row_budget(length)]] if length else []
             drafter_s += time.perf_counter() - started
             matches = [matched_length(r, answer, produced) for r in rows]
@@ -100,7 +102,7 @@ def simulate(chat: list[dict], drafter_name: str, draft_count: int, adaptive: bo
             if policy is not None:
                 policy.record(sent, accepted, cost, depth=max((len(r) for r in rows), default=0))
             if classes is not None and draft:  # per match class: [reached, accepted] per position
-                counts = classes.setdefault(match_class(drafter.match_length),
+                counts = classes.setdefault(match_class(proposal.match_length),
                                             [[0, 0] for _ in range(draft_count)])
                 for i in range(min(accepted + 1, len(draft))):
                     counts[i][0] += 1

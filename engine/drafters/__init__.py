@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import EngineError
-from .base import Drafter, DraftRows
+from .base import Drafter, DraftRows, Proposal
 from .frequency import FrequencyDrafter
 from .nasd import NasdDrafter
 from .ngram_cache import NgramCacheDrafter
@@ -50,5 +50,5 @@ def measurement_options(name: str) -> dict:
     return dict(DRAFTERS[resolve_drafter_name(name)].measurement_options)
 
 
-__all__ = ["DRAFTERS", "DEFAULT_DRAFTER", "Drafter", "DraftRows", "make_drafter",
+__all__ = ["DRAFTERS", "DEFAULT_DRAFTER", "Drafter", "DraftRows", "Proposal", "make_drafter",
            "measurement_options", "resolve_drafter_name"]

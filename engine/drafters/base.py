@@ -4,17 +4,16 @@ Life of a drafter inside one chat:
 - ``reset(prompt_tokens)`` when a conversation starts (index the prompt);
 - ``extend(tokens)`` when later context arrives that the model did not generate
   (the next user turn);
-- each pass: ``propose(history, k)`` returns draft rows (lists of token ids, each at
-  most ``k`` long; ``[]`` means "no guess", and the pass decodes plainly), then
+- each pass: ``propose(k)`` returns a ``Proposal``: draft rows (lists of token ids, each
+  at most ``k`` long; no rows means "no guess", and the pass decodes plainly) and how many
+  tokens at the end of the history the rows' source matched (``match_length``; 0: the
+  drafter does not say; the adaptive policy keeps acceptance apart per match-length class,
+  so a long copy is not judged by short guesses), then
   ``observe(emitted, accepted=..., drafted=..., row=..., target_topk=...)`` with the tokens
   the pass emitted (accepted drafts followed by the target's own token). An adaptive
   policy may send fewer tokens than proposed, or none: ``drafted`` says how many went.
-- after ``propose``, ``match_length`` may say how many tokens at the end of the history
-  the proposal's source matched (0: the drafter does not say). The adaptive policy keeps
-  acceptance apart per match-length class, so a long copy is not judged by short guesses.
 
-``history`` is the whole token history (prompt and answer so far); a drafter may keep
-its own incremental index instead of scanning it.
+A drafter keeps the history it needs from ``reset``, ``extend`` and ``observe``.
 
 Around that, with defaults here, so nobody probes a drafter for optional parts:
 - ``attach_model(model_key, bigram=..., stores=..., vocab_size=...)``: the session calls it once per
@@ -33,6 +32,7 @@ Around that, with defaults here, so nobody probes a drafter for optional parts:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
@@ -40,6 +40,14 @@ from ._options import Option, read_options
 from .stores import DrafterStores
 
 DraftRows = list[list[int]]
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What ``propose`` returns: the draft rows, and the match they rest on."""
+
+    rows: DraftRows = field(default_factory=list)
+    match_length: int = 0
 
 
 class DraftConfig(Protocol):
@@ -58,7 +66,6 @@ class Drafter(ABC):
     multi_row: ClassVar[bool] = False
     # False only for ``none``: the loop may then queue each pass before the last is read.
     drafts: ClassVar[bool] = True
-    match_length: int = 0
     # Options for benchmarks that decode the same prompts again and again: no memory carried
     # in from other chats, so a measurement is of drafting, not of recall.
     measurement_options: ClassVar[dict] = {}
@@ -113,8 +120,8 @@ class Drafter(ABC):
         self.observe(tokens)
 
     @abstractmethod
-    def propose(self, history: Sequence[int], k: int) -> DraftRows:
-        """Up to ``k`` guessed next tokens per row."""
+    def propose(self, k: int) -> Proposal:
+        """Up to ``k`` guessed next tokens per row, and the match they rest on."""
 
     @abstractmethod
     def observe(self, emitted: Sequence[int], *, accepted: int = 0, drafted: int = 0, row: int = 0,

@@ -17,7 +17,7 @@ from collections import deque
 
 from ._counts import FollowerCounts
 from ._options import Option
-from .base import Drafter
+from .base import Drafter, Proposal
 
 
 class FrequencyDrafter(Drafter):
@@ -69,6 +69,6 @@ class FrequencyDrafter(Drafter):
             context.append(token)
         return draft
 
-    def propose(self, history, k):
+    def propose(self, k):
         draft = self.predict(self.recent(), k)
-        return [draft] if draft else []
+        return Proposal([draft] if draft else [])

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ._counts import FollowerCounts
 from ._options import Option
-from .base import Drafter
+from .base import Drafter, Proposal
 
 
 class NasdDrafter(Drafter):
@@ -84,7 +84,7 @@ class NasdDrafter(Drafter):
             return self.overall.most_frequent(()), False
         return self.storage.most_frequent(ngram), True
 
-    def propose(self, history, k):
+    def propose(self, k):
         context = self.tokens[-self.max_context:] if self.max_context else []
         draft: list[int] = []
         for _ in range(k):
@@ -92,4 +92,4 @@ class NasdDrafter(Drafter):
             if not known and (self.stop_if_unknown or token is None):
                 break
             draft.append(token)
-        return [draft] if draft else []
+        return Proposal([draft] if draft else [])

@@ -62,7 +62,7 @@ from ..tokens import is_token_id
 from ..untrusted import move_aside, read_regular_file, write_atomic
 from ._counts import FollowerCounts
 from ._options import Option
-from .base import Drafter
+from .base import Drafter, Proposal
 from .stores import DrafterStores
 
 NGRAM_MAX = 4
@@ -374,10 +374,10 @@ class NgramCacheDrafter(Drafter):
                 store.dirty = True
                 store.bound(len(self.tokens) - start)
 
-    def propose(self, history, k):
+    def propose(self, k):
         tokens = self.tokens
         if len(tokens) < NGRAM_STATIC or k <= 0:
-            return []
+            return Proposal()
         store = self._dynamic_store()
         dynamic = store.counts if store is not None else None
         tail = tokens[-NGRAM_MAX:]
@@ -397,4 +397,4 @@ class NgramCacheDrafter(Drafter):
             if token is None:
                 break
             draft.append(token)
-        return [draft] if draft else []
+        return Proposal([draft] if draft else [])

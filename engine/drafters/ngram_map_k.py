@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from ._options import Option
 from ._windows import WindowIndex
-from .base import Drafter
+from .base import Drafter, Proposal
 
 MAX_VALUE_COUNT = 16380  # llama.cpp's COMMON_NGRAM_MAX_VALUE_COUNT
 
@@ -61,24 +61,23 @@ class NgramMapDrafter(Drafter):
         value, (hits, _) = max(values.items(), key=lambda item: (item[1][0], item[1][1]))
         return value if hits >= self.min_hits else None
 
-    def propose(self, history, k):
+    def propose(self, k):
         size = len(self.index.tokens)
         if 0 < size - self.last_check < self.check_rate:
-            return []
+            return Proposal()
         self.last_check = size
         key = self.index.last_key()
         values = self.index.values(key)
         if not values:
-            return []
+            return Proposal()
         value = self.choose(values)
         if value is None:
-            return []
+            return Proposal()
         length = min(self.m, self.caps.get(key, self.m), k)
         if length <= 0:
-            return []
+            return Proposal()
         self.last_draft = (key, value)
-        self.match_length = self.n
-        return [list(value[:length])]
+        return Proposal([list(value[:length])], self.n)
 
 
 class NgramMapKDrafter(NgramMapDrafter):

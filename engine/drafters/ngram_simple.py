@@ -21,7 +21,7 @@ token (O(n)), so a lookup is O(n) whatever the history length.
 from __future__ import annotations
 
 from ._options import Option
-from .base import Drafter, matched_before
+from .base import Drafter, Proposal, matched_before
 
 
 class NgramSimpleDrafter(Drafter):
@@ -54,16 +54,16 @@ class NgramSimpleDrafter(Drafter):
                 index[tuple(tokens[start:])] = start
             tokens.append(int(token))
 
-    def propose(self, history, k):
+    def propose(self, k):
         tokens, n, m = self.tokens, self.n, self.m
         size = len(tokens)
         if 0 < size - self.last_check < self.check_rate:
-            return []
+            return Proposal()
         self.last_check = size
         start = self.start_of.get(tuple(tokens[size - n:]))
         if start is None:
-            return []
-        self.match_length = matched_before(tokens, start + n, n)
+            return Proposal()
         available = min(m, size - (start + n))
         begin = start + n
-        return [tokens[begin:begin + min(available, k)]]
+        return Proposal([tokens[begin:begin + min(available, k)]],
+                        matched_before(tokens, start + n, n))

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from ._options import Option
 from ._windows import WindowIndex
-from .base import Drafter
+from .base import Drafter, Proposal
 
 
 class NgrammysDrafter(Drafter):
@@ -114,9 +114,9 @@ class NgrammysDrafter(Drafter):
             rows.append(row)
         return rows
 
-    def propose(self, history, k):
+    def propose(self, k):
         if k <= 0:
-            return []
+            return Proposal()
         limit = min(k, self.width)
         rows: list[list[int]] = []
         seen = set()
@@ -133,4 +133,4 @@ class NgrammysDrafter(Drafter):
                     rows.append(row)
                 if len(rows) >= self.rows:
                     break
-        return rows[:self.rows]
+        return Proposal(rows[:self.rows])

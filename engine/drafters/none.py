@@ -1,6 +1,6 @@
 """`none`: never drafts. Plain decoding through the same loop: the baseline."""
 
-from .base import Drafter
+from .base import Drafter, Proposal
 
 
 class NoDrafter(Drafter):
@@ -11,8 +11,8 @@ class NoDrafter(Drafter):
     def reset(self, prompt_tokens):
         pass
 
-    def propose(self, history, k):
-        return []
+    def propose(self, k):
+        return Proposal()
 
     def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
         pass

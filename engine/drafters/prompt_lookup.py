@@ -12,7 +12,7 @@ A continuation that reaches the end of the history keeps copying from the draft 
 
 from __future__ import annotations
 
-from .base import Drafter, matched_before
+from .base import Drafter, Proposal, matched_before
 
 
 class PromptLookupDrafter(Drafter):
@@ -42,15 +42,13 @@ class PromptLookupDrafter(Drafter):
                 index[tuple(tokens[end - n:end])] = end
             tokens.append(int(token))
 
-    def propose(self, history, k):
+    def propose(self, k):
         tokens = self.tokens
         for n in range(min(self.max_n, len(tokens)), self.min_n - 1, -1):
             start = self.continuation_at.get(tuple(tokens[len(tokens) - n:]))
             if start is not None:
-                self.match_length = matched_before(tokens, start, n)
-                return [self.copy_from(start, k)]
-        self.match_length = 0
-        return []
+                return Proposal([self.copy_from(start, k)], matched_before(tokens, start, n))
+        return Proposal()
 
     def copy_from(self, start: int, k: int) -> list[int]:
         """``k`` tokens from ``start``; past the end of the history the copy overlaps

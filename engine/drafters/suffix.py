@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 
 from ._options import Option
-from .base import Drafter
+from .base import Drafter, Proposal
 
 CHAIN_UPDATES = 32
 MAX_TOKENS = 1 << 17  # the index's memory budget, in tokens of history
@@ -143,15 +143,14 @@ class SuffixDrafter(Drafter):
             for token in keep:
                 self.sam.append(token)
 
-    def propose(self, history, k):
+    def propose(self, k):
         sam = self.sam
         match, state = sam.longest_match()
-        self.match_length = match
         if match < self.min_match or match == 0:
-            return []
+            return Proposal(match_length=match)
         end = sam.earlier_end(state)
         if end < 0:
-            return []
+            return Proposal(match_length=match)
         limit = min(k, max(1, math.ceil(self.factor * match)), len(sam) - 1 - end)
         tokens, nxt, count = sam.tokens, sam.next, sam.count
         draft: list[int] = []
@@ -168,4 +167,4 @@ class SuffixDrafter(Drafter):
                 break
             draft.append(token)
             state, denominator = child, count[child]
-        return [draft] if draft else []
+        return Proposal([draft] if draft else [], match)
