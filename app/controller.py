@@ -19,6 +19,7 @@ from engine.events import (DoneEvent, ErrorEvent, ModelEvent, PassEvent, Progres
 
 from .livestats import LiveStats
 from .provenance import Provenance
+from .recorded_replay import replay_recorded
 from .settings import AppSettings, SettingsStore
 from .store import Message, Session, Store
 
@@ -90,6 +91,7 @@ class ChatController(QObject):
     loadFinished = Signal(bool, str)  # ok, error message
     settingsChanged = Signal(object)  # AppSettings
     replayFinished = Signal(int, object)  # message id, list of replay result dicts (best first)
+    replayFailed = Signal(int, str)  # message id, why
     problem = Signal(str)  # a message for the person (errors, notices)
     status = Signal(str)  # quiet engine work during an answer ("" when it is over)
 
@@ -395,31 +397,66 @@ class ChatController(QObject):
             self.problem.emit(message)
 
     # replay -------------------------------------------------------------------------------
+    def replays_recorded(self, message: Message) -> bool:
+        """Whether ``message`` is replayed from its recorded tokens on this machine: the
+        engine cannot tokenize its prompt when it answered on a server or with another
+        model than the one loaded."""
+        return not hasattr(self.service, "replay") or (message.model or "") != self.model_name
+
     def replay(self, message_id: int, configs) -> asyncio.Task | None:
-        """Replay drafter settings ``configs`` over a stored answer of the open chat."""
+        """Replay drafter settings ``configs`` over a stored answer of the open chat. Ends
+        with ``replayFinished`` or, when it cannot run, ``replayFailed`` (never silence)."""
         index = next((i for i, m in enumerate(self.messages) if m.id == message_id), None)
         if index is None or self.messages[index].provenance is None:
+            self.replayFailed.emit(message_id, "That answer is not in the open chat any more.")
             return None
         message = self.messages[index]
-        turns = [{"role": m.role, "content": m.content} for m in self.messages[:index] if m.content]
-        request = self.settings.request(turns)
         tokens = [t.token for t in message.provenance.tokens]
-        stream = self.service.replay(request, tokens, message.finish_reason == "stop", configs,
-                                     bool(message.stats.get("greedy", True)))
+        ended = message.finish_reason == "stop"
+        greedy = bool(message.stats.get("greedy", True))
+        if self.replays_recorded(message):
+            earlier = [t.token for m in self.messages[:index]
+                       if m.role == "assistant" and m.provenance is not None
+                       and (m.model or "") == (message.model or "") for t in m.provenance.tokens]
+            return self._spawn(self._replay_recorded(message_id, earlier, tokens, ended, configs,
+                                                     greedy))
+        turns = [{"role": m.role, "content": m.content} for m in self.messages[:index] if m.content]
+        try:
+            stream = self.service.replay(self.settings.request(turns), tokens, ended, configs,
+                                         greedy)
+        except Exception as error:
+            log.exception("replay failed")
+            self.replayFailed.emit(message_id, f"Replay failed: {error}")
+            return None
         return self._spawn(self._consume_replay(message_id, stream))
 
+    async def _replay_recorded(self, message_id: int, earlier, tokens, ended, configs,
+                               greedy) -> None:
+        try:  # a worker thread: long answers times many settings take a while
+            results = await asyncio.get_running_loop().run_in_executor(
+                None, replay_recorded, earlier, tokens, ended, configs, greedy)
+        except Exception as error:
+            log.exception("replay failed")
+            self.replayFailed.emit(message_id, f"Replay failed: {error}")
+            return
+        self.replayFinished.emit(message_id, results)
+
     async def _consume_replay(self, message_id: int, stream) -> None:
-        results = None
+        results, failure = None, ""
         try:
             async for event in stream:
                 if isinstance(event, ReplayEvent):
                     results = event.results
                 elif isinstance(event, ErrorEvent):
-                    self.problem.emit(f"Replay failed: {event.message}")
+                    failure = f"Replay failed: {event.message}"
         except Exception as error:
             log.exception("replay failed")
-            self.problem.emit(f"Replay failed: {error}")
-        self.replayFinished.emit(message_id, results or [])
+            failure = f"Replay failed: {error}"
+        if failure or results is None:
+            self.replayFailed.emit(message_id, failure or "The engine stopped before the "
+                                   "replay finished.")
+        else:
+            self.replayFinished.emit(message_id, results)
 
     # models -------------------------------------------------------------------------------
     def load_model(self, spec: str | None) -> asyncio.Task:

@@ -271,6 +271,7 @@ class MainWindow(QMainWindow):
         c.status.connect(self.show_status)
         c.settingsChanged.connect(self._settings_changed)
         c.replayFinished.connect(self.inspector.replay.show_results)
+        c.replayFailed.connect(self.inspector.replay.show_failure)
         self.inspector.replay.replayRequested.connect(self.replay)
         self.inspector.replay.highlightRequested.connect(self.show_replay_highlights)
         self.inspector.replay.applyRequested.connect(self.apply_replay_settings)
