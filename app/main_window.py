@@ -21,13 +21,16 @@ from .gauge import SpeculationBar
 from .inspector import Inspector
 from .livestats import LiveStats
 from .model_catalog import ModelCatalogDialog
+from .panel_layout import Panel, fitting
 from .sessions_panel import SessionsPanel
 from .settings import VARIED_TEMPERATURE
 from .settings_panel import SettingsPanel
 from .transcript import TranscriptView, copy_text
 
 
-NARROW_WIDTH = 880  # below this the chat list folds away, leaving room for the answer
+MIN_WIDTH = 420  # the composer and one card still fit
+CHATS_WIDTH = 220  # the chat list's width when it opens
+SIDE_WIDTH = 330  # the settings/inspector column's width when it opens
 
 
 class ChatInput(QPlainTextEdit):
@@ -84,6 +87,9 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("Draftless")
         self.setWindowIcon(theme.app_icon())
         self.resize(1280, 800)
+        # Set here, not summed from the docks' minimums, so that the window can be made
+        # narrow (the side panels fold, see resizeEvent) and a panel shown never widens it.
+        self.setMinimumWidth(MIN_WIDTH)
         self.progress: QProgressDialog | None = None
         self.ask_text = self._ask_text
 
@@ -140,14 +146,23 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.settings_dock, self.inspector_dock)
         self.settings_dock.raise_()
         self.resizeDocks([self.sessions_dock, self.settings_dock], [220, 330], Qt.Horizontal)
-        self.sessions_dock.setMinimumWidth(150)
+        self.sessions_dock.setMinimumWidth(max(150, self.sessions_panel.minimumSizeHint().width()))
         needed = max(280, self.settings_panel.widget().minimumSizeHint().width()
                      + self.settings_panel.verticalScrollBar().sizeHint().width() + 4)
         for dock in (self.settings_dock, self.inspector_dock):  # tabbed together: one width
             dock.setMinimumWidth(needed)
-        self.chats_auto_hidden = False
-        self.sessions_dock.toggleViewAction().triggered.connect(
-            lambda: setattr(self, "chats_auto_hidden", False))
+        # the side panels in folding order: the chat list, then the settings/inspector column
+        self.panel_groups = {"chats": [self.sessions_dock],
+                             "side": [self.settings_dock, self.inspector_dock]}
+        self.panel_widths = {"chats": max(CHATS_WIDTH, self.sessions_panel.minimumSizeHint().width()),
+                             "side": max(SIDE_WIDTH, needed)}
+        self.wanted = {"chats": True, "side": True}  # what the person has open
+        self.folded: dict[str, list[QDockWidget]] = {}  # folded for room: reopened on growing
+        self._fitting = False
+        for group, docks in self.panel_groups.items():
+            for dock in docks:
+                dock.toggleViewAction().triggered.connect(
+                    lambda checked, group=group, dock=dock: self._panel_toggled(group, dock, checked))
         self._menus()
         self._connect()
 
@@ -162,15 +177,70 @@ class MainWindow(QMainWindow):
         self.input.setFocus()  # typing right after launch goes into the composer
 
     def resizeEvent(self, event):
-        """Narrow windows fold the chat list away (View ▸ Chats brings it back)."""
+        """Side panels fold when the chat would get narrower than it can use, and come back
+        when the window grows (``panel_layout``)."""
         super().resizeEvent(event)
-        narrow = event.size().width() < NARROW_WIDTH
-        if narrow and self.sessions_dock.isVisible() and not self.sessions_dock.isFloating():
-            self.sessions_dock.hide()
-            self.chats_auto_hidden = True
-        elif not narrow and self.chats_auto_hidden:
-            self.sessions_dock.show()
-            self.chats_auto_hidden = False
+        self._fit_panels(event.size().width())
+
+    def _group_open(self, group: str) -> list[QDockWidget]:
+        return [d for d in self.panel_groups[group]
+                if d.toggleViewAction().isChecked() and not d.isFloating()]
+
+    def _fit_panels(self, width: int | None = None, keep: str | None = None) -> None:
+        """Show the wanted panels that fit beside the chat, fold the others. Showing a panel
+        never widens the window: what does not fit folds instead."""
+        if self._fitting:
+            return
+        self._fitting = True
+        width = self.width() if width is None else width
+        try:
+            panels = [Panel(g, self.panel_widths[g], self.wanted[g]) for g in self.panel_groups]
+            shown = fitting(width, panels, keep)
+            for group in self.panel_groups:  # fold first, so that showing finds the room
+                if group not in shown and self._group_open(group):
+                    self.folded[group] = sorted(self._group_open(group),  # the raised tab first
+                                                key=lambda d: not d.isVisible())
+                    for dock in self.folded[group]:
+                        dock.hide()
+            for group in self.panel_groups:
+                docks = self.folded.pop(group, None) if group in shown else None
+                if docks:
+                    raised = docks[0]
+                    for dock in docks:
+                        dock.show()
+                    raised.raise_()
+                    self._give_width(raised, group)
+        finally:
+            self._fitting = False
+        if self.width() > width and self.isVisible():
+            self.resize(width, self.height())
+
+    def _give_width(self, dock: QDockWidget, group: str) -> None:
+        """A panel that opens gets its own width back (once the layout has placed it)."""
+        def resize():
+            if dock.isVisible() and not dock.isFloating() and dock.width() < self.panel_widths[group]:
+                self.resizeDocks([dock], [self.panel_widths[group]], Qt.Horizontal)
+        resize()
+        QTimer.singleShot(0, resize)
+
+    def _panel_toggled(self, group: str, dock: QDockWidget, checked: bool) -> None:
+        """The person opened or closed a panel (View menu, its close button)."""
+        if checked:
+            self._open_panel(group, dock)
+        else:
+            self.wanted[group] = bool(self._group_open(group))
+            self.folded.pop(group, None)
+
+    def _open_panel(self, group: str, dock: QDockWidget) -> None:
+        width = self.width()
+        self.wanted[group] = True
+        self.folded.pop(group, None)
+        self._fit_panels(width, keep=group)
+        dock.show()
+        dock.raise_()
+        self._give_width(dock, group)
+        if self.width() > width:  # the panel's minimum pushed the window wider
+            self.resize(width, self.height())
 
     def _dock(self, title: str, widget: QWidget, area) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -315,8 +385,7 @@ class MainWindow(QMainWindow):
         return self.controller.regenerate(VARIED_TEMPERATURE)
 
     def show_settings(self) -> None:
-        self.settings_dock.show()
-        self.settings_dock.raise_()
+        self._open_panel("side", self.settings_dock)
         self.settings_panel.setFocus()
 
     def new_chat(self) -> None:
@@ -500,8 +569,7 @@ class MainWindow(QMainWindow):
     def inspect_view(self, view) -> None:
         if view.message_id is not None:
             self.inspector.inspect(view.message_id)
-        self.inspector_dock.show()
-        self.inspector_dock.raise_()
+        self._open_panel("side", self.inspector_dock)
 
     # replay -------------------------------------------------------------------------------
     def replay(self, message_id: int, draft_counts: list[int], ngram_orders: list[int]):

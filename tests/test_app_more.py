@@ -56,3 +56,58 @@ def test_a_replay_that_fails_says_so_in_the_panel(app, qtbot, monkeypatch):
     qtbot.waitUntil(panel.run_button.isEnabled, timeout=5000)
     assert "Replay failed" in panel.status.text() and "engine thread is gone" in panel.status.text()
     assert panel.table.rowCount() == 0
+
+
+# 2. narrow windows --------------------------------------------------------------------------
+def resize(window, width, height=760):
+    for _ in range(2):  # docks settle in a second layout pass
+        window.resize(width, height)
+        QApplication.processEvents()
+
+
+def chat_width(window):
+    return window.transcript.viewport().width()
+
+
+def test_side_panels_fold_before_the_chat_and_come_back_at_full_width(app, qtbot):
+    from app.panel_layout import CHAT_MIN
+
+    window = app.window
+    ask(qtbot, app, "a question " * 30, answer_events(REPEATING))
+    for width in (600, 700):
+        resize(window, width)
+        assert window.width() == width
+        assert chat_width(window) >= CHAT_MIN - 40, (width, chat_width(window))
+        assert not window.sessions_dock.isVisible() and not window.settings_dock.isVisible()
+    for width in (1280, 1920):
+        resize(window, width)
+        assert window.sessions_dock.isVisible() and window.settings_dock.isVisible()
+        assert window.sessions_dock.width() >= 200, window.sessions_dock.width()
+        delete = window.sessions_panel.delete_button
+        assert delete.width() >= delete.sizeHint().width()  # not clipped
+        assert chat_width(window) >= CHAT_MIN - 40
+
+
+def test_showing_a_panel_in_a_narrow_window_never_widens_it(app, qtbot):
+    window = app.window
+    ask(qtbot, app, "a question", answer_events(REPEATING))
+    resize(window, 600)
+    window.sessions_dock.toggleViewAction().trigger()  # View ▸ Chats
+    QApplication.processEvents()
+    assert window.sessions_dock.isVisible() and window.width() == 600
+    assert window.sessions_dock.width() >= 200 and chat_width(window) >= 300
+    window.show_settings()  # Ctrl+,: the settings column takes the chat list's place
+    QApplication.processEvents()
+    assert window.settings_dock.isVisible() and window.width() == 600
+    assert not window.sessions_dock.isVisible()
+    panel = window.settings_panel
+    assert panel.widget().width() >= panel.widget().minimumSizeHint().width()  # nothing clipped
+    window.transcript.views[-1].inspect_button.click()
+    QApplication.processEvents()
+    assert window.inspector_dock.isVisible() and window.width() == 600
+    resize(window, 1280)  # both come back, the chat list at its full width
+    assert window.sessions_dock.isVisible() and window.inspector_dock.isVisible()
+    assert window.sessions_dock.width() >= 200
+    window.sessions_dock.toggleViewAction().trigger()  # closed by the person: stays closed
+    resize(window, 1300)
+    assert not window.sessions_dock.isVisible()
