@@ -20,6 +20,7 @@ from engine.events import (DoneEvent, ErrorEvent, ModelEvent, PassEvent, Progres
 from .livestats import LiveStats
 from .provenance import Provenance
 from .recorded_replay import replay_recorded
+from .server_keys import ServerKeys
 from .settings import AppSettings, SettingsStore
 from .store import Message, Session, Store
 
@@ -94,6 +95,7 @@ class ChatController(QObject):
     replayFailed = Signal(int, str)  # message id, why
     problem = Signal(str)  # a message for the person (errors, notices)
     status = Signal(str)  # quiet engine work during an answer ("" when it is over)
+    engineChanged = Signal(str)  # the server's address answers now; "" for this machine's engine
 
     def __init__(self, service, store: Store, settings_store: SettingsStore, parent=None):
         super().__init__(parent)
@@ -114,6 +116,7 @@ class ChatController(QObject):
         self.loading = False
         self._load_stream = None  # the running explicit load, for cancel_load
         self._tasks: set[asyncio.Task] = set()
+        self.server_keys = ServerKeys()
 
     # notices gathered while starting up ---------------------------------------------------
     def startup_notices(self) -> list[str]:
@@ -459,11 +462,19 @@ class ChatController(QObject):
             self.replayFinished.emit(message_id, results)
 
     # models -------------------------------------------------------------------------------
+    @property
+    def server_url(self) -> str:
+        """The address of the server that answers; "" while this machine's engine does."""
+        return "" if self.service is self.local_service else getattr(self.service, "url", "")
+
     def load_model(self, spec: str | None) -> asyncio.Task:
-        """Load the embedded default (None), a folder or a hub id; remember it on success."""
+        """Load the embedded default (None), a folder or a hub id; remember it on success.
+        While a server answers, this machine's engine loads it and answers from then on."""
         spec = spec or None
         self.loading = True
         self.loadStarted.emit(spec or "the built-in model")
+        if self.server_url:
+            return self._spawn(self._switch(self.local_service, spec))
         return self._spawn(self._load(spec))
 
     def cancel_load(self) -> None:
@@ -478,14 +489,45 @@ class ChatController(QObject):
         if self.busy:
             self.problem.emit("Stop the answer before switching engines.")
             return None
-        return self._spawn(self._use_engine(engine))
-
-    async def _use_engine(self, engine) -> None:
-        previous, self.service = self.service, engine
         self.loading = True
         self.loadStarted.emit(getattr(engine, "url", "this machine's engine"))
-        if not await self._load(self.settings.model):
+        return self._spawn(self._switch(engine, self.settings.model))
+
+    def connect_server(self, url: str, key: str | None) -> asyncio.Task | None:
+        """Answer from the Draftless server at ``url``; once it answers, its address is
+        remembered in the settings and its key in the keychain (``server_keys``)."""
+        from .remote_engine import RemoteEngine, api_base
+
+        if self.busy:
+            self.problem.emit("Stop the answer before switching engines.")
+            return None
+        try:
+            engine = RemoteEngine(url, key)
+        except Exception as error:
+            self.problem.emit(f"Cannot connect to {url}: {error}")
+            return None
+        base = api_base(url)
+
+        async def connect() -> bool:
+            if not await self._switch(engine, self.settings.model):
+                return False
+            if url.strip() != self.settings.server_url:
+                self.update_settings(replace(self.settings, server_url=url.strip()))
+            self.server_keys.set(base, key)
+            return True
+        self.loading = True
+        self.loadStarted.emit(base)
+        return self._spawn(connect())
+
+    async def _switch(self, engine, spec: str | None) -> bool:
+        """Answer with ``engine`` from now on if it loads ``spec``; else keep the current."""
+        previous, self.service = self.service, engine
+        if not await self._load(spec):
             self.service = previous
+            return False
+        if previous is not engine:
+            self.engineChanged.emit(self.server_url)
+        return True
 
     async def _load(self, spec: str | None) -> bool:
         ok, message = False, "The engine stopped without loading the model."

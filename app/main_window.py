@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import (QApplication, QDockWidget, QFileDialog, QFrame, QHBoxLayout,
+from PySide6.QtWidgets import (QApplication, QDialog, QDockWidget, QFileDialog, QFrame, QHBoxLayout,
                                QInputDialog, QLabel, QMainWindow, QMessageBox, QPlainTextEdit,
                                QProgressDialog, QPushButton, QScrollArea, QToolButton, QVBoxLayout,
                                QWidget)
@@ -22,6 +22,8 @@ from .inspector import Inspector
 from .livestats import LiveStats
 from .model_catalog import ModelCatalogDialog
 from .panel_layout import Panel, fitting
+from .remote_engine import api_base
+from .server_dialog import ServerDialog
 from .sessions_panel import SessionsPanel
 from .settings import VARIED_TEMPERATURE
 from .settings_panel import SettingsPanel
@@ -92,6 +94,7 @@ class MainWindow(QMainWindow):
         self.setMinimumWidth(MIN_WIDTH)
         self.progress: QProgressDialog | None = None
         self.ask_text = self._ask_text
+        self.ask_server = self._ask_server
 
         central = QWidget()
         central.setObjectName("central")
@@ -136,6 +139,10 @@ class MainWindow(QMainWindow):
         row.addLayout(buttons)
         column.addWidget(composer)
         self.setCentralWidget(central)
+        self.server_label = QLabel()
+        self.server_label.setObjectName("serverLabel")
+        self.server_label.hide()
+        self.statusBar().addPermanentWidget(self.server_label)
 
         self.sessions_panel = SessionsPanel()
         self.sessions_dock = self._dock("Chats", self.sessions_panel, Qt.LeftDockWidgetArea)
@@ -340,6 +347,7 @@ class MainWindow(QMainWindow):
         c.problem.connect(self.banner.show_message)
         c.status.connect(self.show_status)
         c.settingsChanged.connect(self._settings_changed)
+        c.engineChanged.connect(self.engine_changed)
         c.replayFinished.connect(self.inspector.replay.show_results)
         c.replayFailed.connect(self.inspector.replay.show_failure)
         self.inspector.replay.replayRequested.connect(self.replay)
@@ -625,15 +633,27 @@ class MainWindow(QMainWindow):
         if repo and repo.strip():
             self.controller.load_model(repo.strip())
 
-    def connect_server(self) -> None:
-        url = self.ask_text("Connect to server", "Draftless server address (for example "
-                            "http://studio.local:8080):", "http://127.0.0.1:8080")
-        if not url or not url.strip():
-            return
-        key = self.ask_text("Connect to server", "API key (leave empty if the server needs none):")
-        from .remote_engine import RemoteEngine
+    def connect_server(self):
+        """Model → Connect to server…: the address (remembered) and the key (keychain)."""
+        c = self.controller
+        url = c.settings.server_url
+        answer = self.ask_server(url, c.server_keys.get(api_base(url)) if url else None,
+                                 c.server_keys.persistent)
+        if answer is None or not answer[0]:
+            return None
+        return c.connect_server(*answer)
 
-        self.controller.use_engine(RemoteEngine(url, (key or "").strip() or None))
+    def _ask_server(self, url: str, key: str | None, keychain: bool):
+        dialog = ServerDialog(url, key, keychain, self)
+        return dialog.values() if dialog.exec() == QDialog.Accepted else None
+
+    def engine_changed(self, url: str) -> None:
+        """Say in the status bar, for as long as it lasts, that a server answers."""
+        self.server_label.setText(f"Answers from the server at {url}" if url else "")
+        self.server_label.setToolTip(
+            f"Answers come from the Draftless server at {url}. Model → Use this machine's "
+            "engine switches back." if url else "")
+        self.server_label.setVisible(bool(url))
 
     def model_changed(self, name: str, path: str, speculation: str) -> None:
         self.settings_panel.show_model(name, path, speculation, self.controller.model_details)

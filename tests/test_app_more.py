@@ -111,3 +111,121 @@ def test_showing_a_panel_in_a_narrow_window_never_widens_it(app, qtbot):
     window.sessions_dock.toggleViewAction().trigger()  # closed by the person: stays closed
     resize(window, 1300)
     assert not window.sessions_dock.isVisible()
+
+
+# 3. connect to a server ---------------------------------------------------------------------
+class MemoryKeyring:
+    """A keychain in memory (the tests never touch the real one)."""
+
+    def __init__(self):
+        self.saved = {}
+
+    def get_password(self, service, account):
+        return self.saved.get((service, account))
+
+    def set_password(self, service, account, password):
+        self.saved[(service, account)] = password
+
+    def delete_password(self, service, account):
+        del self.saved[(service, account)]
+
+
+def fake_server(monkeypatch):
+    """``RemoteEngine`` replaced by a scripted server; returns the engines made."""
+    import app.remote_engine as remote_engine
+    from engine.events import DoneEvent, ModelEvent
+
+    from .scripted_engine import ScriptedStream
+
+    made = []
+
+    class FakeRemote(ServerLike):
+        def __init__(self, url, api_key=None):
+            super().__init__()
+            self.url, self.api_key = remote_engine.api_base(url), api_key
+            made.append(self)
+
+        def load(self, spec=None):
+            return ScriptedStream([ModelEvent("served-model", self.url, "on"),
+                                   DoneEvent("loaded", "", [], [])])
+    monkeypatch.setattr(remote_engine, "RemoteEngine", FakeRemote)
+    return made
+
+
+def fill_server_dialog(seen, url, key):
+    """Fill in the real connect dialog once it is up, and press Connect."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QDialogButtonBox
+
+    from app.server_dialog import ServerDialog
+
+    def fill():
+        dialog = QApplication.activeModalWidget()
+        if not isinstance(dialog, ServerDialog):
+            QTimer.singleShot(20, fill)
+            return
+        seen.append((dialog.url.text(), dialog.key.text(), dialog.key.echoMode(),
+                     dialog.note.text()))
+        dialog.url.setText(url)
+        dialog.key.setText(key)
+        dialog.findChild(QDialogButtonBox).button(QDialogButtonBox.Ok).click()
+    QTimer.singleShot(0, fill)
+
+
+def test_a_server_connection_is_shown_remembered_and_its_key_kept_out_of_settings(app, qtbot,
+                                                                                  monkeypatch):
+    from PySide6.QtWidgets import QLineEdit
+
+    from app.server_keys import SERVICE, ServerKeys
+
+    window, controller = app.window, app.controller
+    made = fake_server(monkeypatch)
+    keychain = MemoryKeyring()
+    controller.server_keys = ServerKeys(keychain)
+    seen = []
+    fill_server_dialog(seen, "studio.local:8080", "s3cret")
+    wait(qtbot, window.connect_server())
+    assert seen[0][2] == QLineEdit.Password and "keychain" in seen[0][3]
+    assert controller.service is made[0] and made[0].api_key == "s3cret"
+    label = window.server_label
+    assert label.isVisible() and "http://studio.local:8080/v1" in label.text()
+    assert keychain.saved == {(SERVICE, "http://studio.local:8080/v1"): "s3cret"}
+    saved = controller.settings_store.path.read_text(encoding="utf-8")
+    assert "studio.local:8080" in saved and "s3cret" not in saved
+
+    fill_server_dialog(seen, "studio.local:8080", "s3cret")  # the next time: filled in
+    wait(qtbot, window.connect_server())
+    assert seen[1][:2] == ("studio.local:8080", "s3cret")
+
+    window.settings_panel.embeddedRequested.emit()  # "Built-in" while connected
+    qtbot.waitUntil(lambda: not controller.loading and not controller._tasks, timeout=5000)
+    assert controller.service is controller.local_service and app.scripted.loads[-1] is None
+    assert not label.isVisible() and not window.banner.isVisible()
+
+
+def test_without_a_keychain_the_key_lasts_the_session_and_the_dialog_says_so(app, qtbot,
+                                                                            monkeypatch):
+    from app.server_keys import ServerKeys
+
+    window, controller = app.window, app.controller
+    fake_server(monkeypatch)
+    controller.server_keys = ServerKeys(None)
+    seen = []
+    fill_server_dialog(seen, "http://10.0.0.2:8080", "k3y")
+    wait(qtbot, window.connect_server())
+    assert "until Draftless quits" in seen[0][3]
+    assert controller.server_keys.get("http://10.0.0.2:8080/v1") == "k3y"
+    assert "k3y" not in controller.settings_store.path.read_text(encoding="utf-8")
+
+
+def test_messages_name_this_machines_engine_as_the_menu_does(app):
+    import httpx
+    import openai
+
+    from app.remote_engine import RemoteEngine
+
+    menu = [a.text() for m in app.window.menuBar().actions() for a in m.menu().actions()]
+    assert "Use this machine's engine" in menu
+    error = openai.APIConnectionError(request=httpx.Request("GET", "http://127.0.0.1:1/v1"))
+    message = RemoteEngine("127.0.0.1:1")._problem(error)
+    assert "Use this machine's engine" in message and "Mac" not in message
