@@ -475,13 +475,12 @@ class MainWindow(QMainWindow):
             item.setToolTip(f"{current.title}\n(the open chat; it does not match the search)")
 
     def show_session(self, session) -> None:
-        self.transcript.clear()
         c = self.controller
+        self.transcript.set_messages([] if session is None else [
+            {"role": m.role, "text": m.content, "provenance": m.provenance, "stats": m.stats,
+             "timing": m.timing, "finish_reason": m.finish_reason, "message_id": m.id,
+             "versions": m.versions} for m in c.messages])
         if session is not None:
-            for message in c.messages:
-                self.transcript.add_message(message.role, message.content, message.provenance,
-                                            message.stats, message.timing, message.finish_reason,
-                                            message.id, message.versions)
             answer = c.answer
             if answer is not None and c.busy and answer.session_id == session.id:
                 self.transcript.start_answer(answer.provenance)
