@@ -17,8 +17,8 @@ import time
 
 from PySide6.QtCore import QEvent, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QTextOption
-from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QScrollArea, QSizePolicy, QTextBrowser,
-                               QToolButton, QToolTip, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSizePolicy,
+                               QTextBrowser, QToolButton, QToolTip, QVBoxLayout, QWidget)
 
 from . import theme
 from .code_blocks import COPY_SCHEME
@@ -332,6 +332,12 @@ class TranscriptView(QScrollArea):
         self.timer = QTimer(self)
         self.timer.setInterval(REFRESH_MS)
         self.timer.timeout.connect(self._refresh_streaming)
+        self.latest_button = QPushButton("↓ Latest", self)  # floats over the bottom right
+        self.latest_button.setObjectName("latestButton")
+        self.latest_button.setToolTip("Jump to the latest message")
+        self.latest_button.setCursor(Qt.PointingHandCursor)
+        self.latest_button.clicked.connect(self.scroll_to_latest)
+        self.latest_button.hide()
         self.setMinimumWidth(320)
         self.zoom_index = ZOOM_STEPS.index(1.0)
         self.base_point_size = self.column.font().pointSizeF()
@@ -354,6 +360,20 @@ class TranscriptView(QScrollArea):
         super().resizeEvent(event)
         side = max(16, (self.viewport().width() - READABLE_WIDTH + 1) // 2)
         self.layout_.setContentsMargins(side, 12, side, 12)
+        self._place_latest()
+
+    def _place_latest(self) -> None:
+        button = self.latest_button
+        button.adjustSize()
+        area = self.viewport().geometry()
+        button.move(area.right() - button.width() - 16, area.bottom() - button.height() - 12)
+        button.raise_()
+
+    def scroll_to_latest(self) -> None:
+        self._follow = True
+        bar = self.verticalScrollBar()
+        bar.setValue(bar.maximum())
+        self.latest_button.hide()
 
     # building -----------------------------------------------------------------------------
     @property
@@ -382,6 +402,7 @@ class TranscriptView(QScrollArea):
         self.timer.stop()
         self.placeholder.setVisible(True)
         self._follow = True
+        self.latest_button.hide()
 
     def set_messages(self, messages: list[dict]) -> None:
         """Show a chat (each item: ``add_message``'s arguments): the newest messages now,
@@ -602,6 +623,9 @@ class TranscriptView(QScrollArea):
         bar = self.verticalScrollBar()
         self._follow = value >= bar.maximum() - 24
         self._from_bottom = bar.maximum() - value
+        self.latest_button.setVisible(not self._follow)  # scrolled up: a way back down
+        if not self._follow:
+            self._place_latest()
         if self._pending:
             self._queue_step()
 

@@ -351,3 +351,24 @@ def test_latex_shows_as_written_and_its_characters_keep_their_highlights(app, qt
     assert shown == "Area: \\(\\pi r^2\\) and \\[a_1 * b_2\\] in code \\(x\\)."
     painted = "".join(shown[p] for p in highlighted_positions(view.body.document()))
     assert painted == "\\(\\pi r^2"
+
+
+def test_jump_to_latest_appears_when_scrolled_up_and_goes_back_down(app, qtbot):
+    window, controller = app.window, app.controller
+    controller.open_session(long_chat(app.store, 12).id)
+    transcript = window.transcript
+    transcript.finish_loading()
+    qtbot.wait(50)
+    bar = transcript.verticalScrollBar()
+    assert bar.value() == bar.maximum() > 0 and not transcript.latest_button.isVisible()
+    bar.setValue(0)
+    assert transcript.latest_button.isVisible()
+    button = transcript.latest_button.geometry()
+    assert transcript.viewport().geometry().contains(button)  # floats over the messages
+    transcript.latest_button.click()
+    qtbot.wait(20)
+    assert bar.value() == bar.maximum() and not transcript.latest_button.isVisible()
+    app.scripted.queue(answer_events(REPEATING))  # following again: a new answer stays in view
+    wait(qtbot, window.send("more"))
+    qtbot.wait(50)
+    assert bar.value() == bar.maximum() and not transcript.latest_button.isVisible()
