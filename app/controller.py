@@ -17,6 +17,7 @@ from PySide6.QtCore import QObject, Signal
 from engine.events import (DoneEvent, ErrorEvent, ModelEvent, PassEvent, ProgressEvent, ReplayEvent,
                            TokenEvent)
 
+from .export import export_text
 from .livestats import LiveStats
 from .provenance import Provenance
 from .recorded_replay import replay_recorded
@@ -205,6 +206,22 @@ class ChatController(QObject):
             else:
                 self.sessionOpened.emit(None)
         self.sessionsChanged.emit()
+
+    def export_session(self, session_id: str, kind: str, path: str) -> bool:
+        """Write a chat to ``path`` as ``kind`` ("markdown" or "json"); False (and the
+        banner says why) when it could not be written."""
+        session = self.store.session(session_id)
+        if session is None:
+            return False
+        messages = (self.messages if self.session and self.session.id == session_id
+                    else self.store.messages(session_id))
+        try:
+            with open(path, "w", encoding="utf-8", newline="\n") as file:
+                file.write(export_text(kind, session, messages))
+        except OSError as error:
+            self.problem.emit(f"The chat was not exported to {path} ({error}).")
+            return False
+        return True
 
     # chatting -----------------------------------------------------------------------------
     def send(self, text: str) -> asyncio.Task | None:

@@ -17,6 +17,7 @@ from engine.settings import DraftSettings
 
 from . import theme
 from .controller import ChatController
+from .export import FORMATS
 from .gauge import SpeculationBar
 from .inspector import Inspector
 from .livestats import LiveStats
@@ -95,6 +96,7 @@ class MainWindow(QMainWindow):
         self.progress: QProgressDialog | None = None
         self.ask_text = self._ask_text
         self.ask_server = self._ask_server
+        self.ask_save_path = self._ask_save_path
 
         central = QWidget()
         central.setObjectName("central")
@@ -317,6 +319,7 @@ class MainWindow(QMainWindow):
         self.sessions_panel.openRequested.connect(c.open_session)
         self.sessions_panel.renameRequested.connect(self.rename_chat)
         self.sessions_panel.deleteRequested.connect(self.delete_chat)
+        self.sessions_panel.exportRequested.connect(self.export_chat)
         self.sessions_panel.searchChanged.connect(lambda _: self.refresh_sessions())
         self.settings_panel.settingsEdited.connect(c.update_settings)
         self.settings_panel.openFolderRequested.connect(self.pick_folder)
@@ -412,6 +415,22 @@ class MainWindow(QMainWindow):
         session = self.controller.store.session(session_id)
         if session is not None and self.confirm_delete(session.title):
             self.controller.delete_session(session_id)
+
+    def export_chat(self, session_id: str, kind: str) -> None:
+        session = self.controller.store.session(session_id)
+        if session is None:
+            return
+        name, extension = FORMATS[kind]
+        stem = "".join(c if c.isalnum() or c in " -_" else " " for c in session.title)
+        suggested = (" ".join(stem.split()) or "chat") + "." + extension
+        path = self.ask_save_path(f"Export “{session.title}” as {name}", suggested,
+                                  f"{name} (*.{extension})")
+        if path and self.controller.export_session(session_id, kind, path):
+            self.statusBar().showMessage(f"Exported to {path}", 4000)
+
+    def _ask_save_path(self, title: str, suggested: str, filter_: str) -> str | None:
+        path, _ = QFileDialog.getSaveFileName(self, title, suggested, filter_)
+        return path or None
 
     def confirm_delete(self, title: str) -> bool:
         box = QMessageBox(QMessageBox.Warning, "Delete chat",

@@ -372,3 +372,56 @@ def test_jump_to_latest_appears_when_scrolled_up_and_goes_back_down(app, qtbot):
     wait(qtbot, window.send("more"))
     qtbot.wait(50)
     assert bar.value() == bar.maximum() and not transcript.latest_button.isVisible()
+
+
+def test_a_chat_exports_as_markdown_and_json_from_the_chat_list_menu(app, qtbot, tmp_path):
+    import json
+
+    from PySide6.QtCore import QTimer
+
+    window = app.window
+    ask(qtbot, app, "Say *hi*", answer_events([(0, [("Hi", False)]), (2, [(" there", True),
+                                                                           ("!", False)]),
+                                               (0, [(END, False)])]))
+    panel = window.sessions_panel
+    asked = []
+
+    def save_path(title, suggested, filter_):
+        asked.append((title, suggested))
+        return str(tmp_path / suggested)
+    window.ask_save_path = save_path
+
+    def choose(label):
+        def pick():
+            menu = getattr(panel, "menu", None)
+            if menu is None or not menu.isVisible():
+                QTimer.singleShot(20, pick)
+                return
+            [action] = [a for a in menu.actions() if a.text() == label]
+            action.trigger()
+            menu.close()
+        QTimer.singleShot(0, pick)
+        rect = panel.list.visualItemRect(panel.list.item(0))
+        panel.list.customContextMenuRequested.emit(rect.center())
+        panel.menu = None
+
+    choose("Export as Markdown…")
+    assert asked[-1] == ("Export “Say *hi*” as Markdown", "Say hi.md")
+    text = (tmp_path / "Say hi.md").read_text(encoding="utf-8")
+    assert text.startswith("# Say *hi*\n") and "## You\n\nSay *hi*\n" in text
+    assert "## Draftless (scripted-model)\n\nHi there!\n" in text
+    choose("Export as JSON…")
+    data = json.loads((tmp_path / "Say hi.json").read_text(encoding="utf-8"))
+    assert [m["role"] for m in data["messages"]] == ["user", "assistant"]
+    answer = data["messages"][1]
+    assert answer["content"] == "Hi there!" and answer["stats"]["accepted"] == 1
+    assert [t["from_draft"] for t in answer["tokens"]] == [False, True, False]
+    assert "Exported to" in window.statusBar().currentMessage()
+
+
+def test_an_export_that_cannot_be_written_says_why(app, qtbot, tmp_path):
+    window = app.window
+    ask(qtbot, app, "hello", answer_events(REPEATING))
+    window.ask_save_path = lambda *args: str(tmp_path / "missing" / "folder" / "chat.md")
+    window.export_chat(app.controller.session.id, "markdown")
+    assert "not exported" in window.banner.messages[-1]
