@@ -19,6 +19,7 @@ from . import theme
 from .controller import ChatController
 from .export import FORMATS
 from .gauge import SpeculationBar
+from .help import ABOUT, HelpDialog, version
 from .inspector import Inspector
 from .livestats import LiveStats
 from .model_catalog import ModelCatalogDialog
@@ -97,6 +98,7 @@ class MainWindow(QMainWindow):
         self.ask_text = self._ask_text
         self.ask_server = self._ask_server
         self.ask_save_path = self._ask_save_path
+        self.help_dialog: HelpDialog | None = None
 
         central = QWidget()
         central.setObjectName("central")
@@ -309,6 +311,11 @@ class MainWindow(QMainWindow):
         self.markdown_action.setToolTip("Off: show answers as the raw text the model wrote")
         self.markdown_action.toggled.connect(self.transcript.set_markdown)
         view.addAction(self.markdown_action)
+        help_menu = self.menuBar().addMenu("&Help")
+        self.help_action = help_menu.addAction("How Draftless works", self.show_help,
+                                               QKeySequence.HelpContents)
+        self.about_action = help_menu.addAction("About Draftless", self.show_about)
+        self.about_action.setMenuRole(QAction.AboutRole)  # in the app menu on a Mac
 
     def _connect(self) -> None:
         c = self.controller
@@ -394,6 +401,23 @@ class MainWindow(QMainWindow):
     def regenerate_varied(self):
         self.settings_panel.flush()
         return self.controller.regenerate(VARIED_TEMPERATURE)
+
+    def show_help(self) -> HelpDialog:
+        """What the highlights and the gauge mean (a window beside the chat)."""
+        if self.help_dialog is None:
+            self.help_dialog = HelpDialog(self)
+        self.help_dialog.show()
+        self.help_dialog.raise_()
+        return self.help_dialog
+
+    def show_about(self) -> QMessageBox:
+        box = QMessageBox(QMessageBox.NoIcon, "About Draftless",
+                          ABOUT.format(version=version()), QMessageBox.Ok, self)
+        box.setObjectName("aboutBox")
+        box.setIconPixmap(theme.app_icon().pixmap(64, 64))
+        box.setAttribute(Qt.WA_DeleteOnClose)
+        box.open()
+        return box
 
     def show_settings(self) -> None:
         self._open_panel("side", self.settings_dock)

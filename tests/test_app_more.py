@@ -425,3 +425,23 @@ def test_an_export_that_cannot_be_written_says_why(app, qtbot, tmp_path):
     window.ask_save_path = lambda *args: str(tmp_path / "missing" / "folder" / "chat.md")
     window.export_chat(app.controller.session.id, "markdown")
     assert "not exported" in window.banner.messages[-1]
+
+
+def test_help_explains_highlights_and_gauge_and_about_names_the_version(app, qtbot):
+    window = app.window
+    menus = {m.text().replace("&", ""): m.menu() for m in window.menuBar().actions()}
+    labels = [a.text() for a in menus["Help"].actions()]
+    assert labels == ["How Draftless works", "About Draftless"]
+    window.help_action.trigger()
+    dialog = window.help_dialog
+    assert dialog.isVisible()
+    text = dialog.text.toPlainText()
+    for words in ("tinted and underlined", "tokens per pass", "drafts accepted",
+                  "faster than plain", "exactly the one the model would have given"):
+        assert words in text, words
+    window.about_action.trigger()
+    from PySide6.QtWidgets import QMessageBox
+
+    box = window.findChild(QMessageBox, "aboutBox")
+    assert box is not None and "Draftless" in box.text() and "Apache" in box.text()
+    box.close()
