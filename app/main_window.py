@@ -197,6 +197,11 @@ class MainWindow(QMainWindow):
         return [d for d in self.panel_groups[group]
                 if d.toggleViewAction().isChecked() and not d.isFloating()]
 
+    def _room_taken(self, group: str) -> int:
+        """A group whose open panels all float beside the window takes none of its width."""
+        docks = [d for d in self.panel_groups[group] if d.toggleViewAction().isChecked()]
+        return 0 if docks and all(d.isFloating() for d in docks) else self.panel_widths[group]
+
     def _fit_panels(self, width: int | None = None, keep: str | None = None) -> None:
         """Show the wanted panels that fit beside the chat, fold the others. Showing a panel
         never widens the window: what does not fit folds instead."""
@@ -205,7 +210,7 @@ class MainWindow(QMainWindow):
         self._fitting = True
         width = self.width() if width is None else width
         try:
-            panels = [Panel(g, self.panel_widths[g], self.wanted[g]) for g in self.panel_groups]
+            panels = [Panel(g, self._room_taken(g), self.wanted[g]) for g in self.panel_groups]
             shown = fitting(width, panels, keep)
             for group in self.panel_groups:  # fold first, so that showing finds the room
                 if group not in shown and self._group_open(group):
