@@ -133,7 +133,7 @@ async def run_screenshot(args) -> int:
     width, height = (int(v) for v in args.size.lower().split("x"))
     window.show()
     window.resize(width, height)
-    QApplication.processEvents()  # a narrow size folds the chat list away, lowering the minimum
+    QApplication.processEvents()  # a narrow size folds the side panels; they settle in a second pass
     window.resize(width, height)
     if args.panel == "inspector":
         window.inspector_dock.raise_()

@@ -118,6 +118,11 @@ def test_app_chat_runs_on_the_server_with_highlights_gauge_and_inspector(make_ap
     view.inspect_button.click()
     assert window.inspector.positions.series[0].values == pytest.approx(
         done.stats["per_position_acceptance"])
+    panel = window.inspector.replay  # replayed here, from the streamed tokens
+    panel.run_button.click()
+    qtbot.waitUntil(panel.run_button.isEnabled, timeout=30000)
+    assert panel.table.rowCount() > 0, panel.status.text()
+    assert all(not r["exact"] and len(r["from_draft"]) == len(done.tokens) for r in panel.results)
 
     # back to this machine's engine from the menu
     finish(qtbot, controller.use_engine(controller.local_service), 60)
