@@ -543,9 +543,10 @@ class TranscriptView(QScrollArea):
 
     def view_of(self, message_id: int) -> MessageView | None:
         view = next((v for v in self._views if v.message_id == message_id), None)
-        if view is None and self._pending:
-            self.finish_loading()
-            view = next((v for v in self._views if v.message_id == message_id), None)
+        if view is None and any(m.get("message_id") == message_id for m in self._pending):
+            while view is None:  # build down to it (the ones above it can wait)
+                view = self._build(self._pending.pop())
+                view = view if view.message_id == message_id else None
         if view is not None and view in self._stale:
             self._stale.remove(view)
             self._rerender(view)

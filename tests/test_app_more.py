@@ -445,3 +445,16 @@ def test_help_explains_highlights_and_gauge_and_about_names_the_version(app, qtb
     box = window.findChild(QMessageBox, "aboutBox")
     assert box is not None and "Draftless" in box.text() and "Apache" in box.text()
     box.close()
+
+
+def test_an_older_answer_can_be_inspected_before_it_was_scrolled_to(app, qtbot):
+    window, controller = app.window, app.controller
+    controller.open_session(long_chat(app.store, 100).id)
+    transcript = window.transcript
+    assert transcript._pending  # far from the top: most of the chat is not built yet
+    oldest = controller.messages[1]
+    view = transcript.view_of(oldest.id)
+    assert view is not None and view.text == oldest.content
+    assert len(transcript._pending) == 1  # only the first question, above it, waits
+    second = controller.messages[3]
+    assert transcript.view_of(second.id).message_id == second.id
