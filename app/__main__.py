@@ -133,7 +133,7 @@ async def run_screenshot(args) -> int:
     width, height = (int(v) for v in args.size.lower().split("x"))
     window.show()
     window.resize(width, height)
-    QApplication.processEvents()  # a narrow size folds the chat list away, lowering the minimum
+    QApplication.processEvents()  # a narrow size folds the side panels; they settle in a second pass
     window.resize(width, height)
     if args.panel == "inspector":
         window.inspector_dock.raise_()
@@ -158,7 +158,9 @@ async def run_screenshot(args) -> int:
     if args.replay and application.controller.messages:
         answer = application.controller.messages[-1]
         window.inspector.inspect(answer.id)
-        await window.replay(answer.id, [2, 4, 8], [application.controller.settings.ngram_order])
+        replaying = window.replay(answer.id, [2, 4, 8], [application.controller.settings.ngram_order])
+        if replaying is not None:  # None: it could not start (the inspector says why)
+            await replaying
         best = window.inspector.replay.chosen()
         if best is not None:
             window.show_replay_highlights(answer.id, best)

@@ -17,8 +17,11 @@ from PySide6.QtCore import QObject, Signal
 from engine.events import (DoneEvent, ErrorEvent, ModelEvent, PassEvent, ProgressEvent, ReplayEvent,
                            TokenEvent)
 
+from .export import export_text
 from .livestats import LiveStats
 from .provenance import Provenance
+from .recorded_replay import replay_recorded
+from .server_keys import ServerKeys
 from .settings import AppSettings, SettingsStore
 from .store import Message, Session, Store
 
@@ -90,8 +93,10 @@ class ChatController(QObject):
     loadFinished = Signal(bool, str)  # ok, error message
     settingsChanged = Signal(object)  # AppSettings
     replayFinished = Signal(int, object)  # message id, list of replay result dicts (best first)
+    replayFailed = Signal(int, str)  # message id, why
     problem = Signal(str)  # a message for the person (errors, notices)
     status = Signal(str)  # quiet engine work during an answer ("" when it is over)
+    engineChanged = Signal(str)  # the server's address answers now; "" for this machine's engine
 
     def __init__(self, service, store: Store, settings_store: SettingsStore, parent=None):
         super().__init__(parent)
@@ -112,6 +117,7 @@ class ChatController(QObject):
         self.loading = False
         self._load_stream = None  # the running explicit load, for cancel_load
         self._tasks: set[asyncio.Task] = set()
+        self.server_keys = ServerKeys()
 
     # notices gathered while starting up ---------------------------------------------------
     def startup_notices(self) -> list[str]:
@@ -200,6 +206,22 @@ class ChatController(QObject):
             else:
                 self.sessionOpened.emit(None)
         self.sessionsChanged.emit()
+
+    def export_session(self, session_id: str, kind: str, path: str) -> bool:
+        """Write a chat to ``path`` as ``kind`` ("markdown" or "json"); False (and the
+        banner says why) when it could not be written."""
+        session = self.store.session(session_id)
+        if session is None:
+            return False
+        messages = (self.messages if self.session and self.session.id == session_id
+                    else self.store.messages(session_id))
+        try:
+            with open(path, "w", encoding="utf-8", newline="\n") as file:
+                file.write(export_text(kind, session, messages))
+        except OSError as error:
+            self.problem.emit(f"The chat was not exported to {path} ({error}).")
+            return False
+        return True
 
     # chatting -----------------------------------------------------------------------------
     def send(self, text: str) -> asyncio.Task | None:
@@ -395,38 +417,81 @@ class ChatController(QObject):
             self.problem.emit(message)
 
     # replay -------------------------------------------------------------------------------
+    def replays_recorded(self, message: Message) -> bool:
+        """Whether ``message`` is replayed from its recorded tokens on this machine: the
+        engine cannot tokenize its prompt when it answered on a server or with another
+        model than the one loaded."""
+        return not hasattr(self.service, "replay") or (message.model or "") != self.model_name
+
     def replay(self, message_id: int, configs) -> asyncio.Task | None:
-        """Replay drafter settings ``configs`` over a stored answer of the open chat."""
+        """Replay drafter settings ``configs`` over a stored answer of the open chat. Ends
+        with ``replayFinished`` or, when it cannot run, ``replayFailed`` (never silence)."""
         index = next((i for i, m in enumerate(self.messages) if m.id == message_id), None)
         if index is None or self.messages[index].provenance is None:
+            self.replayFailed.emit(message_id, "That answer is not in the open chat any more.")
             return None
         message = self.messages[index]
-        turns = [{"role": m.role, "content": m.content} for m in self.messages[:index] if m.content]
-        request = self.settings.request(turns)
         tokens = [t.token for t in message.provenance.tokens]
-        stream = self.service.replay(request, tokens, message.finish_reason == "stop", configs,
-                                     bool(message.stats.get("greedy", True)))
+        ended = message.finish_reason == "stop"
+        greedy = bool(message.stats.get("greedy", True))
+        if self.replays_recorded(message):
+            earlier = [t.token for m in self.messages[:index]
+                       if m.role == "assistant" and m.provenance is not None
+                       and (m.model or "") == (message.model or "") for t in m.provenance.tokens]
+            return self._spawn(self._replay_recorded(message_id, earlier, tokens, ended, configs,
+                                                     greedy))
+        turns = [{"role": m.role, "content": m.content} for m in self.messages[:index] if m.content]
+        try:
+            stream = self.service.replay(self.settings.request(turns), tokens, ended, configs,
+                                         greedy)
+        except Exception as error:
+            log.exception("replay failed")
+            self.replayFailed.emit(message_id, f"Replay failed: {error}")
+            return None
         return self._spawn(self._consume_replay(message_id, stream))
 
+    async def _replay_recorded(self, message_id: int, earlier, tokens, ended, configs,
+                               greedy) -> None:
+        try:  # a worker thread: long answers times many settings take a while
+            results = await asyncio.get_running_loop().run_in_executor(
+                None, replay_recorded, earlier, tokens, ended, configs, greedy)
+        except Exception as error:
+            log.exception("replay failed")
+            self.replayFailed.emit(message_id, f"Replay failed: {error}")
+            return
+        self.replayFinished.emit(message_id, results)
+
     async def _consume_replay(self, message_id: int, stream) -> None:
-        results = None
+        results, failure = None, ""
         try:
             async for event in stream:
                 if isinstance(event, ReplayEvent):
                     results = event.results
                 elif isinstance(event, ErrorEvent):
-                    self.problem.emit(f"Replay failed: {event.message}")
+                    failure = f"Replay failed: {event.message}"
         except Exception as error:
             log.exception("replay failed")
-            self.problem.emit(f"Replay failed: {error}")
-        self.replayFinished.emit(message_id, results or [])
+            failure = f"Replay failed: {error}"
+        if failure or results is None:
+            self.replayFailed.emit(message_id, failure or "The engine stopped before the "
+                                   "replay finished.")
+        else:
+            self.replayFinished.emit(message_id, results)
 
     # models -------------------------------------------------------------------------------
+    @property
+    def server_url(self) -> str:
+        """The address of the server that answers; "" while this machine's engine does."""
+        return "" if self.service is self.local_service else getattr(self.service, "url", "")
+
     def load_model(self, spec: str | None) -> asyncio.Task:
-        """Load the embedded default (None), a folder or a hub id; remember it on success."""
+        """Load the embedded default (None), a folder or a hub id; remember it on success.
+        While a server answers, this machine's engine loads it and answers from then on."""
         spec = spec or None
         self.loading = True
         self.loadStarted.emit(spec or "the built-in model")
+        if self.server_url:
+            return self._spawn(self._switch(self.local_service, spec))
         return self._spawn(self._load(spec))
 
     def cancel_load(self) -> None:
@@ -441,14 +506,45 @@ class ChatController(QObject):
         if self.busy:
             self.problem.emit("Stop the answer before switching engines.")
             return None
-        return self._spawn(self._use_engine(engine))
-
-    async def _use_engine(self, engine) -> None:
-        previous, self.service = self.service, engine
         self.loading = True
         self.loadStarted.emit(getattr(engine, "url", "this machine's engine"))
-        if not await self._load(self.settings.model):
+        return self._spawn(self._switch(engine, self.settings.model))
+
+    def connect_server(self, url: str, key: str | None) -> asyncio.Task | None:
+        """Answer from the Draftless server at ``url``; once it answers, its address is
+        remembered in the settings and its key in the keychain (``server_keys``)."""
+        from .remote_engine import RemoteEngine, api_base
+
+        if self.busy:
+            self.problem.emit("Stop the answer before switching engines.")
+            return None
+        try:
+            engine = RemoteEngine(url, key)
+        except Exception as error:
+            self.problem.emit(f"Cannot connect to {url}: {error}")
+            return None
+        base = api_base(url)
+
+        async def connect() -> bool:
+            if not await self._switch(engine, self.settings.model):
+                return False
+            if url.strip() != self.settings.server_url:
+                self.update_settings(replace(self.settings, server_url=url.strip()))
+            self.server_keys.set(base, key)
+            return True
+        self.loading = True
+        self.loadStarted.emit(base)
+        return self._spawn(connect())
+
+    async def _switch(self, engine, spec: str | None) -> bool:
+        """Answer with ``engine`` from now on if it loads ``spec``; else keep the current."""
+        previous, self.service = self.service, engine
+        if not await self._load(spec):
             self.service = previous
+            return False
+        if previous is not engine:
+            self.engineChanged.emit(self.server_url)
+        return True
 
     async def _load(self, spec: str | None) -> bool:
         ok, message = False, "The engine stopped without loading the model."

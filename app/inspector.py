@@ -7,6 +7,7 @@ of passes that accepted 0, 1, 2, … drafted tokens (``accepted_length_counts``)
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 
 from PySide6.QtCore import QRectF, QSize, Qt, Signal
@@ -255,14 +256,24 @@ class ReplayPanel(QWidget):
             self.table.selectRow(0)
             best = results[0]
             speedup = best["stats"].get("estimated_speedup")
+            common = [n for n in best["notes"] if all(n in r["notes"] for r in results)]
             self.status.setText(
                 f"Best: <b>{best['drafter']}</b> k={best['draft_count']} n={best['ngram_order']}, "
                 f"{best['stats']['tokens_per_pass']:.2f} tokens/pass"
                 + (f", ≈{speedup:.2f}× faster than plain (estimate from this machine's "
-                   "verify-cost curve)" if speedup else "") + ".")
+                   "verify-cost curve)" if speedup else "") + "."
+                + (f"<br><i>All estimates</i>: {html.escape('; '.join(common))}." if common
+                   else ""))
         elif message_id is not None:
             self.status.setText("Nothing to replay.")
         self._selected()
+
+    def show_failure(self, message_id: int | None, message: str) -> None:
+        """The replay did not run: say why, and Replay can be pressed again."""
+        if message_id is not None and message_id != self.message_id:
+            return
+        self.show_results(None, [])
+        self.status.setText(message)
 
     def chosen(self) -> dict | None:
         rows = self.table.selectionModel().selectedRows()

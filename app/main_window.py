@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import (QApplication, QDockWidget, QFileDialog, QFrame, QHBoxLayout,
+from PySide6.QtWidgets import (QApplication, QDialog, QDockWidget, QFileDialog, QFrame, QHBoxLayout,
                                QInputDialog, QLabel, QMainWindow, QMessageBox, QPlainTextEdit,
                                QProgressDialog, QPushButton, QScrollArea, QToolButton, QVBoxLayout,
                                QWidget)
@@ -17,17 +17,24 @@ from engine.settings import DraftSettings
 
 from . import theme
 from .controller import ChatController
+from .export import FORMATS
 from .gauge import SpeculationBar
+from .help import ABOUT, HelpDialog, version
 from .inspector import Inspector
 from .livestats import LiveStats
 from .model_catalog import ModelCatalogDialog
+from .panel_layout import Panel, fitting
+from .remote_engine import api_base
+from .server_dialog import ServerDialog
 from .sessions_panel import SessionsPanel
 from .settings import VARIED_TEMPERATURE
 from .settings_panel import SettingsPanel
 from .transcript import TranscriptView, copy_text
 
 
-NARROW_WIDTH = 880  # below this the chat list folds away, leaving room for the answer
+MIN_WIDTH = 420  # the composer and one card still fit
+CHATS_WIDTH = 220  # the chat list's width when it opens
+SIDE_WIDTH = 330  # the settings/inspector column's width when it opens
 
 
 class ChatInput(QPlainTextEdit):
@@ -84,8 +91,14 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("Draftless")
         self.setWindowIcon(theme.app_icon())
         self.resize(1280, 800)
+        # Set here, not summed from the docks' minimums, so that the window can be made
+        # narrow (the side panels fold, see resizeEvent) and a panel shown never widens it.
+        self.setMinimumWidth(MIN_WIDTH)
         self.progress: QProgressDialog | None = None
         self.ask_text = self._ask_text
+        self.ask_server = self._ask_server
+        self.ask_save_path = self._ask_save_path
+        self.help_dialog: HelpDialog | None = None
 
         central = QWidget()
         central.setObjectName("central")
@@ -130,6 +143,10 @@ class MainWindow(QMainWindow):
         row.addLayout(buttons)
         column.addWidget(composer)
         self.setCentralWidget(central)
+        self.server_label = QLabel()
+        self.server_label.setObjectName("serverLabel")
+        self.server_label.hide()
+        self.statusBar().addPermanentWidget(self.server_label)
 
         self.sessions_panel = SessionsPanel()
         self.sessions_dock = self._dock("Chats", self.sessions_panel, Qt.LeftDockWidgetArea)
@@ -140,14 +157,23 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.settings_dock, self.inspector_dock)
         self.settings_dock.raise_()
         self.resizeDocks([self.sessions_dock, self.settings_dock], [220, 330], Qt.Horizontal)
-        self.sessions_dock.setMinimumWidth(150)
+        self.sessions_dock.setMinimumWidth(max(150, self.sessions_panel.minimumSizeHint().width()))
         needed = max(280, self.settings_panel.widget().minimumSizeHint().width()
                      + self.settings_panel.verticalScrollBar().sizeHint().width() + 4)
         for dock in (self.settings_dock, self.inspector_dock):  # tabbed together: one width
             dock.setMinimumWidth(needed)
-        self.chats_auto_hidden = False
-        self.sessions_dock.toggleViewAction().triggered.connect(
-            lambda: setattr(self, "chats_auto_hidden", False))
+        # the side panels in folding order: the chat list, then the settings/inspector column
+        self.panel_groups = {"chats": [self.sessions_dock],
+                             "side": [self.settings_dock, self.inspector_dock]}
+        self.panel_widths = {"chats": max(CHATS_WIDTH, self.sessions_panel.minimumSizeHint().width()),
+                             "side": max(SIDE_WIDTH, needed)}
+        self.wanted = {"chats": True, "side": True}  # what the person has open
+        self.folded: dict[str, list[QDockWidget]] = {}  # folded for room: reopened on growing
+        self._fitting = False
+        for group, docks in self.panel_groups.items():
+            for dock in docks:
+                dock.toggleViewAction().triggered.connect(
+                    lambda checked, group=group, dock=dock: self._panel_toggled(group, dock, checked))
         self._menus()
         self._connect()
 
@@ -162,15 +188,75 @@ class MainWindow(QMainWindow):
         self.input.setFocus()  # typing right after launch goes into the composer
 
     def resizeEvent(self, event):
-        """Narrow windows fold the chat list away (View ▸ Chats brings it back)."""
+        """Side panels fold when the chat would get narrower than it can use, and come back
+        when the window grows (``panel_layout``)."""
         super().resizeEvent(event)
-        narrow = event.size().width() < NARROW_WIDTH
-        if narrow and self.sessions_dock.isVisible() and not self.sessions_dock.isFloating():
-            self.sessions_dock.hide()
-            self.chats_auto_hidden = True
-        elif not narrow and self.chats_auto_hidden:
-            self.sessions_dock.show()
-            self.chats_auto_hidden = False
+        self._fit_panels(event.size().width())
+
+    def _group_open(self, group: str) -> list[QDockWidget]:
+        return [d for d in self.panel_groups[group]
+                if d.toggleViewAction().isChecked() and not d.isFloating()]
+
+    def _room_taken(self, group: str) -> int:
+        """A group whose open panels all float beside the window takes none of its width."""
+        docks = [d for d in self.panel_groups[group] if d.toggleViewAction().isChecked()]
+        return 0 if docks and all(d.isFloating() for d in docks) else self.panel_widths[group]
+
+    def _fit_panels(self, width: int | None = None, keep: str | None = None) -> None:
+        """Show the wanted panels that fit beside the chat, fold the others. Showing a panel
+        never widens the window: what does not fit folds instead."""
+        if self._fitting:
+            return
+        self._fitting = True
+        width = self.width() if width is None else width
+        try:
+            panels = [Panel(g, self._room_taken(g), self.wanted[g]) for g in self.panel_groups]
+            shown = fitting(width, panels, keep)
+            for group in self.panel_groups:  # fold first, so that showing finds the room
+                if group not in shown and self._group_open(group):
+                    self.folded[group] = sorted(self._group_open(group),  # the raised tab first
+                                                key=lambda d: not d.isVisible())
+                    for dock in self.folded[group]:
+                        dock.hide()
+            for group in self.panel_groups:
+                docks = self.folded.pop(group, None) if group in shown else None
+                if docks:
+                    raised = docks[0]
+                    for dock in docks:
+                        dock.show()
+                    raised.raise_()
+                    self._give_width(raised, group)
+        finally:
+            self._fitting = False
+        if self.width() > width and self.isVisible():
+            self.resize(width, self.height())
+
+    def _give_width(self, dock: QDockWidget, group: str) -> None:
+        """A panel that opens gets its own width back (once the layout has placed it)."""
+        def resize():
+            if dock.isVisible() and not dock.isFloating() and dock.width() < self.panel_widths[group]:
+                self.resizeDocks([dock], [self.panel_widths[group]], Qt.Horizontal)
+        resize()
+        QTimer.singleShot(0, resize)
+
+    def _panel_toggled(self, group: str, dock: QDockWidget, checked: bool) -> None:
+        """The person opened or closed a panel (View menu, its close button)."""
+        if checked:
+            self._open_panel(group, dock)
+        else:
+            self.wanted[group] = bool(self._group_open(group))
+            self.folded.pop(group, None)
+
+    def _open_panel(self, group: str, dock: QDockWidget) -> None:
+        width = self.width()
+        self.wanted[group] = True
+        self.folded.pop(group, None)
+        self._fit_panels(width, keep=group)
+        dock.show()
+        dock.raise_()
+        self._give_width(dock, group)
+        if self.width() > width:  # the panel's minimum pushed the window wider
+            self.resize(width, self.height())
 
     def _dock(self, title: str, widget: QWidget, area) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -230,6 +316,11 @@ class MainWindow(QMainWindow):
         self.markdown_action.setToolTip("Off: show answers as the raw text the model wrote")
         self.markdown_action.toggled.connect(self.transcript.set_markdown)
         view.addAction(self.markdown_action)
+        help_menu = self.menuBar().addMenu("&Help")
+        self.help_action = help_menu.addAction("How Draftless works", self.show_help,
+                                               QKeySequence.HelpContents)
+        self.about_action = help_menu.addAction("About Draftless", self.show_about)
+        self.about_action.setMenuRole(QAction.AboutRole)  # in the app menu on a Mac
 
     def _connect(self) -> None:
         c = self.controller
@@ -240,6 +331,7 @@ class MainWindow(QMainWindow):
         self.sessions_panel.openRequested.connect(c.open_session)
         self.sessions_panel.renameRequested.connect(self.rename_chat)
         self.sessions_panel.deleteRequested.connect(self.delete_chat)
+        self.sessions_panel.exportRequested.connect(self.export_chat)
         self.sessions_panel.searchChanged.connect(lambda _: self.refresh_sessions())
         self.settings_panel.settingsEdited.connect(c.update_settings)
         self.settings_panel.openFolderRequested.connect(self.pick_folder)
@@ -270,7 +362,9 @@ class MainWindow(QMainWindow):
         c.problem.connect(self.banner.show_message)
         c.status.connect(self.show_status)
         c.settingsChanged.connect(self._settings_changed)
+        c.engineChanged.connect(self.engine_changed)
         c.replayFinished.connect(self.inspector.replay.show_results)
+        c.replayFailed.connect(self.inspector.replay.show_failure)
         self.inspector.replay.replayRequested.connect(self.replay)
         self.inspector.replay.highlightRequested.connect(self.show_replay_highlights)
         self.inspector.replay.applyRequested.connect(self.apply_replay_settings)
@@ -313,9 +407,25 @@ class MainWindow(QMainWindow):
         self.settings_panel.flush()
         return self.controller.regenerate(VARIED_TEMPERATURE)
 
+    def show_help(self) -> HelpDialog:
+        """What the highlights and the gauge mean (a window beside the chat)."""
+        if self.help_dialog is None:
+            self.help_dialog = HelpDialog(self)
+        self.help_dialog.show()
+        self.help_dialog.raise_()
+        return self.help_dialog
+
+    def show_about(self) -> QMessageBox:
+        box = QMessageBox(QMessageBox.NoIcon, "About Draftless",
+                          ABOUT.format(version=version()), QMessageBox.Ok, self)
+        box.setObjectName("aboutBox")
+        box.setIconPixmap(theme.app_icon().pixmap(64, 64))
+        box.setAttribute(Qt.WA_DeleteOnClose)
+        box.open()
+        return box
+
     def show_settings(self) -> None:
-        self.settings_dock.show()
-        self.settings_dock.raise_()
+        self._open_panel("side", self.settings_dock)
         self.settings_panel.setFocus()
 
     def new_chat(self) -> None:
@@ -334,6 +444,22 @@ class MainWindow(QMainWindow):
         session = self.controller.store.session(session_id)
         if session is not None and self.confirm_delete(session.title):
             self.controller.delete_session(session_id)
+
+    def export_chat(self, session_id: str, kind: str) -> None:
+        session = self.controller.store.session(session_id)
+        if session is None:
+            return
+        name, extension = FORMATS[kind]
+        stem = "".join(c if c.isalnum() or c in " -_" else " " for c in session.title)
+        suggested = (" ".join(stem.split()) or "chat") + "." + extension
+        path = self.ask_save_path(f"Export “{session.title}” as {name}", suggested,
+                                  f"{name} (*.{extension})")
+        if path and self.controller.export_session(session_id, kind, path):
+            self.statusBar().showMessage(f"Exported to {path}", 4000)
+
+    def _ask_save_path(self, title: str, suggested: str, filter_: str) -> str | None:
+        path, _ = QFileDialog.getSaveFileName(self, title, suggested, filter_)
+        return path or None
 
     def confirm_delete(self, title: str) -> bool:
         box = QMessageBox(QMessageBox.Warning, "Delete chat",
@@ -397,13 +523,12 @@ class MainWindow(QMainWindow):
             item.setToolTip(f"{current.title}\n(the open chat; it does not match the search)")
 
     def show_session(self, session) -> None:
-        self.transcript.clear()
         c = self.controller
+        self.transcript.set_messages([] if session is None else [
+            {"role": m.role, "text": m.content, "provenance": m.provenance, "stats": m.stats,
+             "timing": m.timing, "finish_reason": m.finish_reason, "message_id": m.id,
+             "versions": m.versions} for m in c.messages])
         if session is not None:
-            for message in c.messages:
-                self.transcript.add_message(message.role, message.content, message.provenance,
-                                            message.stats, message.timing, message.finish_reason,
-                                            message.id, message.versions)
             answer = c.answer
             if answer is not None and c.busy and answer.session_id == session.id:
                 self.transcript.start_answer(answer.provenance)
@@ -499,8 +624,7 @@ class MainWindow(QMainWindow):
     def inspect_view(self, view) -> None:
         if view.message_id is not None:
             self.inspector.inspect(view.message_id)
-        self.inspector_dock.show()
-        self.inspector_dock.raise_()
+        self._open_panel("side", self.inspector_dock)
 
     # replay -------------------------------------------------------------------------------
     def replay(self, message_id: int, draft_counts: list[int], ngram_orders: list[int]):
@@ -556,15 +680,27 @@ class MainWindow(QMainWindow):
         if repo and repo.strip():
             self.controller.load_model(repo.strip())
 
-    def connect_server(self) -> None:
-        url = self.ask_text("Connect to server", "Draftless server address (for example "
-                            "http://studio.local:8080):", "http://127.0.0.1:8080")
-        if not url or not url.strip():
-            return
-        key = self.ask_text("Connect to server", "API key (leave empty if the server needs none):")
-        from .remote_engine import RemoteEngine
+    def connect_server(self):
+        """Model → Connect to server…: the address (remembered) and the key (keychain)."""
+        c = self.controller
+        url = c.settings.server_url
+        answer = self.ask_server(url, c.server_keys.get(api_base(url)) if url else None,
+                                 c.server_keys.persistent)
+        if answer is None or not answer[0]:
+            return None
+        return c.connect_server(*answer)
 
-        self.controller.use_engine(RemoteEngine(url, (key or "").strip() or None))
+    def _ask_server(self, url: str, key: str | None, keychain: bool):
+        dialog = ServerDialog(url, key, keychain, self)
+        return dialog.values() if dialog.exec() == QDialog.Accepted else None
+
+    def engine_changed(self, url: str) -> None:
+        """Say in the status bar, for as long as it lasts, that a server answers."""
+        self.server_label.setText(f"Answers from the server at {url}" if url else "")
+        self.server_label.setToolTip(
+            f"Answers come from the Draftless server at {url}. Model → Use this machine's "
+            "engine switches back." if url else "")
+        self.server_label.setVisible(bool(url))
 
     def model_changed(self, name: str, path: str, speculation: str) -> None:
         self.settings_panel.show_model(name, path, speculation, self.controller.model_details)

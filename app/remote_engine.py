@@ -90,7 +90,7 @@ class RemoteEngine:
         if isinstance(error, openai.APIConnectionError):
             return (f"Cannot reach the Draftless server at {self.url}. Check that "
                     "`python -m engine serve` runs there and the address, or choose "
-                    "Model → Use this Mac's engine.")
+                    "Model → Use this machine's engine.")
         if isinstance(error, openai.APIStatusError):
             return f"The server at {self.url} answered {error.status_code}: {error.message}"
         return f"The server at {self.url} failed: {error}"

@@ -18,6 +18,7 @@ from PySide6.QtGui import (QColor, QFontDatabase, QTextBlockFormat, QTextCharFor
                            QTextCursor, QTextDocument, QTextFormat)
 
 from .code_blocks import add_headers, code_blocks, colour
+from .math_text import protect_math
 from .text_positions import utf16_len, utf16_positions
 from .provenance import DRAFT, Provenance
 
@@ -91,7 +92,7 @@ def render(document: QTextDocument, text: str, provenance: Provenance | None, *,
            palette: Palette | None = None) -> RenderMap:
     document.clear()
     if markdown:
-        document.setMarkdown(text, MARKDOWN)
+        document.setMarkdown(protect_math(text), MARKDOWN)
     else:
         document.setPlainText(text)
     chars, positions = [], []

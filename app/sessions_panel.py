@@ -14,6 +14,7 @@ class SessionsPanel(QWidget):
     openRequested = Signal(str)
     renameRequested = Signal(str)
     deleteRequested = Signal(str)
+    exportRequested = Signal(str, str)  # session id, "markdown" or "json"
     searchChanged = Signal(str)
 
     def __init__(self, parent=None):
@@ -87,4 +88,10 @@ class SessionsPanel(QWidget):
         menu = QMenu(self)
         menu.addAction("Rename…", lambda: self.renameRequested.emit(item.data(Qt.UserRole)))
         menu.addAction("Delete…", lambda: self.deleteRequested.emit(item.data(Qt.UserRole)))
+        menu.addSeparator()
+        menu.addAction("Export as Markdown…",
+                       lambda: self.exportRequested.emit(item.data(Qt.UserRole), "markdown"))
+        menu.addAction("Export as JSON…",
+                       lambda: self.exportRequested.emit(item.data(Qt.UserRole), "json"))
+        self.menu = menu  # the menu on screen, for tests
         menu.exec(self.list.viewport().mapToGlobal(point))

@@ -43,6 +43,7 @@ class AppSettings:
     model: str | None = None  # None: the embedded default; else a folder or a hub id
     highlight: bool = True
     zoom: float = 1.0
+    server_url: str = ""  # the Draftless server last connected to (its key: the keychain)
 
     RANGES = {
         "draft_count": DRAFT_COUNT_RANGE,

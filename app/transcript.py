@@ -3,6 +3,12 @@
 Each view renders its message as Markdown with the accepted-draft characters painted
 (see render.py); the answer being written is re-rendered at most every ``REFRESH_MS``,
 so a fast engine cannot flood the GUI. Hovering a character shows which tokens made it.
+
+A long chat is built lazily: the newest messages at once, older ones above them, in steps
+of ``STEP_S`` of work per event-loop turn, only while the reader is within a few screens of
+the top of what is built. Opening a chat of hundreds of messages never freezes the window,
+and the window's layout never grows with messages nobody has scrolled to. A new text size
+or theme likewise re-renders the messages in view at once and the others in later turns.
 """
 
 from __future__ import annotations
@@ -11,8 +17,8 @@ import time
 
 from PySide6.QtCore import QEvent, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QTextOption
-from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QScrollArea, QSizePolicy, QTextBrowser,
-                               QToolButton, QToolTip, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSizePolicy,
+                               QTextBrowser, QToolButton, QToolTip, QVBoxLayout, QWidget)
 
 from . import theme
 from .code_blocks import COPY_SCHEME
@@ -27,6 +33,8 @@ REPEATS_HINT = (f"At temperature 0 the model writes the same answer again. Regen
                 "setting stays as it is).")
 READABLE_WIDTH = 820  # the transcript column's widest, so lines stay readable on wide screens
 ZOOM_STEPS = (0.8, 0.9, 1.0, 1.15, 1.3, 1.5, 1.75, 2.0)
+STEP_S = 0.015  # GUI-thread time per step of building or re-rendering a long chat
+AHEAD_SCREENS = 2  # older messages are built while the reader is this near the top
 
 
 class MessageBody(QTextBrowser):
@@ -308,7 +316,12 @@ class TranscriptView(QScrollArea):
         self.layout_.addWidget(self.placeholder, 1)
         self.layout_.addStretch(0)
         self.setWidget(self.column)
-        self.views: list[MessageView] = []
+        self._views: list[MessageView] = []  # built, in chat order
+        self._pending: list[dict] = []  # older messages still to build (add_message's arguments)
+        self._stale: list[MessageView] = []  # built views still to re-render (zoom, theme)
+        self._step_queued = False
+        self._from_bottom = 0  # where the reader is, kept while older messages arrive above
+        self.busy = False
         self.highlight = True
         self.markdown = True
         self.repeats = False  # Regenerate would write the same answer (temperature 0)
@@ -319,6 +332,12 @@ class TranscriptView(QScrollArea):
         self.timer = QTimer(self)
         self.timer.setInterval(REFRESH_MS)
         self.timer.timeout.connect(self._refresh_streaming)
+        self.latest_button = QPushButton("↓ Latest", self)  # floats over the bottom right
+        self.latest_button.setObjectName("latestButton")
+        self.latest_button.setToolTip("Jump to the latest message")
+        self.latest_button.setCursor(Qt.PointingHandCursor)
+        self.latest_button.clicked.connect(self.scroll_to_latest)
+        self.latest_button.hide()
         self.setMinimumWidth(320)
         self.zoom_index = ZOOM_STEPS.index(1.0)
         self.base_point_size = self.column.font().pointSizeF()
@@ -334,26 +353,64 @@ class TranscriptView(QScrollArea):
         font = self.column.font()
         font.setPointSizeF(self.base_point_size * ZOOM_STEPS[self.zoom_index])
         self.column.setFont(font)
-        for view in self.views:
-            view.body.document().setDefaultFont(font)
-            view.refresh()
+        self._refresh_all()  # each view takes the column's font as it is re-rendered
         return ZOOM_STEPS[self.zoom_index]
 
     def resizeEvent(self, event):
         super().resizeEvent(event)
         side = max(16, (self.viewport().width() - READABLE_WIDTH + 1) // 2)
         self.layout_.setContentsMargins(side, 12, side, 12)
+        self._place_latest()
+
+    def _place_latest(self) -> None:
+        button = self.latest_button
+        button.adjustSize()
+        area = self.viewport().geometry()
+        button.move(area.right() - button.width() - 16, area.bottom() - button.height() - 12)
+        button.raise_()
+
+    def scroll_to_latest(self) -> None:
+        self._follow = True
+        bar = self.verticalScrollBar()
+        bar.setValue(bar.maximum())
+        self.latest_button.hide()
 
     # building -----------------------------------------------------------------------------
+    @property
+    def views(self) -> list[MessageView]:
+        """Every message's view, in order (building and re-rendering what is still to do)."""
+        self.finish_loading()
+        return self._views
+
+    @property
+    def loaded(self) -> bool:
+        """All messages are built and rendered as the current settings say."""
+        return not self._pending and not self._stale
+
+    def finish_loading(self) -> None:
+        while not self.loaded:
+            self._step(float("inf"))
+
     def clear(self) -> None:
-        for view in self.views:
+        for view in self._views:
             view.setParent(None)
             view.deleteLater()
-        self.views = []
+        self._views = []
+        self._pending = []
+        self._stale = []
         self.streaming_view = None
         self.timer.stop()
         self.placeholder.setVisible(True)
         self._follow = True
+        self.latest_button.hide()
+
+    def set_messages(self, messages: list[dict]) -> None:
+        """Show a chat (each item: ``add_message``'s arguments): the newest messages now,
+        the older ones above them in later event-loop turns."""
+        self.clear()
+        self._pending = list(messages)
+        self._step(STEP_S)
+        self._update_regenerate()
 
     def add_message(self, role: str, text: str, provenance=None, stats=None, timing=None,
                     finish_reason=None, message_id=None, versions=()) -> MessageView:
@@ -363,7 +420,63 @@ class TranscriptView(QScrollArea):
         self._update_regenerate()
         return view
 
-    def _new_view(self, role: str) -> MessageView:
+    def _build(self, message: dict) -> MessageView:
+        """The view of an older message, placed above the ones built."""
+        view = self._new_view(message["role"], older=True)
+        view.set_message(message["text"], message.get("provenance"), message.get("stats"),
+                         message.get("timing"), message.get("finish_reason"),
+                         message.get("message_id"))
+        view.set_versions(list(message.get("versions", ())))
+        return view
+
+    def _step(self, budget: float) -> None:
+        """Build older messages, newest first, then re-render stale views, for about
+        ``budget`` seconds (at least one); the rest waits for a later event-loop turn."""
+        started = time.perf_counter()
+        bar = self.verticalScrollBar()
+        self._from_bottom = bar.maximum() - bar.value()
+        build = self._near_top() or budget == float("inf")
+        while self._stale or (build and self._pending):
+            if self._stale:  # built views first: the reader may be looking at them
+                self._rerender(self._stale.pop(0))
+            else:
+                self._build(self._pending.pop())
+            if time.perf_counter() - started >= budget:
+                break
+        self._queue_step()
+
+    def _near_top(self) -> bool:
+        bar = self.verticalScrollBar()
+        return bar.value() < AHEAD_SCREENS * max(self.viewport().height(), 1)
+
+    def _queue_step(self) -> None:
+        """Another step in a later turn, if there is work the reader may soon see."""
+        if (self._stale or (self._pending and self._near_top())) and not self._step_queued:
+            self._step_queued = True
+            QTimer.singleShot(0, self._build_older)
+
+    def _build_older(self) -> None:
+        self._step_queued = False
+        if not self.loaded:
+            self._step(STEP_S)
+
+    def _refresh_all(self) -> None:
+        """Re-render every view: those in sight now, the others in later turns."""
+        area = self.viewport().rect().translated(0, self.verticalScrollBar().value())
+        seen = [v for v in self._views if v.geometry().intersects(area)] or self._views[-3:]
+        for view in seen:
+            self._rerender(view)
+        others = [v for v in self._views if v not in seen]
+        self._stale = list(reversed(others))  # nearest the end (usually the reader) first
+        self._step(0)
+
+    def _rerender(self, view: MessageView) -> None:
+        document = view.body.document()
+        if document.defaultFont() != self.column.font():
+            document.setDefaultFont(self.column.font())
+        view.refresh()
+
+    def _new_view(self, role: str, older: bool = False) -> MessageView:
         self.placeholder.setVisible(False)
         view = MessageView(role, self.column)
         view.body.document().setDefaultFont(self.column.font())
@@ -375,9 +488,14 @@ class TranscriptView(QScrollArea):
         view.variedRequested.connect(self.variedRequested)
         view.versionRequested.connect(self.versionRequested)
         view.editRequested.connect(self.editRequested)
-        self.layout_.insertWidget(self.layout_.count() - 1, view)
-        self.views.append(view)
-        self._follow = True
+        if older:
+            self.layout_.insertWidget(1, view)  # below the (hidden) placeholder
+            self._views.insert(0, view)
+            self._set_busy(view, self.busy)
+        else:
+            self.layout_.insertWidget(self.layout_.count() - 1, view)
+            self._views.append(view)
+            self._follow = True
         return view
 
     def start_answer(self, provenance: Provenance) -> MessageView:
@@ -414,25 +532,35 @@ class TranscriptView(QScrollArea):
         self._update_regenerate()
 
     def remove_view(self, view: MessageView) -> None:
-        if view in self.views:
-            self.views.remove(view)
+        if view in self._views:
+            self._views.remove(view)
+            if view in self._stale:
+                self._stale.remove(view)
             view.setParent(None)
             view.deleteLater()
-        self.placeholder.setVisible(not self.views)
+        self.placeholder.setVisible(not self._views and not self._pending)
         self._update_regenerate()
 
     def view_of(self, message_id: int) -> MessageView | None:
-        return next((v for v in self.views if v.message_id == message_id), None)
+        view = next((v for v in self._views if v.message_id == message_id), None)
+        if view is None and any(m.get("message_id") == message_id for m in self._pending):
+            while view is None:  # build down to it (the ones above it can wait)
+                view = self._build(self._pending.pop())
+                view = view if view.message_id == message_id else None
+        if view is not None and view in self._stale:
+            self._stale.remove(view)
+            self._rerender(view)
+        return view
 
     def remove_message(self, message_id: int) -> None:
-        for view in list(self.views):
-            if view.message_id == message_id:
-                self.remove_view(view)
+        view = self.view_of(message_id)
+        if view is not None:
+            self.remove_view(view)
 
     def _update_regenerate(self) -> None:
-        last_assistant = next((v for v in reversed(self.views) if v.role == "assistant"), None)
-        for view in self.views:
-            shown = view is last_assistant and view is self.views[-1] and self.streaming_view is None
+        last_assistant = next((v for v in reversed(self._views) if v.role == "assistant"), None)
+        for view in self._views[-2:]:  # the only ones that can have shown it
+            shown = view is last_assistant and view is self._views[-1] and self.streaming_view is None
             view.regenerate_button.setVisible(shown)
             view.regenerate_button.setToolTip(REPEATS_HINT if self.repeats else
                                               "Write this answer again")
@@ -444,23 +572,31 @@ class TranscriptView(QScrollArea):
         self._update_regenerate()
 
     def set_busy(self, busy: bool) -> None:
-        for view in self.views:
-            for button in (view.regenerate_button, view.vary_button, view.edit_button,
-                           view.previous_button,
-                           view.next_button):
-                button.setEnabled(not busy)
-            if not busy:
-                view.set_versions(view.versions)
+        self.busy = busy
+        for view in self._views:
+            self._set_busy(view, busy)
+
+    @staticmethod
+    def _set_busy(view: MessageView, busy: bool) -> None:
+        for button in (view.regenerate_button, view.vary_button, view.edit_button,
+                       view.previous_button, view.next_button):
+            button.setEnabled(not busy)
+        if not busy:
+            view.set_versions(view.versions)
 
     def set_highlight(self, on: bool) -> None:
-        self.highlight = on
-        for view in self.views:
-            view.set_highlight(on)
+        if on != self.highlight:
+            self.highlight = on
+            for view in self._views:
+                view.highlight = on
+            self._refresh_all()
 
     def set_markdown(self, on: bool) -> None:
-        self.markdown = on
-        for view in self.views:
-            view.set_markdown(on)
+        if on != self.markdown:
+            self.markdown = on
+            for view in self._views:
+                view.markdown = on
+            self._refresh_all()
 
     def _placeholder_text(self) -> None:
         self.placeholder.setText(
@@ -472,8 +608,7 @@ class TranscriptView(QScrollArea):
 
     def restyle(self) -> None:
         self._placeholder_text()
-        for view in self.views:
-            view.refresh()
+        self._refresh_all()
 
     # following the answer -----------------------------------------------------------------
     def _refresh_streaming(self) -> None:
@@ -488,10 +623,20 @@ class TranscriptView(QScrollArea):
     def _scrolled(self, value: int) -> None:
         bar = self.verticalScrollBar()
         self._follow = value >= bar.maximum() - 24
+        self._from_bottom = bar.maximum() - value
+        self.latest_button.setVisible(not self._follow)  # scrolled up: a way back down
+        if not self._follow:
+            self._place_latest()
+        if self._pending:
+            self._queue_step()
 
     def _range_changed(self, _low: int, high: int) -> None:
         if self._follow:
             self.verticalScrollBar().setValue(high)
+        elif self._pending or self._step_queued:  # older messages arrive above the reader
+            self.verticalScrollBar().setValue(high - self._from_bottom)
+        if self._pending:
+            self._queue_step()
 
 
 def copy_text(text: str) -> None:

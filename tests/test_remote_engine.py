@@ -118,6 +118,11 @@ def test_app_chat_runs_on_the_server_with_highlights_gauge_and_inspector(make_ap
     view.inspect_button.click()
     assert window.inspector.positions.series[0].values == pytest.approx(
         done.stats["per_position_acceptance"])
+    panel = window.inspector.replay  # replayed here, from the streamed tokens
+    panel.run_button.click()
+    qtbot.waitUntil(panel.run_button.isEnabled, timeout=30000)
+    assert panel.table.rowCount() > 0, panel.status.text()
+    assert all(not r["exact"] and len(r["from_draft"]) == len(done.tokens) for r in panel.results)
 
     # back to this machine's engine from the menu
     finish(qtbot, controller.use_engine(controller.local_service), 60)
@@ -127,9 +132,9 @@ def test_app_chat_runs_on_the_server_with_highlights_gauge_and_inspector(make_ap
 def test_connect_to_an_unreachable_server_keeps_the_local_engine(make_app, qtbot):
     application = make_app()
     window, controller = application.window, application.controller
-    answers = iter([f"http://127.0.0.1:{free_port()}", ""])
-    window.ask_text = lambda *args: next(answers)
+    window.ask_server = lambda *args: (f"http://127.0.0.1:{free_port()}", None)
     window.connect_server()
     qtbot.waitUntil(lambda: not controller.loading and not controller._tasks, timeout=30000)
     assert controller.service is controller.local_service
     assert any("Cannot reach the Draftless server" in m for m in window.banner.messages)
+    assert not window.server_label.isVisible() and not controller.settings.server_url
