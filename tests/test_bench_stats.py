@@ -154,19 +154,23 @@ def test_editing_sessions_run_as_one_chat_each(tiny_model_dir, tmp_path, monkeyp
                       sweep=False, repeats=1, verify_ns=[1, 2, 3], verify_repeats=1,
                       verify_prefix=16, plots=False, command="pytest")
     suite = Suite(cfg)
-    taught = []
+    taught, folders = [], []
     real = Suite.teach_cross_chat
 
     def spy(self, name, earlier, stores):
         real(self, name, earlier, stores)
         taught.append((name, earlier.id, len(stores)))
+        folders.append(stores.folder)
+        assert any(stores.folder.iterdir())  # the taught memory was written to its own folder
 
     monkeypatch.setattr(Suite, "teach_cross_chat", spy)
     assert suite.run() == 0
     assert taught == [("ngram-cache", "point-session", 1)]
     import os
 
-    assert os.environ["DRAFTLESS_DATA_DIR"] == str(data)  # restored after the memory chat
+    assert os.environ["DRAFTLESS_DATA_DIR"] == str(data)  # restored after the run
+    assert not data.exists() or not any(data.iterdir())  # the user's data folder untouched
+    assert folders and not any(folder.exists() for folder in folders)  # cleaned up
     results = json.loads((out / "results.json").read_text())
     runs = [r for r in results["runs"] if r["config"] == "ngram-cache"]
     assert [r["workload"] for r in runs] == [f"account-memory-t{n}" for n in range(1, 5)]

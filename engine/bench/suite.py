@@ -56,6 +56,7 @@ from ..session import ChatSession, prompt_tokens
 from ..settings import DraftSettings, GenerationRequest
 from . import llamacpp, peers, report
 from .aggregate import aggregate
+from .scratch import FolderStores, private_data_dir
 from .oracle import ORACLE, OracleDrafter, OracleSession, best_fixed_count
 from .workloads import TASK_ORDER, Workload, predecessor, select_workloads
 
@@ -404,10 +405,7 @@ class Suite:
         if earlier is None or not measurement_options(config):
             return ChatSession(self.loaded, self.memory), draft_settings(config, cfg)
         # cross-chat memory: a fresh store in a fresh folder, taught the earlier chat
-        from ..drafters.stores import DrafterStores
-
-        os.environ["DRAFTLESS_DATA_DIR"] = tempfile.mkdtemp(prefix="draftless-bench-memory-")
-        stores = DrafterStores()
+        stores = FolderStores(tempfile.mkdtemp(prefix="memory-", dir=self.scratch))
         self.teach_cross_chat(config, earlier, stores)
         memory = EngineMemory(adaptive=self.memory.adaptive, stores=stores)
         return ChatSession(self.loaded, memory), draft_settings(config, cfg, cross_chat=True)
@@ -424,18 +422,13 @@ class Suite:
                                       plain.decode_wall_s, plain.cpu_s, loadavg=_load(),
                                       repeat=repeat, chat=workload.id))
             return runs
-        data_dir = os.environ.get("DRAFTLESS_DATA_DIR")
-        try:
-            session, settings = self.chat_session(config, workload)
-            for turn_id, messages in zip(turn_ids, self.chat_messages[workload.id]):
-                if config == ORACLE:
-                    session.oracle.expect(self.reference[turn_id])
-                run = run_engine(session, workload, messages, settings, cfg.max_tokens, config)
-                run.workload, run.chat, run.repeat = turn_id, workload.id, repeat
-                runs.append(run)
-        finally:
-            if data_dir is not None:
-                os.environ["DRAFTLESS_DATA_DIR"] = data_dir
+        session, settings = self.chat_session(config, workload)
+        for turn_id, messages in zip(turn_ids, self.chat_messages[workload.id]):
+            if config == ORACLE:
+                session.oracle.expect(self.reference[turn_id])
+            run = run_engine(session, workload, messages, settings, cfg.max_tokens, config)
+            run.workload, run.chat, run.repeat = turn_id, workload.id, repeat
+            runs.append(run)
         return runs
 
     def run_chat(self, workload: Workload, configs: list[str], index: int, total: int) -> None:
@@ -678,6 +671,13 @@ class Suite:
         }
 
     def run(self) -> int:
+        """The whole run in a private data folder (the user's cross-chat memory is never read:
+        it would hold the identical greedy answers of earlier runs), removed at the end."""
+        with private_data_dir() as scratch:
+            self.scratch = scratch
+            return self._run()
+
+    def _run(self) -> int:
         cfg = self.cfg
         self.load()
         self.workloads, self.provenance = select_workloads(cfg.tasks, cfg.per_task,

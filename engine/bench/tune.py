@@ -28,6 +28,7 @@ from ..adaptive import AdaptiveMemory, CostCurve, match_class
 from ..decode import _cut_at_eos
 from ..drafters import make_drafter, measurement_options
 from ..drafters.stores import DrafterStores
+from .scratch import FolderStores, private_data_dir
 from ..settings import DraftSettings
 
 QUIET_CURVE = "resources/readme/benchmarks/results.json"  # a quiet machine's c(n), seconds
@@ -202,14 +203,10 @@ def cross_chat(chats: dict, chat: dict, name: str, cap: int, key: str, seconds: 
                eos: int) -> dict:
     """For a chat that follows another (``edit-memory``) and a drafter with cross-chat
     memory: the app's options and a fresh store in a fresh folder that saw the earlier chat."""
-    import os
-    import tempfile
-
     earlier = chats.get(chat.get("after") or "")
     if earlier is None or not measurement_options(name):
         return {}
-    os.environ["DRAFTLESS_DATA_DIR"] = tempfile.mkdtemp(prefix="draftless-tune-memory-")
-    stores = DrafterStores()
+    stores = FolderStores()
     simulate(earlier["turns"], name, cap, False, AdaptiveMemory(), key, seconds, eos,
              options={}, stores=stores)
     return {"options": {}, "stores": stores}
@@ -254,6 +251,11 @@ def main(argv=None) -> int:
     parser.add_argument("--cached-only", action="store_true",
                         help="replay only the answers already decoded; decode nothing")
     args = parser.parse_args(argv)
+    with private_data_dir("draftless-tune-data-"):
+        return _main(args, argv)
+
+
+def _main(args, argv) -> int:
     chats, key, eos = reference_answers(args.split, args.max_tokens,
                                         args.tasks.split(",") if args.tasks else None,
                                         cached_only=args.cached_only)
