@@ -220,8 +220,8 @@ def loop(loaded, curve: CostCurve, counts, drafters, max_tokens: int, repeats: i
     base = statistics.median(rates["none"])
     print(f"\nloop: {max_tokens} new tokens, {repeats} interleaved repeats, medians "
           f"(plain {base:.1f} tok/s = {base * curve.base(1):.2f} x 1/c(1))")
-    print(f"| config | tok/s | tokens/pass | speed-up (min-max) | predicted by c(n) | measured/predicted "
-          f"| identical to plain |")
+    print("| config | tok/s | tokens/pass | speed-up (min-max) | predicted by c(n) | measured/predicted "
+          "| identical to plain |")
     print("|---|---|---|---|---|---|---|")
     for config in configs:
         ups = [r / b for r, b in zip(rates[config], rates["none"])]
