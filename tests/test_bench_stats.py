@@ -259,3 +259,40 @@ def test_llama_cpp_modes_run_and_a_hung_request_is_noted(tmp_path):
     simple = summarise_peer(peers["llama.cpp ngram-simple"])
     assert simple["speedup"] == pytest.approx(2.0) and simple["tokens_per_pass"] == pytest.approx(2.0)
     assert all("loadavg_1min" in r for r in rows)
+
+
+def test_a_peer_that_cannot_run_or_fails_is_a_skip_line_and_differences_are_kept():
+    from engine.bench.peers import run_peer
+
+    class FakePeer:
+        key = "fake"
+
+        def __init__(self, status=None, error=None):
+            self._status, self._error = status, error
+
+        def status(self, loaded):
+            return self._status
+
+        def describe(self, answers, repeats):
+            return "a fake peer"
+
+        def run(self, loaded, jobs, max_tokens, repeats, log):
+            if self._error:
+                raise self._error
+            return {"rows": [{"id": j["id"], "tokens": j["tokens"][::-1]} for j in jobs]}
+
+        def collect(self, result, task_of, reference):
+            differences = [f"fake {r['id']}" for r in result["rows"] if r["tokens"] != reference[r["id"]]]
+            return {"status": "ran", "rows": result["rows"]}, differences, []
+
+    jobs = [{"id": "a", "task": "rag", "tokens": [1, 2]}, {"id": "b", "task": "rag", "tokens": [3]}]
+    reference = {"a": [1, 2], "b": [3]}
+    lines = []
+    assert run_peer(FakePeer("skipped: not here"), None, jobs, 4, 1, reference, lines.append) \
+        == ({"status": "skipped: not here"}, [], [])
+    entry, differences, skipped = run_peer(FakePeer(error=OSError("boom")), None, jobs, 4, 1,
+                                           reference, lines.append)
+    assert entry["status"].startswith("skipped: a fake peer failed (OSError: boom)")
+    assert differences == [] and skipped == []
+    entry, differences, skipped = run_peer(FakePeer(), None, jobs, 4, 1, reference, lines.append)
+    assert entry["status"] == "ran" and differences == ["fake a"]

@@ -304,7 +304,8 @@ def aggregate(suite) -> dict:
         answers[config] = per_answer(mine, plain)
     drafters = [c for c in suite.drafters if per.get(c, {}).get("all")]
     ranking = sorted(drafters, key=lambda c: -(per[c]["all"].get("speedup") or 0))
-    peers = peer_rows(getattr(suite, "hf", {}) or {}, getattr(suite, "llama_cpp", {}) or {})
+    found = getattr(suite, "peer_results", {})
+    peers = peer_rows(found.get("hf_prompt_lookup") or {}, found.get("llama_cpp") or {})
     peer_per = {name: {"all": summarise_peer(rows),
                        **{t: summarise_peer([r for r in rows if r["task"] == t]) for t in tasks}}
                 for name, rows in peers.items()}
