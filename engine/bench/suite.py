@@ -225,11 +225,7 @@ class Suite:
         earlier = predecessor(workload)
         if earlier is not None and earlier.id not in self.chat_messages:
             self.reference_only(earlier)  # the chat it follows, for its cross-chat memory
-        reference = self.reference_chat(workload)
-        answers = [self.loaded.tokenizer.decode(r.tokens) for r in reference]
-        self.chat_messages[workload.id] = self.turn_messages(workload, answers)
-        for run in reference:
-            self.reference[run.workload] = run.tokens
+        reference = self.reference_only(workload)
         lengths = ", ".join(str(len(r.tokens)) for r in reference)
         log(f"[{self.elapsed()}] ({index}/{total}) {workload.task}/{workload.id}: "
             f"{len(reference)} turn(s) of {lengths} tokens; load {load_now():.2f}")
@@ -257,12 +253,14 @@ class Suite:
                     + (f" {tokens / passes:.2f} tok/pass" if passes else "")
                     + ("" if all(r.identical for r in runs) else "  MISMATCH"))
 
-    def reference_only(self, workload: Workload) -> None:
+    def reference_only(self, workload: Workload) -> list[EngineRun]:
+        """The chat's reference runs, kept: its tokens per turn and each turn's messages."""
         reference = self.reference_chat(workload)
         answers = [self.loaded.tokenizer.decode(r.tokens) for r in reference]
         self.chat_messages[workload.id] = self.turn_messages(workload, answers)
         for run in reference:
             self.reference[run.workload] = run.tokens
+        return reference
 
     def run_main(self):
         configs = ["none"] + list(self.drafters)
