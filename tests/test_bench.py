@@ -92,6 +92,51 @@ def test_quick_arguments():
 COMMITTED = Path(__file__).resolve().parent.parent / "resources" / "readme" / "benchmarks"
 
 
+def markdown_tables(text: str) -> list[list[list[str]]]:
+    """Every Markdown table of a report as rows of stripped cells (separator rows dropped)."""
+    tables, current = [], []
+    for line in text.splitlines() + [""]:
+        if line.startswith("|"):
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            if not all(set(cell) <= set("-:") and cell for cell in cells):
+                current.append(cells)
+        elif current:
+            tables.append(current)
+            current = []
+    return tables
+
+
+def test_paired_ratios_come_from_the_committed_runs_with_intervals():
+    from engine.bench.aggregate import paired_ratios, ratio_interval
+
+    results = json.loads((COMMITTED / "results.json").read_text())
+    ratios = paired_ratios(results)
+    plain = {(r["workload"], r["repeat"]): r["decode_wall_s"] for r in results["runs"]
+             if r["config"] == "none"}
+    suffix = [r for r in results["runs"] if r["config"] == "suffix" and r["task"] == "code-edit"]
+    assert sorted(ratios["suffix"]["code-edit"]) == sorted(
+        r["decode_wall_s"] / plain[(r["workload"], r["repeat"])] for r in suffix)
+    cell = ratio_interval(ratios["suffix"]["all"])
+    assert cell["pairs"] == len([r for r in results["runs"] if r["config"] == "suffix"])
+    assert cell["lo"] <= cell["ratio"] <= cell["hi"]
+    assert ratio_interval(ratios["suffix"]["all"]) == cell  # fixed seed: the same interval
+    assert ratio_interval([]) is None and ratio_interval([0.5])["lo"] == 0.5
+    assert "humaneval" not in ratios["HF prompt lookup"]  # the peers ran fewer tasks
+
+
+def test_the_report_says_not_in_this_run_where_results_lack_pairs(tmp_path):
+    from engine.bench import report
+
+    results = json.loads((COMMITTED / "results.json").read_text())
+    report.render(results, tmp_path, plots=False)
+    table = next(t for t in markdown_tables((tmp_path / "report.md").read_text())
+                 if t[0][0] == "task" and any("pairs" in c for row in t for c in row))
+    header = table[0]
+    humaneval = next(row for row in table if row[0] == "humaneval")
+    assert humaneval[header.index("HF prompt lookup")] == "not in this run"
+    assert humaneval[header.index("Draftless (`suffix`)")].endswith("; 3 pairs)")
+
+
 def test_committed_results_render_again_without_measuring(tmp_path, monkeypatch):
     from engine.__main__ import main
     from engine.bench import suite
@@ -102,8 +147,11 @@ def test_committed_results_render_again_without_measuring(tmp_path, monkeypatch)
     monkeypatch.setattr(suite.Suite, "run", no_measuring)
     out = tmp_path / "again"
     assert main(["bench", "--render", str(COMMITTED / "results.json"), "--out", str(out)]) == 0
-    # the report is a function of results.json alone: the committed one comes back unchanged
-    assert (out / "report.md").read_text() == (COMMITTED / "report.md").read_text()
+    # the report is a function of results.json alone: the committed one's tables come back
+    again, committed = (out / "report.md").read_text(), (COMMITTED / "report.md").read_text()
+    assert len(markdown_tables(committed)) >= 6
+    assert markdown_tables(again) == markdown_tables(committed)
+    assert "Identity check: every Draftless run" in again
     results = json.loads((COMMITTED / "results.json").read_text())
     assert sorted(p.name for p in out.glob("*.png")) == sorted(results["plots"])
 

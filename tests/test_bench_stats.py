@@ -158,19 +158,23 @@ def test_editing_sessions_run_as_one_chat_each(tiny_model_dir, tmp_path, monkeyp
                       sweep=False, repeats=1, verify_ns=[1, 2, 3], verify_repeats=1,
                       verify_prefix=16, plots=False, command="pytest")
     suite = Suite(cfg)
-    taught = []
+    taught, folders = [], []
     real = Suite.teach_cross_chat
 
     def spy(self, name, earlier, stores):
         real(self, name, earlier, stores)
         taught.append((name, earlier.id, len(stores)))
+        folders.append(stores.folder)
+        assert any(stores.folder.iterdir())  # the taught memory was written to its own folder
 
     monkeypatch.setattr(Suite, "teach_cross_chat", spy)
     assert suite.run() == 0
     assert taught == [("ngram-cache", "point-session", 1)]
     import os
 
-    assert os.environ["DRAFTLESS_DATA_DIR"] == str(data)  # restored after the memory chat
+    assert os.environ["DRAFTLESS_DATA_DIR"] == str(data)  # restored after the run
+    assert not data.exists() or not any(data.iterdir())  # the user's data folder untouched
+    assert folders and not any(folder.exists() for folder in folders)  # cleaned up
     results = json.loads((out / "results.json").read_text())
     runs = [r for r in results["runs"] if r["config"] == "ngram-cache"]
     assert [r["workload"] for r in runs] == [f"account-memory-t{n}" for n in range(1, 5)]
@@ -259,3 +263,40 @@ def test_llama_cpp_modes_run_and_a_hung_request_is_noted(tmp_path):
     simple = summarise_peer(peers["llama.cpp ngram-simple"])
     assert simple["speedup"] == pytest.approx(2.0) and simple["tokens_per_pass"] == pytest.approx(2.0)
     assert all("loadavg_1min" in r for r in rows)
+
+
+def test_a_peer_that_cannot_run_or_fails_is_a_skip_line_and_differences_are_kept():
+    from engine.bench.peers import run_peer
+
+    class FakePeer:
+        key = "fake"
+
+        def __init__(self, status=None, error=None):
+            self._status, self._error = status, error
+
+        def status(self, loaded):
+            return self._status
+
+        def describe(self, answers, repeats):
+            return "a fake peer"
+
+        def run(self, loaded, jobs, max_tokens, repeats, log):
+            if self._error:
+                raise self._error
+            return {"rows": [{"id": j["id"], "tokens": j["tokens"][::-1]} for j in jobs]}
+
+        def collect(self, result, task_of, reference):
+            differences = [f"fake {r['id']}" for r in result["rows"] if r["tokens"] != reference[r["id"]]]
+            return {"status": "ran", "rows": result["rows"]}, differences, []
+
+    jobs = [{"id": "a", "task": "rag", "tokens": [1, 2]}, {"id": "b", "task": "rag", "tokens": [3]}]
+    reference = {"a": [1, 2], "b": [3]}
+    lines = []
+    assert run_peer(FakePeer("skipped: not here"), None, jobs, 4, 1, reference, lines.append) \
+        == ({"status": "skipped: not here"}, [], [])
+    entry, differences, skipped = run_peer(FakePeer(error=OSError("boom")), None, jobs, 4, 1,
+                                           reference, lines.append)
+    assert entry["status"].startswith("skipped: a fake peer failed (OSError: boom)")
+    assert differences == [] and skipped == []
+    entry, differences, skipped = run_peer(FakePeer(), None, jobs, 4, 1, reference, lines.append)
+    assert entry["status"] == "ran" and differences == ["fake a"]

@@ -3,7 +3,9 @@ cost-curve and drafter-overhead tools. Only the command line (``engine/__main__.
 imports this package; nothing in the engine core does.
 
 - ``python -m engine bench``: the suite (``suite.py``: chats in interleaved rounds, the
-  oracle, mlx-lm, the Hugging Face and llama.cpp peers) → ``results.json`` (figures:
+  oracle, mlx-lm; one engine run: ``runner.py``; the Hugging Face and llama.cpp peers:
+  ``peers.py``, ``llamacpp.py``; the draft-count sweep: ``sweep.py``; prompts:
+  ``prompts/*.jsonl`` read by ``workloads.py``) → ``results.json`` (figures:
   ``aggregate.py``) → report and plots (``report.py``); ``--render results.json``
   re-renders a committed run without measuring.
 - ``python -m engine.bench.llamacpp build``: builds llama.cpp's ``llama-server`` (the

@@ -200,6 +200,50 @@ def peer_answer_speedups(rows: list[dict]) -> dict[str, float | None]:
     return {row["workload"]: paired_speedups(row["plain"], row["timed"])["speedup"] for row in rows}
 
 
+# ---------------------------------------------------------------- paired per-answer ratios
+
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 0
+
+
+def ratio_interval(ratios: list[float], resamples: int = BOOTSTRAP_RESAMPLES,
+                   seed: int = BOOTSTRAP_SEED) -> dict | None:
+    """Geometric mean of paired time ratios with a percentile bootstrap 95% interval
+    (the (answer, round) pairs resampled with replacement, a fixed seed); None without any."""
+    import numpy as np
+
+    logs = np.log(np.asarray([r for r in ratios if r > 0], dtype=float))
+    if logs.size == 0:
+        return None
+    rng = np.random.default_rng(seed)
+    means = logs[rng.integers(0, logs.size, size=(resamples, logs.size))].mean(axis=1)
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    return {"ratio": math.exp(logs.mean()), "lo": math.exp(lo), "hi": math.exp(hi),
+            "pairs": int(logs.size)}
+
+
+def paired_ratios(results: dict) -> dict[str, dict[str, list[float]]]:
+    """Each answer's time over the same answer's plain time in the same round, per config
+    (and peer, against its own plain decoding) and task, from ``results.json``'s runs."""
+    out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    plain = {(r["workload"], r["repeat"]): r["decode_wall_s"] for r in results["runs"]
+             if r["config"] == "none"}
+    for run in results["runs"]:
+        base = plain.get((run["workload"], run["repeat"]))
+        if run["config"] != "none" and base and run["decode_wall_s"] > 0:
+            out[run["config"]][run["task"]].append(run["decode_wall_s"] / base)
+    for name, rows in peer_rows(results.get("hf_prompt_lookup") or {},
+                                results.get("llama_cpp") or {}).items():
+        for row in rows:
+            for r, timed in row["timed"].items():
+                base = row["plain"].get(r)
+                if base and timed > 0:
+                    out[name][row["task"]].append(timed / base)
+    for by_task in out.values():
+        by_task["all"] = [x for task, values in list(by_task.items()) for x in values]
+    return out
+
+
 # ---------------------------------------------------------------- the issue's goals
 
 def goals(per_answer_ours: dict[str, float | None], task_of: dict[str, str],
@@ -260,7 +304,8 @@ def aggregate(suite) -> dict:
         answers[config] = per_answer(mine, plain)
     drafters = [c for c in suite.drafters if per.get(c, {}).get("all")]
     ranking = sorted(drafters, key=lambda c: -(per[c]["all"].get("speedup") or 0))
-    peers = peer_rows(getattr(suite, "hf", {}) or {}, getattr(suite, "llama_cpp", {}) or {})
+    found = getattr(suite, "peer_results", {})
+    peers = peer_rows(found.get("hf_prompt_lookup") or {}, found.get("llama_cpp") or {})
     peer_per = {name: {"all": summarise_peer(rows),
                        **{t: summarise_peer([r for r in rows if r["task"] == t]) for t in tasks}}
                 for name, rows in peers.items()}

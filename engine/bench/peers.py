@@ -9,6 +9,11 @@
   It runs in a child process (``run_hf_jobs``): in the engine's process torch shares the
   cores with MLX's OpenBLAS threads (loaded globally) and ran >10x slower than alone.
 - llama.cpp's n-gram modes: ``llamacpp.py`` (built on demand, skipped with a line if not).
+
+Every peer the suite runs is a ``Peer``: it says whether it can run (``status``), runs the
+same answers (full prompts as token ids) against its own plain decoding (``run``) and turns
+what it measured into its ``results.json`` entry (``collect``); ``run_peer`` does the rest,
+the same for every peer.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable, Protocol
 
 
 @dataclass
@@ -161,6 +167,81 @@ def run_hf_jobs(model_path, jobs: list[dict], max_tokens: int, lookup: int, max_
         if proc.returncode != 0 or not result.exists():
             raise RuntimeError(f"the HF peer process exited with code {proc.returncode}")
         return json.loads(result.read_text())
+
+
+class Peer(Protocol):
+    key: str  # its entry in results.json
+
+    def status(self, loaded) -> str | None:
+        """None when it can run, else the line the report prints instead."""
+
+    def describe(self, answers: int, repeats: int) -> str:
+        """What it runs, for the log."""
+
+    def run(self, loaded, jobs: list[dict], max_tokens: int, repeats: int, log) -> dict:
+        """Every job (``{"id", "tokens"}``) in rounds, with its own plain decoding."""
+
+    def collect(self, result: dict, task_of: dict[str, str], reference: dict[str, list[int]]
+                ) -> tuple[dict, list[str], list[str]]:
+        """(results.json entry, answers that differ from its own plain run, skipped lines)."""
+
+
+def run_peer(peer: Peer, loaded, jobs: list[dict], max_tokens: int, repeats: int,
+             reference: dict[str, list[int]], log: Callable[[str], None]
+             ) -> tuple[dict, list[str], list[str]]:
+    """One peer on the jobs (``{"id", "task", "tokens"}``): its entry, differences, skips.
+    A peer that cannot run, or fails, is a skip line, never a failure of the run."""
+    status = peer.status(loaded)
+    if status:
+        log(f"  {peer.key}: {status}")
+        return {"status": status}, [], []
+    log(f"{peer.describe(len(jobs), repeats)}: {len(jobs)} answers x {repeats} rounds")
+    try:
+        result = peer.run(loaded, [{"id": j["id"], "tokens": j["tokens"]} for j in jobs],
+                          max_tokens, repeats, log)
+    except Exception as error:
+        status = f"skipped: {peer.describe(len(jobs), repeats)} failed ({type(error).__name__}: {error})"
+        log(f"  {status}")
+        return {"status": status}, [], []
+    return peer.collect(result, {j["id"]: j["task"] for j in jobs}, reference)
+
+
+class HFPeer:
+    key = "hf_prompt_lookup"
+
+    def __init__(self, lookup: int):
+        self.lookup = lookup
+
+    def status(self, loaded) -> str | None:
+        return hf_status()
+
+    def describe(self, answers: int, repeats: int) -> str:
+        return "Hugging Face transformers prompt lookup (torch CPU, same weights, child process)"
+
+    def run(self, loaded, jobs, max_tokens, repeats, log) -> dict:
+        return run_hf_jobs(loaded.path, jobs, max_tokens, self.lookup, repeats=repeats)
+
+    def collect(self, result, task_of, reference):
+        rows, differences = [], []
+        for item in result["rows"]:
+            plain = [HFRun(**p) for p in item["plain"]]
+            lookup = [HFRun(**p) for p in item["lookup"]]
+            identical = all(r.tokens == plain[0].tokens for r in plain + lookup)
+            rows.append({"workload": item["id"], "task": task_of[item["id"]],
+                         "plain_decode_s": [round(r.decode_s, 4) for r in plain],
+                         "decode_s": [round(r.decode_s, 4) for r in lookup],
+                         "new_tokens": lookup[0].new_tokens, "calls": lookup[0].calls,
+                         "plain_calls": plain[0].calls,
+                         "tokens_per_call": round(lookup[0].tokens_per_call, 4),
+                         "identical_to_own_plain": identical,
+                         "plain_equals_our_plain": plain[0].tokens == reference.get(item["id"]),
+                         "loadavg_1min": item.get("loadavg_1min")})
+            if not identical:
+                differences.append(f"HF peer {item['id']}: prompt lookup output differs from "
+                                   "transformers' own plain greedy output")
+        return ({"status": "ran", "versions": result["versions"], "threads": result.get("threads"),
+                 "prompt_lookup_num_tokens": self.lookup, "max_matching_ngram_size": 2,
+                 "rows": rows}, differences, [])
 
 
 def _child(spec_path: str) -> int:

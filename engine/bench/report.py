@@ -9,10 +9,68 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .aggregate import GOAL_FLOOR, GOAL_GEOMEAN, GOAL_PEER_RATIO
-from .report_parts import _f, _loadavg, _table, plot_sweep, plot_verify_cost
+from .aggregate import (BOOTSTRAP_RESAMPLES, GOAL_FLOOR, GOAL_GEOMEAN, GOAL_PEER_RATIO,
+                        paired_ratios, ratio_interval)
 
 NO_CHANGE = "no change"
+NOT_IN_RUN = "not in this run"
+
+
+def _f(value, fmt="{:.2f}", missing="–"):
+    return missing if value is None else fmt.format(value)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _loadavg(values) -> str:
+    return "/".join(f"{v:.1f}" for v in values) if values else "unknown"
+
+
+def plot_verify_cost(plt, curve: dict, out: Path, title: str) -> str:
+    ns = [int(n) for n in curve["ratio"]]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.plot(ns, [curve["ratio"][str(n)] for n in ns], marker="o", label="median c(n)/c(1)")
+    ax.plot(ns, [curve["ratio_min"][str(n)] for n in ns], marker="x", ls="--",
+            label="fastest repeat c(n)/c(1)")
+    ax.plot(ns, ns, ls=":", color="gray", label="linear (n)")
+    ax.set_ylim(0, max(curve["ratio"].values()) * 1.3 + 0.5)
+    ax.set_xlabel("tokens in one forward pass (n)")
+    ax.set_ylabel("c(n) / c(1)")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "verify_cost.png", dpi=90)
+    plt.close(fig)
+    return "verify_cost.png"
+
+
+def plot_sweep(plt, sweep: dict, out: Path, xlabel: str, title: str) -> str:
+    cmap = plt.get_cmap("tab20")
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.3))
+    for i, (name, by_k) in enumerate(sweep.items()):
+        ks = sorted(int(k) for k in by_k if k.isdigit())
+        a1.plot(ks, [by_k[str(k)].get("speedup") or 0 for k in ks], marker="o", label=name,
+                color=cmap(i * 2))
+        a2.plot(ks, [by_k[str(k)].get("tokens_per_pass") or 0 for k in ks], marker="o",
+                label=name, color=cmap(i * 2))
+        if "adaptive" in by_k and by_k["adaptive"].get("speedup"):
+            a1.axhline(by_k["adaptive"]["speedup"], ls="--", color=cmap(i * 2),
+                       label=f"{name} adaptive")
+    for ax, label in ((a1, "speed-up (x)"), (a2, "tokens / pass")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(label)
+        ax.axhline(1.0, color="black", lw=0.8)
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(out / "speedup_vs_draft_count.png", dpi=90)
+    plt.close(fig)
+    return "speedup_vs_draft_count.png"
 
 
 def row_gemv_note(machine: dict) -> str:
@@ -91,38 +149,56 @@ def _plots(results: dict, out: Path) -> list[str]:
 
 # ---------------------------------------------------------------- markdown
 
-def _columns(summary: dict, peers: bool = True) -> list[tuple[str, dict]]:
-    """Draftless (the default drafter) first, the other drafters, the oracle, then peers."""
+def _columns(summary: dict, peers: bool = True) -> list[tuple[str, str, dict]]:
+    """(heading, config or peer, figures): Draftless (the default drafter) first, the other
+    drafters, the oracle, then peers."""
     per = summary["per"]
     default = summary.get("default_drafter")
-    columns = [(f"Draftless (`{default}`)", per[default])] if default in per else []
-    columns += [(f"`{c}`", per[c]) for c in summary["ranking"] if c != default]
+    columns = [(f"Draftless (`{default}`)", default, per[default])] if default in per else []
+    columns += [(f"`{c}`", c, per[c]) for c in summary["ranking"] if c != default]
     if "oracle" in per:
-        columns.append(("oracle (limit)", per["oracle"]))
+        columns.append(("oracle (limit)", "oracle", per["oracle"]))
     if peers:
-        columns += list(summary["peers"].items())
+        columns += [(name, name, figures) for name, figures in summary["peers"].items()]
         if "mlx-lm" in per:
-            columns.append(("mlx-lm plain", per["mlx-lm"]))
+            columns.append(("mlx-lm plain", "mlx-lm", per["mlx-lm"]))
     return columns
 
 
 def headline_table(summary: dict) -> str:
     """Measured speed-up per task: Draftless, the other drafters, the oracle, each peer."""
     columns = _columns(summary)
-    rows = [[task if task != "all" else "**all**"] + [speedup_cell(f.get(task)) for _, f in columns]
+    rows = [[task if task != "all" else "**all**"] + [speedup_cell(f.get(task)) for *_, f in columns]
             for task in summary["tasks"] + ["all"]]
-    return _table(["task"] + [name for name, _ in columns], rows)
+    return _table(["task"] + [name for name, *_ in columns], rows)
+
+
+def ratio_table(results: dict) -> str:
+    """Per cell: the geometric mean of the paired per-answer time ratios with its bootstrap
+    95% interval, or "not in this run" where results.json holds no such pairs."""
+    summary = results["summary"]
+    columns = _columns(summary)
+    ratios = paired_ratios(results)
+    rows = []
+    for task in summary["tasks"] + ["all"]:
+        row = [task if task != "all" else "**all**"]
+        for _, key, _ in columns:
+            cell = ratio_interval(ratios.get(key, {}).get(task, []))
+            row.append(NOT_IN_RUN if cell is None else
+                       f"{cell['ratio']:.2f} ({cell['lo']:.2f}–{cell['hi']:.2f}; {cell['pairs']} pairs)")
+        rows.append(row)
+    return _table(["task"] + [name for name, *_ in columns], rows)
 
 
 def load_free_table(summary: dict) -> str:
     """Tokens per pass and the speed-up the c(n) curve predicts (free drafting)."""
     columns = _columns(summary, peers=False)
     peers = list(summary["peers"].items())
-    header = ["task"] + [name for name, _ in columns] + [f"{name}: tok/pass" for name, _ in peers]
+    header = ["task"] + [name for name, *_ in columns] + [f"{name}: tok/pass" for name, _ in peers]
     rows = []
     for task in summary["tasks"] + ["all"]:
         row = [task if task != "all" else "**all**"]
-        for _, figures in columns:
+        for *_, figures in columns:
             cell = figures.get(task) or {}
             row.append(f"{_f(cell.get('tokens_per_pass'))} · "
                        f"{_f(cell.get('predicted_speedup'), '{:.2f}x')}")
@@ -209,6 +285,15 @@ def render(results: dict, out: Path, plots: bool = True) -> list[str]:
         f"{results.get('oracle_draft_count')} tokens, all accepted): the limit on this machine.",
         "",
         headline_table(summary),
+        "",
+        "## Paired per-answer time ratios",
+        "",
+        "Cells: each answer's decode time over the same answer's plain decode time in the same "
+        "round (peers: over their own plain decoding), as a geometric mean over the cell's "
+        f"(answer, round) pairs, with a 95% bootstrap interval ({BOOTSTRAP_RESAMPLES:,} "
+        "resamples of the pairs, fixed seed). Below 1: faster than plain.",
+        "",
+        ratio_table(results),
         "",
         "## Load-independent figures",
         "",

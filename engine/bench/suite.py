@@ -20,250 +20,41 @@ What one run does, in order:
 6. writes ``results.json`` (every run, the figures of ``aggregate.py``), then the report and
    plots (``report.py``), which read nothing but that file's content.
 
+One engine run and the run's settings: ``runner.py``; the peers (each a ``peers.Peer``):
+``peers.py`` and ``llamacpp.py``; the draft-count sweep: ``sweep.py``.
+
 The suite keeps one ``EngineMemory`` for the whole run, as the app's service does: every
 chat shares the measured cost curve and the acceptance memory.
-Decode wall time = the whole ``generate`` call's wall time minus its prefill time, so it
-includes drafting, verifying, detokenizing and event overhead: what a user waits for.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import platform
-import statistics
-import subprocess
-import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 
-from mlx.utils import tree_flatten
-
-from .. import _blas
-from ..verify_cost import timing_steps
 from ..decode import Target
 from ..drafters import DEFAULT_DRAFTER, DRAFTERS, measurement_options
 from ..errors import EngineError
-from ..events import DoneEvent, PassEvent, ProgressEvent
 from ..memory import EngineMemory
 from ..model_ngrams import model_key
 from ..models import load_model
 from ..session import ChatSession, prompt_tokens
-from ..settings import DraftSettings, GenerationRequest
+from ..settings import GenerationRequest
 from . import llamacpp, peers, report
 from .aggregate import aggregate
 from .oracle import ORACLE, OracleDrafter, OracleSession, best_fixed_count
-from .workloads import TASK_ORDER, Workload, predecessor, select_workloads
+from .runner import (COMPARED_DRAFTERS, QUICK_DRAFTERS, QUICK_TASKS, BenchConfig, EngineRun,
+                     compare, draft_settings, environment, load_now, log, run_engine,
+                     verify_cost_curve)
+from .scratch import FolderStores, private_data_dir
+from .sweep import draft_count_sweep
+from .workloads import Workload, predecessor, select_workloads
 
-QUICK_TASKS = ["code-edit", "edit-session", "rag", "open-question"]
-# Without --drafters: these where registered, plus the engine's default drafter
-# (--drafters all: every registered drafter).
-COMPARED_DRAFTERS = ("ngram-cache", "prompt-lookup", "suffix")
-QUICK_DRAFTERS = ("prompt-lookup",)
-FULL_TASKS = list(TASK_ORDER)
-VERIFY_NS = [1, 2, 3, 4, 5, 6, 8, 9, 12, 16, 17, 24, 32, 48]
-SWEEP_COUNTS = [1, 2, 4, 8, 16]
-HF_LOOKUP = 10  # transformers' own prompt_lookup_num_tokens default
+__all__ = ["QUICK_TASKS", "BenchConfig", "Suite"]
 
-
-@dataclass
-class BenchConfig:
-    out: Path
-    model: str | None = None
-    quick: bool = False
-    drafters: list[str] | None = None  # None: every registered drafter
-    max_tokens: int = 512  # answers run to their end unless longer
-    repeats: int = 3  # interleaved rounds per chat and config
-    split: str = "check"  # "check": the report's prompts; "tuning": the tuning set
-    draft_count: int = DraftSettings.draft_count
-    ngram_order: int = DraftSettings.ngram_order
-    ngram_min: int = DraftSettings.ngram_min
-    tasks: list[str] = field(default_factory=lambda: list(FULL_TASKS))
-    per_task: int = 2
-    mtbench_turns: int = 2
-    hf_peer: bool = True
-    hf_prompts_per_task: int = 2  # chats per task (every turn of a chat runs)
-    hf_lookup: int = HF_LOOKUP
-    llama_peer: bool = True
-    sweep: bool = True
-    sweep_counts: list[int] = field(default_factory=lambda: list(SWEEP_COUNTS))
-    sweep_drafters: int = 2
-    verify_ns: list[int] = field(default_factory=lambda: list(VERIFY_NS))
-    verify_repeats: int = 7
-    verify_prefix: int = 384
-    plots: bool = True
-    adaptive: bool = DraftSettings.adaptive  # the engine's default
-    sweep_tasks: list[str] = field(default_factory=lambda: ["code-edit", "rag"])
-    hf_tasks: list[str] = field(default_factory=lambda: list(FULL_TASKS))
-    oracle: bool = True
-    command: str = ""
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-# ---------------------------------------------------------------- environment
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def version_of(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def git_revision() -> str | None:
-    root = Path(__file__).resolve().parents[2]
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
-                             text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return f"{rev}{' (with uncommitted changes)' if dirty else ''}" if rev else None
-
-
-def environment(loaded) -> dict:
-    params = sum(v.size for _, v in tree_flatten(loaded.model.parameters()))
-    dtypes = sorted({str(v.dtype) for _, v in tree_flatten(loaded.model.parameters())})
-    return {
-        "date_utc": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
-        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "platform": platform.platform(),
-                    "loadavg_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-                    "blas": _blas.loaded_blas or "mlx's bundled BLAS",
-                    "row_gemv": bool(_blas.row_gemv)},
-        "model": {"name": loaded.name, "path": str(loaded.path), "parameters": int(params),
-                  "dtype": ", ".join(d.replace("mlx.core.", "") for d in dtypes),
-                  "model_type": loaded.config.get("model_type"),
-                  "speculation": loaded.speculation},
-        "versions": {"python": platform.python_version(),
-                     **{name: version_of(name) for name in ("mlx", "mlx-lm", "numpy", "torch",
-                                                            "transformers", "matplotlib")}},
-        "git": git_revision(),
-    }
-
-
-# ---------------------------------------------------------------- one engine run
-
-@dataclass
-class EngineRun:
-    config: str  # drafter name, "mlx-lm", or "drafter@k"
-    workload: str
-    task: str
-    tokens: list[int]
-    decode_wall_s: float
-    cpu_s: float | None = None  # this process's CPU time (all threads) for the whole call
-    stats: dict | None = None  # DecodeStats.to_dict() from the DoneEvent
-    timing: dict | None = None
-    passes: list[tuple[int, int, int, float]] = field(default_factory=list)  # drafted, accepted, emitted, s
-    identical: bool | None = None
-    first_mismatch: int | None = None
-    loadavg: float | None = None
-    error: str | None = None
-    repeat: int = 0
-    chat: str = ""  # the workload (chat) this turn belongs to
-
-    def record(self) -> dict:
-        out = {"config": self.config, "workload": self.workload, "task": self.task,
-               "chat": self.chat or self.workload, "repeat": self.repeat,
-               "emitted_tokens": len(self.tokens), "decode_wall_s": round(self.decode_wall_s, 4),
-               "cpu_s": None if self.cpu_s is None else round(self.cpu_s, 4),
-               "identical": self.identical, "first_mismatch": self.first_mismatch,
-               "loadavg_1min": self.loadavg}
-        if self.stats is not None:
-            out["stats"] = self.stats
-            out["timing"] = self.timing
-        if self.error:
-            out["error"] = self.error
-        return out
-
-
-def draft_settings(name: str, cfg: BenchConfig, draft_count: int | None = None,
-                   adaptive: bool | None = None, cross_chat: bool = False) -> DraftSettings:
-    """The engine's defaults but for the suite's counts; ``adaptive`` None: cfg.adaptive.
-    Without ``cross_chat`` a drafter gets its measurement options (no memory from other
-    chats); with it, the app's own options."""
-    return DraftSettings(drafter=name, draft_count=draft_count or cfg.draft_count,
-                         ngram_order=cfg.ngram_order, ngram_min=cfg.ngram_min,
-                         adaptive=cfg.adaptive if adaptive is None else adaptive,
-                         options={} if cross_chat else measurement_options(name))
-
-
-def run_engine(session, workload: Workload, messages, draft: DraftSettings, max_tokens: int,
-               label: str) -> EngineRun:
-    request = GenerationRequest(messages=messages, max_tokens=max_tokens, draft=draft).validated()
-    passes = []
-    done = None
-    cpu_started = time.process_time()
-    started = time.perf_counter()
-    shown = -1
-    for event in session.generate(request):
-        if isinstance(event, PassEvent):
-            passes.append((event.drafted, event.accepted, event.emitted, event.seconds))
-        elif isinstance(event, DoneEvent):
-            done = event
-        elif isinstance(event, ProgressEvent) and event.stage != "prefill":
-            # one-off work such as a drafter's model table or the adaptive calibration
-            tenth = 10 * event.done // max(event.total, 1)
-            if tenth != shown:
-                shown = tenth
-                log(f"  {label}: {event.message} {event.done}/{event.total}")
-    wall = time.perf_counter() - started
-    cpu = time.process_time() - cpu_started
-    run = EngineRun(label, workload.id, workload.task, list(done.tokens),
-                    wall - float(done.timing.get("prefill_s", 0.0)), cpu, done.stats, done.timing,
-                    passes, loadavg=os.getloadavg()[0] if hasattr(os, "getloadavg") else None)
-    return run
-
-
-def _load() -> float | None:
-    return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-
-
-def compare(run: EngineRun, reference: list[int]) -> None:
-    run.identical = run.tokens == reference
-    if not run.identical:
-        n = min(len(run.tokens), len(reference))
-        run.first_mismatch = next((i for i in range(n) if run.tokens[i] != reference[i]), n)
-
-
-# ---------------------------------------------------------------- verify cost c(n)
-
-def verify_cost_curve(loaded, prefix_tokens: list[int], ns: list[int], repeats: int) -> dict:
-    """c(n) after a realistic prefix, timed as the engine times it (``verify_cost.timing_steps``)."""
-    target = Target(loaded.model)
-    prefix = prefix_tokens[:-max(ns)]
-    probe = prefix_tokens[len(prefix):]
-    target.prefill(prefix)
-    samples: dict[int, list[float]] = {}
-    for _, _, samples in timing_steps(target, ns, repeats, tokens=probe):
-        pass
-    median = {n: statistics.median(v) for n, v in samples.items()}
-    c1 = median[ns[0]]
-    return {"prefix_tokens": len(prefix), "repeats": repeats,
-            "median_s": {str(n): round(median[n], 5) for n in ns},
-            "min_s": {str(n): round(min(samples[n]), 5) for n in ns},
-            "ratio": {str(n): round(median[n] / c1, 4) for n in ns},
-            "ratio_min": {str(n): round(min(samples[n]) / min(samples[ns[0]]), 4) for n in ns}}
-
-
-# ---------------------------------------------------------------- the suite
 
 class Suite:
     def __init__(self, cfg: BenchConfig):
@@ -278,8 +69,7 @@ class Suite:
         # a peer's speculative output that differs from its own plain run: a finding about the
         # peer (reported, not a failure of this run)
         self.peer_differences: list[str] = []
-        self.hf: dict = {}
-        self.llama_cpp: dict = {}
+        self.peer_results: dict[str, dict] = {}  # results.json key -> the peer's entry
         self.chat_messages: dict[str, list[list[dict]]] = {}  # chat -> messages of each turn
         self.configs: list[str] = []
         self.oracle_count = 0
@@ -404,10 +194,7 @@ class Suite:
         if earlier is None or not measurement_options(config):
             return ChatSession(self.loaded, self.memory), draft_settings(config, cfg)
         # cross-chat memory: a fresh store in a fresh folder, taught the earlier chat
-        from ..drafters.stores import DrafterStores
-
-        os.environ["DRAFTLESS_DATA_DIR"] = tempfile.mkdtemp(prefix="draftless-bench-memory-")
-        stores = DrafterStores()
+        stores = FolderStores(tempfile.mkdtemp(prefix="memory-", dir=self.scratch))
         self.teach_cross_chat(config, earlier, stores)
         memory = EngineMemory(adaptive=self.memory.adaptive, stores=stores)
         return ChatSession(self.loaded, memory), draft_settings(config, cfg, cross_chat=True)
@@ -421,21 +208,16 @@ class Suite:
                 tokens = prompt_tokens(self.loaded, GenerationRequest(messages=messages).validated())
                 plain = peers.mlx_lm_greedy(self.loaded, tokens, cfg.max_tokens)
                 runs.append(EngineRun("mlx-lm", turn_id, workload.task, plain.tokens,
-                                      plain.decode_wall_s, plain.cpu_s, loadavg=_load(),
+                                      plain.decode_wall_s, plain.cpu_s, loadavg=load_now(),
                                       repeat=repeat, chat=workload.id))
             return runs
-        data_dir = os.environ.get("DRAFTLESS_DATA_DIR")
-        try:
-            session, settings = self.chat_session(config, workload)
-            for turn_id, messages in zip(turn_ids, self.chat_messages[workload.id]):
-                if config == ORACLE:
-                    session.oracle.expect(self.reference[turn_id])
-                run = run_engine(session, workload, messages, settings, cfg.max_tokens, config)
-                run.workload, run.chat, run.repeat = turn_id, workload.id, repeat
-                runs.append(run)
-        finally:
-            if data_dir is not None:
-                os.environ["DRAFTLESS_DATA_DIR"] = data_dir
+        session, settings = self.chat_session(config, workload)
+        for turn_id, messages in zip(turn_ids, self.chat_messages[workload.id]):
+            if config == ORACLE:
+                session.oracle.expect(self.reference[turn_id])
+            run = run_engine(session, workload, messages, settings, cfg.max_tokens, config)
+            run.workload, run.chat, run.repeat = turn_id, workload.id, repeat
+            runs.append(run)
         return runs
 
     def run_chat(self, workload: Workload, configs: list[str], index: int, total: int) -> None:
@@ -443,14 +225,10 @@ class Suite:
         earlier = predecessor(workload)
         if earlier is not None and earlier.id not in self.chat_messages:
             self.reference_only(earlier)  # the chat it follows, for its cross-chat memory
-        reference = self.reference_chat(workload)
-        answers = [self.loaded.tokenizer.decode(r.tokens) for r in reference]
-        self.chat_messages[workload.id] = self.turn_messages(workload, answers)
-        for run in reference:
-            self.reference[run.workload] = run.tokens
+        reference = self.reference_only(workload)
         lengths = ", ".join(str(len(r.tokens)) for r in reference)
         log(f"[{self.elapsed()}] ({index}/{total}) {workload.task}/{workload.id}: "
-            f"{len(reference)} turn(s) of {lengths} tokens; load {_load():.2f}")
+            f"{len(reference)} turn(s) of {lengths} tokens; load {load_now():.2f}")
         for repeat in range(cfg.repeats):
             shift = (index + repeat) % len(configs)
             for config in configs[shift:] + configs[:shift]:
@@ -475,12 +253,14 @@ class Suite:
                     + (f" {tokens / passes:.2f} tok/pass" if passes else "")
                     + ("" if all(r.identical for r in runs) else "  MISMATCH"))
 
-    def reference_only(self, workload: Workload) -> None:
+    def reference_only(self, workload: Workload) -> list[EngineRun]:
+        """The chat's reference runs, kept: its tokens per turn and each turn's messages."""
         reference = self.reference_chat(workload)
         answers = [self.loaded.tokenizer.decode(r.tokens) for r in reference]
         self.chat_messages[workload.id] = self.turn_messages(workload, answers)
         for run in reference:
             self.reference[run.workload] = run.tokens
+        return reference
 
     def run_main(self):
         configs = ["none"] + list(self.drafters)
@@ -513,140 +293,22 @@ class Suite:
                     self.loaded, GenerationRequest(messages=messages).validated())})
         return jobs
 
-    def run_hf_peer(self):
+    def run_peers(self) -> None:
         cfg = self.cfg
-        status = peers.hf_status()
-        if status:
-            self.hf = {"status": status}
-            log(f"[{self.elapsed()}] Hugging Face prompt lookup {status}")
-            return
-        jobs = self.peer_jobs(cfg.hf_tasks, cfg.hf_prompts_per_task)
-        log(f"[{self.elapsed()}] Hugging Face transformers prompt lookup (torch CPU, same weights, "
-            f"child process): {len(jobs)} answers x {cfg.repeats} rounds")
-        try:
-            result = peers.run_hf_jobs(self.loaded.path, [{"id": j["id"], "tokens": j["tokens"]}
-                                                          for j in jobs],
-                                       cfg.max_tokens, cfg.hf_lookup, repeats=cfg.repeats)
-        except Exception as error:
-            self.hf = {"status": f"skipped: transformers could not run on {self.loaded.path} "
-                                 f"({type(error).__name__}: {error})"}
-            log(f"  {self.hf['status']}")
-            return
-        task_of = {j["id"]: j["task"] for j in jobs}
-        rows = []
-        for item in result["rows"]:
-            plain = [peers.HFRun(**p) for p in item["plain"]]
-            lookup = [peers.HFRun(**p) for p in item["lookup"]]
-            identical = all(r.tokens == plain[0].tokens for r in plain + lookup)
-            rows.append({"workload": item["id"], "task": task_of[item["id"]],
-                         "plain_decode_s": [round(r.decode_s, 4) for r in plain],
-                         "decode_s": [round(r.decode_s, 4) for r in lookup],
-                         "new_tokens": lookup[0].new_tokens, "calls": lookup[0].calls,
-                         "plain_calls": plain[0].calls,
-                         "tokens_per_call": round(lookup[0].tokens_per_call, 4),
-                         "identical_to_own_plain": identical,
-                         "plain_equals_our_plain": plain[0].tokens == self.reference.get(item["id"]),
-                         "loadavg_1min": item.get("loadavg_1min")})
-            if not identical:
-                self.peer_differences.append(f"HF peer {item['id']}: prompt lookup output differs from "
-                                     "transformers' own plain greedy output")
-        self.hf = {"status": "ran", "versions": result["versions"], "threads": result.get("threads"),
-                   "prompt_lookup_num_tokens": cfg.hf_lookup, "max_matching_ngram_size": 2,
-                   "rows": rows}
-
-    def run_llama_peer(self):
-        cfg = self.cfg
-        status = llamacpp.status()
-        if status is None and self.loaded.name != "SmolLM2-135M-Instruct":
-            status = "skipped: llama.cpp runs the embedded model's GGUF only"
-        if status:
-            self.llama_cpp = {"status": status}
-            log(f"[{self.elapsed()}] llama.cpp n-gram modes {status}")
-            return
-        from ..models.embedded import find_embedded_gguf
-
-        jobs = self.peer_jobs(cfg.hf_tasks, cfg.hf_prompts_per_task)
-        log(f"[{self.elapsed()}] llama.cpp llama-server ({', '.join(llamacpp.SPEC_TYPES)} vs "
-            f"none, Q4_1 GGUF): {len(jobs)} answers x {cfg.repeats} rounds")
-        try:
-            result = llamacpp.run_modes(llamacpp.server_binary(), find_embedded_gguf(),
-                                        [{"id": j["id"], "tokens": j["tokens"]} for j in jobs],
-                                        cfg.max_tokens, cfg.repeats, log=log)
-        except Exception as error:
-            self.llama_cpp = {"status": f"skipped: llama-server failed ({type(error).__name__}: "
-                                        f"{error})"}
-            log(f"  {self.llama_cpp['status']}")
-            return
-        task_of = {j["id"]: j["task"] for j in jobs}
-        errors = [r for r in result["rows"] if "error" in r]
-        for row in errors:
-            self.skipped.append(f"llama.cpp {row['mode']} {row['id']} (round {row['repeat'] + 1}): "
-                                f"{row['error']}")
-        result["rows"] = [r for r in result["rows"] if "error" not in r]
-        result["errors"] = errors
-        plain: dict[str, list[int]] = {}
-        for row in sorted(result["rows"], key=lambda r: r["repeat"]):
-            if row["mode"] == "none":
-                plain.setdefault(row["id"], row["tokens"])
-        for row in result["rows"]:
-            row["task"] = task_of[row["id"]]
-            row["identical_to_own_plain"] = row["tokens"] == plain.get(row["id"])
-            if not row["identical_to_own_plain"]:
-                self.peer_differences.append(f"llama.cpp {row['mode']} {row['id']} (round "
-                                     f"{row['repeat'] + 1}): output differs from llama.cpp's own "
-                                     "plain greedy output")
-            row["tokens"] = len(row["tokens"])
-        self.llama_cpp = {"status": "ran", **result}
-
-    # -- draft-count sweep
-
-    def run_sweep(self, ranking: list[str]):
-        cfg = self.cfg
-        best = ranking[:cfg.sweep_drafters]
-        if not best:
-            return
-        seen_tasks = set()
-        chosen = []
-        for workload in self.workloads:
-            if workload.task not in seen_tasks and workload.id in self.reference \
-                    and not workload.turns and workload.task in cfg.sweep_tasks:
-                seen_tasks.add(workload.task)
-                chosen.append(workload)
-        log(f"[{self.elapsed()}] draft-count sweep: {', '.join(best)} x k = {cfg.sweep_counts}"
-            f" + adaptive on {len(chosen)} prompts")
-        for index, workload in enumerate(chosen, 1):
-            session = ChatSession(self.loaded, self.memory)
-            run_engine(session, workload, workload.messages, draft_settings("none", cfg),
-                       cfg.max_tokens, "prime")
-            base = run_engine(session, workload, workload.messages, draft_settings("none", cfg),
-                              cfg.max_tokens, "none")
-            compare(base, self.reference[workload.id])
-            self.sweep_runs.append(base)
-            configs = [(name, k, False) for name in best for k in cfg.sweep_counts]
-            configs += [(name, max(cfg.sweep_counts), True) for name in best]
-            shift = index % len(configs)
-            configs = configs[shift:] + configs[:shift] + [("none", 0, False)]
-            for name, k, adaptive in configs:
-                if name == "none":  # the second baseline run, after all the others
-                    again = run_engine(session, workload, workload.messages,
-                                       draft_settings("none", cfg), cfg.max_tokens, "none")
-                    again.repeat = 1  # the noise check; speed-ups pair with the first
-                    compare(again, self.reference[workload.id])
-                    self.sweep_runs.append(again)
-                    continue
-                label = f"{name}@{'adaptive' if adaptive else k}"
-                try:
-                    run = run_engine(session, workload, workload.messages,
-                                     draft_settings(name, cfg, k, adaptive), cfg.max_tokens, label)
-                except Exception as error:
-                    self.failures.append(f"sweep {workload.id} {label}: {type(error).__name__}: {error}")
-                    continue
-                compare(run, self.reference[workload.id])
-                if not run.identical:
-                    self.failures.append(f"sweep {workload.id} {label}: output differs from plain "
-                                         f"greedy at token {run.first_mismatch}")
-                self.sweep_runs.append(run)
-            log(f"  ({index}/{len(chosen)}) {workload.task}/{workload.id} done [{self.elapsed()}]")
+        jobs = None
+        for peer, wanted in ((peers.HFPeer(cfg.hf_lookup), cfg.hf_peer),
+                             (llamacpp.LlamaCppPeer(), cfg.llama_peer)):
+            if not wanted:
+                self.peer_results[peer.key] = {"status": "skipped: --no-peers"}
+                continue
+            if jobs is None:
+                jobs = self.peer_jobs(cfg.hf_tasks, cfg.hf_prompts_per_task)
+            log(f"[{self.elapsed()}] peer {peer.key}")
+            entry, differences, skipped = peers.run_peer(peer, self.loaded, jobs, cfg.max_tokens,
+                                                         cfg.repeats, self.reference, log)
+            self.peer_results[peer.key] = entry
+            self.peer_differences += differences
+            self.skipped += skipped
 
     # -- everything
 
@@ -670,14 +332,21 @@ class Suite:
             "verify_cost": self.verify,
             "oracle_draft_count": self.oracle_count,
             "summary": aggregate(self),
-            "hf_prompt_lookup": self.hf,
-            "llama_cpp": self.llama_cpp,
+            "hf_prompt_lookup": self.peer_results.get("hf_prompt_lookup", {}),
+            "llama_cpp": self.peer_results.get("llama_cpp", {}),
             "runs": [r.record() for r in self.runs],
             "sweep_runs": [r.record() for r in self.sweep_runs],
             "plots": [],
         }
 
     def run(self) -> int:
+        """The whole run in a private data folder (the user's cross-chat memory is never read:
+        it would hold the identical greedy answers of earlier runs), removed at the end."""
+        with private_data_dir() as scratch:
+            self.scratch = scratch
+            return self._run()
+
+    def _run(self) -> int:
         cfg = self.cfg
         self.load()
         self.workloads, self.provenance = select_workloads(cfg.tasks, cfg.per_task,
@@ -693,17 +362,10 @@ class Suite:
         self.warm_up()
         self.measure_verify_cost()
         self.run_main()
-        summary = aggregate(self)
-        if cfg.hf_peer:
-            self.run_hf_peer()
-        else:
-            self.hf = {"status": "skipped: --no-peers"}
-        if cfg.llama_peer:
-            self.run_llama_peer()
-        else:
-            self.llama_cpp = {"status": "skipped: --no-peers"}
+        ranking = aggregate(self)["ranking"]
+        self.run_peers()
         if cfg.sweep:
-            self.run_sweep(summary["ranking"])
+            self.sweep_runs = draft_count_sweep(self, ranking)
         self.env["machine"]["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
         self.env["total_s"] = round(time.perf_counter() - self.started, 1)
         results = self.results()

@@ -31,6 +31,7 @@ from ..drafters import make_drafter, measurement_options
 from ..drafters.base import Proposal
 from ..drafters.stores import DrafterStores
 from ..replay import matched_length, tree_size
+from .scratch import FolderStores, private_data_dir
 from ..settings import DraftSettings
 
 QUIET_CURVE = "resources/readme/benchmarks/results.json"  # a quiet machine's c(n), seconds
@@ -215,14 +216,10 @@ def cross_chat(chats: dict, chat: dict, name: str, cap: int, key: str, seconds: 
                eos: int) -> dict:
     """For a chat that follows another (``edit-memory``) and a drafter with cross-chat
     memory: the app's options and a fresh store in a fresh folder that saw the earlier chat."""
-    import os
-    import tempfile
-
     earlier = chats.get(chat.get("after") or "")
     if earlier is None or not measurement_options(name):
         return {}
-    os.environ["DRAFTLESS_DATA_DIR"] = tempfile.mkdtemp(prefix="draftless-tune-memory-")
-    stores = DrafterStores()
+    stores = FolderStores()
     simulate(earlier["turns"], name, cap, False, AdaptiveMemory(), key, seconds, eos,
              options={}, stores=stores)
     return {"options": {}, "stores": stores}
@@ -267,6 +264,11 @@ def main(argv=None) -> int:
     parser.add_argument("--cached-only", action="store_true",
                         help="replay only the answers already decoded; decode nothing")
     args = parser.parse_args(argv)
+    with private_data_dir("draftless-tune-data-"):
+        return _main(args, argv)
+
+
+def _main(args, argv) -> int:
     chats, key, eos = reference_answers(args.split, args.max_tokens,
                                         args.tasks.split(",") if args.tasks else None,
                                         cached_only=args.cached_only)
