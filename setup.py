@@ -7,7 +7,14 @@ from setuptools import Extension, setup
 
 extensions = []
 if sys.platform.startswith("linux"):
-    extensions.append(Extension("engine._row_gemm", ["engine/_row_gemm.c"], libraries=["dl"],
-                                extra_compile_args=["-O2"], optional=True))
+    extensions.append(
+        Extension(
+            "engine._row_gemm",
+            ["engine/_row_gemm.c"],
+            libraries=["dl"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        )
+    )
 
 setup(ext_modules=extensions)

@@ -19,18 +19,31 @@ import threading
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m app", description="Draftless desktop chat")
-    parser.add_argument("--model", help="mlx-lm model folder or Hugging Face id to load "
-                        "(default: the last one used, else the built-in model)")
+    parser.add_argument(
+        "--model",
+        help="mlx-lm model folder or Hugging Face id to load "
+        "(default: the last one used, else the built-in model)",
+    )
     parser.add_argument("--screenshot", metavar="FILE", help="save a PNG of the window and exit")
     parser.add_argument("--prompt", help="with --screenshot: send this prompt first")
-    parser.add_argument("--capture-at", type=int, metavar="TOKENS",
-                        help="with --screenshot: capture mid-answer, after this many tokens")
-    parser.add_argument("--panel", choices=("settings", "inspector"),
-                        help="with --screenshot: the side panel to show")
+    parser.add_argument(
+        "--capture-at",
+        type=int,
+        metavar="TOKENS",
+        help="with --screenshot: capture mid-answer, after this many tokens",
+    )
+    parser.add_argument(
+        "--panel",
+        choices=("settings", "inspector"),
+        help="with --screenshot: the side panel to show",
+    )
     parser.add_argument("--theme", choices=("system", "light", "dark"), default="system")
     parser.add_argument("--size", default="1280x800", help="with --screenshot: window size WxH")
-    parser.add_argument("--replay", action="store_true",
-                        help="with --screenshot and --prompt: replay the answer in the inspector")
+    parser.add_argument(
+        "--replay",
+        action="store_true",
+        help="with --screenshot and --prompt: replay the answer in the inspector",
+    )
     return parser
 
 
@@ -63,7 +76,9 @@ class Application:
 
     def start(self, model: str | None = None, *, use_saved: bool = True):
         """Load the model (the saved one by default) and return the loading task."""
-        spec = model if model is not None else (self.controller.settings.model if use_saved else None)
+        spec = (
+            model if model is not None else (self.controller.settings.model if use_saved else None)
+        )
         return self.controller.load_model(spec)
 
     async def start_or_fall_back(self, model: str | None = None) -> None:
@@ -73,7 +88,8 @@ class Application:
         await self.start(spec)
         if not self.controller.model_name and model is None and spec is not None:
             self.window.banner.show_message(
-                f"{self.window.banner.label.text()} Using the built-in model instead.")
+                f"{self.window.banner.label.text()} Using the built-in model instead."
+            )
             await self.start(None, use_saved=False)
 
     async def close(self) -> None:
@@ -122,6 +138,7 @@ def _closing(original, closed: asyncio.Event):
     def close_event(event):
         original(event)
         closed.set()
+
     return close_event
 
 
@@ -146,7 +163,10 @@ async def run_screenshot(args) -> int:
         if task is None:  # not sent (the banner says why, and the prompt stays in the box)
             status = 1
         elif args.capture_at:
-            while not task.done() and len(application.controller.answer.provenance.tokens) < args.capture_at:
+            while (
+                not task.done()
+                and len(application.controller.answer.provenance.tokens) < args.capture_at
+            ):
                 await asyncio.sleep(0.05)
             await asyncio.sleep(0.2)  # let the throttled transcript refresh catch up
             _save(window, args.screenshot)
@@ -158,7 +178,9 @@ async def run_screenshot(args) -> int:
     if args.replay and application.controller.messages:
         answer = application.controller.messages[-1]
         window.inspector.inspect(answer.id)
-        replaying = window.replay(answer.id, [2, 4, 8], [application.controller.settings.ngram_order])
+        replaying = window.replay(
+            answer.id, [2, 4, 8], [application.controller.settings.ngram_order]
+        )
         if replaying is not None:  # None: it could not start (the inspector says why)
             await replaying
         best = window.inspector.replay.chosen()
@@ -217,12 +239,18 @@ def _run(args, scratch: str | None) -> int:
         instance = SingleInstance(data_dir())
         if not instance.acquire():
             if instance.ask_running_instance():
-                print("Draftless is already running with this data folder; its window was "
-                      "brought forward.", file=sys.stderr)
+                print(
+                    "Draftless is already running with this data folder; its window was "
+                    "brought forward.",
+                    file=sys.stderr,
+                )
                 return 0
-            print(f"Draftless is already running with this data folder (process "
-                  f"{instance.holder_pid()}) but does not answer. Quit that process, or start "
-                  "this one with another DRAFTLESS_DATA_DIR.", file=sys.stderr)
+            print(
+                f"Draftless is already running with this data folder (process "
+                f"{instance.holder_pid()}) but does not answer. Quit that process, or start "
+                "this one with another DRAFTLESS_DATA_DIR.",
+                file=sys.stderr,
+            )
             return 1
     app.setQuitOnLastWindowClosed(False)
     loop = qasync.QEventLoop(app)

@@ -32,7 +32,9 @@ class CodeBlock:
 
 def is_code_block(block) -> bool:
     fmt = block.blockFormat()
-    return fmt.hasProperty(QTextFormat.BlockCodeFence) or fmt.hasProperty(QTextFormat.BlockCodeLanguage)
+    return fmt.hasProperty(QTextFormat.BlockCodeFence) or fmt.hasProperty(
+        QTextFormat.BlockCodeLanguage
+    )
 
 
 def code_blocks(document) -> list[CodeBlock]:
@@ -44,13 +46,22 @@ def code_blocks(document) -> list[CodeBlock]:
             language = block.blockFormat().stringProperty(QTextFormat.BlockCodeLanguage)
             first, lines = block.position(), []
             last = block
-            while block.isValid() and is_code_block(block) and \
-                    block.blockFormat().stringProperty(QTextFormat.BlockCodeLanguage) == language:
+            while (
+                block.isValid()
+                and is_code_block(block)
+                and block.blockFormat().stringProperty(QTextFormat.BlockCodeLanguage) == language
+            ):
                 lines.append(block.text())
                 last = block
                 block = block.next()
-            found.append(CodeBlock(first, last.position() + utf16_len(last.text()), language.strip(),
-                                   "\n".join(lines)))
+            found.append(
+                CodeBlock(
+                    first,
+                    last.position() + utf16_len(last.text()),
+                    language.strip(),
+                    "\n".join(lines),
+                )
+            )
             continue
         block = block.next()
     return found
@@ -109,8 +120,9 @@ def label_name(block: CodeBlock) -> str:
     return block.language or "code"
 
 
-def add_headers(document, blocks: list[CodeBlock], header_background: QColor,
-                muted: QColor, link: QColor) -> list[tuple[int, int]]:
+def add_headers(
+    document, blocks: list[CodeBlock], header_background: QColor, muted: QColor, link: QColor
+) -> list[tuple[int, int]]:
     """Put 'python · Copy' above each block (Copy links to ``copy-code:<index>``).
     Returns (position, length) of each insertion, last block first."""
     inserted = []

@@ -14,8 +14,15 @@ from dataclasses import replace
 
 from PySide6.QtCore import QObject, Signal
 
-from engine.events import (DoneEvent, ErrorEvent, ModelEvent, PassEvent, ProgressEvent, ReplayEvent,
-                           TokenEvent)
+from engine.events import (
+    DoneEvent,
+    ErrorEvent,
+    ModelEvent,
+    PassEvent,
+    ProgressEvent,
+    ReplayEvent,
+    TokenEvent,
+)
 
 from .export import export_text
 from .livestats import LiveStats
@@ -43,8 +50,11 @@ def unsaved(error: Exception, what: str, then: str) -> str:
     """A sentence for ``what`` that could not be saved: the cause, what the person can do
     about it, and ``then`` (what happens to their text)."""
     text = str(error)
-    fix = ("Free some space on the disk" if "full" in text.lower() else
-           "Check the free space on the disk and the permissions of the Draftless data folder")
+    fix = (
+        "Free some space on the disk"
+        if "full" in text.lower()
+        else "Check the free space on the disk and the permissions of the Draftless data folder"
+    )
     return f"{what} ({text}). {fix}; {then}"
 
 
@@ -159,8 +169,13 @@ class ChatController(QObject):
         try:
             session = self.store.create_session()
         except (sqlite3.Error, OSError) as error:
-            self.problem.emit(unsaved(error, "No new chat was started: the chat history could "
-                                      "not be saved", "then try again."))
+            self.problem.emit(
+                unsaved(
+                    error,
+                    "No new chat was started: the chat history could not be saved",
+                    "then try again.",
+                )
+            )
             return None
         self.sessionsChanged.emit()
         self.open_session(session.id)
@@ -180,8 +195,13 @@ class ChatController(QObject):
             try:
                 self.store.rename_session(session_id, title)
             except (sqlite3.Error, OSError) as error:
-                self.problem.emit(unsaved(error, "The chat was not renamed: the chat history "
-                                          "could not be saved", "then rename it again."))
+                self.problem.emit(
+                    unsaved(
+                        error,
+                        "The chat was not renamed: the chat history could not be saved",
+                        "then rename it again.",
+                    )
+                )
                 return
             if self.session and self.session.id == session_id:
                 self.session.title = title
@@ -191,8 +211,13 @@ class ChatController(QObject):
         try:
             self.store.delete_session(session_id)
         except (sqlite3.Error, OSError) as error:
-            self.problem.emit(unsaved(error, "The chat was not deleted: the chat history "
-                                      "could not be changed", "then delete it again."))
+            self.problem.emit(
+                unsaved(
+                    error,
+                    "The chat was not deleted: the chat history could not be changed",
+                    "then delete it again.",
+                )
+            )
             return
         if self.answer and self.answer.session_id == session_id and self.busy:
             self.answer.discarded = True
@@ -213,8 +238,11 @@ class ChatController(QObject):
         session = self.store.session(session_id)
         if session is None:
             return False
-        messages = (self.messages if self.session and self.session.id == session_id
-                    else self.store.messages(session_id))
+        messages = (
+            self.messages
+            if self.session and self.session.id == session_id
+            else self.store.messages(session_id)
+        )
         try:
             with open(path, "w", encoding="utf-8", newline="\n") as file:
                 file.write(export_text(kind, session, messages))
@@ -232,25 +260,32 @@ class ChatController(QObject):
             return None  # the banner says why; the text stays in the box
         try:
             session = self.session
-            message = self._add_question(Message(None, session.id, "user", text),
-                                         self.messages[-1].id if self.messages else 0)
+            message = self._add_question(
+                Message(None, session.id, "user", text),
+                self.messages[-1].id if self.messages else 0,
+            )
         except (sqlite3.Error, OSError) as error:
-            self.problem.emit(unsaved(error, "Your message was not sent: the chat history "
-                                      "could not be saved", "your message is still in the "
-                                      "box: press Send again."))
+            self.problem.emit(
+                unsaved(
+                    error,
+                    "Your message was not sent: the chat history could not be saved",
+                    "your message is still in the box: press Send again.",
+                )
+            )
             return None
         message.versions = [message.id]
         self.messages.append(message)
         self.messageAdded.emit(message)
         if sum(m.role == "user" for m in self.messages) == 1 and session.title == "New chat":
             title = session_title(text)
-            title = title if len(title) <= TITLE_LENGTH else title[:TITLE_LENGTH - 1] + "…"
+            title = title if len(title) <= TITLE_LENGTH else title[: TITLE_LENGTH - 1] + "…"
             session.title = title
             try:
                 self.store.rename_session(session.id, title)
             except (sqlite3.Error, OSError) as error:
-                self.problem.emit(unsaved(error, "The chat's name could not be saved",
-                                          "rename it later."))
+                self.problem.emit(
+                    unsaved(error, "The chat's name could not be saved", "rename it later.")
+                )
         self.sessionsChanged.emit()
         return self._start_answer()
 
@@ -294,9 +329,13 @@ class ChatController(QObject):
         try:
             self._add_question(Message(None, old.session_id, "user", text), old.parent_id)
         except (sqlite3.Error, OSError) as error:
-            self.problem.emit(unsaved(error, "The edited question was not sent: the chat "
-                                      "history could not be saved", "it is still in the box: "
-                                      "press Send again."))
+            self.problem.emit(
+                unsaved(
+                    error,
+                    "The edited question was not sent: the chat history could not be saved",
+                    "it is still in the box: press Send again.",
+                )
+            )
             return None
         self.messages = self.store.messages(old.session_id)
         self.sessionOpened.emit(self.session)
@@ -313,8 +352,13 @@ class ChatController(QObject):
             try:
                 self.store.choose(message.session_id, message.versions[index])
             except (sqlite3.Error, OSError) as error:
-                self.problem.emit(unsaved(error, "The other version is not shown: the chat "
-                                          "history could not be saved", "then try again."))
+                self.problem.emit(
+                    unsaved(
+                        error,
+                        "The other version is not shown: the chat history could not be saved",
+                        "then try again.",
+                    )
+                )
                 return
             self.messages = self.store.messages(message.session_id)
             self.sessionOpened.emit(self.session)
@@ -326,8 +370,11 @@ class ChatController(QObject):
 
     def _start_answer(self, temperature: float | None = None) -> asyncio.Task:
         turns = [{"role": m.role, "content": m.content} for m in self.messages if m.content]
-        settings = self.settings if temperature is None else replace(self.settings,
-                                                                      temperature=temperature)
+        settings = (
+            self.settings
+            if temperature is None
+            else replace(self.settings, temperature=temperature)
+        )
         request = settings.request(turns, chat_id=self.session.id)
         answer = Answer(self.session.id, request)
         answer.parent_id = self.messages[-1].id
@@ -350,8 +397,9 @@ class ChatController(QObject):
             async for event in answer.stream:
                 if loading and not isinstance(event, (ProgressEvent, ModelEvent)):
                     loading = False
-                    self.loadFinished.emit(not isinstance(event, ErrorEvent),
-                                           getattr(event, "message", ""))
+                    self.loadFinished.emit(
+                        not isinstance(event, ErrorEvent), getattr(event, "message", "")
+                    )
                 if isinstance(event, TokenEvent):
                     answer.provenance.add_event(event)
                     self.answerUpdated.emit(answer)
@@ -389,18 +437,35 @@ class ChatController(QObject):
         answer.live.finish(done.stats, done.timing)
         answer.finish_reason = done.finish_reason
         if (answer.text or answer.provenance.tokens) and not answer.discarded:
-            message = Message(None, answer.session_id, "assistant", answer.text,
-                              done.finish_reason, self.model_name, dict(done.stats),
-                              dict(done.timing), answer.provenance)
+            message = Message(
+                None,
+                answer.session_id,
+                "assistant",
+                answer.text,
+                done.finish_reason,
+                self.model_name,
+                dict(done.stats),
+                dict(done.timing),
+                answer.provenance,
+            )
             message.versions = [message.id]
             try:
                 self.store.add_message(message)
                 self.store.link(message, answer.parent_id)
-                message.versions = next((m.versions for m in self.store.messages(answer.session_id)
-                                         if m.id == message.id), [message.id])
+                message.versions = next(
+                    (
+                        m.versions
+                        for m in self.store.messages(answer.session_id)
+                        if m.id == message.id
+                    ),
+                    [message.id],
+                )
             except Exception as error:  # a full disk must not lose the on-screen answer
-                self.problem.emit(unsaved(error, "Could not save the answer",
-                                          "it stays on screen until you quit."))
+                self.problem.emit(
+                    unsaved(
+                        error, "Could not save the answer", "it stays on screen until you quit."
+                    )
+                )
             answer.message = message
             if self.session and self.session.id == answer.session_id:
                 self.messages.append(message)
@@ -435,26 +500,35 @@ class ChatController(QObject):
         ended = message.finish_reason == "stop"
         greedy = bool(message.stats.get("greedy", True))
         if self.replays_recorded(message):
-            earlier = [t.token for m in self.messages[:index]
-                       if m.role == "assistant" and m.provenance is not None
-                       and (m.model or "") == (message.model or "") for t in m.provenance.tokens]
-            return self._spawn(self._replay_recorded(message_id, earlier, tokens, ended, configs,
-                                                     greedy))
+            earlier = [
+                t.token
+                for m in self.messages[:index]
+                if m.role == "assistant"
+                and m.provenance is not None
+                and (m.model or "") == (message.model or "")
+                for t in m.provenance.tokens
+            ]
+            return self._spawn(
+                self._replay_recorded(message_id, earlier, tokens, ended, configs, greedy)
+            )
         turns = [{"role": m.role, "content": m.content} for m in self.messages[:index] if m.content]
         try:
-            stream = self.service.replay(self.settings.request(turns), tokens, ended, configs,
-                                         greedy)
+            stream = self.service.replay(
+                self.settings.request(turns), tokens, ended, configs, greedy
+            )
         except Exception as error:
             log.exception("replay failed")
             self.replayFailed.emit(message_id, f"Replay failed: {error}")
             return None
         return self._spawn(self._consume_replay(message_id, stream))
 
-    async def _replay_recorded(self, message_id: int, earlier, tokens, ended, configs,
-                               greedy) -> None:
+    async def _replay_recorded(
+        self, message_id: int, earlier, tokens, ended, configs, greedy
+    ) -> None:
         try:  # a worker thread: long answers times many settings take a while
             results = await asyncio.get_running_loop().run_in_executor(
-                None, replay_recorded, earlier, tokens, ended, configs, greedy)
+                None, replay_recorded, earlier, tokens, ended, configs, greedy
+            )
         except Exception as error:
             log.exception("replay failed")
             self.replayFailed.emit(message_id, f"Replay failed: {error}")
@@ -473,8 +547,9 @@ class ChatController(QObject):
             log.exception("replay failed")
             failure = f"Replay failed: {error}"
         if failure or results is None:
-            self.replayFailed.emit(message_id, failure or "The engine stopped before the "
-                                   "replay finished.")
+            self.replayFailed.emit(
+                message_id, failure or "The engine stopped before the replay finished."
+            )
         else:
             self.replayFinished.emit(message_id, results)
 
@@ -532,6 +607,7 @@ class ChatController(QObject):
                 self.update_settings(replace(self.settings, server_url=url.strip()))
             self.server_keys.set(base, key)
             return True
+
         self.loading = True
         self.loadStarted.emit(base)
         return self._spawn(connect())
@@ -574,7 +650,11 @@ class ChatController(QObject):
         return ok
 
     def _model_loaded(self, event: ModelEvent) -> None:
-        self.model_name, self.model_path, self.speculation = event.name, event.path, event.speculation
+        self.model_name, self.model_path, self.speculation = (
+            event.name,
+            event.path,
+            event.speculation,
+        )
         self.model_details = event.details
         self.modelChanged.emit(event.name, event.path, event.speculation)
 

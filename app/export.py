@@ -31,20 +31,42 @@ def chat_markdown(session, messages) -> str:
 
 def chat_json(session, messages) -> str:
     def one(message) -> dict:
-        item = {"role": message.role, "content": message.content,
-                "created": message.created}
+        item = {"role": message.role, "content": message.content, "created": message.created}
         if message.role == "assistant":
-            item.update(model=message.model, finish_reason=message.finish_reason,
-                        stats=message.stats, timing=message.timing)
+            item.update(
+                model=message.model,
+                finish_reason=message.finish_reason,
+                stats=message.stats,
+                timing=message.timing,
+            )
             if message.provenance is not None:
-                item["tokens"] = [{"token": t.token, "from_draft": t.from_draft,
-                                   "pass": t.pass_index, "draft_position": t.draft_position,
-                                   "drafter": t.drafter, "start": t.start, "end": t.end}
-                                  for t in message.provenance.tokens]
+                item["tokens"] = [
+                    {
+                        "token": t.token,
+                        "from_draft": t.from_draft,
+                        "pass": t.pass_index,
+                        "draft_position": t.draft_position,
+                        "drafter": t.drafter,
+                        "start": t.start,
+                        "end": t.end,
+                    }
+                    for t in message.provenance.tokens
+                ]
         return item
-    return json.dumps({"title": session.title, "created": session.created,
-                       "updated": session.updated, "messages": [one(m) for m in messages]},
-                      ensure_ascii=False, indent=2) + "\n"
+
+    return (
+        json.dumps(
+            {
+                "title": session.title,
+                "created": session.created,
+                "updated": session.updated,
+                "messages": [one(m) for m in messages],
+            },
+            ensure_ascii=False,
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 def export_text(kind: str, session, messages) -> str:

@@ -11,7 +11,15 @@ import math
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QPainter, QPen
-from PySide6.QtWidgets import QCheckBox, QFrame, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from . import theme
 
@@ -25,8 +33,10 @@ class Gauge(QWidget):
         self.mean = 0.0
         self.current = 0.0
         self.active = False
-        self.setToolTip("Tokens per forward pass: the arc is the running mean for this answer, "
-                        "the dot the last pass. 1 = plain decoding; more means accepted guesses.")
+        self.setToolTip(
+            "Tokens per forward pass: the arc is the running mean for this answer, "
+            "the dot the last pass. 1 = plain decoding; more means accepted guesses."
+        )
         self.setSizePolicy(QSizePolicy.Fixed, QSizePolicy.Fixed)
 
     def sizeHint(self) -> QSize:
@@ -63,13 +73,16 @@ class Gauge(QWidget):
             if not self.active:
                 accent.setAlpha(150)
             painter.setPen(QPen(accent, width, Qt.SolidLine, Qt.RoundCap))
-            painter.drawArc(rect, int(START_DEG * 16),
-                            int(SPAN_DEG * self.fraction(self.mean) * 16) or -1)
+            painter.drawArc(
+                rect, int(START_DEG * 16), int(SPAN_DEG * self.fraction(self.mean) * 16) or -1
+            )
         if self.current >= 1.0:
             angle = math.radians(START_DEG + SPAN_DEG * self.fraction(self.current))
             center = rect.center()
             radius = rect.width() / 2
-            dot = QPointF(center.x() + radius * math.cos(angle), center.y() - radius * math.sin(angle))
+            dot = QPointF(
+                center.x() + radius * math.cos(angle), center.y() - radius * math.sin(angle)
+            )
             painter.setPen(QPen(QColor(colors.base), 2))
             painter.setBrush(QColor(colors.draft if not colors.dark else "#ffd24d"))
             painter.drawEllipse(dot, 6, 6)
@@ -79,14 +92,18 @@ class Gauge(QWidget):
         font.setBold(True)
         painter.setFont(font)
         text = f"{self.mean:.1f}" if self.mean else "–"
-        painter.drawText(QRectF(rect.left(), rect.top() + side * 0.22, side, side * 0.36),
-                         Qt.AlignCenter, text)
+        painter.drawText(
+            QRectF(rect.left(), rect.top() + side * 0.22, side, side * 0.36), Qt.AlignCenter, text
+        )
         small = QFont(self.font())
         small.setPointSizeF(small.pointSizeF() * 0.8)
         painter.setFont(small)
         painter.setPen(QColor(colors.muted))
-        painter.drawText(QRectF(0, rect.top() + side * 0.56, self.width(), side * 0.22),
-                         Qt.AlignCenter, "tokens/pass")
+        painter.drawText(
+            QRectF(0, rect.top() + side * 0.56, self.width(), side * 0.22),
+            Qt.AlignCenter,
+            "tokens/pass",
+        )
         center = rect.center()
         for sign, label in ((-1, "1"), (1, f"{self.maximum:g}")):
             x = center.x() + sign * 0.866 * radius
@@ -113,7 +130,9 @@ class Legend(QWidget):
 
     def restyle(self) -> None:
         colors = theme.current()  # the fill and the underline the transcript paints
-        self.swatch.setStyleSheet(f"background: {colors.draft}; border-bottom: 2px solid {colors.mark};")
+        self.swatch.setStyleSheet(
+            f"background: {colors.draft}; border-bottom: 2px solid {colors.mark};"
+        )
 
 
 class SpeculationBar(QFrame):
@@ -131,16 +150,25 @@ class SpeculationBar(QFrame):
         layout.addWidget(self.gauge)
         numbers = QVBoxLayout()
         numbers.setSpacing(2)
-        self.current_label = self._figure("this pass", "Tokens the last forward pass produced "
-                                          "(accepted guesses + the model's own token)")
+        self.current_label = self._figure(
+            "this pass",
+            "Tokens the last forward pass produced (accepted guesses + the model's own token)",
+        )
         self.speed_label = self._figure("tok/s", "Tokens per second while decoding")
-        self.acceptance_label = self._figure("drafts accepted", "Share of drafted tokens the "
-                                             "model accepted")
-        self.speedup_label = self._figure("faster than plain (est.)",
-                                          "Plain decoding's predicted time over this answer's, "
-                                          "from this machine's measured verify-cost curve")
-        self.figures = (self.current_label, self.speed_label, self.acceptance_label,
-                        self.speedup_label)
+        self.acceptance_label = self._figure(
+            "drafts accepted", "Share of drafted tokens the model accepted"
+        )
+        self.speedup_label = self._figure(
+            "faster than plain (est.)",
+            "Plain decoding's predicted time over this answer's, "
+            "from this machine's measured verify-cost curve",
+        )
+        self.figures = (
+            self.current_label,
+            self.speed_label,
+            self.acceptance_label,
+            self.speedup_label,
+        )
         for label in self.figures:
             numbers.addWidget(label)
         layout.addLayout(numbers)
@@ -158,8 +186,9 @@ class SpeculationBar(QFrame):
         legend_row = QHBoxLayout()
         legend_row.addStretch(1)
         self.legend = Legend("accepted draft")
-        self.legend.setToolTip("Characters whose tokens were all guessed by the drafter and "
-                               "accepted by the model")
+        self.legend.setToolTip(
+            "Characters whose tokens were all guessed by the drafter and accepted by the model"
+        )
         legend_row.addWidget(self.legend)
         self.toggle = QCheckBox("Highlight")
         self.toggle.setChecked(True)
@@ -185,8 +214,10 @@ class SpeculationBar(QFrame):
 
     @staticmethod
     def _set(label: QLabel, value: str) -> None:
-        label.setText(f"<b>{value}</b> <span style='color:{theme.current().muted}'>"
-                      f"{label.property('unit')}</span>")
+        label.setText(
+            f"<b>{value}</b> <span style='color:{theme.current().muted}'>"
+            f"{label.property('unit')}</span>"
+        )
 
     def show_numbers(self, live, draft_count: int | None = None, active: bool = False) -> None:
         """Show the open chat's latest answer (``LiveStats``; None: no answer yet). The

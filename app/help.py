@@ -59,10 +59,12 @@ def version() -> str:
         return "development copy"
 
 
-ABOUT = ("<h3>Draftless {version}</h3>"
-         "<p>A desktop chat whose engine answers faster with lossless n-gram speculative "
-         "decoding: no draft model, the same answer as plain decoding, fewer passes of "
-         "the model.</p><p>Apache License 2.0.</p>")
+ABOUT = (
+    "<h3>Draftless {version}</h3>"
+    "<p>A desktop chat whose engine answers faster with lossless n-gram speculative "
+    "decoding: no draft model, the same answer as plain decoding, fewer passes of "
+    "the model.</p><p>Apache License 2.0.</p>"
+)
 
 
 class HelpDialog(QDialog):

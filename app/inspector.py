@@ -12,9 +12,21 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QPainter, QPen
-from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
-                               QListWidget, QListWidgetItem, QPushButton, QSizePolicy,
-                               QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QSizePolicy,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from . import theme
 
@@ -63,12 +75,18 @@ class BarChart(QWidget):
             painter.setPen(QPen(QColor(colors.grid), 1))
             painter.drawLine(plot.left(), y, plot.right(), y)
             painter.setPen(QColor(colors.muted))
-            painter.drawText(QRectF(0, y - 7, plot.left() - 4, 14), Qt.AlignRight | Qt.AlignVCenter,
-                             f"{fraction:.0%}")
+            painter.drawText(
+                QRectF(0, y - 7, plot.left() - 4, 14),
+                Qt.AlignRight | Qt.AlignVCenter,
+                f"{fraction:.0%}",
+            )
         if not self.series or not self.labels:
             painter.setPen(QColor(colors.muted))
-            painter.drawText(plot, Qt.AlignCenter, "No drafts in this answer" if self.series
-                             else "Pick an answer to inspect")
+            painter.drawText(
+                plot,
+                Qt.AlignCenter,
+                "No drafts in this answer" if self.series else "Pick an answer to inspect",
+            )
             painter.end()
             return
         groups = len(self.labels)
@@ -80,15 +98,23 @@ class BarChart(QWidget):
                 value = series.values[g] if g < len(series.values) else 0.0
                 height = max(min(value, 1.0), 0.0) * plot.height()
                 color = QColor(colors.series[s % len(colors.series)])
-                painter.fillRect(QRectF(left + s * bar_width, plot.bottom() - height,
-                                        bar_width - 1, height), color)
+                painter.fillRect(
+                    QRectF(left + s * bar_width, plot.bottom() - height, bar_width - 1, height),
+                    color,
+                )
             if groups <= 16 or g % max(groups // 16, 1) == 0:
                 painter.setPen(QColor(colors.muted))
-                painter.drawText(QRectF(plot.left() + g * group_width, plot.bottom() + 2,
-                                        group_width, 14), Qt.AlignHCenter | Qt.AlignTop, label)
+                painter.drawText(
+                    QRectF(plot.left() + g * group_width, plot.bottom() + 2, group_width, 14),
+                    Qt.AlignHCenter | Qt.AlignTop,
+                    label,
+                )
         painter.setPen(QColor(colors.muted))
-        painter.drawText(QRectF(plot.left(), plot.bottom() + 16, plot.width(), 16),
-                         Qt.AlignHCenter | Qt.AlignTop, self.x_title)
+        painter.drawText(
+            QRectF(plot.left(), plot.bottom() + 16, plot.width(), 16),
+            Qt.AlignHCenter | Qt.AlignTop,
+            self.x_title,
+        )
         painter.end()
 
 
@@ -113,8 +139,13 @@ def parse_numbers(text: str, low: int, high: int) -> list[int]:
 
 
 REPLAY_COLUMNS = ("Drafter", "n", "tok/pass", "acc.", "speed")
-REPLAY_TIPS = ("Drafter and draft count k", "N-gram order", "Tokens per pass", "Drafted tokens accepted",
-               "Estimated speed-up over plain decoding, from this machine's verify-cost curve")
+REPLAY_TIPS = (
+    "Drafter and draft count k",
+    "N-gram order",
+    "Tokens per pass",
+    "Drafted tokens accepted",
+    "Estimated speed-up over plain decoding, from this machine's verify-cost curve",
+)
 
 
 class NumberItem(QTableWidgetItem):
@@ -140,8 +171,10 @@ class ReplayPanel(QWidget):
         super().__init__(parent)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        title = QLabel("<b>Replay</b> — every drafter over this answer's own tokens, no model "
-                       "passes. Exact for greedy answers; <i>italic</i>: an estimate (hover for why).")
+        title = QLabel(
+            "<b>Replay</b> — every drafter over this answer's own tokens, no model "
+            "passes. Exact for greedy answers; <i>italic</i>: an estimate (hover for why)."
+        )
         title.setWordWrap(True)
         layout.addWidget(title)
         row = QHBoxLayout()
@@ -183,18 +216,25 @@ class ReplayPanel(QWidget):
         layout.addWidget(self.table, 1)
         buttons = QHBoxLayout()
         self.highlight_button = QPushButton("Highlights")
-        self.highlight_button.setToolTip("Paint the answer with what this drafter would have had "
-                                         "accepted")
+        self.highlight_button.setToolTip(
+            "Paint the answer with what this drafter would have had accepted"
+        )
         self.highlight_button.clicked.connect(self._highlight)
         self.actual_button = QPushButton("Actual")
         self.actual_button.setToolTip("Back to the highlights of the answer's real run")
         self.actual_button.clicked.connect(
-            lambda: self.message_id is not None and self.highlightRequested.emit(self.message_id, None))
+            lambda: (
+                self.message_id is not None and self.highlightRequested.emit(self.message_id, None)
+            )
+        )
         self.apply_button = QPushButton("Use settings")
         self.apply_button.setObjectName("primary")
-        self.apply_button.setToolTip("Make this drafter, draft count and n-gram order the settings "
-                                     "for the next answers")
-        self.apply_button.clicked.connect(lambda: self.chosen() and self.applyRequested.emit(self.chosen()))
+        self.apply_button.setToolTip(
+            "Make this drafter, draft count and n-gram order the settings for the next answers"
+        )
+        self.apply_button.clicked.connect(
+            lambda: self.chosen() and self.applyRequested.emit(self.chosen())
+        )
         for button in (self.highlight_button, self.actual_button, self.apply_button):
             buttons.addWidget(button)
         layout.addLayout(buttons)
@@ -233,14 +273,21 @@ class ReplayPanel(QWidget):
         for row, result in enumerate(results):
             stats = result["stats"]
             speedup = stats.get("estimated_speedup")
-            cells = [QTableWidgetItem(f"{result['drafter']} k={result['draft_count']}"),
-                     NumberItem(str(result["ngram_order"]), result["ngram_order"]),
-                     NumberItem(f"{stats['tokens_per_pass']:.2f}", stats["tokens_per_pass"]),
-                     NumberItem(f"{stats['acceptance_rate']:.0%}", stats["acceptance_rate"]),
-                     NumberItem(f"{speedup:.2f}×" if speedup else "–",
-                                (speedup or 0.0, stats["tokens_per_pass"]))]
-            tip = ("Exact: what a greedy run with these settings would have done"
-                   if result["exact"] else "Estimate: " + ", ".join(result["notes"]))
+            cells = [
+                QTableWidgetItem(f"{result['drafter']} k={result['draft_count']}"),
+                NumberItem(str(result["ngram_order"]), result["ngram_order"]),
+                NumberItem(f"{stats['tokens_per_pass']:.2f}", stats["tokens_per_pass"]),
+                NumberItem(f"{stats['acceptance_rate']:.0%}", stats["acceptance_rate"]),
+                NumberItem(
+                    f"{speedup:.2f}×" if speedup else "–",
+                    (speedup or 0.0, stats["tokens_per_pass"]),
+                ),
+            ]
+            tip = (
+                "Exact: what a greedy run with these settings would have done"
+                if result["exact"]
+                else "Estimate: " + ", ".join(result["notes"])
+            )
             for column, cell in enumerate(cells):
                 cell.setData(Qt.UserRole, row)
                 cell.setToolTip(tip)
@@ -260,10 +307,15 @@ class ReplayPanel(QWidget):
             self.status.setText(
                 f"Best: <b>{best['drafter']}</b> k={best['draft_count']} n={best['ngram_order']}, "
                 f"{best['stats']['tokens_per_pass']:.2f} tokens/pass"
-                + (f", ≈{speedup:.2f}× faster than plain (estimate from this machine's "
-                   "verify-cost curve)" if speedup else "") + "."
-                + (f"<br><i>All estimates</i>: {html.escape('; '.join(common))}." if common
-                   else ""))
+                + (
+                    f", ≈{speedup:.2f}× faster than plain (estimate from this machine's "
+                    "verify-cost curve)"
+                    if speedup
+                    else ""
+                )
+                + "."
+                + (f"<br><i>All estimates</i>: {html.escape('; '.join(common))}." if common else "")
+            )
         elif message_id is not None:
             self.status.setText("Nothing to replay.")
         self._selected()
@@ -310,8 +362,9 @@ class Inspector(QWidget):
         self.list.itemChanged.connect(self._redraw)
         layout.addWidget(self.list)
         self.positions = BarChart("Acceptance by draft position", "position in the draft")
-        self.positions.setToolTip("Of the passes that drafted a token at this position, the "
-                                  "share where it was accepted")
+        self.positions.setToolTip(
+            "Of the passes that drafted a token at this position, the share where it was accepted"
+        )
         self.lengths = BarChart("Accepted drafts per pass", "drafted tokens accepted in a pass")
         self.lengths.setToolTip("Share of passes that accepted 0, 1, 2, … drafted tokens")
         self.summary = QLabel()
@@ -325,7 +378,9 @@ class Inspector(QWidget):
         layout.addWidget(self.lengths, 1)
         self._stats: dict[int, dict] = {}
 
-    def set_answers(self, answers: list[tuple[int, str, dict]], checked: set[int] | None = None) -> None:
+    def set_answers(
+        self, answers: list[tuple[int, str, dict]], checked: set[int] | None = None
+    ) -> None:
         """``answers``: (message id, label, stats) in order; ``checked``: ids to draw."""
         previously = self.checked_ids() if checked is None else checked
         self.list.blockSignals(True)
@@ -345,8 +400,11 @@ class Inspector(QWidget):
         self._redraw()
 
     def checked_ids(self) -> set[int]:
-        return {self.list.item(i).data(Qt.UserRole) for i in range(self.list.count())
-                if self.list.item(i).checkState() == Qt.Checked}
+        return {
+            self.list.item(i).data(Qt.UserRole)
+            for i in range(self.list.count())
+            if self.list.item(i).checkState() == Qt.Checked
+        }
 
     def inspect(self, message_id: int, only: bool = True) -> None:
         self.replay.set_message(message_id)
@@ -375,17 +433,22 @@ class Inspector(QWidget):
                 item.setForeground(QColor(colors.text))
         self.list.blockSignals(False)
         longest = max((len(position_series(s)) for _, s in chosen), default=0)
-        self.positions.set_data([str(i + 1) for i in range(longest)],
-                                [Series(name, position_series(s)) for name, s in chosen])
+        self.positions.set_data(
+            [str(i + 1) for i in range(longest)],
+            [Series(name, position_series(s)) for name, s in chosen],
+        )
         longest = max((len(length_series(s)) for _, s in chosen), default=0)
-        self.lengths.set_data([str(i) for i in range(longest)],
-                              [Series(name, length_series(s)) for name, s in chosen])
+        self.lengths.set_data(
+            [str(i) for i in range(longest)], [Series(name, length_series(s)) for name, s in chosen]
+        )
         lines = []
         for name, stats in chosen:
             counters = stats.get("drafter_counters", {})
-            lines.append(f"<b>{name}</b>: {stats.get('passes', 0)} passes, "
-                         f"{stats.get('drafted', 0)} drafted, {stats.get('accepted', 0)} accepted "
-                         f"({stats.get('acceptance_rate', 0):.0%}); calls {counters.get('calls', 0)}, "
-                         f"gen drafts {counters.get('gen_drafts', 0)}, acc drafts "
-                         f"{counters.get('acc_drafts', 0)}")
+            lines.append(
+                f"<b>{name}</b>: {stats.get('passes', 0)} passes, "
+                f"{stats.get('drafted', 0)} drafted, {stats.get('accepted', 0)} accepted "
+                f"({stats.get('acceptance_rate', 0):.0%}); calls {counters.get('calls', 0)}, "
+                f"gen drafts {counters.get('gen_drafts', 0)}, acc drafts "
+                f"{counters.get('acc_drafts', 0)}"
+            )
         self.summary.setText("<br>".join(lines))

@@ -7,10 +7,25 @@ from dataclasses import replace
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import (QApplication, QDialog, QDockWidget, QFileDialog, QFrame, QHBoxLayout,
-                               QInputDialog, QLabel, QMainWindow, QMessageBox, QPlainTextEdit,
-                               QProgressDialog, QPushButton, QScrollArea, QToolButton, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (
+    QApplication,
+    QDialog,
+    QDockWidget,
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QPlainTextEdit,
+    QProgressDialog,
+    QPushButton,
+    QScrollArea,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from engine.replay import configurations
 from engine.settings import DraftSettings
@@ -50,7 +65,9 @@ class ChatInput(QPlainTextEdit):
         self.setFixedHeight(72)
 
     def keyPressEvent(self, event):
-        if event.key() in (Qt.Key_Return, Qt.Key_Enter) and not (event.modifiers() & Qt.ShiftModifier):
+        if event.key() in (Qt.Key_Return, Qt.Key_Enter) and not (
+            event.modifiers() & Qt.ShiftModifier
+        ):
             self.submitted.emit(self.toPlainText())
             return
         super().keyPressEvent(event)
@@ -116,8 +133,10 @@ class MainWindow(QMainWindow):
         self.edit_bar.setObjectName("editBar")
         edit_row = QHBoxLayout(self.edit_bar)
         edit_row.setContentsMargins(12, 4, 12, 0)
-        edit_label = QLabel("Editing an earlier question: Send starts a new branch from it "
-                            "(the earlier version stays, ← → switch).")
+        edit_label = QLabel(
+            "Editing an earlier question: Send starts a new branch from it "
+            "(the earlier version stays, ← → switch)."
+        )
         edit_label.setWordWrap(True)
         edit_row.addWidget(edit_label, 1)
         self.cancel_edit_button = QPushButton("Cancel edit")
@@ -158,22 +177,33 @@ class MainWindow(QMainWindow):
         self.settings_dock.raise_()
         self.resizeDocks([self.sessions_dock, self.settings_dock], [220, 330], Qt.Horizontal)
         self.sessions_dock.setMinimumWidth(max(150, self.sessions_panel.minimumSizeHint().width()))
-        needed = max(280, self.settings_panel.widget().minimumSizeHint().width()
-                     + self.settings_panel.verticalScrollBar().sizeHint().width() + 4)
+        needed = max(
+            280,
+            self.settings_panel.widget().minimumSizeHint().width()
+            + self.settings_panel.verticalScrollBar().sizeHint().width()
+            + 4,
+        )
         for dock in (self.settings_dock, self.inspector_dock):  # tabbed together: one width
             dock.setMinimumWidth(needed)
         # the side panels in folding order: the chat list, then the settings/inspector column
-        self.panel_groups = {"chats": [self.sessions_dock],
-                             "side": [self.settings_dock, self.inspector_dock]}
-        self.panel_widths = {"chats": max(CHATS_WIDTH, self.sessions_panel.minimumSizeHint().width()),
-                             "side": max(SIDE_WIDTH, needed)}
+        self.panel_groups = {
+            "chats": [self.sessions_dock],
+            "side": [self.settings_dock, self.inspector_dock],
+        }
+        self.panel_widths = {
+            "chats": max(CHATS_WIDTH, self.sessions_panel.minimumSizeHint().width()),
+            "side": max(SIDE_WIDTH, needed),
+        }
         self.wanted = {"chats": True, "side": True}  # what the person has open
         self.folded: dict[str, list[QDockWidget]] = {}  # folded for room: reopened on growing
         self._fitting = False
         for group, docks in self.panel_groups.items():
             for dock in docks:
                 dock.toggleViewAction().triggered.connect(
-                    lambda checked, group=group, dock=dock: self._panel_toggled(group, dock, checked))
+                    lambda checked, group=group, dock=dock: self._panel_toggled(
+                        group, dock, checked
+                    )
+                )
         self._menus()
         self._connect()
 
@@ -194,8 +224,11 @@ class MainWindow(QMainWindow):
         self._fit_panels(event.size().width())
 
     def _group_open(self, group: str) -> list[QDockWidget]:
-        return [d for d in self.panel_groups[group]
-                if d.toggleViewAction().isChecked() and not d.isFloating()]
+        return [
+            d
+            for d in self.panel_groups[group]
+            if d.toggleViewAction().isChecked() and not d.isFloating()
+        ]
 
     def _room_taken(self, group: str) -> int:
         """A group whose open panels all float beside the window takes none of its width."""
@@ -214,8 +247,10 @@ class MainWindow(QMainWindow):
             shown = fitting(width, panels, keep)
             for group in self.panel_groups:  # fold first, so that showing finds the room
                 if group not in shown and self._group_open(group):
-                    self.folded[group] = sorted(self._group_open(group),  # the raised tab first
-                                                key=lambda d: not d.isVisible())
+                    self.folded[group] = sorted(
+                        self._group_open(group),  # the raised tab first
+                        key=lambda d: not d.isVisible(),
+                    )
                     for dock in self.folded[group]:
                         dock.hide()
             for group in self.panel_groups:
@@ -233,9 +268,15 @@ class MainWindow(QMainWindow):
 
     def _give_width(self, dock: QDockWidget, group: str) -> None:
         """A panel that opens gets its own width back (once the layout has placed it)."""
+
         def resize():
-            if dock.isVisible() and not dock.isFloating() and dock.width() < self.panel_widths[group]:
+            if (
+                dock.isVisible()
+                and not dock.isFloating()
+                and dock.width() < self.panel_widths[group]
+            ):
                 self.resizeDocks([dock], [self.panel_widths[group]], Qt.Horizontal)
+
         resize()
         QTimer.singleShot(0, resize)
 
@@ -270,16 +311,20 @@ class MainWindow(QMainWindow):
             scroller.setFrameShape(QFrame.NoFrame)
             scroller.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)  # panels fit their width
         dock.setWidget(scroller)
-        dock.setFeatures(QDockWidget.DockWidgetMovable | QDockWidget.DockWidgetClosable
-                         | QDockWidget.DockWidgetFloatable)
+        dock.setFeatures(
+            QDockWidget.DockWidgetMovable
+            | QDockWidget.DockWidgetClosable
+            | QDockWidget.DockWidgetFloatable
+        )
         self.addDockWidget(area, dock)
         return dock
 
     def _menus(self) -> None:
         chat = self.menuBar().addMenu("&Chat")
         self.new_action = chat.addAction("New chat", self.new_chat, QKeySequence.New)
-        self.regenerate_action = chat.addAction("Regenerate answer", self.regenerate,
-                                                QKeySequence("Ctrl+R"))
+        self.regenerate_action = chat.addAction(
+            "Regenerate answer", self.regenerate, QKeySequence("Ctrl+R")
+        )
         self.stop_action = chat.addAction("Stop", self.controller.stop, QKeySequence("Esc"))
         self.stop_action.setEnabled(False)
         chat.addSeparator()
@@ -291,20 +336,26 @@ class MainWindow(QMainWindow):
         model.addAction("Built-in model", lambda: self.controller.load_model(None))
         model.addSeparator()
         model.addAction("Connect to server…", self.connect_server)
-        model.addAction("Use this machine's engine",
-                        lambda: self.controller.use_engine(self.controller.local_service))
+        model.addAction(
+            "Use this machine's engine",
+            lambda: self.controller.use_engine(self.controller.local_service),
+        )
         self.settings_action = chat.addAction("Settings…", self.show_settings)
-        self.settings_action.setShortcuts([QKeySequence(QKeySequence.Preferences),
-                                           QKeySequence("Ctrl+,")])
+        self.settings_action.setShortcuts(
+            [QKeySequence(QKeySequence.Preferences), QKeySequence("Ctrl+,")]
+        )
         self.settings_action.setMenuRole(QAction.PreferencesRole)  # Cmd+, in the app menu on a Mac
         view = self.menuBar().addMenu("&View")
         for dock in (self.sessions_dock, self.settings_dock, self.inspector_dock):
             view.addAction(dock.toggleViewAction())
         view.addSeparator()
         self.zoom_in_action = view.addAction("Bigger text", lambda: self.zoom(1))
-        self.zoom_in_action.setShortcuts([QKeySequence(QKeySequence.ZoomIn), QKeySequence("Ctrl+=")])
-        self.zoom_out_action = view.addAction("Smaller text", lambda: self.zoom(-1),
-                                              QKeySequence(QKeySequence.ZoomOut))
+        self.zoom_in_action.setShortcuts(
+            [QKeySequence(QKeySequence.ZoomIn), QKeySequence("Ctrl+=")]
+        )
+        self.zoom_out_action = view.addAction(
+            "Smaller text", lambda: self.zoom(-1), QKeySequence(QKeySequence.ZoomOut)
+        )
         view.addAction("Actual size", lambda: self.zoom(0), QKeySequence("Ctrl+0"))
         view.addSeparator()
         self.highlight_action = QAction("Highlight accepted drafts", self, checkable=True)
@@ -317,8 +368,9 @@ class MainWindow(QMainWindow):
         self.markdown_action.toggled.connect(self.transcript.set_markdown)
         view.addAction(self.markdown_action)
         help_menu = self.menuBar().addMenu("&Help")
-        self.help_action = help_menu.addAction("How Draftless works", self.show_help,
-                                               QKeySequence.HelpContents)
+        self.help_action = help_menu.addAction(
+            "How Draftless works", self.show_help, QKeySequence.HelpContents
+        )
         self.about_action = help_menu.addAction("About Draftless", self.show_about)
         self.about_action.setMenuRole(QAction.AboutRole)  # in the app menu on a Mac
 
@@ -416,8 +468,13 @@ class MainWindow(QMainWindow):
         return self.help_dialog
 
     def show_about(self) -> QMessageBox:
-        box = QMessageBox(QMessageBox.NoIcon, "About Draftless",
-                          ABOUT.format(version=version()), QMessageBox.Ok, self)
+        box = QMessageBox(
+            QMessageBox.NoIcon,
+            "About Draftless",
+            ABOUT.format(version=version()),
+            QMessageBox.Ok,
+            self,
+        )
         box.setObjectName("aboutBox")
         box.setIconPixmap(theme.app_icon().pixmap(64, 64))
         box.setAttribute(Qt.WA_DeleteOnClose)
@@ -452,8 +509,9 @@ class MainWindow(QMainWindow):
         name, extension = FORMATS[kind]
         stem = "".join(c if c.isalnum() or c in " -_" else " " for c in session.title)
         suggested = (" ".join(stem.split()) or "chat") + "." + extension
-        path = self.ask_save_path(f"Export “{session.title}” as {name}", suggested,
-                                  f"{name} (*.{extension})")
+        path = self.ask_save_path(
+            f"Export “{session.title}” as {name}", suggested, f"{name} (*.{extension})"
+        )
         if path and self.controller.export_session(session_id, kind, path):
             self.statusBar().showMessage(f"Exported to {path}", 4000)
 
@@ -462,9 +520,13 @@ class MainWindow(QMainWindow):
         return path or None
 
     def confirm_delete(self, title: str) -> bool:
-        box = QMessageBox(QMessageBox.Warning, "Delete chat",
-                          f"Delete “{title}” and all its messages? This cannot be undone.",
-                          QMessageBox.Cancel, self)
+        box = QMessageBox(
+            QMessageBox.Warning,
+            "Delete chat",
+            f"Delete “{title}” and all its messages? This cannot be undone.",
+            QMessageBox.Cancel,
+            self,
+        )
         box.setObjectName("confirmDelete")
         delete = box.addButton("Delete", QMessageBox.DestructiveRole)
         box.setDefaultButton(QMessageBox.Cancel)
@@ -524,10 +586,23 @@ class MainWindow(QMainWindow):
 
     def show_session(self, session) -> None:
         c = self.controller
-        self.transcript.set_messages([] if session is None else [
-            {"role": m.role, "text": m.content, "provenance": m.provenance, "stats": m.stats,
-             "timing": m.timing, "finish_reason": m.finish_reason, "message_id": m.id,
-             "versions": m.versions} for m in c.messages])
+        self.transcript.set_messages(
+            []
+            if session is None
+            else [
+                {
+                    "role": m.role,
+                    "text": m.content,
+                    "provenance": m.provenance,
+                    "stats": m.stats,
+                    "timing": m.timing,
+                    "finish_reason": m.finish_reason,
+                    "message_id": m.id,
+                    "versions": m.versions,
+                }
+                for m in c.messages
+            ]
+        )
         if session is not None:
             answer = c.answer
             if answer is not None and c.busy and answer.session_id == session.id:
@@ -540,25 +615,40 @@ class MainWindow(QMainWindow):
 
     def message_added(self, message) -> None:
         if self.controller.session and message.session_id == self.controller.session.id:
-            self.transcript.add_message(message.role, message.content, message.provenance,
-                                        message.stats, message.timing, message.finish_reason,
-                                        message.id, message.versions)
+            self.transcript.add_message(
+                message.role,
+                message.content,
+                message.provenance,
+                message.stats,
+                message.timing,
+                message.finish_reason,
+                message.id,
+                message.versions,
+            )
 
     def _visible(self, answer) -> bool:
-        return self.controller.session is not None and answer.session_id == self.controller.session.id
+        return (
+            self.controller.session is not None and answer.session_id == self.controller.session.id
+        )
 
     def _show_gauge(self) -> None:
         """The gauge shows the open chat's latest answer: live while it is being written."""
         c = self.controller
         answer = c.answer
-        if answer is not None and c.session is not None and answer.session_id == c.session.id \
-                and not answer.finished:
+        if (
+            answer is not None
+            and c.session is not None
+            and answer.session_id == c.session.id
+            and not answer.finished
+        ):
             self.speculation_bar.show_numbers(answer.live, answer.draft_count, True)
             return
         last = next((m for m in reversed(c.messages) if m.role == "assistant" and m.stats), None)
         self.speculation_bar.show_numbers(
             LiveStats.of_message(last.stats, last.timing) if last else None,
-            c.settings.draft_count, False)
+            c.settings.draft_count,
+            False,
+        )
 
     def answer_started(self, answer) -> None:
         if self._visible(answer):
@@ -581,8 +671,14 @@ class MainWindow(QMainWindow):
         message = answer.message
         if self._visible(answer):
             if message is not None:
-                self.transcript.finish_answer(message.content, message.provenance, message.stats,
-                                              message.timing, message.finish_reason, message.id)
+                self.transcript.finish_answer(
+                    message.content,
+                    message.provenance,
+                    message.stats,
+                    message.timing,
+                    message.finish_reason,
+                    message.id,
+                )
                 view = self.transcript.view_of(message.id)
                 if view is not None:
                     view.set_versions(message.versions)
@@ -602,8 +698,11 @@ class MainWindow(QMainWindow):
         c = self.controller
         self.stop_button.setEnabled(c.answering_here)
         self.stop_action.setEnabled(c.answering_here)
-        self.send_button.setToolTip("Another chat is answering: Send works when it has finished"
-                                    if c.busy and not c.answering_here else "Send (Enter)")
+        self.send_button.setToolTip(
+            "Another chat is answering: Send works when it has finished"
+            if c.busy and not c.answering_here
+            else "Send (Enter)"
+        )
 
     # inspector ----------------------------------------------------------------------------
     def _refresh_inspector(self, newest: int | None = None) -> None:
@@ -613,8 +712,10 @@ class MainWindow(QMainWindow):
             if message.role == "user":
                 number += 1
             elif message.stats:
-                label = (f"#{number} · {message.stats.get('drafter', '?')} · "
-                         f"{message.stats.get('tokens_per_pass', 0):.1f} tokens/pass")
+                label = (
+                    f"#{number} · {message.stats.get('drafter', '?')} · "
+                    f"{message.stats.get('tokens_per_pass', 0):.1f} tokens/pass"
+                )
                 answers.append((message.id, label, message.stats))
         checked = self.inspector.checked_ids() & {a[0] for a in answers}
         if newest is not None or not checked:
@@ -629,11 +730,14 @@ class MainWindow(QMainWindow):
     # replay -------------------------------------------------------------------------------
     def replay(self, message_id: int, draft_counts: list[int], ngram_orders: list[int]):
         settings = self.controller.settings
-        names = [self.settings_panel.drafter.itemData(i)
-                 for i in range(self.settings_panel.drafter.count())]
+        names = [
+            self.settings_panel.drafter.itemData(i)
+            for i in range(self.settings_panel.drafter.count())
+        ]
         base = DraftSettings(ngram_min=settings.ngram_min)
-        configs = configurations([n for n in names if n and n != "default"], draft_counts,
-                                 ngram_orders, base)
+        configs = configurations(
+            [n for n in names if n and n != "default"], draft_counts, ngram_orders, base
+        )
         return self.controller.replay(message_id, configs)
 
     def show_replay_highlights(self, message_id: int, result) -> None:
@@ -654,12 +758,21 @@ class MainWindow(QMainWindow):
     def apply_replay_settings(self, result) -> None:
         settings = self.controller.settings
         order = int(result["ngram_order"])
-        self.controller.update_settings(replace(  # as replayed: a fixed draft count
-            settings, drafter=result["drafter"], draft_count=int(result["draft_count"]),
-            ngram_order=order, ngram_min=min(settings.ngram_min, order), adaptive=False))
+        self.controller.update_settings(
+            replace(  # as replayed: a fixed draft count
+                settings,
+                drafter=result["drafter"],
+                draft_count=int(result["draft_count"]),
+                ngram_order=order,
+                ngram_min=min(settings.ngram_min, order),
+                adaptive=False,
+            )
+        )
         self.statusBar().showMessage(
             f"Next answers use {result['drafter']}, {result['draft_count']} drafts (fixed), "
-            f"n-gram order {order}", 4000)
+            f"n-gram order {order}",
+            4000,
+        )
 
     # models -------------------------------------------------------------------------------
     def pick_folder(self) -> None:
@@ -675,8 +788,9 @@ class MainWindow(QMainWindow):
         return dialog
 
     def pick_hub(self) -> None:
-        repo = self.ask_text("Hugging Face model", "Model id (for example "
-                             "mlx-community/SmolLM2-360M-Instruct):", "")
+        repo = self.ask_text(
+            "Hugging Face model", "Model id (for example mlx-community/SmolLM2-360M-Instruct):", ""
+        )
         if repo and repo.strip():
             self.controller.load_model(repo.strip())
 
@@ -684,8 +798,9 @@ class MainWindow(QMainWindow):
         """Model → Connect to server…: the address (remembered) and the key (keychain)."""
         c = self.controller
         url = c.settings.server_url
-        answer = self.ask_server(url, c.server_keys.get(api_base(url)) if url else None,
-                                 c.server_keys.persistent)
+        answer = self.ask_server(
+            url, c.server_keys.get(api_base(url)) if url else None, c.server_keys.persistent
+        )
         if answer is None or not answer[0]:
             return None
         return c.connect_server(*answer)
@@ -699,7 +814,10 @@ class MainWindow(QMainWindow):
         self.server_label.setText(f"Answers from the server at {url}" if url else "")
         self.server_label.setToolTip(
             f"Answers come from the Draftless server at {url}. Model → Use this machine's "
-            "engine switches back." if url else "")
+            "engine switches back."
+            if url
+            else ""
+        )
         self.server_label.setVisible(bool(url))
 
     def model_changed(self, name: str, path: str, speculation: str) -> None:
@@ -717,9 +835,12 @@ class MainWindow(QMainWindow):
             self.progress.setAutoReset(False)
             self.progress.setWindowModality(Qt.WindowModal)
             self.progress.setMinimumWidth(420)
-        self.progress.setLabelText(f"Loading {what}…" if what != "the built-in model" else
-                                   "Preparing the built-in model…\nThe first launch converts it "
-                                   "once; this can take a minute.")
+        self.progress.setLabelText(
+            f"Loading {what}…"
+            if what != "the built-in model"
+            else "Preparing the built-in model…\nThe first launch converts it "
+            "once; this can take a minute."
+        )
         self.progress.setRange(0, 0)
         self.progress.setValue(0)
         QTimer.singleShot(400, self._show_progress)  # quick loads never flash a dialog
@@ -756,8 +877,9 @@ class MainWindow(QMainWindow):
         self.settings_panel.set_loading(False)
         self.send_button.setEnabled(not self.controller.busy)
         if self.controller.model_name:
-            self.model_changed(self.controller.model_name, self.controller.model_path,
-                               self.controller.speculation)
+            self.model_changed(
+                self.controller.model_name, self.controller.model_path, self.controller.speculation
+            )
         elif not ok:
             self.settings_panel.model_name.setText("No model loaded")
             self.settings_panel.speculation.setText(message)

@@ -26,7 +26,7 @@ def _escaped(formula: str) -> str:
 def _outside_code_spans(text: str) -> str:
     out, last = [], 0
     for span in CODE_SPAN.finditer(text):
-        out.append(FORMULA.sub(lambda m: _escaped(m.group(0)), text[last:span.start()]))
+        out.append(FORMULA.sub(lambda m: _escaped(m.group(0)), text[last : span.start()]))
         out.append(span.group(0))
         last = span.end()
     out.append(FORMULA.sub(lambda m: _escaped(m.group(0)), text[last:]))

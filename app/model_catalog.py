@@ -8,8 +8,16 @@ model resumes the partial file), and says plainly when no hub can be reached.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QAbstractItemView, QDialog, QDialogButtonBox, QHeaderView, QLabel,
-                               QTableWidget, QTableWidgetItem, QVBoxLayout)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDialog,
+    QDialogButtonBox,
+    QHeaderView,
+    QLabel,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+)
 
 from engine.models.catalog import CATALOG
 
@@ -24,8 +32,10 @@ class ModelCatalogDialog(QDialog):
         self.setWindowTitle("Download a model")
         self.setMinimumWidth(560)
         layout = QVBoxLayout(self)
-        intro = QLabel("Chat models from mlx-community on Hugging Face; sizes are approximate. "
-                       "A download can be cancelled; choosing the model again resumes it.")
+        intro = QLabel(
+            "Chat models from mlx-community on Hugging Face; sizes are approximate. "
+            "A download can be cancelled; choosing the model again resumes it."
+        )
         intro.setWordWrap(True)
         layout.addWidget(intro)
         self.table = QTableWidget(len(CATALOG), len(COLUMNS))
@@ -36,10 +46,14 @@ class ModelCatalogDialog(QDialog):
         self.table.setSelectionMode(QAbstractItemView.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
         for row, model in enumerate(CATALOG):
-            size = (f"≈{model.download_mb / 1024:.1f} GB" if model.download_mb >= 1024
-                    else f"≈{model.download_mb} MB")
-            for column, text in enumerate((model.name, model.parameters, model.quantization, size,
-                                           model.licence)):
+            size = (
+                f"≈{model.download_mb / 1024:.1f} GB"
+                if model.download_mb >= 1024
+                else f"≈{model.download_mb} MB"
+            )
+            for column, text in enumerate(
+                (model.name, model.parameters, model.quantization, size, model.licence)
+            ):
                 item = QTableWidgetItem(text)
                 item.setData(Qt.UserRole, model.repo)
                 item.setToolTip(model.repo)
@@ -50,12 +64,15 @@ class ModelCatalogDialog(QDialog):
         self.table.itemDoubleClicked.connect(lambda _: self.accept())
         layout.addWidget(self.table)
         self.buttons = QDialogButtonBox(QDialogButtonBox.Cancel)
-        self.download_button = self.buttons.addButton("Download and use", QDialogButtonBox.AcceptRole)
+        self.download_button = self.buttons.addButton(
+            "Download and use", QDialogButtonBox.AcceptRole
+        )
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
         layout.addWidget(self.buttons)
         self.table.itemSelectionChanged.connect(
-            lambda: self.download_button.setEnabled(self.selected() is not None))
+            lambda: self.download_button.setEnabled(self.selected() is not None)
+        )
         self.download_button.setEnabled(False)
 
     def selected(self) -> str | None:

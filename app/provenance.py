@@ -33,9 +33,13 @@ class TokenInfo:
     end: int = 0
 
     def describe(self) -> str:
-        where = (f"accepted draft token, position {self.draft_position + 1} in the draft"
-                 if self.from_draft and self.draft_position is not None
-                 else "accepted draft token" if self.from_draft else "the target model's own token")
+        where = (
+            f"accepted draft token, position {self.draft_position + 1} in the draft"
+            if self.from_draft and self.draft_position is not None
+            else "accepted draft token"
+            if self.from_draft
+            else "the target model's own token"
+        )
         return f"pass {self.pass_index + 1} · drafter {self.drafter} · {where}"
 
 
@@ -59,21 +63,34 @@ class Provenance:
         self._run_starts: list[int] = []
 
     # building -----------------------------------------------------------------------------
-    def add_token(self, token: int, text: str, from_draft: bool, pass_index: int,
-                  draft_position: int | None, drafter: str) -> None:
+    def add_token(
+        self,
+        token: int,
+        text: str,
+        from_draft: bool,
+        pass_index: int,
+        draft_position: int | None,
+        drafter: str,
+    ) -> None:
         self.tokens.append(TokenInfo(token, from_draft, pass_index, draft_position, drafter))
         if text:
             self._release(text)
 
     def add_event(self, event) -> None:
         """Add an ``engine.events.TokenEvent``."""
-        self.add_token(event.token, event.text, event.from_draft, event.pass_index,
-                       event.draft_position, event.drafter)
+        self.add_token(
+            event.token,
+            event.text,
+            event.from_draft,
+            event.pass_index,
+            event.draft_position,
+            event.drafter,
+        )
 
     def finish(self, final_text: str) -> None:
         """The engine's final text: what it flushed after the last token joins the last group."""
         if final_text.startswith(self.text):
-            rest = final_text[len(self.text):]
+            rest = final_text[len(self.text) :]
             if rest:
                 if self._pending_from < len(self.tokens):
                     self._release(rest)
@@ -82,8 +99,8 @@ class Provenance:
                     self._pending_from = last.first_token
                     self._runs.pop()
                     self._run_starts.pop()
-                    self.text = self.text[:last.start]
-                    self._release(final_text[last.start:])
+                    self.text = self.text[: last.start]
+                    self._release(final_text[last.start :])
                 else:
                     self.text = final_text
 
@@ -95,8 +112,15 @@ class Provenance:
             return
         for i in range(first, last + 1):
             info = self.tokens[i]
-            self.tokens[i] = TokenInfo(info.token, info.from_draft, info.pass_index,
-                                       info.draft_position, info.drafter, start, end)
+            self.tokens[i] = TokenInfo(
+                info.token,
+                info.from_draft,
+                info.pass_index,
+                info.draft_position,
+                info.drafter,
+                start,
+                end,
+            )
         self.text += text
         self._append_run(Run(start, end, self._kind(first, last), first, last))
         self._pending_from = last + 1
@@ -126,14 +150,14 @@ class Provenance:
 
     def tokens_at(self, index: int) -> list[TokenInfo]:
         run = self.run_at(index)
-        return self.tokens[run.first_token:run.last_token + 1] if run else []
+        return self.tokens[run.first_token : run.last_token + 1] if run else []
 
     def draft_mask(self) -> list[bool]:
         """For each character: did it come only from accepted draft tokens?"""
         mask = [False] * len(self.text)
         for run in self._runs:
             if run.kind == DRAFT:
-                mask[run.start:run.end] = [True] * (run.end - run.start)
+                mask[run.start : run.end] = [True] * (run.end - run.start)
         return mask
 
     def draft_spans(self) -> list[tuple[int, int]]:
@@ -162,8 +186,10 @@ class Provenance:
         """The same text and token groups with other accepted-draft flags (a replay's)."""
         if len(from_draft) != len(self.tokens):
             raise ValueError(f"{len(from_draft)} flags for {len(self.tokens)} tokens")
-        tokens = [TokenInfo(t.token, flag, t.pass_index, None, drafter, t.start, t.end)
-                  for t, flag in zip(self.tokens, from_draft)]
+        tokens = [
+            TokenInfo(t.token, flag, t.pass_index, None, drafter, t.start, t.end)
+            for t, flag in zip(self.tokens, from_draft)
+        ]
         return Provenance.from_tokens(self.text, tokens)
 
     # persistence --------------------------------------------------------------------------
@@ -177,11 +203,14 @@ class Provenance:
         while i < len(tokens):
             j = i
             while j + 1 < len(tokens) and (tokens[j + 1].start, tokens[j + 1].end) == (
-                    tokens[i].start, tokens[i].end):
+                tokens[i].start,
+                tokens[i].end,
+            ):
                 j += 1
             if tokens[i].end > tokens[i].start:
-                provenance._append_run(Run(tokens[i].start, tokens[i].end,
-                                           provenance._kind(i, j), i, j))
+                provenance._append_run(
+                    Run(tokens[i].start, tokens[i].end, provenance._kind(i, j), i, j)
+                )
             i = j + 1
         provenance._pending_from = len(tokens)
         return provenance

@@ -17,8 +17,9 @@ from engine.replay import replay_many
 NO_PROMPT = "prompt not recorded: replayed after this chat's earlier answers only"
 
 
-def replay_recorded(earlier: Sequence[int], answer: Sequence[int], ended: bool, configs,
-                    greedy: bool) -> list[dict]:
+def replay_recorded(
+    earlier: Sequence[int], answer: Sequence[int], ended: bool, configs, greedy: bool
+) -> list[dict]:
     """Replay ``configs`` over ``answer`` after ``earlier`` (best-effort prompt tokens).
 
     ``ended``: the answer stopped at its end-of-answer token. Which token that was is not
@@ -27,8 +28,14 @@ def replay_recorded(earlier: Sequence[int], answer: Sequence[int], ended: bool, 
     ``ReplayResult.to_dict()``, best first by tokens per pass (no verify-cost curve: the
     machine that answered is not this one)."""
     end = max([*earlier, *answer], default=0) + 1 if ended else None
-    results = replay_many(list(earlier), list(answer), configs, end_token=end,
-                          max_tokens=None if ended else len(answer), greedy=greedy)
+    results = replay_many(
+        list(earlier),
+        list(answer),
+        configs,
+        end_token=end,
+        max_tokens=None if ended else len(answer),
+        greedy=greedy,
+    )
     out = []
     for result in results:
         result.notes.insert(0, NO_PROMPT)

@@ -29,12 +29,23 @@ def api_base(url: str) -> str:
 def request_body(request) -> dict:
     """An engine request as a chat-completions body with the ``draftless`` extension."""
     draft, sampling = request.draft, request.sampling
-    body = {"model": "default", "messages": request.messages, "max_tokens": request.max_tokens,
-            "temperature": sampling.temperature, "top_p": sampling.top_p,
-            "top_k": sampling.top_k, "min_p": sampling.min_p,
-            "draftless": {"drafter": draft.drafter, "draft_count": draft.draft_count,
-                          "ngram_order": draft.ngram_order, "ngram_min": draft.ngram_min,
-                          "adaptive": draft.adaptive, "options": dict(draft.options)}}
+    body = {
+        "model": "default",
+        "messages": request.messages,
+        "max_tokens": request.max_tokens,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k,
+        "min_p": sampling.min_p,
+        "draftless": {
+            "drafter": draft.drafter,
+            "draft_count": draft.draft_count,
+            "ngram_order": draft.ngram_order,
+            "ngram_min": draft.ngram_min,
+            "adaptive": draft.adaptive,
+            "options": dict(draft.options),
+        },
+    }
     if sampling.repetition_penalty is not None:
         body["repetition_penalty"] = sampling.repetition_penalty
     if sampling.seed is not None:
@@ -61,8 +72,12 @@ class RemoteStream(GenerationStream):
                 pass
 
     def _start(self, push) -> None:
-        threading.Thread(target=self._job, args=(self, push, self._cancelled.is_set),
-                         name="draftless-remote", daemon=True).start()
+        threading.Thread(
+            target=self._job,
+            args=(self, push, self._cancelled.is_set),
+            name="draftless-remote",
+            daemon=True,
+        ).start()
 
 
 class RemoteEngine:
@@ -71,8 +86,9 @@ class RemoteEngine:
 
         self.url = api_base(url)
         self._openai = openai
-        self.client = openai.OpenAI(base_url=self.url, api_key=api_key or "none",
-                                    max_retries=0, timeout=timeout)
+        self.client = openai.OpenAI(
+            base_url=self.url, api_key=api_key or "none", max_retries=0, timeout=timeout
+        )
         self.model_name = ""
 
     @staticmethod
@@ -85,12 +101,16 @@ class RemoteEngine:
     def _problem(self, error: Exception) -> str:
         openai = self._openai
         if isinstance(error, openai.AuthenticationError):
-            return (f"The server at {self.url} refused the API key. Check the key in "
-                    "Model → Connect to server….")
+            return (
+                f"The server at {self.url} refused the API key. Check the key in "
+                "Model → Connect to server…."
+            )
         if isinstance(error, openai.APIConnectionError):
-            return (f"Cannot reach the Draftless server at {self.url}. Check that "
-                    "`python -m engine serve` runs there and the address, or choose "
-                    "Model → Use this machine's engine.")
+            return (
+                f"Cannot reach the Draftless server at {self.url}. Check that "
+                "`python -m engine serve` runs there and the address, or choose "
+                "Model → Use this machine's engine."
+            )
         if isinstance(error, openai.APIStatusError):
             return f"The server at {self.url} answered {error.status_code}: {error.message}"
         return f"The server at {self.url} failed: {error}"
@@ -98,6 +118,7 @@ class RemoteEngine:
     def load(self, spec=None) -> RemoteStream:
         """Check the server answers and say which model it serves (``spec`` is the
         server's business: it serves the model it was started with)."""
+
         def job(stream, push, should_stop):
             try:
                 models = self.client.models.list().data
@@ -116,22 +137,29 @@ class RemoteEngine:
         return RemoteStream(job)
 
     def generate(self, request) -> RemoteStream:
-        return RemoteStream(lambda stream, push, should_stop:
-                            self._answer(request, stream, push, should_stop))
+        return RemoteStream(
+            lambda stream, push, should_stop: self._answer(request, stream, push, should_stop)
+        )
 
     def _answer(self, request, stream: RemoteStream, push, should_stop) -> None:
         body = request_body(request)
-        extra = {key: body.pop(key) for key in ("top_k", "min_p", "draftless", "chat_id",
-                                                "repetition_penalty") if key in body}
+        extra = {
+            key: body.pop(key)
+            for key in ("top_k", "min_p", "draftless", "chat_id", "repetition_penalty")
+            if key in body
+        }
         tokens: list[int] = []
         from_draft: list[bool] = []
         text: list[str] = []
         stats = DecodeStats(drafter=request.draft.drafter)
         try:
             response = self.client.chat.completions.create(
-                stream=True, stream_options={"include_usage": True}, extra_body=extra,
+                stream=True,
+                stream_options={"include_usage": True},
+                extra_body=extra,
                 **{k: v for k, v in body.items() if k != "model"},
-                model=self.model_name or "default")
+                model=self.model_name or "default",
+            )
             stream.response = response
             if should_stop():
                 response.close()
@@ -150,8 +178,16 @@ class RemoteEngine:
                 push(ErrorEvent(self._problem(error)))
                 return
         if should_stop():  # stopped by the user: the figures of the passes that arrived
-            push(DoneEvent("cancelled", "".join(text), tokens, from_draft, stats.to_dict(),
-                           stats.timing_dict()))
+            push(
+                DoneEvent(
+                    "cancelled",
+                    "".join(text),
+                    tokens,
+                    from_draft,
+                    stats.to_dict(),
+                    stats.timing_dict(),
+                )
+            )
         else:
             push(ErrorEvent(f"The server at {self.url} ended the answer early."))
 
@@ -160,13 +196,32 @@ class RemoteEngine:
         index = provenance["pass"]
         for i, token in enumerate(provenance["tokens"]):
             piece = provenance["texts"][i]
-            push(TokenEvent(token, piece, provenance["from_draft"][i], index,
-                            provenance["draft_position"][i], provenance["drafter"] or ""))
+            push(
+                TokenEvent(
+                    token,
+                    piece,
+                    provenance["from_draft"][i],
+                    index,
+                    provenance["draft_position"][i],
+                    provenance["drafter"] or "",
+                )
+            )
             tokens.append(token)
             from_draft.append(provenance["from_draft"][i])
             text.append(piece)
-        stats.record_pass(provenance["drafted"], provenance["accepted"],
-                          len(provenance["tokens"]), provenance["seconds"])
-        push(PassEvent(index, provenance["drafted"], provenance["accepted"],
-                       len(provenance["tokens"]), provenance["seconds"],
-                       provenance["tokens_per_pass"]))
+        stats.record_pass(
+            provenance["drafted"],
+            provenance["accepted"],
+            len(provenance["tokens"]),
+            provenance["seconds"],
+        )
+        push(
+            PassEvent(
+                index,
+                provenance["drafted"],
+                provenance["accepted"],
+                len(provenance["tokens"]),
+                provenance["seconds"],
+                provenance["tokens_per_pass"],
+            )
+        )

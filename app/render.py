@@ -14,8 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from PySide6.QtGui import (QColor, QFontDatabase, QTextBlockFormat, QTextCharFormat,
-                           QTextCursor, QTextDocument, QTextFormat)
+from PySide6.QtGui import (
+    QColor,
+    QFontDatabase,
+    QTextBlockFormat,
+    QTextCharFormat,
+    QTextCursor,
+    QTextDocument,
+    QTextFormat,
+)
 
 from .code_blocks import add_headers, code_blocks, colour
 from .math_text import protect_math
@@ -24,8 +31,9 @@ from .provenance import DRAFT, Provenance
 
 # GitHub Markdown without HTML: `List<String>`, `a<b` or `<div>` are text to show, not tags
 MARKDOWN = QTextDocument.MarkdownDialectGitHub | QTextDocument.MarkdownNoHTML
-WHITESPACE = str.maketrans({"\n": " ", "\t": " ", "\r": " ", "\u2028": " ", "\u2029": " ",
-                            "\xa0": " "})
+WHITESPACE = str.maketrans(
+    {"\n": " ", "\t": " ", "\r": " ", "\u2028": " ", "\u2029": " ", "\xa0": " "}
+)
 NEAR = 16  # a skip this short over source syntax is taken without checking
 FAR = 4000  # how far ahead a rendered character is looked for (long link targets)
 CONFIRM = 4  # up to this many following characters (to the next space) must agree after a far skip
@@ -58,7 +66,7 @@ def align(source: str, rendered: str) -> list[int | None]:
 
 
 def _far_match(src: str, out: str, i: int, j: int) -> int | None:
-    want = out[j:j + CONFIRM].split(" ", 1)[0]
+    want = out[j : j + CONFIRM].split(" ", 1)[0]
     reach = FAR if len(want) > 1 or j + 1 == len(out) else 4 * NEAR
     k = src.find(want, i, i + reach + len(want))
     return k if k >= 0 else None
@@ -87,9 +95,15 @@ class RenderMap:
         return self.by_position.get(position)
 
 
-def render(document: QTextDocument, text: str, provenance: Provenance | None, *,
-           markdown: bool = True, highlight: bool = True,
-           palette: Palette | None = None) -> RenderMap:
+def render(
+    document: QTextDocument,
+    text: str,
+    provenance: Provenance | None,
+    *,
+    markdown: bool = True,
+    highlight: bool = True,
+    palette: Palette | None = None,
+) -> RenderMap:
     document.clear()
     if markdown:
         document.setMarkdown(protect_math(text), MARKDOWN)
@@ -107,7 +121,9 @@ def render(document: QTextDocument, text: str, provenance: Provenance | None, *,
         block = block.next()
     rendered = "".join(chars)
     mapping = align(text, rendered)
-    result = RenderMap({p: s for p, s in zip(positions, mapping) if p is not None and s is not None})
+    result = RenderMap(
+        {p: s for p, s in zip(positions, mapping) if p is not None and s is not None}
+    )
     widths = {p: utf16_len(c) for p, c in zip(positions, rendered) if p is not None}
     if palette is not None:
         batch = QTextCursor(document)
@@ -119,8 +135,13 @@ def render(document: QTextDocument, text: str, provenance: Provenance | None, *,
             _paint(document, provenance, result, widths, palette)
         if blocks:
             result.code = [b.text for b in blocks]
-            inserted = add_headers(document, blocks, palette.header_background or palette.code_background,
-                                   palette.muted or QColor("gray"), palette.link or QColor("blue"))
+            inserted = add_headers(
+                document,
+                blocks,
+                palette.header_background or palette.code_background,
+                palette.muted or QColor("gray"),
+                palette.link or QColor("blue"),
+            )
             result.by_position = _shifted(result.by_position, inserted)
         batch.endEditBlock()
     return result
@@ -132,11 +153,17 @@ def _shifted(by_position: dict[int, int], inserted: list[tuple[int, int]]) -> di
 
     def shift(position: int) -> int:
         return position + sum(length for at, length in cuts if at <= position)
+
     return {shift(p): s for p, s in by_position.items()}
 
 
-def _paint(document: QTextDocument, provenance: Provenance, result: RenderMap,
-           widths: dict[int, int], palette: Palette) -> None:
+def _paint(
+    document: QTextDocument,
+    provenance: Provenance,
+    result: RenderMap,
+    widths: dict[int, int],
+    palette: Palette,
+) -> None:
     draft = QTextCharFormat()
     draft.setBackground(palette.draft)
     if palette.mark is not None:
@@ -180,9 +207,11 @@ def _style_code(document: QTextDocument, palette: Palette) -> None:
     block = document.begin()
     while block.isValid():
         fmt = block.blockFormat()
-        if fmt.hasProperty(QTextFormat.BlockCodeFence) or fmt.hasProperty(QTextFormat.BlockCodeLanguage) \
-                or (block.text() and block.charFormat().fontFixedPitch()
-                    and _all_fixed(block)):
+        if (
+            fmt.hasProperty(QTextFormat.BlockCodeFence)
+            or fmt.hasProperty(QTextFormat.BlockCodeLanguage)
+            or (block.text() and block.charFormat().fontFixedPitch() and _all_fixed(block))
+        ):
             cursor.setPosition(block.position())
             block_format = QTextBlockFormat()
             block_format.setBackground(palette.code_background)
@@ -190,7 +219,9 @@ def _style_code(document: QTextDocument, palette: Palette) -> None:
             block_format.setRightMargin(6)
             block_format.setNonBreakableLines(False)  # wrap long lines rather than cut them off
             cursor.mergeBlockFormat(block_format)
-            cursor.setPosition(block.position() + max(block.length() - 1, 0), QTextCursor.KeepAnchor)
+            cursor.setPosition(
+                block.position() + max(block.length() - 1, 0), QTextCursor.KeepAnchor
+            )
             char_format = QTextCharFormat()
             char_format.setFontFamilies([mono.family()])
             char_format.setFontFixedPitch(True)
@@ -201,7 +232,9 @@ def _style_code(document: QTextDocument, palette: Palette) -> None:
                 fragment = iterator.fragment()
                 if fragment.charFormat().fontFixedPitch():
                     cursor.setPosition(fragment.position())
-                    cursor.setPosition(fragment.position() + fragment.length(), QTextCursor.KeepAnchor)
+                    cursor.setPosition(
+                        fragment.position() + fragment.length(), QTextCursor.KeepAnchor
+                    )
                     char_format = QTextCharFormat()
                     char_format.setFontFamilies([mono.family()])
                     char_format.setBackground(palette.code_background)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit,
-                               QVBoxLayout)
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QVBoxLayout
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -14,8 +13,10 @@ class ServerDialog(QDialog):
         self.setObjectName("serverDialog")
         self.setWindowTitle("Connect to server")
         layout = QVBoxLayout(self)
-        intro = QLabel("Answers come from a Draftless server (<code>python -m engine serve</code>) "
-                       "instead of this machine's engine.")
+        intro = QLabel(
+            "Answers come from a Draftless server (<code>python -m engine serve</code>) "
+            "instead of this machine's engine."
+        )
         intro.setWordWrap(True)
         layout.addWidget(intro)
         form = QFormLayout()
@@ -28,9 +29,12 @@ class ServerDialog(QDialog):
         self.key.setPlaceholderText("empty if the server needs none")
         form.addRow("API key", self.key)
         layout.addLayout(form)
-        self.note = QLabel("The key is kept in the system keychain." if keychain else
-                           "No system keychain is available here: the key is kept until "
-                           "Draftless quits, and asked for again next time.")
+        self.note = QLabel(
+            "The key is kept in the system keychain."
+            if keychain
+            else "No system keychain is available here: the key is kept until "
+            "Draftless quits, and asked for again next time."
+        )
         self.note.setObjectName("hint")
         self.note.setWordWrap(True)
         layout.addWidget(self.note)

@@ -5,8 +5,16 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QHBoxLayout, QLineEdit, QListWidget, QListWidgetItem, QMenu,
-                               QPushButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMenu,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 
 class SessionsPanel(QWidget):
@@ -42,7 +50,9 @@ class SessionsPanel(QWidget):
         self.list.setContextMenuPolicy(Qt.CustomContextMenu)
         self.list.customContextMenuRequested.connect(self._menu)
         self.list.currentItemChanged.connect(self._current_changed)
-        self.list.itemDoubleClicked.connect(lambda item: self.renameRequested.emit(item.data(Qt.UserRole)))
+        self.list.itemDoubleClicked.connect(
+            lambda item: self.renameRequested.emit(item.data(Qt.UserRole))
+        )
         layout.addWidget(self.list, 1)
         bottom = QHBoxLayout()
         self.rename_button = QPushButton("Rename")
@@ -60,7 +70,9 @@ class SessionsPanel(QWidget):
         for session in sessions:
             item = QListWidgetItem(session.title)
             item.setData(Qt.UserRole, session.id)
-            item.setToolTip(f"{session.title}\nlast active {time.strftime('%Y-%m-%d %H:%M', time.localtime(session.updated))}")
+            item.setToolTip(
+                f"{session.title}\nlast active {time.strftime('%Y-%m-%d %H:%M', time.localtime(session.updated))}"
+            )
             self.list.addItem(item)
             if session.id == current_id:
                 self.list.setCurrentItem(item)
@@ -89,9 +101,12 @@ class SessionsPanel(QWidget):
         menu.addAction("Rename…", lambda: self.renameRequested.emit(item.data(Qt.UserRole)))
         menu.addAction("Delete…", lambda: self.deleteRequested.emit(item.data(Qt.UserRole)))
         menu.addSeparator()
-        menu.addAction("Export as Markdown…",
-                       lambda: self.exportRequested.emit(item.data(Qt.UserRole), "markdown"))
-        menu.addAction("Export as JSON…",
-                       lambda: self.exportRequested.emit(item.data(Qt.UserRole), "json"))
+        menu.addAction(
+            "Export as Markdown…",
+            lambda: self.exportRequested.emit(item.data(Qt.UserRole), "markdown"),
+        )
+        menu.addAction(
+            "Export as JSON…", lambda: self.exportRequested.emit(item.data(Qt.UserRole), "json")
+        )
         self.menu = menu  # the menu on screen, for tests
         menu.exec(self.list.viewport().mapToGlobal(point))

@@ -9,9 +9,21 @@ from __future__ import annotations
 from dataclasses import replace
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox,
-                               QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QScrollArea,
-                               QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
 
 from .settings import TEMPERATURE_RANGE, TOP_P_RANGE, AppSettings
 
@@ -80,8 +92,9 @@ class SettingsPanel(QScrollArea):
         self.ngram_order = self._spin(low, high, "Longest n-gram the drafter matches")
         form.addRow("N-gram order", self.ngram_order)
         low, high = AppSettings.RANGES["ngram_min"]
-        self.ngram_min = self._spin(low, high, "Shortest n-gram the drafter falls back to "
-                                    "(cannot exceed the order)")
+        self.ngram_min = self._spin(
+            low, high, "Shortest n-gram the drafter falls back to (cannot exceed the order)"
+        )
         form.addRow("N-gram min", self.ngram_min)
         self.adaptive = QCheckBox("Adaptive draft length")
         self.adaptive.setToolTip("Let the engine shorten drafts when guesses keep failing")
@@ -119,8 +132,14 @@ class SettingsPanel(QScrollArea):
         self._prompt_timer.setInterval(400)
         self._prompt_timer.timeout.connect(self._emit)
         self.drafter.currentIndexChanged.connect(self._emit)
-        for spin in (self.draft_count, self.ngram_order, self.ngram_min, self.max_tokens,
-                     self.temperature, self.top_p):
+        for spin in (
+            self.draft_count,
+            self.ngram_order,
+            self.ngram_min,
+            self.max_tokens,
+            self.temperature,
+            self.top_p,
+        ):
             spin.valueChanged.connect(self._emit)
         self.adaptive.toggled.connect(self._emit)
         self.system_prompt.textChanged.connect(self._prompt_timer.start)
@@ -145,7 +164,11 @@ class SettingsPanel(QScrollArea):
     def set_settings(self, settings: AppSettings) -> None:
         self._loading = True
         self._settings = settings
-        name = settings.drafter if self.drafter.findData(settings.drafter) >= 0 else self.default_drafter
+        name = (
+            settings.drafter
+            if self.drafter.findData(settings.drafter) >= 0
+            else self.default_drafter
+        )
         self.drafter.setCurrentIndex(max(self.drafter.findData(name), 0))
         self.draft_count.setValue(settings.draft_count)
         self.ngram_order.setValue(settings.ngram_order)
@@ -162,13 +185,18 @@ class SettingsPanel(QScrollArea):
         self._loading = False
 
     def settings(self) -> AppSettings:
-        return replace(self._settings, drafter=self.drafter.currentData() or self.default_drafter,
-                       draft_count=self.draft_count.value(), ngram_order=self.ngram_order.value(),
-                       ngram_min=min(self.ngram_min.value(), self.ngram_order.value()),
-                       adaptive=self.adaptive.isChecked(),
-                       temperature=round(self.temperature.value(), 2),
-                       top_p=round(self.top_p.value(), 2), max_tokens=self.max_tokens.value(),
-                       system_prompt=self.system_prompt.toPlainText())
+        return replace(
+            self._settings,
+            drafter=self.drafter.currentData() or self.default_drafter,
+            draft_count=self.draft_count.value(),
+            ngram_order=self.ngram_order.value(),
+            ngram_min=min(self.ngram_min.value(), self.ngram_order.value()),
+            adaptive=self.adaptive.isChecked(),
+            temperature=round(self.temperature.value(), 2),
+            top_p=round(self.top_p.value(), 2),
+            max_tokens=self.max_tokens.value(),
+            system_prompt=self.system_prompt.toPlainText(),
+        )
 
     def _emit(self, *_):
         self.drafter_summary.setText(self.drafter.currentData(Qt.ToolTipRole) or "")
@@ -185,9 +213,11 @@ class SettingsPanel(QScrollArea):
     def show_model(self, name: str, path: str, speculation: str, details: str = "") -> None:
         self.model_name.setText(f"<b>{name}</b><br>{details}" if details else f"<b>{name}</b>")
         self.model_name.setToolTip(path)
-        self.speculation.setText(f"Speculation {speculation}: drafts are verified and rolled back "
-                                 "as needed." if speculation.startswith("on") else
-                                 f"Speculation {speculation}.")
+        self.speculation.setText(
+            f"Speculation {speculation}: drafts are verified and rolled back as needed."
+            if speculation.startswith("on")
+            else f"Speculation {speculation}."
+        )
 
     def set_loading(self, loading: bool, what: str = "") -> None:
         for button in (self.folder_button, self.hub_button, self.embedded_button):

@@ -98,7 +98,9 @@ class Message:
     provenance: Provenance | None = None
     created: float = 0.0
     parent_id: int = 0  # the message it follows in its branch (0: none)
-    versions: list[int] = field(default_factory=list)  # ids of it and its alternatives, oldest first
+    versions: list[int] = field(
+        default_factory=list
+    )  # ids of it and its alternatives, oldest first
 
 
 class Damaged(sqlite3.DatabaseError):
@@ -149,25 +151,30 @@ class Store:
             return self._copy_in_memory(
                 f"The chat history {self.path} was written by a newer version of Draftless "
                 f"({error}). It was left untouched and opened read-only: chats from this "
-                "session will not be saved. Update Draftless to keep chatting in it.")
+                "session will not be saved. Update Draftless to keep chatting in it."
+            )
         except (sqlite3.Error, OSError) as error:
             cause = _cause(error) if isinstance(error, sqlite3.Error) else "unwritable"
             if cause == "locked":
                 return self._copy_in_memory(
                     f"The chat history {self.path} is locked by another program (waited "
                     f"{lock_wait:g} s). It was opened read-only: chats from this session will "
-                    "not be saved. Close the other program and restart Draftless.")
+                    "not be saved. Close the other program and restart Draftless."
+                )
             if cause == "unwritable" and not self.path.exists():
-                self.notice = (f"The chat history cannot be created at {self.path} ({error}). "
-                               "Chats from this session will not be saved. Check the "
-                               "permissions of that folder and the free space on the disk.")
+                self.notice = (
+                    f"The chat history cannot be created at {self.path} ({error}). "
+                    "Chats from this session will not be saved. Check the "
+                    "permissions of that folder and the free space on the disk."
+                )
                 return self._memory()
             if cause == "unwritable":
                 return self._copy_in_memory(
                     f"The chat history {self.path} cannot be written ({error}). It was left "
                     "untouched and opened read-only: chats from this session will not be "
                     "saved. Check the permissions of the file and its folder, and the free "
-                    "space on the disk.")
+                    "space on the disk."
+                )
             return self._replace_corrupt(error, lock_wait)
         self._remember_file()
         return db
@@ -203,11 +210,15 @@ class Store:
             moved = self._move_aside()
             db = self._open(lock_wait)
         except (sqlite3.Error, OSError) as problem:
-            self.notice = (f"The chat history {self.path} is damaged ({error}) and could not be "
-                           f"replaced ({problem}). Chats from this session will not be saved.")
+            self.notice = (
+                f"The chat history {self.path} is damaged ({error}) and could not be "
+                f"replaced ({problem}). Chats from this session will not be saved."
+            )
             return self._memory()
-        self.notice = (f"The chat history database could not be read ({error}). It was moved "
-                       f"aside to {moved.name} and a new, empty history was started.")
+        self.notice = (
+            f"The chat history database could not be read ({error}). It was moved "
+            f"aside to {moved.name} and a new, empty history was started."
+        )
         self._remember_file()
         return db
 
@@ -284,15 +295,19 @@ class Store:
             self.db.backup(memory)
             self.db.close()
             self.db = memory
-            self._tell(f"The chat history {self.path} was deleted while Draftless was running "
-                       f"and could not be written again ({error}). Your chats are kept in "
-                       "memory until you quit, but they will not be saved.")
+            self._tell(
+                f"The chat history {self.path} was deleted while Draftless was running "
+                f"and could not be written again ({error}). Your chats are kept in "
+                "memory until you quit, but they will not be saved."
+            )
             return
         self.db.close()
         self.db = fresh
         self._remember_file()
-        self._tell(f"The chat history {self.path} was deleted while Draftless was running. "
-                   "It was written again from the chats still open, and saving continues.")
+        self._tell(
+            f"The chat history {self.path} was deleted while Draftless was running. "
+            "It was written again from the chats still open, and saving continues."
+        )
 
     def _tell(self, text: str) -> None:
         if self.on_notice is not None:
@@ -308,8 +323,10 @@ class Store:
         now = time.time()
         session = Session(uuid.uuid4().hex, title, now, now)
         with self._writing():
-            self.db.execute("INSERT INTO sessions VALUES (?, ?, ?, ?)",
-                            (session.id, session.title, session.created, session.updated))
+            self.db.execute(
+                "INSERT INTO sessions VALUES (?, ?, ?, ?)",
+                (session.id, session.title, session.created, session.updated),
+            )
         return session
 
     def sessions(self, search: str = "") -> list[Session]:
@@ -321,15 +338,19 @@ class Store:
                 "SELECT DISTINCT s.id, s.title, s.created, s.updated FROM sessions s "
                 "LEFT JOIN messages m ON m.session_id = s.id "
                 "WHERE instr(folded(s.title), ?1) OR instr(folded(m.content), ?1) "
-                "ORDER BY s.updated DESC", (folded(search),))
+                "ORDER BY s.updated DESC",
+                (folded(search),),
+            )
         else:
-            rows = self.db.execute("SELECT id, title, created, updated FROM sessions "
-                                   "ORDER BY updated DESC")
+            rows = self.db.execute(
+                "SELECT id, title, created, updated FROM sessions ORDER BY updated DESC"
+            )
         return [Session(*row) for row in rows]
 
     def session(self, session_id: str) -> Session | None:
-        row = self.db.execute("SELECT id, title, created, updated FROM sessions WHERE id = ?",
-                              (session_id,)).fetchone()
+        row = self.db.execute(
+            "SELECT id, title, created, updated FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
         return Session(*row) if row else None
 
     def rename_session(self, session_id: str, title: str) -> None:
@@ -347,48 +368,82 @@ class Store:
             cursor = self.db.execute(
                 "INSERT INTO messages (session_id, role, content, finish_reason, model, stats, "
                 "timing, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (message.session_id, message.role, message.content, message.finish_reason,
-                 message.model, json.dumps(message.stats), json.dumps(message.timing),
-                 message.created))
+                (
+                    message.session_id,
+                    message.role,
+                    message.content,
+                    message.finish_reason,
+                    message.model,
+                    json.dumps(message.stats),
+                    json.dumps(message.timing),
+                    message.created,
+                ),
+            )
             message.id = cursor.lastrowid
             if message.provenance is not None:
                 self.db.executemany(
                     "INSERT INTO tokens VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(message.id, i, t.token, t.start, t.end, int(t.from_draft), t.pass_index,
-                      t.draft_position, t.drafter)
-                     for i, t in enumerate(message.provenance.tokens)])
-            self.db.execute("UPDATE sessions SET updated = ? WHERE id = ?",
-                            (message.created, message.session_id))
+                    [
+                        (
+                            message.id,
+                            i,
+                            t.token,
+                            t.start,
+                            t.end,
+                            int(t.from_draft),
+                            t.pass_index,
+                            t.draft_position,
+                            t.drafter,
+                        )
+                        for i, t in enumerate(message.provenance.tokens)
+                    ],
+                )
+            self.db.execute(
+                "UPDATE sessions SET updated = ? WHERE id = ?",
+                (message.created, message.session_id),
+            )
         return message
 
     def link(self, message: Message, parent_id: int) -> None:
         """Place ``message`` after ``parent_id`` (0: first) and make it the chosen branch."""
         message.parent_id = parent_id
         with self.db:
-            self.db.execute("INSERT OR REPLACE INTO message_links VALUES (?, ?)",
-                            (message.id, parent_id))
-            self.db.execute("INSERT OR REPLACE INTO branch_choices VALUES (?, ?, ?)",
-                            (message.session_id, parent_id, message.id))
+            self.db.execute(
+                "INSERT OR REPLACE INTO message_links VALUES (?, ?)", (message.id, parent_id)
+            )
+            self.db.execute(
+                "INSERT OR REPLACE INTO branch_choices VALUES (?, ?, ?)",
+                (message.session_id, parent_id, message.id),
+            )
 
     def choose(self, session_id: str, message_id: int) -> None:
         """Show the branch that goes through ``message_id``."""
-        row = self.db.execute("SELECT parent_id FROM message_links WHERE message_id = ?",
-                              (message_id,)).fetchone()
+        row = self.db.execute(
+            "SELECT parent_id FROM message_links WHERE message_id = ?", (message_id,)
+        ).fetchone()
         if row is not None:
             with self.db:
-                self.db.execute("INSERT OR REPLACE INTO branch_choices VALUES (?, ?, ?)",
-                                (session_id, row[0], message_id))
+                self.db.execute(
+                    "INSERT OR REPLACE INTO branch_choices VALUES (?, ?, ?)",
+                    (session_id, row[0], message_id),
+                )
 
     def messages(self, session_id: str) -> list[Message]:
         """The chat as shown: from the first message, each step the chosen (else newest)
         of the messages that follow; each carries its alternatives in ``versions``."""
         every = self.all_messages(session_id)
-        links = dict(self.db.execute(
-            "SELECT l.message_id, l.parent_id FROM message_links l JOIN messages m "
-            "ON m.id = l.message_id WHERE m.session_id = ?", (session_id,)).fetchall())
-        chosen = dict(self.db.execute(
-            "SELECT parent_id, child_id FROM branch_choices WHERE session_id = ?",
-            (session_id,)).fetchall())
+        links = dict(
+            self.db.execute(
+                "SELECT l.message_id, l.parent_id FROM message_links l JOIN messages m "
+                "ON m.id = l.message_id WHERE m.session_id = ?",
+                (session_id,),
+            ).fetchall()
+        )
+        chosen = dict(
+            self.db.execute(
+                "SELECT parent_id, child_id FROM branch_choices WHERE session_id = ?", (session_id,)
+            ).fetchall()
+        )
         children: dict[int, list[Message]] = {}
         previous = 0
         for message in every:
@@ -408,19 +463,34 @@ class Store:
         """Every message of the chat, all branches, oldest first."""
         rows = self.db.execute(
             "SELECT id, session_id, role, content, finish_reason, model, stats, timing, created "
-            "FROM messages WHERE session_id = ? ORDER BY id", (session_id,)).fetchall()
+            "FROM messages WHERE session_id = ? ORDER BY id",
+            (session_id,),
+        ).fetchall()
         result = []
         for row in rows:
-            message = Message(row[0], row[1], row[2], row[3], row[4], row[5],
-                              _json(row[6]), _json(row[7]), None, row[8])
+            message = Message(
+                row[0],
+                row[1],
+                row[2],
+                row[3],
+                row[4],
+                row[5],
+                _json(row[6]),
+                _json(row[7]),
+                None,
+                row[8],
+            )
             if message.role == "assistant":
-                tokens = [TokenInfo(token, bool(from_draft), pass_index, draft_position, drafter,
-                                    start, end)
-                          for token, start, end, from_draft, pass_index, draft_position, drafter
-                          in self.db.execute(
-                              "SELECT token, start, end, from_draft, pass_index, draft_position, "
-                              "drafter FROM tokens WHERE message_id = ? ORDER BY idx",
-                              (message.id,))]
+                tokens = [
+                    TokenInfo(
+                        token, bool(from_draft), pass_index, draft_position, drafter, start, end
+                    )
+                    for token, start, end, from_draft, pass_index, draft_position, drafter in self.db.execute(
+                        "SELECT token, start, end, from_draft, pass_index, draft_position, "
+                        "drafter FROM tokens WHERE message_id = ? ORDER BY idx",
+                        (message.id,),
+                    )
+                ]
                 message.provenance = Provenance.from_tokens(message.content, tokens)
             result.append(message)
         return result

@@ -32,16 +32,43 @@ class Colors:
     code_header: str = "#e2e7ee"
 
     def palette(self) -> Palette:
-        return Palette(QColor(self.draft), QColor(self.code), mark=QColor(self.mark),
-                       dark=self.dark, header_background=QColor(self.code_header),
-                       muted=QColor(self.muted), link=QColor(self.accent))
+        return Palette(
+            QColor(self.draft),
+            QColor(self.code),
+            mark=QColor(self.mark),
+            dark=self.dark,
+            header_background=QColor(self.code_header),
+            muted=QColor(self.muted),
+            link=QColor(self.accent),
+        )
 
 
-LIGHT = Colors(False, "#f6f7f9", "#ffffff", "#1d2330", "#6b7385", "#2f6fde", "#ffe08a",
-               "#eef1f5", "#dde2ea", ("#2f6fde", "#e8743b", "#19a979", "#b04bcf", "#d4a106"))
-DARK = Colors(True, "#1e2127", "#262a31", "#e4e7ec", "#9aa3b2", "#5b9cff", "#6b5516",
-              "#31363f", "#3a404a", ("#5b9cff", "#f08a4b", "#35c58f", "#c77be0", "#e2b93b"),
-              mark="#ffd24d", code_header="#2a2f37")
+LIGHT = Colors(
+    False,
+    "#f6f7f9",
+    "#ffffff",
+    "#1d2330",
+    "#6b7385",
+    "#2f6fde",
+    "#ffe08a",
+    "#eef1f5",
+    "#dde2ea",
+    ("#2f6fde", "#e8743b", "#19a979", "#b04bcf", "#d4a106"),
+)
+DARK = Colors(
+    True,
+    "#1e2127",
+    "#262a31",
+    "#e4e7ec",
+    "#9aa3b2",
+    "#5b9cff",
+    "#6b5516",
+    "#31363f",
+    "#3a404a",
+    ("#5b9cff", "#f08a4b", "#35c58f", "#c77be0", "#e2b93b"),
+    mark="#ffd24d",
+    code_header="#2a2f37",
+)
 
 
 def system_is_dark(app: QGuiApplication | None = None) -> bool:

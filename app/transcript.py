@@ -17,8 +17,19 @@ import time
 
 from PySide6.QtCore import QEvent, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QTextOption
-from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSizePolicy,
-                               QTextBrowser, QToolButton, QToolTip, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QTextBrowser,
+    QToolButton,
+    QToolTip,
+    QVBoxLayout,
+    QWidget,
+)
 
 from . import theme
 from .code_blocks import COPY_SCHEME
@@ -28,9 +39,11 @@ from .render import RenderMap, render
 from .settings import VARIED_TEMPERATURE
 
 REFRESH_MS = 80
-REPEATS_HINT = (f"At temperature 0 the model writes the same answer again. Regenerate with "
-                f"temperature {VARIED_TEMPERATURE:g} writes one that can differ (the Temperature "
-                "setting stays as it is).")
+REPEATS_HINT = (
+    f"At temperature 0 the model writes the same answer again. Regenerate with "
+    f"temperature {VARIED_TEMPERATURE:g} writes one that can differ (the Temperature "
+    "setting stays as it is)."
+)
 READABLE_WIDTH = 820  # the transcript column's widest, so lines stay readable on wide screens
 ZOOM_STEPS = (0.8, 0.9, 1.0, 1.15, 1.3, 1.5, 1.75, 2.0)
 STEP_S = 0.015  # GUI-thread time per step of building or re-rendering a long chat
@@ -76,8 +89,10 @@ class MessageBody(QTextBrowser):
 
     def source_index_at(self, point: QPoint) -> int | None:
         layout = self.document().documentLayout()
-        position = layout.hitTest(point + QPoint(self.horizontalScrollBar().value(),
-                                                 self.verticalScrollBar().value()), Qt.ExactHit)
+        position = layout.hitTest(
+            point + QPoint(self.horizontalScrollBar().value(), self.verticalScrollBar().value()),
+            Qt.ExactHit,
+        )
         if position < 0:
             return None
         return self.render_map.source_index(position)
@@ -136,7 +151,9 @@ class MessageView(QFrame):
         header.setSpacing(4)
         self.who = QLabel("You" if role == "user" else "Draftless")
         self.who.setObjectName("messageAuthor")
-        self.who.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)  # never widens the column
+        self.who.setSizePolicy(
+            QSizePolicy.Ignored, QSizePolicy.Preferred
+        )  # never widens the column
         self.who.setMinimumWidth(60)
         header.addWidget(self.who, 1)
         self.previous_button = self._tool("←", "Previous version")
@@ -148,17 +165,22 @@ class MessageView(QFrame):
         for widget in (self.previous_button, self.version_label, self.next_button):
             header.addWidget(widget)
         self.set_versions([])
-        self.edit_button = self._tool("Edit", "Edit this question and send it again "
-                                      "(the chat branches; this version stays)")
+        self.edit_button = self._tool(
+            "Edit", "Edit this question and send it again (the chat branches; this version stays)"
+        )
         self.edit_button.clicked.connect(
-            lambda: self.message_id is not None and self.editRequested.emit(self.message_id, self.text))
+            lambda: (
+                self.message_id is not None and self.editRequested.emit(self.message_id, self.text)
+            )
+        )
         self.edit_button.setVisible(role == "user")
         header.addWidget(self.edit_button)
         self.copy_button = self._tool("Copy", "Copy this message as Markdown")
         self.copy_button.clicked.connect(lambda: self.copyRequested.emit(self.text))
         header.addWidget(self.copy_button)
-        self.inspect_button = self._tool("Inspect", "Show this answer's acceptance by draft "
-                                         "position and accepted lengths")
+        self.inspect_button = self._tool(
+            "Inspect", "Show this answer's acceptance by draft position and accepted lengths"
+        )
         self.inspect_button.clicked.connect(lambda: self.inspectRequested.emit(self))
         self.regenerate_button = self._tool("Regenerate", "Write this answer again")
         self.regenerate_button.clicked.connect(self.regenerateRequested.emit)
@@ -182,8 +204,9 @@ class MessageView(QFrame):
         hint.setObjectName("hint")
         hint.setWordWrap(True)
         row.addWidget(hint, 1)
-        self.vary_button = self._tool(f"Regenerate with temperature {VARIED_TEMPERATURE:g}",
-                                      REPEATS_HINT)
+        self.vary_button = self._tool(
+            f"Regenerate with temperature {VARIED_TEMPERATURE:g}", REPEATS_HINT
+        )
         self.vary_button.clicked.connect(self.variedRequested.emit)
         row.addWidget(self.vary_button)
         self.vary_row.setVisible(False)
@@ -214,8 +237,15 @@ class MessageView(QFrame):
             self.versionRequested.emit(self.message_id, step)
 
     # content ------------------------------------------------------------------------------
-    def set_message(self, text: str, provenance: Provenance | None = None, stats=None, timing=None,
-                    finish_reason=None, message_id=None) -> None:
+    def set_message(
+        self,
+        text: str,
+        provenance: Provenance | None = None,
+        stats=None,
+        timing=None,
+        finish_reason=None,
+        message_id=None,
+    ) -> None:
         self.text = text
         self.provenance = provenance
         self.stats, self.timing = dict(stats or {}), dict(timing or {})
@@ -247,9 +277,14 @@ class MessageView(QFrame):
         shown = self.overlay or self.provenance
         self.body.provenance = shown
         text = self.text if self.text or not self.streaming else self._waiting_text()
-        self.body.render_map = render(self.body.document(), text, shown,
-                                      markdown=self.markdown, highlight=self.highlight,
-                                      palette=theme.current().palette())
+        self.body.render_map = render(
+            self.body.document(),
+            text,
+            shown,
+            markdown=self.markdown,
+            highlight=self.highlight,
+            palette=theme.current().palette(),
+        )
         self.body._fit()
         self._update_footer()
 
@@ -344,8 +379,11 @@ class TranscriptView(QScrollArea):
 
     def zoom(self, step: int) -> float:
         """Text size: +1 bigger, -1 smaller, 0 back to normal. Returns the factor."""
-        return self.set_zoom(1.0 if step == 0 else
-                             ZOOM_STEPS[min(max(self.zoom_index + step, 0), len(ZOOM_STEPS) - 1)])
+        return self.set_zoom(
+            1.0
+            if step == 0
+            else ZOOM_STEPS[min(max(self.zoom_index + step, 0), len(ZOOM_STEPS) - 1)]
+        )
 
     def set_zoom(self, factor: float) -> float:
         """Text size: the step nearest ``factor``. Returns that step."""
@@ -412,8 +450,17 @@ class TranscriptView(QScrollArea):
         self._step(STEP_S)
         self._update_regenerate()
 
-    def add_message(self, role: str, text: str, provenance=None, stats=None, timing=None,
-                    finish_reason=None, message_id=None, versions=()) -> MessageView:
+    def add_message(
+        self,
+        role: str,
+        text: str,
+        provenance=None,
+        stats=None,
+        timing=None,
+        finish_reason=None,
+        message_id=None,
+        versions=(),
+    ) -> MessageView:
         view = self._new_view(role)
         view.set_message(text, provenance, stats, timing, finish_reason, message_id)
         view.set_versions(list(versions))
@@ -423,9 +470,14 @@ class TranscriptView(QScrollArea):
     def _build(self, message: dict) -> MessageView:
         """The view of an older message, placed above the ones built."""
         view = self._new_view(message["role"], older=True)
-        view.set_message(message["text"], message.get("provenance"), message.get("stats"),
-                         message.get("timing"), message.get("finish_reason"),
-                         message.get("message_id"))
+        view.set_message(
+            message["text"],
+            message.get("provenance"),
+            message.get("stats"),
+            message.get("timing"),
+            message.get("finish_reason"),
+            message.get("message_id"),
+        )
         view.set_versions(list(message.get("versions", ())))
         return view
 
@@ -560,10 +612,13 @@ class TranscriptView(QScrollArea):
     def _update_regenerate(self) -> None:
         last_assistant = next((v for v in reversed(self._views) if v.role == "assistant"), None)
         for view in self._views[-2:]:  # the only ones that can have shown it
-            shown = view is last_assistant and view is self._views[-1] and self.streaming_view is None
+            shown = (
+                view is last_assistant and view is self._views[-1] and self.streaming_view is None
+            )
             view.regenerate_button.setVisible(shown)
-            view.regenerate_button.setToolTip(REPEATS_HINT if self.repeats else
-                                              "Write this answer again")
+            view.regenerate_button.setToolTip(
+                REPEATS_HINT if self.repeats else "Write this answer again"
+            )
             view.vary_row.setVisible(shown and self.repeats)
 
     def set_repeats(self, repeats: bool) -> None:
@@ -578,8 +633,13 @@ class TranscriptView(QScrollArea):
 
     @staticmethod
     def _set_busy(view: MessageView, busy: bool) -> None:
-        for button in (view.regenerate_button, view.vary_button, view.edit_button,
-                       view.previous_button, view.next_button):
+        for button in (
+            view.regenerate_button,
+            view.vary_button,
+            view.edit_button,
+            view.previous_button,
+            view.next_button,
+        ):
             button.setEnabled(not busy)
         if not busy:
             view.set_versions(view.versions)
@@ -604,7 +664,8 @@ class TranscriptView(QScrollArea):
             "checks each guess in one pass.<br>Characters from guesses it accepted are "
             "<span style='background:%s; text-decoration: underline'>highlighted and "
             "underlined</span>; hover them to see the pass and the draft position.</p>"
-            % theme.current().draft)
+            % theme.current().draft
+        )
 
     def restyle(self) -> None:
         self._placeholder_text()

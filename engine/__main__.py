@@ -21,12 +21,17 @@ def build_parser() -> argparse.ArgumentParser:
     source = generate.add_mutually_exclusive_group(required=True)
     source.add_argument("--prompt", help="the user's message (or the raw text with --raw)")
     source.add_argument("--prompt-file", help="read the prompt from this UTF-8 file")
-    generate.add_argument("--raw", action="store_true", help="send the prompt as is, no chat template")
+    generate.add_argument(
+        "--raw", action="store_true", help="send the prompt as is, no chat template"
+    )
     generate.add_argument("--json", action="store_true", help="print one JSON object at the end")
     add_generation_arguments(generate)
     commands.add_parser("drafters", help="list the drafters")
-    replay = commands.add_parser("replay", help="answer once, then replay every drafter over "
-                                 "the answer's own tokens (no model passes)")
+    replay = commands.add_parser(
+        "replay",
+        help="answer once, then replay every drafter over "
+        "the answer's own tokens (no model passes)",
+    )
     from .replay import add_replay_arguments
 
     add_generation_arguments(replay)
@@ -50,8 +55,10 @@ def read_prompt_file(path: str) -> str:
     except OSError as error:
         raise EngineError(f"Cannot read the prompt file: {error}") from None
     except UnicodeDecodeError as error:
-        raise EngineError(f"The prompt file {path} is not UTF-8 text (byte 0x{error.object[error.start]:02x} "
-                          f"at offset {error.start}). Save it as UTF-8 and try again.") from None
+        raise EngineError(
+            f"The prompt file {path} is not UTF-8 text (byte 0x{error.object[error.start]:02x} "
+            f"at offset {error.start}). Save it as UTF-8 and try again."
+        ) from None
 
 
 class _WarningLine(logging.Handler):
@@ -73,7 +80,9 @@ async def run_generate(args) -> int:
             if isinstance(event, ProgressEvent):
                 show_progress(event)
             elif isinstance(event, ModelEvent):
-                log(f"model: {event.name} ({event.path}; {event.details}); speculation: {event.speculation}")
+                log(
+                    f"model: {event.name} ({event.path}; {event.details}); speculation: {event.speculation}"
+                )
             elif isinstance(event, TokenEvent) and not args.json:
                 print(event.text, end="", flush=True)
             elif isinstance(event, ErrorEvent):
@@ -86,13 +95,24 @@ async def run_generate(args) -> int:
         service.shutdown()
     stats = dict(done.stats)
     if args.json:
-        print(json.dumps({"text": done.text, "tokens": done.tokens, "from_draft": done.from_draft,
-                          "finish_reason": done.finish_reason, "stats": stats,
-                          "timing": done.timing}))
+        print(
+            json.dumps(
+                {
+                    "text": done.text,
+                    "tokens": done.tokens,
+                    "from_draft": done.from_draft,
+                    "finish_reason": done.finish_reason,
+                    "stats": stats,
+                    "timing": done.timing,
+                }
+            )
+        )
     else:
         print()
-        log(f"[{done.finish_reason}] {summary_line(stats, done.timing)} · "
-            f"speculation {stats['speculation']}")
+        log(
+            f"[{done.finish_reason}] {summary_line(stats, done.timing)} · "
+            f"speculation {stats['speculation']}"
+        )
     return 0
 
 

@@ -50,8 +50,11 @@ def row_gemm_library() -> Path | None:
 def _load_row_gemm(blas_path: str) -> str | None:
     library = row_gemm_library()
     if library is None:
-        log.warning("%s=1, but the one-row library was not built with this install "
-                    "(a C compiler is needed when installing); using OpenBLAS alone.", ROW_GEMV_VARIABLE)
+        log.warning(
+            "%s=1, but the one-row library was not built with this install "
+            "(a C compiler is needed when installing); using OpenBLAS alone.",
+            ROW_GEMV_VARIABLE,
+        )
         return None
     try:
         handle = ctypes.CDLL(str(library), mode=os.RTLD_GLOBAL)

@@ -34,7 +34,13 @@ module.
 
 from __future__ import annotations
 
-from .verify_cost import CostCurve, load_cost_curve, measure_cost_curve, prior_cost_curve, save_cost_curve
+from .verify_cost import (
+    CostCurve,
+    load_cost_curve,
+    measure_cost_curve,
+    prior_cost_curve,
+    save_cost_curve,
+)
 
 MAX_POSITIONS = 128
 DECAY = 0.85  # per drafted pass
@@ -82,7 +88,8 @@ class AcceptanceTracker:
         for i in range(min(length, MAX_POSITIONS)):
             if i == 0:
                 p = (self.accepted[0] + self.prior_accept) / (
-                    self.reached[0] + self.prior_accept + self.prior_reject)
+                    self.reached[0] + self.prior_accept + self.prior_reject
+                )
             else:
                 p = (self.accepted[i] + DEPTH_PRIOR * values[-1]) / (self.reached[i] + DEPTH_PRIOR)
             values.append(p)
@@ -141,16 +148,25 @@ class AdaptiveMemory:
         """A policy sharing this memory's acceptance counts for (model, drafter), planning on
         ``curve`` (default: the model's own)."""
         trackers = self.trackers.setdefault((model_key, drafter.name), {})
-        return AdaptivePolicy(curve or self.curve(model_key), trackers, drafter.rows_per_pass,
-                              CLASS_PRIORS.get(drafter.name))
+        return AdaptivePolicy(
+            curve or self.curve(model_key),
+            trackers,
+            drafter.rows_per_pass,
+            CLASS_PRIORS.get(drafter.name),
+        )
 
 
 class AdaptivePolicy:
     """The decode loop's policy: after the drafter proposed, ``draft_length(limit,
     match_length)`` says how much of the proposal to send; ``record`` after the pass."""
 
-    def __init__(self, curve: CostCurve, trackers: dict[int, AcceptanceTracker] | None = None,
-                 rows: int = 1, priors: dict[int, tuple[float, float]] | None = None):
+    def __init__(
+        self,
+        curve: CostCurve,
+        trackers: dict[int, AcceptanceTracker] | None = None,
+        rows: int = 1,
+        priors: dict[int, tuple[float, float]] | None = None,
+    ):
         self.curve = curve
         self.priors = priors or {}
         self.trackers = trackers if trackers is not None else {}
@@ -195,7 +211,8 @@ class AdaptivePolicy:
         MLX's CPU backend): the loop then decodes plainly, pipelined, for the rest."""
         one = self.curve(1)
         return self.curve.anchored and all(
-            self.curve(1 + n) >= HOPELESS * (1 + n) * one for n in range(1, max(limit, 1) + 1))
+            self.curve(1 + n) >= HOPELESS * (1 + n) * one for n in range(1, max(limit, 1) + 1)
+        )
 
     def row_budget(self, length: int) -> int:
         """How many rows of ``length`` tokens to send: a multi-row drafter's extra rows go

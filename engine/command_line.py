@@ -12,35 +12,68 @@ from .verify_cost import curve_from_spec
 
 
 def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", help="mlx-lm model folder or Hugging Face id "
-                        "(default: the embedded SmolLM2-135M-Instruct)")
-    parser.add_argument("--drafter", default="default", help="how drafts are guessed "
-                        "(default: the engine's default drafter; see `python -m engine drafters`)")
-    parser.add_argument("--draft-count", type=int, default=DraftSettings.draft_count,
-                        help="most draft tokens per pass; with --no-adaptive, exactly this many "
-                        "whenever the drafter has a guess (default %(default)s)")
-    parser.add_argument("--adaptive", action=argparse.BooleanOptionalAction,
-                        default=DraftSettings.adaptive,
-                        help="let the engine choose each pass's draft length from the measured "
-                        "verify cost and acceptance (default); --no-adaptive drafts a fixed "
-                        "--draft-count")
-    parser.add_argument("--ngram-order", type=int, default=DraftSettings.ngram_order,
-                        help="longest n-gram the drafter matches (default %(default)s)")
-    parser.add_argument("--ngram-min", type=int, default=DraftSettings.ngram_min,
-                        help="shortest n-gram the drafter matches (default %(default)s)")
-    parser.add_argument("--temperature", type=float, default=0.0,
-                        help="0 is greedy (default); above 0 samples")
-    parser.add_argument("--top-p", type=float, default=1.0,
-                        help="nucleus sampling threshold when sampling (default 1.0: off)")
+    parser.add_argument(
+        "--model",
+        help="mlx-lm model folder or Hugging Face id (default: the embedded SmolLM2-135M-Instruct)",
+    )
+    parser.add_argument(
+        "--drafter",
+        default="default",
+        help="how drafts are guessed "
+        "(default: the engine's default drafter; see `python -m engine drafters`)",
+    )
+    parser.add_argument(
+        "--draft-count",
+        type=int,
+        default=DraftSettings.draft_count,
+        help="most draft tokens per pass; with --no-adaptive, exactly this many "
+        "whenever the drafter has a guess (default %(default)s)",
+    )
+    parser.add_argument(
+        "--adaptive",
+        action=argparse.BooleanOptionalAction,
+        default=DraftSettings.adaptive,
+        help="let the engine choose each pass's draft length from the measured "
+        "verify cost and acceptance (default); --no-adaptive drafts a fixed "
+        "--draft-count",
+    )
+    parser.add_argument(
+        "--ngram-order",
+        type=int,
+        default=DraftSettings.ngram_order,
+        help="longest n-gram the drafter matches (default %(default)s)",
+    )
+    parser.add_argument(
+        "--ngram-min",
+        type=int,
+        default=DraftSettings.ngram_min,
+        help="shortest n-gram the drafter matches (default %(default)s)",
+    )
+    parser.add_argument(
+        "--temperature", type=float, default=0.0, help="0 is greedy (default); above 0 samples"
+    )
+    parser.add_argument(
+        "--top-p",
+        type=float,
+        default=1.0,
+        help="nucleus sampling threshold when sampling (default 1.0: off)",
+    )
     parser.add_argument("--seed", type=int, help="random seed for sampling")
-    parser.add_argument("--max-tokens", type=int, default=256,
-                        help="most new tokens in the answer (default %(default)s)")
-    parser.add_argument("--cost-curve", metavar="NAME|FILE",
-                        help="plan drafts and estimate the speed-up on this verify-cost curve: a "
-                        "shipped device curve by name (see engine/curves) or a JSON file mapping "
-                        'n to seconds per pass, {"1": 0.0084, "2": 0.0130, ...} (default: this '
-                        "model's curve measured on this machine); wall-clock times stay this "
-                        "machine's")
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=256,
+        help="most new tokens in the answer (default %(default)s)",
+    )
+    parser.add_argument(
+        "--cost-curve",
+        metavar="NAME|FILE",
+        help="plan drafts and estimate the speed-up on this verify-cost curve: a "
+        "shipped device curve by name (see engine/curves) or a JSON file mapping "
+        'n to seconds per pass, {"1": 0.0084, "2": 0.0130, ...} (default: this '
+        "model's curve measured on this machine); wall-clock times stay this "
+        "machine's",
+    )
 
 
 def request_from_args(args, prompt: str, raw: bool) -> GenerationRequest:
@@ -50,10 +83,14 @@ def request_from_args(args, prompt: str, raw: bool) -> GenerationRequest:
         raw=raw,
         model=args.model,
         max_tokens=args.max_tokens,
-        draft=DraftSettings(drafter=args.drafter, draft_count=args.draft_count,
-                            ngram_order=args.ngram_order, ngram_min=args.ngram_min,
-                            adaptive=args.adaptive,
-                            cost_curve=curve_from_spec(args.cost_curve) if args.cost_curve else None),
+        draft=DraftSettings(
+            drafter=args.drafter,
+            draft_count=args.draft_count,
+            ngram_order=args.ngram_order,
+            ngram_min=args.ngram_min,
+            adaptive=args.adaptive,
+            cost_curve=curve_from_spec(args.cost_curve) if args.cost_curve else None,
+        ),
         sampling=SamplingSettings(temperature=args.temperature, top_p=args.top_p, seed=args.seed),
     ).validated()
 

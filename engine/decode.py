@@ -32,8 +32,14 @@ import mlx.core as mx
 from mlx_lm.sample_utils import make_logits_processors, make_sampler
 
 from .drafters.base import Drafter, Proposal
-from .models.caches import (TRIM, restore, rollback_kind, snapshot, speculation_cache,
-                            speculation_for)
+from .models.caches import (
+    TRIM,
+    restore,
+    rollback_kind,
+    snapshot,
+    speculation_cache,
+    speculation_for,
+)
 from .settings import SamplingSettings
 from .tokens import DraftGate, output_size
 from .tree import DraftTree, Verdict, forward_tree, keep_path, verify_tree
@@ -71,7 +77,7 @@ class Target:
     def prefill(self, tokens: Sequence[int]) -> None:
         """Run ``tokens`` into the cache without computing output logits."""
         for start in range(0, len(tokens), PREFILL_STEP):
-            chunk = mx.array(tokens[start:start + PREFILL_STEP], dtype=mx.uint32)[None]
+            chunk = mx.array(tokens[start : start + PREFILL_STEP], dtype=mx.uint32)[None]
             self.model(chunk, cache=self.cache)
             self.fed += chunk.shape[1]
             mx.eval([c.state for c in self.cache])
@@ -114,7 +120,7 @@ class Target:
             self.trim(self.offset - length)
             return
         self.restore(mark)
-        self.prefill(history[mark[0]:length])
+        self.prefill(history[mark[0] : length])
 
     def trim(self, count: int) -> None:
         if count > 0:
@@ -149,20 +155,23 @@ class TokenChooser:
     most likely alternatives (``token_logprobs``). ``constraint`` (a ``GrammarConstraint``)
     masks what a grammar forbids, after the processors."""
 
-    def __init__(self, sampling: SamplingSettings, logprobs: int | None = None,
-                 constraint=None):
-        self.sampler = make_sampler(temp=sampling.temperature, top_p=sampling.top_p,
-                                    min_p=sampling.min_p, top_k=sampling.top_k)
+    def __init__(self, sampling: SamplingSettings, logprobs: int | None = None, constraint=None):
+        self.sampler = make_sampler(
+            temp=sampling.temperature,
+            top_p=sampling.top_p,
+            min_p=sampling.min_p,
+            top_k=sampling.top_k,
+        )
         self.processors = make_logits_processors(
             repetition_penalty=sampling.repetition_penalty,
             presence_penalty=sampling.presence_penalty,
-            frequency_penalty=sampling.frequency_penalty)
+            frequency_penalty=sampling.frequency_penalty,
+        )
         self.greedy = sampling.greedy
         self.logprobs = logprobs
         self.constraint = constraint
 
-    def processed(self, logits: mx.array, history: Sequence[int],
-                  draft: Sequence[int]) -> mx.array:
+    def processed(self, logits: mx.array, history: Sequence[int], draft: Sequence[int]) -> mx.array:
         """``logits`` after the logits processors and the grammar's mask, row i seeing
         ``history + draft[:i]`` exactly as plain decoding would at that position."""
         if self.constraint is not None:
@@ -170,16 +179,17 @@ class TokenChooser:
             return mx.where(allowed, self._processed(logits, history, draft), -mx.inf)
         return self._processed(logits, history, draft)
 
-    def _processed(self, logits: mx.array, history: Sequence[int],
-                   draft: Sequence[int]) -> mx.array:
+    def _processed(
+        self, logits: mx.array, history: Sequence[int], draft: Sequence[int]
+    ) -> mx.array:
         if not self.processors:
             return logits
         rows = []
         context = mx.array(list(history) + list(draft), dtype=mx.uint32)
         for i in range(logits.shape[0]):
-            row = logits[i:i + 1]
+            row = logits[i : i + 1]
             for processor in self.processors:
-                row = processor(context[:len(history) + i], row)
+                row = processor(context[: len(history) + i], row)
             rows.append(row)
         return mx.concatenate(rows, axis=0)
 
@@ -188,25 +198,32 @@ class TokenChooser:
         ``history + draft[:i]``)."""
         return self.pick(self.processed(logits, history, draft)).tolist()
 
-    def token_logprobs(self, logits: mx.array, history: Sequence[int],
-                       emitted: Sequence[int]) -> list[TokenLogprobs]:
+    def token_logprobs(
+        self, logits: mx.array, history: Sequence[int], emitted: Sequence[int]
+    ) -> list[TokenLogprobs]:
         """Each emitted token's log-probability and the ``self.logprobs`` most likely tokens,
         from the log-softmax of the logits it was chosen from (after the processors, before
         temperature and the sampler's filters, as mlx-lm reports them). ``logits`` holds the
         raw logits at the emitted positions; ``history`` ends before ``emitted``."""
-        rows = self.processed(logits[:len(emitted)], history, emitted)
+        rows = self.processed(logits[: len(emitted)], history, emitted)
         logprobs = rows - mx.logsumexp(rows, axis=-1, keepdims=True)
-        chosen = mx.take_along_axis(logprobs, mx.array(emitted, dtype=mx.uint32)[:, None],
-                                    axis=-1)[:, 0]
+        chosen = mx.take_along_axis(logprobs, mx.array(emitted, dtype=mx.uint32)[:, None], axis=-1)[
+            :, 0
+        ]
         k = self.logprobs or 0
         if not k:
             return [(value, []) for value in chosen.tolist()]
         top = mx.argpartition(-logprobs, kth=k - 1, axis=-1)[:, :k]
         values = mx.take_along_axis(logprobs, top, axis=-1)
         order = mx.argsort(-values, axis=-1)
-        top, values = mx.take_along_axis(top, order, axis=-1), mx.take_along_axis(values, order, axis=-1)
-        return [(value, [(t, v) for t, v in zip(ids, row) if v != -math.inf])  # (not masked)
-                for value, ids, row in zip(chosen.tolist(), top.tolist(), values.tolist())]
+        top, values = (
+            mx.take_along_axis(top, order, axis=-1),
+            mx.take_along_axis(values, order, axis=-1),
+        )
+        return [
+            (value, [(t, v) for t, v in zip(ids, row) if v != -math.inf])  # (not masked)
+            for value, ids, row in zip(chosen.tolist(), top.tolist(), values.tolist())
+        ]
 
     @property
     def queueable(self) -> bool:
@@ -253,7 +270,7 @@ def _cut_at_eos(draft: list[int], eos_tokens: set[int]) -> list[int]:
     """A draft never runs past end-of-sequence."""
     for i, token in enumerate(draft):
         if token in eos_tokens:
-            return draft[:i + 1]
+            return draft[: i + 1]
     return draft
 
 
@@ -263,8 +280,13 @@ def top_k_tokens(logits: mx.array, k: int, count: int) -> list[list[int]]:
     return mx.argpartition(-rows, kth=k - 1, axis=-1)[:, :k].tolist()
 
 
-def verify_row(target: Target, draft: list[int], chooser: TokenChooser, history: list[int],
-               eos_tokens: set[int]) -> Verdict:
+def verify_row(
+    target: Target,
+    draft: list[int],
+    chooser: TokenChooser,
+    history: list[int],
+    eos_tokens: set[int],
+) -> Verdict:
     """One pass over the last history token and ``draft``: keep the longest prefix the
     target agrees with, then its own next token; roll the cache back to match."""
     mark = target.checkpoint()
@@ -277,7 +299,7 @@ def verify_row(target: Target, draft: list[int], chooser: TokenChooser, history:
     if not (emitted and emitted[-1] in eos_tokens):
         emitted.append(choices[accepted])
     target.settle(history + emitted, mark)
-    return Verdict(emitted, accepted, len(draft), logits[:len(emitted)])
+    return Verdict(emitted, accepted, len(draft), logits[: len(emitted)])
 
 
 def speculative_decode(
@@ -301,10 +323,15 @@ def speculative_decode(
     assert target.offset == len(history) - 1, "cache must hold the history but its last token"
     policy = policy or FixedDraftLength()
     speculate = speculate and target.speculation.on  # no exact rollback: plain decoding
-    if not (speculate and drafter.drafts) and target.pipelines and target.trimmable \
-            and chooser.queueable:
-        yield from pipelined_plain_decode(target, drafter, chooser, history,
-                                          max_tokens=max_tokens, eos_tokens=eos_tokens)
+    if (
+        not (speculate and drafter.drafts)
+        and target.pipelines
+        and target.trimmable
+        and chooser.queueable
+    ):
+        yield from pipelined_plain_decode(
+            target, drafter, chooser, history, max_tokens=max_tokens, eos_tokens=eos_tokens
+        )
         return
     produced = 0
     gate = DraftGate(output_size(target.model), drafter.name)  # no id outside the vocabulary
@@ -315,11 +342,11 @@ def speculative_decode(
         proposal = drafter.propose(limit) if limit > 0 else Proposal()
         rows = [_cut_at_eos(list(r[:limit]), eos_tokens) for r in gate.rows(proposal.rows)]
         if chooser.constraint is not None:  # a token the grammar forbids is never sent
-            rows = [r[:chooser.constraint.allowed(r)] for r in rows[:1]]
+            rows = [r[: chooser.constraint.allowed(r)] for r in rows[:1]]
         rows = [row for row in rows if row]
         if rows:  # the policy sees the proposal, then says how much of it to send
             length = policy.draft_length(max(len(r) for r in rows), proposal.match_length)
-            rows = [r[:length] for r in rows[:policy.row_budget(length)]] if length > 0 else []
+            rows = [r[:length] for r in rows[: policy.row_budget(length)]] if length > 0 else []
         drafted_at = time.perf_counter()
 
         # verify, accept, roll back: the cache ends holding the new history but its last token
@@ -328,36 +355,72 @@ def speculative_decode(
         else:
             verdict = verify_row(target, rows[0] if rows else [], chooser, history, eos_tokens)
         emitted, accepted = verdict.emitted, min(verdict.accepted, len(verdict.emitted))
-        logprobs = (chooser.token_logprobs(verdict.logits, history, emitted)
-                    if chooser.logprobs is not None else None)
+        logprobs = (
+            chooser.token_logprobs(verdict.logits, history, emitted)
+            if chooser.logprobs is not None
+            else None
+        )
         if chooser.constraint is not None:
             chooser.constraint.accept(emitted)
         history.extend(emitted)
         verified_at = time.perf_counter()
 
         # learn
-        topk = (top_k_tokens(verdict.logits, drafter.wants_target_topk, len(emitted))
-                if drafter.wants_target_topk else None)
-        drafter.observe(emitted, accepted=accepted, drafted=len(rows[verdict.row]) if rows else 0,
-                        row=verdict.row, target_topk=topk)
+        topk = (
+            top_k_tokens(verdict.logits, drafter.wants_target_topk, len(emitted))
+            if drafter.wants_target_topk
+            else None
+        )
+        drafter.observe(
+            emitted,
+            accepted=accepted,
+            drafted=len(rows[verdict.row]) if rows else 0,
+            row=verdict.row,
+            target_topk=topk,
+        )
         done_at = time.perf_counter()
-        policy.record(verdict.drafted, verdict.accepted, verified_at - drafted_at,
-                      depth=verdict.depth)
+        policy.record(
+            verdict.drafted, verdict.accepted, verified_at - drafted_at, depth=verdict.depth
+        )
         produced += len(emitted)
-        yield PassResult(emitted, accepted, verdict.drafted, done_at - started,
-                         (drafted_at - started) + (done_at - verified_at), verdict.row, logprobs)
+        yield PassResult(
+            emitted,
+            accepted,
+            verdict.drafted,
+            done_at - started,
+            (drafted_at - started) + (done_at - verified_at),
+            verdict.row,
+            logprobs,
+        )
         if emitted[-1] in eos_tokens:
             return
-        if (produced < max_tokens and policy.gives_up(draft_count) and target.pipelines
-                and target.trimmable and chooser.queueable):
-            yield from pipelined_plain_decode(target, drafter, chooser, history,
-                                              max_tokens=max_tokens - produced, eos_tokens=eos_tokens)
+        if (
+            produced < max_tokens
+            and policy.gives_up(draft_count)
+            and target.pipelines
+            and target.trimmable
+            and chooser.queueable
+        ):
+            yield from pipelined_plain_decode(
+                target,
+                drafter,
+                chooser,
+                history,
+                max_tokens=max_tokens - produced,
+                eos_tokens=eos_tokens,
+            )
             return
 
 
-def pipelined_plain_decode(target: Target, drafter: Drafter, chooser: TokenChooser,
-                           history: list[int], *, max_tokens: int,
-                           eos_tokens: set[int]) -> Iterator[PassResult]:
+def pipelined_plain_decode(
+    target: Target,
+    drafter: Drafter,
+    chooser: TokenChooser,
+    history: list[int],
+    *,
+    max_tokens: int,
+    eos_tokens: set[int],
+) -> Iterator[PassResult]:
     """Plain decoding with each pass queued before the previous pass's token is read, as
     mlx-lm's ``generate_step`` does: the host's work on token t (reading it, the caller's
     events, building the next graph) overlaps the device's work on token t + 1. The same
@@ -366,6 +429,7 @@ def pipelined_plain_decode(target: Target, drafter: Drafter, chooser: TokenChoos
     While a result is out, the cache is one token ahead (it already holds the token just
     emitted); it is trimmed back before the last result and when the caller stops early.
     """
+
     def step(token: mx.array) -> mx.array:
         return chooser.pick(target.forward(token))
 

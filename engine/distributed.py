@@ -30,8 +30,20 @@ from .tokens import output_size
 
 HEADER = 64  # int32 slots per message; longer token lists follow in a second all-reduce
 INLINE = HEADER - 4
-(STOP, CALL, PREFILL, FORWARD, TREE, KEEP_PATH, TRIM, TRUNCATE, RESET, DROP, CHECKPOINT,
- RESTORE) = range(1, 13)
+(
+    STOP,
+    CALL,
+    PREFILL,
+    FORWARD,
+    TREE,
+    KEEP_PATH,
+    TRIM,
+    TRUNCATE,
+    RESET,
+    DROP,
+    CHECKPOINT,
+    RESTORE,
+) = range(1, 13)
 
 
 class Mirror:
@@ -51,15 +63,19 @@ class Mirror:
             self.send(DROP, self.dropped.pop())
         ints = [int(i) for i in ints]
         inline = ints if len(ints) <= INLINE else []
-        self._all_sum([op, target, len(ints), int(bool(inline) or not ints)] + inline
-                      + [0] * (INLINE - len(inline)), HEADER)
+        self._all_sum(
+            [op, target, len(ints), int(bool(inline) or not ints)]
+            + inline
+            + [0] * (INLINE - len(inline)),
+            HEADER,
+        )
         if ints and not inline:
             self._all_sum(ints, len(ints))
 
     def receive(self) -> tuple[int, int, list[int]]:
         header = self._all_sum(None, HEADER)
         op, target, count, was_inline = header[:4]
-        ints = header[4:4 + count] if was_inline else self._all_sum(None, count)
+        ints = header[4 : 4 + count] if was_inline else self._all_sum(None, count)
         return op, target, ints
 
 
@@ -69,10 +85,10 @@ def _pack_rows(root: int, rows) -> list[int]:
 
 def _unpack_rows(ints: list[int]) -> tuple[int, list[list[int]]]:
     root, count = ints[0], ints[1]
-    lengths, flat = ints[2:2 + count], ints[2 + count:]
+    lengths, flat = ints[2 : 2 + count], ints[2 + count :]
     rows, start = [], 0
     for length in lengths:
-        rows.append(flat[start:start + length])
+        rows.append(flat[start : start + length])
         start += length
     return root, rows
 
@@ -175,13 +191,17 @@ def shard(loaded, mode: str, group) -> None:
     model = loaded.model
     if mode == "tensor":
         if not hasattr(model, "shard"):
-            raise EngineError(f"{loaded.name} cannot be split by tensor (mlx-lm has no shard() "
-                              "for its architecture); try --shard pipeline.")
+            raise EngineError(
+                f"{loaded.name} cannot be split by tensor (mlx-lm has no shard() "
+                "for its architecture); try --shard pipeline."
+            )
         model.shard(group)
     else:
         if not hasattr(getattr(model, "model", None), "pipeline"):
-            raise EngineError(f"{loaded.name} cannot be split into a pipeline (mlx-lm supports "
-                              "that for a few architectures only); try --shard tensor.")
+            raise EngineError(
+                f"{loaded.name} cannot be split into a pipeline (mlx-lm supports "
+                "that for a few architectures only); try --shard tensor."
+            )
         model.model.pipeline(group)
     mx.eval(model.parameters())
 
@@ -205,6 +225,7 @@ class DistributedService(EngineService):
 
     def _ensure_model(self, spec, push, should_stop=None) -> None:  # a local load: no download
         if self._loaded is None:
+
             def progress(done, total, message):
                 push(ProgressEvent("load", done, total, message))
 
@@ -214,8 +235,13 @@ class DistributedService(EngineService):
         elif spec != self._loaded_spec:
             raise EngineError(f"This distributed server serves {self._loaded.name} only.")
         loaded = self._loaded
-        push(ModelEvent(loaded.name, str(loaded.path),
-                        f"{loaded.speculation}; {self.mode} split over {self.mirror.group.size()} ranks"))
+        push(
+            ModelEvent(
+                loaded.name,
+                str(loaded.path),
+                f"{loaded.speculation}; {self.mode} split over {self.mirror.group.size()} ranks",
+            )
+        )
 
     def _new_target(self, model) -> Target:
         return MirroredTarget(model, self.mirror)
@@ -270,15 +296,20 @@ def start_rank(mode: str, model_spec):
     """Rank 0: a DistributedService to serve with. Other ranks: follow rank 0, then None."""
     group = mx.distributed.init()
     if group.size() < 2:
-        raise EngineError("--shard needs several processes: start the server with "
-                          "`mlx.launch -n N … python -m engine serve --shard tensor` "
-                          "(see the README, 'Serving over several Macs').")
+        raise EngineError(
+            "--shard needs several processes: start the server with "
+            "`mlx.launch -n N … python -m engine serve --shard tensor` "
+            "(see the README, 'Serving over several Macs')."
+        )
     mirror = Mirror(group)
     if mirror.rank == 0:
         return DistributedService(mirror, mode)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches every rank; rank 0 says stop
     loaded, _ = load_sharded(model_spec, mode, group)
-    print(f"rank {mirror.rank}/{group.size()}: {loaded.name} ready ({mode} split); "
-          "following rank 0", file=sys.stderr, flush=True)
+    print(
+        f"rank {mirror.rank}/{group.size()}: {loaded.name} ready ({mode} split); following rank 0",
+        file=sys.stderr,
+        flush=True,
+    )
     follow(mirror, loaded.model)
     return None

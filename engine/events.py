@@ -103,4 +103,13 @@ class ErrorEvent:
     message: str
 
 
-Event = ProgressEvent | ModelEvent | TokenEvent | ToolCallEvent | PassEvent | DoneEvent | ReplayEvent | ErrorEvent
+Event = (
+    ProgressEvent
+    | ModelEvent
+    | TokenEvent
+    | ToolCallEvent
+    | PassEvent
+    | DoneEvent
+    | ReplayEvent
+    | ErrorEvent
+)

@@ -32,8 +32,9 @@ def _matcher_class(field: str):
     try:
         from llguidance import LLMatcher
     except ImportError:
-        raise EngineError(f"'{field}' needs the llguidance package (pip install llguidance).") \
-            from None
+        raise EngineError(
+            f"'{field}' needs the llguidance package (pip install llguidance)."
+        ) from None
     return LLMatcher
 
 
@@ -41,10 +42,12 @@ def json_schema_grammar(schema: dict) -> str:
     """The grammar of one-line JSON following ``schema``."""
     try:
         return _matcher_class("response_format").grammar_from_json_schema(
-            schema, defaults=JSON_LAYOUT)
+            schema, defaults=JSON_LAYOUT
+        )
     except (ValueError, TypeError) as error:
-        raise EngineError(f"'response_format' has a schema this server cannot follow: "
-                          f"{error}") from None
+        raise EngineError(
+            f"'response_format' has a schema this server cannot follow: {error}"
+        ) from None
 
 
 def tool_call_grammar(tokenizer, tools: list[dict], names: Sequence[str]) -> str:
@@ -52,16 +55,29 @@ def tool_call_grammar(tokenizer, tools: list[dict], names: Sequence[str]) -> str
     one of the tools ``names``, its arguments following the tool's parameter schema."""
     parser = getattr(getattr(tokenizer, "tool_parser", None), "__module__", None)
     if parser != JSON_TOOLS_PARSER:
-        raise EngineError("'tool_choice' can force a call only for models whose tool calls are "
-                          "<tool_call>{json}</tool_call> (mlx-lm's json_tools parser); use "
-                          "\"auto\".")
-    calls = [{"type": "object", "additionalProperties": False, "required": ["name", "arguments"],
-              "properties": {"name": {"const": tool["function"]["name"]},
-                             "arguments": tool["function"].get("parameters") or {"type": "object"}}}
-             for tool in tools if tool["function"]["name"] in names]
+        raise EngineError(
+            "'tool_choice' can force a call only for models whose tool calls are "
+            "<tool_call>{json}</tool_call> (mlx-lm's json_tools parser); use "
+            "\"auto\"."
+        )
+    calls = [
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["name", "arguments"],
+            "properties": {
+                "name": {"const": tool["function"]["name"]},
+                "arguments": tool["function"].get("parameters") or {"type": "object"},
+            },
+        }
+        for tool in tools
+        if tool["function"]["name"] in names
+    ]
     schema = {**(calls[0] if len(calls) == 1 else {"anyOf": calls}), "x-guidance": JSON_LAYOUT}
-    return (f'start: "{tokenizer.tool_call_start}" "\\n"? call "\\n"? '
-            f'"{tokenizer.tool_call_end}"\ncall: %json {json.dumps(schema)}')
+    return (
+        f'start: "{tokenizer.tool_call_start}" "\\n"? call "\\n"? '
+        f'"{tokenizer.tool_call_end}"\ncall: %json {json.dumps(schema)}'
+    )
 
 
 def _lltokenizer(tokenizer, vocab_size: int, field: str):
@@ -71,8 +87,9 @@ def _lltokenizer(tokenizer, vocab_size: int, field: str):
     if _built[0] is not tokenizer:
         backend = getattr(tokenizer, "_tokenizer", tokenizer)
         try:
-            built = llguidance.hf.from_tokenizer(backend, n_vocab=vocab_size,
-                                                 eos_token=sorted(tokenizer.eos_token_ids))
+            built = llguidance.hf.from_tokenizer(
+                backend, n_vocab=vocab_size, eos_token=sorted(tokenizer.eos_token_ids)
+            )
         except Exception as error:  # e.g. a slow (Python) tokenizer
             raise EngineError(f"'{field}' needs a fast tokenizer here ({error}).") from None
         _built[:] = [tokenizer, built]
@@ -111,7 +128,7 @@ class GrammarConstraint:
                 consumed += 1
         if consumed:
             self.matcher.rollback(consumed)
-        bits = np.unpackbits(np.stack(rows), axis=1, bitorder="little")[:, :self.vocab_size]
+        bits = np.unpackbits(np.stack(rows), axis=1, bitorder="little")[:, : self.vocab_size]
         return mx.array(bits.astype(np.bool_))
 
     def accept(self, tokens: Sequence[int]) -> None:

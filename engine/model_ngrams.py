@@ -69,9 +69,14 @@ def start_prefix(tokenizer) -> list[int]:
     return ids[-1:] if ids else [0]
 
 
-def bigram_table(model, key: str, top: int = BIGRAM_TOP, batch: int = 256,
-                 progress: Callable[[int, int], None] | None = None,
-                 prefix: list[int] | None = None) -> np.ndarray:
+def bigram_table(
+    model,
+    key: str,
+    top: int = BIGRAM_TOP,
+    batch: int = 256,
+    progress: Callable[[int, int], None] | None = None,
+    prefix: list[int] | None = None,
+) -> np.ndarray:
     """[vocab, top] int32: the model's ``top`` most likely next tokens after each token alone."""
     for done, total, table in bigram_table_steps(model, key, top, batch, prefix):
         if table is not None:
@@ -81,8 +86,9 @@ def bigram_table(model, key: str, top: int = BIGRAM_TOP, batch: int = 256,
     raise AssertionError("unreachable")
 
 
-def bigram_table_steps(model, key: str, top: int = BIGRAM_TOP, batch: int = 256,
-                       prefix: list[int] | None = None):
+def bigram_table_steps(
+    model, key: str, top: int = BIGRAM_TOP, batch: int = 256, prefix: list[int] | None = None
+):
     """Yield (done, total, None) while computing, then (total, total, table)."""
     import mlx.core as mx
 
@@ -95,11 +101,16 @@ def bigram_table_steps(model, key: str, top: int = BIGRAM_TOP, batch: int = 256,
             # header + table: the size a good file has, with room for the header
             data = read_regular_file(path, vocab * top * 4 + 4096)
             table = np.load(io.BytesIO(data), allow_pickle=False)
-            if (table.shape == (vocab, top) and table.dtype == np.int32
-                    and (table.size == 0 or 0 <= table.min() <= table.max() < vocab)):
+            if (
+                table.shape == (vocab, top)
+                and table.dtype == np.int32
+                and (table.size == 0 or 0 <= table.min() <= table.max() < vocab)
+            ):
                 yield vocab, vocab, table
                 return
-            raise ValueError(f"shape {table.shape} {table.dtype}, or token ids outside 0..{vocab - 1}")
+            raise ValueError(
+                f"shape {table.shape} {table.dtype}, or token ids outside 0..{vocab - 1}"
+            )
         except (OSError, ValueError, EOFError) as error:
             log.warning("Ignoring the bigram table %s (%s); computing it again.", path, error)
     table = np.empty((vocab, top), dtype=np.int32)
@@ -107,7 +118,9 @@ def bigram_table_steps(model, key: str, top: int = BIGRAM_TOP, batch: int = 256,
         stop = min(vocab, start + batch)
         tokens = mx.arange(start, stop, dtype=mx.uint32)[:, None]
         if prefix:
-            lead = mx.broadcast_to(mx.array(prefix, dtype=mx.uint32)[None], (stop - start, len(prefix)))
+            lead = mx.broadcast_to(
+                mx.array(prefix, dtype=mx.uint32)[None], (stop - start, len(prefix))
+            )
             tokens = mx.concatenate([lead, tokens], axis=1)
         logits = model(tokens)[:, -1, :].astype(mx.float32)
         best = mx.argpartition(-logits, kth=top - 1, axis=-1)[:, :top]

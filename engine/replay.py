@@ -46,13 +46,20 @@ class ReplayResult:
 
     @property
     def label(self) -> str:
-        return f"{self.settings.drafter} k={self.settings.draft_count} n={self.settings.ngram_order}"
+        return (
+            f"{self.settings.drafter} k={self.settings.draft_count} n={self.settings.ngram_order}"
+        )
 
     def to_dict(self) -> dict:
-        return {"drafter": self.settings.drafter, "draft_count": self.settings.draft_count,
-                "ngram_order": self.settings.ngram_order, "exact": self.exact,
-                "notes": list(self.notes), "from_draft": list(self.from_draft),
-                "stats": self.stats.to_dict()}
+        return {
+            "drafter": self.settings.drafter,
+            "draft_count": self.settings.draft_count,
+            "ngram_order": self.settings.ngram_order,
+            "exact": self.exact,
+            "notes": list(self.notes),
+            "from_draft": list(self.from_draft),
+            "stats": self.stats.to_dict(),
+        }
 
 
 def _estimate_notes(drafter, asked: DraftSettings, greedy: bool) -> list[str]:
@@ -80,9 +87,16 @@ def tree_size(rows: Sequence[Sequence[int]]) -> int:
     return len({tuple(row[:j]) for row in rows for j in range(1, len(row) + 1)})
 
 
-def replay(prompt_tokens: Sequence[int], answer_tokens: Sequence[int], settings: DraftSettings,
-           *, end_token: int | None = None, max_tokens: int | None = None, greedy: bool = True,
-           tree: bool = True) -> ReplayResult:
+def replay(
+    prompt_tokens: Sequence[int],
+    answer_tokens: Sequence[int],
+    settings: DraftSettings,
+    *,
+    end_token: int | None = None,
+    max_tokens: int | None = None,
+    greedy: bool = True,
+    tree: bool = True,
+) -> ReplayResult:
     """Re-enact decoding of ``answer_tokens`` after ``prompt_tokens`` with ``settings``
     (fixed draft count). ``end_token``: the answer ended with it (not in answer_tokens).
     ``max_tokens``: the request's limit (default: as many as were produced). ``tree``:
@@ -112,11 +126,15 @@ def replay(prompt_tokens: Sequence[int], answer_tokens: Sequence[int], settings:
             row = 0
             accepted = matched_length(rows[0], target, produced) if rows else 0
             drafted = len(rows[0]) if rows else 0
-        emitted = target[produced:produced + accepted]
+        emitted = target[produced : produced + accepted]
         if not (emitted and emitted[-1] in ends):
             emitted.append(target[produced + accepted])
-        drafter.observe(emitted, accepted=min(accepted, len(emitted)),
-                        drafted=len(rows[row]) if rows else 0, row=row)
+        drafter.observe(
+            emitted,
+            accepted=min(accepted, len(emitted)),
+            drafted=len(rows[row]) if rows else 0,
+            row=row,
+        )
         history.extend(emitted)
         produced += len(emitted)
         ended = emitted[-1] in ends
@@ -129,13 +147,18 @@ def replay(prompt_tokens: Sequence[int], answer_tokens: Sequence[int], settings:
 def _cut(draft: list[int], ends: set[int]) -> list[int]:
     for i, token in enumerate(draft):
         if token in ends:
-            return draft[:i + 1]
+            return draft[: i + 1]
     return draft
 
 
-def replay_many(prompt_tokens: Sequence[int], answer_tokens: Sequence[int],
-                configs: Sequence[DraftSettings], *, cost: Callable[[float], float] | None = None,
-                **options) -> list[ReplayResult]:
+def replay_many(
+    prompt_tokens: Sequence[int],
+    answer_tokens: Sequence[int],
+    configs: Sequence[DraftSettings],
+    *,
+    cost: Callable[[float], float] | None = None,
+    **options,
+) -> list[ReplayResult]:
     """Replay every configuration; best first (by estimated speed-up when a cost curve is
     given, else by tokens per pass)."""
     results = [replay(prompt_tokens, answer_tokens, c, **options) for c in configs]
@@ -144,20 +167,42 @@ def replay_many(prompt_tokens: Sequence[int], answer_tokens: Sequence[int],
 
     def key(result: ReplayResult):
         return (result.stats.estimated_speedup or 0.0, result.stats.tokens_per_pass)
+
     return sorted(results, key=key, reverse=True)
 
 
-def configurations(drafters: Sequence[str], draft_counts: Sequence[int],
-                   ngram_orders: Sequence[int], base: DraftSettings | None = None) -> list[DraftSettings]:
+def configurations(
+    drafters: Sequence[str],
+    draft_counts: Sequence[int],
+    ngram_orders: Sequence[int],
+    base: DraftSettings | None = None,
+) -> list[DraftSettings]:
     base = base or DraftSettings()
-    return [replace(base, drafter=d, draft_count=k, ngram_order=n, ngram_min=min(base.ngram_min, n),
-                    adaptive=False)
-            for d in drafters for k in draft_counts for n in ngram_orders if d != "none"]
+    return [
+        replace(
+            base,
+            drafter=d,
+            draft_count=k,
+            ngram_order=n,
+            ngram_min=min(base.ngram_min, n),
+            adaptive=False,
+        )
+        for d in drafters
+        for k in draft_counts
+        for n in ngram_orders
+        if d != "none"
+    ]
 
 
-def replay_request(loaded, request, answer_tokens: Sequence[int], ended: bool,
-                   configs: Sequence[DraftSettings], greedy: bool | None = None,
-                   memory: AdaptiveMemory | None = None) -> list[ReplayResult]:
+def replay_request(
+    loaded,
+    request,
+    answer_tokens: Sequence[int],
+    ended: bool,
+    configs: Sequence[DraftSettings],
+    greedy: bool | None = None,
+    memory: AdaptiveMemory | None = None,
+) -> list[ReplayResult]:
     """Replay over an answer to ``request`` produced by ``loaded`` (the prompt is tokenized
     as the engine did; the model's measured verify-cost curve in ``memory``, or saved on
     disk, sorts the results; never measured on this machine: sorted by tokens per pass)."""
@@ -169,13 +214,21 @@ def replay_request(loaded, request, answer_tokens: Sequence[int], ended: bool,
         cost = curve if curve.measured else None
     eos = list(loaded.tokenizer.eos_token_ids)
     end_token = eos[0] if ended and eos else None
-    return replay_many(prompt, answer_tokens, configs, cost=cost, end_token=end_token,
-                       max_tokens=None if ended else len(answer_tokens),
-                       greedy=request.sampling.greedy if greedy is None else greedy)
+    return replay_many(
+        prompt,
+        answer_tokens,
+        configs,
+        cost=cost,
+        end_token=end_token,
+        max_tokens=None if ended else len(answer_tokens),
+        greedy=request.sampling.greedy if greedy is None else greedy,
+    )
 
 
 def add_replay_arguments(parser) -> None:
-    parser.add_argument("--prompt", required=True, help="the user's message to answer greedily once")
+    parser.add_argument(
+        "--prompt", required=True, help="the user's message to answer greedily once"
+    )
     parser.add_argument("--drafters", default="all", help="comma-separated (default: all)")
     parser.add_argument("--draft-counts", default="2,4,8", help="comma-separated")
     parser.add_argument("--ngram-orders", default="4", help="comma-separated")
@@ -185,23 +238,40 @@ def add_replay_arguments(parser) -> None:
 def run_replay(args) -> int:
     """``python -m engine replay``: answer greedily once, replay every drafter over it."""
     loaded = load_model(args.model)
-    request = GenerationRequest(messages=[{"role": "user", "content": args.prompt}],
-                                model=args.model, max_tokens=args.max_tokens,
-                                draft=DraftSettings(drafter="none", cost_curve=(
-                                    curve_from_spec(args.cost_curve) if args.cost_curve else None))
-                                ).validated()
+    request = GenerationRequest(
+        messages=[{"role": "user", "content": args.prompt}],
+        model=args.model,
+        max_tokens=args.max_tokens,
+        draft=DraftSettings(
+            drafter="none",
+            cost_curve=(curve_from_spec(args.cost_curve) if args.cost_curve else None),
+        ),
+    ).validated()
     done = [e for e in ChatSession(loaded).generate(request) if isinstance(e, DoneEvent)][-1]
     names = list(DRAFTERS) if args.drafters == "all" else args.drafters.split(",")
-    configs = configurations(names, [int(k) for k in args.draft_counts.split(",")],
-                             [int(n) for n in args.ngram_orders.split(",")])
+    configs = configurations(
+        names,
+        [int(k) for k in args.draft_counts.split(",")],
+        [int(n) for n in args.ngram_orders.split(",")],
+    )
     started = time.perf_counter()
     results = replay_request(loaded, request, done.tokens, done.finish_reason == "stop", configs)
     seconds = time.perf_counter() - started
     if args.json:
-        print(json.dumps({"text": done.text, "tokens": len(done.tokens), "replay_s": round(seconds, 4),
-                          "results": [r.to_dict() for r in results]}))
+        print(
+            json.dumps(
+                {
+                    "text": done.text,
+                    "tokens": len(done.tokens),
+                    "replay_s": round(seconds, 4),
+                    "results": [r.to_dict() for r in results],
+                }
+            )
+        )
         return 0
-    print(f"{len(done.tokens)} tokens answered greedily; {len(results)} replays in {seconds:.2f} s\n")
+    print(
+        f"{len(done.tokens)} tokens answered greedily; {len(results)} replays in {seconds:.2f} s\n"
+    )
     for r in results:
         flag = "exact" if r.exact else "estimate: " + ", ".join(r.notes)
         print(f"{r.label:28} {summary_line(r.stats.to_dict())} · {flag}")

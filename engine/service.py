@@ -189,26 +189,43 @@ class EngineService:
     def generate(self, request: GenerationRequest) -> GenerationStream:
         """Answer ``request``: Progress/Model events while loading, then Token and Pass
         events, then one Done (or Error) event."""
-        return GenerationStream(self, lambda should_stop, push: self._answer(request, should_stop, push))
+        return GenerationStream(
+            self, lambda should_stop, push: self._answer(request, should_stop, push)
+        )
 
     def load(self, model: str | None = None) -> GenerationStream:
         """Load (converting if needed) a model ahead of the first message; ends with
         ``DoneEvent(finish_reason="loaded")``."""
+
         async def job(should_stop, push):
             self._ensure_model(model, push, should_stop)  # cancel() stops a download
             push(DoneEvent("loaded", "", [], []))
 
         return GenerationStream(self, job)
 
-    def replay(self, request: GenerationRequest, answer_tokens: list[int], ended: bool,
-               configs, greedy: bool | None = None) -> GenerationStream:
+    def replay(
+        self,
+        request: GenerationRequest,
+        answer_tokens: list[int],
+        ended: bool,
+        configs,
+        greedy: bool | None = None,
+    ) -> GenerationStream:
         """Replay drafter settings ``configs`` over a finished answer to ``request``:
         one ``ReplayEvent``, then ``DoneEvent(finish_reason="replayed")``."""
+
         async def job(should_stop, push):
             checked = request.validated()
             self._ensure_model(checked.model, push)
-            results = replay_request(self._loaded, checked, answer_tokens, ended, configs, greedy,
-                                     memory=self.memory.adaptive)
+            results = replay_request(
+                self._loaded,
+                checked,
+                answer_tokens,
+                ended,
+                configs,
+                greedy,
+                memory=self.memory.adaptive,
+            )
             push(ReplayEvent([r.to_dict() for r in results]))
             push(DoneEvent("replayed", "", [], []))
 
@@ -272,15 +289,22 @@ class EngineService:
                 push(ErrorEvent(str(error)))
             except Exception as error:  # never leave a caller waiting forever
                 log.exception("Internal error in an engine job")  # the server rate-limits this log
-                push(ErrorEvent(f"Internal error ({type(error).__name__}: {error}). "
-                                "Please report it with the log."))
+                push(
+                    ErrorEvent(
+                        f"Internal error ({type(error).__name__}: {error}). "
+                        "Please report it with the log."
+                    )
+                )
 
     def _calibrate_later(self) -> None:
         """Measure the loaded model's verify cost in the background, if never measured."""
         loaded = self._loaded
-        if (loaded is None or not loaded.speculates
-                or (self._calibration is not None and not self._calibration.done())
-                or self.memory.adaptive.measured(model_key(loaded))):
+        if (
+            loaded is None
+            or not loaded.speculates
+            or (self._calibration is not None and not self._calibration.done())
+            or self.memory.adaptive.measured(model_key(loaded))
+        ):
             return
         self._calibration = self._loop.create_task(self._calibrate(loaded))
 
@@ -342,8 +366,9 @@ class EngineService:
     def _session(self, chat_id: str | None) -> ChatSession:
         if chat_id is None:
             return ChatSession(self._loaded, self.memory, self._new_target)
-        session = (self._sessions.pop(chat_id, None)
-                   or ChatSession(self._loaded, self.memory, self._new_target))
+        session = self._sessions.pop(chat_id, None) or ChatSession(
+            self._loaded, self.memory, self._new_target
+        )
         self._sessions[chat_id] = session
         while len(self._sessions) > MAX_KEPT_CHATS:
             self._evict_one()
@@ -355,6 +380,8 @@ class EngineService:
         each client's chat ids with ``<scope>:``; the app's have no prefix, one owner)."""
         owners: dict[str, list[str]] = {}
         for chat_id in self._sessions:  # oldest first
-            owners.setdefault(chat_id.partition(":")[0] if ":" in chat_id else "", []).append(chat_id)
+            owners.setdefault(chat_id.partition(":")[0] if ":" in chat_id else "", []).append(
+                chat_id
+            )
         busiest = max(owners.values(), key=len)
         del self._sessions[busiest[0]]

@@ -18,8 +18,15 @@ import mlx.core as mx
 from .decode import PREFILL_STEP, Target, TokenChooser, speculative_decode
 from .drafters import make_drafter
 from .errors import EngineError, describe_error
-from .events import (DoneEvent, Event, PassEvent, ProgressEvent, TokenEvent, TokenLogprob,
-                     ToolCallEvent)
+from .events import (
+    DoneEvent,
+    Event,
+    PassEvent,
+    ProgressEvent,
+    TokenEvent,
+    TokenLogprob,
+    ToolCallEvent,
+)
 from .grammar import GrammarConstraint, json_schema_grammar, tool_call_grammar
 from .memory import EngineMemory
 from .model_ngrams import bigram_table_steps, model_key, start_prefix
@@ -59,12 +66,15 @@ def prompt_tokens(loaded: LoadedModel, request: GenerationRequest) -> list[int]:
             tool_call_support(tokenizer, loaded.name)
             tools = {"tools": request.tools}
         try:
-            return list(tokenizer.apply_chat_template(request.messages, add_generation_prompt=True,
-                                                      **tools))
+            return list(
+                tokenizer.apply_chat_template(request.messages, add_generation_prompt=True, **tools)
+            )
         except Exception as error:  # the template is the model folder's code (Jinja), untrusted
-            raise EngineError(f"The chat template of {loaded.name} failed on this conversation "
-                              f"({describe_error(error)}). Fix chat_template in the model's "
-                              "tokenizer_config.json, or send a raw prompt.") from None
+            raise EngineError(
+                f"The chat template of {loaded.name} failed on this conversation "
+                f"({describe_error(error)}). Fix chat_template in the model's "
+                "tokenizer_config.json, or send a raw prompt."
+            ) from None
     return list(tokenizer.encode(request.prompt))
 
 
@@ -93,8 +103,12 @@ class AnswerPlan:
 
 
 class ChatSession:
-    def __init__(self, loaded: LoadedModel, memory: EngineMemory | None = None,
-                 new_target: Callable[..., Target] = Target):
+    def __init__(
+        self,
+        loaded: LoadedModel,
+        memory: EngineMemory | None = None,
+        new_target: Callable[..., Target] = Target,
+    ):
         """``new_target(model)`` makes the one caller of the model (a distributed service
         hands one that mirrors every call to the other ranks)."""
         self.loaded = loaded
@@ -120,15 +134,20 @@ class ChatSession:
             return
         bigram = None
         if drafter.wants_model_bigram:
-            for done, total, table in bigram_table_steps(self.loaded.model, self.model_key,
-                                                         prefix=start_prefix(self.loaded.tokenizer)):
+            for done, total, table in bigram_table_steps(
+                self.loaded.model, self.model_key, prefix=start_prefix(self.loaded.tokenizer)
+            ):
                 if table is None:
                     yield ProgressEvent("table", done, total, "Computing the model's bigram table…")
                 else:
                     bigram = table
                     yield ProgressEvent("table", total, total, "Bigram table ready")
-        drafter.attach_model(self.model_key, bigram=bigram, stores=self.memory.stores,
-                             vocab_size=output_size(self.loaded.model))
+        drafter.attach_model(
+            self.model_key,
+            bigram=bigram,
+            stores=self.memory.stores,
+            vocab_size=output_size(self.loaded.model),
+        )
 
     def _prepare_cache(self, tokens: list[int]) -> int:
         """Make the cache hold ``tokens[:-1]``; return how many tokens had to be run."""
@@ -141,9 +160,12 @@ class ChatSession:
 
     def _prepare_drafter(self, tokens: list[int], request: GenerationRequest) -> None:
         key = request.draft
-        if (self.drafter is not None and key == self.drafter_key
-                and tokens[:len(self.history)] == self.history):
-            self.drafter.extend(tokens[len(self.history):])
+        if (
+            self.drafter is not None
+            and key == self.drafter_key
+            and tokens[: len(self.history)] == self.history
+        ):
+            self.drafter.extend(tokens[len(self.history) :])
         else:
             self.drafter = make_drafter(request.draft)
             self.drafter.reset(tokens)
@@ -159,7 +181,7 @@ class ChatSession:
         while done < total:
             if should_stop():
                 return False
-            chunk = pending[done:done + self.prefill_step]
+            chunk = pending[done : done + self.prefill_step]
             started = time.perf_counter()
             self.target.prefill(chunk)
             seconds = time.perf_counter() - started
@@ -167,7 +189,9 @@ class ChatSession:
             if self.loaded.speculates:  # a curve not yet measured learns its slope from this
                 self.memory.adaptive.curve(self.model_key).observe_span(len(chunk), seconds)
             done += len(chunk)
-            yield ProgressEvent("prefill", done, total, "Prompt read" if done == total else "Reading the prompt…")
+            yield ProgressEvent(
+                "prefill", done, total, "Prompt read" if done == total else "Reading the prompt…"
+            )
         return True
 
     def _logprobs(self, logprobs, position: int, token: int) -> tuple:
@@ -185,8 +209,9 @@ class ChatSession:
         value, top = logprobs[position]
         return entry(token, value), tuple(entry(t, v) for t, v in top)
 
-    def generate(self, request: GenerationRequest,
-                 should_stop: Callable[[], bool] = lambda: False) -> Iterator[Event]:
+    def generate(
+        self, request: GenerationRequest, should_stop: Callable[[], bool] = lambda: False
+    ) -> Iterator[Event]:
         """The answer's events: reading the prompt, then tokens and passes, then Done."""
         plan = yield from self._prepare(request, should_stop)
         if plan is not None:
@@ -196,35 +221,48 @@ class ChatSession:
         """Check the prompt, read it into the cache, set up the drafter and the policy;
         return the ``AnswerPlan``, or None when stopped while reading (after a Done)."""
         loaded = self.loaded
-        tokens = check_prompt(prompt_tokens(loaded, request), output_size(loaded.model), loaded.name)
+        tokens = check_prompt(
+            prompt_tokens(loaded, request), output_size(loaded.model), loaded.name
+        )
         if not tokens:
             raise EngineError("The prompt is empty: type something to answer.")
         if len(tokens) + request.max_tokens > loaded.context_length:
             raise EngineError(
                 f"The conversation is {len(tokens)} tokens and up to {request.max_tokens} more "
                 f"were asked for, but {loaded.name} reads at most {loaded.context_length}. "
-                "Start a new chat, shorten the prompt or lower max tokens.")
+                "Start a new chat, shorten the prompt or lower max tokens."
+            )
         if request.sampling.seed is not None:
             mx.random.seed(request.sampling.seed)
         constraint = None
         if request.forced_tools:
-            constraint = GrammarConstraint(loaded.tokenizer, tool_call_grammar(
-                loaded.tokenizer, request.tools, request.forced_tools), output_size(loaded.model),
-                "tool_choice")
+            constraint = GrammarConstraint(
+                loaded.tokenizer,
+                tool_call_grammar(loaded.tokenizer, request.tools, request.forced_tools),
+                output_size(loaded.model),
+                "tool_choice",
+            )
         elif request.json_schema is not None:
-            constraint = GrammarConstraint(loaded.tokenizer, json_schema_grammar(
-                request.json_schema), output_size(loaded.model))
+            constraint = GrammarConstraint(
+                loaded.tokenizer,
+                json_schema_grammar(request.json_schema),
+                output_size(loaded.model),
+            )
 
-        stats = DecodeStats(drafter=request.draft.drafter, speculation=loaded.speculation,
-                            greedy=request.sampling.greedy, prompt_tokens=len(tokens))
+        stats = DecodeStats(
+            drafter=request.draft.drafter,
+            speculation=loaded.speculation,
+            greedy=request.sampling.greedy,
+            prompt_tokens=len(tokens),
+        )
         started = time.perf_counter()
         to_run = self._prepare_cache(tokens)
         stats.prefilled_tokens = to_run
         self.history = list(tokens)
         if to_run:
-            read = yield from self._read_prompt(tokens[len(tokens) - 1 - to_run:-1], should_stop)
+            read = yield from self._read_prompt(tokens[len(tokens) - 1 - to_run : -1], should_stop)
             if not read:  # stopped while reading: the cache keeps what was read
-                self.history = tokens[:self.target.offset + 1]
+                self.history = tokens[: self.target.offset + 1]
                 stats.prefill_s = time.perf_counter() - started
                 yield DoneEvent("cancelled", "", [], [], stats.to_dict(), stats.timing_dict())
                 return None
@@ -241,7 +279,9 @@ class ChatSession:
         stats.prefill_s = time.perf_counter() - started
         return AnswerPlan(stats, policy, named or (policy.curve if policy else None), constraint)
 
-    def _decode(self, request: GenerationRequest, plan: "AnswerPlan", should_stop) -> Iterator[Event]:
+    def _decode(
+        self, request: GenerationRequest, plan: "AnswerPlan", should_stop
+    ) -> Iterator[Event]:
         """Decode speculatively and turn each pass into Token (and ToolCall) and Pass events."""
         loaded, stats, policy = self.loaded, plan.stats, plan.policy
         tokenizer = loaded.tokenizer
@@ -253,15 +293,22 @@ class ChatSession:
         scanner = ToolCallScanner(tokenizer, request.tools) if request.tools else None
         finish = "length"
         decoder = speculative_decode(
-            self.target, self.drafter,
-            TokenChooser(request.sampling, request.logprobs, plan.constraint), self.history,
-            max_tokens=request.max_tokens, draft_count=request.draft.draft_count,
-            eos_tokens=eos, speculate=loaded.speculates, policy=policy)
+            self.target,
+            self.drafter,
+            TokenChooser(request.sampling, request.logprobs, plan.constraint),
+            self.history,
+            max_tokens=request.max_tokens,
+            draft_count=request.draft.draft_count,
+            eos_tokens=eos,
+            speculate=loaded.speculates,
+            policy=policy,
+        )
         try:
             for pass_index, result in enumerate(decoder):
                 ended = bool(eos.intersection(result.tokens))
-                accepted, emitted = stats.record_pass(result.drafted, result.accepted,
-                                                      len(result.tokens), result.seconds, ended)
+                accepted, emitted = stats.record_pass(
+                    result.drafted, result.accepted, len(result.tokens), result.seconds, ended
+                )
                 stats.drafter_s += result.drafter_seconds
                 if ended:
                     finish = "stop"
@@ -281,15 +328,27 @@ class ChatSession:
                     if scanner is not None:  # tool calls leave the text, as ToolCallEvents
                         text, closed = scanner.feed(text)
                         calls += closed
-                    yield TokenEvent(token, text, drafted, pass_index,
-                                     position if drafted else None, stats.drafter,
-                                     *self._logprobs(result.logprobs, position, token))
+                    yield TokenEvent(
+                        token,
+                        text,
+                        drafted,
+                        pass_index,
+                        position if drafted else None,
+                        stats.drafter,
+                        *self._logprobs(result.logprobs, position, token),
+                    )
                 if scanner is not None:
                     held, closed = scanner.flush() if final else ("", [])
                     if calls or closed or held:
                         yield ToolCallEvent(calls + closed, held)
-                yield PassEvent(pass_index, result.drafted, accepted, emitted,
-                                result.seconds, stats.tokens_per_pass)
+                yield PassEvent(
+                    pass_index,
+                    result.drafted,
+                    accepted,
+                    emitted,
+                    result.seconds,
+                    stats.tokens_per_pass,
+                )
                 if final:
                     break
         finally:
@@ -297,5 +356,6 @@ class ChatSession:
         detokenizer.finalize()
         if plan.curve is not None:
             stats.estimate_speedup(plan.curve)
-        yield DoneEvent(finish, detokenizer.text, out_tokens, from_draft,
-                        stats.to_dict(), stats.timing_dict())
+        yield DoneEvent(
+            finish, detokenizer.text, out_tokens, from_draft, stats.to_dict(), stats.timing_dict()
+        )

@@ -18,8 +18,10 @@ SEED_RANGE = (0, 2**64 - 1)  # what MLX's random seed takes
 def _check_range(name: str, value, bounds, kind=int) -> None:
     low, high = bounds
     if not isinstance(value, kind) or isinstance(value, bool) or not low <= value <= high:
-        raise EngineError(f"{name} must be {'an integer' if kind is int else 'a number'} "
-                          f"from {low} to {high}; got {value!r}.")
+        raise EngineError(
+            f"{name} must be {'an integer' if kind is int else 'a number'} "
+            f"from {low} to {high}; got {value!r}."
+        )
 
 
 @dataclass(frozen=True)
@@ -46,8 +48,9 @@ class DraftSettings:
         _check_range("ngram_order", self.ngram_order, NGRAM_ORDER_RANGE)
         _check_range("ngram_min", self.ngram_min, NGRAM_ORDER_RANGE)
         if self.ngram_min > self.ngram_order:
-            raise EngineError(f"ngram_min ({self.ngram_min}) must not exceed "
-                              f"ngram_order ({self.ngram_order}).")
+            raise EngineError(
+                f"ngram_min ({self.ngram_min}) must not exceed ngram_order ({self.ngram_order})."
+            )
         if not isinstance(self.adaptive, bool):
             raise EngineError(f"adaptive must be true or false; got {self.adaptive!r}.")
         drafter = resolve_drafter_name(self.drafter)
@@ -122,8 +125,9 @@ class GenerationRequest:
         if self.messages is None and self.prompt is None:
             raise EngineError("Nothing to answer: give a prompt or chat messages.")
         if self.messages is not None:
-            if not self.messages or not any((m.get("content") or "").strip() or m.get("tool_calls")
-                                            for m in self.messages):
+            if not self.messages or not any(
+                (m.get("content") or "").strip() or m.get("tool_calls") for m in self.messages
+            ):
                 raise EngineError("The prompt is empty: type something to answer.")
         elif not self.prompt.strip():
             raise EngineError("The prompt is empty: type something to answer.")

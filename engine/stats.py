@@ -66,8 +66,9 @@ class DecodeStats:
     estimate_curve: str | None = None
     pass_sizes: list[int] = field(default_factory=list)
 
-    def record_pass(self, drafted: int, accepted: int, emitted: int, seconds: float,
-                    ended: bool = False) -> tuple[int, int]:
+    def record_pass(
+        self, drafted: int, accepted: int, emitted: int, seconds: float, ended: bool = False
+    ) -> tuple[int, int]:
         """Count one pass; ``emitted``/``accepted`` include an end-of-answer token when
         ``ended``. Returns (accepted, emitted) as counted (without that token)."""
         if ended:
@@ -131,22 +132,32 @@ class DecodeStats:
             drafted_at = [passes] * len(rates)
             accepted_at = [round(r * passes) for r in rates]
         return cls(
-            drafter=str(stats.get("drafter", "none")), speculation=str(stats.get("speculation", "on")),
+            drafter=str(stats.get("drafter", "none")),
+            speculation=str(stats.get("speculation", "on")),
             greedy=bool(stats.get("greedy", True)),
-            passes=passes, drafted=int(stats.get("drafted", 0)),
-            accepted=int(stats.get("accepted", 0)), emitted=int(stats.get("emitted", 0)),
+            passes=passes,
+            drafted=int(stats.get("drafted", 0)),
+            accepted=int(stats.get("accepted", 0)),
+            emitted=int(stats.get("emitted", 0)),
             prompt_tokens=int(timing.get("prompt_tokens", 0)),
             prefilled_tokens=int(timing.get("prefilled_tokens", 0)),
-            prefill_s=float(timing.get("prefill_s", 0.0)), decode_s=float(timing.get("decode_s", 0.0)),
-            drafter_s=float(timing.get("drafter_s", 0.0)), calls=int(counters.get("calls", passes)),
-            gen_drafts=int(counters.get("gen_drafts", 0)), acc_drafts=int(counters.get("acc_drafts", 0)),
-            position_drafted=drafted_at, position_accepted=accepted_at,
+            prefill_s=float(timing.get("prefill_s", 0.0)),
+            decode_s=float(timing.get("decode_s", 0.0)),
+            drafter_s=float(timing.get("drafter_s", 0.0)),
+            calls=int(counters.get("calls", passes)),
+            gen_drafts=int(counters.get("gen_drafts", 0)),
+            acc_drafts=int(counters.get("acc_drafts", 0)),
+            position_drafted=drafted_at,
+            position_accepted=accepted_at,
             accepted_length_counts=lengths,
-            first_pass_s=max(float(timing.get("first_token_s", 0.0)) - float(timing.get("prefill_s", 0.0)), 0.0),
+            first_pass_s=max(
+                float(timing.get("first_token_s", 0.0)) - float(timing.get("prefill_s", 0.0)), 0.0
+            ),
             ended=bool(stats.get("ended", False)),
             estimated_speedup=stats.get("estimated_speedup"),
             estimate_curve=_text_or_none(stats.get("estimate_curve")),
-            pass_sizes=_whole_numbers(stats.get("pass_sizes")))
+            pass_sizes=_whole_numbers(stats.get("pass_sizes")),
+        )
 
     @property
     def first_token_s(self) -> float:
@@ -184,8 +195,9 @@ class DecodeStats:
             "position_drafted": list(self.position_drafted),
             "position_accepted": list(self.position_accepted),
             "ended": self.ended,
-            "estimated_speedup": (round(self.estimated_speedup, 3)
-                                  if self.estimated_speedup is not None else None),
+            "estimated_speedup": (
+                round(self.estimated_speedup, 3) if self.estimated_speedup is not None else None
+            ),
             "estimate_curve": self.estimate_curve,
             "pass_sizes": list(self.pass_sizes),
             "drafter_counters": {
@@ -209,8 +221,12 @@ class DecodeStats:
         }
 
 
-def summary_line(stats: dict, timing: dict | None = None, finish_reason: str | None = None,
-                 tokens: int | None = None) -> str:
+def summary_line(
+    stats: dict,
+    timing: dict | None = None,
+    finish_reason: str | None = None,
+    tokens: int | None = None,
+) -> str:
     """'143 tokens · 7 passes · 2.7 tokens/pass · 61% of 40 drafts accepted · ≈1.8× faster than
     plain (estimate) · 18.4 tok/s · first token 0.21 s · ngram-cache': the CLI's and the app's
     line for one answer, from ``to_dict()``/``timing_dict()`` alone."""
@@ -223,13 +239,17 @@ def summary_line(stats: dict, timing: dict | None = None, finish_reason: str | N
         parts.append(f"{stats.get('tokens_per_pass', 0.0):.1f} tokens/pass")
         drafted = int(stats.get("drafted", 0))
         if drafted:
-            parts.append(f"{stats.get('accepted', 0)} of {drafted} drafts accepted "
-                         f"({stats.get('acceptance_rate', 0.0):.0%})")
+            parts.append(
+                f"{stats.get('accepted', 0)} of {drafted} drafts accepted "
+                f"({stats.get('acceptance_rate', 0.0):.0%})"
+            )
         else:
             parts.append("no drafts")
         if stats.get("estimated_speedup"):
-            parts.append(f"≈{stats['estimated_speedup']:.1f}× faster than plain "
-                         f"({estimate_label(stats.get('estimate_curve'))})")
+            parts.append(
+                f"≈{stats['estimated_speedup']:.1f}× faster than plain "
+                f"({estimate_label(stats.get('estimate_curve'))})"
+            )
     if "tokens_per_s" in timing:
         parts.append(f"{timing['tokens_per_s']:.1f} tok/s")
     if timing.get("first_token_s"):

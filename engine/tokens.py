@@ -56,8 +56,11 @@ def output_size(model) -> int:
 
 
 def is_token_id(value, vocab_size: int) -> bool:
-    return (isinstance(value, numbers.Integral) and not isinstance(value, bool)
-            and 0 <= value < vocab_size)
+    return (
+        isinstance(value, numbers.Integral)
+        and not isinstance(value, bool)
+        and 0 <= value < vocab_size
+    )
 
 
 def check_prompt(tokens, vocab_size: int, model_name: str) -> list[int]:
@@ -67,7 +70,8 @@ def check_prompt(tokens, vocab_size: int, model_name: str) -> list[int]:
             raise EngineError(
                 f"The tokenizer of {model_name} produced token id {token!r}, but the model has "
                 f"only {vocab_size} token ids: the tokenizer files do not match the weights. "
-                "Pick a complete model folder.")
+                "Pick a complete model folder."
+            )
     return [int(t) for t in tokens]
 
 
@@ -99,6 +103,8 @@ class DraftGate:
         if self.reported:
             return
         self.reported = True
-        warn(f"The {self.source} drafter proposed token ids that are not in this model's "
-             f"vocabulary (0 to {self.vocab_size - 1}; e.g. {token!r}); they were dropped. "
-             "Its saved memory may be damaged.")
+        warn(
+            f"The {self.source} drafter proposed token ids that are not in this model's "
+            f"vocabulary (0 to {self.vocab_size - 1}; e.g. {token!r}); they were dropped. "
+            "Its saved memory may be damaged."
+        )

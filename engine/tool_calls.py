@@ -17,14 +17,18 @@ from .errors import EngineError
 def tool_call_support(tokenizer, name: str) -> None:
     """Raise EngineError (naming ``tools``) unless the model's chat template takes tools."""
     if not getattr(tokenizer, "has_tool_calling", False):
-        raise EngineError(f"'tools' cannot be used with {name}: its chat template has no tool "
-                          "calling support (no tool-call markers mlx-lm knows).")
+        raise EngineError(
+            f"'tools' cannot be used with {name}: its chat template has no tool "
+            "calling support (no tool-call markers mlx-lm knows)."
+        )
 
 
 def _held_prefix(text: str, marker: str) -> int:
     """How many characters at the end of ``text`` may begin ``marker``."""
-    return max((k for k in range(min(len(marker) - 1, len(text)), 0, -1)
-                if text.endswith(marker[:k])), default=0)
+    return max(
+        (k for k in range(min(len(marker) - 1, len(text)), 0, -1) if text.endswith(marker[:k])),
+        default=0,
+    )
 
 
 class ToolCallScanner:
@@ -44,7 +48,7 @@ class ToolCallScanner:
                 cut = self.held.find(self.end) if self.end else -1
                 if cut < 0:
                     return out, calls
-                body, self.held = self.held[:cut], self.held[cut + len(self.end):]
+                body, self.held = self.held[:cut], self.held[cut + len(self.end) :]
                 self.inside = False
                 found = self._parse(body)
                 if found is None:  # not a call after all: the text stays text
@@ -54,9 +58,12 @@ class ToolCallScanner:
                 cut = self.held.find(self.start)
                 if cut < 0:
                     keep = _held_prefix(self.held, self.start)
-                    out, self.held = out + self.held[:len(self.held) - keep], self.held[len(self.held) - keep:]
+                    out, self.held = (
+                        out + self.held[: len(self.held) - keep],
+                        self.held[len(self.held) - keep :],
+                    )
                     return out, calls
-                out, self.held = out + self.held[:cut], self.held[cut + len(self.start):]
+                out, self.held = out + self.held[:cut], self.held[cut + len(self.start) :]
                 self.inside = True
 
     def flush(self) -> tuple[str, list[dict]]:
@@ -80,8 +87,13 @@ class ToolCallScanner:
             if not isinstance(call, dict) or not isinstance(call.get("name"), str):
                 return None
             arguments = call.get("arguments", {})
-            calls.append({"id": call.get("id") or "call_" + uuid.uuid4().hex[:24],
-                          "name": call["name"],
-                          "arguments": arguments if isinstance(arguments, str)
-                          else json.dumps(arguments, ensure_ascii=False)})
+            calls.append(
+                {
+                    "id": call.get("id") or "call_" + uuid.uuid4().hex[:24],
+                    "name": call["name"],
+                    "arguments": arguments
+                    if isinstance(arguments, str)
+                    else json.dumps(arguments, ensure_ascii=False),
+                }
+            )
         return calls

@@ -94,7 +94,7 @@ class DraftTree:
                 choice = choices[node]
             else:
                 context = list(history) + [self.tokens[n] for n in path]
-                choice = chooser.choose(logits[node:node + 1], context, [])[0]
+                choice = chooser.choose(logits[node : node + 1], context, [])[0]
             child = self.children[node].get(choice)
             if child is None:
                 return path, choice
@@ -103,7 +103,7 @@ class DraftTree:
 
     def row_of(self, path: list[int]) -> int:
         for index, nodes in enumerate(self.row_nodes):
-            if nodes[:len(path)] == path:
+            if nodes[: len(path)] == path:
                 return index
         return 0
 
@@ -172,12 +172,13 @@ def keep_path(cache: list, base: int, path: list[int]) -> None:
     end = base + 1 + len(path)
     for c in cache:
         keys, values = c.keys[..., source, :], c.values[..., source, :]
-        c.keys[..., base + 1:end, :] = keys
-        c.values[..., base + 1:end, :] = values
+        c.keys[..., base + 1 : end, :] = keys
+        c.values[..., base + 1 : end, :] = values
 
 
-def verify_tree(target, rows: list[list[int]], chooser, history: list[int],
-                eos_tokens: set[int]) -> Verdict:
+def verify_tree(
+    target, rows: list[list[int]], chooser, history: list[int], eos_tokens: set[int]
+) -> Verdict:
     """Verify all ``rows`` in one pass; the cache keeps the root and the accepted path."""
     tree = DraftTree(history[-1], rows)
     base = target.offset
@@ -188,6 +189,12 @@ def verify_tree(target, rows: list[list[int]], chooser, history: list[int],
         emitted.append(choice)
     target.keep_path(base, path)
     target.trim(target.offset - (base + len(emitted)))
-    emitted_logits = logits[mx.array(([0] + path)[:len(emitted)])]
-    return Verdict(emitted, len(path), len(tree) - 1, emitted_logits, tree.row_of(path),
-                   depth=max(len(r) for r in rows))
+    emitted_logits = logits[mx.array(([0] + path)[: len(emitted)])]
+    return Verdict(
+        emitted,
+        len(path),
+        len(tree) - 1,
+        emitted_logits,
+        tree.row_of(path),
+        depth=max(len(r) for r in rows),
+    )

@@ -59,8 +59,13 @@ class CostCurve:
     length's own scale counts more as its observations accumulate.
     """
 
-    def __init__(self, points: dict[int, float], measured: bool = True, source: str = "measured",
-                 fixed: bool = False):
+    def __init__(
+        self,
+        points: dict[int, float],
+        measured: bool = True,
+        source: str = "measured",
+        fixed: bool = False,
+    ):
         self.measured = measured  # False: a prior shape in relative units
         self.anchored = measured  # seconds, not relative units (a prior: after its first pass)
         self.source = source  # what an estimate made on this curve names ("measured", a device)
@@ -159,7 +164,9 @@ def cost_path(model_key: str) -> Path:
 
 
 def prior_cost_curve() -> CostCurve:
-    return CostCurve(PRIOR_RATIOS, measured=False, source="a guess: not measured for this model yet")
+    return CostCurve(
+        PRIOR_RATIOS, measured=False, source="a guess: not measured for this model yet"
+    )
 
 
 def timing_steps(target, lengths=COST_LENGTHS, repeats: int = 3, tokens=None):
@@ -227,11 +234,19 @@ def validated_cost_points(data) -> dict[int, float]:
         raise ValueError("no timings")
     points = {}
     for length, value in seconds.items():
-        if not (isinstance(length, str) and length.isdigit() and 1 <= int(length) <= MAX_COST_LENGTH):
+        if not (
+            isinstance(length, str) and length.isdigit() and 1 <= int(length) <= MAX_COST_LENGTH
+        ):
             raise ValueError(f"length {length!r} is not an integer from 1 to {MAX_COST_LENGTH}")
-        if (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)
-                or not 0 < value <= MAX_PASS_SECONDS):
-            raise ValueError(f"time {value!r} for length {length} is not a positive number of seconds")
+        if (
+            not isinstance(value, (int, float))
+            or isinstance(value, bool)
+            or not math.isfinite(value)
+            or not 0 < value <= MAX_PASS_SECONDS
+        ):
+            raise ValueError(
+                f"time {value!r} for length {length} is not a positive number of seconds"
+            )
         points[int(length)] = float(value)
     if 1 not in points:
         raise ValueError("no timing for a one-token pass")
@@ -256,8 +271,10 @@ def load_cost_curve(model_key: str) -> CostCurve | None:
             kept = f"kept as {move_aside(path).name}"
         except OSError as move_error:
             kept = f"left in place ({move_error})"
-        warn(f"Ignoring the verify-cost file {path} ({error}); it was {kept} and this "
-             "machine's verify speed will be measured again.")
+        warn(
+            f"Ignoring the verify-cost file {path} ({error}); it was {kept} and this "
+            "machine's verify speed will be measured again."
+        )
         return None
 
 
@@ -302,9 +319,11 @@ def curve_from_spec(spec: str) -> NamedCurve:
         return curves[spec]
     path = Path(spec).expanduser()
     if not path.exists():
-        raise EngineError(f"No cost curve named {spec!r} and no such file. Named curves: "
-                          f"{', '.join(curves)}; or give a JSON file such as "
-                          '{"1": 0.0084, "2": 0.0130, "4": 0.0141}.')
+        raise EngineError(
+            f"No cost curve named {spec!r} and no such file. Named curves: "
+            f"{', '.join(curves)}; or give a JSON file such as "
+            '{"1": 0.0084, "2": 0.0130, "4": 0.0141}.'
+        )
     try:
         data = json.loads(read_regular_file(path, MAX_COST_FILE_BYTES))
         seconds = data.get("seconds", data) if isinstance(data, dict) else data
@@ -312,6 +331,8 @@ def curve_from_spec(spec: str) -> NamedCurve:
             seconds = seconds["median_s"]
         points = _points(seconds)
     except (OSError, ValueError, RecursionError) as error:
-        raise EngineError(f"The cost curve {path} cannot be used ({error}). It must be a JSON "
-                          'object mapping n to seconds per pass, e.g. {"1": 0.0084, "2": 0.0130}.') from None
+        raise EngineError(
+            f"The cost curve {path} cannot be used ({error}). It must be a JSON "
+            'object mapping n to seconds per pass, e.g. {"1": 0.0084, "2": 0.0130}.'
+        ) from None
     return NamedCurve(path.name, f"file {path}", points)

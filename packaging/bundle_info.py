@@ -26,11 +26,26 @@ _MACOS_TAG = re.compile(r"macosx_(\d+)_(\d+)_")
 
 # Qt plugins the app never needs, and the Qt libraries only they pull in (about 25 MB):
 # the PDF image format (QtPdf) and the virtual keyboard (QtQuick, QtQml).
-UNUSED_QT = ("Pdf", "Qml", "QmlMeta", "QmlModels", "QmlWorkerScript", "Quick", "VirtualKeyboard",
-             "VirtualKeyboardQml")
-UNUSED_QT_FILES = ({f"libQt6{name}.so.6" for name in UNUSED_QT} | {f"Qt{name}" for name in UNUSED_QT}
-                   | {"libqpdf.so", "libqpdf.dylib",  # the PDF image-format plugin
-                      "libqtvirtualkeyboardplugin.so", "libqtvirtualkeyboardplugin.dylib"})
+UNUSED_QT = (
+    "Pdf",
+    "Qml",
+    "QmlMeta",
+    "QmlModels",
+    "QmlWorkerScript",
+    "Quick",
+    "VirtualKeyboard",
+    "VirtualKeyboardQml",
+)
+UNUSED_QT_FILES = (
+    {f"libQt6{name}.so.6" for name in UNUSED_QT}
+    | {f"Qt{name}" for name in UNUSED_QT}
+    | {
+        "libqpdf.so",
+        "libqpdf.dylib",  # the PDF image-format plugin
+        "libqtvirtualkeyboardplugin.so",
+        "libqtvirtualkeyboardplugin.dylib",
+    }
+)
 UNUSED_QT_DIRS = {f"Qt{name}.framework" for name in UNUSED_QT}
 # Metadata the transformers hook copies for every installed dependency; torch is never shipped.
 UNUSED_METADATA = ("torch-", "torchvision-", "torchaudio-")
@@ -44,8 +59,11 @@ README_RESOURCES = "readme"
 def bundled_resources(root: Path = ROOT) -> list[tuple[str, str]]:
     """PyInstaller ``datas`` entries for resources/: every sub-folder but the README's."""
     resources = root / "resources"
-    return [(str(entry), f"resources/{entry.name}" if entry.is_dir() else "resources")
-            for entry in sorted(resources.iterdir()) if entry.name != README_RESOURCES]
+    return [
+        (str(entry), f"resources/{entry.name}" if entry.is_dir() else "resources")
+        for entry in sorted(resources.iterdir())
+        if entry.name != README_RESOURCES
+    ]
 
 
 def project_version(pyproject: Path = ROOT / "pyproject.toml") -> str:
@@ -123,12 +141,20 @@ def info_plist(version: str, min_macos: str) -> dict:
         "NSRequiresAquaSystemAppearance": False,  # follow the system's dark mode
         "NSSupportsAutomaticGraphicsSwitching": True,
         "NSHumanReadableCopyright": "Draftless contributors. Apache-2.0. "
-                                    "Includes SmolLM2-135M-Instruct (Apache-2.0).",
+        "Includes SmolLM2-135M-Instruct (Apache-2.0).",
     }
 
 
 if __name__ == "__main__":  # print what the spec would use on this machine
     import json
 
-    print(json.dumps({"version": project_version(), "minimum_macos": minimum_macos(),
-                      "platform": sys.platform}, indent=2))
+    print(
+        json.dumps(
+            {
+                "version": project_version(),
+                "minimum_macos": minimum_macos(),
+                "platform": sys.platform,
+            },
+            indent=2,
+        )
+    )

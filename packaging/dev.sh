@@ -41,7 +41,8 @@ export TRANSFORMERS_VERBOSITY="${TRANSFORMERS_VERBOSITY:-error}"
 case "$command" in
   run)  exec .venv/bin/python -m app "$@" ;;
   test) export QT_QPA_PLATFORM="${QT_QPA_PLATFORM:-offscreen}"
-        .venv/bin/python -m ruff check --quiet . || { echo "ruff found problems (above)" >&2; exit 1; }
+        .venv/bin/python -m ruff check --quiet . && .venv/bin/python -m ruff format --check --quiet . \
+          || { echo "ruff: lint problems or unformatted files (above; ruff format . fixes the latter)" >&2; exit 1; }
         exec .venv/bin/python -m pytest "$@" ;;
   *)    echo "usage: bash packaging/dev.sh run|test [args…]" >&2; exit 2 ;;
 esac

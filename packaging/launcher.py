@@ -25,7 +25,9 @@ def _prepare_frozen_process() -> None:
     if getattr(sys, "frozen", False) and "HF_HOME" not in os.environ:
         from platformdirs import user_cache_dir
 
-        os.environ["HF_HOME"] = os.path.join(user_cache_dir("Draftless", appauthor=False), "huggingface")
+        os.environ["HF_HOME"] = os.path.join(
+            user_cache_dir("Draftless", appauthor=False), "huggingface"
+        )
 
 
 def exit_status(code) -> int:

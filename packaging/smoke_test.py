@@ -35,8 +35,14 @@ DEFAULT_PROMPT = "Name three colours."
 # Where a user-level app may write, relative to HOME (platformdirs' and Qt's user folders).
 ALLOWED_UNDER_HOME = {
     "linux": (".cache", ".config", ".local/share", ".local/state"),
-    "darwin": ("Library/Caches", "Library/Application Support", "Library/Preferences",
-               "Library/Logs", "Library/Saved Application State", "Library/HTTPStorages"),
+    "darwin": (
+        "Library/Caches",
+        "Library/Application Support",
+        "Library/Preferences",
+        "Library/Logs",
+        "Library/Saved Application State",
+        "Library/HTTPStorages",
+    ),
 }
 
 
@@ -58,7 +64,9 @@ def app_supports_screenshot() -> bool:
     """Whether the app in this checkout has the GUI's --screenshot option yet."""
     main = ROOT / "app" / "__main__.py"
     sources = [main] + sorted((ROOT / "app").glob("*.py"))
-    return any("--screenshot" in path.read_text(encoding="utf-8") for path in sources if path.exists())
+    return any(
+        "--screenshot" in path.read_text(encoding="utf-8") for path in sources if path.exists()
+    )
 
 
 def offline_prefix() -> list[str]:
@@ -100,8 +108,11 @@ def distinct_colours(path: Path, grid: int = 48) -> int:
     image = QImage(str(path))
     if image.isNull():
         raise AssertionError(f"Qt cannot decode {path}")
-    colours = {image.pixel(x * (image.width() - 1) // (grid - 1), y * (image.height() - 1) // (grid - 1))
-               for x in range(grid) for y in range(grid)}
+    colours = {
+        image.pixel(x * (image.width() - 1) // (grid - 1), y * (image.height() - 1) // (grid - 1))
+        for x in range(grid)
+        for y in range(grid)
+    }
     return len(colours)
 
 
@@ -121,8 +132,14 @@ def check_home_writes(home: Path) -> list[str]:
     return written
 
 
-def run_smoke(app: Path | None = None, prompt: str = DEFAULT_PROMPT, out: Path | None = None,
-              timeout: float = 600, screenshot: bool | None = None, offline: bool = True) -> dict:
+def run_smoke(
+    app: Path | None = None,
+    prompt: str = DEFAULT_PROMPT,
+    out: Path | None = None,
+    timeout: float = 600,
+    screenshot: bool | None = None,
+    offline: bool = True,
+) -> dict:
     """Launch the frozen app once and check it; return a report (raises AssertionError on failure)."""
     app = Path(app or default_app_path()).resolve()
     if not app.exists():
@@ -136,8 +153,11 @@ def run_smoke(app: Path | None = None, prompt: str = DEFAULT_PROMPT, out: Path |
     workdir.mkdir()
     png = out / "screenshot.png"
 
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("DRAFTLESS_", "XDG_", "HF_", "PYTHON", "LD_PRELOAD", "VIRTUAL_ENV"))}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("DRAFTLESS_", "XDG_", "HF_", "PYTHON", "LD_PRELOAD", "VIRTUAL_ENV"))
+    }
     env.update(HOME=str(home), QT_QPA_PLATFORM="offscreen", TMPDIR=str(out / "tmp"))
     (out / "tmp").mkdir()
     if screenshot:
@@ -150,16 +170,29 @@ def run_smoke(app: Path | None = None, prompt: str = DEFAULT_PROMPT, out: Path |
     started = time.monotonic()
     with open(out / "app.log", "wb") as log:
         try:
-            proc = subprocess.run(prefix + command, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
-                                  stdout=log, stderr=subprocess.STDOUT, timeout=timeout)
+            proc = subprocess.run(
+                prefix + command,
+                cwd=workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+            )
             returncode = proc.returncode
         except subprocess.TimeoutExpired:
             returncode = None
     seconds = time.monotonic() - started
     log_text = (out / "app.log").read_text(encoding="utf-8", errors="replace")
-    report = {"app": str(app), "command": command[1:], "mode": "screenshot" if screenshot else "placeholder-cli",
-              "seconds": round(seconds, 1), "returncode": returncode, "log": str(out / "app.log"),
-              "network": "none (" + " ".join(prefix) + ")" if prefix else "host"}
+    report = {
+        "app": str(app),
+        "command": command[1:],
+        "mode": "screenshot" if screenshot else "placeholder-cli",
+        "seconds": round(seconds, 1),
+        "returncode": returncode,
+        "log": str(out / "app.log"),
+        "network": "none (" + " ".join(prefix) + ")" if prefix else "host",
+    }
 
     def fail(message: str):
         tail = "\n".join(log_text.splitlines()[-30:])
@@ -180,8 +213,13 @@ def run_smoke(app: Path | None = None, prompt: str = DEFAULT_PROMPT, out: Path |
         colours = distinct_colours(png)
         if colours < 3:
             fail(f"screenshot looks blank ({colours} distinct colours)")
-        report.update(screenshot=str(png), width=width, height=height, bytes=png.stat().st_size,
-                      distinct_colours=colours)
+        report.update(
+            screenshot=str(png),
+            width=width,
+            height=height,
+            bytes=png.stat().st_size,
+            distinct_colours=colours,
+        )
     else:
         answer = log_text.strip()
         if "tokens" not in answer:
@@ -199,17 +237,26 @@ def run_smoke(app: Path | None = None, prompt: str = DEFAULT_PROMPT, out: Path |
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--app", type=Path, help="frozen executable (default: this platform's dist/ build)")
+    parser.add_argument(
+        "--app", type=Path, help="frozen executable (default: this platform's dist/ build)"
+    )
     parser.add_argument("--prompt", default=DEFAULT_PROMPT)
-    parser.add_argument("--out", type=Path, help="where the screenshot, log and fresh home go (default build/smoke)")
+    parser.add_argument(
+        "--out", type=Path, help="where the screenshot, log and fresh home go (default build/smoke)"
+    )
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--mode", choices=("auto", "screenshot", "cli"), default="auto")
-    parser.add_argument("--online", action="store_true",
-                        help="keep the network (default on Linux: none, via unshare --net)")
+    parser.add_argument(
+        "--online",
+        action="store_true",
+        help="keep the network (default on Linux: none, via unshare --net)",
+    )
     args = parser.parse_args(argv)
     screenshot = {"auto": None, "screenshot": True, "cli": False}[args.mode]
     try:
-        report = run_smoke(args.app, args.prompt, args.out, args.timeout, screenshot, not args.online)
+        report = run_smoke(
+            args.app, args.prompt, args.out, args.timeout, screenshot, not args.online
+        )
     except AssertionError as error:
         print(f"SMOKE TEST FAILED: {error}", file=sys.stderr)
         return 1

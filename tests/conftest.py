@@ -14,8 +14,12 @@ import pytest  # noqa: E402
 # converted built-in model from the real cache (converting it takes ~15 s).
 _scratch = tempfile.mkdtemp(prefix="draftless-tests-")
 atexit.register(shutil.rmtree, _scratch, True)
-os.environ.setdefault("DRAFTLESS_MODELS_DIR", os.path.join(
-    os.environ.get("DRAFTLESS_CACHE_DIR") or platformdirs.user_cache_dir("Draftless"), "models"))
+os.environ.setdefault(
+    "DRAFTLESS_MODELS_DIR",
+    os.path.join(
+        os.environ.get("DRAFTLESS_CACHE_DIR") or platformdirs.user_cache_dir("Draftless"), "models"
+    ),
+)
 for _name in ("CACHE", "DATA", "CONFIG"):
     os.environ[f"DRAFTLESS_{_name}_DIR"] = os.path.join(_scratch, _name.lower())
 

@@ -62,25 +62,50 @@ class FakeHub:
             repo = "/".join(parts[2:4])
             folder = self.repos.get(repo)
             if folder is None:
-                return self._send(handler, 404, b'{"error": "Repository not found"}', body,
-                                  {"X-Error-Code": "RepoNotFound"})
+                return self._send(
+                    handler,
+                    404,
+                    b'{"error": "Repository not found"}',
+                    body,
+                    {"X-Error-Code": "RepoNotFound"},
+                )
             files = [p for p in sorted(folder.iterdir()) if p.is_file()]
             if len(parts) > 4 and parts[4] == "tree":  # /api/models/{repo}/tree/{rev}
-                data = json.dumps([{"type": "file", "path": p.name, "size": p.stat().st_size,
-                                    "oid": etag_of(p.read_bytes())[:40]} for p in files]).encode()
+                data = json.dumps(
+                    [
+                        {
+                            "type": "file",
+                            "path": p.name,
+                            "size": p.stat().st_size,
+                            "oid": etag_of(p.read_bytes())[:40],
+                        }
+                        for p in files
+                    ]
+                ).encode()
             else:
-                data = json.dumps({"id": repo, "modelId": repo, "sha": COMMIT,
-                                   "siblings": [{"rfilename": p.name} for p in files]}).encode()
+                data = json.dumps(
+                    {
+                        "id": repo,
+                        "modelId": repo,
+                        "sha": COMMIT,
+                        "siblings": [{"rfilename": p.name} for p in files],
+                    }
+                ).encode()
             return self._send(handler, 200, data, body, {"Content-Type": "application/json"})
         if len(parts) >= 5 and parts[2] == "resolve":  # /{org}/{name}/resolve/{rev}/{file}
             repo, name = "/".join(parts[:2]), "/".join(parts[4:])
             folder = self.repos.get(repo)
             file = folder / name if folder else None
             if file is None or not file.is_file():
-                return self._send(handler, 404, b"not found", body, {"X-Error-Code": "EntryNotFound"})
+                return self._send(
+                    handler, 404, b"not found", body, {"X-Error-Code": "EntryNotFound"}
+                )
             data = file.read_bytes()
-            headers = {"X-Repo-Commit": COMMIT, "ETag": f'"{etag_of(data)}"',
-                       "Accept-Ranges": "bytes"}
+            headers = {
+                "X-Repo-Commit": COMMIT,
+                "ETag": f'"{etag_of(data)}"',
+                "Accept-Ranges": "bytes",
+            }
             start = 0
             wanted = handler.headers.get("Range")
             if wanted and wanted.startswith("bytes=") and body:
@@ -102,7 +127,7 @@ class FakeHub:
         try:
             if slow:
                 for i in range(0, len(data), 4096):
-                    handler.wfile.write(data[i:i + 4096])
+                    handler.wfile.write(data[i : i + 4096])
                     handler.wfile.flush()
                     time.sleep(0.02)
             else:

@@ -31,17 +31,21 @@ from .server_process import free_port, request
 def raise_fd_limit(wanted: int) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < wanted:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (
-            wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard))
+        resource.setrlimit(
+            resource.RLIMIT_NOFILE,
+            (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard),
+        )
 
 
 def start_server(model: str, log_path: Path, *args: str) -> tuple[subprocess.Popen, int]:
     port = free_port()
     with open(log_path, "wb") as log:  # a file, not a pipe: a full pipe would block the server
         process = subprocess.Popen(
-            [sys.executable, "-m", "engine", "serve", "--model", model, "--port", str(port),
-             *args], stdout=log, stderr=subprocess.STDOUT,
-            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent)))
+            [sys.executable, "-m", "engine", "serve", "--model", model, "--port", str(port), *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent)),
+        )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -59,10 +63,19 @@ def stream_once(port: int, max_tokens: int, timeout: float) -> int:
     """One streaming chat answer, read to the end; its number of SSE events."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
-        connection.request("POST", "/v1/chat/completions", body=json.dumps({
-            "messages": [{"role": "user", "content": "abcabcabc"}], "max_tokens": max_tokens,
-            "stream": True, "temperature": 0}).encode(),
-            headers={"Content-Type": "application/json"})
+        connection.request(
+            "POST",
+            "/v1/chat/completions",
+            body=json.dumps(
+                {
+                    "messages": [{"role": "user", "content": "abcabcabc"}],
+                    "max_tokens": max_tokens,
+                    "stream": True,
+                    "temperature": 0,
+                }
+            ).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         response = connection.getresponse()
         return sum(line.startswith(b"data: ") for line in response) if response.status == 200 else 0
     finally:
@@ -82,11 +95,16 @@ def count_open(sockets: list[socket.socket]) -> int:
     return still_open
 
 
-def run(port: int, stalled: int, clients: int, seconds: float, stop_chars: int,
-        max_tokens: int = 64) -> dict:
+def run(
+    port: int, stalled: int, clients: int, seconds: float, stop_chars: int, max_tokens: int = 64
+) -> dict:
     deadline = time.monotonic() + seconds
-    results: dict = {"stalled_opened": 0, "stalled_refused": 0, "streams_done": 0,
-                     "stream_events": 0}
+    results: dict = {
+        "stalled_opened": 0,
+        "stalled_refused": 0,
+        "streams_done": 0,
+        "stream_events": 0,
+    }
     lock = threading.Lock()
 
     def streamer():
@@ -101,11 +119,20 @@ def run(port: int, stalled: int, clients: int, seconds: float, stop_chars: int,
 
     def huge_stop():
         began = time.perf_counter()
-        status, body = request(port, "POST", "/v1/completions", {
-            "prompt": "y", "max_tokens": 4, "stop": ["y" * stop_chars]}, timeout=seconds)
-        results["huge_stop"] = {"status": status, "seconds": round(time.perf_counter() - began, 3),
-                                "message": body["error"]["message"][:80]
-                                if isinstance(body, dict) and "error" in body else str(body)[:80]}
+        status, body = request(
+            port,
+            "POST",
+            "/v1/completions",
+            {"prompt": "y", "max_tokens": 4, "stop": ["y" * stop_chars]},
+            timeout=seconds,
+        )
+        results["huge_stop"] = {
+            "status": status,
+            "seconds": round(time.perf_counter() - began, 3),
+            "message": body["error"]["message"][:80]
+            if isinstance(body, dict) and "error" in body
+            else str(body)[:80],
+        }
 
     head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Slow: ".encode()
     sockets: list[socket.socket] = []
@@ -132,8 +159,10 @@ def run(port: int, stalled: int, clients: int, seconds: float, stop_chars: int,
         results["stalled_still_open_after_opening"] = count_open(sockets)
 
     threads = [threading.Thread(target=streamer, daemon=True) for _ in range(clients)]
-    threads += [threading.Thread(target=huge_stop, daemon=True),
-                threading.Thread(target=opener, daemon=True)]
+    threads += [
+        threading.Thread(target=huge_stop, daemon=True),
+        threading.Thread(target=opener, daemon=True),
+    ]
     for thread in threads:
         thread.start()
     latencies, failures, next_trickle = [], 0, time.monotonic() + 1
@@ -162,13 +191,17 @@ def run(port: int, stalled: int, clients: int, seconds: float, stop_chars: int,
     for s in sockets:
         s.close()
     ordered = sorted(latencies)
-    results.update({
-        "stalled_still_open_at_end": still_open, "health_probes": len(latencies) + failures,
-        "health_failures": failures,
-        "health_median_s": round(statistics.median(latencies), 4) if latencies else None,
-        "health_max_s": round(max(latencies), 4) if latencies else None,
-        "health_p95_s": round(ordered[int(0.95 * len(ordered))], 4) if ordered else None,
-        "health_slowest_at_s": slowest})
+    results.update(
+        {
+            "stalled_still_open_at_end": still_open,
+            "health_probes": len(latencies) + failures,
+            "health_failures": failures,
+            "health_median_s": round(statistics.median(latencies), 4) if latencies else None,
+            "health_max_s": round(max(latencies), 4) if latencies else None,
+            "health_p95_s": round(ordered[int(0.95 * len(ordered))], 4) if ordered else None,
+            "health_slowest_at_s": slowest,
+        }
+    )
     return results
 
 

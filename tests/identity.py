@@ -15,8 +15,9 @@ def reference_greedy(model, prompt, max_tokens):
     return tokens
 
 
-def speculative(model, prompt, max_tokens, settings: DraftSettings, sampling=None, eos=(),
-                bigram=None):
+def speculative(
+    model, prompt, max_tokens, settings: DraftSettings, sampling=None, eos=(), bigram=None
+):
     """Our loop on a fresh cache. Returns (emitted tokens, pass results).
 
     ``bigram``: a model bigram table handed to drafters that use one (ngrammys).
@@ -28,17 +29,29 @@ def speculative(model, prompt, max_tokens, settings: DraftSettings, sampling=Non
     if bigram is not None:
         drafter.attach_model("test-model", bigram=bigram)
     drafter.reset(history)
-    results = list(speculative_decode(
-        target, drafter, TokenChooser(sampling or SamplingSettings()), history,
-        max_tokens=max_tokens, draft_count=settings.draft_count, eos_tokens=set(eos)))
+    results = list(
+        speculative_decode(
+            target,
+            drafter,
+            TokenChooser(sampling or SamplingSettings()),
+            history,
+            max_tokens=max_tokens,
+            draft_count=settings.draft_count,
+            eos_tokens=set(eos),
+        )
+    )
     assert target.offset == len(history) - 1  # the cache holds exactly the history but its last
-    return history[len(prompt):], results
+    return history[len(prompt) :], results
 
 
 def reference_greedy_with_processors(model, prompt, max_tokens, processors):
     tokens = []
-    for token, _ in generate_step(mx.array(prompt, dtype=mx.uint32), model, max_tokens=max_tokens,
-                                  logits_processors=processors):
+    for token, _ in generate_step(
+        mx.array(prompt, dtype=mx.uint32),
+        model,
+        max_tokens=max_tokens,
+        logits_processors=processors,
+    ):
         tokens.append(int(token))
     return tokens
 

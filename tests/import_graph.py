@@ -37,11 +37,13 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")
-                anchor = anchor[:len(anchor) - node.level + 1]
+                anchor = anchor[: len(anchor) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
             # ``from pkg import sub`` imports the submodule when there is one
-            candidates = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
-                          for alias in node.names]
+            candidates = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                for alias in node.names
+            ]
         else:
             continue
         for candidate in candidates:
@@ -91,14 +93,21 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def bench_importers(edges: dict[str, set[str]]) -> list[str]:
     """Modules outside engine.bench (and the CLI) that import it."""
-    return sorted(name for name, targets in edges.items()
-                  if not name.startswith("engine.bench") and name != "engine.__main__"
-                  and any(t == "engine.bench" or t.startswith("engine.bench.") for t in targets))
+    return sorted(
+        name
+        for name, targets in edges.items()
+        if not name.startswith("engine.bench")
+        and name != "engine.__main__"
+        and any(t == "engine.bench" or t.startswith("engine.bench.") for t in targets)
+    )
 
 
 def engine_importing_app(edges: dict[str, set[str]]) -> list[str]:
-    return sorted(name for name, targets in edges.items()
-                  if name.startswith("engine") and any(t.startswith("app") for t in targets))
+    return sorted(
+        name
+        for name, targets in edges.items()
+        if name.startswith("engine") and any(t.startswith("app") for t in targets)
+    )
 
 
 def main() -> int:

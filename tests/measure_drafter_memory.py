@@ -40,7 +40,7 @@ def measure(name: str, tokens: list[int], folder: Path) -> dict:
         store = ngram_cache._DynamicStore(folder / "memory.json")
         seen: list[int] = []
         for start in range(0, len(tokens), CHUNK):
-            seen.extend(tokens[start:start + CHUNK])
+            seen.extend(tokens[start : start + CHUNK])
             store.counts.update(seen, start, 1, ngram_cache.NGRAM_MAX)
             store.bound(CHUNK)
         size = f"{len(store.counts):,} n-grams kept (budget {store.max_entries:,} + 25 %)"
@@ -48,12 +48,18 @@ def measure(name: str, tokens: list[int], folder: Path) -> dict:
         drafter = make_drafter(DraftSettings(drafter=name, adaptive=False))
         drafter.reset(tokens[:CHUNK])
         for start in range(CHUNK, len(tokens), CHUNK):
-            drafter.observe(tokens[start:start + CHUNK])
+            drafter.observe(tokens[start : start + CHUNK])
         size = f"{len(drafter.sam):,} tokens indexed (budget {drafter.max_tokens:,})"
     current, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return {"drafter": name, "history": len(tokens), "current_mb": current / 2 ** 20,
-            "peak_mb": peak / 2 ** 20, "size": size, "seconds": time.perf_counter() - started}
+    return {
+        "drafter": name,
+        "history": len(tokens),
+        "current_mb": current / 2**20,
+        "peak_mb": peak / 2**20,
+        "size": size,
+        "seconds": time.perf_counter() - started,
+    }
 
 
 def main(lengths: list[int]) -> None:
@@ -62,9 +68,12 @@ def main(lengths: list[int]) -> None:
             tokens = history(length)
             for name in ("ngram-cache", "suffix"):
                 r = measure(name, tokens, Path(folder))
-                print(f"{r['drafter']:12} {r['history']:>9,} tokens of history: "
-                      f"{r['current_mb']:6.1f} MB now, {r['peak_mb']:6.1f} MB peak; {r['size']} "
-                      f"[{r['seconds']:.0f} s]", flush=True)
+                print(
+                    f"{r['drafter']:12} {r['history']:>9,} tokens of history: "
+                    f"{r['current_mb']:6.1f} MB now, {r['peak_mb']:6.1f} MB peak; {r['size']} "
+                    f"[{r['seconds']:.0f} s]",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -23,8 +23,10 @@ def answer_events(passes, drafter="ngram-cache", prompt_tokens=0):
     stats.prefill_s = 0.05
     events, tokens, flags, text = [], [], [], ""
     if prompt_tokens:
-        events += [ProgressEvent("prefill", 0, prompt_tokens, "Reading the prompt…"),
-                   ProgressEvent("prefill", prompt_tokens, prompt_tokens, "Prompt read")]
+        events += [
+            ProgressEvent("prefill", 0, prompt_tokens, "Reading the prompt…"),
+            ProgressEvent("prefill", prompt_tokens, prompt_tokens, "Prompt read"),
+        ]
     finish = "length"
     vocabulary: dict[str, int] = {}  # the same text piece is the same token
     for index, (drafted, items) in enumerate(passes):
@@ -40,8 +42,11 @@ def answer_events(passes, drafter="ngram-cache", prompt_tokens=0):
             tokens.append(token)
             flags.append(from_draft)
             text += piece
-            events.append(TokenEvent(token, piece, from_draft, index,
-                                     position if from_draft else None, drafter))
+            events.append(
+                TokenEvent(
+                    token, piece, from_draft, index, position if from_draft else None, drafter
+                )
+            )
         events.append(PassEvent(index, drafted, accepted, emitted, 0.01, stats.tokens_per_pass))
         if ended:
             finish = "stop"
@@ -89,19 +94,25 @@ class ScriptedService:
 
     def load(self, spec=None):
         self.loads.append(spec)
-        return ScriptedStream([ModelEvent("scripted-model", "/nowhere", "on"),
-                               DoneEvent("loaded", "", [], [])])
+        return ScriptedStream(
+            [ModelEvent("scripted-model", "/nowhere", "on"), DoneEvent("loaded", "", [], [])]
+        )
 
     def replay(self, request, answer_tokens, ended, configs, greedy=None):
         """The engine's own replay over the scripted tokens (an empty prompt)."""
         self.replays.append(configs)
         results = replay_many([], answer_tokens, configs, end_token=1 if ended else None)
-        return ScriptedStream([ReplayEvent([r.to_dict() for r in results]),
-                               DoneEvent("replayed", "", [], [])])
+        return ScriptedStream(
+            [ReplayEvent([r.to_dict() for r in results]), DoneEvent("replayed", "", [], [])]
+        )
 
     def drafters(self):
-        return {"ngram-cache": "scripted", "prompt-lookup": "scripted", "suffix": "scripted",
-                "none": "plain decoding"}
+        return {
+            "ngram-cache": "scripted",
+            "prompt-lookup": "scripted",
+            "suffix": "scripted",
+            "none": "plain decoding",
+        }
 
     def shutdown(self):
         pass

@@ -26,4 +26,6 @@ class ScriptedModel:
         placeholder = mx.zeros((1, 1, count, 1))
         cache[0].update_and_fetch(placeholder, placeholder)
         targets = mx.array([self.script[start + i + 1] for i in range(count)])
-        return (mx.arange(self.vocab_size)[None] == targets[:, None]).astype(mx.float32)[None] * 10.0
+        return (mx.arange(self.vocab_size)[None] == targets[:, None]).astype(mx.float32)[
+            None
+        ] * 10.0

@@ -22,8 +22,9 @@ def request(port: int, method: str, path: str, body=None, headers=None, timeout=
     """(status, parsed JSON or text) of one HTTP request to the local server."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
-    connection.request(method, path, body=data, headers={"Content-Type": "application/json",
-                                                         **(headers or {})})
+    connection.request(
+        method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})}
+    )
     response = connection.getresponse()
     raw = response.read().decode()
     connection.close()
@@ -39,8 +40,12 @@ class Server:
         env = dict(os.environ, PYTHONPATH=os.getcwd())
         self.process = subprocess.Popen(
             [*launcher, sys.executable, "-m", "engine", "serve", "--port", str(self.port), *args],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            start_new_session=bool(launcher))  # its own group: the ranks stop with it
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=bool(launcher),
+        )  # its own group: the ranks stop with it
         self.launched = bool(launcher)
         self.url = f"http://127.0.0.1:{self.port}/v1"
 

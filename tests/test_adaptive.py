@@ -138,18 +138,31 @@ def run(model, prompt, settings, policy=None, max_tokens=40):
     target.prefill(history[:-1])
     drafter = make_drafter(settings)
     drafter.reset(history)
-    results = list(speculative_decode(target, drafter, TokenChooser(SamplingSettings()), history,
-                                      max_tokens=max_tokens, draft_count=settings.draft_count,
-                                      eos_tokens=set(), policy=policy))
-    return history[len(prompt):], results
+    results = list(
+        speculative_decode(
+            target,
+            drafter,
+            TokenChooser(SamplingSettings()),
+            history,
+            max_tokens=max_tokens,
+            draft_count=settings.draft_count,
+            eos_tokens=set(),
+            policy=policy,
+        )
+    )
+    return history[len(prompt) :], results
 
 
 @pytest.mark.parametrize("name", ["prompt-lookup", "suffix", "ngrammys"])
 def test_adaptive_decoding_stays_lossless(name):
     model = make_tiny_llama(seed=1)
     prompt = [40 + (i % 9) for i in range(60)]
-    settings = DraftSettings(drafter=name, draft_count=6, adaptive=True,
-                             options={"rows": 2} if name == "ngrammys" else {})
+    settings = DraftSettings(
+        drafter=name,
+        draft_count=6,
+        adaptive=True,
+        options={"rows": 2} if name == "ngrammys" else {},
+    )
     drafter = make_drafter(settings)
     policy = AdaptivePolicy(CostCurve(CURVE), rows=drafter.rows_per_pass)
     got, results = run(model, prompt, settings, policy)
@@ -176,9 +189,17 @@ def test_adaptive_off_honours_the_fixed_draft_count():
     target = Target(model)
     history = list(range(3, 30))
     target.prefill(history[:-1])
-    results = list(speculative_decode(target, Always(DraftSettings(adaptive=False)),
-                                      TokenChooser(SamplingSettings()), history, max_tokens=30,
-                                      draft_count=3, eos_tokens=set()))
+    results = list(
+        speculative_decode(
+            target,
+            Always(DraftSettings(adaptive=False)),
+            TokenChooser(SamplingSettings()),
+            history,
+            max_tokens=30,
+            draft_count=3,
+            eos_tokens=set(),
+        )
+    )
     produced = 0
     for result in results:  # exactly 3 unless fewer tokens remain to produce
         assert result.drafted == min(3, 30 - produced - 1)
@@ -216,8 +237,18 @@ def test_policy_sees_the_proposal_and_its_match_then_trims_it():
     history = list(range(3, 30))
     target.prefill(history[:-1])
     drafter, policy = Copier(DraftSettings()), TwoTokens()
-    results = list(speculative_decode(target, drafter, TokenChooser(SamplingSettings()), history,
-                                      max_tokens=12, draft_count=5, eos_tokens=set(), policy=policy))
+    results = list(
+        speculative_decode(
+            target,
+            drafter,
+            TokenChooser(SamplingSettings()),
+            history,
+            max_tokens=12,
+            draft_count=5,
+            eos_tokens=set(),
+            policy=policy,
+        )
+    )
     assert policy.asked[0] == (5, 9)  # the whole proposal and how long its match is
     produced, expected = 0, []
     for result in results:  # two tokens, unless fewer remain to produce

@@ -20,7 +20,8 @@ def test_a_class_prior_sets_the_first_draft_length():
     assert sure.draft_length(16, match_length=24) >= 8
     # other classes keep the flat prior
     assert sure.draft_length(16, match_length=1) == AdaptivePolicy(CostCurve(CURVE)).draft_length(
-        16, match_length=1)
+        16, match_length=1
+    )
 
 
 def test_memory_hands_the_drafters_priors_to_its_policies(monkeypatch):

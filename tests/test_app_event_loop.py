@@ -38,8 +38,13 @@ print("survived")
 
 
 def test_a_closed_loop_freed_on_another_thread_leaves_no_timer_behind():
-    result = subprocess.run([sys.executable, "-X", "faulthandler", "-c", SCRIPT], cwd=ROOT,
-                            env=dict(os.environ, QT_QPA_PLATFORM="offscreen"),
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", SCRIPT],
+        cwd=ROOT,
+        env=dict(os.environ, QT_QPA_PLATFORM="offscreen"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0 and "survived" in result.stdout, result.stderr[-2000:]
     assert "Timers cannot be stopped" not in result.stderr

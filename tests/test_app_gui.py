@@ -46,8 +46,12 @@ async def _replaying(stream, known):
         if isinstance(event, ModelEvent):
             known[:] = [event]
             announced = True
-        elif isinstance(event, DoneEvent) and event.finish_reason == "loaded" and not announced \
-                and known:
+        elif (
+            isinstance(event, DoneEvent)
+            and event.finish_reason == "loaded"
+            and not announced
+            and known
+        ):
             yield known[0]
         yield event
 
@@ -163,7 +167,7 @@ def expected_draft_mask(events):
                 text += event.text
                 last_group, group = group, []
     done = [e for e in events if isinstance(e, DoneEvent)][-1]
-    tail = done.text[len(text):]
+    tail = done.text[len(text) :]
     if tail:
         if group:
             mask += [all(group)] * len(tail)
@@ -180,8 +184,9 @@ def point_of(body, position):
 
 
 # ---------------------------------------------------------------------------------------------
-def test_answer_streams_with_highlights_gauge_and_footer_from_the_engine(make_app, qtbot,
-                                                                          monkeypatch):
+def test_answer_streams_with_highlights_gauge_and_footer_from_the_engine(
+    make_app, qtbot, monkeypatch
+):
     from app.transcript import MessageView
 
     application = make_app()
@@ -194,9 +199,12 @@ def test_answer_streams_with_highlights_gauge_and_footer_from_the_engine(make_ap
         original(view)
         if view.streaming:  # mid-answer the painting already follows the provenance
             painted_now = highlighted_positions(view.body.document())
-            assert all(view.provenance.kind_at(view.body.render_map.source_index(p)) == "draft"
-                       for p in painted_now)
+            assert all(
+                view.provenance.kind_at(view.body.render_map.source_index(p)) == "draft"
+                for p in painted_now
+            )
             refreshes.append((len(view.text), len(painted_now)))
+
     monkeypatch.setattr(MessageView, "refresh", spy)
     task = send(qtbot, window, "abc abc abc")
     finish(qtbot, task)
@@ -231,8 +239,10 @@ def test_answer_streams_with_highlights_gauge_and_footer_from_the_engine(make_ap
     from PySide6.QtWidgets import QApplication, QToolTip
 
     point = point_of(view.body, position)
-    QApplication.sendEvent(view.body.viewport(), QHelpEvent(
-        QEvent.ToolTip, point, view.body.viewport().mapToGlobal(point)))
+    QApplication.sendEvent(
+        view.body.viewport(),
+        QHelpEvent(QEvent.ToolTip, point, view.body.viewport().mapToGlobal(point)),
+    )
     assert QToolTip.text() == tip
 
     # the gauge and the footer show the engine's own numbers
@@ -243,8 +253,9 @@ def test_answer_streams_with_highlights_gauge_and_footer_from_the_engine(make_ap
     assert bar.gauge.current == 0 and "–" in bar.current_label.text()  # no stale last pass
     assert f"{done.timing['tokens_per_s']:.1f}" in bar.speed_label.text()
     assert f"{done.stats['acceptance_rate']:.0%}" in bar.acceptance_label.text()
-    assert view.footer.text() == footer_text(len(done.tokens), done.stats, done.timing,
-                                             done.finish_reason)
+    assert view.footer.text() == footer_text(
+        len(done.tokens), done.stats, done.timing, done.finish_reason
+    )
     assert f"{done.stats['tokens_per_pass']:.1f} tokens/pass" in view.footer.text()
 
     # the highlight toggle removes and restores the painting
@@ -256,7 +267,8 @@ def test_answer_streams_with_highlights_gauge_and_footer_from_the_engine(make_ap
     # the inspector shows this answer's per-position acceptance
     view.inspect_button.click()
     assert window.inspector.positions.series[0].values == pytest.approx(
-        done.stats["per_position_acceptance"])
+        done.stats["per_position_acceptance"]
+    )
     assert sum(window.inspector.lengths.series[0].values) == pytest.approx(1.0)
 
 
@@ -265,8 +277,9 @@ def test_stop_cancels_within_a_pass_and_keeps_the_partial_answer(make_app, qtbot
     window, controller = application.window, application.controller
     set_max_tokens(window, 3500)
     task = send(qtbot, window, "Count forever")
-    qtbot.waitUntil(lambda: controller.answer and len(controller.answer.provenance.tokens) > 30,
-                    timeout=30000)
+    qtbot.waitUntil(
+        lambda: controller.answer and len(controller.answer.provenance.tokens) > 30, timeout=30000
+    )
     stopped_at = time.perf_counter()
     assert window.stop_button.isEnabled()
     window.stop_button.click()
@@ -315,9 +328,17 @@ def test_settings_reach_the_request_persist_and_refuse_out_of_range(make_app, qt
     print(f"\nanswer with {other}, t=0.5: {time.perf_counter() - started:.1f} s")
     request = application.recorder.requests[-1]
     assert request.messages[0] == {"role": "system", "content": "Be brief."}
-    assert (request.draft.drafter, request.draft.draft_count, request.draft.ngram_order,
-            request.draft.ngram_min) == (other, 7, 3, 2)
-    assert (request.sampling.temperature, request.sampling.top_p, request.max_tokens) == (0.5, 0.9, 40)
+    assert (
+        request.draft.drafter,
+        request.draft.draft_count,
+        request.draft.ngram_order,
+        request.draft.ngram_min,
+    ) == (other, 7, 3, 2)
+    assert (request.sampling.temperature, request.sampling.top_p, request.max_tokens) == (
+        0.5,
+        0.9,
+        40,
+    )
     assert request.chat_id == application.controller.session.id
     done = application.recorder.of(DoneEvent)[-1]
     assert done.stats["drafter"] == other
@@ -332,8 +353,10 @@ def test_sessions_survive_a_restart_with_their_highlighting(make_app, qtbot):
     finish(qtbot, send(qtbot, first.window, "second question"))
     session_id = first.controller.session.id
     views = first.window.transcript.views
-    before = [(v.role, v.text, sorted(highlighted_positions(v.body.document())), v.footer.text())
-              for v in views]
+    before = [
+        (v.role, v.text, sorted(highlighted_positions(v.body.document())), v.footer.text())
+        for v in views
+    ]
     assert [b[0] for b in before] == ["user", "assistant", "user", "assistant"]
     assert first.recorder.requests[-1].messages[-3]["content"] == "first question"
     finish(qtbot, asyncio.ensure_future(first.close()))
@@ -343,15 +366,20 @@ def test_sessions_survive_a_restart_with_their_highlighting(make_app, qtbot):
     assert second.controller.session.id == session_id
     assert window.sessions_panel.list.count() == 1
     assert window.sessions_panel.list.item(0).text() == "first question"
-    after = [(v.role, v.text, sorted(highlighted_positions(v.body.document())), v.footer.text())
-             for v in window.transcript.views]
+    after = [
+        (v.role, v.text, sorted(highlighted_positions(v.body.document())), v.footer.text())
+        for v in window.transcript.views
+    ]
     assert after == before
 
     # search, rename, delete (with confirmation), regenerate
     window.sessions_panel.search.setText("second question")
     assert window.sessions_panel.list.count() == 1
     window.sessions_panel.search.setText("no such words")  # only the open chat stays, in italics
-    assert window.sessions_panel.list.count() == 1 and window.sessions_panel.list.item(0).font().italic()
+    assert (
+        window.sessions_panel.list.count() == 1
+        and window.sessions_panel.list.item(0).font().italic()
+    )
     window.sessions_panel.search.setText("")
     window.ask_text = lambda *args: "Renamed chat"
     window.rename_chat(session_id)
@@ -370,8 +398,11 @@ def test_sessions_survive_a_restart_with_their_highlighting(make_app, qtbot):
     answer_dialog(qtbot, "Delete", seen)
     window.delete_chat(session_id)
     assert second.store.session(session_id) is None
-    assert window.transcript.views == [] and window.transcript.placeholder.isVisible() is False \
+    assert (
+        window.transcript.views == []
+        and window.transcript.placeholder.isVisible() is False
         or window.transcript.views == []
+    )
 
 
 def test_corrupt_database_and_broken_model_folder_give_their_messages(make_app, qtbot, dirs):
@@ -420,9 +451,11 @@ def measure_lateness(qtbot, application, prompt, seconds=60):
     done = application.recorder.of(DoneEvent)[-1]
     worst = max(lateness)
     p95 = statistics.quantiles(lateness, n=20)[-1]
-    print(f"\nevent-loop lateness over {len(lateness)} ticks, {len(done.tokens)} tokens at "
-          f"{done.timing['tokens_per_s']:.0f} tok/s: median {statistics.median(lateness) * 1000:.1f} ms, "
-          f"p95 {p95 * 1000:.1f} ms, max {worst * 1000:.1f} ms")
+    print(
+        f"\nevent-loop lateness over {len(lateness)} ticks, {len(done.tokens)} tokens at "
+        f"{done.timing['tokens_per_s']:.0f} tok/s: median {statistics.median(lateness) * 1000:.1f} ms, "
+        f"p95 {p95 * 1000:.1f} ms, max {worst * 1000:.1f} ms"
+    )
     return done, p95, worst
 
 
@@ -449,7 +482,9 @@ def test_event_loop_latency_with_the_embedded_model(loop, dirs, engine_service, 
     application.window.show()
     finish(qtbot, application.start(None, use_saved=False), 300)
     set_max_tokens(application.window, 64)
-    done, p95, worst = measure_lateness(qtbot, application, "Write a short poem about the sea.", 300)
+    done, p95, worst = measure_lateness(
+        qtbot, application, "Write a short poem about the sea.", 300
+    )
     finish(qtbot, asyncio.ensure_future(application.close()))
     assert p95 < 0.15 and worst < 1.0
 
@@ -493,11 +528,20 @@ def test_killing_the_app_mid_answer_loses_no_earlier_message(dirs, tiny_model_di
 
     from app.store import Store
 
-    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", DRAFTLESS_DATA_DIR=str(dirs / "data"),
-               DRAFTLESS_CONFIG_DIR=str(dirs / "config"))
-    result = subprocess.run([sys.executable, "-c", KILL_SCRIPT, str(tiny_model_dir)], env=env,
-                            capture_output=True, text=True, timeout=180,
-                            cwd=os.path.dirname(os.path.dirname(__file__)))
+    env = dict(
+        os.environ,
+        QT_QPA_PLATFORM="offscreen",
+        DRAFTLESS_DATA_DIR=str(dirs / "data"),
+        DRAFTLESS_CONFIG_DIR=str(dirs / "config"),
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", KILL_SCRIPT, str(tiny_model_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=os.path.dirname(os.path.dirname(__file__)),
+    )
     assert "killing" in result.stdout, result.stderr[-2000:]
     assert result.returncode == -9
     store = Store()
@@ -505,7 +549,10 @@ def test_killing_the_app_mid_answer_loses_no_earlier_message(dirs, tiny_model_di
     [session] = store.sessions()
     messages = store.messages(session.id)
     assert [(m.role, m.content if m.role == "user" else m.finish_reason) for m in messages] == [
-        ("user", "first question"), ("assistant", "length"), ("user", "second question")]
+        ("user", "first question"),
+        ("assistant", "length"),
+        ("user", "second question"),
+    ]
     assert messages[1].provenance.tokens and messages[1].stats["passes"] > 0
 
 
@@ -565,7 +612,8 @@ def test_the_model_line_names_architecture_size_quantization_and_speculation(mak
 
 
 def test_a_model_download_can_be_cancelled_and_resumes_when_chosen_again(
-        make_app, qtbot, tiny_model_dir, tmp_path, monkeypatch):
+    make_app, qtbot, tiny_model_dir, tmp_path, monkeypatch
+):
     from huggingface_hub import constants
     from PySide6.QtWidgets import QPushButton
 
@@ -583,8 +631,10 @@ def test_a_model_download_can_be_cancelled_and_resumes_when_chosen_again(
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
         task = controller.load_model(repo)
         qtbot.waitUntil(lambda: ("GET", weights, None) in hub.requests, timeout=30000)
-        qtbot.waitUntil(lambda: window.progress is not None
-                        and window.progress.property("cancellable"), timeout=10000)
+        qtbot.waitUntil(
+            lambda: window.progress is not None and window.progress.property("cancellable"),
+            timeout=10000,
+        )
         started = window.progress.value()
         qtbot.waitUntil(lambda: window.progress.value() > started, timeout=10000)  # mid-file
         cancel = [b for b in window.progress.findChildren(QPushButton) if b.text() == "Cancel"]

@@ -15,7 +15,9 @@ from app.store import Message, Store
 
 
 def add(p: Provenance, text: str, draft: bool, pass_index: int = 0, position=None):
-    p.add_token(len(p.tokens), text, draft, pass_index, position if draft else None, "prompt-lookup")
+    p.add_token(
+        len(p.tokens), text, draft, pass_index, position if draft else None, "prompt-lookup"
+    )
 
 
 # provenance ---------------------------------------------------------------------------------
@@ -39,8 +41,9 @@ def test_one_token_several_characters_share_its_provenance():
     add(p, "Hello", False, 0)
     add(p, " world", True, 1, 0)
     assert p.draft_mask() == [False] * 5 + [True] * 6
-    assert p.tokens_at(7)[0].describe() == ("pass 2 · drafter prompt-lookup · accepted draft token, "
-                                           "position 1 in the draft")
+    assert p.tokens_at(7)[0].describe() == (
+        "pass 2 · drafter prompt-lookup · accepted draft token, position 1 in the draft"
+    )
     assert p.tokens_at(0)[0].describe().endswith("the target model's own token")
 
 
@@ -88,8 +91,9 @@ def test_alignment_maps_rendered_characters_to_their_source(qapp):
     visible = sum(not c.isspace() for c in rendered)
     assert mapped >= visible  # every visible character found its source
     start = MARKDOWN.index("slicing")
-    assert sorted(s for s in mapping.by_position.values() if start <= s < start + 7) == \
-        list(range(start, start + 7))
+    assert sorted(s for s in mapping.by_position.values() if start <= s < start + 7) == list(
+        range(start, start + 7)
+    )
 
 
 def test_markdown_highlight_follows_provenance_and_code_is_monospace(qapp):
@@ -107,7 +111,9 @@ def test_markdown_highlight_follows_provenance_and_code_is_monospace(qapp):
     assert "".join(document.characterAt(i) for i in painted) == "slicingreturn"
     assert all(p.kind_at(mapping.source_index(i)) == DRAFT for i in painted)
     code = document.find("return")
-    assert code.charFormat().fontFixedPitch() or "mono" in code.charFormat().fontFamilies()[0].lower()
+    assert (
+        code.charFormat().fontFixedPitch() or "mono" in code.charFormat().fontFamilies()[0].lower()
+    )
     plain = QTextDocument()
     render(plain, MARKDOWN, p, highlight=False, palette=Palette(QColor("yellow"), QColor("#eee")))
     assert highlighted_positions(plain) == []
@@ -132,8 +138,9 @@ def test_settings_persist_and_bad_files_fall_back_with_a_message(tmp_path):
     (tmp_path / "settings.json").write_text("{not json")
     reloaded = SettingsStore(tmp_path)
     assert reloaded.load() == AppSettings() and "could not be read" in reloaded.message
-    (tmp_path / "settings.json").write_text(json.dumps({"draft_count": 500, "top_p": "x",
-                                                        "ngram_order": 3}))
+    (tmp_path / "settings.json").write_text(
+        json.dumps({"draft_count": 500, "top_p": "x", "ngram_order": 3})
+    )
     partial = SettingsStore(tmp_path)
     settings = partial.load()
     assert settings.draft_count == AppSettings.draft_count and settings.ngram_order == 3
@@ -141,14 +148,26 @@ def test_settings_persist_and_bad_files_fall_back_with_a_message(tmp_path):
 
 
 def test_settings_build_the_engine_request():
-    settings = AppSettings(drafter="none", draft_count=3, ngram_order=5, ngram_min=2,
-                           temperature=0.5, top_p=0.9, max_tokens=77, system_prompt="Be brief.",
-                           model="/models/x")
+    settings = AppSettings(
+        drafter="none",
+        draft_count=3,
+        ngram_order=5,
+        ngram_min=2,
+        temperature=0.5,
+        top_p=0.9,
+        max_tokens=77,
+        system_prompt="Be brief.",
+        model="/models/x",
+    )
     request = settings.request([{"role": "user", "content": "hi"}], chat_id="s1").validated()
     assert request.messages[0] == {"role": "system", "content": "Be brief."}
     assert request.messages[-1] == {"role": "user", "content": "hi"}
-    assert (request.draft.drafter, request.draft.draft_count, request.draft.ngram_order,
-            request.draft.ngram_min) == ("none", 3, 5, 2)
+    assert (
+        request.draft.drafter,
+        request.draft.draft_count,
+        request.draft.ngram_order,
+        request.draft.ngram_min,
+    ) == ("none", 3, 5, 2)
     assert (request.sampling.temperature, request.sampling.top_p) == (0.5, 0.9)
     assert (request.max_tokens, request.chat_id, request.model) == (77, "s1", "/models/x")
     assert AppSettings(draft_count=65).problems()
@@ -162,8 +181,19 @@ def test_store_keeps_sessions_messages_and_provenance(tmp_path):
     p = Provenance()
     add(p, "ab", True, 0, 0)
     add(p, "c", False, 0)
-    store.add_message(Message(None, session.id, "assistant", "abc", "stop", "tiny",
-                              {"tokens_per_pass": 1.5}, {"tokens_per_s": 3.0}, p))
+    store.add_message(
+        Message(
+            None,
+            session.id,
+            "assistant",
+            "abc",
+            "stop",
+            "tiny",
+            {"tokens_per_pass": 1.5},
+            {"tokens_per_s": 3.0},
+            p,
+        )
+    )
     store.close()
     again = Store(tmp_path / "db.sqlite3")
     assert again.notice is None
@@ -200,10 +230,14 @@ def test_live_stats_count_passes_as_the_engine_does():
         live.record(PassEvent(0, drafted, *counted, 0.1, engine_stats.tokens_per_pass))
     counting = {"drafter", "ended"}  # not in a PassEvent; the DoneEvent brings them
     assert {k: v for k, v in live.stats.to_dict().items() if k not in counting} == {
-        k: v for k, v in engine_stats.to_dict().items() if k not in counting}
+        k: v for k, v in engine_stats.to_dict().items() if k not in counting
+    }
     assert (live.last_emitted, live.tokens_per_pass) == (1, 6 / 3)
     assert live.tokens_per_s == pytest.approx(20.0)
     live.finish(engine_stats.to_dict(), {"decode_s": 0.25, "tokens_per_s": 24.0})
     assert live.tokens_per_s == pytest.approx(24.0)
     line = footer_text(6, engine_stats.to_dict(), {"tokens_per_s": 24.0})
-    assert line == "6 tokens · 3 passes · 2.0 tokens/pass · 4 of 10 drafts accepted (40%) · 24.0 tok/s · x"
+    assert (
+        line
+        == "6 tokens · 3 passes · 2.0 tokens/pass · 4 of 10 drafts accepted (40%) · 24.0 tok/s · x"
+    )

@@ -3,7 +3,6 @@ events (no model)."""
 
 from __future__ import annotations
 
-import pytest
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
@@ -14,8 +13,11 @@ from .test_app_views import app, ask, loop, wait  # noqa: F401
 class ServerLike(ScriptedService):
     """What the controller sees of ``RemoteEngine``: answers, no ``replay``."""
 
-    replay = property(lambda self: (_ for _ in ()).throw(
-        AttributeError("'RemoteEngine' object has no attribute 'replay'")))
+    replay = property(
+        lambda self: (_ for _ in ()).throw(
+            AttributeError("'RemoteEngine' object has no attribute 'replay'")
+        )
+    )
 
 
 WORDS = ["one ", "two ", "three ", "four "] * 6
@@ -34,8 +36,14 @@ def test_replay_of_a_server_answer_runs_here_from_its_tokens_as_estimates(app, q
     panel = window.inspector.replay
     panel.draft_counts.setText("2, 4")
     panel.run_button.click()
-    qtbot.waitUntil(lambda: panel.table.rowCount() > 0 or "Replay" not in panel.status.text()
-                    or panel.run_button.isEnabled(), timeout=5000)
+    qtbot.waitUntil(
+        lambda: (
+            panel.table.rowCount() > 0
+            or "Replay" not in panel.status.text()
+            or panel.run_button.isEnabled()
+        ),
+        timeout=5000,
+    )
     assert panel.table.rowCount() == 3 * 2, panel.status.text()
     assert panel.run_button.isEnabled()
     assert all(not r["exact"] and "prompt not recorded" in r["notes"][0] for r in panel.results)
@@ -45,13 +53,14 @@ def test_replay_of_a_server_answer_runs_here_from_its_tokens_as_estimates(app, q
 
 
 def test_a_replay_that_fails_says_so_in_the_panel(app, qtbot, monkeypatch):
-    window, controller = app.window, app.controller
+    window = app.window
     ask(qtbot, app, "count", answer_events(REPEATING))
     window.transcript.views[-1].inspect_button.click()
     panel = window.inspector.replay
 
     def broken(*_args, **_kwargs):
         raise RuntimeError("the engine thread is gone")
+
     monkeypatch.setattr(app.scripted, "replay", broken)
     panel.run_button.click()
     qtbot.waitUntil(panel.run_button.isEnabled, timeout=5000)
@@ -147,8 +156,10 @@ def fake_server(monkeypatch):
             made.append(self)
 
         def load(self, spec=None):
-            return ScriptedStream([ModelEvent("served-model", self.url, "on"),
-                                   DoneEvent("loaded", "", [], [])])
+            return ScriptedStream(
+                [ModelEvent("served-model", self.url, "on"), DoneEvent("loaded", "", [], [])]
+            )
+
     monkeypatch.setattr(remote_engine, "RemoteEngine", FakeRemote)
     return made
 
@@ -165,16 +176,19 @@ def fill_server_dialog(seen, url, key):
         if not isinstance(dialog, ServerDialog):
             QTimer.singleShot(20, fill)
             return
-        seen.append((dialog.url.text(), dialog.key.text(), dialog.key.echoMode(),
-                     dialog.note.text()))
+        seen.append(
+            (dialog.url.text(), dialog.key.text(), dialog.key.echoMode(), dialog.note.text())
+        )
         dialog.url.setText(url)
         dialog.key.setText(key)
         dialog.findChild(QDialogButtonBox).button(QDialogButtonBox.Ok).click()
+
     QTimer.singleShot(0, fill)
 
 
-def test_a_server_connection_is_shown_remembered_and_its_key_kept_out_of_settings(app, qtbot,
-                                                                                  monkeypatch):
+def test_a_server_connection_is_shown_remembered_and_its_key_kept_out_of_settings(
+    app, qtbot, monkeypatch
+):
     from PySide6.QtWidgets import QLineEdit
 
     from app.server_keys import SERVICE, ServerKeys
@@ -204,8 +218,9 @@ def test_a_server_connection_is_shown_remembered_and_its_key_kept_out_of_setting
     assert not label.isVisible() and not window.banner.isVisible()
 
 
-def test_without_a_keychain_the_key_lasts_the_session_and_the_dialog_says_so(app, qtbot,
-                                                                            monkeypatch):
+def test_without_a_keychain_the_key_lasts_the_session_and_the_dialog_says_so(
+    app, qtbot, monkeypatch
+):
     from app.server_keys import ServerKeys
 
     window, controller = app.window, app.controller
@@ -233,9 +248,27 @@ def test_messages_name_this_machines_engine_as_the_menu_does(app):
 
 
 # 4. long chats ------------------------------------------------------------------------------
-ANSWER_PIECES = ["Here ", "is ", "**one** ", "way:\n\n", "- first ", "step\n", "- second ",
-                 "step\n\n", "```python\n", "def ", "add(a, b):\n", "    return ", "a + b\n",
-                 "```\n\n", "That ", "is ", "all ", "for ", "now."]
+ANSWER_PIECES = [
+    "Here ",
+    "is ",
+    "**one** ",
+    "way:\n\n",
+    "- first ",
+    "step\n",
+    "- second ",
+    "step\n\n",
+    "```python\n",
+    "def ",
+    "add(a, b):\n",
+    "    return ",
+    "a + b\n",
+    "```\n\n",
+    "That ",
+    "is ",
+    "all ",
+    "for ",
+    "now.",
+]
 
 
 def long_chat(store, turns):
@@ -252,13 +285,22 @@ def long_chat(store, turns):
         store.link(question, parent)
         provenance = Provenance()
         for i, piece in enumerate(ANSWER_PIECES):
-            provenance.add_event(TokenEvent(1000 + i, piece, i % 3 == 1, i, 0 if i % 3 == 1 else None,
-                                            "suffix"))
+            provenance.add_event(
+                TokenEvent(1000 + i, piece, i % 3 == 1, i, 0 if i % 3 == 1 else None, "suffix")
+            )
         text = "".join(ANSWER_PIECES)
         provenance.finish(text)
-        answer = Message(None, session.id, "assistant", text, "stop", "scripted-model",
-                         {"drafter": "suffix", "tokens_per_pass": 1.5, "passes": 12},
-                         {"decode_s": 0.1}, provenance)
+        answer = Message(
+            None,
+            session.id,
+            "assistant",
+            text,
+            "stop",
+            "scripted-model",
+            {"drafter": "suffix", "tokens_per_pass": 1.5, "passes": 12},
+            {"decode_s": 0.1},
+            provenance,
+        )
         store.add_message(answer)
         store.link(answer, question.id)
         parent = answer.id
@@ -275,10 +317,12 @@ def test_opening_a_500_message_chat_keeps_the_window_responsive(app, qtbot, monk
     steps = []  # seconds the GUI thread spent in each later step of building the chat
     original = getattr(TranscriptView, "_build_older", None)
     if original is not None:
+
         def timed(view):
             started = time.perf_counter()
             original(view)
             steps.append(time.perf_counter() - started)
+
         monkeypatch.setattr(TranscriptView, "_build_older", timed)
     ticks = []  # the event loop's turns while the chat is built
     timer = QTimer()
@@ -299,11 +343,13 @@ def test_opening_a_500_message_chat_keeps_the_window_responsive(app, qtbot, monk
     finished = time.perf_counter()
     timer.stop()
     gaps = [b - a for a, b in zip(ticks, ticks[1:])]
-    print(f"\nopening 500 messages: {opened * 1000:.0f} ms before the event loop runs again; "
-          f"{built_at_first} built at first; scrolled to the top, all built after "
-          f"{(finished - started) * 1000:.0f} ms in {len(steps)} steps "
-          f"(longest {max(steps, default=0) * 1000:.0f} ms); longest event-loop gap "
-          f"{max(gaps, default=0) * 1000:.0f} ms, median {sorted(gaps)[len(gaps) // 2] * 1000:.0f} ms")
+    print(
+        f"\nopening 500 messages: {opened * 1000:.0f} ms before the event loop runs again; "
+        f"{built_at_first} built at first; scrolled to the top, all built after "
+        f"{(finished - started) * 1000:.0f} ms in {len(steps)} steps "
+        f"(longest {max(steps, default=0) * 1000:.0f} ms); longest event-loop gap "
+        f"{max(gaps, default=0) * 1000:.0f} ms, median {sorted(gaps)[len(gaps) // 2] * 1000:.0f} ms"
+    )
     # measured here (2 shared cores): 0.06–0.12 s to open, steps of ~0.015 s (the longest
     # 0.1–0.17 s), event-loop gaps up to 0.33 s while scrolling to the top; before, one freeze
     # of 2 s. The bounds are loose, for a loaded machine.
@@ -313,7 +359,9 @@ def test_opening_a_500_message_chat_keeps_the_window_responsive(app, qtbot, monk
     assert built_at_first < 100
     assert len(transcript.views) == 500
     assert [v.text for v in transcript.views[-2:]] == [
-        "Question 249: how do I add two numbers?", "".join(ANSWER_PIECES)]
+        "Question 249: how do I add two numbers?",
+        "".join(ANSWER_PIECES),
+    ]
     assert transcript.views[0].text.startswith("Question 0:")
     bar.setValue(bar.maximum())
     assert transcript.views[-1].regenerate_button.isVisible()
@@ -345,9 +393,13 @@ def test_zooming_a_long_chat_renders_what_is_in_view_first(app, qtbot):
 def test_latex_shows_as_written_and_its_characters_keep_their_highlights(app, qtbot):
     from app.render import highlighted_positions
 
-    answer = [(0, [("Area: ", False)]), (2, [("\\(", True), ("\\pi r^2", True), ("\\)", False)]),
-              (0, [(" and \\[a_1 * b_2\\]", False)]),
-              (0, [(" in code `\\(x\\)`.", False)]), (0, [(END, False)])]
+    answer = [
+        (0, [("Area: ", False)]),
+        (2, [("\\(", True), ("\\pi r^2", True), ("\\)", False)]),
+        (0, [(" and \\[a_1 * b_2\\]", False)]),
+        (0, [(" in code `\\(x\\)`.", False)]),
+        (0, [(END, False)]),
+    ]
     ask(qtbot, app, "latex", answer_events(answer))
     view = app.window.transcript.views[-1]
     shown = view.body.toPlainText()
@@ -383,15 +435,21 @@ def test_a_chat_exports_as_markdown_and_json_from_the_chat_list_menu(app, qtbot,
     from PySide6.QtCore import QTimer
 
     window = app.window
-    ask(qtbot, app, "Say *hi*", answer_events([(0, [("Hi", False)]), (2, [(" there", True),
-                                                                           ("!", False)]),
-                                               (0, [(END, False)])]))
+    ask(
+        qtbot,
+        app,
+        "Say *hi*",
+        answer_events(
+            [(0, [("Hi", False)]), (2, [(" there", True), ("!", False)]), (0, [(END, False)])]
+        ),
+    )
     panel = window.sessions_panel
     asked = []
 
     def save_path(title, suggested, filter_):
         asked.append((title, suggested))
         return str(tmp_path / suggested)
+
     window.ask_save_path = save_path
 
     def choose(label):
@@ -403,6 +461,7 @@ def test_a_chat_exports_as_markdown_and_json_from_the_chat_list_menu(app, qtbot,
             [action] = [a for a in menu.actions() if a.text() == label]
             action.trigger()
             menu.close()
+
         QTimer.singleShot(0, pick)
         rect = panel.list.visualItemRect(panel.list.item(0))
         panel.list.customContextMenuRequested.emit(rect.center())
@@ -439,8 +498,13 @@ def test_help_explains_highlights_and_gauge_and_about_names_the_version(app, qtb
     dialog = window.help_dialog
     assert dialog.isVisible()
     text = dialog.text.toPlainText()
-    for words in ("tinted and underlined", "tokens per pass", "drafts accepted",
-                  "faster than plain", "exactly the one the model would have given"):
+    for words in (
+        "tinted and underlined",
+        "tokens per pass",
+        "drafts accepted",
+        "faster than plain",
+        "exactly the one the model would have given",
+    ):
         assert words in text, words
     window.about_action.trigger()
     from PySide6.QtWidgets import QMessageBox

@@ -35,6 +35,7 @@ def build(loop, tmp_path, monkeypatch, qtbot):
         wait(qtbot, application.start("scripted"))
         made.append(application)
         return application
+
     yield start
     for application in made:
         application.window.close()
@@ -53,6 +54,7 @@ def test_a_full_disk_keeps_the_typed_message_and_says_what_to_do(app, qtbot, mon
 
     def full(*_args, **_kwargs):
         raise sqlite3.OperationalError("database or disk is full")
+
     monkeypatch.setattr(app.store, "add_message", full)
     type_and_send(qtbot, window, "a question worth keeping")
     assert window.input.toPlainText() == "a question worth keeping"
@@ -70,7 +72,6 @@ def test_a_full_disk_keeps_the_typed_message_and_says_what_to_do(app, qtbot, mon
     assert window.input.toPlainText() == ""
 
 
-
 def test_a_full_disk_leaves_chats_as_they_were_with_a_message(app, qtbot, monkeypatch):
     window = app.window
     ask(qtbot, app, "a question", plain("one"))
@@ -80,6 +81,7 @@ def test_a_full_disk_leaves_chats_as_they_were_with_a_message(app, qtbot, monkey
 
     def full(*_args, **_kwargs):
         raise sqlite3.OperationalError("database or disk is full")
+
     for name in ("create_session", "rename_session", "delete_session", "choose"):
         monkeypatch.setattr(app.store, name, full)
     window.new_chat()
@@ -125,6 +127,7 @@ def test_settings_that_cannot_be_kept_aside_are_never_saved_over(build, tmp_path
 
     def refuse(*_args):
         raise PermissionError("read-only folder")
+
     monkeypatch.setattr("app.settings.move_aside", refuse)
     application = build()
     assert any("left as it is" in m for m in application.window.banner.messages)
@@ -140,10 +143,14 @@ def test_settings_are_written_whole_and_flushed_before_the_rename(tmp_path, monk
     store.save(AppSettings())
     done = []
     real_fsync, real_replace = os.fsync, os.replace
-    monkeypatch.setattr(os, "fsync", lambda fd: done.append(("fsync", os.fstat(fd).st_ino))
-                        or real_fsync(fd))
-    monkeypatch.setattr(os, "replace", lambda a, b: done.append(("replace", os.stat(a).st_ino))
-                        or real_replace(a, b))
+    monkeypatch.setattr(
+        os, "fsync", lambda fd: done.append(("fsync", os.fstat(fd).st_ino)) or real_fsync(fd)
+    )
+    monkeypatch.setattr(
+        os,
+        "replace",
+        lambda a, b: done.append(("replace", os.stat(a).st_ino)) or real_replace(a, b),
+    )
     store.save(AppSettings(max_tokens=77))
     [(_, written)] = [d for d in done if d[0] == "replace"]
     assert done.index(("fsync", written)) < done.index(("replace", written))
@@ -153,9 +160,13 @@ def test_settings_are_written_whole_and_flushed_before_the_rename(tmp_path, monk
 
 
 # C. text with `<` is text, not HTML ------------------------------------------------------------
-QUESTION = 'Why does List<String> fail when a<b and b>c? <div class="x">hi</div> <script>x()</script>'
-ANSWER = ("<<Title>>\n\nUse `Map<K, V>` or:\n\n```java\nList<String> xs = new ArrayList<>();\n"
-          "if (a<b) {}\n```\n\nDone: <b>bold?</b> stays text, as does <br> and 1 < 2 > 0.")
+QUESTION = (
+    'Why does List<String> fail when a<b and b>c? <div class="x">hi</div> <script>x()</script>'
+)
+ANSWER = (
+    "<<Title>>\n\nUse `Map<K, V>` or:\n\n```java\nList<String> xs = new ArrayList<>();\n"
+    "if (a<b) {}\n```\n\nDone: <b>bold?</b> stays text, as does <br> and 1 < 2 > 0."
+)
 
 
 def words_of(text):
@@ -172,8 +183,13 @@ def test_angle_brackets_and_html_show_as_written_in_questions_and_answers(app, q
     for part in ("List<String>", "a<b and b>c?", '<div class="x">hi</div>', "<script>x()</script>"):
         assert part in shown
     shown = answer.body.document().toPlainText()
-    for part in ("<<Title>>", "Map<K, V>", "List<String> xs = new ArrayList<>();", "if (a<b) {}",
-                 "Done: <b>bold?</b> stays text, as does <br> and 1 < 2 > 0."):
+    for part in (
+        "<<Title>>",
+        "Map<K, V>",
+        "List<String> xs = new ArrayList<>();",
+        "if (a<b) {}",
+        "Done: <b>bold?</b> stays text, as does <br> and 1 < 2 > 0.",
+    ):
         assert part in shown
     app.window.markdown_action.setChecked(False)  # the raw text: as written
     assert answer.body.document().toPlainText() == ANSWER
@@ -230,9 +246,21 @@ def highlighted_texts(document):
 
 
 SCRIPTS = [  # (token text, accepted draft)
-    ("Hi 😀", False), ("🎉", False), (" world", True), (" and", False), (" 𠮷野家", True),
-    (" 日本語", False), (" cafe\u0301", True), (" naïve", False), (" שלום", True),
-    (" عالم", False), (" 👩\u200d💻 ok", True), (" end", False), (" 🇫🇷", True), (".", False)]
+    ("Hi 😀", False),
+    ("🎉", False),
+    (" world", True),
+    (" and", False),
+    (" 𠮷野家", True),
+    (" 日本語", False),
+    (" cafe\u0301", True),
+    (" naïve", False),
+    (" שלום", True),
+    (" عالم", False),
+    (" 👩\u200d💻 ok", True),
+    (" end", False),
+    (" 🇫🇷", True),
+    (".", False),
+]
 
 
 def test_highlights_stay_on_the_drafted_characters_with_emoji_cjk_marks_and_rtl(app, qtbot):
@@ -254,8 +282,9 @@ def test_code_colours_and_headers_count_emoji_as_the_document_does(app, qtbot):
     document = app.window.transcript.views[-1].body.document()
     assert highlighted_texts(document) == ["Code:", "x = '😀😀'  # 🎉", "print(x)", "😀 after"]
     line = document.find("print(").block()  # the line after three emoji
-    coloured = [f.text() for f in fragments(line) if f.charFormat().hasProperty(
-        QTextFormat.ForegroundBrush)]
+    coloured = [
+        f.text() for f in fragments(line) if f.charFormat().hasProperty(QTextFormat.ForegroundBrush)
+    ]
     assert "print" in coloured and "python" not in line.text()
 
 
@@ -306,7 +335,9 @@ def test_regenerate_at_temperature_0_says_it_repeats_and_offers_temperature_0_7(
 
     window.settings_panel.temperature.setValue(0.5)  # sampling already: no hint, no offer
     view = window.transcript.views[-1]
-    assert not view.vary_button.isVisible() and "same answer" not in view.regenerate_button.toolTip()
+    assert (
+        not view.vary_button.isVisible() and "same answer" not in view.regenerate_button.toolTip()
+    )
     app.scripted.queue(plain("a third answer"))
     view.regenerate_button.click()
     wait(qtbot, app.controller.answer_task)

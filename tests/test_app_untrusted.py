@@ -196,8 +196,9 @@ def test_a_database_deleted_while_running_is_written_again_on_the_next_write(tmp
 
 # --- settings.json ------------------------------------------------------------------------------
 def test_an_unknown_drafter_falls_back_is_named_once_and_the_original_is_kept(tmp_path):
-    (tmp_path / "settings.json").write_text(json.dumps(
-        {"drafter": "telepathy", "temperature": -1, "ngram_order": 3}))
+    (tmp_path / "settings.json").write_text(
+        json.dumps({"drafter": "telepathy", "temperature": -1, "ngram_order": 3})
+    )
     store = SettingsStore(tmp_path)
     settings = store.load()
     assert (settings.drafter, settings.temperature, settings.ngram_order) == ("default", 0.0, 3)

@@ -21,16 +21,23 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def launch(*args, env=None, **kwargs):
-    return subprocess.Popen([sys.executable, "-m", "app", *args], cwd=ROOT, text=True,
-                            env=dict(os.environ, QT_QPA_PLATFORM="offscreen", **(env or {})),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "app", *args],
+        cwd=ROOT,
+        text=True,
+        env=dict(os.environ, QT_QPA_PLATFORM="offscreen", **(env or {})),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kwargs,
+    )
 
 
 def test_an_unknown_drafter_in_settings_falls_back_and_is_named_once(make_app, qtbot, dirs):
     config = dirs / "config"
     config.mkdir()
-    (config / "settings.json").write_text(json.dumps({"drafter": "telepathy", "draft_count": 999,
-                                                      "max_tokens": 20}))
+    (config / "settings.json").write_text(
+        json.dumps({"drafter": "telepathy", "draft_count": 999, "max_tokens": 20})
+    )
     application = make_app()
     notes = [m for m in application.window.banner.messages if "telepathy" in m]
     assert len(notes) == 1 and "draft_count" in notes[0] and "reset to their defaults" in notes[0]
@@ -118,14 +125,22 @@ def test_a_lock_left_by_a_killed_app_does_not_block_the_next_launch(dirs):
     from engine.paths import data_dir
 
     killed = subprocess.run(
-        [sys.executable, "-c", "import os, signal, sys\n"
-         "from PySide6.QtCore import QCoreApplication\n"
-         "from app.single_instance import SingleInstance\n"
-         "app = QCoreApplication([])\n"
-         "held = SingleInstance(sys.argv[1])\n"
-         "assert held.acquire()\n"
-         "os.kill(os.getpid(), signal.SIGKILL)\n", str(data_dir())],
-        cwd=ROOT, env=dict(os.environ, QT_QPA_PLATFORM="offscreen"), timeout=60)
+        [
+            sys.executable,
+            "-c",
+            "import os, signal, sys\n"
+            "from PySide6.QtCore import QCoreApplication\n"
+            "from app.single_instance import SingleInstance\n"
+            "app = QCoreApplication([])\n"
+            "held = SingleInstance(sys.argv[1])\n"
+            "assert held.acquire()\n"
+            "os.kill(os.getpid(), signal.SIGKILL)\n",
+            str(data_dir()),
+        ],
+        cwd=ROOT,
+        env=dict(os.environ, QT_QPA_PLATFORM="offscreen"),
+        timeout=60,
+    )
     assert killed.returncode == -signal.SIGKILL
     instance = SingleInstance(data_dir())
     assert Path(instance.lock.fileName()).exists()  # the killed process left its lock behind
@@ -138,12 +153,28 @@ def test_a_lock_left_by_a_killed_app_does_not_block_the_next_launch(dirs):
 def test_screenshot_leaves_no_temporary_folder(tmp_path, tiny_model_dir):
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DRAFTLESS_DATA_DIR", "DRAFTLESS_CONFIG_DIR")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DRAFTLESS_DATA_DIR", "DRAFTLESS_CONFIG_DIR")
+    }
     env.update(TMPDIR=str(scratch), QT_QPA_PLATFORM="offscreen")
-    result = subprocess.run([sys.executable, "-m", "app", "--screenshot", str(tmp_path / "s.png"),
-                             "--model", str(tiny_model_dir)], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app",
+            "--screenshot",
+            str(tmp_path / "s.png"),
+            "--model",
+            str(tiny_model_dir),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert (tmp_path / "s.png").stat().st_size > 0
     assert [p.name for p in scratch.iterdir() if p.name.startswith("draftless-screenshot-")] == []
@@ -190,16 +221,36 @@ def test_a_read_only_data_folder_does_not_crash_the_app(shared, tiny_model_dir):
         folder.mkdir()
         folder.chmod(0o777)
     data.chmod(0o555)
-    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", DRAFTLESS_DATA_DIR=str(data),
-               DRAFTLESS_CONFIG_DIR=str(shared / "config"),
-               DRAFTLESS_CACHE_DIR=str(shared / "cache"),
-               DRAFTLESS_MODELS_DIR=str(shared / "cache" / "models"), HOME=str(shared / "home"),
-               TMPDIR=str(shared / "home"), WARM_DATA_DIR=str(shared / "cache" / "warm"),
-               WARM_MODEL=str(model))
+    env = dict(
+        os.environ,
+        QT_QPA_PLATFORM="offscreen",
+        DRAFTLESS_DATA_DIR=str(data),
+        DRAFTLESS_CONFIG_DIR=str(shared / "config"),
+        DRAFTLESS_CACHE_DIR=str(shared / "cache"),
+        DRAFTLESS_MODELS_DIR=str(shared / "cache" / "models"),
+        HOME=str(shared / "home"),
+        TMPDIR=str(shared / "home"),
+        WARM_DATA_DIR=str(shared / "cache" / "warm"),
+        WARM_MODEL=str(model),
+    )
     result = subprocess.run(
-        [sys.executable, "-c", UNPRIVILEGED_APP, "--screenshot", str(shared / "home" / "s.png"),
-         "--model", str(model), "--prompt", "hello"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-c",
+            UNPRIVILEGED_APP,
+            "--screenshot",
+            str(shared / "home" / "s.png"),
+            "--model",
+            str(model),
+            "--prompt",
+            "hello",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
     assert "cannot be written" in result.stderr  # the banner's message

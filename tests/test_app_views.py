@@ -56,13 +56,18 @@ def ask(qtbot, application, text, events):
     return wait(qtbot, application.window.send(text))
 
 
-SIMPLE = [(0, [("Hello", False)]), (3, [(" there", True), (",", True), (" friend", False)]),
-          (2, [(".", False)]), (1, [(END, False)])]
+SIMPLE = [
+    (0, [("Hello", False)]),
+    (3, [(" there", True), (",", True), (" friend", False)]),
+    (2, [(".", False)]),
+    (1, [(END, False)]),
+]
 
 
 # 1. deleting a chat -------------------------------------------------------------------------
 def answer_dialog(qtbot, button_text, seen):
     """Press ``button_text`` in the confirmation box once it is up (the real QMessageBox)."""
+
     def press():
         box = QApplication.activeModalWidget()
         if not isinstance(box, QMessageBox):
@@ -71,6 +76,7 @@ def answer_dialog(qtbot, button_text, seen):
         seen.append(box.text())
         [button] = [b for b in box.buttons() if b.text().replace("&", "") == button_text]
         button.click()
+
     QTimer.singleShot(0, press)
 
 
@@ -114,14 +120,16 @@ def test_footer_gauge_and_inspector_show_numbers_that_add_up(app, qtbot):
     stats = view.stats
     assert (stats["emitted"], stats["passes"], stats["accepted"], stats["drafted"]) == (5, 4, 2, 6)
     assert view.footer.text() == summary_line(stats, view.timing, "stop")
-    assert view.footer.text().startswith("5 tokens · 4 passes · 1.2 tokens/pass · "
-                                         "2 of 6 drafts accepted (33%)")
+    assert view.footer.text().startswith(
+        "5 tokens · 4 passes · 1.2 tokens/pass · 2 of 6 drafts accepted (33%)"
+    )
     assert "first token" in view.footer.text()
     assert bar.gauge.mean == pytest.approx(1.25) and "33%" in bar.acceptance_label.text()
     assert "1.2 tokens/pass" in app.window.inspector.list.item(1).text()
     view.inspect_button.click()
     assert app.window.inspector.positions.series[0].values == pytest.approx(
-        stats["per_position_acceptance"])
+        stats["per_position_acceptance"]
+    )
 
 
 def test_the_estimated_speedup_comes_from_the_cost_curve():
@@ -137,8 +145,10 @@ def test_the_estimated_speedup_comes_from_the_cost_curve():
 # 3. the gauge belongs to the open chat ------------------------------------------------------
 def test_the_gauge_shows_the_open_chats_latest_answer(app, qtbot):
     window, bar = app.window, app.window.speculation_bar
-    fast = [(4, [("a", True), ("b", True), ("c", True), ("d", True), ("e", False)]),
-            (4, [(END, True)])]
+    fast = [
+        (4, [("a", True), ("b", True), ("c", True), ("d", True), ("e", False)]),
+        (4, [(END, True)]),
+    ]
     ask(qtbot, app, "fast chat", answer_events(fast))
     fast_id = app.controller.session.id
     assert bar.gauge.mean == pytest.approx(2.5)
@@ -173,13 +183,22 @@ def test_reading_a_long_prompt_shows_progress(app, qtbot):
 
     gate = asyncio.Event()
     events = answer_events(SIMPLE)
-    app.scripted.queue([ProgressEvent("prefill", 0, 2048, "Reading the prompt…"),
-                        ProgressEvent("prefill", 1024, 2048, "Reading the prompt…"), gate]
-                       + events)
+    app.scripted.queue(
+        [
+            ProgressEvent("prefill", 0, 2048, "Reading the prompt…"),
+            ProgressEvent("prefill", 1024, 2048, "Reading the prompt…"),
+            gate,
+        ]
+        + events
+    )
     task = app.window.send("a long chat")
     view = None
-    qtbot.waitUntil(lambda: app.window.transcript.streaming_view is not None
-                    and "50%" in app.window.transcript.streaming_view.body.toPlainText())
+    qtbot.waitUntil(
+        lambda: (
+            app.window.transcript.streaming_view is not None
+            and "50%" in app.window.transcript.streaming_view.body.toPlainText()
+        )
+    )
     view = app.window.transcript.streaming_view
     assert "Reading the prompt" in view.body.toPlainText() and "2,048" in view.body.toPlainText()
     gate.set()
@@ -204,7 +223,8 @@ def test_replay_table_switches_highlights_and_applies_the_best_settings(app, qtb
     qtbot.waitUntil(lambda: panel.table.rowCount() > 0)
     configs = app.scripted.replays[-1]
     assert sorted({(c.drafter, c.draft_count, c.ngram_order) for c in configs}) == [
-        (d, k, 2) for d in ("ngram-cache", "prompt-lookup", "suffix") for k in (2, 6)]
+        (d, k, 2) for d in ("ngram-cache", "prompt-lookup", "suffix") for k in (2, 6)
+    ]
     per_pass = [r["stats"]["tokens_per_pass"] for r in panel.results]
     assert per_pass == sorted(per_pass, reverse=True) and per_pass[0] > 1.5
     assert float(panel.table.item(0, 2).text()) == pytest.approx(per_pass[0], abs=0.01)
@@ -216,8 +236,11 @@ def test_replay_table_switches_highlights_and_applies_the_best_settings(app, qtb
     assert any(flags) and "replay" in view.who.text()
     painted = set(highlighted_positions(view.body.document()))
     expected = {i for i, token in enumerate(view.provenance.tokens) if flags[i]}
-    drafted_chars = {c for i in expected for c in range(view.provenance.tokens[i].start,
-                                                        view.provenance.tokens[i].end)}
+    drafted_chars = {
+        c
+        for i in expected
+        for c in range(view.provenance.tokens[i].start, view.provenance.tokens[i].end)
+    }
     shown = set(view.body.render_map.by_position.values())  # Markdown drops the last space
     assert {view.body.render_map.source_index(p) for p in painted} == drafted_chars & shown
     panel.actual_button.click()
@@ -226,14 +249,23 @@ def test_replay_table_switches_highlights_and_applies_the_best_settings(app, qtb
     panel.apply_button.click()
     settings = app.controller.settings
     assert (settings.drafter, settings.draft_count, settings.ngram_order, settings.adaptive) == (
-        best["drafter"], best["draft_count"], 2, False)  # exactly what was replayed
+        best["drafter"],
+        best["draft_count"],
+        2,
+        False,
+    )  # exactly what was replayed
     assert window.settings_panel.draft_count.value() == best["draft_count"]
 
 
 # 5 and 9. code blocks and the accepted-draft highlight --------------------------------------
-CODE_ANSWER = [(0, [("Here:\n\n", False)]), (3, [("```python\n", True), ("def ", True), ("add", False)]),
-               (2, [("(a, b):\n", True), ("    return ", True), ("a + b", False)]),
-               (0, [("\n```\n", False)]), (0, [("Done.", False)]), (0, [(END, False)])]
+CODE_ANSWER = [
+    (0, [("Here:\n\n", False)]),
+    (3, [("```python\n", True), ("def ", True), ("add", False)]),
+    (2, [("(a, b):\n", True), ("    return ", True), ("a + b", False)]),
+    (0, [("\n```\n", False)]),
+    (0, [("Done.", False)]),
+    (0, [(END, False)]),
+]
 
 
 def contrast(a, b) -> float:
@@ -241,6 +273,7 @@ def contrast(a, b) -> float:
         channels = [color.redF(), color.greenF(), color.blueF()]
         lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
         return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
     high, low = sorted((luminance(a), luminance(b)), reverse=True)
     return (high + 0.05) / (low + 0.05)
 
@@ -265,8 +298,10 @@ def test_code_blocks_have_colours_a_label_and_a_copy_link(app, qtbot):
         cursor = QTextCursor(document)
         cursor.setPosition(position + 1)  # the format of the character before the cursor
         return cursor.charFormat()
-    assert format_at(keyword).foreground().color() != format_at(name).foreground().color(), \
+
+    assert format_at(keyword).foreground().color() != format_at(name).foreground().color(), (
         "no syntax colours"
+    )
     # "def " was an accepted draft: its background and underline sit on top of its colour
     painted = set(highlighted_positions(document))
     assert keyword in painted and name not in painted
@@ -361,11 +396,20 @@ def test_regenerate_keeps_versions_and_edit_branches_the_chat(app, qtbot):
     window.input.setPlainText("first question, edited")
     app.scripted.queue(plain("answer to the edit"))
     wait(qtbot, window.send(window.input.toPlainText()))
-    assert texts(window) == [("user", "first question, edited"), ("assistant", "answer to the edit")]
-    assert window.transcript.views[0].version_label.text() == "2/2" and not window.edit_bar.isVisible()
+    assert texts(window) == [
+        ("user", "first question, edited"),
+        ("assistant", "answer to the edit"),
+    ]
+    assert (
+        window.transcript.views[0].version_label.text() == "2/2" and not window.edit_bar.isVisible()
+    )
     window.transcript.views[0].previous_button.click()
-    assert texts(window) == [("user", "first question"), ("assistant", "answer one"),
-                             ("user", "second question"), ("assistant", "answer two")]
+    assert texts(window) == [
+        ("user", "first question"),
+        ("assistant", "answer one"),
+        ("user", "second question"),
+        ("assistant", "answer two"),
+    ]
 
     # the chosen versions survive reopening the chat
     session_id = controller.session.id
@@ -375,7 +419,12 @@ def test_regenerate_keeps_versions_and_edit_branches_the_chat(app, qtbot):
     ask(qtbot, app, "third question", plain("third answer"))
     request = app.scripted.requests[-1]
     assert [m["content"] for m in request.messages if m["role"] != "system"] == [
-        "first question", "answer one", "second question", "answer two", "third question"]
+        "first question",
+        "answer one",
+        "second question",
+        "answer two",
+        "third question",
+    ]
 
 
 def test_new_on_an_empty_chat_and_search_keep_one_open_chat(app, qtbot):
@@ -392,7 +441,9 @@ def test_new_on_an_empty_chat_and_search_keep_one_open_chat(app, qtbot):
     assert len(app.store.sessions()) == 2
 
     window.sessions_panel.search.setText("apples")
-    listed = [window.sessions_panel.list.item(i).text() for i in range(window.sessions_panel.list.count())]
+    listed = [
+        window.sessions_panel.list.item(i).text() for i in range(window.sessions_panel.list.count())
+    ]
     assert listed == ["about pears", "about apples"]  # the open chat stays, with the match
     assert window.sessions_panel.list.currentItem().text() == "about pears"
     assert window.sessions_panel.delete_button.isEnabled()
@@ -423,9 +474,11 @@ def test_dark_theme_check_boxes_stand_out(qapp):
         image = listing.viewport().grab().toImage()
         rect = listing.visualItemRect(item)
         background = QColor(colors.base)
-        best = max(contrast(QColor(image.pixel(x, y)), background)
-                   for x in range(rect.left(), rect.left() + 18)
-                   for y in range(rect.top(), rect.bottom()))
+        best = max(
+            contrast(QColor(image.pixel(x, y)), background)
+            for x in range(rect.left(), rect.left() + 18)
+            for y in range(rect.top(), rect.bottom())
+        )
         assert best >= 3.0, best
     finally:
         theme.apply(qapp, dark=False)
@@ -452,9 +505,14 @@ def test_measuring_during_the_first_answer_is_a_quiet_status_line(app, qtbot):
     from engine.events import ProgressEvent
 
     gate = asyncio.Event()
-    app.scripted.queue([ProgressEvent("calibrate", 0, 1, "Measuring this machine's verify speed…"),
-                        gate, ProgressEvent("calibrate", 1, 1, "Verify speed measured")]
-                       + answer_events(SIMPLE))
+    app.scripted.queue(
+        [
+            ProgressEvent("calibrate", 0, 1, "Measuring this machine's verify speed…"),
+            gate,
+            ProgressEvent("calibrate", 1, 1, "Verify speed measured"),
+        ]
+        + answer_events(SIMPLE)
+    )
     task = app.window.send("first ever question")
     qtbot.waitUntil(lambda: "Measuring" in app.window.statusBar().currentMessage())
     qtbot.wait(500)  # longer than the dialog's 400 ms grace

@@ -23,8 +23,9 @@ OPTIONS = {"none": {}, "frequency": {}, "prompt-lookup": {}, **NEW}
 COPYING = ("prompt-lookup", "ngram-simple", "suffix")
 RECURRENT = {"mamba", "lfm2", "qwen3_next", "falcon_h1"}
 NO_ROLLBACK = {"llama4"}
-QUANTIZED = [(arch, bits) for arch in ("llama", "qwen3", "gemma3_text", "mistral-swa")
-             for bits in (4, 8)]
+QUANTIZED = [
+    (arch, bits) for arch in ("llama", "qwen3", "gemma3_text", "mistral-swa") for bits in (4, 8)
+]
 MATRIX = [(arch, None) for arch in ARCHITECTURES] + QUANTIZED
 PROMPT = [40 + (i % 9) for i in range(24)] + [(i * 37 + 11) % 250 + 3 for i in range(8)]
 MAX_TOKENS = 32
@@ -42,8 +43,10 @@ def expected_speculation(arch: str) -> str:
     if arch in NO_ROLLBACK:
         return "off (its ChunkedKVCache cache cannot be rolled back)"
     if arch in RECURRENT:
-        return ("on (one row: recurrent layers: state restored and kept tokens re-run after a "
-                "rejection)")
+        return (
+            "on (one row: recurrent layers: state restored and kept tokens re-run after a "
+            "rejection)"
+        )
     return "on (tree)"
 
 
@@ -59,10 +62,12 @@ def test_every_drafter_is_lossless(tmp_path, arch, bits):
     bigram = bigram_table(model, f"tiny-{arch}-{bits}", top=4)
     accepted, widest = {}, 0
     for name, options in OPTIONS.items():
-        settings = DraftSettings(drafter=name, draft_count=6, ngram_order=3, ngram_min=1,
-                                 adaptive=False, options=options)
-        got, results = speculative(model, PROMPT, MAX_TOKENS, settings,
-                                   bigram=bigram if name == "ngrammys" else None)
+        settings = DraftSettings(
+            drafter=name, draft_count=6, ngram_order=3, ngram_min=1, adaptive=False, options=options
+        )
+        got, results = speculative(
+            model, PROMPT, MAX_TOKENS, settings, bigram=bigram if name == "ngrammys" else None
+        )
         assert got == expected, name
         accepted[name] = sum(r.accepted for r in results)
         if name == "ngrammys":
@@ -90,16 +95,19 @@ def test_first_message_through_the_session_with_adaptive_drafting(tmp_path, arch
 
     loaded = load_model(str(write_tiny(tmp_path / arch, arch, seed=SEEDS.get(arch, 3))))
     prompt = "alpha beta gamma delta alpha beta gamma delta"
-    request = GenerationRequest(prompt=prompt, raw=True, max_tokens=40,
-                                draft=DraftSettings(drafter="prompt-lookup",
-                                                    adaptive=True)).validated()
+    request = GenerationRequest(
+        prompt=prompt,
+        raw=True,
+        max_tokens=40,
+        draft=DraftSettings(drafter="prompt-lookup", adaptive=True),
+    ).validated()
     done = list(ChatSession(loaded).generate(request))[-1]
     assert isinstance(done, DoneEvent)
     tokens = list(loaded.tokenizer.encode(prompt))
     assert len(tokens) > WINDOW
     expected = reference_greedy(loaded.model, tokens, 40)
     eos = [i for i, t in enumerate(expected) if t in loaded.tokenizer.eos_token_ids]
-    assert done.tokens == expected[:eos[0] if eos else None]
+    assert done.tokens == expected[: eos[0] if eos else None]
     assert done.stats["speculation"] == loaded.speculation
 
 
@@ -128,8 +136,10 @@ def test_the_embedded_model_quantized_to_4_bit_by_mlx_lm_stays_lossless(tmp_path
         prompt = list(loaded.tokenizer.encode(text))
         expected = reference_greedy(loaded.model, prompt, 8)
         for name in DRAFTERS:
-            options = {"ngram-cache": {"dynamic": False},
-                       "ngrammys": {"rows": 4, "model_bigram": False}}.get(name, {})
+            options = {
+                "ngram-cache": {"dynamic": False},
+                "ngrammys": {"rows": 4, "model_bigram": False},
+            }.get(name, {})
             settings = DraftSettings(drafter=name, draft_count=3, adaptive=False, options=options)
             got, results = speculative(loaded.model, prompt, 8, settings)
             assert got == expected, name

@@ -16,11 +16,24 @@ def bench_cache(tmp_path, monkeypatch):
 def tiny_config(out, model_dir, **overrides):
     from engine.bench.suite import BenchConfig
 
-    cfg = BenchConfig(out=out, model=str(model_dir), tasks=["code-edit"], per_task=1, max_tokens=8,
-                      drafters=["prompt-lookup"], hf_peer=False, sweep=True, sweep_counts=[1, 2],
-                      repeats=3,
-                      sweep_drafters=1, sweep_tasks=["code-edit"], verify_ns=[1, 2, 3],
-                      verify_repeats=1, verify_prefix=16, command="pytest")
+    cfg = BenchConfig(
+        out=out,
+        model=str(model_dir),
+        tasks=["code-edit"],
+        per_task=1,
+        max_tokens=8,
+        drafters=["prompt-lookup"],
+        hf_peer=False,
+        sweep=True,
+        sweep_counts=[1, 2],
+        repeats=3,
+        sweep_drafters=1,
+        sweep_tasks=["code-edit"],
+        verify_ns=[1, 2, 3],
+        verify_repeats=1,
+        verify_prefix=16,
+        command="pytest",
+    )
     for key, value in overrides.items():
         setattr(cfg, key, value)
     return cfg
@@ -31,8 +44,14 @@ def test_bench_writes_report_and_checks_identity(tiny_model_dir, tmp_path, bench
 
     out = tmp_path / "report"
     assert Suite(tiny_config(out, tiny_model_dir)).run() == 0
-    for name in ("report.md", "results.json", "tokens_per_pass.png", "speedup.png",
-                 "verify_cost.png", "speedup_vs_draft_count.png"):
+    for name in (
+        "report.md",
+        "results.json",
+        "tokens_per_pass.png",
+        "speedup.png",
+        "verify_cost.png",
+        "speedup_vs_draft_count.png",
+    ):
         assert (out / name).stat().st_size > 0, name
     results = json.loads((out / "results.json").read_text())
     assert results["failures"] == []
@@ -83,8 +102,11 @@ def test_quick_arguments():
 
     parser = argparse.ArgumentParser()
     add_bench_arguments(parser)
-    cfg = config_from_args(parser.parse_args(["--quick", "--drafters", "prompt-lookup,frequency",
-                                              "--max-tokens", "32", "--no-peers"]))
+    cfg = config_from_args(
+        parser.parse_args(
+            ["--quick", "--drafters", "prompt-lookup,frequency", "--max-tokens", "32", "--no-peers"]
+        )
+    )
     assert cfg.quick and not cfg.sweep and not cfg.hf_peer
     assert cfg.drafters == ["prompt-lookup", "frequency"] and cfg.max_tokens == 32
 
@@ -111,11 +133,15 @@ def test_paired_ratios_come_from_the_committed_runs_with_intervals():
 
     results = json.loads((COMMITTED / "results.json").read_text())
     ratios = paired_ratios(results)
-    plain = {(r["workload"], r["repeat"]): r["decode_wall_s"] for r in results["runs"]
-             if r["config"] == "none"}
+    plain = {
+        (r["workload"], r["repeat"]): r["decode_wall_s"]
+        for r in results["runs"]
+        if r["config"] == "none"
+    }
     suffix = [r for r in results["runs"] if r["config"] == "suffix" and r["task"] == "code-edit"]
     assert sorted(ratios["suffix"]["code-edit"]) == sorted(
-        r["decode_wall_s"] / plain[(r["workload"], r["repeat"])] for r in suffix)
+        r["decode_wall_s"] / plain[(r["workload"], r["repeat"])] for r in suffix
+    )
     cell = ratio_interval(ratios["suffix"]["all"])
     assert cell["pairs"] == len([r for r in results["runs"] if r["config"] == "suffix"])
     assert cell["lo"] <= cell["ratio"] <= cell["hi"]
@@ -129,8 +155,11 @@ def test_the_report_says_not_in_this_run_where_results_lack_pairs(tmp_path):
 
     results = json.loads((COMMITTED / "results.json").read_text())
     report.render(results, tmp_path, plots=False)
-    table = next(t for t in markdown_tables((tmp_path / "report.md").read_text())
-                 if t[0][0] == "task" and any("pairs" in c for row in t for c in row))
+    table = next(
+        t
+        for t in markdown_tables((tmp_path / "report.md").read_text())
+        if t[0][0] == "task" and any("pairs" in c for row in t for c in row)
+    )
     header = table[0]
     humaneval = next(row for row in table if row[0] == "humaneval")
     assert humaneval[header.index("HF prompt lookup")] == "not in this run"
@@ -160,8 +189,10 @@ def test_a_peers_difference_is_reported_but_is_not_our_failure(tmp_path):
     from engine.bench import report
 
     results = json.loads((COMMITTED / "results.json").read_text())
-    results["failures"], results["peer_differences"] = [], ["llama.cpp ngram-cache x (round 1): "
-                                                            "output differs"]
+    results["failures"], results["peer_differences"] = (
+        [],
+        ["llama.cpp ngram-cache x (round 1): output differs"],
+    )
     report.render(results, tmp_path, plots=False)
     text = (tmp_path / "report.md").read_text()
     assert "**Identity check: every Draftless run's greedy output equals" in text
@@ -187,6 +218,14 @@ def test_profile_pass_splits_a_pass_into_its_parts(tiny_loaded):
     from engine.bench.profile_pass import profile
 
     result = profile(tiny_loaded, prefix=8, n=3, repeats=1)
-    for part in ("full_ms", "graph_ms", "matmul_ms", "head_ms", "attention_ms", "softmax_ms", "silu_ms"):
+    for part in (
+        "full_ms",
+        "graph_ms",
+        "matmul_ms",
+        "head_ms",
+        "attention_ms",
+        "softmax_ms",
+        "silu_ms",
+    ):
         assert math.isfinite(result[part]) and result[part] > 0, part
     assert result["n"] == 3 and result["layers"] == len(tiny_loaded.model.layers)

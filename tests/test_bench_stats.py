@@ -40,9 +40,14 @@ def test_rounds_are_paired_and_unpaired_rounds_ignored():
 def test_report_never_prints_no_change_as_a_gain():
     from engine.bench.report import speedup_cell
 
-    assert speedup_cell({"speedup": 1.27, "lo": 0.98, "hi": 1.4, "verdict": "no change"}) \
+    assert (
+        speedup_cell({"speedup": 1.27, "lo": 0.98, "hi": 1.4, "verdict": "no change"})
         == "no change (0.98–1.40)"
-    assert speedup_cell({"speedup": 1.5, "lo": 1.4, "hi": 1.6, "verdict": "gain"}) == "1.50x (1.40–1.60)"
+    )
+    assert (
+        speedup_cell({"speedup": 1.5, "lo": 1.4, "hi": 1.6, "verdict": "gain"})
+        == "1.50x (1.40–1.60)"
+    )
     assert speedup_cell(None) == "–"
 
 
@@ -51,8 +56,10 @@ def test_goals_compare_families_with_the_best_peer():
 
     task_of = {"a": "code-edit", "b": "code-edit", "q": "open-question"}
     ours = {"a": 2.0, "b": 2.0, "q": 1.0}
-    per_task = {"code-edit": {"speedup": 2.0, "lo": 1.9, "verdict": "gain"},
-                "open-question": {"speedup": 0.9, "lo": 0.85, "verdict": "loss"}}
+    per_task = {
+        "code-edit": {"speedup": 2.0, "lo": 1.9, "verdict": "gain"},
+        "open-question": {"speedup": 0.9, "lo": 0.85, "verdict": "loss"},
+    }
     peers = {"HF": {"a": 1.5, "b": 1.5}, "llama.cpp x": {"a": 1.8, "b": 1.8}}
     rows = {row["goal"].split(":")[0]: row for row in goals(ours, task_of, per_task, peers)}
     assert rows["code editing"]["best_peer"] == "llama.cpp x"
@@ -102,8 +109,10 @@ def test_oracle_session_is_lossless_and_reaches_the_limit(tiny_loaded):
     plain = done(ChatSession(tiny_loaded, memory), DraftSettings(drafter="none"))
     oracle = OracleDrafter()
     oracle.expect(plain.tokens)
-    fast = done(OracleSession(tiny_loaded, memory, oracle),
-                DraftSettings(drafter="none", draft_count=5, adaptive=False))
+    fast = done(
+        OracleSession(tiny_loaded, memory, oracle),
+        DraftSettings(drafter="none", draft_count=5, adaptive=False),
+    )
     assert fast.tokens == plain.tokens
     assert fast.stats["acceptance_rate"] == 1.0
     assert fast.stats["passes"] == -(-fast.stats["emitted"] // 6)  # 5 drafted + 1 per pass
@@ -128,8 +137,9 @@ def test_llama_cpp_not_built_gives_a_skip_line(tmp_path, monkeypatch):
 def test_llama_run_counts_passes_from_accepted_drafts():
     from engine.bench.llamacpp import LlamaRun
 
-    run = LlamaRun(tokens=list(range(10)), decode_s=1.0, predicted_n=10, draft_n=8,
-                   draft_accepted=6)
+    run = LlamaRun(
+        tokens=list(range(10)), decode_s=1.0, predicted_n=10, draft_n=8, draft_accepted=6
+    )
     assert run.passes == 4 and run.tokens_per_pass == 2.5
 
 
@@ -153,10 +163,23 @@ def test_editing_sessions_run_as_one_chat_each(tiny_model_dir, tmp_path, monkeyp
     data = tmp_path / "data"
     monkeypatch.setenv("DRAFTLESS_DATA_DIR", str(data))
     out = tmp_path / "report"
-    cfg = BenchConfig(out=out, model=str(tiny_model_dir), tasks=["edit-memory"], per_task=1,
-                      max_tokens=6, drafters=["ngram-cache"], hf_peer=False, llama_peer=False,
-                      sweep=False, repeats=1, verify_ns=[1, 2, 3], verify_repeats=1,
-                      verify_prefix=16, plots=False, command="pytest")
+    cfg = BenchConfig(
+        out=out,
+        model=str(tiny_model_dir),
+        tasks=["edit-memory"],
+        per_task=1,
+        max_tokens=6,
+        drafters=["ngram-cache"],
+        hf_peer=False,
+        llama_peer=False,
+        sweep=False,
+        repeats=1,
+        verify_ns=[1, 2, 3],
+        verify_repeats=1,
+        verify_prefix=16,
+        plots=False,
+        command="pytest",
+    )
     suite = Suite(cfg)
     taught, folders = [], []
     real = Suite.teach_cross_chat
@@ -196,10 +219,16 @@ def test_replay_matches_the_real_loop_with_a_fixed_draft_count(tiny_loaded):
     request = GenerationRequest(messages=messages, max_tokens=40, draft=draft).validated()
     done = next(e for e in ChatSession(tiny_loaded).generate(request) if isinstance(e, DoneEvent))
     eos = sorted(tiny_loaded.tokenizer.eos_token_ids)[0]
-    chat = [{"prompt": prompt_tokens(tiny_loaded, request), "answer": done.tokens,
-             "stop": done.finish_reason == "stop"}]
-    result = simulate(chat, "prompt-lookup", 3, False, AdaptiveMemory(), "tiny",
-                      {1: 1.0, 4: 1.5}, eos)
+    chat = [
+        {
+            "prompt": prompt_tokens(tiny_loaded, request),
+            "answer": done.tokens,
+            "stop": done.finish_reason == "stop",
+        }
+    ]
+    result = simulate(
+        chat, "prompt-lookup", 3, False, AdaptiveMemory(), "tiny", {1: 1.0, 4: 1.5}, eos
+    )
     assert (result["passes"], result["emitted"]) == (done.stats["passes"], done.stats["emitted"])
     assert result["plain_s"] == pytest.approx(done.stats["emitted"])  # one c(1) per plain token
     assert result["passes"] <= result["spec_s"] <= 1.5 * result["passes"]
@@ -250,9 +279,16 @@ def test_llama_cpp_modes_run_and_a_hung_request_is_noted(tmp_path):
     binary.write_text(FAKE_SERVER)
     binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
     jobs = [{"id": "a", "tokens": [1, 2, 3]}, {"id": "b", "tokens": [4, 5]}]
-    result = llamacpp.run_modes(binary, tmp_path / "model.gguf", jobs, max_tokens=4, repeats=2,
-                                modes=("none", "ngram-simple", "ngram-map-k"), threads=1,
-                                request_timeout=3)
+    result = llamacpp.run_modes(
+        binary,
+        tmp_path / "model.gguf",
+        jobs,
+        max_tokens=4,
+        repeats=2,
+        modes=("none", "ngram-simple", "ngram-map-k"),
+        threads=1,
+        request_timeout=3,
+    )
     errors = [r for r in result["rows"] if "error" in r]
     assert [(r["mode"]) for r in errors] == ["ngram-map-k"] and "restarted" in errors[0]["error"]
     rows = [r for r in result["rows"] if "error" not in r]
@@ -261,7 +297,9 @@ def test_llama_cpp_modes_run_and_a_hung_request_is_noted(tmp_path):
         row["task"], row["identical_to_own_plain"] = "code-edit", True
     peers = peer_rows({}, {"status": "ran", "rows": rows})
     simple = summarise_peer(peers["llama.cpp ngram-simple"])
-    assert simple["speedup"] == pytest.approx(2.0) and simple["tokens_per_pass"] == pytest.approx(2.0)
+    assert simple["speedup"] == pytest.approx(2.0) and simple["tokens_per_pass"] == pytest.approx(
+        2.0
+    )
     assert all("loadavg_1min" in r for r in rows)
 
 
@@ -286,16 +324,22 @@ def test_a_peer_that_cannot_run_or_fails_is_a_skip_line_and_differences_are_kept
             return {"rows": [{"id": j["id"], "tokens": j["tokens"][::-1]} for j in jobs]}
 
         def collect(self, result, task_of, reference):
-            differences = [f"fake {r['id']}" for r in result["rows"] if r["tokens"] != reference[r["id"]]]
+            differences = [
+                f"fake {r['id']}" for r in result["rows"] if r["tokens"] != reference[r["id"]]
+            ]
             return {"status": "ran", "rows": result["rows"]}, differences, []
 
     jobs = [{"id": "a", "task": "rag", "tokens": [1, 2]}, {"id": "b", "task": "rag", "tokens": [3]}]
     reference = {"a": [1, 2], "b": [3]}
     lines = []
-    assert run_peer(FakePeer("skipped: not here"), None, jobs, 4, 1, reference, lines.append) \
-        == ({"status": "skipped: not here"}, [], [])
-    entry, differences, skipped = run_peer(FakePeer(error=OSError("boom")), None, jobs, 4, 1,
-                                           reference, lines.append)
+    assert run_peer(FakePeer("skipped: not here"), None, jobs, 4, 1, reference, lines.append) == (
+        {"status": "skipped: not here"},
+        [],
+        [],
+    )
+    entry, differences, skipped = run_peer(
+        FakePeer(error=OSError("boom")), None, jobs, 4, 1, reference, lines.append
+    )
     assert entry["status"].startswith("skipped: a fake peer failed (OSError: boom)")
     assert differences == [] and skipped == []
     entry, differences, skipped = run_peer(FakePeer(), None, jobs, 4, 1, reference, lines.append)

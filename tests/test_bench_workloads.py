@@ -10,22 +10,32 @@ def test_every_written_task_loads_from_its_file():
 
     written = written_workloads()
     assert sorted(written) == sorted(p.stem for p in PROMPTS.glob("*.jsonl"))
-    assert {"code-edit", "rag", "structured", "edit-session", "edit-memory", "open-question",
-            "novel"} <= set(written)
+    assert {
+        "code-edit",
+        "rag",
+        "structured",
+        "edit-session",
+        "edit-memory",
+        "open-question",
+        "novel",
+    } <= set(written)
     for task, items in written.items():
         assert items and all(w.task == task and w.messages[0]["content"] for w in items)
     ids = {w.id for items in written.values() for w in items}
     assert all(w.after in ids for w in written["edit-memory"])
 
 
-@pytest.mark.parametrize("line, words", [
-    ("{not json", "not JSON"),
-    ('["a list"]', "not a JSON object"),
-    ('{"id": "x", "split": "check"}', "missing prompt"),
-    ('{"id": "x", "split": "check", "prompt": "p", "colour": 1}', "unknown colour"),
-    ('{"id": "x", "split": "check", "prompt": "p", "turns": [1]}', "wrong type for turns"),
-    ('{"id": "x", "split": "later", "prompt": "p"}', "split 'later'"),
-])
+@pytest.mark.parametrize(
+    "line, words",
+    [
+        ("{not json", "not JSON"),
+        ('["a list"]', "not a JSON object"),
+        ('{"id": "x", "split": "check"}', "missing prompt"),
+        ('{"id": "x", "split": "check", "prompt": "p", "colour": 1}', "unknown colour"),
+        ('{"id": "x", "split": "check", "prompt": "p", "turns": [1]}', "wrong type for turns"),
+        ('{"id": "x", "split": "later", "prompt": "p"}', "split 'later'"),
+    ],
+)
 def test_a_bad_line_names_the_file_and_line(tmp_path, line, words):
     from engine.bench.workloads import load_prompts
 

@@ -41,8 +41,13 @@ def test_addmm_keeps_alpha_and_beta(rows):
     rng = np.random.default_rng(7)
     a, b = rng.standard_normal((rows, 40)), rng.standard_normal((40, 30))
     c = rng.standard_normal((rows, 30))
-    got = mx.addmm(mx.array(c.astype(np.float32)), mx.array(a.astype(np.float32)),
-                   mx.array(b.astype(np.float32)), alpha=2.0, beta=0.5)
+    got = mx.addmm(
+        mx.array(c.astype(np.float32)),
+        mx.array(a.astype(np.float32)),
+        mx.array(b.astype(np.float32)),
+        alpha=2.0,
+        beta=0.5,
+    )
     assert np.abs(np.array(got) - (2.0 * a @ b + 0.5 * c)).max() < 1e-4
 
 
@@ -71,16 +76,24 @@ print("row by row")
 
 
 def run_python(code: str, tmp_path, **env) -> subprocess.CompletedProcess:
-    environment = dict(os.environ, PYTHONPATH=os.getcwd(), DRAFTLESS_CACHE_DIR=str(tmp_path / "cache"),
-                       DRAFTLESS_DATA_DIR=str(tmp_path / "data"), **env)
+    environment = dict(
+        os.environ,
+        PYTHONPATH=os.getcwd(),
+        DRAFTLESS_CACHE_DIR=str(tmp_path / "cache"),
+        DRAFTLESS_DATA_DIR=str(tmp_path / "data"),
+        **env,
+    )
     environment.pop("DRAFTLESS_ROW_GEMV", None)
     environment.update(env)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, env=environment)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=environment
+    )
 
 
-needs_openblas = pytest.mark.skipif(not blas.loaded_blas, reason="no system OpenBLAS here "
-                                    "(Debian: libopenblas0-pthread); the library needs it")
+needs_openblas = pytest.mark.skipif(
+    not blas.loaded_blas,
+    reason="no system OpenBLAS here (Debian: libopenblas0-pthread); the library needs it",
+)
 
 
 @needs_openblas
@@ -106,7 +119,9 @@ int draftless_row_gemm_init(const char *p) { return 0; }
 """
 
 
-@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler to build the planted file")
+@pytest.mark.skipif(
+    shutil.which("cc") is None, reason="needs a C compiler to build the planted file"
+)
 def test_import_engine_runs_no_code_from_the_cache_and_starts_no_compiler(tmp_path):
     """A library planted where earlier versions compiled theirs, and a ``cc`` on the PATH that
     leaves a mark when run: importing the engine (with and without the opt-in) touches neither."""
@@ -115,7 +130,9 @@ def test_import_engine_runs_no_code_from_the_cache_and_starts_no_compiler(tmp_pa
     blas_folder = tmp_path / "cache" / "blas"
     blas_folder.mkdir(parents=True)
     for name in ("row-gemm-0000000000000000.so", "row-gemm.so", "_row_gemm.so"):
-        subprocess.run(["cc", "-shared", "-fPIC", "-o", str(blas_folder / name), str(source)], check=True)
+        subprocess.run(
+            ["cc", "-shared", "-fPIC", "-o", str(blas_folder / name), str(source)], check=True
+        )
     tools = tmp_path / "bin"
     tools.mkdir()
     for name in ("cc", "gcc"):
@@ -124,14 +141,19 @@ def test_import_engine_runs_no_code_from_the_cache_and_starts_no_compiler(tmp_pa
         fake.chmod(0o755)
     marker = tmp_path / "planted-ran"
     for opt_in in ("0", "1"):
-        result = run_python("import engine; import mlx.core as mx; print(mx.array([1.0]) @ mx.array([[2.0]]))",
-                            tmp_path, PLANTED_MARKER=str(marker), DRAFTLESS_ROW_GEMV=opt_in,
-                            PATH=f"{tools}:{os.environ['PATH']}")
+        result = run_python(
+            "import engine; import mlx.core as mx; print(mx.array([1.0]) @ mx.array([[2.0]]))",
+            tmp_path,
+            PLANTED_MARKER=str(marker),
+            DRAFTLESS_ROW_GEMV=opt_in,
+            PATH=f"{tools}:{os.environ['PATH']}",
+        )
         assert result.returncode == 0, result.stderr
     assert not marker.exists(), "a library from the cache folder ran"
     assert not (tmp_path / "compiler-ran").exists(), "import engine started a compiler"
     assert sorted(p.name for p in (tmp_path / "cache").rglob("*") if p.is_file()) == sorted(
-        ["row-gemm-0000000000000000.so", "row-gemm.so", "_row_gemm.so"])  # nothing written
+        ["row-gemm-0000000000000000.so", "row-gemm.so", "_row_gemm.so"]
+    )  # nothing written
 
 
 def test_a_library_without_the_init_symbol_is_refused_not_fatal(monkeypatch, caplog):

@@ -18,8 +18,14 @@ pytestmark = pytest.mark.usefixtures("private_dirs")
 
 def test_every_shipped_curve_loads_and_states_its_source():
     curves = named_curves()
-    assert {"cpu-epyc-2core-135m-f32-rowgemv", "h100-135m-f32", "h100-7b-bf16", "h100-7b-4bit",
-            "apple-m2pro-135m-f32-estimate", "flat-2pct"} <= set(curves)
+    assert {
+        "cpu-epyc-2core-135m-f32-rowgemv",
+        "h100-135m-f32",
+        "h100-7b-bf16",
+        "h100-7b-4bit",
+        "apple-m2pro-135m-f32-estimate",
+        "flat-2pct",
+    } <= set(curves)
     for curve in curves.values():
         assert 1 in curve.seconds and curve.source
     assert "Estimate, not a measurement" in curves["apple-m2pro-135m-f32-estimate"].source
@@ -35,12 +41,15 @@ def test_a_curve_file_maps_n_to_seconds(tmp_path):
     assert curve_from_spec(str(report)).seconds == {1: 0.02, 3: 0.03}
 
 
-@pytest.mark.parametrize("text, message", [
-    ('{"1": 0.01, "2": "x"}', "not a positive number of seconds"),
-    ('{"2": 0.01}', "no timing for a one-token pass"),
-    ("[1, 2]", "no timings"),
-    ("{not json", "cannot be used"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"1": 0.01, "2": "x"}', "not a positive number of seconds"),
+        ('{"2": 0.01}', "no timing for a one-token pass"),
+        ("[1, 2]", "no timings"),
+        ("{not json", "cannot be used"),
+    ],
+)
 def test_a_bad_curve_file_is_a_clear_error(tmp_path, text, message):
     path = tmp_path / "bad.json"
     path.write_text(text)
@@ -55,8 +64,12 @@ def test_an_unknown_name_lists_the_shipped_curves():
 
 def test_a_named_curve_plans_and_its_estimate_can_be_checked_from_pass_sizes(tiny_loaded):
     named = curve_from_spec("h100-7b-bf16")
-    request = GenerationRequest(prompt="abcabcabcabcabcabc", raw=True, max_tokens=24,
-                                draft=DraftSettings(drafter="prompt-lookup", cost_curve=named)).validated()
+    request = GenerationRequest(
+        prompt="abcabcabcabcabcabc",
+        raw=True,
+        max_tokens=24,
+        draft=DraftSettings(drafter="prompt-lookup", cost_curve=named),
+    ).validated()
     done = list(ChatSession(tiny_loaded).generate(request))[-1]
     stats, curve = done.stats, named.curve()
     assert stats["estimate_curve"] == "h100-7b-bf16 curve"
@@ -71,8 +84,12 @@ def test_a_named_curve_plans_and_its_estimate_can_be_checked_from_pass_sizes(tin
 
 
 def test_an_estimate_on_a_curve_never_measured_says_it_is_a_guess(tiny_loaded):
-    request = GenerationRequest(prompt="abcabcabcabcabcabc", raw=True, max_tokens=12,
-                                draft=DraftSettings(drafter="prompt-lookup")).validated()
+    request = GenerationRequest(
+        prompt="abcabcabcabcabcabc",
+        raw=True,
+        max_tokens=12,
+        draft=DraftSettings(drafter="prompt-lookup"),
+    ).validated()
     done = list(ChatSession(tiny_loaded).generate(request))[-1]
     assert done.stats["estimate_curve"].startswith("a guess")
     assert "a guess: not measured for this model yet" in summary_line(done.stats, done.timing)
@@ -85,7 +102,7 @@ def hf_reference(tokens, k=10):
         if len(tokens) < n:
             continue
         for index in range(len(tokens) - n + 1):
-            if tokens[index:index + n] == tokens[-n:]:
+            if tokens[index : index + n] == tokens[-n:]:
                 start, end = index + n, min(index + n + k, len(tokens))
                 if start < end:
                     return tokens[start:end]
@@ -113,11 +130,12 @@ def vllm_reference(tokens, k=5, low=1, high=4):
     if longest < low:
         return []
     start = total - 1 - position + longest
-    return tokens[start:start + min(k, total - start)]
+    return tokens[start : start + min(k, total - start)]
 
 
-@pytest.mark.parametrize("peer, reference", [(HFPromptLookupPeer, hf_reference),
-                                             (VllmNgramPeer, vllm_reference)])
+@pytest.mark.parametrize(
+    "peer, reference", [(HFPromptLookupPeer, hf_reference), (VllmNgramPeer, vllm_reference)]
+)
 def test_peer_replays_draft_what_the_peers_algorithm_drafts(peer, reference):
     rng = random.Random(0)
     for _ in range(300):
@@ -175,9 +193,19 @@ def test_a_hopeless_curve_decodes_plainly_pipelined_with_the_same_tokens(tiny_lo
         drafter = make_drafter(DraftSettings(drafter="prompt-lookup", draft_count=4).validated())
         drafter.reset(prompt)
         history = list(prompt)
-        passes = list(speculative_decode(target, drafter, TokenChooser(SamplingSettings()), history,
-                                         max_tokens=20, draft_count=4, eos_tokens=set(), policy=policy))
-        return history[len(prompt):], passes
+        passes = list(
+            speculative_decode(
+                target,
+                drafter,
+                TokenChooser(SamplingSettings()),
+                history,
+                max_tokens=20,
+                draft_count=4,
+                eos_tokens=set(),
+                policy=policy,
+            )
+        )
+        return history[len(prompt) :], passes
 
     switched = []
     real = decode.pipelined_plain_decode

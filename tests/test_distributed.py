@@ -12,20 +12,35 @@ from engine.drafters import DRAFTERS
 from .server_process import Server, request
 
 LAUNCH = os.path.join(os.path.dirname(sys.executable), "mlx.launch")
-pytestmark = pytest.mark.skipif(not (os.path.exists(LAUNCH) or shutil.which("mlx.launch")),
-                                reason="mlx.launch is not installed")
+pytestmark = pytest.mark.skipif(
+    not (os.path.exists(LAUNCH) or shutil.which("mlx.launch")), reason="mlx.launch is not installed"
+)
 
 
 def launched(ranks: int, *args: str) -> Server:
-    launcher = (LAUNCH if os.path.exists(LAUNCH) else "mlx.launch", "-n", str(ranks),
-                "--backend", "ring")
+    launcher = (
+        LAUNCH if os.path.exists(LAUNCH) else "mlx.launch",
+        "-n",
+        str(ranks),
+        "--backend",
+        "ring",
+    )
     return Server(*args, "--shard", "tensor", launcher=launcher)
 
 
 def answer(server, prompt, drafter, adaptive, max_tokens):
-    status, body = request(server.port, "POST", "/v1/chat/completions", timeout=900, body={
-        "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
-        "temperature": 0, "draftless": {"drafter": drafter, "adaptive": adaptive}})
+    status, body = request(
+        server.port,
+        "POST",
+        "/v1/chat/completions",
+        timeout=900,
+        body={
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": max_tokens,
+            "temperature": 0,
+            "draftless": {"drafter": drafter, "adaptive": adaptive},
+        },
+    )
     assert status == 200, body
     return body["draftless"]["tokens"], body["usage"]["draftless"]
 
@@ -72,8 +87,9 @@ def test_two_local_ranks_match_one_process_for_every_drafter(tiny_model_dir):
 @pytest.mark.embedded
 def test_embedded_model_on_three_ranks_matches_one_process_for_every_drafter():
     """SmolLM2-135M: 9 attention heads / 3 KV heads, split over 3 ranks."""
-    compare((), 3, list(DRAFTERS), "List the days of the week: Monday, Tuesday,", 10,
-            adaptive_too=False)
+    compare(
+        (), 3, list(DRAFTERS), "List the days of the week: Monday, Tuesday,", 10, adaptive_too=False
+    )
 
 
 def test_shard_without_mlx_launch_is_a_clear_error(tiny_model_dir):

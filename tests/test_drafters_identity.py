@@ -54,8 +54,14 @@ def test_greedy_identity(models, name):
         for prompt in PROMPTS.values():
             expected = reference_greedy(model, prompt, 40)
             for draft_count, order in ((1, 2), (4, 4), (10, 3)):
-                settings = DraftSettings(drafter=name, draft_count=draft_count, ngram_order=order,
-                                         ngram_min=1, adaptive=False, options=NEW[name])
+                settings = DraftSettings(
+                    drafter=name,
+                    draft_count=draft_count,
+                    ngram_order=order,
+                    ngram_min=1,
+                    adaptive=False,
+                    options=NEW[name],
+                )
                 got, results = speculative(model, prompt, 40, settings, bigram=bigram)
                 assert got == expected, (name, draft_count, order)
                 accepted += sum(r.accepted for r in results)
@@ -101,16 +107,33 @@ def test_ngrammys_picks_the_row_with_the_longest_accepted_prefix(models):
     history = list(prompt)
     target.prefill(history[:-1])
     drafter = RowsDrafter(DraftSettings(adaptive=False))
-    result = next(speculative_decode(target, drafter, TokenChooser(SamplingSettings()), history,
-                                     max_tokens=6, draft_count=5, eos_tokens=set()))
+    result = next(
+        speculative_decode(
+            target,
+            drafter,
+            TokenChooser(SamplingSettings()),
+            history,
+            max_tokens=6,
+            draft_count=5,
+            eos_tokens=set(),
+        )
+    )
     assert result.row == 2 and result.accepted == 5
     assert result.tokens == truth[:6]
     assert target.offset == len(history) - 1
     # and the cache is right: the next pass continues exactly like plain decoding
-    more = list(speculative_decode(target, make_drafter(DraftSettings(drafter="none")),
-                                   TokenChooser(SamplingSettings()), history, max_tokens=4,
-                                   draft_count=1, eos_tokens=set()))
-    assert history[len(prompt):] == reference_greedy(model, prompt, 10)
+    more = list(
+        speculative_decode(
+            target,
+            make_drafter(DraftSettings(drafter="none")),
+            TokenChooser(SamplingSettings()),
+            history,
+            max_tokens=4,
+            draft_count=1,
+            eos_tokens=set(),
+        )
+    )
+    assert history[len(prompt) :] == reference_greedy(model, prompt, 10)
     assert sum(len(r.tokens) for r in more) == 4
 
 
@@ -138,9 +161,17 @@ def sample_positions(model, drafter_name, seed):
             drafter = RowsDrafter(DraftSettings(adaptive=False))
         else:
             drafter = make_drafter(DraftSettings(drafter="none"))
-        results = list(speculative_decode(target, drafter, TokenChooser(SamplingSettings(temperature=1.0)),
-                                          history, max_tokens=POSITIONS, draft_count=POSITIONS,
-                                          eos_tokens=set()))
+        results = list(
+            speculative_decode(
+                target,
+                drafter,
+                TokenChooser(SamplingSettings(temperature=1.0)),
+                history,
+                max_tokens=POSITIONS,
+                draft_count=POSITIONS,
+                eos_tokens=set(),
+            )
+        )
         accepted += sum(r.accepted for r in results)
         for position, token in enumerate(history[3:]):
             counts[position][token] += 1
@@ -170,13 +201,24 @@ def test_multi_row_sampling_keeps_the_target_distribution(monkeypatch):
 @pytest.mark.embedded
 def test_greedy_identity_on_the_embedded_model(embedded_loaded):
     tokenizer = embedded_loaded.tokenizer
-    prompt = list(tokenizer.apply_chat_template(
-        [{"role": "user", "content": "Repeat exactly: the red fox and the red hen and the red fox."}],
-        add_generation_prompt=True))
+    prompt = list(
+        tokenizer.apply_chat_template(
+            [
+                {
+                    "role": "user",
+                    "content": "Repeat exactly: the red fox and the red hen and the red fox.",
+                }
+            ],
+            add_generation_prompt=True,
+        )
+    )
     expected = reference_greedy(embedded_loaded.model, prompt, 32)
     accepted = 0
-    for name, options in (("ngrammys", {"rows": 4, "model_bigram": False}), ("suffix", {}),
-                          ("ngram-cache", {"dynamic": False})):
+    for name, options in (
+        ("ngrammys", {"rows": 4, "model_bigram": False}),
+        ("suffix", {}),
+        ("ngram-cache", {"dynamic": False}),
+    ):
         settings = DraftSettings(drafter=name, draft_count=6, adaptive=False, options=options)
         got, results = speculative(embedded_loaded.model, prompt, 32, settings)
         assert got == expected, name
@@ -189,8 +231,14 @@ def test_model_bigram_table_is_the_models_top_tokens_and_cached(tmp_path):
 
     model = make_tiny_llama(seed=4)
     progress = []
-    table = bigram_table(model, "tiny-bigram", top=5, batch=64, prefix=[10],
-                         progress=lambda done, total: progress.append(done))
+    table = bigram_table(
+        model,
+        "tiny-bigram",
+        top=5,
+        batch=64,
+        prefix=[10],
+        progress=lambda done, total: progress.append(done),
+    )
     assert table.shape == (259, 5) and progress[-1] == 259
     for x in (3, 77, 200):
         logits = model(mx.array([[10, x]]))[0, -1]

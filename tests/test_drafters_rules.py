@@ -167,8 +167,9 @@ def test_ngram_cache_corrupt_file_is_reported_and_ignored(caplog):
     d.reset([1, 2, 1, 2, 1])
     assert "cannot be read" in caplog.text  # a warning of the engine logger
     assert d.propose(2).rows == [[2, 1]]  # the context cache still drafts
-    static_cache_path("k").write_text(json.dumps({"format": "draftless-ngram-cache",
-                                                  "version": 99, "entries": []}))
+    static_cache_path("k").write_text(
+        json.dumps({"format": "draftless-ngram-cache", "version": 99, "entries": []})
+    )
     caplog.clear()
     d2 = drafter("ngram-cache", options={"dynamic": False})
     d2.attach_model("k")
@@ -268,8 +269,15 @@ def test_suffix_lookup_time_does_not_grow_with_history():
 def test_every_new_drafter_is_registered():
     from engine.drafters import DRAFTERS
 
-    for name in ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-cache", "nasd",
-                 "ngrammys", "suffix"):
+    for name in (
+        "ngram-simple",
+        "ngram-map-k",
+        "ngram-map-k4v",
+        "ngram-cache",
+        "nasd",
+        "ngrammys",
+        "suffix",
+    ):
         assert name in DRAFTERS
     assert DRAFTERS["ngrammys"].multi_row
 

@@ -54,13 +54,16 @@ def test_unreachable_hub_id_gives_a_clear_message(monkeypatch):
         load_model("nobody/no-such-model")
 
 
-@pytest.mark.parametrize("settings,message", [
-    (DraftSettings(draft_count=0), "draft_count must be an integer from 1 to 64"),
-    (DraftSettings(draft_count=65), "draft_count"),
-    (DraftSettings(ngram_order=33), "ngram_order must be an integer from 1 to 32"),
-    (DraftSettings(ngram_order=2, ngram_min=3), "ngram_min"),
-    (DraftSettings(drafter="telepathy"), "Unknown drafter 'telepathy'"),
-])
+@pytest.mark.parametrize(
+    "settings,message",
+    [
+        (DraftSettings(draft_count=0), "draft_count must be an integer from 1 to 64"),
+        (DraftSettings(draft_count=65), "draft_count"),
+        (DraftSettings(ngram_order=33), "ngram_order must be an integer from 1 to 32"),
+        (DraftSettings(ngram_order=2, ngram_min=3), "ngram_min"),
+        (DraftSettings(drafter="telepathy"), "Unknown drafter 'telepathy'"),
+    ],
+)
 def test_out_of_range_draft_settings_are_rejected(settings, message):
     with pytest.raises(EngineError, match=message):
         GenerationRequest(prompt="hi", raw=True, draft=settings).validated()
@@ -68,7 +71,9 @@ def test_out_of_range_draft_settings_are_rejected(settings, message):
 
 def test_bad_sampling_and_empty_prompts_are_rejected():
     with pytest.raises(EngineError, match="temperature"):
-        GenerationRequest(prompt="hi", raw=True, sampling=SamplingSettings(temperature=-1.0)).validated()
+        GenerationRequest(
+            prompt="hi", raw=True, sampling=SamplingSettings(temperature=-1.0)
+        ).validated()
     with pytest.raises(EngineError, match="empty"):
         GenerationRequest(prompt="   ", raw=True).validated()
     with pytest.raises(EngineError, match="empty"):
@@ -84,8 +89,9 @@ def test_over_long_prompt(tiny_loaded):
 def test_untrimmable_cache_decodes_plainly_and_says_so(tmp_path):
     loaded = load_model(str(write_tiny(tmp_path / "llama4", "llama4")))  # chunked attention
     assert loaded.speculation.startswith("off (") and "cannot be rolled back" in loaded.speculation
-    request = GenerationRequest(prompt="abcabcabcabc", raw=True, max_tokens=12,
-                                draft=DraftSettings(drafter="prompt-lookup")).validated()
+    request = GenerationRequest(
+        prompt="abcabcabcabc", raw=True, max_tokens=12, draft=DraftSettings(drafter="prompt-lookup")
+    ).validated()
     done = list(ChatSession(loaded).generate(request))[-1]
     assert done.stats["speculation"] == loaded.speculation
     assert done.stats["drafted"] == 0 and done.stats["passes"] == 12

@@ -18,10 +18,15 @@ from .tiny_model import make_tiny_llama, write_byte_tokenizer
 
 llguidance = pytest.importorskip("llguidance")
 
-SCHEMA = {"type": "object", "properties": {
-    "name": {"type": "string", "maxLength": 6},
-    "tags": {"type": "array", "items": {"type": "string", "maxLength": 4}, "maxItems": 3}},
-    "required": ["name", "tags"], "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 6},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 4}, "maxItems": 3},
+    },
+    "required": ["name", "tags"],
+    "additionalProperties": False,
+}
 VOCAB = 259
 
 
@@ -50,13 +55,14 @@ def reference(model, tokenizer, prompt, count):
     fed = [len(prompt)]
 
     def mask(tokens, logits):
-        constraint.accept(tokens[fed[0]:].tolist())
+        constraint.accept(tokens[fed[0] :].tolist())
         fed[0] = len(tokens)
         return mx.where(constraint.masks([], 1), logits, -mx.inf)
 
     tokens, rows = [], []
-    for token, logprobs in generate_step(mx.array(prompt, dtype=mx.uint32), model,
-                                         max_tokens=count, logits_processors=[mask]):
+    for token, logprobs in generate_step(
+        mx.array(prompt, dtype=mx.uint32), model, max_tokens=count, logits_processors=[mask]
+    ):
         tokens.append(int(token))
         rows.append(logprobs)
         if int(token) in tokenizer.eos_token_ids:
@@ -68,14 +74,24 @@ def constrained(model, tokenizer, prompt, drafter, count, logprobs=3):
     target = Target(model)
     history = list(prompt)
     target.prefill(history[:-1])
-    drafts = make_drafter(DraftSettings(drafter=drafter, draft_count=8, ngram_order=3,
-                                        ngram_min=1, adaptive=False))
+    drafts = make_drafter(
+        DraftSettings(drafter=drafter, draft_count=8, ngram_order=3, ngram_min=1, adaptive=False)
+    )
     drafts.reset(history)
     constraint = GrammarConstraint(tokenizer, json_schema_grammar(SCHEMA), VOCAB)
     chooser = TokenChooser(SamplingSettings(), logprobs, constraint)
-    results = list(speculative_decode(target, drafts, chooser, history, max_tokens=count,
-                                      draft_count=8, eos_tokens=set(tokenizer.eos_token_ids)))
-    return history[len(prompt):], results
+    results = list(
+        speculative_decode(
+            target,
+            drafts,
+            chooser,
+            history,
+            max_tokens=count,
+            draft_count=8,
+            eos_tokens=set(tokenizer.eos_token_ids),
+        )
+    )
+    return history[len(prompt) :], results
 
 
 @pytest.mark.parametrize("drafter", ["none", "prompt-lookup"])
@@ -121,7 +137,7 @@ def test_a_draft_token_the_grammar_forbids_is_never_sent(model, tokenizer, monke
     history = prompt + tokens
     for offset, inputs in sent:
         check = GrammarConstraint(tokenizer, json_schema_grammar(SCHEMA), VOCAB)
-        check.accept(history[len(prompt):offset + 1])
+        check.accept(history[len(prompt) : offset + 1])
         assert check.allowed(inputs[1:]) == len(inputs) - 1
 
 
@@ -139,5 +155,8 @@ def test_a_bad_schema_is_an_error_naming_response_format(tokenizer):
     from engine.errors import EngineError
 
     with pytest.raises(EngineError, match="response_format"):
-        GrammarConstraint(tokenizer, json_schema_grammar(
-            {"type": "object", "properties": {"a": {"$ref": "#/nope"}}}), VOCAB)
+        GrammarConstraint(
+            tokenizer,
+            json_schema_grammar({"type": "object", "properties": {"a": {"$ref": "#/nope"}}}),
+            VOCAB,
+        )

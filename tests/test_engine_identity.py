@@ -31,8 +31,13 @@ def test_greedy_identity_on_a_tiny_random_llama(tiny_models, drafter, draft_coun
     for model in tiny_models:
         for prompt in tiny_prompts().values():
             expected = reference_greedy(model, prompt, 48)
-            settings = DraftSettings(drafter=drafter, draft_count=draft_count, ngram_order=order,
-                                     ngram_min=1, adaptive=False)
+            settings = DraftSettings(
+                drafter=drafter,
+                draft_count=draft_count,
+                ngram_order=order,
+                ngram_min=1,
+                adaptive=False,
+            )
             got, results = speculative(model, prompt, 48, settings)
             assert got == expected
             accepted += sum(r.accepted for r in results)
@@ -50,8 +55,11 @@ EMBEDDED_PROMPTS = {
 @pytest.mark.parametrize("kind", EMBEDDED_PROMPTS)
 def test_greedy_identity_on_the_embedded_model(embedded_loaded, kind):
     tokenizer = embedded_loaded.tokenizer
-    prompt = list(tokenizer.apply_chat_template(
-        [{"role": "user", "content": EMBEDDED_PROMPTS[kind]}], add_generation_prompt=True))
+    prompt = list(
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": EMBEDDED_PROMPTS[kind]}], add_generation_prompt=True
+        )
+    )
     expected = reference_greedy(embedded_loaded.model, prompt, 40)
     total_accepted = 0
     for drafter, count in (("prompt-lookup", 4), ("frequency", 6)):
@@ -73,12 +81,17 @@ def test_repetition_penalty_is_applied_per_position_as_plain_decoding_does(tiny_
     prompt = tiny_prompts()["repetitive"]
     for model in tiny_models:
         expected = reference_greedy_with_processors(
-            model, prompt, 40, make_logits_processors(repetition_penalty=5.0))
+            model, prompt, 40, make_logits_processors(repetition_penalty=5.0)
+        )
         assert expected != reference_greedy(model, prompt, 40), "the penalty must change the output"
         for drafter in ("prompt-lookup", "frequency"):
-            got, _ = speculative(model, prompt, 40,
-                                 DraftSettings(drafter=drafter, draft_count=4, adaptive=False),
-                                 SamplingSettings(repetition_penalty=5.0))
+            got, _ = speculative(
+                model,
+                prompt,
+                40,
+                DraftSettings(drafter=drafter, draft_count=4, adaptive=False),
+                SamplingSettings(repetition_penalty=5.0),
+            )
             assert got == expected
 
 
@@ -90,13 +103,22 @@ def test_repetition_penalty_with_accepted_drafts_on_the_embedded_model(embedded_
 
     from .identity import reference_greedy_with_processors
 
-    prompt = list(embedded_loaded.tokenizer.apply_chat_template(
-        [{"role": "user", "content": EMBEDDED_PROMPTS["repetitive"]}], add_generation_prompt=True))
+    prompt = list(
+        embedded_loaded.tokenizer.apply_chat_template(
+            [{"role": "user", "content": EMBEDDED_PROMPTS["repetitive"]}],
+            add_generation_prompt=True,
+        )
+    )
     expected = reference_greedy_with_processors(
-        embedded_loaded.model, prompt, 32, make_logits_processors(repetition_penalty=1.2))
-    got, results = speculative(embedded_loaded.model, prompt, 32,
-                               DraftSettings(drafter="prompt-lookup", draft_count=4, adaptive=False),
-                               SamplingSettings(repetition_penalty=1.2))
+        embedded_loaded.model, prompt, 32, make_logits_processors(repetition_penalty=1.2)
+    )
+    got, results = speculative(
+        embedded_loaded.model,
+        prompt,
+        32,
+        DraftSettings(drafter="prompt-lookup", draft_count=4, adaptive=False),
+        SamplingSettings(repetition_penalty=1.2),
+    )
     assert got == expected
     assert sum(r.accepted for r in results) > 0
 

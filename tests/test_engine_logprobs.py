@@ -25,8 +25,9 @@ def model():
 def reference(model, processors=None, count=40):
     """mlx-lm's plain decoding: (tokens, log-probability rows)."""
     tokens, rows = [], []
-    for token, logprobs in generate_step(mx.array(PROMPT, dtype=mx.uint32), model,
-                                         max_tokens=count, logits_processors=processors):
+    for token, logprobs in generate_step(
+        mx.array(PROMPT, dtype=mx.uint32), model, max_tokens=count, logits_processors=processors
+    ):
         tokens.append(int(token))
         rows.append(logprobs)
     return tokens, rows
@@ -37,17 +38,21 @@ def decode(model, drafter, sampling=None, logprobs=TOP, count=40):
     target = Target(model)
     history = list(PROMPT)
     target.prefill(history[:-1])
-    drafts = make_drafter(DraftSettings(drafter=drafter, draft_count=6, ngram_order=3,
-                                        ngram_min=1, adaptive=False))
+    drafts = make_drafter(
+        DraftSettings(drafter=drafter, draft_count=6, ngram_order=3, ngram_min=1, adaptive=False)
+    )
     if drafts.wants_model_bigram:
         *_, (_, _, table) = bigram_table_steps(model, "tiny-logprobs")
         drafts.attach_model("tiny-logprobs", bigram=table)
     drafts.reset(history)
     chooser = TokenChooser(sampling or SamplingSettings(), logprobs)
-    results = list(speculative_decode(target, drafts, chooser, history,
-                                      max_tokens=count, draft_count=6, eos_tokens=set()))
+    results = list(
+        speculative_decode(
+            target, drafts, chooser, history, max_tokens=count, draft_count=6, eos_tokens=set()
+        )
+    )
     values = [v for r in results for v in (r.logprobs or [None] * len(r.tokens))]
-    return history[len(PROMPT):], values, sum(r.accepted for r in results)
+    return history[len(PROMPT) :], values, sum(r.accepted for r in results)
 
 
 def assert_same_logprobs(expected_rows, tokens, values):

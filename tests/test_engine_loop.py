@@ -13,19 +13,34 @@ from engine.stats import DecodeStats
 from .scripted_model import ScriptedModel
 
 
-def run_scripted(script, prompt_length, drafter_name="prompt-lookup", draft_count=4,
-                 max_tokens=None, eos=(), **draft_options):
+def run_scripted(
+    script,
+    prompt_length,
+    drafter_name="prompt-lookup",
+    draft_count=4,
+    max_tokens=None,
+    eos=(),
+    **draft_options,
+):
     model = ScriptedModel(script)
     target = Target(model)
     history = list(script[:prompt_length])
     target.prefill(history[:-1])
-    drafter = make_drafter(DraftSettings(drafter=drafter_name, draft_count=draft_count, **draft_options))
+    drafter = make_drafter(
+        DraftSettings(drafter=drafter_name, draft_count=draft_count, **draft_options)
+    )
     drafter.reset(history)
     results, offsets = [], []
     stats = DecodeStats()
-    for result in speculative_decode(target, drafter, TokenChooser(SamplingSettings()), history,
-                                     max_tokens=max_tokens or len(script) - prompt_length,
-                                     draft_count=draft_count, eos_tokens=set(eos)):
+    for result in speculative_decode(
+        target,
+        drafter,
+        TokenChooser(SamplingSettings()),
+        history,
+        max_tokens=max_tokens or len(script) - prompt_length,
+        draft_count=draft_count,
+        eos_tokens=set(eos),
+    ):
         results.append(result)
         offsets.append((target.offset, len(history)))
         stats.record_pass(result.drafted, result.accepted, len(result.tokens), result.seconds)
@@ -91,8 +106,10 @@ def test_the_akunu_trace():
     def ids(text):
         return [words.setdefault(w, len(words) + 1) for w in text.split()]
 
-    corpus = (" ".join(["the cat sat on the rug ."] * 5) + " the cat sat down . under the mat ."
-              " the dog sat on the mat")
+    corpus = (
+        " ".join(["the cat sat on the rug ."] * 5) + " the cat sat down . under the mat ."
+        " the dog sat on the mat"
+    )
     drafter = FrequencyDrafter(DraftSettings(drafter="frequency", ngram_order=4, draft_count=4))
     drafter.reset(ids(corpus))
     assert drafter.counts.parts.get(tuple(ids("on the mat"))) is None  # 4-gram unknown…

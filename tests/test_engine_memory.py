@@ -16,11 +16,13 @@ from .identity import reference_greedy
 
 
 def chat(model_dir=None, drafter="prompt-lookup", max_tokens=24, **kwargs):
-    return GenerationRequest(messages=[{"role": "user", "content": "abcabcabc abcabc abcabc"}],
-                             model=None if model_dir is None else str(model_dir),
-                             max_tokens=max_tokens,
-                             draft=DraftSettings(drafter=drafter, draft_count=4, adaptive=True),
-                             **kwargs)
+    return GenerationRequest(
+        messages=[{"role": "user", "content": "abcabcabc abcabc abcabc"}],
+        model=None if model_dir is None else str(model_dir),
+        max_tokens=max_tokens,
+        draft=DraftSettings(drafter=drafter, draft_count=4, adaptive=True),
+        **kwargs,
+    )
 
 
 async def collect(stream):
@@ -46,8 +48,9 @@ def test_first_answer_without_a_cost_file_starts_at_once(tiny_loaded, tmp_path, 
     assert not curve.measured and curve.anchored  # the prior, in seconds from the real passes
 
 
-def test_service_measures_between_answers_and_answers_meanwhile(tiny_model_dir, tiny_loaded, tmp_path,
-                                                               monkeypatch):
+def test_service_measures_between_answers_and_answers_meanwhile(
+    tiny_model_dir, tiny_loaded, tmp_path, monkeypatch
+):
     monkeypatch.setenv("DRAFTLESS_CACHE_DIR", str(tmp_path / "cache"))
     # the plain greedy answer, computed before the engine thread runs MLX
     prompt = tiny_loaded.tokenizer.apply_chat_template(chat().messages, add_generation_prompt=True)
@@ -88,8 +91,9 @@ def test_two_services_in_one_process_learn_apart(tiny_model_dir, tmp_path, monke
     monkeypatch.setenv("DRAFTLESS_DATA_DIR", str(tmp_path / "data"))
     one, two = EngineService(), EngineService()
     try:
-        events = asyncio.run(collect(one.generate(chat(tiny_model_dir, drafter="ngram-cache",
-                                                       chat_id="a"))))
+        events = asyncio.run(
+            collect(one.generate(chat(tiny_model_dir, drafter="ngram-cache", chat_id="a")))
+        )
         assert any(isinstance(e, PassEvent) for e in events)
         assert one.memory.adaptive.trackers and one.memory.adaptive.curves
         assert len(one.memory.stores) == 1  # the cross-chat n-gram cache of this model

@@ -43,15 +43,17 @@ def sample_positions(model, drafter_cls, monkeypatch, seed):
     counts = [Counter() for _ in range(POSITIONS)]
     accepted = 0
     for _ in range(RUNS):
-        tokens, results = speculative(model, [1, 2, 3], POSITIONS,
-                                      DraftSettings(drafter="none", draft_count=POSITIONS),
-                                      SamplingSettings(temperature=1.0))
+        tokens, results = speculative(
+            model,
+            [1, 2, 3],
+            POSITIONS,
+            DraftSettings(drafter="none", draft_count=POSITIONS),
+            SamplingSettings(temperature=1.0),
+        )
         accepted += sum(r.accepted for r in results)
         for position, token in enumerate(tokens):
             counts[position][token] += 1
     return counts, accepted
-
-
 
 
 class NoCheck(decode.TokenChooser):
@@ -59,7 +61,7 @@ class NoCheck(decode.TokenChooser):
 
     def choose(self, logits, history, draft):
         chosen = super().choose(logits, history, draft)
-        return list(draft) + chosen[len(draft):]
+        return list(draft) + chosen[len(draft) :]
 
 
 @pytest.fixture(scope="module")

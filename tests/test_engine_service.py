@@ -21,8 +21,9 @@ def service():
 def request(model_dir, content="abcabcabc abcabc", **kwargs):
     kwargs.setdefault("max_tokens", 24)
     kwargs.setdefault("draft", DraftSettings(drafter="prompt-lookup", draft_count=4))
-    return GenerationRequest(messages=[{"role": "user", "content": content}], model=str(model_dir),
-                             **kwargs)
+    return GenerationRequest(
+        messages=[{"role": "user", "content": content}], model=str(model_dir), **kwargs
+    )
 
 
 async def collect(stream):
@@ -67,8 +68,9 @@ def test_load_reports_the_model_and_speculation(tiny_model_dir):
 
 def test_cancel_stops_between_passes(service, tiny_model_dir):
     async def run():
-        stream = service.generate(request(tiny_model_dir, max_tokens=400,
-                                          draft=DraftSettings(drafter="none")))
+        stream = service.generate(
+            request(tiny_model_dir, max_tokens=400, draft=DraftSettings(drafter="none"))
+        )
         events = []
         async for event in stream:
             events.append(event)
@@ -99,8 +101,11 @@ def test_requests_are_served_one_at_a_time_in_order(service, tiny_model_dir):
 
 def test_errors_become_error_events(service, tmp_path):
     async def run():
-        return await collect(service.generate(GenerationRequest(
-            prompt="hi", raw=True, model=str(tmp_path / "missing"))))
+        return await collect(
+            service.generate(
+                GenerationRequest(prompt="hi", raw=True, model=str(tmp_path / "missing"))
+            )
+        )
 
     events = asyncio.run(run())
     assert isinstance(events[-1], ErrorEvent) and "No model folder" in events[-1].message
@@ -110,8 +115,10 @@ def test_a_second_turn_reuses_the_cache_and_matches_a_fresh_session(tiny_loaded)
     turn1 = [{"role": "user", "content": "count: 1 2 3 1 2 3 1 2 3"}]
     session = ChatSession(tiny_loaded)
     first = list(session.generate(GenerationRequest(messages=turn1, max_tokens=20).validated()))[-1]
-    turn2 = turn1 + [{"role": "assistant", "content": first.text},
-                     {"role": "user", "content": "again: 1 2 3 1 2 3"}]
+    turn2 = turn1 + [
+        {"role": "assistant", "content": first.text},
+        {"role": "user", "content": "again: 1 2 3 1 2 3"},
+    ]
     second_request = GenerationRequest(messages=turn2, max_tokens=20).validated()
     drafter = session.drafter
     second = list(session.generate(second_request))[-1]

@@ -35,13 +35,19 @@ def test_millions_of_layers_are_refused_before_any_is_built(folder):
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # KiB
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"vocab_size": 0}, r"vocab_size = 0; it must be a positive whole number"),
-    ({"hidden_size": -64}, r"hidden_size = -64"),
-    ({"num_attention_heads": "4"}, r"num_attention_heads = '4'"),
-    ({"vocab_size": 300}, r"vocab_size = 300, but the token embedding in the weights has 259 rows"),
-    ({"model_type": "../../etc"}, r"names no model_type"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"vocab_size": 0}, r"vocab_size = 0; it must be a positive whole number"),
+        ({"hidden_size": -64}, r"hidden_size = -64"),
+        ({"num_attention_heads": "4"}, r"num_attention_heads = '4'"),
+        (
+            {"vocab_size": 300},
+            r"vocab_size = 300, but the token embedding in the weights has 259 rows",
+        ),
+        ({"model_type": "../../etc"}, r"names no model_type"),
+    ],
+)
 def test_bad_sizes_in_the_config_are_clear_errors(folder, changes, message):
     edit_config(folder, **changes)
     with pytest.raises(EngineError, match=message):
@@ -69,20 +75,27 @@ def test_an_error_without_a_message_still_says_something(folder, monkeypatch):
         raise KeyError()
 
     monkeypatch.setattr(mlx_lm, "load", fail)
-    with pytest.raises(EngineError, match=r"Could not load the model in .*: KeyError \(no message\)"):
+    with pytest.raises(
+        EngineError, match=r"Could not load the model in .*: KeyError \(no message\)"
+    ):
         load_model(str(folder))
 
 
 def test_a_chat_template_that_raises_is_a_clear_error_not_an_internal_one(folder):
     (folder / "chat_template.jinja").write_text("{{ raise_exception('this template refuses') }}")
     loaded = load_model(str(folder))
-    request = GenerationRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=4).validated()
-    with pytest.raises(EngineError, match="chat template of .* failed .*this template refuses.*raw prompt"):
+    request = GenerationRequest(
+        messages=[{"role": "user", "content": "hi"}], max_tokens=4
+    ).validated()
+    with pytest.raises(
+        EngineError, match="chat template of .* failed .*this template refuses.*raw prompt"
+    ):
         list(ChatSession(loaded).generate(request))
 
 
-@pytest.mark.parametrize("name", ["../evil.json", "a/../../evil.json", "/etc/passwd", "..\\evil.json",
-                                  "~/evil.json", ""])
+@pytest.mark.parametrize(
+    "name", ["../evil.json", "a/../../evil.json", "/etc/passwd", "..\\evil.json", "~/evil.json", ""]
+)
 def test_a_hub_file_name_that_leaves_the_model_folder_is_refused(name):
     from engine.models.hub_download import check_repo_file_name
 

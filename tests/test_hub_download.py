@@ -9,18 +9,26 @@ import sys
 from .fake_hub import COMMIT, FakeHub
 
 REPO = "tiny-org/tiny-llama"
-DOWNLOAD = ("import json, sys\nfrom engine.models import download_from_hub\n"
-            "from engine.errors import EngineError\n"
-            "try:\n    print(json.dumps({'path': str(download_from_hub(sys.argv[1]))}))\n"
-            "except EngineError as error:\n    print(json.dumps({'error': str(error)}))\n")
+DOWNLOAD = (
+    "import json, sys\nfrom engine.models import download_from_hub\n"
+    "from engine.errors import EngineError\n"
+    "try:\n    print(json.dumps({'path': str(download_from_hub(sys.argv[1]))}))\n"
+    "except EngineError as error:\n    print(json.dumps({'error': str(error)}))\n"
+)
 
 
 def download(endpoint, home, repo=REPO):
-    env = dict(os.environ, HF_ENDPOINT=endpoint, HF_HOME=str(home), HF_HUB_DISABLE_XET="1",
-               DRAFTLESS_DOWNLOADS_DIR=str(home / "downloads"),
-               PYTHONPATH=os.getcwd())
-    result = subprocess.run([sys.executable, "-c", DOWNLOAD, repo], env=env, capture_output=True,
-                            text=True, timeout=240)
+    env = dict(
+        os.environ,
+        HF_ENDPOINT=endpoint,
+        HF_HOME=str(home),
+        HF_HUB_DISABLE_XET="1",
+        DRAFTLESS_DOWNLOADS_DIR=str(home / "downloads"),
+        PYTHONPATH=os.getcwd(),
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", DOWNLOAD, repo], env=env, capture_output=True, text=True, timeout=240
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -86,8 +94,9 @@ def test_a_cancelled_download_keeps_its_bytes_and_the_next_one_resumes_them(tmp_
         assert not (target / "model.safetensors").exists()
 
         reports.clear()
-        folder = hub_download.download_model(REPO, target, lambda d, t, m: reports.append(d),
-                                             endpoint=hub.url)
+        folder = hub_download.download_model(
+            REPO, target, lambda d, t, m: reports.append(d), endpoint=hub.url
+        )
     url = f"/{REPO}/resolve/{COMMIT}/model.safetensors"
     assert ("GET", url, f"bytes={kept}-") in hub.requests
     assert [r for r in hub.requests if r[:2] == ("GET", url)][-1][2] == f"bytes={kept}-"
@@ -99,7 +108,8 @@ def test_a_cancelled_download_keeps_its_bytes_and_the_next_one_resumes_them(tmp_
 
 
 def test_a_resumed_file_that_does_not_match_the_hub_is_refused_and_a_finished_one_works_offline(
-        tmp_path):
+    tmp_path,
+):
     import pytest
 
     from engine.errors import EngineError

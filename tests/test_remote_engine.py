@@ -11,8 +11,17 @@ from engine.events import DoneEvent, ErrorEvent, ModelEvent, PassEvent, TokenEve
 from engine.settings import DraftSettings, GenerationRequest
 
 from .server_process import Server, free_port
-from .test_app_gui import (RecordingService, dirs, engine_service, expected_draft_mask,  # noqa: F401
-                           finish, loop, make_app, send, set_max_tokens)
+from .test_app_gui import (  # the fixtures dirs, engine_service, loop, make_app by name
+    RecordingService,
+    dirs,  # noqa: F401
+    engine_service,  # noqa: F401
+    expected_draft_mask,  # noqa: F401
+    finish,
+    loop,  # noqa: F401
+    make_app,  # noqa: F401
+    send,
+    set_max_tokens,
+)
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +36,10 @@ def collect(stream, stop_after=None):
         events = []
         async for event in stream:
             events.append(event)
-            if stop_after is not None and sum(isinstance(e, PassEvent) for e in events) == stop_after:
+            if (
+                stop_after is not None
+                and sum(isinstance(e, PassEvent) for e in events) == stop_after
+            ):
                 stream.cancel()
         return events
 
@@ -35,9 +47,12 @@ def collect(stream, stop_after=None):
 
 
 def request(max_tokens=24, chat_id=None):
-    return GenerationRequest(messages=[{"role": "user", "content": "abc abc abc"}],
-                             max_tokens=max_tokens, chat_id=chat_id,
-                             draft=DraftSettings(drafter="prompt-lookup", adaptive=False))
+    return GenerationRequest(
+        messages=[{"role": "user", "content": "abc abc abc"}],
+        max_tokens=max_tokens,
+        chat_id=chat_id,
+        draft=DraftSettings(drafter="prompt-lookup", adaptive=False),
+    )
 
 
 def test_api_base_forms():
@@ -54,22 +69,37 @@ def test_remote_events_equal_the_local_engine_events(server, tiny_model_dir):
     remote_events = collect(remote.generate(request()))
     local = EngineService()
     try:
-        local_events = collect(local.generate(GenerationRequest(
-            **{**request().__dict__, "model": str(tiny_model_dir)})))
+        local_events = collect(
+            local.generate(
+                GenerationRequest(**{**request().__dict__, "model": str(tiny_model_dir)})
+            )
+        )
     finally:
         local.shutdown()
 
     def shape(events):
-        return ([(e.token, e.text, e.from_draft, e.pass_index, e.draft_position, e.drafter)
-                 for e in events if isinstance(e, TokenEvent)],
-                [(e.pass_index, e.drafted, e.accepted, e.emitted) for e in events
-                 if isinstance(e, PassEvent)])
+        return (
+            [
+                (e.token, e.text, e.from_draft, e.pass_index, e.draft_position, e.drafter)
+                for e in events
+                if isinstance(e, TokenEvent)
+            ],
+            [
+                (e.pass_index, e.drafted, e.accepted, e.emitted)
+                for e in events
+                if isinstance(e, PassEvent)
+            ],
+        )
 
     assert shape(remote_events) == shape(local_events)
     remote_done, local_done = remote_events[-1], local_events[-1]
     assert isinstance(remote_done, DoneEvent)
-    assert (remote_done.text, remote_done.tokens, remote_done.from_draft, remote_done.finish_reason) \
-        == (local_done.text, local_done.tokens, local_done.from_draft, local_done.finish_reason)
+    assert (
+        remote_done.text,
+        remote_done.tokens,
+        remote_done.from_draft,
+        remote_done.finish_reason,
+    ) == (local_done.text, local_done.tokens, local_done.from_draft, local_done.finish_reason)
     for key in ("passes", "accepted", "drafted", "tokens_per_pass", "per_position_acceptance"):
         assert remote_done.stats[key] == local_done.stats[key], key
 
@@ -95,8 +125,9 @@ def test_unreachable_server_and_wrong_key_are_clear_messages(server):
     assert isinstance(refused[-1], ErrorEvent) and "refused the API key" in refused[-1].message
 
 
-def test_app_chat_runs_on_the_server_with_highlights_gauge_and_inspector(make_app, qtbot, server,
-                                                                         tiny_model_dir):
+def test_app_chat_runs_on_the_server_with_highlights_gauge_and_inspector(
+    make_app, qtbot, server, tiny_model_dir
+):
     application = make_app()
     window, controller = application.window, application.controller
     set_max_tokens(window, 60)
@@ -117,7 +148,8 @@ def test_app_chat_runs_on_the_server_with_highlights_gauge_and_inspector(make_ap
     assert window.speculation_bar.gauge.mean == pytest.approx(done.stats["tokens_per_pass"])
     view.inspect_button.click()
     assert window.inspector.positions.series[0].values == pytest.approx(
-        done.stats["per_position_acceptance"])
+        done.stats["per_position_acceptance"]
+    )
     panel = window.inspector.replay  # replayed here, from the streamed tokens
     panel.run_button.click()
     qtbot.waitUntil(panel.run_button.isEnabled, timeout=30000)

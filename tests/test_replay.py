@@ -13,9 +13,13 @@ from engine.stats import DecodeStats
 from .identity import speculative
 from .tiny_model import make_tiny_llama
 
-OPTIONS = {"ngram-cache": {"dynamic": False}, "ngrammys": {"rows": 4, "model_bigram": False},
-           "ngram-simple": {"n": 2, "m": 8}, "ngram-map-k": {"n": 2, "m": 2},
-           "ngram-map-k4v": {"n": 2, "m": 2}}
+OPTIONS = {
+    "ngram-cache": {"dynamic": False},
+    "ngrammys": {"rows": 4, "model_bigram": False},
+    "ngram-simple": {"n": 2, "m": 8},
+    "ngram-map-k": {"n": 2, "m": 2},
+    "ngram-map-k4v": {"n": 2, "m": 2},
+}
 PROMPT = [40 + (i % 9) for i in range(60)] + [7, 8, 9]
 
 
@@ -48,8 +52,13 @@ def comparable(stats: DecodeStats) -> dict:
 def test_replay_of_a_greedy_run_equals_its_statistics(model, name):
     total_accepted = 0
     for draft_count, order in ((3, 3), (6, 4)):
-        settings = DraftSettings(drafter=name, draft_count=draft_count, ngram_order=order,
-                                 adaptive=False, options=OPTIONS.get(name, {}))
+        settings = DraftSettings(
+            drafter=name,
+            draft_count=draft_count,
+            ngram_order=order,
+            adaptive=False,
+            options=OPTIONS.get(name, {}),
+        )
         tokens, stats, flags = real_run(model, settings, 50)
         result = replay(PROMPT, tokens, settings, max_tokens=50)
         if result.notes:  # a drafter that needs what a replay cannot have says so
@@ -78,8 +87,11 @@ def test_replay_many_sorts_by_the_cost_curve_and_marks_estimates(model):
     speedups = [r.stats.estimated_speedup for r in results]
     assert speedups == sorted(speedups, reverse=True) and len(results) == 6
     assert all(r.exact for r in results if r.settings.drafter != "ngram-cache")
-    assert all("without cross-chat memory" in r.notes for r in results
-               if r.settings.drafter == "ngram-cache")
+    assert all(
+        "without cross-chat memory" in r.notes
+        for r in results
+        if r.settings.drafter == "ngram-cache"
+    )
     sampled = replay(PROMPT, tokens, settings, greedy=False)
     assert sampled.notes == ["sampled answer"]
     json.dumps([r.to_dict() for r in results])
@@ -96,16 +108,19 @@ def test_replay_of_2000_tokens_is_quick():
     while len(answer) < 2000:
         if answer and rng.random() < 0.5:
             start = rng.randrange(len(answer))
-            answer += answer[start:start + rng.randrange(2, 12)]
+            answer += answer[start : start + rng.randrange(2, 12)]
         else:
             answer += [rng.randrange(3, 3000) for _ in range(rng.randrange(1, 8))]
     answer = answer[:2000]
     prompt = answer[:300]
     for name in [n for n in DRAFTERS if n != "none"]:
-        settings = DraftSettings(drafter=name, draft_count=4, adaptive=False,
-                                 options=OPTIONS.get(name, {}))
+        settings = DraftSettings(
+            drafter=name, draft_count=4, adaptive=False, options=OPTIONS.get(name, {})
+        )
         started = time.perf_counter()
         result = replay(prompt, answer, settings)
-        print(f"\n{name}: {time.perf_counter() - started:.3f} s for 2000 tokens, "
-              f"{result.stats.tokens_per_pass:.2f} tokens/pass")
+        print(
+            f"\n{name}: {time.perf_counter() - started:.3f} s for 2000 tokens, "
+            f"{result.stats.tokens_per_pass:.2f} tokens/pass"
+        )
         assert result.stats.emitted == 2000

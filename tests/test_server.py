@@ -33,12 +33,24 @@ def cli_tokens(model_dir, prompt, *args):
 
 @pytest.mark.parametrize("drafter", ["none", "prompt-lookup", "ngrammys"])
 def test_chat_greedy_equals_cli_generate_streamed_and_not(server, tiny_model_dir, drafter):
-    expected = cli_tokens(tiny_model_dir, "abcabcabc", "--drafter", drafter, "--draft-count", "3",
-                          "--max-tokens", "24")
+    expected = cli_tokens(
+        tiny_model_dir,
+        "abcabcabc",
+        "--drafter",
+        drafter,
+        "--draft-count",
+        "3",
+        "--max-tokens",
+        "24",
+    )
     chat = client(server).chat.completions
-    settings = dict(model="default", messages=[{"role": "user", "content": "abcabcabc"}],
-                    max_tokens=24, temperature=0,
-                    extra_body={"draftless": {"drafter": drafter, "draft_count": 3}})
+    settings = dict(
+        model="default",
+        messages=[{"role": "user", "content": "abcabcabc"}],
+        max_tokens=24,
+        temperature=0,
+        extra_body={"draftless": {"drafter": drafter, "draft_count": 3}},
+    )
     whole = chat.create(**settings)
     assert whole.choices[0].message.content == expected["text"]
     assert whole.model_extra["draftless"]["tokens"] == expected["tokens"]
@@ -51,7 +63,9 @@ def test_chat_greedy_equals_cli_generate_streamed_and_not(server, tiny_model_dir
     passes = [c.model_extra["draftless"] for c in chunks if "draftless" in (c.model_extra or {})]
     assert [t for p in passes for t in p["tokens"]] == expected["tokens"]
     for p in passes:  # provenance: the accepted drafts lead each pass, the target's token ends it
-        assert p["from_draft"] == [True] * p["accepted"] + [False] * (len(p["tokens"]) - p["accepted"])
+        assert p["from_draft"] == [True] * p["accepted"] + [False] * (
+            len(p["tokens"]) - p["accepted"]
+        )
         assert set(p["pass_index"]) == {p["pass"]}
     stats = chunks[-1].usage.model_extra["draftless"]
     # (passes may differ from the CLI's: adaptive draft length learns within a process)
@@ -61,11 +75,16 @@ def test_chat_greedy_equals_cli_generate_streamed_and_not(server, tiny_model_dir
 
 
 def test_text_completion_equals_raw_generate(server, tiny_model_dir):
-    expected = cli_tokens(tiny_model_dir, "xyzxyzxyz", "--raw", "--drafter", "suffix",
-                          "--max-tokens", "16")
+    expected = cli_tokens(
+        tiny_model_dir, "xyzxyzxyz", "--raw", "--drafter", "suffix", "--max-tokens", "16"
+    )
     answer = client(server).completions.create(
-        model="default", prompt="xyzxyzxyz", max_tokens=16, temperature=0,
-        extra_body={"draftless": {"drafter": "suffix"}})
+        model="default",
+        prompt="xyzxyzxyz",
+        max_tokens=16,
+        temperature=0,
+        extra_body={"draftless": {"drafter": "suffix"}},
+    )
     assert answer.choices[0].text == expected["text"]
     assert answer.model_extra["draftless"]["tokens"] == expected["tokens"]
 
@@ -75,24 +94,28 @@ def test_models_and_health(server, tiny_model_dir):
     assert server.health()["status"] == "ok"
 
 
-@pytest.mark.parametrize("extra,message", [
-    ({"draftless": {"draft_count": 0}}, "draft_count must be"),
-    ({"draftless": {"drafter": "telepathy"}}, "Unknown drafter"),
-    ({"draftless": {"speed": "fast"}}, "Unknown draftless setting"),
-    ({"n": 3}, "Only n=1"),
-    ({"temperature": 9}, "temperature must be"),
-    ({"max_tokens": 10**9}, "max_tokens must be"),
-    ({"frobnicate": True}, "Unsupported field"),
-    ({"top_logprobs": 3}, "needs 'logprobs'"),
-    ({"logprobs": True, "top_logprobs": 21}, "from 0 to 20"),
-    ({"presence_penalty": 3}, "presence_penalty must be"),
-    ({"tool_choice": "required"}, "tool_choice"),
-    ({"response_format": {"type": "xml"}}, "response_format"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        ({"draftless": {"draft_count": 0}}, "draft_count must be"),
+        ({"draftless": {"drafter": "telepathy"}}, "Unknown drafter"),
+        ({"draftless": {"speed": "fast"}}, "Unknown draftless setting"),
+        ({"n": 3}, "Only n=1"),
+        ({"temperature": 9}, "temperature must be"),
+        ({"max_tokens": 10**9}, "max_tokens must be"),
+        ({"frobnicate": True}, "Unsupported field"),
+        ({"top_logprobs": 3}, "needs 'logprobs'"),
+        ({"logprobs": True, "top_logprobs": 21}, "from 0 to 20"),
+        ({"presence_penalty": 3}, "presence_penalty must be"),
+        ({"tool_choice": "required"}, "tool_choice"),
+        ({"response_format": {"type": "xml"}}, "response_format"),
+    ],
+)
 def test_invalid_settings_are_400(server, extra, message):
     with pytest.raises(openai.BadRequestError) as caught:
         client(server).chat.completions.create(
-            model="default", messages=[{"role": "user", "content": "hi"}], extra_body=extra)
+            model="default", messages=[{"role": "user", "content": "hi"}], extra_body=extra
+        )
     assert message in caught.value.message
     assert "Traceback" not in caught.value.message
 
@@ -100,7 +123,8 @@ def test_invalid_settings_are_400(server, extra, message):
 def test_unknown_model_is_404(server):
     with pytest.raises(openai.NotFoundError) as caught:
         client(server).chat.completions.create(
-            model="gpt-17", messages=[{"role": "user", "content": "hi"}])
+            model="gpt-17", messages=[{"role": "user", "content": "hi"}]
+        )
     assert caught.value.code == "model_not_found"
 
 
@@ -123,10 +147,19 @@ def test_context_overflow_is_a_400_with_the_reason(server):
 def open_stream(port, max_tokens):
     """A streaming request whose response is left unread (the client keeps it open)."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    body = {"prompt": "abc", "max_tokens": max_tokens, "stream": True, "temperature": 0,
-            "draftless": {"drafter": "none"}}
-    connection.request("POST", "/v1/completions", body=json.dumps(body).encode(),
-                       headers={"Content-Type": "application/json"})
+    body = {
+        "prompt": "abc",
+        "max_tokens": max_tokens,
+        "stream": True,
+        "temperature": 0,
+        "draftless": {"drafter": "none"},
+    }
+    connection.request(
+        "POST",
+        "/v1/completions",
+        body=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     response = connection.getresponse()
     assert response.status == 200
     assert response.readline().startswith(b"data: ")
@@ -148,9 +181,14 @@ def test_disconnect_mid_stream_cancels_and_a_full_queue_is_429(server):
     first, _ = open_stream(server.port, 4000)  # runs
     # --max-queue 1: one more may wait, the next is refused
     waiting = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
-    waiting.request("POST", "/v1/completions", body=json.dumps(
-        {"prompt": "abc", "max_tokens": 4, "draftless": {"drafter": "none"}}).encode(),
-        headers={"Content-Type": "application/json"})
+    waiting.request(
+        "POST",
+        "/v1/completions",
+        body=json.dumps(
+            {"prompt": "abc", "max_tokens": 4, "draftless": {"drafter": "none"}}
+        ).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     deadline = time.monotonic() + 30
     while server.health()["waiting"] < 1 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -176,11 +214,14 @@ def test_disconnect_cancels_at_the_next_pass(server):
 
 
 def test_stop_strings_cut_the_text(server, tiny_model_dir):
-    expected = cli_tokens(tiny_model_dir, "abcabc", "--raw", "--drafter", "none", "--max-tokens", "12")
+    expected = cli_tokens(
+        tiny_model_dir, "abcabc", "--raw", "--drafter", "none", "--max-tokens", "12"
+    )
     stop = expected["text"][3:5]
-    answer = client(server).completions.create(model="default", prompt="abcabc", max_tokens=12,
-                                               temperature=0, stop=[stop])
-    assert answer.choices[0].text == expected["text"][:expected["text"].find(stop)]
+    answer = client(server).completions.create(
+        model="default", prompt="abcabc", max_tokens=12, temperature=0, stop=[stop]
+    )
+    assert answer.choices[0].text == expected["text"][: expected["text"].find(stop)]
     assert answer.choices[0].finish_reason == "stop"
 
 

@@ -28,11 +28,18 @@ def client(server):
 
 
 def settings(drafter="none", **extra):
-    return {"model": "default", "messages": PROMPT, "max_tokens": 24, "temperature": 0,
-            "extra_body": {"draftless": {"drafter": drafter, "draft_count": 3}}, **extra}
+    return {
+        "model": "default",
+        "messages": PROMPT,
+        "max_tokens": 24,
+        "temperature": 0,
+        "extra_body": {"draftless": {"drafter": drafter, "draft_count": 3}},
+        **extra,
+    }
 
 
 # 1. log-probabilities and penalties
+
 
 def test_logprobs_are_the_same_with_and_without_drafts_streamed_and_not(server):
     chat = client(server).chat.completions
@@ -41,27 +48,36 @@ def test_logprobs_are_the_same_with_and_without_drafts_streamed_and_not(server):
         whole = chat.create(**settings(drafter, logprobs=True, top_logprobs=5))
         content = whole.choices[0].logprobs.content
         assert len(content) == whole.usage.completion_tokens == 24
-        assert all(len(c.top_logprobs) == 5 and c.top_logprobs[0].logprob == c.logprob
-                   for c in content)  # greedy: the chosen token is the most likely
-        streamed = [item for chunk in chat.create(stream=True, **settings(
-            drafter, logprobs=True, top_logprobs=5)) if chunk.choices and chunk.choices[0].logprobs
-            for item in chunk.choices[0].logprobs.content]
+        assert all(
+            len(c.top_logprobs) == 5 and c.top_logprobs[0].logprob == c.logprob for c in content
+        )  # greedy: the chosen token is the most likely
+        streamed = [
+            item
+            for chunk in chat.create(
+                stream=True, **settings(drafter, logprobs=True, top_logprobs=5)
+            )
+            if chunk.choices and chunk.choices[0].logprobs
+            for item in chunk.choices[0].logprobs.content
+        ]
         assert [c.token for c in streamed] == [c.token for c in content]  # (the streamed
         assert [c.logprob for c in streamed] == pytest.approx(  # answer reuses the cached prompt)
-            [c.logprob for c in content], abs=1e-4)
+            [c.logprob for c in content], abs=1e-4
+        )
         answers[drafter] = whole
         if drafter != "none":
             assert any(whole.model_extra["draftless"]["from_draft"]), "no draft was accepted"
     plain = answers.pop("none")
     for whole in answers.values():
         assert whole.model_extra["draftless"]["tokens"] == plain.model_extra["draftless"]["tokens"]
-        for got, expected in zip(whole.choices[0].logprobs.content,
-                                 plain.choices[0].logprobs.content):
+        for got, expected in zip(
+            whole.choices[0].logprobs.content, plain.choices[0].logprobs.content
+        ):
             assert got.token == expected.token
             assert got.logprob == pytest.approx(expected.logprob, abs=1e-4)
             assert [t.token for t in got.top_logprobs] == [t.token for t in expected.top_logprobs]
             assert [t.logprob for t in got.top_logprobs] == pytest.approx(
-                [t.logprob for t in expected.top_logprobs], abs=1e-4)
+                [t.logprob for t in expected.top_logprobs], abs=1e-4
+            )
 
 
 def test_no_logprobs_unless_asked(server):
@@ -70,12 +86,15 @@ def test_no_logprobs_unless_asked(server):
 
 
 def test_text_completion_logprobs(server):
-    answer = client(server).completions.create(model="default", prompt="xyzxyz", max_tokens=8,
-                                               temperature=0, logprobs=3)
+    answer = client(server).completions.create(
+        model="default", prompt="xyzxyz", max_tokens=8, temperature=0, logprobs=3
+    )
     logprobs = answer.choices[0].logprobs
     assert len(logprobs.tokens) == len(logprobs.token_logprobs) == 8
-    assert all(len(top) <= 3 and max(top.values()) == pytest.approx(value)
-               for top, value in zip(logprobs.top_logprobs, logprobs.token_logprobs))
+    assert all(
+        len(top) <= 3 and max(top.values()) == pytest.approx(value)
+        for top, value in zip(logprobs.top_logprobs, logprobs.token_logprobs)
+    )
     assert logprobs.text_offset == sorted(logprobs.text_offset) and logprobs.text_offset[0] == 0
 
 
@@ -91,6 +110,7 @@ def test_presence_and_frequency_penalties_change_the_answer_but_not_under_specul
 
 # 2. structured output (constrained decoding)
 
+
 class Person(pydantic.BaseModel):
     name: str = pydantic.Field(max_length=6)
     tags: list[str] = pydantic.Field(max_length=3)
@@ -98,8 +118,10 @@ class Person(pydantic.BaseModel):
 
 def test_json_schema_answers_parse_and_speculation_keeps_them(server):
     chat = client(server).chat.completions
-    format = {"type": "json_schema", "json_schema": {
-        "name": "person", "strict": True, "schema": Person.model_json_schema()}}
+    format = {
+        "type": "json_schema",
+        "json_schema": {"name": "person", "strict": True, "schema": Person.model_json_schema()},
+    }
     answers = {}
     for drafter in ("none", "prompt-lookup"):
         whole = chat.create(**settings(drafter, response_format=format, max_tokens=120))
@@ -107,8 +129,12 @@ def test_json_schema_answers_parse_and_speculation_keeps_them(server):
         Person.model_validate_json(whole.choices[0].message.content)
         answers[drafter] = whole.model_extra["draftless"]["tokens"]
     assert answers["prompt-lookup"] == answers["none"]
-    streamed = "".join(c.choices[0].delta.content or "" for c in chat.create(
-        stream=True, **settings("prompt-lookup", response_format=format, max_tokens=120)))
+    streamed = "".join(
+        c.choices[0].delta.content or ""
+        for c in chat.create(
+            stream=True, **settings("prompt-lookup", response_format=format, max_tokens=120)
+        )
+    )
     assert streamed == whole.choices[0].message.content
     parsed = chat.parse(response_format=Person, **settings(max_tokens=120))  # openai's helper
     assert isinstance(parsed.choices[0].message.parsed, Person)
@@ -121,26 +147,40 @@ def test_json_schema_answers_parse_and_speculation_keeps_them(server):
 
 def test_ollama_format_takes_a_schema(server):
     llama = ollama.Client(host=f"http://127.0.0.1:{server.port}")
-    answer = llama.chat(model="default", messages=PROMPT, format=Person.model_json_schema(),
-                        options={"temperature": 0, "num_predict": 120})
+    answer = llama.chat(
+        model="default",
+        messages=PROMPT,
+        format=Person.model_json_schema(),
+        options={"temperature": 0, "num_predict": 120},
+    )
     assert answer.done_reason == "stop"
     Person.model_validate_json(answer.message.content)
 
 
 def test_a_bad_schema_is_a_400_naming_response_format(server):
     with pytest.raises(openai.BadRequestError) as caught:
-        client(server).chat.completions.create(**settings(response_format={
-            "type": "json_schema", "json_schema": {"name": "x", "schema": {
-                "type": "object", "properties": {"a": {"$ref": "#/nowhere"}}}}}))
+        client(server).chat.completions.create(
+            **settings(
+                response_format={
+                    "type": "json_schema",
+                    "json_schema": {
+                        "name": "x",
+                        "schema": {"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}},
+                    },
+                }
+            )
+        )
     assert caught.value.param == "response_format" or "response_format" in caught.value.message
 
 
 # 3. every streamed chunk, strictly
 
+
 def raw_chunks(server, body: dict) -> list[dict]:
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
-    connection.request("POST", "/v1/chat/completions", json.dumps(body),
-                       {"Content-Type": "application/json"})
+    connection.request(
+        "POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"}
+    )
     lines = connection.getresponse().read().decode().split("\n\n")
     connection.close()
     events = [line.removeprefix("data: ") for line in lines if line]
@@ -148,9 +188,15 @@ def raw_chunks(server, body: dict) -> list[dict]:
     return [json.loads(event) for event in events[:-1]]
 
 
-@pytest.mark.parametrize("extra", [{}, {"stream_options": {"include_usage": True}},
-                                   {"logprobs": True, "top_logprobs": 2, "stop": ["zz"]},
-                                   {"draftless": {"drafter": "prompt-lookup"}}])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"stream_options": {"include_usage": True}},
+        {"logprobs": True, "top_logprobs": 2, "stop": ["zz"]},
+        {"draftless": {"drafter": "prompt-lookup"}},
+    ],
+)
 def test_every_streamed_chunk_is_a_valid_chat_completion_chunk(server, extra):
     body = {"model": "default", "messages": PROMPT, "max_tokens": 12, "stream": True, **extra}
     chunks = raw_chunks(server, body)
@@ -165,7 +211,9 @@ def test_every_streamed_chunk_is_a_valid_chat_completion_chunk(server, extra):
         assert len(chunk.choices) == 1 and chunk.choices[0].index == 0
         assert chunk.choices[0].delta is not None
         assert chunk.usage is None
-    assert [c.choices[0].finish_reason for c in with_choices[:-1]] == [None] * (len(with_choices) - 1)
+    assert [c.choices[0].finish_reason for c in with_choices[:-1]] == [None] * (
+        len(with_choices) - 1
+    )
     assert with_choices[-1].choices[0].finish_reason in ("stop", "length")
     usage_chunks = [c for c in parsed if not c.choices]
     if extra.get("stream_options"):
@@ -178,14 +226,21 @@ def test_every_streamed_chunk_is_a_valid_chat_completion_chunk(server, extra):
 
 # 4. LangChain
 
+
 def test_langchain_chat_openai_invoke_stream_and_batch(server):
     from langchain_openai import ChatOpenAI
 
     expected = client(server).chat.completions.create(**settings("prompt-lookup"))
     text = expected.choices[0].message.content
-    model = ChatOpenAI(base_url=server.url, api_key="unused", model="default", temperature=0,
-                       max_tokens=24, max_retries=0,
-                       extra_body={"draftless": {"drafter": "prompt-lookup", "draft_count": 3}})
+    model = ChatOpenAI(
+        base_url=server.url,
+        api_key="unused",
+        model="default",
+        temperature=0,
+        max_tokens=24,
+        max_retries=0,
+        extra_body={"draftless": {"drafter": "prompt-lookup", "draft_count": 3}},
+    )
     answer = model.invoke("abcabcabc")
     assert answer.content == text
     assert answer.response_metadata["finish_reason"] == "length"
@@ -195,6 +250,7 @@ def test_langchain_chat_openai_invoke_stream_and_batch(server):
 
 
 # 5. Ollama
+
 
 def test_ollama_client_chat_and_generate_streamed_and_not(server):
     expected = client(server).chat.completions.create(**settings()).choices[0].message.content
@@ -209,17 +265,33 @@ def test_ollama_client_chat_and_generate_streamed_and_not(server):
     assert [p.done for p in parts] == [False] * (len(parts) - 1) + [True]
     generated = llama.generate(model="default", prompt="abcabcabc", options=options)
     assert generated.response == expected  # through the chat template, as Ollama does
-    raw = client(server).completions.create(model="default", prompt="xyz", max_tokens=8,
-                                            temperature=0).choices[0].text
-    parts = list(llama.generate(model="default", prompt="xyz", raw=True, stream=True,
-                                options={**options, "num_predict": 8, "stop": ["\x00"]}))
+    raw = (
+        client(server)
+        .completions.create(model="default", prompt="xyz", max_tokens=8, temperature=0)
+        .choices[0]
+        .text
+    )
+    parts = list(
+        llama.generate(
+            model="default",
+            prompt="xyz",
+            raw=True,
+            stream=True,
+            options={**options, "num_predict": 8, "stop": ["\x00"]},
+        )
+    )
     assert "".join(p.response for p in parts) == raw and parts[-1].eval_count == 8
 
 
 def test_ollama_logprobs_tags_show_version_and_errors(server, tiny_model_dir):
     llama = ollama.Client(host=f"http://127.0.0.1:{server.port}")
-    answer = llama.chat(model="default", messages=PROMPT, logprobs=True, top_logprobs=3,
-                        options={"temperature": 0, "num_predict": 6})
+    answer = llama.chat(
+        model="default",
+        messages=PROMPT,
+        logprobs=True,
+        top_logprobs=3,
+        options={"temperature": 0, "num_predict": 6},
+    )
     assert len(answer.logprobs) == 6 and all(len(p.top_logprobs) == 3 for p in answer.logprobs)
     assert [m.model for m in llama.list().models] == [tiny_model_dir.name]
     assert llama.show(tiny_model_dir.name + ":latest").capabilities == ["completion"]
@@ -253,7 +325,8 @@ def test_ollama_routes_need_the_api_key(tiny_model_dir):
             ollama.Client(host=host).list()
         assert caught.value.status_code == 401 and "API key" in caught.value.error
         keyed = ollama.Client(host=host, headers={"Authorization": "Bearer sesame"})
-        assert keyed.chat(model="default", messages=PROMPT,
-                          options={"num_predict": 2}).eval_count == 2
+        assert (
+            keyed.chat(model="default", messages=PROMPT, options={"num_predict": 2}).eval_count == 2
+        )
     finally:
         running.stop()

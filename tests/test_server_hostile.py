@@ -39,8 +39,9 @@ def client(server, key="unused"):
 def raw(port, method, path, body=b"", headers=None):
     """(status, headers, parsed JSON or text) with exactly the headers given."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    connection.putrequest(method, path, skip_host="Host" in (headers or {}),
-                          skip_accept_encoding=True)
+    connection.putrequest(
+        method, path, skip_host="Host" in (headers or {}), skip_accept_encoding=True
+    )
     for name, value in {"Content-Length": str(len(body)), **(headers or {})}.items():
         connection.putheader(name, value)
     connection.endheaders(body)
@@ -55,21 +56,28 @@ def raw(port, method, path, body=b"", headers=None):
 
 # 1. browsers and DNS rebinding
 
+
 def test_foreign_origin_other_host_and_non_json_posts_are_refused(server):
     body = json.dumps({"messages": HELLO, "max_tokens": 2}).encode()
     json_type = {"Content-Type": "application/json"}
     status, _, answer = raw(server.port, "POST", CHAT, body, {"Content-Type": "text/plain"})
     assert status == 415 and answer["error"]["code"] == "unsupported_media_type"
-    status, _, answer = raw(server.port, "POST", CHAT, body,
-                            {**json_type, "Origin": "http://evil.example"})
+    status, _, answer = raw(
+        server.port, "POST", CHAT, body, {**json_type, "Origin": "http://evil.example"}
+    )
     assert status == 403 and answer["error"]["code"] == "bad_origin"
-    status, _, answer = raw(server.port, "POST", CHAT, body,
-                            {**json_type, "Host": f"evil.example:{server.port}"})
+    status, _, answer = raw(
+        server.port, "POST", CHAT, body, {**json_type, "Host": f"evil.example:{server.port}"}
+    )
     assert status == 403 and answer["error"]["code"] == "bad_host"
     status, _, _ = raw(server.port, "GET", "/health", headers={"Host": "rebound.example"})
     assert status == 403
-    status, _, answer = raw(server.port, "OPTIONS", CHAT, headers={
-        "Origin": "http://evil.example", "Access-Control-Request-Method": "POST"})
+    status, _, answer = raw(
+        server.port,
+        "OPTIONS",
+        CHAT,
+        headers={"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"},
+    )
     assert status == 403
     for host in (f"localhost:{server.port}", f"127.0.0.1:{server.port}", f"[::1]:{server.port}"):
         status, _, answer = raw(server.port, "POST", CHAT, body, {**json_type, "Host": host})
@@ -86,51 +94,89 @@ def test_allowed_hosts_are_the_bound_names_with_the_port():
 
 @pytest.fixture(scope="module")
 def keyed_server(tiny_model_dir):
-    running = Server("--model", str(tiny_model_dir), "--api-key", "s3cret",
-                     "--cors-origin", "http://localhost:3000").wait_ready()
+    running = Server(
+        "--model",
+        str(tiny_model_dir),
+        "--api-key",
+        "s3cret",
+        "--cors-origin",
+        "http://localhost:3000",
+    ).wait_ready()
     yield running
     running.stop()
 
 
 def test_cors_is_opt_in_with_preflight(keyed_server):
     port, origin = keyed_server.port, "http://localhost:3000"
-    status, headers, _ = raw(port, "OPTIONS", CHAT, headers={
-        "Origin": origin, "Access-Control-Request-Method": "POST",
-        "Access-Control-Request-Headers": "authorization, content-type"})
+    status, headers, _ = raw(
+        port,
+        "OPTIONS",
+        CHAT,
+        headers={
+            "Origin": origin,
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, content-type",
+        },
+    )
     assert status == 200 and headers["access-control-allow-origin"] == origin
     assert "POST" in headers["access-control-allow-methods"]
     body = json.dumps({"messages": HELLO, "max_tokens": 2}).encode()
-    status, headers, _ = raw(port, "POST", CHAT, body, {
-        "Origin": origin, "Content-Type": "application/json", "Authorization": "Bearer s3cret"})
+    status, headers, _ = raw(
+        port,
+        "POST",
+        CHAT,
+        body,
+        {"Origin": origin, "Content-Type": "application/json", "Authorization": "Bearer s3cret"},
+    )
     assert status == 200 and headers["access-control-allow-origin"] == origin
-    status, _, _ = raw(port, "POST", CHAT, body, {
-        "Origin": "http://localhost:3001", "Content-Type": "application/json",
-        "Authorization": "Bearer s3cret"})
+    status, _, _ = raw(
+        port,
+        "POST",
+        CHAT,
+        body,
+        {
+            "Origin": "http://localhost:3001",
+            "Content-Type": "application/json",
+            "Authorization": "Bearer s3cret",
+        },
+    )
     assert status == 403
 
 
 # 6. /health tells others nothing
 
+
 def test_health_details_need_the_key(keyed_server):
     assert request(keyed_server.port, "GET", "/health") == (200, {"status": "ok"})
-    status, body = request(keyed_server.port, "GET", "/health",
-                           headers={"Authorization": "Bearer wrong"})
+    status, body = request(
+        keyed_server.port, "GET", "/health", headers={"Authorization": "Bearer wrong"}
+    )
     assert body == {"status": "ok"}
-    status, body = request(keyed_server.port, "GET", "/health",
-                           headers={"Authorization": "Bearer s3cret"})
+    status, body = request(
+        keyed_server.port, "GET", "/health", headers={"Authorization": "Bearer s3cret"}
+    )
     assert status == 200 and {"running", "waiting", "finished", "last"} <= set(body)
 
 
 # 2. stop strings
 
+
 def test_huge_stop_string_is_a_400_and_health_stays_quick(server):
     started = time.perf_counter()
-    status, body = request(server.port, "POST", "/v1/completions",
-                           {"prompt": "y", "max_tokens": 4, "stop": ["y" * 900_000]})
+    status, body = request(
+        server.port,
+        "POST",
+        "/v1/completions",
+        {"prompt": "y", "max_tokens": 4, "stop": ["y" * 900_000]},
+    )
     assert status == 400 and body["error"]["param"] == "stop"
     assert "at most 256 characters" in body["error"]["message"]
-    status, body = request(server.port, "POST", "/v1/completions",
-                           {"prompt": "y", "max_tokens": 4, "stop": ["a", "b", "c", "d", "e"]})
+    status, body = request(
+        server.port,
+        "POST",
+        "/v1/completions",
+        {"prompt": "y", "max_tokens": 4, "stop": ["a", "b", "c", "d", "e"]},
+    )
     assert status == 400 and body["error"]["param"] == "stop"
     assert time.perf_counter() - started < 5
     assert server.health()["status"] == "ok"
@@ -139,18 +185,20 @@ def test_huge_stop_string_is_a_400_and_health_stays_quick(server):
 def test_stop_matcher_holds_less_than_a_stop_string_and_cuts_where_a_search_would():
     rng = random.Random(0)
     for _ in range(300):
-        stops = tuple("".join(rng.choice("ab") for _ in range(rng.randint(1, 6)))
-                      for _ in range(rng.randint(1, 4)))
+        stops = tuple(
+            "".join(rng.choice("ab") for _ in range(rng.randint(1, 6)))
+            for _ in range(rng.randint(1, 4))
+        )
         text = "".join(rng.choice("abc") for _ in range(rng.randint(0, 60)))
         matcher, out, at = StopMatcher(stops), [], 0
         while at < len(text) and not matcher.stopped:
             step = rng.randint(1, 5)
-            out.append(matcher.feed(text[at:at + step]))
+            out.append(matcher.feed(text[at : at + step]))
             at += step
             assert len(matcher.held) < max(map(len, stops))
         out.append(matcher.flush())
         cuts = [text.find(s) for s in stops if s in text]
-        assert "".join(out) == (text[:min(cuts)] if cuts else text), (stops, text)
+        assert "".join(out) == (text[: min(cuts)] if cuts else text), (stops, text)
         assert matcher.returned == len("".join(out))
     long = StopMatcher(("y" * 256,) * 4)  # the longest stops allowed, fed a long answer
     started = time.perf_counter()
@@ -160,6 +208,7 @@ def test_stop_matcher_holds_less_than_a_stop_string_and_cuts_where_a_search_woul
 
 
 # 3. slow and stalled connections
+
 
 def test_load_script_small_health_stays_quick():
     results = hostile_load.main(["--stalled", "200", "--clients", "4", "--seconds", "6"])
@@ -211,8 +260,10 @@ def test_past_the_connection_cap_the_longest_silent_connection_is_closed(tiny_mo
 
 
 def scripted_app(service, **options):
-    return create_app(service, ServerOptions("scripted", Defaults(), hosts=allowed_hosts(
-        "127.0.0.1", 8080), **options))
+    return create_app(
+        service,
+        ServerOptions("scripted", Defaults(), hosts=allowed_hosts("127.0.0.1", 8080), **options),
+    )
 
 
 async def call(app, body: dict | None, read_body: asyncio.Event | None = None, path=CHAT):
@@ -236,11 +287,20 @@ async def call(app, body: dict | None, read_body: asyncio.Event | None = None, p
                 await read_body.wait()
             chunks.append(message.get("body", b""))
 
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-             "method": "GET" if body is None else "POST", "scheme": "http", "path": path,
-             "raw_path": path.encode(), "query_string": b"",
-             "root_path": "", "client": ("127.0.0.1", 5555), "server": ("127.0.0.1", 8080),
-             "headers": [(b"host", b"127.0.0.1:8080"), (b"content-type", b"application/json")]}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET" if body is None else "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "client": ("127.0.0.1", 5555),
+        "server": ("127.0.0.1", 8080),
+        "headers": [(b"host", b"127.0.0.1:8080"), (b"content-type", b"application/json")],
+    }
     try:
         await app(scope, receive, send)
     finally:
@@ -297,7 +357,8 @@ def test_a_reader_stalled_past_the_time_cap_is_cut_off_and_the_engine_moves_on()
     async def scenario():
         never_read = asyncio.Event()
         status, body = await asyncio.wait_for(
-            call(app, {"messages": HELLO, "stream": True}, never_read), 10)
+            call(app, {"messages": HELLO, "stream": True}, never_read), 10
+        )
         assert status == 200 and body == b""  # the response began, then was cut off
         health = json.loads((await call(app, None, path="/health"))[1])
         assert health["running"] == 0 and health["finished"] == {"length": 1}
@@ -307,25 +368,41 @@ def test_a_reader_stalled_past_the_time_cap_is_cut_off_and_the_engine_moves_on()
 
 def test_the_log_says_one_thing_at_most_a_few_times_a_minute():
     limit = RateLimitFilter(burst=3, seconds=60)
-    records = [logging.LogRecord("asyncio", logging.ERROR, __file__, 1,
-                                 "socket.accept() out of system resource", None, None)
-               for _ in range(1000)]
+    records = [
+        logging.LogRecord(
+            "asyncio",
+            logging.ERROR,
+            __file__,
+            1,
+            "socket.accept() out of system resource",
+            None,
+            None,
+        )
+        for _ in range(1000)
+    ]
     assert sum(limit.filter(r) for r in records) == 3
     other = logging.LogRecord("uvicorn.error", logging.WARNING, __file__, 1, "other", None, None)
     assert limit.filter(other)
     limit.windows[("asyncio", logging.ERROR, "socket.accept() out of system resource")][0] -= 61
-    late = logging.LogRecord("asyncio", logging.ERROR, __file__, 1,
-                             "socket.accept() out of system resource", None, None)
+    late = logging.LogRecord(
+        "asyncio", logging.ERROR, __file__, 1, "socket.accept() out of system resource", None, None
+    )
     assert limit.filter(late) and "997 similar messages held back" in late.getMessage()
 
 
 # 4. chat ids are per client
 
+
 def test_a_chat_id_is_scoped_to_its_client(server):
     def prefilled(user):
         answer = client(server).chat.completions.create(
-            model="default", messages=HELLO, max_tokens=4, temperature=0, user=user,
-            extra_body={"chat_id": "shared", "draftless": {"drafter": "none"}})
+            model="default",
+            messages=HELLO,
+            max_tokens=4,
+            temperature=0,
+            user=user,
+            extra_body={"chat_id": "shared", "draftless": {"drafter": "none"}},
+        )
         timing = answer.usage.model_extra["draftless"]["timing"]
         return timing["prefilled_tokens"], timing["prompt_tokens"]
 
@@ -353,24 +430,35 @@ def test_scoped_chat_ids_reach_the_engine_prefixed():
 
 # 5. ill-typed and malformed bodies: always a JSON 400 naming the field
 
-@pytest.mark.parametrize("body,param", [
-    (b'{"messages": [{"role": "user", "content": "\\ud800"}]}', "messages[0].content"),
-    (b'{"prompt": "a\\udfff"}', "prompt"),
-    (b'{"model": ["x"], "messages": [{"role": "user", "content": "hi"}]}', "model"),
-    (b"[" * 100_000 + b"]" * 100_000, None),
-    (b'{"prompt": "a", "temperature": NaN}', None),
-    (b'{"messages": [{"role": "user", "content": "hi"}], "stream": "false"}', "stream"),
-    (b'{"messages": [{"role": "user", "content": "hi"}], "draftless": {"adaptive": "no"}}',
-     "draftless.adaptive"),
-    (b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": "5"}', "max_tokens"),
-    (b'{"messages": [{"role": "user", "content": "hi"}], "user": 7}', "user"),
-    (b'{"messages": [{"role": "user", "content": "hi"}], "chat_id": {"a": 1}}', "chat_id"),
-    (b'{"messages": [{"role": "user", "content": "hi"}], "chat_id": "' + b"c" * 257 + b'"}',
-     "chat_id"),
-    (b'{"messages": [{"role": ["user"], "content": "hi"}]}', "messages[0].role"),
-    (b'{"messages": [{"role": "user", "content": "hi"}], "stream_options": '
-     b'{"include_usage": 1}}', "stream_options.include_usage"),
-])
+
+@pytest.mark.parametrize(
+    "body,param",
+    [
+        (b'{"messages": [{"role": "user", "content": "\\ud800"}]}', "messages[0].content"),
+        (b'{"prompt": "a\\udfff"}', "prompt"),
+        (b'{"model": ["x"], "messages": [{"role": "user", "content": "hi"}]}', "model"),
+        (b"[" * 100_000 + b"]" * 100_000, None),
+        (b'{"prompt": "a", "temperature": NaN}', None),
+        (b'{"messages": [{"role": "user", "content": "hi"}], "stream": "false"}', "stream"),
+        (
+            b'{"messages": [{"role": "user", "content": "hi"}], "draftless": {"adaptive": "no"}}',
+            "draftless.adaptive",
+        ),
+        (b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": "5"}', "max_tokens"),
+        (b'{"messages": [{"role": "user", "content": "hi"}], "user": 7}', "user"),
+        (b'{"messages": [{"role": "user", "content": "hi"}], "chat_id": {"a": 1}}', "chat_id"),
+        (
+            b'{"messages": [{"role": "user", "content": "hi"}], "chat_id": "' + b"c" * 257 + b'"}',
+            "chat_id",
+        ),
+        (b'{"messages": [{"role": ["user"], "content": "hi"}]}', "messages[0].role"),
+        (
+            b'{"messages": [{"role": "user", "content": "hi"}], "stream_options": '
+            b'{"include_usage": 1}}',
+            "stream_options.include_usage",
+        ),
+    ],
+)
 def test_malformed_bodies_are_json_400s_naming_the_field(server, body, param):
     path = "/v1/completions" if b'"prompt"' in body else CHAT
     status, answer = request(server.port, "POST", path, body)
@@ -395,30 +483,50 @@ def engine_checks_drafter_options() -> bool:
 def test_ill_typed_drafter_options_are_a_400(server):
     if not engine_checks_drafter_options():
         pytest.xfail("the engine does not check drafter options yet (EngineError expected)")
-    status, answer = request(server.port, "POST", CHAT, {
-        "messages": HELLO, "max_tokens": 2,
-        "draftless": {"drafter": "frequency", "options": {"history_window": "abc"}}})
+    status, answer = request(
+        server.port,
+        "POST",
+        CHAT,
+        {
+            "messages": HELLO,
+            "max_tokens": 2,
+            "draftless": {"drafter": "frequency", "options": {"history_window": "abc"}},
+        },
+    )
     assert status == 400, answer
 
 
 # 7. strict clients
 
+
 def test_a_null_max_completion_tokens_defers_to_max_tokens(server):
-    status, answer = request(server.port, "POST", CHAT, {
-        "messages": HELLO, "max_completion_tokens": None, "max_tokens": 5, "temperature": 0})
+    status, answer = request(
+        server.port,
+        "POST",
+        CHAT,
+        {"messages": HELLO, "max_completion_tokens": None, "max_tokens": 5, "temperature": 0},
+    )
     assert status == 200 and answer["usage"]["completion_tokens"] == 5
 
 
-def test_empty_or_null_tool_fields_are_accepted_and_tools_need_a_template_that_takes_them(
-        server):
-    status, answer = request(server.port, "POST", CHAT, {
-        "messages": HELLO, "max_tokens": 2, "tools": [], "tool_choice": None, "functions": None})
+def test_empty_or_null_tool_fields_are_accepted_and_tools_need_a_template_that_takes_them(server):
+    status, answer = request(
+        server.port,
+        "POST",
+        CHAT,
+        {"messages": HELLO, "max_tokens": 2, "tools": [], "tool_choice": None, "functions": None},
+    )
     assert status == 200, answer
-    status, answer = request(server.port, "POST", CHAT, {
-        "messages": HELLO, "max_tokens": 2, "tools": None})
+    status, answer = request(
+        server.port, "POST", CHAT, {"messages": HELLO, "max_tokens": 2, "tools": None}
+    )
     assert status == 200, answer
-    status, answer = request(server.port, "POST", CHAT, {
-        "messages": HELLO, "tools": [{"type": "function", "function": {"name": "f"}}]})
+    status, answer = request(
+        server.port,
+        "POST",
+        CHAT,
+        {"messages": HELLO, "tools": [{"type": "function", "function": {"name": "f"}}]},
+    )
     assert status == 400 and answer["error"]["param"] == "tools"  # ChatML without tools
     assert "no tool calling support" in answer["error"]["message"]
 
@@ -454,16 +562,25 @@ def test_context_overflow_has_its_code(server):
 
 
 def test_completion_tokens_count_only_the_text_returned_before_a_stop(server):
-    whole = client(server).completions.create(model="default", prompt="abcabc", max_tokens=12,
-                                              temperature=0, extra_body={"draftless": {
-                                                  "drafter": "none"}})
+    whole = client(server).completions.create(
+        model="default",
+        prompt="abcabc",
+        max_tokens=12,
+        temperature=0,
+        extra_body={"draftless": {"drafter": "none"}},
+    )
     text = whole.choices[0].text
     stop = text[4:6]
-    cut = client(server).completions.create(model="default", prompt="abcabc", max_tokens=12,
-                                            temperature=0, stop=[stop],
-                                            extra_body={"draftless": {"drafter": "none"}})
+    cut = client(server).completions.create(
+        model="default",
+        prompt="abcabc",
+        max_tokens=12,
+        temperature=0,
+        stop=[stop],
+        extra_body={"draftless": {"drafter": "none"}},
+    )
     kept = cut.choices[0].text
-    assert kept == text[:text.find(stop)] and cut.choices[0].finish_reason == "stop"
+    assert kept == text[: text.find(stop)] and cut.choices[0].finish_reason == "stop"
     tokens = whole.model_extra["draftless"]["texts"]
     expected = next(i for i in range(len(tokens) + 1) if len("".join(tokens[:i])) >= len(kept))
     assert cut.usage.completion_tokens == expected < 12
@@ -474,28 +591,41 @@ def test_temperature_above_two_and_caller_mistakes_are_explained(server):
     assert status == 400 and answer["error"]["param"] == "temperature"
     status, answer = request(server.port, "POST", "/v1/completions", {"max_tokens": 2})
     assert status == 400 and "'prompt' is missing" in answer["error"]["message"]
-    status, answer = request(server.port, "POST", CHAT,
-                             {"messages": [{"role": "user", "content": "  "}]})
+    status, answer = request(
+        server.port, "POST", CHAT, {"messages": [{"role": "user", "content": "  "}]}
+    )
     assert status == 400 and "'content' is empty" in answer["error"]["message"]
 
 
 # 8. Ollama's routes: the same Guard, types and queue
 
-@pytest.mark.parametrize("path,body", [
-    ("/api/chat", {"model": "default", "messages": HELLO, "stream": False}),
-    ("/api/generate", {"model": "default", "prompt": "abc", "stream": False})])
+
+@pytest.mark.parametrize(
+    "path,body",
+    [
+        ("/api/chat", {"model": "default", "messages": HELLO, "stream": False}),
+        ("/api/generate", {"model": "default", "prompt": "abc", "stream": False}),
+    ],
+)
 def test_ollama_routes_pass_the_same_guard_and_strict_checks(server, path, body):
     data = json.dumps(body).encode()
     json_type = {"Content-Type": "application/json"}
     assert raw(server.port, "POST", path, data, {"Content-Type": "text/plain"})[0] == 415
-    assert raw(server.port, "POST", path, data, {**json_type, "Origin": "http://evil.example"})[0] == 403
+    assert (
+        raw(server.port, "POST", path, data, {**json_type, "Origin": "http://evil.example"})[0]
+        == 403
+    )
     assert raw(server.port, "POST", path, data, {**json_type, "Host": "evil.example"})[0] == 403
-    for bad, name in (({"stream": "no"}, "stream"), ({"options": {"temperature": "hot"}},
-                                                     "options.temperature"),
-                      ({"options": {"mirostat": 1}}, "mirostat"), ({"frobnicate": 1}, "frobnicate"),
-                      ({"options": {"num_predict": 10**9}}, "max_tokens")):
-        status, _, answer = raw(server.port, "POST", path, json.dumps({**body, **bad}).encode(),
-                                json_type)
+    for bad, name in (
+        ({"stream": "no"}, "stream"),
+        ({"options": {"temperature": "hot"}}, "options.temperature"),
+        ({"options": {"mirostat": 1}}, "mirostat"),
+        ({"frobnicate": 1}, "frobnicate"),
+        ({"options": {"num_predict": 10**9}}, "max_tokens"),
+    ):
+        status, _, answer = raw(
+            server.port, "POST", path, json.dumps({**body, **bad}).encode(), json_type
+        )
         assert status == 400 and name in answer["error"], (bad, answer)
     status, _, answer = raw(server.port, "POST", path, data, json_type)
     assert status == 200 and answer["done"]

@@ -10,10 +10,18 @@ import pytest
 
 from .tool_model import InProcessServer, ToolService
 
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "The weather in a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                   "required": ["city"]}}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
 CALL = 'Let me look. <tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
 ASK = [{"role": "user", "content": "Weather in Paris?"}]
 
@@ -29,8 +37,12 @@ def chat(server):
     return openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0).chat.completions
 
 
-SETTINGS = {"model": "tool-model", "temperature": 0, "max_tokens": 200,
-            "extra_body": {"draftless": {"drafter": "prompt-lookup"}}}
+SETTINGS = {
+    "model": "tool-model",
+    "temperature": 0,
+    "max_tokens": 200,
+    "extra_body": {"draftless": {"drafter": "prompt-lookup"}},
+}
 
 
 def test_a_tool_call_is_answered_in_openais_shape(tools):
@@ -64,15 +76,26 @@ def test_the_tool_result_goes_back_through_the_template(tools):
     service, server = tools
     service.answers.append("It is sunny in Paris.")
     history = ASK + [
-        {"role": "assistant", "content": None, "tool_calls": [{
-            "id": "call_1", "type": "function",
-            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
-        {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 24 C"}]
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 24 C"},
+    ]
     whole = chat(server).create(messages=history, tools=[WEATHER], **SETTINGS)
     assert whole.choices[0].message.content == "It is sunny in Paris."
     assert whole.choices[0].finish_reason == "stop" and not whole.choices[0].message.tool_calls
     prompt = service.prompts[-1]
-    assert '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>' in prompt
+    assert (
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>' in prompt
+    )
     assert "<tool_response>sunny, 24 C</tool_response>" in prompt
 
 
@@ -84,23 +107,43 @@ def test_text_that_is_not_a_call_stays_text(tools):
     assert whole.choices[0].finish_reason == "stop"
 
 
-@pytest.mark.parametrize("tool_choice", ["required", {"type": "function",
-                                                      "function": {"name": "nowhere"}}])
+@pytest.mark.parametrize(
+    "tool_choice", ["required", {"type": "function", "function": {"name": "nowhere"}}]
+)
 def test_forcing_no_tool_or_an_unknown_one_is_a_400(tools, tool_choice):
     _, server = tools
     with pytest.raises(openai.BadRequestError) as caught:
-        chat(server).create(messages=ASK, tool_choice=tool_choice,
-                            tools=[WEATHER] if isinstance(tool_choice, dict) else openai.omit,
-                            **SETTINGS)
+        chat(server).create(
+            messages=ASK,
+            tool_choice=tool_choice,
+            tools=[WEATHER] if isinstance(tool_choice, dict) else openai.omit,
+            **SETTINGS,
+        )
     assert "tool_choice" in caught.value.message
 
 
-CITIES = {"type": "function", "function": {
-    "name": "get_weather", "parameters": {"type": "object", "required": ["city"],
-                                          "properties": {"city": {"enum": ["Paris", "Rome"]}}}}}
-TIME = {"type": "function", "function": {
-    "name": "get_time", "parameters": {"type": "object", "required": ["zone"],
-                                       "properties": {"zone": {"enum": ["UTC", "CET"]}}}}}
+CITIES = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "required": ["city"],
+            "properties": {"city": {"enum": ["Paris", "Rome"]}},
+        },
+    },
+}
+TIME = {
+    "type": "function",
+    "function": {
+        "name": "get_time",
+        "parameters": {
+            "type": "object",
+            "required": ["zone"],
+            "properties": {"zone": {"enum": ["UTC", "CET"]}},
+        },
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -112,16 +155,26 @@ def random_tools(tmp_path_factory):
         yield server
 
 
-@pytest.mark.parametrize("tool_choice,names", [
-    ({"type": "function", "function": {"name": "get_time"}}, {"get_time"}),
-    ("required", {"get_weather", "get_time"})])
+@pytest.mark.parametrize(
+    "tool_choice,names",
+    [
+        ({"type": "function", "function": {"name": "get_time"}}, {"get_time"}),
+        ("required", {"get_weather", "get_time"}),
+    ],
+)
 def test_a_forced_tool_call_is_made_and_speculation_keeps_it(random_tools, tool_choice, names):
     """A random-weight model, made to call a tool by the grammar, the same with drafts."""
     answers = {}
     for drafter in ("none", "prompt-lookup"):
         whole = chat(random_tools).create(
-            messages=ASK, tools=[CITIES, TIME], tool_choice=tool_choice, temperature=0,
-            max_tokens=120, model="tool-model", extra_body={"draftless": {"drafter": drafter}})
+            messages=ASK,
+            tools=[CITIES, TIME],
+            tool_choice=tool_choice,
+            temperature=0,
+            max_tokens=120,
+            model="tool-model",
+            extra_body={"draftless": {"drafter": drafter}},
+        )
         assert whole.choices[0].finish_reason == "tool_calls"
         (call,) = whole.choices[0].message.tool_calls
         assert call.function.name in names
@@ -135,8 +188,9 @@ def test_ollama_chat_calls_tools_too(tools):
     service, server = tools
     client = ollama.Client(host=f"http://127.0.0.1:{server.port}")
     service.answers.append(CALL)
-    answer = client.chat(model="tool-model", messages=ASK, tools=[WEATHER],
-                         options={"temperature": 0})
+    answer = client.chat(
+        model="tool-model", messages=ASK, tools=[WEATHER], options={"temperature": 0}
+    )
     (call,) = answer.message.tool_calls
     assert call.function.name == "get_weather" and call.function.arguments == {"city": "Paris"}
     service.answers.append(CALL)
@@ -144,10 +198,21 @@ def test_ollama_chat_calls_tools_too(tools):
     calls = [c for p in parts for c in (p.message.tool_calls or [])]
     assert [c.function.arguments for c in calls] == [{"city": "Paris"}] and parts[-1].done
     service.answers.append("Sunny.")  # the result back, in Ollama's shapes
-    answer = client.chat(model="tool-model", tools=[WEATHER], messages=ASK + [
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
-        {"role": "tool", "content": "sunny", "tool_name": "get_weather"}])
+    answer = client.chat(
+        model="tool-model",
+        tools=[WEATHER],
+        messages=ASK
+        + [
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
+                ],
+            },
+            {"role": "tool", "content": "sunny", "tool_name": "get_weather"},
+        ],
+    )
     assert answer.message.content == "Sunny." and "<tool_response>sunny" in service.prompts[-1]
 
 
@@ -159,13 +224,27 @@ def test_streamed_tool_call_chunks_are_strictly_valid(tools):
     service, server = tools
     service.answers.append(CALL)
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
-    connection.request("POST", "/v1/chat/completions", json.dumps({
-        "model": "tool-model", "messages": ASK, "tools": [WEATHER], "stream": True,
-        "max_tokens": 200}), {"Content-Type": "application/json"})
+    connection.request(
+        "POST",
+        "/v1/chat/completions",
+        json.dumps(
+            {
+                "model": "tool-model",
+                "messages": ASK,
+                "tools": [WEATHER],
+                "stream": True,
+                "max_tokens": 200,
+            }
+        ),
+        {"Content-Type": "application/json"},
+    )
     events = connection.getresponse().read().decode().split("\n\n")
     connection.close()
-    chunks = [ChatCompletionChunk.model_validate(json.loads(e.removeprefix("data: ")), strict=True)
-              for e in events if e and e != "data: [DONE]"]
+    chunks = [
+        ChatCompletionChunk.model_validate(json.loads(e.removeprefix("data: ")), strict=True)
+        for e in events
+        if e and e != "data: [DONE]"
+    ]
     calls = [c for chunk in chunks for c in chunk.choices[0].delta.tool_calls or []]
     assert [(c.index, c.type, c.function.name) for c in calls] == [(0, "function", "get_weather")]
     assert [c.choices[0].finish_reason for c in chunks][-1] == "tool_calls"

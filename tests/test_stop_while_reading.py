@@ -50,13 +50,30 @@ def test_prompt_chunks_are_paced_by_their_time():
 
 
 @pytest.mark.embedded
-def test_ctrl_c_while_a_long_prompt_is_read_exits_130_at_once_without_a_traceback(tmp_path, embedded_loaded):
+def test_ctrl_c_while_a_long_prompt_is_read_exits_130_at_once_without_a_traceback(
+    tmp_path, embedded_loaded
+):
     prompt = tmp_path / "long.txt"
-    prompt.write_text(" ".join(["the quick brown fox jumps over the lazy dog"] * 700))  # ~6,300 words
+    prompt.write_text(
+        " ".join(["the quick brown fox jumps over the lazy dog"] * 700)
+    )  # ~6,300 words
     env = dict(os.environ, PYTHONPATH=os.getcwd())
-    process = subprocess.Popen([sys.executable, "-m", "engine", "generate", "--prompt-file", str(prompt),
-                                "--max-tokens", "20"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=env)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "engine",
+            "generate",
+            "--prompt-file",
+            str(prompt),
+            "--max-tokens",
+            "20",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     deadline = time.monotonic() + 120
     seen = ""
     while "Reading the prompt" not in seen and time.monotonic() < deadline:  # the model is loaded

@@ -22,7 +22,7 @@ from engine.tokens import DraftGate, is_token_id
 from .tiny_model import make_tiny_llama, write_tiny_llama
 
 VOCAB = 259  # tests/tiny_model.py's byte-level vocabulary
-BAD_IDS = [-1, 2 ** 40, VOCAB, VOCAB + 5, 4294967295, True, 3.0, "7", None]
+BAD_IDS = [-1, 2**40, VOCAB, VOCAB + 5, 4294967295, True, 3.0, "7", None]
 
 
 @pytest.fixture(autouse=True)
@@ -32,7 +32,11 @@ def private_dirs_and_warnings(private_dirs, monkeypatch):
 
 def said(caplog) -> list[str]:
     """The engine's warnings so far (each is one line for the person)."""
-    return [r.getMessage() for r in caplog.records if r.name == "engine" and r.levelno == logging.WARNING]
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "engine" and r.levelno == logging.WARNING
+    ]
 
 
 # ---------------------------------------------------------------- one gate for ids
@@ -41,7 +45,7 @@ def test_the_gate_keeps_only_integers_inside_the_vocabulary(caplog):
     assert is_token_id(0, VOCAB) and is_token_id(VOCAB - 1, VOCAB)
     gate = DraftGate(VOCAB, "test")
     rows = gate.rows([[5, 6], [7, -1, 8], [4294967295], [9, 3.0], "ab", [VOCAB + 5]])
-    gate.rows([[2 ** 40]])  # a later pass: no second warning
+    gate.rows([[2**40]])  # a later pass: no second warning
     assert rows == [[5, 6], [7], [], [9], [], []]  # cut at the first bad id
     assert len(said(caplog)) == 1
     assert "not in this model's vocabulary" in said(caplog)[0]
@@ -71,12 +75,21 @@ def greedy(model, drafter, prompt, max_tokens=12):
     target = Target(model)
     target.prefill(prompt[:-1])
     history = list(prompt)
-    results = list(speculative_decode(target, drafter, TokenChooser(SamplingSettings()), history,
-                                      max_tokens=max_tokens, draft_count=3, eos_tokens=set()))
-    return history[len(prompt):], results
+    results = list(
+        speculative_decode(
+            target,
+            drafter,
+            TokenChooser(SamplingSettings()),
+            history,
+            max_tokens=max_tokens,
+            draft_count=3,
+            eos_tokens=set(),
+        )
+    )
+    return history[len(prompt) :], results
 
 
-@pytest.mark.parametrize("bad", [-1, 2 ** 40, VOCAB, VOCAB + 5])
+@pytest.mark.parametrize("bad", [-1, 2**40, VOCAB, VOCAB + 5])
 def test_no_drafter_can_put_an_out_of_vocabulary_id_into_a_verify_pass(bad, caplog):
     model = make_tiny_llama(VOCAB, seed=4)
     prompt = [3, 70, 71, 72, 70, 71]
@@ -93,7 +106,9 @@ def poisoned_memory(path, bad_id, good=True):
     if good:
         entries.append([[65, 66], [67, 3]])
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"format": "draftless-ngram-cache", "version": 1, "entries": entries}))
+    path.write_text(
+        json.dumps({"format": "draftless-ngram-cache", "version": 1, "entries": entries})
+    )
 
 
 def memory_drafter(model_key="m", vocab_size=None):
@@ -128,11 +143,33 @@ def test_a_poisoned_memory_file_does_not_crash_the_cli(tiny_loaded, tiny_model_d
     data = tmp_path / "data"
     memory = data / "ngram-cache" / f"{model_key(tiny_loaded)}.json"
     poisoned_memory(memory, 4294967295)
-    env = dict(os.environ, PYTHONPATH=os.getcwd(), DRAFTLESS_DATA_DIR=str(data),
-               DRAFTLESS_CACHE_DIR=str(tmp_path / "cache"))
-    result = subprocess.run([sys.executable, "-m", "engine", "generate", "--model", str(tiny_model_dir),
-                             "--prompt", "ABABAB", "--drafter", "ngram-cache", "--max-tokens", "8",
-                             "--json"], capture_output=True, text=True, timeout=240, env=env)
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.getcwd(),
+        DRAFTLESS_DATA_DIR=str(data),
+        DRAFTLESS_CACHE_DIR=str(tmp_path / "cache"),
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "engine",
+            "generate",
+            "--model",
+            str(tiny_model_dir),
+            "--prompt",
+            "ABABAB",
+            "--drafter",
+            "ngram-cache",
+            "--max-tokens",
+            "8",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     assert len(json.loads(result.stdout)["tokens"]) == 8
     assert result.stderr.count("n-gram memory") == 1, result.stderr
@@ -169,17 +206,26 @@ def test_the_warning_is_printed_once_on_stderr(private_dirs):
     path = ngram_cache.dynamic_cache_path("m")
     path.parent.mkdir(parents=True)
     path.write_text("{not json")
-    code = ("from engine.drafters import make_drafter; from engine.settings import DraftSettings; "
-            "d = make_drafter(DraftSettings(drafter='ngram-cache')); d.attach_model('m'); "
-            "d.reset([1, 2]); d.observe([3])")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                            env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    code = (
+        "from engine.drafters import make_drafter; from engine.settings import DraftSettings; "
+        "d = make_drafter(DraftSettings(drafter='ngram-cache')); d.attach_model('m'); "
+        "d.reset([1, 2]); d.observe([3])"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=os.getcwd()),
+    )
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stderr.splitlines() if "m.json" in line]
     assert len(lines) == 1, result.stderr
 
 
-def test_a_memory_file_that_cannot_be_moved_aside_is_never_written_over(private_dirs, monkeypatch, caplog):
+def test_a_memory_file_that_cannot_be_moved_aside_is_never_written_over(
+    private_dirs, monkeypatch, caplog
+):
     path = ngram_cache.dynamic_cache_path("m")
     path.parent.mkdir(parents=True)
     path.write_text("[1, 2")
@@ -223,22 +269,27 @@ def test_healthy_weights_load(tiny_loaded):
 
 
 # ---------------------------------------------------------------- verify-cost file
-@pytest.mark.parametrize("text", [
-    '{"version":1,"seconds":{"0":0.05}}',  # the reported one: ZeroDivisionError in every answer
-    '{"version":1,"seconds":{"1":0}}',
-    '{"version":1,"seconds":{"1":-0.01,"2":0.02}}',
-    '{"version":1,"seconds":{"1":NaN}}',
-    '{"version":1,"seconds":{"1":1e999}}',
-    '{"version":1,"seconds":{"1":0.05,"8":0.0001}}',  # far from monotone
-    '{"version":1,"seconds":{"2":0.05,"4":0.06}}',  # no one-token time
-    '{"version":1,"seconds":{"x":0.05}}',
-    '{"version":1,"seconds":{"1":"fast"}}',
-    '{"version":1,"seconds":[]}',
-    '{"version":1,"seconds":{}}',
-    '[1, 2]',
-    '{"version":1,"seconds":{"-1":0.05}}',
-])
-def test_a_bad_verify_cost_file_is_set_aside_and_measured_again(text, tmp_path, monkeypatch, caplog):
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"version":1,"seconds":{"0":0.05}}',  # the reported one: ZeroDivisionError in every answer
+        '{"version":1,"seconds":{"1":0}}',
+        '{"version":1,"seconds":{"1":-0.01,"2":0.02}}',
+        '{"version":1,"seconds":{"1":NaN}}',
+        '{"version":1,"seconds":{"1":1e999}}',
+        '{"version":1,"seconds":{"1":0.05,"8":0.0001}}',  # far from monotone
+        '{"version":1,"seconds":{"2":0.05,"4":0.06}}',  # no one-token time
+        '{"version":1,"seconds":{"x":0.05}}',
+        '{"version":1,"seconds":{"1":"fast"}}',
+        '{"version":1,"seconds":[]}',
+        '{"version":1,"seconds":{}}',
+        '[1, 2]',
+        '{"version":1,"seconds":{"-1":0.05}}',
+    ],
+)
+def test_a_bad_verify_cost_file_is_set_aside_and_measured_again(
+    text, tmp_path, monkeypatch, caplog
+):
     from engine import adaptive, verify_cost
 
     path = verify_cost.cost_path("bad-cost")
@@ -278,8 +329,9 @@ def test_an_answer_after_a_bad_verify_cost_file_works(tiny_loaded, monkeypatch):
     path = verify_cost.cost_path(session.model_key)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text('{"version":1,"seconds":{"0":0.05}}')
-    request = GenerationRequest(prompt="abcabcabc", raw=True, max_tokens=6,
-                                draft=DraftSettings(drafter="prompt-lookup")).validated()
+    request = GenerationRequest(
+        prompt="abcabcabc", raw=True, max_tokens=6, draft=DraftSettings(drafter="prompt-lookup")
+    ).validated()
     events = list(session.generate(request))
     assert isinstance(events[-1], DoneEvent) and len(events[-1].tokens) == 6
 
@@ -293,7 +345,7 @@ def test_a_bigram_table_with_ids_outside_the_vocabulary_is_computed_again(caplog
     table = model_ngrams.bigram_table(model, "tiny-poison", top=4, batch=128)
     path = model_ngrams.bigram_path("tiny-poison", 4)
     poisoned = table.copy()
-    poisoned[5, 0] = 2 ** 31 - 1
+    poisoned[5, 0] = 2**31 - 1
     np.save(path, poisoned, allow_pickle=False)
     again = model_ngrams.bigram_table(model, "tiny-poison", top=4, batch=128)
     assert (again == table).all()

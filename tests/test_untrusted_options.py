@@ -13,31 +13,40 @@ from engine.settings import DraftSettings, GenerationRequest
 pytestmark = pytest.mark.usefixtures("private_dirs")  # conftest: a data and cache folder per test
 
 
-@pytest.mark.parametrize("options", [
-    {"dynamic_path": "/etc/passwd"},
-    {"static_path": "/tmp/fifo"},
-    {"max_entries": 50_000_000},  # would have become the size of the memory every chat shares
-    {"path": "x"},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"dynamic_path": "/etc/passwd"},
+        {"static_path": "/tmp/fifo"},
+        {"max_entries": 50_000_000},  # would have become the size of the memory every chat shares
+        {"path": "x"},
+    ],
+)
 def test_options_that_name_paths_or_size_shared_memory_are_refused(options, tmp_path):
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")
     options = {key: (str(victim) if "path" in key else value) for key, value in options.items()}
-    request = GenerationRequest(prompt="hi", raw=True,
-                                draft=DraftSettings(drafter="ngram-cache", options=options))
+    request = GenerationRequest(
+        prompt="hi", raw=True, draft=DraftSettings(drafter="ngram-cache", options=options)
+    )
     with pytest.raises(EngineError, match="unknown option"):
         request.validated()
-    assert victim.read_text() == "keep me" and [p.name for p in tmp_path.iterdir()] == ["victim.txt"]
+    assert victim.read_text() == "keep me" and [p.name for p in tmp_path.iterdir()] == [
+        "victim.txt"
+    ]
 
 
-@pytest.mark.parametrize("drafter, options, message", [
-    ("frequency", {"history_window": "abc"}, "history_window"),
-    ("ngram-cache", {"dynamic": "no"}, "true or false"),
-    ("suffix", {"min_prob": [0.1]}, "min_prob"),
-    ("ngram-simple", {"n": 2.5}, "an integer"),
-    ("ngram-simple", {"n": True}, "an integer"),
-    ("prompt-lookup", {"n": 3}, "takes: none"),
-])
+@pytest.mark.parametrize(
+    "drafter, options, message",
+    [
+        ("frequency", {"history_window": "abc"}, "history_window"),
+        ("ngram-cache", {"dynamic": "no"}, "true or false"),
+        ("suffix", {"min_prob": [0.1]}, "min_prob"),
+        ("ngram-simple", {"n": 2.5}, "an integer"),
+        ("ngram-simple", {"n": True}, "an integer"),
+        ("prompt-lookup", {"n": 3}, "takes: none"),
+    ],
+)
 def test_ill_typed_or_unknown_options_are_clear_errors(drafter, options, message):
     with pytest.raises(EngineError, match=message):
         DraftSettings(drafter=drafter, options=options).validated()

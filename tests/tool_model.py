@@ -31,7 +31,8 @@ TOOL_TEMPLATE = (
     "{%- elif message.role == 'tool' %}<|im_start|>user\n<tool_response>{{ message.content }}"
     "</tool_response><|im_end|>\n"
     "{%- else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{%- endif %}"
-    "{%- endfor %}{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}")
+    "{%- endfor %}{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}"
+)
 
 
 def load_tool_tokenizer(folder: Path):
@@ -57,16 +58,18 @@ class ToolService:
         self.prompts: list[str] = []
 
     def generate(self, request):
-        loaded = LoadedModel("tool-model", self.folder, None, self.tokenizer, {},
-                             "on (one row: scripted)")
+        loaded = LoadedModel(
+            "tool-model", self.folder, None, self.tokenizer, {}, "on (one row: scripted)"
+        )
         try:
             prompt = prompt_tokens(loaded, request)
             if self.model is not None:
                 loaded.model = self.model
             else:
                 answer = list(self.tokenizer.encode(self.answers.pop(0), add_special_tokens=False))
-                loaded.model = ScriptedModel(prompt + answer + [self.tokenizer.eos_token_id] * 80,
-                                             vocab_size=259)
+                loaded.model = ScriptedModel(
+                    prompt + answer + [self.tokenizer.eos_token_id] * 80, vocab_size=259
+                )
             self.prompts.append(self.tokenizer.decode(prompt))
             events = list(ChatSession(loaded).generate(request))
         except Exception as error:
@@ -90,10 +93,12 @@ class InProcessServer:
         from engine.server.requests import Defaults
 
         self.port = free_port()
-        app = create_app(service, ServerOptions(name, Defaults(), hosts=allowed_hosts(
-            "127.0.0.1", self.port)))
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port,
-                                                    log_level="warning"))
+        app = create_app(
+            service, ServerOptions(name, Defaults(), hosts=allowed_hosts("127.0.0.1", self.port))
+        )
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.url = f"http://127.0.0.1:{self.port}/v1"
 

@@ -24,8 +24,12 @@ from ..verify_cost import CostCurve
 from ..stats import DecodeStats
 from .workloads import NOTHING_TO_COPY, TASK_ORDER
 
-FAMILIES = {"code editing": ("code-edit",), "structured output": ("structured",),
-            "quoting": ("rag",), "editing sessions": ("edit-session", "edit-memory")}
+FAMILIES = {
+    "code editing": ("code-edit",),
+    "structured output": ("structured",),
+    "quoting": ("rag",),
+    "editing sessions": ("edit-session", "edit-memory"),
+}
 GOAL_PEER_RATIO = 1.2
 GOAL_FLOOR = 0.97
 GOAL_GEOMEAN = 1.6
@@ -60,6 +64,7 @@ def geomean(values) -> float | None:
 
 # ---------------------------------------------------------------- the noise rule
 
+
 def noise_band(plain_sums: list[float]) -> float:
     """How far apart plain decoding's own rounds are: max / min (1.0 = no spread)."""
     plain_sums = [s for s in plain_sums if s > 0]
@@ -67,7 +72,7 @@ def noise_band(plain_sums: list[float]) -> float:
 
 
 def verdict(lo: float | None, hi: float | None, noise: float) -> str:
-    """"gain" / "loss" only when every round is beyond the none-vs-none noise."""
+    """ "gain" / "loss" only when every round is beyond the none-vs-none noise."""
     if lo is None or hi is None:
         return "no change"
     if lo > noise:
@@ -82,14 +87,25 @@ def paired_speedups(plain: dict[int, float], timed: dict[int, float]) -> dict:
     rounds = sorted(set(plain) & set(timed))
     ratios = [plain[r] / timed[r] for r in rounds if timed[r] > 0]
     if not ratios:
-        return {"speedup": None, "lo": None, "hi": None, "rounds": 0,
-                "noise": noise_band(list(plain.values())), "verdict": "no change"}
+        return {
+            "speedup": None,
+            "lo": None,
+            "hi": None,
+            "rounds": 0,
+            "noise": noise_band(list(plain.values())),
+            "verdict": "no change",
+        }
     noise = noise_band([plain[r] for r in rounds])
     lo, hi = min(ratios), max(ratios)
-    return {"speedup": round(statistics.median(ratios), 4), "lo": round(lo, 4),
-            "hi": round(hi, 4), "rounds": len(ratios), "noise": round(noise, 4),
-            # one round has no noise estimate: nothing is claimed
-            "verdict": verdict(lo, hi, noise) if len(ratios) > 1 else "one round"}
+    return {
+        "speedup": round(statistics.median(ratios), 4),
+        "lo": round(lo, 4),
+        "hi": round(hi, 4),
+        "rounds": len(ratios),
+        "noise": round(noise, 4),
+        # one round has no noise estimate: nothing is claimed
+        "verdict": verdict(lo, hi, noise) if len(ratios) > 1 else "one round",
+    }
 
 
 def _round_sums(runs) -> dict[int, float]:
@@ -100,6 +116,7 @@ def _round_sums(runs) -> dict[int, float]:
 
 
 # ---------------------------------------------------------------- our configs
+
 
 def summarise(runs, plain_runs, curve: dict | None) -> dict:
     """Figures of one config over a set of answers (all rounds), against plain runs of the
@@ -112,20 +129,39 @@ def summarise(runs, plain_runs, curve: dict | None) -> dict:
     rounds = max(out["rounds"], 1)
     tokens = sum(len(r.tokens) for r in runs)
     wall = sum(r.decode_wall_s for r in runs)
-    out.update({"answers": len(answers), "tokens": tokens // rounds if out["rounds"] else tokens,
-                "tok_s": round(tokens / wall, 2) if wall else None,
-                "identical": all(r.identical for r in runs),
-                "loadavg_max": max((r.loadavg or 0.0) for r in runs)})
+    out.update(
+        {
+            "answers": len(answers),
+            "tokens": tokens // rounds if out["rounds"] else tokens,
+            "tok_s": round(tokens / wall, 2) if wall else None,
+            "identical": all(r.identical for r in runs),
+            "loadavg_max": max((r.loadavg or 0.0) for r in runs),
+        }
+    )
     if any(r.passes for r in runs):
         stats = stats_from_passes(runs)
         d = stats.to_dict()
-        out.update({k: d[k] for k in ("passes", "drafted", "accepted", "emitted", "tokens_per_pass",
-                                      "acceptance_rate", "per_position_acceptance")})
+        out.update(
+            {
+                k: d[k]
+                for k in (
+                    "passes",
+                    "drafted",
+                    "accepted",
+                    "emitted",
+                    "tokens_per_pass",
+                    "acceptance_rate",
+                    "per_position_acceptance",
+                )
+            }
+        )
         if curve:
-            first_plain = {r.workload: r for r in plain if r.stats and r.repeat == min(
-                x.repeat for x in plain)}
-            base = sum(first_plain[r.workload].stats["passes"] for r in runs
-                       if r.workload in first_plain)
+            first_plain = {
+                r.workload: r for r in plain if r.stats and r.repeat == min(x.repeat for x in plain)
+            }
+            base = sum(
+                first_plain[r.workload].stats["passes"] for r in runs if r.workload in first_plain
+            )
             ideal = ideal_speedup(runs, base, curve)
             out["predicted_speedup"] = round(ideal, 3) if ideal else None
     return out
@@ -143,6 +179,7 @@ def per_answer(runs, plain_runs) -> dict[str, float | None]:
 
 # ---------------------------------------------------------------- peers
 
+
 def peer_rows(results_hf: dict, results_llama: dict) -> dict[str, list[dict]]:
     """Every peer's per-answer rounds as {"peer": [{"workload", "task", "plain": {r: s},
     "timed": {r: s}, "tokens", "passes", "identical"}]}."""
@@ -150,12 +187,17 @@ def peer_rows(results_hf: dict, results_llama: dict) -> dict[str, list[dict]]:
     if results_hf.get("status") == "ran":
         rows = []
         for row in results_hf["rows"]:
-            rows.append({"workload": row["workload"], "task": row["task"],
-                         "plain": dict(enumerate(row["plain_decode_s"])),
-                         "timed": dict(enumerate(row["decode_s"])),
-                         "tokens": max(row["new_tokens"] - 1, 0),
-                         "passes": max(row["calls"] - 1, 1),
-                         "identical": row["identical_to_own_plain"]})
+            rows.append(
+                {
+                    "workload": row["workload"],
+                    "task": row["task"],
+                    "plain": dict(enumerate(row["plain_decode_s"])),
+                    "timed": dict(enumerate(row["decode_s"])),
+                    "tokens": max(row["new_tokens"] - 1, 0),
+                    "passes": max(row["calls"] - 1, 1),
+                    "identical": row["identical_to_own_plain"],
+                }
+            )
         peers["HF prompt lookup"] = rows
     if results_llama.get("status") == "ran":
         plain: dict[str, dict[int, float]] = defaultdict(dict)
@@ -166,9 +208,18 @@ def peer_rows(results_hf: dict, results_llama: dict) -> dict[str, list[dict]]:
         for row in results_llama["rows"]:
             if row["mode"] == "none":
                 continue
-            item = grouped.setdefault((row["mode"], row["id"]), {
-                "workload": row["id"], "task": row["task"], "plain": plain[row["id"]],
-                "timed": {}, "tokens": 0, "passes": 0, "identical": True})
+            item = grouped.setdefault(
+                (row["mode"], row["id"]),
+                {
+                    "workload": row["id"],
+                    "task": row["task"],
+                    "plain": plain[row["id"]],
+                    "timed": {},
+                    "tokens": 0,
+                    "passes": 0,
+                    "identical": True,
+                },
+            )
             item["timed"][row["repeat"]] = row["decode_s"]
             item["tokens"] += row["predicted_n"]
             item["passes"] += row["passes"]
@@ -190,9 +241,15 @@ def summarise_peer(rows: list[dict]) -> dict:
                 timed[r] += row["timed"][r]
     out = paired_speedups(dict(plain), dict(timed))
     passes = sum(row["passes"] for row in rows)
-    out.update({"answers": len(rows), "tokens_per_pass":
-                round(sum(row["tokens"] for row in rows) / passes, 4) if passes else None,
-                "identical": all(row["identical"] for row in rows)})
+    out.update(
+        {
+            "answers": len(rows),
+            "tokens_per_pass": round(sum(row["tokens"] for row in rows) / passes, 4)
+            if passes
+            else None,
+            "identical": all(row["identical"] for row in rows),
+        }
+    )
     return out
 
 
@@ -206,8 +263,9 @@ BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
 
 
-def ratio_interval(ratios: list[float], resamples: int = BOOTSTRAP_RESAMPLES,
-                   seed: int = BOOTSTRAP_SEED) -> dict | None:
+def ratio_interval(
+    ratios: list[float], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> dict | None:
     """Geometric mean of paired time ratios with a percentile bootstrap 95% interval
     (the (answer, round) pairs resampled with replacement, a fixed seed); None without any."""
     import numpy as np
@@ -218,22 +276,30 @@ def ratio_interval(ratios: list[float], resamples: int = BOOTSTRAP_RESAMPLES,
     rng = np.random.default_rng(seed)
     means = logs[rng.integers(0, logs.size, size=(resamples, logs.size))].mean(axis=1)
     lo, hi = np.percentile(means, [2.5, 97.5])
-    return {"ratio": math.exp(logs.mean()), "lo": math.exp(lo), "hi": math.exp(hi),
-            "pairs": int(logs.size)}
+    return {
+        "ratio": math.exp(logs.mean()),
+        "lo": math.exp(lo),
+        "hi": math.exp(hi),
+        "pairs": int(logs.size),
+    }
 
 
 def paired_ratios(results: dict) -> dict[str, dict[str, list[float]]]:
     """Each answer's time over the same answer's plain time in the same round, per config
     (and peer, against its own plain decoding) and task, from ``results.json``'s runs."""
     out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    plain = {(r["workload"], r["repeat"]): r["decode_wall_s"] for r in results["runs"]
-             if r["config"] == "none"}
+    plain = {
+        (r["workload"], r["repeat"]): r["decode_wall_s"]
+        for r in results["runs"]
+        if r["config"] == "none"
+    }
     for run in results["runs"]:
         base = plain.get((run["workload"], run["repeat"]))
         if run["config"] != "none" and base and run["decode_wall_s"] > 0:
             out[run["config"]][run["task"]].append(run["decode_wall_s"] / base)
-    for name, rows in peer_rows(results.get("hf_prompt_lookup") or {},
-                                results.get("llama_cpp") or {}).items():
+    for name, rows in peer_rows(
+        results.get("hf_prompt_lookup") or {}, results.get("llama_cpp") or {}
+    ).items():
         for row in rows:
             for r, timed in row["timed"].items():
                 base = row["plain"].get(r)
@@ -246,8 +312,13 @@ def paired_ratios(results: dict) -> dict[str, dict[str, list[float]]]:
 
 # ---------------------------------------------------------------- the issue's goals
 
-def goals(per_answer_ours: dict[str, float | None], task_of: dict[str, str],
-          per_task_ours: dict[str, dict], peer_answers: dict[str, dict[str, float | None]]) -> list[dict]:
+
+def goals(
+    per_answer_ours: dict[str, float | None],
+    task_of: dict[str, str],
+    per_task_ours: dict[str, dict],
+    peer_answers: dict[str, dict[str, float | None]],
+) -> list[dict]:
     """The three goals for the default drafter (Draftless with no flags), met or not."""
     out = []
     for family, tasks in FAMILIES.items():
@@ -261,11 +332,17 @@ def goals(per_answer_ours: dict[str, float | None], task_of: dict[str, str],
             if value is not None and (best is None or value > best):
                 best_name, best = name, value
         met = None if ours is None or best is None else ours >= GOAL_PEER_RATIO * best
-        out.append({"goal": f"{family}: speed-up >= {GOAL_PEER_RATIO}x the best peer's "
-                            "(geometric mean over the family's answers)",
-                    "ours": ours and round(ours, 3), "best_peer": best_name,
-                    "peer": best and round(best, 3),
-                    "ratio": round(ours / best, 3) if ours and best else None, "met": met})
+        out.append(
+            {
+                "goal": f"{family}: speed-up >= {GOAL_PEER_RATIO}x the best peer's "
+                "(geometric mean over the family's answers)",
+                "ours": ours and round(ours, 3),
+                "best_peer": best_name,
+                "peer": best and round(best, 3),
+                "ratio": round(ours / best, 3) if ours and best else None,
+                "met": met,
+            }
+        )
     for task in NOTHING_TO_COPY:
         figures = per_task_ours.get(task)
         if not figures or figures.get("speedup") is None:
@@ -273,20 +350,35 @@ def goals(per_answer_ours: dict[str, float | None], task_of: dict[str, str],
         met = figures["speedup"] >= GOAL_FLOOR or figures["verdict"] == "no change"
         if figures["verdict"] == "one round":
             met = None  # not judged from one round
-        out.append({"goal": f"{task}: never below {GOAL_FLOOR}x of plain decoding "
-                            "(median; a range inside the noise counts as no change)",
-                    "ours": figures["speedup"], "lo": figures["lo"], "verdict": figures["verdict"],
-                    "met": met})
-    task_values = [per_task_ours[t]["speedup"] for t in per_task_ours
-                   if t != "all" and per_task_ours[t].get("speedup")]
+        out.append(
+            {
+                "goal": f"{task}: never below {GOAL_FLOOR}x of plain decoding "
+                "(median; a range inside the noise counts as no change)",
+                "ours": figures["speedup"],
+                "lo": figures["lo"],
+                "verdict": figures["verdict"],
+                "met": met,
+            }
+        )
+    task_values = [
+        per_task_ours[t]["speedup"]
+        for t in per_task_ours
+        if t != "all" and per_task_ours[t].get("speedup")
+    ]
     overall = geomean(task_values)
     if overall is not None:
-        out.append({"goal": f"all tasks: geometric-mean speed-up >= {GOAL_GEOMEAN}x",
-                    "ours": round(overall, 3), "met": overall >= GOAL_GEOMEAN})
+        out.append(
+            {
+                "goal": f"all tasks: geometric-mean speed-up >= {GOAL_GEOMEAN}x",
+                "ours": round(overall, 3),
+                "met": overall >= GOAL_GEOMEAN,
+            }
+        )
     return out
 
 
 # ---------------------------------------------------------------- everything
+
 
 def aggregate(suite) -> dict:
     runs = suite.runs
@@ -306,14 +398,20 @@ def aggregate(suite) -> dict:
     ranking = sorted(drafters, key=lambda c: -(per[c]["all"].get("speedup") or 0))
     found = getattr(suite, "peer_results", {})
     peers = peer_rows(found.get("hf_prompt_lookup") or {}, found.get("llama_cpp") or {})
-    peer_per = {name: {"all": summarise_peer(rows),
-                       **{t: summarise_peer([r for r in rows if r["task"] == t]) for t in tasks}}
-                for name, rows in peers.items()}
+    peer_per = {
+        name: {
+            "all": summarise_peer(rows),
+            **{t: summarise_peer([r for r in rows if r["task"] == t]) for t in tasks},
+        }
+        for name, rows in peers.items()
+    }
     peer_answers = {name: peer_answer_speedups(rows) for name, rows in peers.items()}
     default = getattr(suite, "default_drafter", None)
     goal_rows = []
     if default in per:
-        goal_rows = goals(answers[default], task_of, {t: per[default][t] for t in tasks}, peer_answers)
+        goal_rows = goals(
+            answers[default], task_of, {t: per[default][t] for t in tasks}, peer_answers
+        )
     sweep = {}
     if suite.sweep_runs:
         nones: dict[str, list] = {}
@@ -326,8 +424,20 @@ def aggregate(suite) -> dict:
             name, k = run.config.split("@")
             sweep.setdefault(name, {}).setdefault(k, []).append(run)
         sweep_plain = [r for rs in nones.values() for r in rs]
-        sweep = {name: {k: summarise(group, sweep_plain, curve) for k, group in by_k.items()}
-                 for name, by_k in sweep.items()}
-    return {"format": 2, "tasks": tasks, "configs": configs, "per": per, "answers": answers,
-            "ranking": ranking, "default_drafter": default, "peers": peer_per,
-            "peer_answers": peer_answers, "goals": goal_rows, "sweep": sweep}
+        sweep = {
+            name: {k: summarise(group, sweep_plain, curve) for k, group in by_k.items()}
+            for name, by_k in sweep.items()
+        }
+    return {
+        "format": 2,
+        "tasks": tasks,
+        "configs": configs,
+        "per": per,
+        "answers": answers,
+        "ranking": ranking,
+        "default_drafter": default,
+        "peers": peer_per,
+        "peer_answers": peer_answers,
+        "goals": goal_rows,
+        "sweep": sweep,
+    }

@@ -38,11 +38,21 @@ from ..paths import cache_dir
 
 SPEC_TYPES = ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-cache")
 SDIST = "llama-cpp-python"
-CMAKE_FLAGS = ["-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=OFF", "-DGGML_AMX_TILE=OFF",
-               "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF", "-DGGML_AVX512=OFF",
-               "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF",
-               "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
-               "-DBUILD_SHARED_LIBS=OFF"]
+CMAKE_FLAGS = [
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DGGML_NATIVE=OFF",
+    "-DGGML_AMX_TILE=OFF",
+    "-DGGML_AMX_INT8=OFF",
+    "-DGGML_AMX_BF16=OFF",
+    "-DGGML_AVX512=OFF",
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DLLAMA_BUILD_UI=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DBUILD_SHARED_LIBS=OFF",
+]
 BUILD_COMMAND = "python -m engine.bench.llamacpp build"
 
 
@@ -65,15 +75,19 @@ def status() -> str | None:
     if binary and not Path(binary).is_file():
         return f"skipped: DRAFTLESS_LLAMA_SERVER={binary} is not a file"
     if server_binary() is None:
-        return (f"skipped: llama.cpp is not built (no llama-server under {home()}); build it "
-                f"with `{BUILD_COMMAND}` (downloads the {SDIST} sdist, compiles for ~30-60 min "
-                "on 2 cores)")
+        return (
+            f"skipped: llama.cpp is not built (no llama-server under {home()}); build it "
+            f"with `{BUILD_COMMAND}` (downloads the {SDIST} sdist, compiles for ~30-60 min "
+            "on 2 cores)"
+        )
     return None
 
 
 def _run(command: list[str], cwd: Path | None = None, log=None) -> None:
     print("+ " + " ".join(command), file=sys.stderr, flush=True)
-    subprocess.run(command, cwd=cwd, check=True, stdout=log, stderr=subprocess.STDOUT if log else None)
+    subprocess.run(
+        command, cwd=cwd, check=True, stdout=log, stderr=subprocess.STDOUT if log else None
+    )
 
 
 def build(jobs: int = 2, sdist: Path | None = None) -> Path:
@@ -83,8 +97,20 @@ def build(jobs: int = 2, sdist: Path | None = None) -> Path:
     if sdist is None:
         download = root / "sdist"
         download.mkdir(exist_ok=True)
-        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", SDIST, SDIST,
-              "-d", str(download)])
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--no-binary",
+                SDIST,
+                SDIST,
+                "-d",
+                str(download),
+            ]
+        )
         sdist = max(download.glob("llama_cpp_python-*.tar.gz"), key=lambda p: p.stat().st_mtime)
     name = Path(sdist).name.removesuffix(".tar.gz")
     source = root / name
@@ -94,8 +120,12 @@ def build(jobs: int = 2, sdist: Path | None = None) -> Path:
     vendored = source / "vendor" / "llama.cpp"
     build_dir = source / "build"
     nice = ["nice", "-n", "19"] if shutil.which("nice") else []
-    _run(nice + ["cmake", "-S", str(vendored), "-B", str(build_dir)] + CMAKE_FLAGS
-         + (["-G", "Ninja"] if shutil.which("ninja") else []))
+    _run(
+        nice
+        + ["cmake", "-S", str(vendored), "-B", str(build_dir)]
+        + CMAKE_FLAGS
+        + (["-G", "Ninja"] if shutil.which("ninja") else [])
+    )
     _run(nice + ["cmake", "--build", str(build_dir), "--target", "llama-server", "-j", str(jobs)])
     binary = build_dir / "bin" / "llama-server"
     if not binary.exists():
@@ -104,6 +134,7 @@ def build(jobs: int = 2, sdist: Path | None = None) -> Path:
 
 
 # ---------------------------------------------------------------- running the servers
+
 
 @dataclass
 class LlamaRun:
@@ -140,17 +171,33 @@ class LlamaServer:
         self.launch = (binary, gguf, threads, context)
         mode = self.mode
         self.port = _free_port()
-        command = [str(binary), "-m", str(gguf), "--port", str(self.port), "--host", "127.0.0.1",
-                   "-t", str(threads), "-c", str(context), "-np", "1", "--no-warmup"]
+        command = [
+            str(binary),
+            "-m",
+            str(gguf),
+            "--port",
+            str(self.port),
+            "--host",
+            "127.0.0.1",
+            "-t",
+            str(threads),
+            "-c",
+            str(context),
+            "-np",
+            "1",
+            "--no-warmup",
+        ]
         if mode != "none":  # each mode with llama.cpp's own defaults, as its users get it
             command += ["--spec-type", mode]
         self.log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
 
     def _post(self, path: str, body: dict, timeout: float = 600) -> dict:
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}",
-                                         data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return json.loads(response.read())
 
@@ -176,16 +223,29 @@ class LlamaServer:
         self.wait_ready()
 
     def complete(self, prompt_tokens: list[int], max_tokens: int, timeout: float = 600) -> LlamaRun:
-        reply = self._post("/completion", {
-            "prompt": prompt_tokens, "n_predict": max_tokens, "temperature": 0.0, "top_k": 1,
-            "cache_prompt": True, "return_tokens": True, "stream": False, "seed": 0},
-            timeout=timeout)
+        reply = self._post(
+            "/completion",
+            {
+                "prompt": prompt_tokens,
+                "n_predict": max_tokens,
+                "temperature": 0.0,
+                "top_k": 1,
+                "cache_prompt": True,
+                "return_tokens": True,
+                "stream": False,
+                "seed": 0,
+            },
+            timeout=timeout,
+        )
         timings = reply.get("timings", {})
         tokens = [int(t) for t in reply.get("tokens", [])]
-        return LlamaRun(tokens, float(timings.get("predicted_ms", 0.0)) / 1000.0,
-                        int(timings.get("predicted_n", len(tokens))),
-                        int(timings.get("draft_n", 0) or 0),
-                        int(timings.get("draft_n_accepted", 0) or 0))
+        return LlamaRun(
+            tokens,
+            float(timings.get("predicted_ms", 0.0)) / 1000.0,
+            int(timings.get("predicted_n", len(tokens))),
+            int(timings.get("draft_n", 0) or 0),
+            int(timings.get("draft_n_accepted", 0) or 0),
+        )
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -197,9 +257,17 @@ class LlamaServer:
         self.log.close()
 
 
-def run_modes(binary: Path, gguf: Path, jobs: list[dict], max_tokens: int, repeats: int,
-              modes=("none",) + SPEC_TYPES, threads: int | None = None, log=None,
-              request_timeout: float | None = None) -> dict:
+def run_modes(
+    binary: Path,
+    gguf: Path,
+    jobs: list[dict],
+    max_tokens: int,
+    repeats: int,
+    modes=("none",) + SPEC_TYPES,
+    threads: int | None = None,
+    log=None,
+    request_timeout: float | None = None,
+) -> dict:
     """Every job (``{"id", "tokens"}``) in every mode, ``repeats`` times, modes rotated per
     prompt and repeat. Returns ``{"rows": [{"id", "mode", "repeat", ...LlamaRun}]}``."""
     threads = threads or os.cpu_count() or 1
@@ -225,24 +293,44 @@ def run_modes(binary: Path, gguf: Path, jobs: list[dict], max_tokens: int, repea
                     try:
                         run = server.complete(job["tokens"], max_tokens, timeout=request_timeout)
                     except OSError as error:  # a hung or dead server: noted, restarted
-                        rows.append({"id": job["id"], "mode": mode, "repeat": repeat,
-                                     "error": f"no answer in {request_timeout:.0f} s "
-                                              f"({type(error).__name__}); server restarted"})
+                        rows.append(
+                            {
+                                "id": job["id"],
+                                "mode": mode,
+                                "repeat": repeat,
+                                "error": f"no answer in {request_timeout:.0f} s "
+                                f"({type(error).__name__}); server restarted",
+                            }
+                        )
                         server.restart()
                         server.complete(job["tokens"], 1, timeout=request_timeout)
                         continue
-                    rows.append({"id": job["id"], "mode": mode, "repeat": repeat,
-                                 "tokens": run.tokens, "decode_s": run.decode_s,
-                                 "predicted_n": run.predicted_n, "draft_n": run.draft_n,
-                                 "draft_accepted": run.draft_accepted, "passes": run.passes,
-                                 "loadavg_1min": os.getloadavg()[0]})
+                    rows.append(
+                        {
+                            "id": job["id"],
+                            "mode": mode,
+                            "repeat": repeat,
+                            "tokens": run.tokens,
+                            "decode_s": run.decode_s,
+                            "predicted_n": run.predicted_n,
+                            "draft_n": run.draft_n,
+                            "draft_accepted": run.draft_accepted,
+                            "passes": run.passes,
+                            "loadavg_1min": os.getloadavg()[0],
+                        }
+                    )
             if log:
                 log(f"  llama.cpp {job['id']} done")
     finally:
         for server in servers.values():
             server.stop()
-    return {"threads": threads, "modes": list(modes), "rows": rows,
-            "binary": str(binary), "gguf": str(gguf)}
+    return {
+        "threads": threads,
+        "modes": list(modes),
+        "rows": rows,
+        "binary": str(binary),
+        "gguf": str(gguf),
+    }
 
 
 class LlamaCppPeer:
@@ -266,8 +354,10 @@ class LlamaCppPeer:
 
     def collect(self, result, task_of, reference):
         errors = [r for r in result["rows"] if "error" in r]
-        skipped = [f"llama.cpp {row['mode']} {row['id']} (round {row['repeat'] + 1}): "
-                   f"{row['error']}" for row in errors]
+        skipped = [
+            f"llama.cpp {row['mode']} {row['id']} (round {row['repeat'] + 1}): {row['error']}"
+            for row in errors
+        ]
         result["rows"] = [r for r in result["rows"] if "error" not in r]
         result["errors"] = errors
         plain: dict[str, list[int]] = {}
@@ -279,9 +369,11 @@ class LlamaCppPeer:
             row["task"] = task_of[row["id"]]
             row["identical_to_own_plain"] = row["tokens"] == plain.get(row["id"])
             if not row["identical_to_own_plain"]:
-                differences.append(f"llama.cpp {row['mode']} {row['id']} (round "
-                                   f"{row['repeat'] + 1}): output differs from llama.cpp's own "
-                                   "plain greedy output")
+                differences.append(
+                    f"llama.cpp {row['mode']} {row['id']} (round "
+                    f"{row['repeat'] + 1}): output differs from llama.cpp's own "
+                    "plain greedy output"
+                )
             row["tokens"] = len(row["tokens"])
         return {"status": "ran", **result}, differences, skipped
 
@@ -289,12 +381,18 @@ class LlamaCppPeer:
 def main(argv=None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m engine.bench.llamacpp",
-                                     description="Build llama.cpp's llama-server for the benchmark.")
+    parser = argparse.ArgumentParser(
+        prog="python -m engine.bench.llamacpp",
+        description="Build llama.cpp's llama-server for the benchmark.",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
-    build_parser = commands.add_parser("build", help="download the llama-cpp-python sdist and "
-                                       "build llama-server into the user cache")
-    build_parser.add_argument("--jobs", type=int, default=2, help="parallel compile jobs (default 2)")
+    build_parser = commands.add_parser(
+        "build",
+        help="download the llama-cpp-python sdist and build llama-server into the user cache",
+    )
+    build_parser.add_argument(
+        "--jobs", type=int, default=2, help="parallel compile jobs (default 2)"
+    )
     build_parser.add_argument("--sdist", help="a llama_cpp_python-*.tar.gz already downloaded")
     commands.add_parser("status", help="say whether llama-server is built and where")
     args = parser.parse_args(argv)

@@ -39,8 +39,10 @@ class OracleDrafter(Drafter):
     def propose(self, k: int) -> Proposal:
         done = len(self.said)
         if self.said != self.answer[:done]:
-            return Proposal()  # off the known answer (a wrong reference): no guess, never a wrong one
-        rest = self.answer[done:done + k]
+            return (
+                Proposal()
+            )  # off the known answer (a wrong reference): no guess, never a wrong one
+        rest = self.answer[done : done + k]
         return Proposal([rest] if rest else [])
 
     def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None) -> None:
@@ -67,5 +69,6 @@ def best_fixed_count(ratio: dict, cap: int = 64) -> int:
 
     curve = {"ratio": ratio}
     longest = max(int(n) for n in ratio) - 1  # never beyond the measured lengths
-    return max(range(1, max(min(cap, longest), 1) + 1),
-               key=lambda k: (k + 1) / cost_ratio(curve, k + 1))
+    return max(
+        range(1, max(min(cap, longest), 1) + 1), key=lambda k: (k + 1) / cost_ratio(curve, k + 1)
+    )

@@ -26,7 +26,7 @@ def synthetic_history(length: int, seed: int = 0) -> list[int]:
     while len(tokens) < length:
         if len(tokens) > 200 and rng.random() < 0.15:  # quote an earlier passage
             start = rng.randrange(0, len(tokens) - 100)
-            tokens.extend(tokens[start:start + rng.randrange(10, 100)])
+            tokens.extend(tokens[start : start + rng.randrange(10, 100)])
         else:
             tokens.extend(rng.choices(range(VOCAB), weights=weights, k=rng.randrange(5, 40)))
     return tokens[:length]
@@ -38,12 +38,18 @@ def measure(name: str, history: list[int], passes: int, draft_count: int) -> dic
     from engine.drafters import make_drafter, measurement_options
     from engine.settings import DraftSettings
 
-    drafter = make_drafter(DraftSettings(drafter=name, draft_count=draft_count, adaptive=False,
-                                         options=measurement_options(name)))
-    table = (np.random.default_rng(0).integers(0, VOCAB, size=(VOCAB, 32), dtype=np.int32)
-             if drafter.wants_model_bigram else None)
+    drafter = make_drafter(
+        DraftSettings(
+            drafter=name, draft_count=draft_count, adaptive=False, options=measurement_options(name)
+        )
+    )
+    table = (
+        np.random.default_rng(0).integers(0, VOCAB, size=(VOCAB, 32), dtype=np.int32)
+        if drafter.wants_model_bigram
+        else None
+    )
     drafter.attach_model("synthetic", bigram=table)
-    prompt, rest = history[:-passes * 5], history[-passes * 5:]
+    prompt, rest = history[: -passes * 5], history[-passes * 5 :]
     tracemalloc.start()
     began = time.perf_counter()
     drafter.reset(prompt)
@@ -57,20 +63,30 @@ def measure(name: str, history: list[int], passes: int, draft_count: int) -> dic
     topk = drafter.wants_target_topk
     for _ in range(passes):
         step = rng.randrange(1, 6)
-        emitted = rest[cursor:cursor + step]
+        emitted = rest[cursor : cursor + step]
         cursor += step
         began = time.perf_counter()
         rows = drafter.propose(draft_count).rows
-        drafter.observe(emitted, accepted=max(0, len(emitted) - 1),
-                        drafted=len(rows[0]) if rows else 0,
-                        target_topk=[[t, t + 1, t + 2][:topk] for t in emitted] if topk else None)
+        drafter.observe(
+            emitted,
+            accepted=max(0, len(emitted) - 1),
+            drafted=len(rows[0]) if rows else 0,
+            target_topk=[[t, t + 1, t + 2][:topk] for t in emitted] if topk else None,
+        )
         times.append(time.perf_counter() - began)
         seen.extend(emitted)
         drafted += sum(len(r) for r in rows)
     times.sort()
-    return {"drafter": name, "history": len(prompt), "mean_ms": statistics.mean(times) * 1e3,
-            "p50_ms": times[len(times) // 2] * 1e3, "p99_ms": times[int(len(times) * 0.99)] * 1e3,
-            "index_s": index_s, "memory_mb": memory / 2**20, "drafted": drafted}
+    return {
+        "drafter": name,
+        "history": len(prompt),
+        "mean_ms": statistics.mean(times) * 1e3,
+        "p50_ms": times[len(times) // 2] * 1e3,
+        "p99_ms": times[int(len(times) * 0.99)] * 1e3,
+        "index_s": index_s,
+        "memory_mb": memory / 2**20,
+        "drafted": drafted,
+    }
 
 
 def main() -> None:
@@ -85,13 +101,17 @@ def main() -> None:
 
     names = args.drafters.split(",") if args.drafters else list(DRAFTERS)
     history = synthetic_history(args.history + args.passes * 5)
-    print(f"{'drafter':15s} {'history':>7s} {'mean ms':>8s} {'p50 ms':>7s} {'p99 ms':>7s} "
-          f"{'index s':>8s} {'mem MB':>7s} {'drafted':>8s}")
+    print(
+        f"{'drafter':15s} {'history':>7s} {'mean ms':>8s} {'p50 ms':>7s} {'p99 ms':>7s} "
+        f"{'index s':>8s} {'mem MB':>7s} {'drafted':>8s}"
+    )
     for name in names:
         with private_data_dir("draftless-overhead-data-"):
             r = measure(name, history, args.passes, args.draft_count)
-        print(f"{r['drafter']:15s} {r['history']:7d} {r['mean_ms']:8.3f} {r['p50_ms']:7.3f} "
-              f"{r['p99_ms']:7.3f} {r['index_s']:8.2f} {r['memory_mb']:7.1f} {r['drafted']:8d}")
+        print(
+            f"{r['drafter']:15s} {r['history']:7d} {r['mean_ms']:8.3f} {r['p50_ms']:7.3f} "
+            f"{r['p99_ms']:7.3f} {r['index_s']:8.2f} {r['memory_mb']:7.1f} {r['drafted']:8d}"
+        )
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ class _CopyPeer(Drafter):
             end = len(self.tokens)
             for n in self.sizes:
                 if end >= n:
-                    self.first_at.setdefault(tuple(self.tokens[end - n:end]), end)
+                    self.first_at.setdefault(tuple(self.tokens[end - n : end]), end)
 
     def propose(self, k: int) -> Proposal:
         tokens, end = self.tokens, len(self.tokens)
@@ -53,9 +53,9 @@ class _CopyPeer(Drafter):
         for n in self.sizes:
             if end < n:
                 continue
-            start = self.first_at.get(tuple(tokens[end - n:]))
+            start = self.first_at.get(tuple(tokens[end - n :]))
             if start is not None and start < end:  # an earlier occurrence, not the end itself
-                return Proposal([tokens[start:min(start + k, end)]], n)
+                return Proposal([tokens[start : min(start + k, end)]], n)
         return Proposal()
 
 

@@ -54,9 +54,13 @@ def mlx_lm_greedy(loaded, prompt_tokens: list[int], max_tokens: int) -> PlainRun
     tokens: list[int] = []
     cpu_started = time.process_time()
     started = time.perf_counter()
-    for response in stream_generate(loaded.model, loaded.tokenizer,
-                                    mx.array(prompt_tokens[-1:], dtype=mx.uint32),
-                                    max_tokens=max_tokens, prompt_cache=target.cache):
+    for response in stream_generate(
+        loaded.model,
+        loaded.tokenizer,
+        mx.array(prompt_tokens[-1:], dtype=mx.uint32),
+        max_tokens=max_tokens,
+        prompt_cache=target.cache,
+    ):
         if response.finish_reason == "stop":
             break  # the end-of-sequence token: our loop does not list it either
         tokens.append(int(response.token))
@@ -70,8 +74,10 @@ def hf_status() -> str | None:
 
     for name in ("torch", "transformers"):
         if importlib.util.find_spec(name) is None:
-            return (f"skipped: {name} is not installed (pip install torch transformers; "
-                    "on this machine `pip install torch==2.13.0` takes a local CPU wheel)")
+            return (
+                f"skipped: {name} is not installed (pip install torch transformers; "
+                "on this machine `pip install torch==2.13.0` takes a local CPU wheel)"
+            )
     return None
 
 
@@ -105,8 +111,11 @@ class HFPromptLookup:
 
         hf_logging.disable_progress_bar()
         self.torch = torch
-        self.versions = {"torch": torch.__version__, "transformers": transformers.__version__,
-                         "torch_threads": torch.get_num_threads()}
+        self.versions = {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "torch_threads": torch.get_num_threads(),
+        }
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_path))
         self.model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32)
         self.model.eval()
@@ -123,13 +132,20 @@ class HFPromptLookup:
         if self._calls == 1:
             self._first_end = time.perf_counter()
 
-    def generate(self, prompt_tokens: list[int], max_tokens: int, lookup: int = 0,
-                 max_ngram: int = 2) -> HFRun:
+    def generate(
+        self, prompt_tokens: list[int], max_tokens: int, lookup: int = 0, max_ngram: int = 2
+    ) -> HFRun:
         torch = self.torch
         ids = torch.tensor([prompt_tokens], dtype=torch.long)
-        kwargs = dict(max_new_tokens=max_tokens, do_sample=False, temperature=None, top_p=None,
-                      top_k=None, pad_token_id=self.tokenizer.eos_token_id,
-                      attention_mask=torch.ones_like(ids))
+        kwargs = dict(
+            max_new_tokens=max_tokens,
+            do_sample=False,
+            temperature=None,
+            top_p=None,
+            top_k=None,
+            pad_token_id=self.tokenizer.eos_token_id,
+            attention_mask=torch.ones_like(ids),
+        )
         if lookup:
             kwargs.update(prompt_lookup_num_tokens=lookup, max_matching_ngram_size=max_ngram)
         self._calls = 0
@@ -138,7 +154,7 @@ class HFPromptLookup:
             started = time.perf_counter()
             out = self.model.generate(ids, **kwargs)
             total = time.perf_counter() - started
-        new = out[0, ids.shape[1]:].tolist()
+        new = out[0, ids.shape[1] :].tolist()
         tokens = []
         for token in new:
             if token in self.eos:
@@ -147,23 +163,51 @@ class HFPromptLookup:
         return HFRun(tokens, len(new), self._calls, total, (self._first_end or started) - started)
 
 
-def run_hf_jobs(model_path, jobs: list[dict], max_tokens: int, lookup: int, max_ngram: int = 2,
-                threads: int | None = None, repeats: int = 1, timeout: float = 7200) -> dict:
+def run_hf_jobs(
+    model_path,
+    jobs: list[dict],
+    max_tokens: int,
+    lookup: int,
+    max_ngram: int = 2,
+    threads: int | None = None,
+    repeats: int = 1,
+    timeout: float = 7200,
+) -> dict:
     """Run the HF peer in a child process; ``jobs``: [{"id", "tokens"}]. Returns its JSON.
     ``threads``: torch's threads, by default one per core, as MLX's BLAS and llama.cpp get."""
     with tempfile.TemporaryDirectory() as folder:
         spec = Path(folder) / "jobs.json"
         result = Path(folder) / "result.json"
-        spec.write_text(json.dumps({"model": str(model_path), "jobs": jobs, "max_tokens": max_tokens,
-                                    "lookup": lookup, "max_ngram": max_ngram, "out": str(result),
-                                    "threads": threads or os.cpu_count() or 1,
-                                    "repeats": repeats}))
+        spec.write_text(
+            json.dumps(
+                {
+                    "model": str(model_path),
+                    "jobs": jobs,
+                    "max_tokens": max_tokens,
+                    "lookup": lookup,
+                    "max_ngram": max_ngram,
+                    "out": str(result),
+                    "threads": threads or os.cpu_count() or 1,
+                    "repeats": repeats,
+                }
+            )
+        )
         root = Path(__file__).resolve().parents[2]
         # the child runs torch alone: no OpenBLAS preloaded by the engine package next to it
-        env = dict(os.environ, DRAFTLESS_NO_OPENBLAS="1", PYTHONPATH=os.pathsep.join(
-            [str(root)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-        proc = subprocess.run([sys.executable, "-m", "engine.bench.peers", str(spec)], env=env,
-                              cwd=root, timeout=timeout, stdout=subprocess.DEVNULL)
+        env = dict(
+            os.environ,
+            DRAFTLESS_NO_OPENBLAS="1",
+            PYTHONPATH=os.pathsep.join(
+                [str(root)] + [p for p in [os.environ.get("PYTHONPATH")] if p]
+            ),
+        )
+        proc = subprocess.run(
+            [sys.executable, "-m", "engine.bench.peers", str(spec)],
+            env=env,
+            cwd=root,
+            timeout=timeout,
+            stdout=subprocess.DEVNULL,
+        )
         if proc.returncode != 0 or not result.exists():
             raise RuntimeError(f"the HF peer process exited with code {proc.returncode}")
         return json.loads(result.read_text())
@@ -181,14 +225,21 @@ class Peer(Protocol):
     def run(self, loaded, jobs: list[dict], max_tokens: int, repeats: int, log) -> dict:
         """Every job (``{"id", "tokens"}``) in rounds, with its own plain decoding."""
 
-    def collect(self, result: dict, task_of: dict[str, str], reference: dict[str, list[int]]
-                ) -> tuple[dict, list[str], list[str]]:
+    def collect(
+        self, result: dict, task_of: dict[str, str], reference: dict[str, list[int]]
+    ) -> tuple[dict, list[str], list[str]]:
         """(results.json entry, answers that differ from its own plain run, skipped lines)."""
 
 
-def run_peer(peer: Peer, loaded, jobs: list[dict], max_tokens: int, repeats: int,
-             reference: dict[str, list[int]], log: Callable[[str], None]
-             ) -> tuple[dict, list[str], list[str]]:
+def run_peer(
+    peer: Peer,
+    loaded,
+    jobs: list[dict],
+    max_tokens: int,
+    repeats: int,
+    reference: dict[str, list[int]],
+    log: Callable[[str], None],
+) -> tuple[dict, list[str], list[str]]:
     """One peer on the jobs (``{"id", "task", "tokens"}``): its entry, differences, skips.
     A peer that cannot run, or fails, is a skip line, never a failure of the run."""
     status = peer.status(loaded)
@@ -197,10 +248,13 @@ def run_peer(peer: Peer, loaded, jobs: list[dict], max_tokens: int, repeats: int
         return {"status": status}, [], []
     log(f"{peer.describe(len(jobs), repeats)}: {len(jobs)} answers x {repeats} rounds")
     try:
-        result = peer.run(loaded, [{"id": j["id"], "tokens": j["tokens"]} for j in jobs],
-                          max_tokens, repeats, log)
+        result = peer.run(
+            loaded, [{"id": j["id"], "tokens": j["tokens"]} for j in jobs], max_tokens, repeats, log
+        )
     except Exception as error:
-        status = f"skipped: {peer.describe(len(jobs), repeats)} failed ({type(error).__name__}: {error})"
+        status = (
+            f"skipped: {peer.describe(len(jobs), repeats)} failed ({type(error).__name__}: {error})"
+        )
         log(f"  {status}")
         return {"status": status}, [], []
     return peer.collect(result, {j["id"]: j["task"] for j in jobs}, reference)
@@ -227,21 +281,38 @@ class HFPeer:
             plain = [HFRun(**p) for p in item["plain"]]
             lookup = [HFRun(**p) for p in item["lookup"]]
             identical = all(r.tokens == plain[0].tokens for r in plain + lookup)
-            rows.append({"workload": item["id"], "task": task_of[item["id"]],
-                         "plain_decode_s": [round(r.decode_s, 4) for r in plain],
-                         "decode_s": [round(r.decode_s, 4) for r in lookup],
-                         "new_tokens": lookup[0].new_tokens, "calls": lookup[0].calls,
-                         "plain_calls": plain[0].calls,
-                         "tokens_per_call": round(lookup[0].tokens_per_call, 4),
-                         "identical_to_own_plain": identical,
-                         "plain_equals_our_plain": plain[0].tokens == reference.get(item["id"]),
-                         "loadavg_1min": item.get("loadavg_1min")})
+            rows.append(
+                {
+                    "workload": item["id"],
+                    "task": task_of[item["id"]],
+                    "plain_decode_s": [round(r.decode_s, 4) for r in plain],
+                    "decode_s": [round(r.decode_s, 4) for r in lookup],
+                    "new_tokens": lookup[0].new_tokens,
+                    "calls": lookup[0].calls,
+                    "plain_calls": plain[0].calls,
+                    "tokens_per_call": round(lookup[0].tokens_per_call, 4),
+                    "identical_to_own_plain": identical,
+                    "plain_equals_our_plain": plain[0].tokens == reference.get(item["id"]),
+                    "loadavg_1min": item.get("loadavg_1min"),
+                }
+            )
             if not identical:
-                differences.append(f"HF peer {item['id']}: prompt lookup output differs from "
-                                   "transformers' own plain greedy output")
-        return ({"status": "ran", "versions": result["versions"], "threads": result.get("threads"),
-                 "prompt_lookup_num_tokens": self.lookup, "max_matching_ngram_size": 2,
-                 "rows": rows}, differences, [])
+                differences.append(
+                    f"HF peer {item['id']}: prompt lookup output differs from "
+                    "transformers' own plain greedy output"
+                )
+        return (
+            {
+                "status": "ran",
+                "versions": result["versions"],
+                "threads": result.get("threads"),
+                "prompt_lookup_num_tokens": self.lookup,
+                "max_matching_ngram_size": 2,
+                "rows": rows,
+            },
+            differences,
+            [],
+        )
 
 
 def _child(spec_path: str) -> int:
@@ -258,16 +329,21 @@ def _child(spec_path: str) -> int:
         plain, lookup = [], []
         for repeat in range(spec.get("repeats", 1)):  # interleaved, order alternating
             first_plain = (index + repeat) % 2 == 0
-            for use_lookup in ((False, True) if first_plain else (True, False)):
-                run = hf.generate(job["tokens"], spec["max_tokens"],
-                                  lookup=spec["lookup"] if use_lookup else 0,
-                                  max_ngram=spec["max_ngram"])
+            for use_lookup in (False, True) if first_plain else (True, False):
+                run = hf.generate(
+                    job["tokens"],
+                    spec["max_tokens"],
+                    lookup=spec["lookup"] if use_lookup else 0,
+                    max_ngram=spec["max_ngram"],
+                )
                 (lookup if use_lookup else plain).append(asdict(run))
-        rows.append({"id": job["id"], "plain": plain, "lookup": lookup,
-                     "loadavg_1min": os.getloadavg()[0]})
+        rows.append(
+            {"id": job["id"], "plain": plain, "lookup": lookup, "loadavg_1min": os.getloadavg()[0]}
+        )
         print(f"  HF {job['id']} done", file=sys.stderr, flush=True)
-    Path(spec["out"]).write_text(json.dumps({"versions": hf.versions, "rows": rows,
-                                             "threads": torch.get_num_threads()}))
+    Path(spec["out"]).write_text(
+        json.dumps({"versions": hf.versions, "rows": rows, "threads": torch.get_num_threads()})
+    )
     return 0
 
 

@@ -75,7 +75,13 @@ def profile(loaded, prefix: int, n: int, repeats: int, parts: bool = True) -> di
     mx.eval(out)
     undo()
     sync_ms = _median_ms(sync_only(out), repeats)
-    split = {"n": n, "full_ms": full_ms, "graph_ms": graph_ms, "eval_ms": eval_ms, "sync_ms": sync_ms}
+    split = {
+        "n": n,
+        "full_ms": full_ms,
+        "graph_ms": graph_ms,
+        "eval_ms": eval_ms,
+        "sync_ms": sync_ms,
+    }
     if not parts:
         return split
 
@@ -87,8 +93,14 @@ def profile(loaded, prefix: int, n: int, repeats: int, parts: bool = True) -> di
     weights = []
     for layer in layers:
         attn, mlp = layer.self_attn, layer.mlp
-        weights += [attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight, attn.o_proj.weight,
-                    mlp.gate_proj.weight, mlp.up_proj.weight]
+        weights += [
+            attn.q_proj.weight,
+            attn.k_proj.weight,
+            attn.v_proj.weight,
+            attn.o_proj.weight,
+            mlp.gate_proj.weight,
+            mlp.up_proj.weight,
+        ]
     down = [layer.mlp.down_proj.weight for layer in layers]
     head = model.lm_head.weight if hasattr(model, "lm_head") else model.model.embed_tokens.weight
     mx.eval(x, weights, down, head)
@@ -113,9 +125,14 @@ def profile(loaded, prefix: int, n: int, repeats: int, parts: bool = True) -> di
     mx.eval(q, k, v)
 
     def attention():
-        mx.eval([mx.fast.scaled_dot_product_attention(q, k, v, scale=dim ** -0.5,
-                                                      mask="causal" if n > 1 else None)
-                 for _ in layers])
+        mx.eval(
+            [
+                mx.fast.scaled_dot_product_attention(
+                    q, k, v, scale=dim**-0.5, mask="causal" if n > 1 else None
+                )
+                for _ in layers
+            ]
+        )
 
     # exp-bound elementwise work that grows with n: MLX's CPU build has no vector exp
     scores = mx.random.normal((1, heads, n, prefix + n))
@@ -128,14 +145,22 @@ def profile(loaded, prefix: int, n: int, repeats: int, parts: bool = True) -> di
     def silu():
         mx.eval([nn.silu(inner) * inner for _ in layers])
 
-    return {**split, "matmul_ms": _median_ms(matmuls, repeats),
-            "head_ms": _median_ms(head_only, repeats), "attention_ms": _median_ms(attention, repeats),
-            "softmax_ms": _median_ms(softmax, repeats), "silu_ms": _median_ms(silu, repeats),
-            "layers": len(layers), "model_type": getattr(args, "model_type", None)}
+    return {
+        **split,
+        "matmul_ms": _median_ms(matmuls, repeats),
+        "head_ms": _median_ms(head_only, repeats),
+        "attention_ms": _median_ms(attention, repeats),
+        "softmax_ms": _median_ms(softmax, repeats),
+        "silu_ms": _median_ms(silu, repeats),
+        "layers": len(layers),
+        "model_type": getattr(args, "model_type", None),
+    }
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.bench.profile_pass", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m engine.bench.profile_pass", description=__doc__
+    )
     parser.add_argument("--model", help="model folder (default: the embedded model)")
     parser.add_argument("--prefix", type=int, default=384, help="context tokens before the pass")
     parser.add_argument("--repeats", type=int, default=30, help="timed repeats per figure")
@@ -145,11 +170,13 @@ def main(argv=None) -> int:
     results = [profile(loaded, args.prefix, int(n), args.repeats) for n in args.n.split(",")]
     print(f"load average {os.getloadavg()}; prefix {args.prefix}; medians of {args.repeats}")
     for r in results:
-        print(f"n={r['n']:3}: pass {r['full_ms']:.1f} ms = graph (Python) {r['graph_ms']:.1f} + "
-              f"eval {r['eval_ms']:.1f} + sync {r['sync_ms']:.2f}. Alone: "
-              f"all projections + head (BLAS) {r['matmul_ms']:.1f} (head {r['head_ms']:.1f}), "
-              f"attention x{r['layers']} {r['attention_ms']:.1f} (its softmax {r['softmax_ms']:.1f}), "
-              f"SiLU x{r['layers']} {r['silu_ms']:.1f}")
+        print(
+            f"n={r['n']:3}: pass {r['full_ms']:.1f} ms = graph (Python) {r['graph_ms']:.1f} + "
+            f"eval {r['eval_ms']:.1f} + sync {r['sync_ms']:.2f}. Alone: "
+            f"all projections + head (BLAS) {r['matmul_ms']:.1f} (head {r['head_ms']:.1f}), "
+            f"attention x{r['layers']} {r['attention_ms']:.1f} (its softmax {r['softmax_ms']:.1f}), "
+            f"SiLU x{r['layers']} {r['silu_ms']:.1f}"
+        )
     base = results[0]["full_ms"]
     print("c(n)/c(1): " + ", ".join(f"c({r['n']})={r['full_ms'] / base:.2f}" for r in results))
     return 0

@@ -9,8 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .aggregate import (BOOTSTRAP_RESAMPLES, GOAL_FLOOR, GOAL_GEOMEAN, GOAL_PEER_RATIO,
-                        paired_ratios, ratio_interval)
+from .aggregate import (
+    BOOTSTRAP_RESAMPLES,
+    GOAL_FLOOR,
+    GOAL_GEOMEAN,
+    GOAL_PEER_RATIO,
+    paired_ratios,
+    ratio_interval,
+)
 
 NO_CHANGE = "no change"
 NOT_IN_RUN = "not in this run"
@@ -34,8 +40,13 @@ def plot_verify_cost(plt, curve: dict, out: Path, title: str) -> str:
     ns = [int(n) for n in curve["ratio"]]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ax.plot(ns, [curve["ratio"][str(n)] for n in ns], marker="o", label="median c(n)/c(1)")
-    ax.plot(ns, [curve["ratio_min"][str(n)] for n in ns], marker="x", ls="--",
-            label="fastest repeat c(n)/c(1)")
+    ax.plot(
+        ns,
+        [curve["ratio_min"][str(n)] for n in ns],
+        marker="x",
+        ls="--",
+        label="fastest repeat c(n)/c(1)",
+    )
     ax.plot(ns, ns, ls=":", color="gray", label="linear (n)")
     ax.set_ylim(0, max(curve["ratio"].values()) * 1.3 + 0.5)
     ax.set_xlabel("tokens in one forward pass (n)")
@@ -53,13 +64,24 @@ def plot_sweep(plt, sweep: dict, out: Path, xlabel: str, title: str) -> str:
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.3))
     for i, (name, by_k) in enumerate(sweep.items()):
         ks = sorted(int(k) for k in by_k if k.isdigit())
-        a1.plot(ks, [by_k[str(k)].get("speedup") or 0 for k in ks], marker="o", label=name,
-                color=cmap(i * 2))
-        a2.plot(ks, [by_k[str(k)].get("tokens_per_pass") or 0 for k in ks], marker="o",
-                label=name, color=cmap(i * 2))
+        a1.plot(
+            ks,
+            [by_k[str(k)].get("speedup") or 0 for k in ks],
+            marker="o",
+            label=name,
+            color=cmap(i * 2),
+        )
+        a2.plot(
+            ks,
+            [by_k[str(k)].get("tokens_per_pass") or 0 for k in ks],
+            marker="o",
+            label=name,
+            color=cmap(i * 2),
+        )
         if "adaptive" in by_k and by_k["adaptive"].get("speedup"):
-            a1.axhline(by_k["adaptive"]["speedup"], ls="--", color=cmap(i * 2),
-                       label=f"{name} adaptive")
+            a1.axhline(
+                by_k["adaptive"]["speedup"], ls="--", color=cmap(i * 2), label=f"{name} adaptive"
+            )
     for ax, label in ((a1, "speed-up (x)"), (a2, "tokens / pass")):
         ax.set_xscale("log", base=2)
         ax.set_xlabel(xlabel)
@@ -80,7 +102,7 @@ def row_gemv_note(machine: dict) -> str:
 
 
 def speedup_cell(figures: dict | None) -> str:
-    """"1.52x (1.48–1.60)", or "no change (0.97–1.05)" when the range is inside the noise."""
+    """ "1.52x (1.48–1.60)", or "no change (0.97–1.05)" when the range is inside the noise."""
     if not figures or figures.get("speedup") is None:
         return "–"
     if figures.get("verdict") == "one round":
@@ -94,6 +116,7 @@ def speedup_cell(figures: dict | None) -> str:
 
 
 # ---------------------------------------------------------------- plots
+
 
 def _plots(results: dict, out: Path) -> list[str]:
     import matplotlib
@@ -118,8 +141,10 @@ def _plots(results: dict, out: Path) -> list[str]:
             if metric == "speedup":
                 lows = [(figures.get(t) or {}).get("lo") for t in groups]
                 highs = [(figures.get(t) or {}).get("hi") for t in groups]
-                err = [[max(v - (lo or v), 0) for v, lo in zip(values, lows)],
-                       [max((hi or v) - v, 0) for v, hi in zip(values, highs)]]
+                err = [
+                    [max(v - (lo or v), 0) for v, lo in zip(values, lows)],
+                    [max((hi or v) - v, 0) for v, hi in zip(values, highs)],
+                ]
                 ax.errorbar(xs, values, yerr=err, fmt="none", ecolor="black", lw=0.6)
         ax.axhline(1.0, color="black", lw=1, ls="--")
         ax.set_xticks(range(len(groups)), groups, rotation=20)
@@ -131,23 +156,45 @@ def _plots(results: dict, out: Path) -> list[str]:
         plt.close(fig)
         files.append(name)
 
-    grouped("speedup", "Decode speed-up over each one's own plain decoding (median of rounds, "
-            "min–max bars)", "speed-up (x)", "speedup.png")
-    grouped("tokens_per_pass", "Tokens per target pass (mean acceptance length)", "tokens / pass",
-            "tokens_per_pass.png")
+    grouped(
+        "speedup",
+        "Decode speed-up over each one's own plain decoding (median of rounds, min–max bars)",
+        "speed-up (x)",
+        "speedup.png",
+    )
+    grouped(
+        "tokens_per_pass",
+        "Tokens per target pass (mean acceptance length)",
+        "tokens / pass",
+        "tokens_per_pass.png",
+    )
 
     curve = results["verify_cost"]
-    files.append(plot_verify_cost(plt, curve, out, f"Verify cost after a {curve['prefix_tokens']}-token "
-                                  f"prefix (c(1) = {curve['median_s']['1'] * 1000:.1f} ms)"))
+    files.append(
+        plot_verify_cost(
+            plt,
+            curve,
+            out,
+            f"Verify cost after a {curve['prefix_tokens']}-token "
+            f"prefix (c(1) = {curve['median_s']['1'] * 1000:.1f} ms)",
+        )
+    )
 
     if summary["sweep"]:
-        files.append(plot_sweep(plt, summary["sweep"], out, "draft count k (fixed)",
-                                "Speed-up and tokens/pass against a fixed draft count "
-                                "(one prompt per task)"))
+        files.append(
+            plot_sweep(
+                plt,
+                summary["sweep"],
+                out,
+                "draft count k (fixed)",
+                "Speed-up and tokens/pass against a fixed draft count (one prompt per task)",
+            )
+        )
     return files
 
 
 # ---------------------------------------------------------------- markdown
+
 
 def _columns(summary: dict, peers: bool = True) -> list[tuple[str, str, dict]]:
     """(heading, config or peer, figures): Draftless (the default drafter) first, the other
@@ -168,8 +215,10 @@ def _columns(summary: dict, peers: bool = True) -> list[tuple[str, str, dict]]:
 def headline_table(summary: dict) -> str:
     """Measured speed-up per task: Draftless, the other drafters, the oracle, each peer."""
     columns = _columns(summary)
-    rows = [[task if task != "all" else "**all**"] + [speedup_cell(f.get(task)) for *_, f in columns]
-            for task in summary["tasks"] + ["all"]]
+    rows = [
+        [task if task != "all" else "**all**"] + [speedup_cell(f.get(task)) for *_, f in columns]
+        for task in summary["tasks"] + ["all"]
+    ]
     return _table(["task"] + [name for name, *_ in columns], rows)
 
 
@@ -184,8 +233,11 @@ def ratio_table(results: dict) -> str:
         row = [task if task != "all" else "**all**"]
         for _, key, _ in columns:
             cell = ratio_interval(ratios.get(key, {}).get(task, []))
-            row.append(NOT_IN_RUN if cell is None else
-                       f"{cell['ratio']:.2f} ({cell['lo']:.2f}–{cell['hi']:.2f}; {cell['pairs']} pairs)")
+            row.append(
+                NOT_IN_RUN
+                if cell is None
+                else f"{cell['ratio']:.2f} ({cell['lo']:.2f}–{cell['hi']:.2f}; {cell['pairs']} pairs)"
+            )
         rows.append(row)
     return _table(["task"] + [name for name, *_ in columns], rows)
 
@@ -200,8 +252,10 @@ def load_free_table(summary: dict) -> str:
         row = [task if task != "all" else "**all**"]
         for *_, figures in columns:
             cell = figures.get(task) or {}
-            row.append(f"{_f(cell.get('tokens_per_pass'))} · "
-                       f"{_f(cell.get('predicted_speedup'), '{:.2f}x')}")
+            row.append(
+                f"{_f(cell.get('tokens_per_pass'))} · "
+                f"{_f(cell.get('predicted_speedup'), '{:.2f}x')}"
+            )
         row += [_f((figures.get(task) or {}).get("tokens_per_pass")) for _, figures in peers]
         rows.append(row)
     return _table(header, rows)
@@ -209,11 +263,19 @@ def load_free_table(summary: dict) -> str:
 
 def identity_table(summary: dict) -> str:
     per = summary["per"]
-    rows = [[f"`{c}`", _f((per[c].get("all") or {}).get("acceptance_rate"), "{:.0%}"),
-             "yes" if (per[c].get("all") or {}).get("identical") else "**NO**"]
-            for c in summary["configs"] if c in per]
-    rows += [[name, "–", "yes (vs its own plain)" if (f.get("all") or {}).get("identical") else "**NO**"]
-             for name, f in summary["peers"].items()]
+    rows = [
+        [
+            f"`{c}`",
+            _f((per[c].get("all") or {}).get("acceptance_rate"), "{:.0%}"),
+            "yes" if (per[c].get("all") or {}).get("identical") else "**NO**",
+        ]
+        for c in summary["configs"]
+        if c in per
+    ]
+    rows += [
+        [name, "–", "yes (vs its own plain)" if (f.get("all") or {}).get("identical") else "**NO**"]
+        for name, f in summary["peers"].items()
+    ]
     return _table(["config", "acceptance", "identical to plain"], rows)
 
 
@@ -221,14 +283,19 @@ def goals_table(summary: dict) -> str:
     rows = []
     for goal in summary["goals"]:
         if "best_peer" in goal:
-            detail = (f"{_f(goal['ours'], '{:.2f}x')} vs {goal['best_peer'] or 'no peer'} "
-                      f"{_f(goal.get('peer'), '{:.2f}x')} (ratio {_f(goal.get('ratio'))})")
+            detail = (
+                f"{_f(goal['ours'], '{:.2f}x')} vs {goal['best_peer'] or 'no peer'} "
+                f"{_f(goal.get('peer'), '{:.2f}x')} (ratio {_f(goal.get('ratio'))})"
+            )
         elif "verdict" in goal:
             detail = f"{_f(goal['ours'], '{:.2f}x')} (slowest round {_f(goal.get('lo'), '{:.2f}x')}; {goal['verdict']})"
         else:
             detail = _f(goal["ours"], "{:.2f}x")
-        met = {True: "met", False: "**not met**",
-               None: "no peer ran" if "best_peer" in goal else "not judged (one round)"}[goal["met"]]
+        met = {
+            True: "met",
+            False: "**not met**",
+            None: "no peer ran" if "best_peer" in goal else "not judged (one round)",
+        }[goal["met"]]
         rows.append([goal["goal"], detail, met])
     return _table(["goal", "measured", ""], rows)
 
@@ -237,8 +304,9 @@ def render(results: dict, out: Path, plots: bool = True) -> list[str]:
     """Write report.md (and the plots unless ``plots`` is False) into ``out``; return the
     plot file names."""
     if results.get("format", 1) < 2:
-        raise ValueError("results written before report format 2 cannot be rendered; run the "
-                         "benchmark again")
+        raise ValueError(
+            "results written before report format 2 cannot be rendered; run the benchmark again"
+        )
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     cfg, summary, env = results["settings"], results["summary"], results["environment"]
@@ -246,14 +314,28 @@ def render(results: dict, out: Path, plots: bool = True) -> list[str]:
     files = _plots(results, out) if plots else []
     m, v = env["machine"], env["versions"]
     loads = [r.get("loadavg_1min") or 0.0 for r in results["runs"]]
-    lines = [f"# Draftless benchmark{' (quick)' if cfg['quick'] else ''}"
-             f"{' — tuning set' if cfg.get('split') == 'tuning' else ''}", ""]
+    lines = [
+        f"# Draftless benchmark{' (quick)' if cfg['quick'] else ''}"
+        f"{' — tuning set' if cfg.get('split') == 'tuning' else ''}",
+        "",
+    ]
     differences = results.get("peer_differences", [])
-    lines += ["**Identity check: " + ("every Draftless run's greedy output equals plain greedy "
-              "decoding, token for token." if not failures
-              else "FAILED — see *Failures* below.") + "**"
-              + (f" {len(differences)} peer answers differ from that peer's own plain greedy "
-                 "output (see *Peer differences*)." if differences else ""), ""]
+    lines += [
+        "**Identity check: "
+        + (
+            "every Draftless run's greedy output equals plain greedy decoding, token for token."
+            if not failures
+            else "FAILED — see *Failures* below."
+        )
+        + "**"
+        + (
+            f" {len(differences)} peer answers differ from that peer's own plain greedy "
+            "output (see *Peer differences*)."
+            if differences
+            else ""
+        ),
+        "",
+    ]
     lines += [
         f"- Date: {env['date_utc']}; total run time {env.get('total_s', 0):.0f} s",
         f"- Command: `{results['command']}`",
@@ -306,71 +388,123 @@ def render(results: dict, out: Path, plots: bool = True) -> list[str]:
     if files:
         lines += ["![speed-up](speedup.png)", "", "![tokens per pass](tokens_per_pass.png)", ""]
     lines += ["## Identity and acceptance", "", identity_table(summary), ""]
-    lines += ["## How it is measured", "",
-              "Every chat is first decoded plainly (the reference). Then, in each of "
-              f"{cfg['repeats']} rounds, every config runs the whole chat in its own chat "
-              "session, as the app runs a chat (KV cache and drafter state kept across turns, "
-              "each later turn after the reference answer), in an order rotated per chat and "
-              "round. *Decode time* is each answer's generate call minus its prefill. Per round, "
-              "speed-up = Σ plain decode time / Σ decode time over the answers of a cell; the "
-              "figure is the median over rounds with min–max. The noise of a cell is max / min "
-              "of its plain rounds; a gain is claimed only when the slowest round beats it. "
-              "`edit-memory` chats run after their predecessor chat has been taught to the "
-              "drafter's cross-chat memory (a fresh memory for every run). The engine keeps one "
-              "acceptance memory for the whole run, as the app's service does. Peers run the "
-              "same answers (full prompts as token ids) against their own plain decoding: "
-              "Hugging Face transformers' prompt lookup (torch CPU, same float32 weights, "
-              "child process) and llama.cpp's `llama-server --spec-type` n-gram modes (the "
-              "embedded model's Q4_1 GGUF, so its tokens differ from ours; checked against its "
-              "own plain run).", ""]
+    lines += [
+        "## How it is measured",
+        "",
+        "Every chat is first decoded plainly (the reference). Then, in each of "
+        f"{cfg['repeats']} rounds, every config runs the whole chat in its own chat "
+        "session, as the app runs a chat (KV cache and drafter state kept across turns, "
+        "each later turn after the reference answer), in an order rotated per chat and "
+        "round. *Decode time* is each answer's generate call minus its prefill. Per round, "
+        "speed-up = Σ plain decode time / Σ decode time over the answers of a cell; the "
+        "figure is the median over rounds with min–max. The noise of a cell is max / min "
+        "of its plain rounds; a gain is claimed only when the slowest round beats it. "
+        "`edit-memory` chats run after their predecessor chat has been taught to the "
+        "drafter's cross-chat memory (a fresh memory for every run). The engine keeps one "
+        "acceptance memory for the whole run, as the app's service does. Peers run the "
+        "same answers (full prompts as token ids) against their own plain decoding: "
+        "Hugging Face transformers' prompt lookup (torch CPU, same float32 weights, "
+        "child process) and llama.cpp's `llama-server --spec-type` n-gram modes (the "
+        "embedded model's Q4_1 GGUF, so its tokens differ from ours; checked against its "
+        "own plain run).",
+        "",
+    ]
     curve = results["verify_cost"]
-    lines += ["## Verify cost", "",
-              _table(["n"] + list(curve["ratio"]),
-                     [["c(n)/c(1) median"] + [_f(x) for x in curve["ratio"].values()],
-                      ["c(n) ms median"] + [_f(x * 1000, "{:.1f}") for x in curve["median_s"].values()]]),
-              ""]
+    lines += [
+        "## Verify cost",
+        "",
+        _table(
+            ["n"] + list(curve["ratio"]),
+            [
+                ["c(n)/c(1) median"] + [_f(x) for x in curve["ratio"].values()],
+                ["c(n) ms median"] + [_f(x * 1000, "{:.1f}") for x in curve["median_s"].values()],
+            ],
+        ),
+        "",
+    ]
     if "verify_cost.png" in files:
         lines += ["![verify cost](verify_cost.png)", ""]
     if summary["sweep"]:
         rows = []
         for name, by_k in summary["sweep"].items():
-            for key, s in sorted(by_k.items(), key=lambda kv: (not kv[0].isdigit(),
-                                                               int(kv[0]) if kv[0].isdigit() else 0)):
-                rows.append([f"`{name}`", key, _f(s.get("tokens_per_pass")),
-                             _f(s.get("speedup"), "{:.2f}x"), _f(s.get("predicted_speedup"), "{:.2f}x")])
-        lines += ["## Draft count", "", _table(["drafter", "k", "tok/pass", "speed-up",
-                                                "predicted"], rows), ""]
+            for key, s in sorted(
+                by_k.items(),
+                key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0),
+            ):
+                rows.append(
+                    [
+                        f"`{name}`",
+                        key,
+                        _f(s.get("tokens_per_pass")),
+                        _f(s.get("speedup"), "{:.2f}x"),
+                        _f(s.get("predicted_speedup"), "{:.2f}x"),
+                    ]
+                )
+        lines += [
+            "## Draft count",
+            "",
+            _table(["drafter", "k", "tok/pass", "speed-up", "predicted"], rows),
+            "",
+        ]
         if "speedup_vs_draft_count.png" in files:
             lines += ["![draft count](speedup_vs_draft_count.png)", ""]
     lines += ["## Peers", ""]
-    for name, label in (("hf_prompt_lookup", "Hugging Face prompt lookup"), ("llama_cpp", "llama.cpp")):
+    for name, label in (
+        ("hf_prompt_lookup", "Hugging Face prompt lookup"),
+        ("llama_cpp", "llama.cpp"),
+    ):
         peer = results.get(name) or {}
         if peer.get("status") == "ran":
-            extra = (f"prompt_lookup_num_tokens {peer.get('prompt_lookup_num_tokens')}, "
-                     f"{peer.get('threads') or 1} torch threads, "
-                     f"versions {peer.get('versions')}" if name == "hf_prompt_lookup" else
-                     f"modes {', '.join(peer.get('modes', []))} with llama.cpp's default "
-                     f"sizes, {peer.get('threads')} threads")
+            extra = (
+                f"prompt_lookup_num_tokens {peer.get('prompt_lookup_num_tokens')}, "
+                f"{peer.get('threads') or 1} torch threads, "
+                f"versions {peer.get('versions')}"
+                if name == "hf_prompt_lookup"
+                else f"modes {', '.join(peer.get('modes', []))} with llama.cpp's default "
+                f"sizes, {peer.get('threads')} threads"
+            )
             lines += [f"- {label}: ran ({extra})"]
         else:
             lines += [f"- {label}: {peer.get('status', 'skipped')}"]
     lines += ["", "## Workloads", ""]
     for p in results["provenance"]:
-        lines += [f"- **{p['task']}**: {p['source']}; {', '.join(p['items'])}"
-                  + (f" ({p['note']})" if p.get("note") else "")]
-    lines += ["", _table(["chat", "task", "answers (tokens)", "after"],
-                         [[w["id"], w["task"], ", ".join(str(t) for t in w["reference_tokens"]),
-                           w.get("after") or ""] for w in results["workloads"]]), ""]
+        lines += [
+            f"- **{p['task']}**: {p['source']}; {', '.join(p['items'])}"
+            + (f" ({p['note']})" if p.get("note") else "")
+        ]
+    lines += [
+        "",
+        _table(
+            ["chat", "task", "answers (tokens)", "after"],
+            [
+                [
+                    w["id"],
+                    w["task"],
+                    ", ".join(str(t) for t in w["reference_tokens"]),
+                    w.get("after") or "",
+                ]
+                for w in results["workloads"]
+            ],
+        ),
+        "",
+    ]
     if results["skipped"]:
         lines += ["## Skipped", ""] + [f"- {s}" for s in results["skipped"]] + [""]
     if failures:
         lines += ["## Failures", ""] + [f"- FAILED {f}" for f in failures] + [""]
     if differences:
-        lines += ["## Peer differences", "",
-                  "A peer's speculative answer that is not token for token its own plain answer. "
-                  "Its speed-up is still shown; its tokens per pass count a different answer.", ""]
+        lines += [
+            "## Peer differences",
+            "",
+            "A peer's speculative answer that is not token for token its own plain answer. "
+            "Its speed-up is still shown; its tokens per pass count a different answer.",
+            "",
+        ]
         lines += [f"- {d}" for d in differences] + [""]
-    lines += [f"Goals: copy-heavy families >= {GOAL_PEER_RATIO}x the best peer; open questions "
-              f"and novel text >= {GOAL_FLOOR}x; all tasks geometric mean >= {GOAL_GEOMEAN}x.", ""]
+    lines += [
+        f"Goals: copy-heavy families >= {GOAL_PEER_RATIO}x the best peer; open questions "
+        f"and novel text >= {GOAL_FLOOR}x; all tasks geometric mean >= {GOAL_GEOMEAN}x.",
+        "",
+    ]
     (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
     return files

@@ -79,6 +79,7 @@ def log(message: str) -> None:
 
 # ---------------------------------------------------------------- environment
 
+
 def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
@@ -100,10 +101,20 @@ def version_of(name: str) -> str | None:
 def git_revision() -> str | None:
     root = Path(__file__).resolve().parents[2]
     try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
-                             text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{rev}{' (with uncommitted changes)' if dirty else ''}" if rev else None
@@ -114,22 +125,35 @@ def environment(loaded) -> dict:
     dtypes = sorted({str(v.dtype) for _, v in tree_flatten(loaded.model.parameters())})
     return {
         "date_utc": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
-        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "platform": platform.platform(),
-                    "loadavg_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-                    "blas": _blas.loaded_blas or "mlx's bundled BLAS",
-                    "row_gemv": bool(_blas.row_gemv)},
-        "model": {"name": loaded.name, "path": str(loaded.path), "parameters": int(params),
-                  "dtype": ", ".join(d.replace("mlx.core.", "") for d in dtypes),
-                  "model_type": loaded.config.get("model_type"),
-                  "speculation": loaded.speculation},
-        "versions": {"python": platform.python_version(),
-                     **{name: version_of(name) for name in ("mlx", "mlx-lm", "numpy", "torch",
-                                                            "transformers", "matplotlib")}},
+        "machine": {
+            "cpu": cpu_model(),
+            "cores": os.cpu_count(),
+            "platform": platform.platform(),
+            "loadavg_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+            "blas": _blas.loaded_blas or "mlx's bundled BLAS",
+            "row_gemv": bool(_blas.row_gemv),
+        },
+        "model": {
+            "name": loaded.name,
+            "path": str(loaded.path),
+            "parameters": int(params),
+            "dtype": ", ".join(d.replace("mlx.core.", "") for d in dtypes),
+            "model_type": loaded.config.get("model_type"),
+            "speculation": loaded.speculation,
+        },
+        "versions": {
+            "python": platform.python_version(),
+            **{
+                name: version_of(name)
+                for name in ("mlx", "mlx-lm", "numpy", "torch", "transformers", "matplotlib")
+            },
+        },
         "git": git_revision(),
     }
 
 
 # ---------------------------------------------------------------- one engine run
+
 
 @dataclass
 class EngineRun:
@@ -141,7 +165,9 @@ class EngineRun:
     cpu_s: float | None = None  # this process's CPU time (all threads) for the whole call
     stats: dict | None = None  # DecodeStats.to_dict() from the DoneEvent
     timing: dict | None = None
-    passes: list[tuple[int, int, int, float]] = field(default_factory=list)  # drafted, accepted, emitted, s
+    passes: list[tuple[int, int, int, float]] = field(
+        default_factory=list
+    )  # drafted, accepted, emitted, s
     identical: bool | None = None
     first_mismatch: int | None = None
     loadavg: float | None = None
@@ -150,12 +176,19 @@ class EngineRun:
     chat: str = ""  # the workload (chat) this turn belongs to
 
     def record(self) -> dict:
-        out = {"config": self.config, "workload": self.workload, "task": self.task,
-               "chat": self.chat or self.workload, "repeat": self.repeat,
-               "emitted_tokens": len(self.tokens), "decode_wall_s": round(self.decode_wall_s, 4),
-               "cpu_s": None if self.cpu_s is None else round(self.cpu_s, 4),
-               "identical": self.identical, "first_mismatch": self.first_mismatch,
-               "loadavg_1min": self.loadavg}
+        out = {
+            "config": self.config,
+            "workload": self.workload,
+            "task": self.task,
+            "chat": self.chat or self.workload,
+            "repeat": self.repeat,
+            "emitted_tokens": len(self.tokens),
+            "decode_wall_s": round(self.decode_wall_s, 4),
+            "cpu_s": None if self.cpu_s is None else round(self.cpu_s, 4),
+            "identical": self.identical,
+            "first_mismatch": self.first_mismatch,
+            "loadavg_1min": self.loadavg,
+        }
         if self.stats is not None:
             out["stats"] = self.stats
             out["timing"] = self.timing
@@ -164,19 +197,29 @@ class EngineRun:
         return out
 
 
-def draft_settings(name: str, cfg: BenchConfig, draft_count: int | None = None,
-                   adaptive: bool | None = None, cross_chat: bool = False) -> DraftSettings:
+def draft_settings(
+    name: str,
+    cfg: BenchConfig,
+    draft_count: int | None = None,
+    adaptive: bool | None = None,
+    cross_chat: bool = False,
+) -> DraftSettings:
     """The engine's defaults but for the suite's counts; ``adaptive`` None: cfg.adaptive.
     Without ``cross_chat`` a drafter gets its measurement options (no memory from other
     chats); with it, the app's own options."""
-    return DraftSettings(drafter=name, draft_count=draft_count or cfg.draft_count,
-                         ngram_order=cfg.ngram_order, ngram_min=cfg.ngram_min,
-                         adaptive=cfg.adaptive if adaptive is None else adaptive,
-                         options={} if cross_chat else measurement_options(name))
+    return DraftSettings(
+        drafter=name,
+        draft_count=draft_count or cfg.draft_count,
+        ngram_order=cfg.ngram_order,
+        ngram_min=cfg.ngram_min,
+        adaptive=cfg.adaptive if adaptive is None else adaptive,
+        options={} if cross_chat else measurement_options(name),
+    )
 
 
-def run_engine(session, workload: Workload, messages, draft: DraftSettings, max_tokens: int,
-               label: str) -> EngineRun:
+def run_engine(
+    session, workload: Workload, messages, draft: DraftSettings, max_tokens: int, label: str
+) -> EngineRun:
     request = GenerationRequest(messages=messages, max_tokens=max_tokens, draft=draft).validated()
     passes = []
     done = None
@@ -196,9 +239,18 @@ def run_engine(session, workload: Workload, messages, draft: DraftSettings, max_
                 log(f"  {label}: {event.message} {event.done}/{event.total}")
     wall = time.perf_counter() - started
     cpu = time.process_time() - cpu_started
-    run = EngineRun(label, workload.id, workload.task, list(done.tokens),
-                    wall - float(done.timing.get("prefill_s", 0.0)), cpu, done.stats, done.timing,
-                    passes, loadavg=load_now())
+    run = EngineRun(
+        label,
+        workload.id,
+        workload.task,
+        list(done.tokens),
+        wall - float(done.timing.get("prefill_s", 0.0)),
+        cpu,
+        done.stats,
+        done.timing,
+        passes,
+        loadavg=load_now(),
+    )
     return run
 
 
@@ -215,19 +267,23 @@ def compare(run: EngineRun, reference: list[int]) -> None:
 
 # ---------------------------------------------------------------- verify cost c(n)
 
+
 def verify_cost_curve(loaded, prefix_tokens: list[int], ns: list[int], repeats: int) -> dict:
     """c(n) after a realistic prefix, timed as the engine times it (``verify_cost.timing_steps``)."""
     target = Target(loaded.model)
-    prefix = prefix_tokens[:-max(ns)]
-    probe = prefix_tokens[len(prefix):]
+    prefix = prefix_tokens[: -max(ns)]
+    probe = prefix_tokens[len(prefix) :]
     target.prefill(prefix)
     samples: dict[int, list[float]] = {}
     for _, _, samples in timing_steps(target, ns, repeats, tokens=probe):
         pass
     median = {n: statistics.median(v) for n, v in samples.items()}
     c1 = median[ns[0]]
-    return {"prefix_tokens": len(prefix), "repeats": repeats,
-            "median_s": {str(n): round(median[n], 5) for n in ns},
-            "min_s": {str(n): round(min(samples[n]), 5) for n in ns},
-            "ratio": {str(n): round(median[n] / c1, 4) for n in ns},
-            "ratio_min": {str(n): round(min(samples[n]) / min(samples[ns[0]]), 4) for n in ns}}
+    return {
+        "prefix_tokens": len(prefix),
+        "repeats": repeats,
+        "median_s": {str(n): round(median[n], 5) for n in ns},
+        "min_s": {str(n): round(min(samples[n]), 5) for n in ns},
+        "ratio": {str(n): round(median[n] / c1, 4) for n in ns},
+        "ratio_min": {str(n): round(min(samples[n]) / min(samples[ns[0]]), 4) for n in ns},
+    }

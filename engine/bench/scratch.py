@@ -21,7 +21,9 @@ class FolderStores(DrafterStores):
 
     def __init__(self, folder=None):
         super().__init__()
-        self._temporary = None if folder else tempfile.TemporaryDirectory(prefix="draftless-memory-")
+        self._temporary = (
+            None if folder else tempfile.TemporaryDirectory(prefix="draftless-memory-")
+        )
         self.folder = Path(folder or self._temporary.name)
 
     def get(self, path, create):

@@ -46,9 +46,20 @@ from ..settings import GenerationRequest
 from . import llamacpp, peers, report
 from .aggregate import aggregate
 from .oracle import ORACLE, OracleDrafter, OracleSession, best_fixed_count
-from .runner import (COMPARED_DRAFTERS, QUICK_DRAFTERS, QUICK_TASKS, BenchConfig, EngineRun,
-                     compare, draft_settings, environment, load_now, log, run_engine,
-                     verify_cost_curve)
+from .runner import (
+    COMPARED_DRAFTERS,
+    QUICK_DRAFTERS,
+    QUICK_TASKS,
+    BenchConfig,
+    EngineRun,
+    compare,
+    draft_settings,
+    environment,
+    load_now,
+    log,
+    run_engine,
+    verify_cost_curve,
+)
 from .scratch import FolderStores, private_data_dir
 from .sweep import draft_count_sweep
 from .workloads import Workload, predecessor, select_workloads
@@ -100,8 +111,9 @@ class Suite:
         elif self.cfg.drafters != ["all"]:
             unknown = [n for n in self.cfg.drafters if n not in DRAFTERS]
             if unknown:
-                raise EngineError(f"Unknown drafter(s) {', '.join(unknown)}. "
-                                  f"Registered: {', '.join(DRAFTERS)}.")
+                raise EngineError(
+                    f"Unknown drafter(s) {', '.join(unknown)}. Registered: {', '.join(DRAFTERS)}."
+                )
             names = [n for n in self.cfg.drafters if n != "none"]
         usable = []
         for name in names:
@@ -115,7 +127,9 @@ class Suite:
         return usable
 
     def warm_up(self):
-        warm = Workload("warm-up", "warm-up", [{"role": "user", "content": "Say hello. Say hello."}], "")
+        warm = Workload(
+            "warm-up", "warm-up", [{"role": "user", "content": "Say hello. Say hello."}], ""
+        )
         log(f"[{self.elapsed()}] warm-up (and any one-off drafter tables or calibration)")
         key = model_key(self.loaded)
         if self.cfg.adaptive and not self.memory.adaptive.measured(key):
@@ -139,10 +153,13 @@ class Suite:
         need = self.cfg.verify_prefix + max(self.cfg.verify_ns)
         while len(tokens) < need:
             tokens = tokens + tokens
-        log(f"[{self.elapsed()}] verify cost c(n)/c(1): n = {self.cfg.verify_ns}, "
-            f"{self.cfg.verify_repeats} repeats after a {self.cfg.verify_prefix}-token prefix")
-        self.verify = verify_cost_curve(self.loaded, tokens[:need], self.cfg.verify_ns,
-                                        self.cfg.verify_repeats)
+        log(
+            f"[{self.elapsed()}] verify cost c(n)/c(1): n = {self.cfg.verify_ns}, "
+            f"{self.cfg.verify_repeats} repeats after a {self.cfg.verify_prefix}-token prefix"
+        )
+        self.verify = verify_cost_curve(
+            self.loaded, tokens[:need], self.cfg.verify_ns, self.cfg.verify_repeats
+        )
         log("  " + "  ".join(f"c({n})={r:.2f}" for n, r in self.verify["ratio"].items()))
 
     # -- one chat, every config, interleaved rounds
@@ -152,8 +169,10 @@ class Suite:
         messages = list(workload.messages)
         out = [messages]
         for answer, follow_up in zip(answers, workload.turns):
-            messages = messages + [{"role": "assistant", "content": answer},
-                                   {"role": "user", "content": follow_up}]
+            messages = messages + [
+                {"role": "assistant", "content": answer},
+                {"role": "user", "content": follow_up},
+            ]
             out.append(messages)
         return out
 
@@ -163,8 +182,14 @@ class Suite:
         runs, answers = [], []
         for turn, turn_id in enumerate(workload.turn_ids()):
             messages = self.turn_messages(workload, answers)[turn]
-            run = run_engine(session, workload, messages, draft_settings("none", self.cfg),
-                             self.cfg.max_tokens, "reference")
+            run = run_engine(
+                session,
+                workload,
+                messages,
+                draft_settings("none", self.cfg),
+                self.cfg.max_tokens,
+                "reference",
+            )
             run.workload, run.chat = turn_id, workload.id
             runs.append(run)
             answers.append(self.loaded.tokenizer.decode(run.tokens))
@@ -188,8 +213,9 @@ class Suite:
         cfg = self.cfg
         if config == ORACLE:
             oracle = OracleDrafter()
-            return OracleSession(self.loaded, self.memory, oracle), \
-                draft_settings("none", cfg, self.oracle_count, adaptive=False)
+            return OracleSession(self.loaded, self.memory, oracle), draft_settings(
+                "none", cfg, self.oracle_count, adaptive=False
+            )
         earlier = predecessor(workload)
         if earlier is None or not measurement_options(config):
             return ChatSession(self.loaded, self.memory), draft_settings(config, cfg)
@@ -205,11 +231,23 @@ class Suite:
         runs = []
         if config == "mlx-lm":
             for turn_id, messages in zip(turn_ids, self.chat_messages[workload.id]):
-                tokens = prompt_tokens(self.loaded, GenerationRequest(messages=messages).validated())
+                tokens = prompt_tokens(
+                    self.loaded, GenerationRequest(messages=messages).validated()
+                )
                 plain = peers.mlx_lm_greedy(self.loaded, tokens, cfg.max_tokens)
-                runs.append(EngineRun("mlx-lm", turn_id, workload.task, plain.tokens,
-                                      plain.decode_wall_s, plain.cpu_s, loadavg=load_now(),
-                                      repeat=repeat, chat=workload.id))
+                runs.append(
+                    EngineRun(
+                        "mlx-lm",
+                        turn_id,
+                        workload.task,
+                        plain.tokens,
+                        plain.decode_wall_s,
+                        plain.cpu_s,
+                        loadavg=load_now(),
+                        repeat=repeat,
+                        chat=workload.id,
+                    )
+                )
             return runs
         session, settings = self.chat_session(config, workload)
         for turn_id, messages in zip(turn_ids, self.chat_messages[workload.id]):
@@ -227,15 +265,19 @@ class Suite:
             self.reference_only(earlier)  # the chat it follows, for its cross-chat memory
         reference = self.reference_only(workload)
         lengths = ", ".join(str(len(r.tokens)) for r in reference)
-        log(f"[{self.elapsed()}] ({index}/{total}) {workload.task}/{workload.id}: "
-            f"{len(reference)} turn(s) of {lengths} tokens; load {load_now():.2f}")
+        log(
+            f"[{self.elapsed()}] ({index}/{total}) {workload.task}/{workload.id}: "
+            f"{len(reference)} turn(s) of {lengths} tokens; load {load_now():.2f}"
+        )
         for repeat in range(cfg.repeats):
             shift = (index + repeat) % len(configs)
             for config in configs[shift:] + configs[:shift]:
                 try:
                     runs = self.run_chat_config(workload, config, repeat)
                 except Exception as error:  # a drafter that crashes is a failure, not a skip
-                    message = f"{workload.task}/{workload.id} {config}: {type(error).__name__}: {error}"
+                    message = (
+                        f"{workload.task}/{workload.id} {config}: {type(error).__name__}: {error}"
+                    )
                     self.failures.append(message)
                     log(f"  FAILED {message}")
                     continue
@@ -244,14 +286,17 @@ class Suite:
                     if not run.identical:
                         self.failures.append(
                             f"{workload.task}/{run.workload} {config} (round {repeat + 1}): output "
-                            f"differs from plain greedy at token {run.first_mismatch}")
+                            f"differs from plain greedy at token {run.first_mismatch}"
+                        )
                 self.runs += runs
                 wall = sum(r.decode_wall_s for r in runs)
                 tokens = sum(len(r.tokens) for r in runs)
                 passes = sum(r.stats["passes"] for r in runs if r.stats) or None
-                log(f"  round {repeat + 1} {config:14} {tokens / wall:6.1f} tok/s"
+                log(
+                    f"  round {repeat + 1} {config:14} {tokens / wall:6.1f} tok/s"
                     + (f" {tokens / passes:.2f} tok/pass" if passes else "")
-                    + ("" if all(r.identical for r in runs) else "  MISMATCH"))
+                    + ("" if all(r.identical for r in runs) else "  MISMATCH")
+                )
 
     def reference_only(self, workload: Workload) -> list[EngineRun]:
         """The chat's reference runs, kept: its tokens per turn and each turn's messages."""
@@ -270,9 +315,11 @@ class Suite:
         configs.append("mlx-lm")
         self.configs = configs
         turns = sum(len(w.turn_ids()) for w in self.workloads)
-        log(f"[{self.elapsed()}] {len(self.workloads)} chats ({turns} answers) x {self.cfg.repeats} "
+        log(
+            f"[{self.elapsed()}] {len(self.workloads)} chats ({turns} answers) x {self.cfg.repeats} "
             f"rounds x ({', '.join(configs)}), up to {self.cfg.max_tokens} tokens each"
-            + (f"; oracle drafts {self.oracle_count} per pass" if self.cfg.oracle else ""))
+            + (f"; oracle drafts {self.oracle_count} per pass" if self.cfg.oracle else "")
+        )
         for index, workload in enumerate(self.workloads, 1):
             self.run_chat(workload, configs, index, len(self.workloads))
 
@@ -289,23 +336,33 @@ class Suite:
                 continue
             per_task[workload.task] = per_task.get(workload.task, 0) + 1
             for turn_id, messages in zip(workload.turn_ids(), self.chat_messages[workload.id]):
-                jobs.append({"id": turn_id, "task": workload.task, "tokens": prompt_tokens(
-                    self.loaded, GenerationRequest(messages=messages).validated())})
+                jobs.append(
+                    {
+                        "id": turn_id,
+                        "task": workload.task,
+                        "tokens": prompt_tokens(
+                            self.loaded, GenerationRequest(messages=messages).validated()
+                        ),
+                    }
+                )
         return jobs
 
     def run_peers(self) -> None:
         cfg = self.cfg
         jobs = None
-        for peer, wanted in ((peers.HFPeer(cfg.hf_lookup), cfg.hf_peer),
-                             (llamacpp.LlamaCppPeer(), cfg.llama_peer)):
+        for peer, wanted in (
+            (peers.HFPeer(cfg.hf_lookup), cfg.hf_peer),
+            (llamacpp.LlamaCppPeer(), cfg.llama_peer),
+        ):
             if not wanted:
                 self.peer_results[peer.key] = {"status": "skipped: --no-peers"}
                 continue
             if jobs is None:
                 jobs = self.peer_jobs(cfg.hf_tasks, cfg.hf_prompts_per_task)
             log(f"[{self.elapsed()}] peer {peer.key}")
-            entry, differences, skipped = peers.run_peer(peer, self.loaded, jobs, cfg.max_tokens,
-                                                         cfg.repeats, self.reference, log)
+            entry, differences, skipped = peers.run_peer(
+                peer, self.loaded, jobs, cfg.max_tokens, cfg.repeats, self.reference, log
+            )
             self.peer_results[peer.key] = entry
             self.peer_differences += differences
             self.skipped += skipped
@@ -317,18 +374,28 @@ class Suite:
         return {
             "environment": self.env,
             "command": self.cfg.command,
-            "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(self.cfg).items()},
+            "settings": {
+                k: (str(v) if isinstance(v, Path) else v) for k, v in vars(self.cfg).items()
+            },
             "drafters": list(self.drafters),
             "failures": self.failures,
             "peer_differences": self.peer_differences,
             "skipped": self.skipped,
             "provenance": [vars(p) for p in self.provenance],
             "format": 2,
-            "workloads": [{"id": w.id, "task": w.task, "turns": w.turn_ids(), "role": w.role,
-                           "split": w.split, "after": w.after, "source": w.source,
-                           "reference_tokens": [len(self.reference.get(t, []))
-                                                for t in w.turn_ids()]}
-                          for w in self.workloads],
+            "workloads": [
+                {
+                    "id": w.id,
+                    "task": w.task,
+                    "turns": w.turn_ids(),
+                    "role": w.role,
+                    "split": w.split,
+                    "after": w.after,
+                    "source": w.source,
+                    "reference_tokens": [len(self.reference.get(t, [])) for t in w.turn_ids()],
+                }
+                for w in self.workloads
+            ],
             "verify_cost": self.verify,
             "oracle_draft_count": self.oracle_count,
             "summary": aggregate(self),
@@ -349,8 +416,9 @@ class Suite:
     def _run(self) -> int:
         cfg = self.cfg
         self.load()
-        self.workloads, self.provenance = select_workloads(cfg.tasks, cfg.per_task,
-                                                           cfg.mtbench_turns, cfg.split)
+        self.workloads, self.provenance = select_workloads(
+            cfg.tasks, cfg.per_task, cfg.mtbench_turns, cfg.split
+        )
         for prov in self.provenance:
             if prov.source == "skipped":
                 self.skipped.append(f"workload `{prov.task}` {prov.note}")
@@ -366,7 +434,9 @@ class Suite:
         self.run_peers()
         if cfg.sweep:
             self.sweep_runs = draft_count_sweep(self, ranking)
-        self.env["machine"]["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+        self.env["machine"]["loadavg_end"] = (
+            list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+        )
         self.env["total_s"] = round(time.perf_counter() - self.started, 1)
         results = self.results()
         out = Path(cfg.out)
@@ -378,7 +448,13 @@ class Suite:
             for failure in self.failures:
                 log(f"  {failure}")
             return 3
-        log("all of Draftless's greedy outputs identical to plain decoding"
-            + (f"; {len(self.peer_differences)} peer answers differ from the peer's own plain run "
-               "(see the report)" if self.peer_differences else ""))
+        log(
+            "all of Draftless's greedy outputs identical to plain decoding"
+            + (
+                f"; {len(self.peer_differences)} peer answers differ from the peer's own plain run "
+                "(see the report)"
+                if self.peer_differences
+                else ""
+            )
+        )
         return 0

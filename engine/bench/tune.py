@@ -38,19 +38,32 @@ QUIET_CURVE = "resources/readme/benchmarks/results.json"  # a quiet machine's c(
 PRIOR_STRENGTH = 1.0  # pseudo-observations of a fitted prior, as the flat Beta(0.5, 0.5)
 
 
-def simulate(chat: list[dict], drafter_name: str, draft_count: int, adaptive: bool,
-             memory: AdaptiveMemory, model_key: str, seconds: dict[int, float],
-             eos: int, options: dict | None = None, classes: dict | None = None,
-             stores: DrafterStores | None = None, drafter=None) -> dict:
+def simulate(
+    chat: list[dict],
+    drafter_name: str,
+    draft_count: int,
+    adaptive: bool,
+    memory: AdaptiveMemory,
+    model_key: str,
+    seconds: dict[int, float],
+    eos: int,
+    options: dict | None = None,
+    classes: dict | None = None,
+    stores: DrafterStores | None = None,
+    drafter=None,
+) -> dict:
     """Replay one chat (``[{"prompt": tokens, "answer": tokens, "stop": bool}]``, turns in
     order, one drafter for the whole chat as ``ChatSession`` keeps it) and return
     ``{"plain_s", "spec_s", "passes", "emitted", "drafter_s"}``. ``drafter``: an instance
     to replay instead of the registered ``drafter_name`` (a peer's strategy)."""
     curve = CostCurve(seconds)
     if drafter is None:
-        settings = DraftSettings(drafter=drafter_name, draft_count=draft_count, adaptive=adaptive,
-                                 options=measurement_options(drafter_name) if options is None
-                                 else options).validated()
+        settings = DraftSettings(
+            drafter=drafter_name,
+            draft_count=draft_count,
+            adaptive=adaptive,
+            options=measurement_options(drafter_name) if options is None else options,
+        ).validated()
         drafter = make_drafter(settings)
     drafter.attach_model(model_key, stores=stores if stores is not None else DrafterStores())
     policy = memory.policy(model_key, drafter) if adaptive else None
@@ -64,8 +77,8 @@ def simulate(chat: list[dict], drafter_name: str, draft_count: int, adaptive: bo
         if turn.get("stop", True):
             answer = answer + [eos]
         started = time.perf_counter()
-        if history and prompt[:len(history)] == history:
-            drafter.extend(prompt[len(history):])
+        if history and prompt[: len(history)] == history:
+            drafter.extend(prompt[len(history) :])
         else:
             drafter.reset(prompt)
         drafter_s += time.perf_counter() - started
@@ -87,14 +100,14 @@ def simulate(chat: list[dict], drafter_name: str, draft_count: int, adaptive: bo
             rows = rows if drafter.multi_row else rows[:1]
             if rows and policy is not None:
                 length = policy.draft_length(max(len(r) for r in rows), proposal.match_length)
-                rows = [r[:length] for r in rows[:policy.row_budget(length)]] if length else []
+                rows = [r[:length] for r in rows[: policy.row_budget(length)]] if length else []
             drafter_s += time.perf_counter() - started
             matches = [matched_length(r, answer, produced) for r in rows]
             accepted = max(matches, default=0)
             row = matches.index(accepted) if rows else 0
             draft = rows[row] if rows else []
             sent = tree_size(rows) if len(rows) > 1 else len(draft)  # tokens verified
-            emitted = answer[produced:produced + accepted + 1]
+            emitted = answer[produced : produced + accepted + 1]
             cost = curve.base(sent + 1)
             spec += cost
             started = time.perf_counter()
@@ -103,8 +116,9 @@ def simulate(chat: list[dict], drafter_name: str, draft_count: int, adaptive: bo
             if policy is not None:
                 policy.record(sent, accepted, cost, depth=max((len(r) for r in rows), default=0))
             if classes is not None and draft:  # per match class: [reached, accepted] per position
-                counts = classes.setdefault(match_class(proposal.match_length),
-                                            [[0, 0] for _ in range(draft_count)])
+                counts = classes.setdefault(
+                    match_class(proposal.match_length), [[0, 0] for _ in range(draft_count)]
+                )
                 for i in range(min(accepted + 1, len(draft))):
                     counts[i][0] += 1
                     counts[i][1] += i < accepted
@@ -113,8 +127,13 @@ def simulate(chat: list[dict], drafter_name: str, draft_count: int, adaptive: bo
             passes += 1
             emitted_total += len(emitted)
     drafter.flush()
-    return {"plain_s": plain, "spec_s": spec, "passes": passes, "emitted": emitted_total,
-            "drafter_s": drafter_s}
+    return {
+        "plain_s": plain,
+        "spec_s": spec,
+        "passes": passes,
+        "emitted": emitted_total,
+        "drafter_s": drafter_s,
+    }
 
 
 def quiet_seconds(path: str | Path = QUIET_CURVE) -> dict[int, float]:
@@ -124,14 +143,16 @@ def quiet_seconds(path: str | Path = QUIET_CURVE) -> dict[int, float]:
 
 # ---------------------------------------------------------------- the tuning answers
 
+
 def answers_path(model_key: str, split: str) -> Path:
     from ..paths import cache_dir
 
     return cache_dir() / "tuning" / f"answers-{model_key}-{split}.json"
 
 
-def reference_answers(split: str, max_tokens: int, tasks=None, per_task: int = 2,
-                      cached_only: bool = False) -> tuple[dict, str, int]:
+def reference_answers(
+    split: str, max_tokens: int, tasks=None, per_task: int = 2, cached_only: bool = False
+) -> tuple[dict, str, int]:
     """Every chat of a split decoded plainly once (cached): ({chat: {"task", "turns"}}, model
     key, eos id)."""
     from ..memory import EngineMemory
@@ -158,8 +179,13 @@ def reference_answers(split: str, max_tokens: int, tasks=None, per_task: int = 2
         answers = [loaded.tokenizer.decode(r.tokens) for r in runs]
         turns = []
         for run, messages in zip(runs, suite.turn_messages(workload, answers)):
-            turns.append({"prompt": prompt_tokens(loaded, GenerationRequest(messages=messages)),
-                          "answer": run.tokens, "stop": len(run.tokens) < max_tokens})
+            turns.append(
+                {
+                    "prompt": prompt_tokens(loaded, GenerationRequest(messages=messages)),
+                    "answer": run.tokens,
+                    "stop": len(run.tokens) < max_tokens,
+                }
+            )
         cached[workload.id] = {"task": workload.task, "turns": turns, "after": workload.after}
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(cached))
@@ -174,26 +200,51 @@ def geomean(values) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
-def table(chats: dict, key: str, eos: int, seconds: dict, drafters, caps, adaptives, cold: bool,
-          priors: dict[str, dict] | None = None):
+def table(
+    chats: dict,
+    key: str,
+    eos: int,
+    seconds: dict,
+    drafters,
+    caps,
+    adaptives,
+    cold: bool,
+    priors: dict[str, dict] | None = None,
+):
     tasks = sorted({c["task"] for c in chats.values()})
-    print(f"\n{'cold start: each chat alone' if cold else 'one process, memory carried'}; "
-          "predicted speed-up per task (geomean over chats), then overall geomean over tasks")
+    print(
+        f"\n{'cold start: each chat alone' if cold else 'one process, memory carried'}; "
+        "predicted speed-up per task (geomean over chats), then overall geomean over tasks"
+    )
     print(f"{'config':28}" + "".join(f"{t[:12]:>13}" for t in tasks) + f"{'geomean':>10}")
-    variants = [("", adaptive_module.CLASS_PRIORS)] + [(f" {label}", value) for label, value
-                                                         in (priors or {}).items()]
+    variants = [("", adaptive_module.CLASS_PRIORS)] + [
+        (f" {label}", value) for label, value in (priors or {}).items()
+    ]
     for name in drafters:
         for cap in caps:
             for adaptive in adaptives:
                 for suffix, variant in variants if adaptive else variants[:1]:
                     values = predicted(chats, key, eos, seconds, name, cap, adaptive, cold, variant)
                     label = f"{name}@{cap}{'' if adaptive else ' fixed'}{suffix}"
-                    print(f"{label:28}" + "".join(f"{values[t]:13.2f}" for t in tasks)
-                          + f"{geomean(values.values()):10.2f}", flush=True)
+                    print(
+                        f"{label:28}"
+                        + "".join(f"{values[t]:13.2f}" for t in tasks)
+                        + f"{geomean(values.values()):10.2f}",
+                        flush=True,
+                    )
 
 
-def predicted(chats: dict, key: str, eos: int, seconds: dict, name: str, cap: int, adaptive: bool,
-              cold: bool, priors: dict) -> dict[str, float]:
+def predicted(
+    chats: dict,
+    key: str,
+    eos: int,
+    seconds: dict,
+    name: str,
+    cap: int,
+    adaptive: bool,
+    cold: bool,
+    priors: dict,
+) -> dict[str, float]:
     """Predicted speed-up per task (geomean over its chats) with ``priors`` as the policy's
     cold-start priors; ``cold``: a fresh acceptance memory for every chat."""
     saved = adaptive_module.CLASS_PRIORS
@@ -204,81 +255,129 @@ def predicted(chats: dict, key: str, eos: int, seconds: dict, name: str, cap: in
         for chat in chats.values():
             if cold:
                 memory = AdaptiveMemory()
-            result = simulate(chat["turns"], name, cap, adaptive, memory, key, seconds, eos,
-                              **cross_chat(chats, chat, name, cap, key, seconds, eos))
+            result = simulate(
+                chat["turns"],
+                name,
+                cap,
+                adaptive,
+                memory,
+                key,
+                seconds,
+                eos,
+                **cross_chat(chats, chat, name, cap, key, seconds, eos),
+            )
             per_task.setdefault(chat["task"], []).append(result["plain_s"] / result["spec_s"])
     finally:
         adaptive_module.CLASS_PRIORS = saved
     return {t: geomean(v) for t, v in per_task.items()}
 
 
-def cross_chat(chats: dict, chat: dict, name: str, cap: int, key: str, seconds: dict,
-               eos: int) -> dict:
+def cross_chat(
+    chats: dict, chat: dict, name: str, cap: int, key: str, seconds: dict, eos: int
+) -> dict:
     """For a chat that follows another (``edit-memory``) and a drafter with cross-chat
     memory: the app's options and a fresh store in a fresh folder that saw the earlier chat."""
     earlier = chats.get(chat.get("after") or "")
     if earlier is None or not measurement_options(name):
         return {}
     stores = FolderStores()
-    simulate(earlier["turns"], name, cap, False, AdaptiveMemory(), key, seconds, eos,
-             options={}, stores=stores)
+    simulate(
+        earlier["turns"],
+        name,
+        cap,
+        False,
+        AdaptiveMemory(),
+        key,
+        seconds,
+        eos,
+        options={},
+        stores=stores,
+    )
     return {"options": {}, "stores": stores}
 
 
 def class_acceptance(chats: dict, key: str, eos: int, seconds: dict, drafters, cap: int = 16):
     """Acceptance per match class and draft position with a fixed draft count: what the
     adaptive policy's cold-start priors are fitted to."""
-    print(f"\nacceptance per match class, fixed draft count {cap}: passes, P(position i kept "
-          "| earlier kept) for i = 0, 1, 2, 3, 7, 15")
+    print(
+        f"\nacceptance per match class, fixed draft count {cap}: passes, P(position i kept "
+        "| earlier kept) for i = 0, 1, 2, 3, 7, 15"
+    )
     fitted: dict[str, dict[int, tuple[float, float]]] = {}
     for name in drafters:
         classes: dict = {}
         for chat in chats.values():
-            simulate(chat["turns"], name, cap, False, AdaptiveMemory(), key, seconds, eos,
-                     classes=classes)
+            simulate(
+                chat["turns"],
+                name,
+                cap,
+                False,
+                AdaptiveMemory(),
+                key,
+                seconds,
+                eos,
+                classes=classes,
+            )
         for klass in sorted(classes):
             counts = classes[klass]
             rates = [f"{a / r:.2f}" if r else "  – " for r, a in counts]
             picks = [rates[i] for i in (0, 1, 2, 3, 7, 15) if i < len(rates)]
             print(f"  {name:14} class {klass}: {counts[0][0]:5} passes  " + " ".join(picks))
             p0 = counts[0][1] / counts[0][0]
-            fitted.setdefault(name, {})[klass] = (round(PRIOR_STRENGTH * p0, 2),
-                                                  round(PRIOR_STRENGTH * (1 - p0), 2))
+            fitted.setdefault(name, {})[klass] = (
+                round(PRIOR_STRENGTH * p0, 2),
+                round(PRIOR_STRENGTH * (1 - p0), 2),
+            )
     print(f"fitted priors (strength {PRIOR_STRENGTH}): {fitted}")
     return fitted
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.bench.tune", description=__doc__)
-    parser.add_argument("--split", default="tuning", choices=("tuning", "check"),
-                        help="prompt set to replay (default: tuning)")
-    parser.add_argument("--drafters", default="ngram-cache,prompt-lookup,suffix",
-                        help="comma-separated drafters")
+    parser.add_argument(
+        "--split",
+        default="tuning",
+        choices=("tuning", "check"),
+        help="prompt set to replay (default: tuning)",
+    )
+    parser.add_argument(
+        "--drafters", default="ngram-cache,prompt-lookup,suffix", help="comma-separated drafters"
+    )
     parser.add_argument("--caps", default="4,8,16,32", help="draft-count caps to try")
     parser.add_argument("--max-tokens", type=int, default=512, help="answer cap (default 512)")
     parser.add_argument("--fixed", action="store_true", help="also try fixed draft counts")
-    parser.add_argument("--curve", default=QUIET_CURVE,
-                        help="a results.json whose verify_cost c(n) to use (default: the "
-                        "committed quiet run)")
+    parser.add_argument(
+        "--curve",
+        default=QUIET_CURVE,
+        help="a results.json whose verify_cost c(n) to use (default: the committed quiet run)",
+    )
     parser.add_argument("--tasks", help="comma-separated tasks (default: all)")
-    parser.add_argument("--cached-only", action="store_true",
-                        help="replay only the answers already decoded; decode nothing")
+    parser.add_argument(
+        "--cached-only",
+        action="store_true",
+        help="replay only the answers already decoded; decode nothing",
+    )
     args = parser.parse_args(argv)
     with private_data_dir("draftless-tune-data-"):
         return _main(args, argv)
 
 
 def _main(args, argv) -> int:
-    chats, key, eos = reference_answers(args.split, args.max_tokens,
-                                        args.tasks.split(",") if args.tasks else None,
-                                        cached_only=args.cached_only)
+    chats, key, eos = reference_answers(
+        args.split,
+        args.max_tokens,
+        args.tasks.split(",") if args.tasks else None,
+        cached_only=args.cached_only,
+    )
     seconds = quiet_seconds(args.curve)
     print(f"python -m engine.bench.tune {' '.join(argv if argv is not None else sys.argv[1:])}")
-    print(f"{args.split} set: {len(chats)} chats, "
-          f"{sum(len(c['turns']) for c in chats.values())} answers, "
-          f"{sum(len(t['answer']) for c in chats.values() for t in c['turns'])} tokens; c(n) "
-          f"from {args.curve}: " + ", ".join(f"c({n})/c(1)={s / seconds[1]:.2f}"
-                                            for n, s in sorted(seconds.items())))
+    print(
+        f"{args.split} set: {len(chats)} chats, "
+        f"{sum(len(c['turns']) for c in chats.values())} answers, "
+        f"{sum(len(t['answer']) for c in chats.values() for t in c['turns'])} tokens; c(n) "
+        f"from {args.curve}: "
+        + ", ".join(f"c({n})/c(1)={s / seconds[1]:.2f}" for n, s in sorted(seconds.items()))
+    )
     drafters = args.drafters.split(",")
     caps = [int(c) for c in args.caps.split(",")]
     adaptives = [True, False] if args.fixed else [True]
@@ -287,8 +386,17 @@ def _main(args, argv) -> int:
     # engine's own (unlabelled rows) are compared with flat ones, nothing is fitted to it
     variants = {"fitted-priors": fitted} if args.split == "tuning" else {}
     for cold in (False, True):
-        table(chats, key, eos, seconds, drafters, caps, adaptives, cold,
-              {**variants, "flat-priors": {}})
+        table(
+            chats,
+            key,
+            eos,
+            seconds,
+            drafters,
+            caps,
+            adaptives,
+            cold,
+            {**variants, "flat-priors": {}},
+        )
     return 0
 
 

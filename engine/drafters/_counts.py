@@ -34,10 +34,12 @@ class FollowerCounts:
         best = self.best.get(ngram)
         return None if best is None else best[1]
 
-    def count_after(self, tokens: Sequence[int], position: int, token: int, n_min: int, n_max: int) -> None:
+    def count_after(
+        self, tokens: Sequence[int], position: int, token: int, n_min: int, n_max: int
+    ) -> None:
         """Count ``token`` after each n-gram of ``n_min..n_max`` tokens ending before ``position``."""
         for n in range(n_min, min(n_max, position) + 1):
-            self.add(tuple(tokens[position - n:position]), token)
+            self.add(tuple(tokens[position - n : position]), token)
 
     def update(self, tokens: Sequence[int], start: int, n_min: int, n_max: int) -> None:
         """Count every token at index >= ``start`` after its preceding n-grams."""
@@ -47,7 +49,7 @@ class FollowerCounts:
     def longest_known(self, context: Sequence[int], n_min: int, n_max: int) -> tuple | None:
         """The longest suffix of ``context`` (``n_max`` down to ``n_min`` tokens) with counts."""
         for n in range(min(n_max, len(context)), n_min - 1, -1):
-            ngram = tuple(context[len(context) - n:])
+            ngram = tuple(context[len(context) - n :])
             if ngram in self.best:
                 return ngram
         return None

@@ -25,14 +25,22 @@ class Option:
     def check(self, drafter: str, key: str, value):
         if isinstance(self.default, bool):
             if not isinstance(value, bool):
-                raise EngineError(f"{drafter}: option {key!r} must be true or false; got {value!r}.")
+                raise EngineError(
+                    f"{drafter}: option {key!r} must be true or false; got {value!r}."
+                )
             return value
         integer = isinstance(self.default, int)
         kinds = int if integer else (int, float)
-        if isinstance(value, bool) or not isinstance(value, kinds) or not self.low <= value <= self.high:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, kinds)
+            or not self.low <= value <= self.high
+        ):
             kind = "an integer" if integer else "a number"
-            raise EngineError(f"{drafter}: option {key!r} must be {kind} from {self.low} to "
-                              f"{self.high}; got {value!r}.")
+            raise EngineError(
+                f"{drafter}: option {key!r} must be {kind} from {self.low} to "
+                f"{self.high}; got {value!r}."
+            )
         return value if integer else float(value)
 
 
@@ -43,7 +51,10 @@ def read_options(drafter: str, declared: Mapping[str, Option], given: Mapping) -
     unknown = sorted(str(key) for key in given if key not in declared)
     if unknown:
         known = ", ".join(declared) if declared else "none"
-        raise EngineError(f"{drafter}: unknown option(s) {', '.join(unknown)}; "
-                          f"this drafter takes: {known}.")
-    return {key: spec.check(drafter, key, given[key]) if key in given else spec.default
-            for key, spec in declared.items()}
+        raise EngineError(
+            f"{drafter}: unknown option(s) {', '.join(unknown)}; this drafter takes: {known}."
+        )
+    return {
+        key: spec.check(drafter, key, given[key]) if key in given else spec.default
+        for key, spec in declared.items()
+    }

@@ -17,9 +17,15 @@ Entry = list[int]  # [count, start of the most recent occurrence]
 
 
 class WindowIndex:
-    def __init__(self, key_size: int, value_size: int, *, max_values: int | None = None,
-                 max_count: int | None = None,
-                 on_update: Callable[[tuple, tuple, Entry], None] | None = None):
+    def __init__(
+        self,
+        key_size: int,
+        value_size: int,
+        *,
+        max_values: int | None = None,
+        max_count: int | None = None,
+        on_update: Callable[[tuple, tuple, Entry], None] | None = None,
+    ):
         """``max_values``: distinct values kept per key (later new ones are ignored);
         ``max_count``: counts stop growing there; ``on_update(key, value, entry)`` after
         every counted window."""
@@ -39,8 +45,8 @@ class WindowIndex:
             start = len(tokens) - width
             if start < 0:
                 continue
-            key = tuple(tokens[start:start + size])
-            value = tuple(tokens[start + size:])
+            key = tuple(tokens[start : start + size])
+            value = tuple(tokens[start + size :])
             values = keys.get(key)
             if values is None:
                 values = keys[key] = {}
@@ -50,7 +56,9 @@ class WindowIndex:
                     continue
                 entry = values[value] = [1, start]
             else:
-                entry[0] = entry[0] + 1 if self.max_count is None else min(entry[0] + 1, self.max_count)
+                entry[0] = (
+                    entry[0] + 1 if self.max_count is None else min(entry[0] + 1, self.max_count)
+                )
                 entry[1] = start
             if self.on_update is not None:
                 self.on_update(key, value, entry)
@@ -59,7 +67,7 @@ class WindowIndex:
         """The last ``key_size`` tokens of the history (None while it is shorter)."""
         if len(self.tokens) < self.key_size:
             return None
-        return tuple(self.tokens[len(self.tokens) - self.key_size:])
+        return tuple(self.tokens[len(self.tokens) - self.key_size :])
 
     def values(self, key: tuple | None) -> dict[tuple, Entry]:
         """The values seen after ``key`` (empty if none)."""

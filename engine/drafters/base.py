@@ -98,14 +98,26 @@ class Drafter(ABC):
         """The most draft rows one proposal holds."""
         return 1
 
-    def attach_model(self, model_key: str, *, bigram=None, stores: DrafterStores | None = None,
-                     vocab_size: int | None = None) -> None:
+    def attach_model(
+        self,
+        model_key: str,
+        *,
+        bigram=None,
+        stores: DrafterStores | None = None,
+        vocab_size: int | None = None,
+    ) -> None:
         """The session hands over the model's token data (see the module docstring)."""
         self.attached_model = model_key
         self.use_model(model_key, bigram=bigram, stores=stores, vocab_size=vocab_size)
 
-    def use_model(self, model_key: str, *, bigram=None, stores: DrafterStores | None = None,
-                  vocab_size: int | None = None) -> None:
+    def use_model(
+        self,
+        model_key: str,
+        *,
+        bigram=None,
+        stores: DrafterStores | None = None,
+        vocab_size: int | None = None,
+    ) -> None:
         """Keep what this drafter needs of ``attach_model``'s data (default: nothing)."""
 
     def flush(self) -> None:
@@ -124,8 +136,15 @@ class Drafter(ABC):
         """Up to ``k`` guessed next tokens per row, and the match they rest on."""
 
     @abstractmethod
-    def observe(self, emitted: Sequence[int], *, accepted: int = 0, drafted: int = 0, row: int = 0,
-                target_topk: Sequence[Sequence[int]] | None = None) -> None:
+    def observe(
+        self,
+        emitted: Sequence[int],
+        *,
+        accepted: int = 0,
+        drafted: int = 0,
+        row: int = 0,
+        target_topk: Sequence[Sequence[int]] | None = None,
+    ) -> None:
         """Tokens appended to the history by the last pass.
 
         ``accepted``: how many of row ``row``'s draft tokens were kept, of ``drafted`` sent.
@@ -142,6 +161,10 @@ def matched_before(tokens: Sequence[int], start: int, known: int, cap: int = MAT
     ``tokens``, given that the last ``known`` already match (counted up to ``cap``)."""
     end = len(tokens)
     length = known
-    while length < cap and start - length - 1 >= 0 and tokens[start - length - 1] == tokens[end - length - 1]:
+    while (
+        length < cap
+        and start - length - 1 >= 0
+        and tokens[start - length - 1] == tokens[end - length - 1]
+    ):
         length += 1
     return length

@@ -36,6 +36,7 @@ class NasdDrafter(Drafter):
         self.min_context = max(1, settings.ngram_min - 1)
         if self.max_context < 1:
             from ..errors import EngineError
+
             raise EngineError("nasd: ngram_order must be at least 2 (a context of one token).")
         self.filler_top_k = self.option["filler_top_k"]
         self.stop_if_unknown = self.option["stop_if_unknown"]
@@ -58,7 +59,7 @@ class NasdDrafter(Drafter):
         if target_topk is not None and self.filler_top_k > 1:
             for i, token in enumerate(emitted):
                 position = len(self.tokens)
-                for candidate in target_topk[i][:self.filler_top_k]:
+                for candidate in target_topk[i][: self.filler_top_k]:
                     candidate = int(candidate)
                     if candidate != token:
                         self._count(position, candidate)
@@ -85,7 +86,7 @@ class NasdDrafter(Drafter):
         return self.storage.most_frequent(ngram), True
 
     def propose(self, k):
-        context = self.tokens[-self.max_context:] if self.max_context else []
+        context = self.tokens[-self.max_context :] if self.max_context else []
         draft: list[int] = []
         for _ in range(k):
             token, known = self.next_token(context + draft)

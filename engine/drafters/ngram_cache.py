@@ -136,9 +136,16 @@ class NgramCounts(FollowerCounts):
         """Atomic, durable write, so neither a crash nor a power cut leaves half a file."""
         if max_entries is not None:
             self.evict(max_entries)
-        entries = [[list(g), [x for tc in part.items() for x in tc]] for g, part in self.parts.items()]
-        write_atomic(path, json.dumps({"format": FILE_FORMAT, "version": FILE_VERSION,
-                                       "entries": entries}, separators=(",", ":")))
+        entries = [
+            [list(g), [x for tc in part.items() for x in tc]] for g, part in self.parts.items()
+        ]
+        write_atomic(
+            path,
+            json.dumps(
+                {"format": FILE_FORMAT, "version": FILE_VERSION, "entries": entries},
+                separators=(",", ":"),
+            ),
+        )
 
     @classmethod
     def load(cls, path, vocab_size: int | None = None) -> "NgramCounts":
@@ -160,14 +167,21 @@ class NgramCounts(FollowerCounts):
         counts = cls()
         counts.dropped = 0
         for entry in entries:
-            if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], list)
-                    and isinstance(entry[1], list)):
+            if not (
+                isinstance(entry, list)
+                and len(entry) == 2
+                and isinstance(entry[0], list)
+                and isinstance(entry[1], list)
+            ):
                 raise ValueError("malformed entry")
             ngram, flat = entry
-            if (not 0 < len(ngram) <= NGRAM_MAX or len(flat) % 2
-                    or not all(is_token_id(t, limit) for t in ngram)
-                    or not all(is_token_id(t, limit) for t in flat[0::2])
-                    or not all(is_token_id(c, MAX_COUNT) and c > 0 for c in flat[1::2])):
+            if (
+                not 0 < len(ngram) <= NGRAM_MAX
+                or len(flat) % 2
+                or not all(is_token_id(t, limit) for t in ngram)
+                or not all(is_token_id(t, limit) for t in flat[0::2])
+                or not all(is_token_id(c, MAX_COUNT) and c > 0 for c in flat[1::2])
+            ):
                 counts.dropped += 1
                 continue
             key = tuple(int(t) for t in ngram)
@@ -176,7 +190,9 @@ class NgramCounts(FollowerCounts):
         return counts
 
 
-def load_or_warn(path, vocab_size: int | None = None, keep_aside: bool = False) -> NgramCounts | None:
+def load_or_warn(
+    path, vocab_size: int | None = None, keep_aside: bool = False
+) -> NgramCounts | None:
     """The cache in ``path``, or None when it exists but cannot be used (said once).
 
     ``keep_aside`` (for files this process will write again): a file that cannot be read,
@@ -188,27 +204,44 @@ def load_or_warn(path, vocab_size: int | None = None, keep_aside: bool = False) 
         return NgramCounts()
     try:
         counts = NgramCounts.load(path, vocab_size)
-    except (OSError, ValueError, TypeError, RecursionError) as error:  # UnicodeError is a ValueError
+    except (
+        OSError,
+        ValueError,
+        TypeError,
+        RecursionError,
+    ) as error:  # UnicodeError is a ValueError
         counts, problem = None, f"it cannot be read ({error})"
     else:
         if not counts.dropped:
             return counts
-        problem = (f"{counts.dropped} of its entries hold token ids outside this model's "
-                   "vocabulary or bad counts; they were dropped")
+        problem = (
+            f"{counts.dropped} of its entries hold token ids outside this model's "
+            "vocabulary or bad counts; they were dropped"
+        )
     if not keep_aside:
-        warn(f"Ignoring the n-gram cache {path}: {problem}." if counts is None else
-             f"The n-gram cache {path}: {problem}.")
+        warn(
+            f"Ignoring the n-gram cache {path}: {problem}."
+            if counts is None
+            else f"The n-gram cache {path}: {problem}."
+        )
         return counts
     try:
         moved = move_aside(path)
     except OSError as error:
-        warn(f"The n-gram memory {path} is not used: {problem}, and it could not be moved "
-             f"aside ({error}); it is left as it is and will not be written over.")
+        warn(
+            f"The n-gram memory {path} is not used: {problem}, and it could not be moved "
+            f"aside ({error}); it is left as it is and will not be written over."
+        )
         return None
-    fresh = (f"its {len(counts):,} other n-grams are kept" if counts else
-             "a new, empty memory was started")
-    warn(f"The n-gram memory {path}: {problem}. The file was kept as {moved.name} "
-         f"beside it and {fresh}.")
+    fresh = (
+        f"its {len(counts):,} other n-grams are kept"
+        if counts
+        else "a new, empty memory was started"
+    )
+    warn(
+        f"The n-gram memory {path}: {problem}. The file was kept as {moved.name} "
+        f"beside it and {fresh}."
+    )
     return counts if counts is not None else NgramCounts()
 
 
@@ -262,8 +295,14 @@ class _DynamicStore:
             warn(f"Could not save the n-gram memory {self.path}: {error}")
 
 
-def _try_draft(cache: NgramCounts, ngrams: list[tuple], static_part: dict | None,
-               min_sample, min_percent, n_min: int):
+def _try_draft(
+    cache: NgramCounts,
+    ngrams: list[tuple],
+    static_part: dict | None,
+    min_sample,
+    min_percent,
+    n_min: int,
+):
     for ngram in reversed(ngrams):  # longest first
         best = cache.best.get(ngram)
         if best is None:
@@ -292,7 +331,10 @@ def _try_static(static: NgramCounts, ngram: tuple):
     if best is None:
         return None
     total, token, top = best
-    if total < MIN_SAMPLE_LAX[NGRAM_STATIC - 1] or 100 * top < MIN_PERCENT_LAX[NGRAM_STATIC - 1] * total:
+    if (
+        total < MIN_SAMPLE_LAX[NGRAM_STATIC - 1]
+        or 100 * top < MIN_PERCENT_LAX[NGRAM_STATIC - 1] * total
+    ):
         return None
     return token
 
@@ -308,8 +350,10 @@ class NgramCacheDrafter(Drafter):
         self.n_min = max(1, settings.ngram_min)
         self.n_max = min(NGRAM_MAX, settings.ngram_order)
         if self.n_min > self.n_max:
-            raise EngineError(f"ngram-cache: n-grams go up to {NGRAM_MAX} tokens; "
-                              f"ngram_min {settings.ngram_min} is too large.")
+            raise EngineError(
+                f"ngram-cache: n-grams go up to {NGRAM_MAX} tokens; "
+                f"ngram_min {settings.ngram_min} is too large."
+            )
         self.use_dynamic = self.option["dynamic"]
         self.use_static = self.option["static"]
         self.static = NgramCounts()
@@ -340,8 +384,10 @@ class NgramCacheDrafter(Drafter):
         if self.store is None:
             if self.model_key is None:
                 return None
-            self.store = self.stores.get(dynamic_cache_path(self.model_key),
-                                         lambda path: _DynamicStore(path, self.vocab_size))
+            self.store = self.stores.get(
+                dynamic_cache_path(self.model_key),
+                lambda path: _DynamicStore(path, self.vocab_size),
+            )
         return self.store
 
     def flush(self) -> None:
@@ -387,11 +433,13 @@ class NgramCacheDrafter(Drafter):
             static_key = tuple(seq[-NGRAM_STATIC:])
             static_part = self.static.parts.get(static_key) if self.static.parts else None
             ngrams = [tuple(seq[-n:]) for n in range(self.n_min, self.n_max + 1) if n <= len(seq)]
-            token = _try_draft(self.context, ngrams, static_part, MIN_SAMPLE_LAX, MIN_PERCENT_LAX,
-                               self.n_min)
+            token = _try_draft(
+                self.context, ngrams, static_part, MIN_SAMPLE_LAX, MIN_PERCENT_LAX, self.n_min
+            )
             if token is None and dynamic is not None and len(dynamic):
-                token = _try_draft(dynamic, ngrams, static_part, MIN_SAMPLE_STRICT,
-                                   MIN_PERCENT_STRICT, self.n_min)
+                token = _try_draft(
+                    dynamic, ngrams, static_part, MIN_SAMPLE_STRICT, MIN_PERCENT_STRICT, self.n_min
+                )
             if token is None and self.static.parts:
                 token = _try_static(self.static, static_key)
             if token is None:

@@ -29,8 +29,12 @@ MAX_VALUE_COUNT = 16380  # llama.cpp's COMMON_NGRAM_MAX_VALUE_COUNT
 class NgramMapDrafter(Drafter):
     """Shared machinery; subclasses choose the value to draft."""
 
-    options = {"n": Option(12, 1, 1024), "m": Option(48, 1, 1024),
-               "min_hits": Option(1, 1, MAX_VALUE_COUNT), "check_rate": Option(1, 1, 1 << 20)}
+    options = {
+        "n": Option(12, 1, 1024),
+        "m": Option(48, 1, 1024),
+        "min_hits": Option(1, 1, MAX_VALUE_COUNT),
+        "check_rate": Option(1, 1, 1 << 20),
+    }
 
     max_values: int | None = None  # None: unlimited distinct values per key
 
@@ -42,7 +46,9 @@ class NgramMapDrafter(Drafter):
         self.reset(())
 
     def reset(self, prompt_tokens):
-        self.index = WindowIndex(self.n, self.m, max_values=self.max_values, max_count=MAX_VALUE_COUNT)
+        self.index = WindowIndex(
+            self.n, self.m, max_values=self.max_values, max_count=MAX_VALUE_COUNT
+        )
         self.caps: dict[tuple, int] = {}  # tokens accepted the last time a key drafted (n_accepted)
         self.last_draft: tuple | None = None  # (key, value) of the last draft
         self.last_check = -(1 << 30)

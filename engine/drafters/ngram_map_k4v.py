@@ -21,7 +21,9 @@ from .ngram_map_k import NgramMapDrafter
 
 class NgramMapK4VDrafter(NgramMapDrafter):
     name = "ngram-map-k4v"
-    summary = "llama.cpp ngram-map-k4v: up to 4 m-gram values per key; draft only a clearly dominant one"
+    summary = (
+        "llama.cpp ngram-map-k4v: up to 4 m-gram values per key; draft only a clearly dominant one"
+    )
     max_values = 4
 
     def choose(self, values):

@@ -27,7 +27,11 @@ from .base import Drafter, Proposal, matched_before
 class NgramSimpleDrafter(Drafter):
     name = "ngram-simple"
     summary = "llama.cpp ngram-simple: last n-gram's most recent earlier match, draft the m tokens after it"
-    options = {"n": Option(12, 1, 1024), "m": Option(48, 1, 1024), "check_rate": Option(1, 1, 1 << 20)}
+    options = {
+        "n": Option(12, 1, 1024),
+        "m": Option(48, 1, 1024),
+        "check_rate": Option(1, 1, 1 << 20),
+    }
 
     def __init__(self, settings):
         super().__init__(settings)
@@ -60,10 +64,11 @@ class NgramSimpleDrafter(Drafter):
         if 0 < size - self.last_check < self.check_rate:
             return Proposal()
         self.last_check = size
-        start = self.start_of.get(tuple(tokens[size - n:]))
+        start = self.start_of.get(tuple(tokens[size - n :]))
         if start is None:
             return Proposal()
         available = min(m, size - (start + n))
         begin = start + n
-        return Proposal([tokens[begin:begin + min(available, k)]],
-                        matched_before(tokens, start + n, n))
+        return Proposal(
+            [tokens[begin : begin + min(available, k)]], matched_before(tokens, start + n, n)
+        )

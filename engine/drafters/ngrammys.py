@@ -133,4 +133,4 @@ class NgrammysDrafter(Drafter):
                     rows.append(row)
                 if len(rows) >= self.rows:
                     break
-        return Proposal(rows[:self.rows])
+        return Proposal(rows[: self.rows])

@@ -39,13 +39,13 @@ class PromptLookupDrafter(Drafter):
         for token in new_tokens:
             end = len(tokens)
             for n in range(self.min_n, min(self.max_n, end) + 1):
-                index[tuple(tokens[end - n:end])] = end
+                index[tuple(tokens[end - n : end])] = end
             tokens.append(int(token))
 
     def propose(self, k):
         tokens = self.tokens
         for n in range(min(self.max_n, len(tokens)), self.min_n - 1, -1):
-            start = self.continuation_at.get(tuple(tokens[len(tokens) - n:]))
+            start = self.continuation_at.get(tuple(tokens[len(tokens) - n :]))
             if start is not None:
                 return Proposal([self.copy_from(start, k)], matched_before(tokens, start, n))
         return Proposal()

@@ -78,8 +78,9 @@ class SuffixAutomaton:
             if length[p] + 1 == length[q]:
                 link[cur] = q
             else:
-                clone = self._new_state(length[p] + 1, link[q], dict(nxt[q]), self.pos1[q],
-                                        self.pos2[q], self.count[q])
+                clone = self._new_state(
+                    length[p] + 1, link[q], dict(nxt[q]), self.pos1[q], self.pos2[q], self.count[q]
+                )
                 while p != -1 and nxt[p].get(token) == q:
                     nxt[p][token] = clone
                     p = link[p]
@@ -111,8 +112,11 @@ class SuffixAutomaton:
 class SuffixDrafter(Drafter):
     name = "suffix"
     summary = "suffix automaton: longest earlier match of the current suffix; length from match and frequency"
-    options = {"max_spec_factor": Option(4.0, 0.01, 1000.0), "min_prob": Option(0.1, 0.0, 1.0),
-               "max_tokens": Option(MAX_TOKENS, 64, 1 << 26)}
+    options = {
+        "max_spec_factor": Option(4.0, 0.01, 1000.0),
+        "min_prob": Option(0.1, 0.0, 1.0),
+        "max_tokens": Option(MAX_TOKENS, 64, 1 << 26),
+    }
 
     def __init__(self, settings):
         super().__init__(settings)
@@ -137,7 +141,7 @@ class SuffixDrafter(Drafter):
         for token in tokens:
             sam.append(int(token))
         if len(sam) > self.max_tokens:
-            keep = sam.tokens[len(sam) - self.max_tokens // 2:]
+            keep = sam.tokens[len(sam) - self.max_tokens // 2 :]
             del sam  # the old index is freed before the new one grows: memory peaks at the budget
             self.sam = SuffixAutomaton()
             for token in keep:

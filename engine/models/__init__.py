@@ -44,8 +44,10 @@ class LoadedModel:
 def check_model_folder(path: Path) -> dict:
     """Raise EngineError unless ``path`` looks like a loadable mlx-lm model folder."""
     if not path.is_dir():
-        raise EngineError(f"No model folder at {path}. Pick a folder that holds config.json, "
-                          "*.safetensors and the tokenizer files.")
+        raise EngineError(
+            f"No model folder at {path}. Pick a folder that holds config.json, "
+            "*.safetensors and the tokenizer files."
+        )
     config_file = path / "config.json"
     if not config_file.exists():
         raise EngineError(f"{path} is not a model folder: config.json is missing.")
@@ -57,17 +59,24 @@ def check_model_folder(path: Path) -> dict:
         raise EngineError(f"{config_file} is not a JSON object of settings.")
     model_type = config.get("model_type")
     if not isinstance(model_type, str) or not re.fullmatch(r"[\w.-]+", model_type):
-        raise EngineError(f"{config_file} names no model_type; is this a Hugging Face model folder?")
+        raise EngineError(
+            f"{config_file} names no model_type; is this a Hugging Face model folder?"
+        )
     try:
         importlib.import_module(f"mlx_lm.models.{_remap(model_type)}")
     except ImportError:
         import mlx_lm
-        raise EngineError(f"Architecture {model_type!r} is not supported by mlx-lm "
-                          f"{mlx_lm.__version__}. Try a newer mlx-lm or another model.") from None
+
+        raise EngineError(
+            f"Architecture {model_type!r} is not supported by mlx-lm "
+            f"{mlx_lm.__version__}. Try a newer mlx-lm or another model."
+        ) from None
     if not any(path.glob("*.safetensors")):
         raise EngineError(f"{path} holds no *.safetensors weights.")
     if not any((path / name).exists() for name in TOKENIZER_FILES):
-        raise EngineError(f"{path} has no tokenizer (tokenizer.json or tokenizer.model is missing).")
+        raise EngineError(
+            f"{path} has no tokenizer (tokenizer.json or tokenizer.model is missing)."
+        )
     check_sizes(config, path)
     return config
 
@@ -78,8 +87,9 @@ def _remap(model_type: str) -> str:
     return MODEL_REMAPPING.get(model_type, model_type).replace("-", "_")
 
 
-def download_from_hub(repo_id: str, progress: ProgressCallback | None = None,
-                      cancel: Callable[[], bool] | None = None) -> Path:
+def download_from_hub(
+    repo_id: str, progress: ProgressCallback | None = None, cancel: Callable[[], bool] | None = None
+) -> Path:
     """Download an mlx-lm model from the Hugging Face Hub into the downloads folder,
     resuming what an earlier (cancelled or broken) download left; or explain why it cannot."""
     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
@@ -91,13 +101,21 @@ def download_from_hub(repo_id: str, progress: ProgressCallback | None = None,
 
     if progress:
         progress(0, 1, f"Downloading {repo_id} from Hugging Face…")
-    return download_model(repo_id, downloads_dir() / repo_id.replace("/", "--"), progress, cancel,
-                          endpoint=os.environ.get("HF_ENDPOINT"),  # read now, not at import
-                          allow_patterns=DEFAULT_ALLOW_PATTERNS)
+    return download_model(
+        repo_id,
+        downloads_dir() / repo_id.replace("/", "--"),
+        progress,
+        cancel,
+        endpoint=os.environ.get("HF_ENDPOINT"),  # read now, not at import
+        allow_patterns=DEFAULT_ALLOW_PATTERNS,
+    )
 
 
-def resolve_model_path(spec: str | None, progress: ProgressCallback | None = None,
-                       cancel: Callable[[], bool] | None = None) -> tuple[str, Path]:
+def resolve_model_path(
+    spec: str | None,
+    progress: ProgressCallback | None = None,
+    cancel: Callable[[], bool] | None = None,
+) -> tuple[str, Path]:
     if not spec:
         return EMBEDDED_NAME, ensure_embedded_model(progress)
     path = Path(spec).expanduser()
@@ -116,13 +134,18 @@ def check_weights(model, name: str, path: Path) -> None:
     except Exception as error:  # shapes that do not fit together, missing tensors
         raise EngineError(f"Could not run the model in {path}: {describe_error(error)}") from None
     if not finite:
-        raise EngineError(f"The model's weights are broken: {name} computes NaN or infinity "
-                          f"(the files in {path} are probably damaged, e.g. by an interrupted "
-                          "download). Download or convert the model again.")
+        raise EngineError(
+            f"The model's weights are broken: {name} computes NaN or infinity "
+            f"(the files in {path} are probably damaged, e.g. by an interrupted "
+            "download). Download or convert the model again."
+        )
 
 
-def load_model(spec: str | None = None, progress: ProgressCallback | None = None,
-               cancel: Callable[[], bool] | None = None) -> LoadedModel:
+def load_model(
+    spec: str | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: Callable[[], bool] | None = None,
+) -> LoadedModel:
     """Load a model by spec: None (embedded default), a folder, or a hub id (whose download
     stops, resumable, once ``cancel()`` says so)."""
     from mlx_lm import load

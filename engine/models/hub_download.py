@@ -46,9 +46,14 @@ class DownloadCancelled(EngineError):
     """The person cancelled; the bytes already downloaded stay on disk for a resume."""
 
 
-def download_model(repo_id: str, folder: Path, progress: ProgressCallback | None = None,
-                   cancel: Callable[[], bool] | None = None, endpoint: str | None = None,
-                   allow_patterns: list[str] | None = None) -> Path:
+def download_model(
+    repo_id: str,
+    folder: Path,
+    progress: ProgressCallback | None = None,
+    cancel: Callable[[], bool] | None = None,
+    endpoint: str | None = None,
+    allow_patterns: list[str] | None = None,
+) -> Path:
     """Download ``repo_id``'s model files into ``folder`` (resuming partial files there);
     raise DownloadCancelled once ``cancel()`` says so (``threading.Event().is_set`` or a
     stream's ``should_stop``), EngineError when the hub fails."""
@@ -58,8 +63,11 @@ def download_model(repo_id: str, folder: Path, progress: ProgressCallback | None
     cancel = cancel or (lambda: False)
     try:
         info = HfApi(endpoint=endpoint).model_info(repo_id)
-        names = sorted(filter_repo_objects([s.rfilename for s in info.siblings or []],
-                                           allow_patterns=allow_patterns))
+        names = sorted(
+            filter_repo_objects(
+                [s.rfilename for s in info.siblings or []], allow_patterns=allow_patterns
+            )
+        )
         files = []
         for name in names:
             check_repo_file_name(repo_id, name)
@@ -78,11 +86,22 @@ def download_model(repo_id: str, folder: Path, progress: ProgressCallback | None
         if cancel():
             raise DownloadCancelled(f"Download of {repo_id} cancelled; choose it again to resume.")
         target = folder / name
-        current = target.exists() and (have.get(name) == etag if etag else
-                                       size is None or target.stat().st_size == size)
+        current = target.exists() and (
+            have.get(name) == etag if etag else size is None or target.stat().st_size == size
+        )
         if not current:
-            _download_file(repo_id, name, url, size, etag, target, folder, cancel,
-                           _reporter(repo_id, progress, finished, total, cancel), build_hf_headers())
+            _download_file(
+                repo_id,
+                name,
+                url,
+                size,
+                etag,
+                target,
+                folder,
+                cancel,
+                _reporter(repo_id, progress, finished, total, cancel),
+                build_hf_headers(),
+            )
             have[name] = etag
             write_atomic(folder / ETAGS, json.dumps(have, indent=1))
         finished += size or 0
@@ -92,8 +111,18 @@ def download_model(repo_id: str, folder: Path, progress: ProgressCallback | None
     return folder
 
 
-def _download_file(repo_id, name, url, size, etag, target: Path, folder: Path,
-                   cancel: Callable[[], bool], tqdm_class, headers) -> None:
+def _download_file(
+    repo_id,
+    name,
+    url,
+    size,
+    etag,
+    target: Path,
+    folder: Path,
+    cancel: Callable[[], bool],
+    tqdm_class,
+    headers,
+) -> None:
     from huggingface_hub.file_download import http_get
 
     part = folder / ".partial" / f"{name}.{(etag or 'unknown')[:16]}.part"
@@ -109,8 +138,15 @@ def _download_file(repo_id, name, url, size, etag, target: Path, folder: Path,
         with _lock_for(part):
             try:
                 with part.open("ab") as file:
-                    http_get(url, file, resume_size=file.tell(), headers=headers,
-                             expected_size=size, displayed_filename=name, tqdm_class=tqdm_class)
+                    http_get(
+                        url,
+                        file,
+                        resume_size=file.tell(),
+                        headers=headers,
+                        expected_size=size,
+                        displayed_filename=name,
+                        tqdm_class=tqdm_class,
+                    )
             except BaseException as error:  # handed to the waiting caller
                 failure.append(error)
 
@@ -127,8 +163,10 @@ def _download_file(repo_id, name, url, size, etag, target: Path, folder: Path,
         raise _hub_error(repo_id, failure[0])
     if etag and not _matches(part, etag):
         part.unlink(missing_ok=True)
-        raise EngineError(f"The downloaded {name} of {repo_id} does not match the hub's file "
-                          "(damaged on the way); choose the model again to download it afresh.")
+        raise EngineError(
+            f"The downloaded {name} of {repo_id} does not match the hub's file "
+            "(damaged on the way); choose the model again to download it afresh."
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     part.replace(target)
 
@@ -144,10 +182,18 @@ def _read_etags(folder: Path) -> dict:
 def check_repo_file_name(repo_id: str, name: str) -> None:
     """A file name from the hub's listing must stay inside the model's folder."""
     parts = PurePosixPath(name).parts
-    if (not parts or name.startswith("/") or "\\" in name or ".." in parts or "\0" in name
-            or any(part.startswith("~") for part in parts[:1])):
-        raise EngineError(f"The hub lists a file named {name!r} for {repo_id}, which would be "
-                          "written outside the model's folder; the download was refused.")
+    if (
+        not parts
+        or name.startswith("/")
+        or "\\" in name
+        or ".." in parts
+        or "\0" in name
+        or any(part.startswith("~") for part in parts[:1])
+    ):
+        raise EngineError(
+            f"The hub lists a file named {name!r} for {repo_id}, which would be "
+            "written outside the model's folder; the download was refused."
+        )
 
 
 def _lock_for(part: Path) -> threading.Lock:
@@ -169,8 +215,13 @@ def _matches(path: Path, etag: str) -> bool:
     return digest.hexdigest() == etag
 
 
-def _reporter(repo_id: str, progress: ProgressCallback | None, before: int, total: int,
-              cancel: Callable[[], bool]):
+def _reporter(
+    repo_id: str,
+    progress: ProgressCallback | None,
+    before: int,
+    total: int,
+    cancel: Callable[[], bool],
+):
     """A tqdm class for http_get: overall bytes to ``progress``; stops when cancelled."""
     from huggingface_hub import constants
     from tqdm.auto import tqdm
@@ -190,8 +241,11 @@ def _reporter(repo_id: str, progress: ProgressCallback | None, before: int, tota
             self.bytes_done += n
             if progress:
                 done = before + self.bytes_done
-                progress(done, max(total, done),
-                         f"Downloading {repo_id}: {_amount(done)} of {_amount(total)}")
+                progress(
+                    done,
+                    max(total, done),
+                    f"Downloading {repo_id}: {_amount(done)} of {_amount(total)}",
+                )
             return result
 
     return ReportingTqdm
@@ -205,6 +259,8 @@ def _amount(size: int) -> str:
 
 def _hub_error(repo_id: str, error: BaseException) -> EngineError:
     reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-    return EngineError(f"Could not download {repo_id!r} from Hugging Face ({reason}). "
-                       "Check the id and your internet connection, or pick a local "
-                       "model folder instead.")
+    return EngineError(
+        f"Could not download {repo_id!r} from Hugging Face ({reason}). "
+        "Check the id and your internet connection, or pick a local "
+        "model folder instead."
+    )

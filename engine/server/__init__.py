@@ -27,44 +27,81 @@ BACKLOG = 1024
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="address to listen on (default 127.0.0.1; any other needs an API key)")
-    parser.add_argument("--port", type=int, default=8080, help="TCP port to listen on (default %(default)s)")
-    parser.add_argument("--api-key", help=f"required as 'Authorization: Bearer KEY' "
-                        f"(default: ${API_KEY_VARIABLE})")
-    parser.add_argument("--max-queue", type=int, default=16,
-                        help="requests that may wait for their turn; more get 429")
-    parser.add_argument("--max-body-bytes", type=int, default=1 << 20,
-                        help="larger request bodies get 413 (default %(default)s)")
-    parser.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
-                        help="a web origin (like http://localhost:3000) allowed to call the "
-                             "server from a browser; repeatable (default: none)")
-    parser.add_argument("--max-request-seconds", type=float, default=300,
-                        help="a request still running after this long is stopped "
-                             "(default %(default)s)")
-    parser.add_argument("--max-connections", type=int, default=1000,
-                        help="open connections; past it the one idle longest is closed "
-                             "(default %(default)s)")
-    parser.add_argument("--header-seconds", type=float, default=10,
-                        help="a connection must send its request headers within this time "
-                             "(default %(default)s)")
-    parser.add_argument("--shard", choices=("tensor", "pipeline"),
-                        help="split the model over the ranks of `mlx.launch` (rank 0 serves HTTP)")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; any other needs an API key)",
+    )
+    parser.add_argument(
+        "--port", type=int, default=8080, help="TCP port to listen on (default %(default)s)"
+    )
+    parser.add_argument(
+        "--api-key", help=f"required as 'Authorization: Bearer KEY' (default: ${API_KEY_VARIABLE})"
+    )
+    parser.add_argument(
+        "--max-queue",
+        type=int,
+        default=16,
+        help="requests that may wait for their turn; more get 429",
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=1 << 20,
+        help="larger request bodies get 413 (default %(default)s)",
+    )
+    parser.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a web origin (like http://localhost:3000) allowed to call the "
+        "server from a browser; repeatable (default: none)",
+    )
+    parser.add_argument(
+        "--max-request-seconds",
+        type=float,
+        default=300,
+        help="a request still running after this long is stopped (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=1000,
+        help="open connections; past it the one idle longest is closed (default %(default)s)",
+    )
+    parser.add_argument(
+        "--header-seconds",
+        type=float,
+        default=10,
+        help="a connection must send its request headers within this time (default %(default)s)",
+    )
+    parser.add_argument(
+        "--shard",
+        choices=("tensor", "pipeline"),
+        help="split the model over the ranks of `mlx.launch` (rank 0 serves HTTP)",
+    )
 
 
 def check_exposure(host: str, api_key: str | None) -> None:
     if host not in LOCAL_HOSTS and not api_key:
-        raise EngineError(f"Refusing to listen on {host} without an API key: anyone who can "
-                          f"reach it could use this machine. Pass --api-key KEY or set "
-                          f"{API_KEY_VARIABLE}, or listen on 127.0.0.1.")
+        raise EngineError(
+            f"Refusing to listen on {host} without an API key: anyone who can "
+            f"reach it could use this machine. Pass --api-key KEY or set "
+            f"{API_KEY_VARIABLE}, or listen on 127.0.0.1."
+        )
 
 
 def defaults_from_args(args):
     from .requests import Defaults
 
     request = request_from_args(args, "-", raw=True)  # validates the drafting flags
-    return Defaults(model=args.model, draft=request.draft, sampling=request.sampling,
-                    max_tokens=request.max_tokens)
+    return Defaults(
+        model=args.model,
+        draft=request.draft,
+        sampling=request.sampling,
+        max_tokens=request.max_tokens,
+    )
 
 
 def run_serve(args) -> int:
@@ -81,8 +118,10 @@ def run_serve(args) -> int:
         raise EngineError("--max-request-seconds and --header-seconds must be positive.")
     for origin in args.cors_origin:
         if not origin.startswith(("http://", "https://")) or origin.endswith("/"):
-            raise EngineError(f"--cors-origin {origin!r}: give an origin like "
-                              "http://localhost:3000 (scheme, host, port; no path).")
+            raise EngineError(
+                f"--cors-origin {origin!r}: give an origin like "
+                "http://localhost:3000 (scheme, host, port; no path)."
+            )
     defaults = defaults_from_args(args)
     if args.shard:
         from ..distributed import start_rank
@@ -96,12 +135,24 @@ def run_serve(args) -> int:
         service = EngineService()
     try:
         name, speculation = load(service, args.model, log)
-        app = create_app(service, ServerOptions(
-            name, defaults, api_key, args.max_queue, args.max_body_bytes, speculation,
-            allowed_hosts(args.host, args.port), tuple(args.cors_origin),
-            args.max_request_seconds))
-        log(f"serving {name} on http://{args.host}:{args.port}/v1 "
-            f"({'API key required' if api_key else 'no API key'})")
+        app = create_app(
+            service,
+            ServerOptions(
+                name,
+                defaults,
+                api_key,
+                args.max_queue,
+                args.max_body_bytes,
+                speculation,
+                allowed_hosts(args.host, args.port),
+                tuple(args.cors_origin),
+                args.max_request_seconds,
+            ),
+        )
+        log(
+            f"serving {name} on http://{args.host}:{args.port}/v1 "
+            f"({'API key required' if api_key else 'no API key'})"
+        )
         serve_http(app, args)
     finally:
         service.shutdown()
@@ -121,21 +172,36 @@ def serve_http(app, args) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = args.max_connections + 256  # room for the model's files and the engine's own
     if soft != resource.RLIM_INFINITY and soft < wanted:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted if hard == resource.RLIM_INFINITY
-                                                    else min(wanted, hard), hard))
+        resource.setrlimit(
+            resource.RLIMIT_NOFILE,
+            (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard),
+        )
     log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
     log_config["filters"] = {"limit": {"()": RateLimitFilter}}
     for handler in log_config["handlers"].values():
         handler["filters"] = ["limit"]
     # asyncio's own errors (an accept that ran out of file descriptors) go to the same log
-    log_config["loggers"]["asyncio"] = {"handlers": ["default"], "level": "WARNING",
-                                        "propagate": False}
-    log_config["loggers"]["engine.server"] = {"handlers": ["default"], "level": "WARNING",
-                                              "propagate": False}
+    log_config["loggers"]["asyncio"] = {
+        "handlers": ["default"],
+        "level": "WARNING",
+        "propagate": False,
+    }
+    log_config["loggers"]["engine.server"] = {
+        "handlers": ["default"],
+        "level": "WARNING",
+        "propagate": False,
+    }
     config = uvicorn.Config(
-        app, host=args.host, port=args.port, log_level="warning", log_config=log_config,
-        timeout_graceful_shutdown=5, timeout_keep_alive=5, backlog=BACKLOG,
-        http=guarded_protocol(args.header_seconds, args.max_connections))
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        log_config=log_config,
+        timeout_graceful_shutdown=5,
+        timeout_keep_alive=5,
+        backlog=BACKLOG,
+        http=guarded_protocol(args.header_seconds, args.max_connections),
+    )
     for handler in logging.getLogger("engine").handlers:
         handler.addFilter(RateLimitFilter())
     uvicorn.Server(config).run()

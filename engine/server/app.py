@@ -58,8 +58,15 @@ class ServerStats:
         self.last_passes = done.stats.get("passes", 0) if done else 0
 
     def to_dict(self) -> dict:
-        last = ({"finish_reason": self.last_finish_reason, "emitted": self.last_emitted,
-                 "passes": self.last_passes} if self.last_finish_reason else {})
+        last = (
+            {
+                "finish_reason": self.last_finish_reason,
+                "emitted": self.last_emitted,
+                "passes": self.last_passes,
+            }
+            if self.last_finish_reason
+            else {}
+        )
         return {"finished": dict(self.finished), "last": last}
 
 
@@ -86,8 +93,13 @@ def create_app(service, options: ServerOptions) -> FastAPI:
     queue = FairQueue(options.max_queue)
     stats = ServerStats()
     served = {options.model_name, "default", "draftless"}
-    model_card = {"id": options.model_name, "object": "model", "created": 0,
-                  "owned_by": "draftless", "draftless": {"speculation": options.speculation}}
+    model_card = {
+        "id": options.model_name,
+        "object": "model",
+        "created": 0,
+        "owned_by": "draftless",
+        "draftless": {"speculation": options.speculation},
+    }
 
     def presented_key(request: Request) -> str:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
@@ -95,41 +107,68 @@ def create_app(service, options: ServerOptions) -> FastAPI:
 
     def authorized(request: Request) -> bool:
         return not options.api_key or hmac.compare_digest(
-            presented_key(request).encode(), options.api_key.encode())
+            presented_key(request).encode(), options.api_key.encode()
+        )
 
     @app.exception_handler(HTTPException)
     async def http_error(request, error: HTTPException):
         kind = "not_found_error" if error.status_code == 404 else "invalid_request_error"
-        return _error(ApiError(error.status_code, f"{request.method} {request.url.path}: "
-                                                  f"{error.detail}", kind))
+        return _error(
+            ApiError(
+                error.status_code, f"{request.method} {request.url.path}: {error.detail}", kind
+            )
+        )
 
     @app.exception_handler(Exception)
     async def internal_error(request, error: Exception):
-        return _error(ApiError(500, f"Internal error ({type(error).__name__}); see the "
-                                    "server's log.", "server_error"))
+        return _error(
+            ApiError(
+                500,
+                f"Internal error ({type(error).__name__}); see the server's log.",
+                "server_error",
+            )
+        )
 
     @app.middleware("http")
     async def authorize(request: Request, call_next):
         if request.url.path != "/health" and not authorized(request):
             failure = ollama.error if request.url.path.startswith("/api/") else _error
-            return failure(ApiError(401, "Missing or wrong API key: send "
-                                         "'Authorization: Bearer <key>'.",
-                                    "authentication_error", "invalid_api_key"))
+            return failure(
+                ApiError(
+                    401,
+                    "Missing or wrong API key: send 'Authorization: Bearer <key>'.",
+                    "authentication_error",
+                    "invalid_api_key",
+                )
+            )
         return await call_next(request)
 
     if options.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=list(options.cors_origins),
-                           allow_methods=["GET", "POST"],
-                           allow_headers=["Authorization", "Content-Type"], max_age=600)
-    app.add_middleware(Guard, hosts=options.hosts, origins=set(options.cors_origins),
-                       max_seconds=options.max_request_seconds)
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(options.cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+            max_age=600,
+        )
+    app.add_middleware(
+        Guard,
+        hosts=options.hosts,
+        origins=set(options.cors_origins),
+        max_seconds=options.max_request_seconds,
+    )
 
     @app.api_route("/health", methods=["GET", "HEAD"])
     async def health(request: Request):
         if not authorized(request):  # without the key: no word about other clients
             return {"status": "ok"}
-        return {"status": "ok", "model": options.model_name, "running": int(queue.running),
-                "waiting": queue.waiting, **stats.to_dict()}
+        return {
+            "status": "ok",
+            "model": options.model_name,
+            "running": int(queue.running),
+            "waiting": queue.waiting,
+            **stats.to_dict(),
+        }
 
     @app.get("/v1/models")
     async def models():
@@ -138,14 +177,24 @@ def create_app(service, options: ServerOptions) -> FastAPI:
     @app.get("/v1/models/{model_id:path}")
     async def model(model_id: str):
         if model_id not in served:
-            return _error(ApiError(404, f"The model {model_id!r} does not exist here; this "
-                                        f"server serves {options.model_name!r}.",
-                                   "not_found_error", "model_not_found", "model"))
+            return _error(
+                ApiError(
+                    404,
+                    f"The model {model_id!r} does not exist here; this "
+                    f"server serves {options.model_name!r}.",
+                    "not_found_error",
+                    "model_not_found",
+                    "model",
+                )
+            )
         return model_card
 
     async def read_body(request: Request) -> dict:
-        too_large = ApiError(413, f"The request is larger than {options.max_body_bytes} bytes.",
-                             code="request_too_large")
+        too_large = ApiError(
+            413,
+            f"The request is larger than {options.max_body_bytes} bytes.",
+            code="request_too_large",
+        )
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > options.max_body_bytes:
             raise too_large
@@ -171,14 +220,18 @@ def create_app(service, options: ServerOptions) -> FastAPI:
             scope = _digest("key", presented_key(request))
         else:
             scope = _digest("peer", request.client.host if request.client else "", user or "")
-        return replace(parsed, generation=replace(parsed.generation,
-                                                  chat_id=f"{scope}:{chat_id}"))
+        return replace(parsed, generation=replace(parsed.generation, chat_id=f"{scope}:{chat_id}"))
 
     def served_model(model) -> None:
         if model is not None and model not in served:
-            raise ApiError(404, f"The model {model!r} does not exist here; this server "
-                                f"serves {options.model_name!r} (see /v1/models).",
-                           "not_found_error", "model_not_found", "model")
+            raise ApiError(
+                404,
+                f"The model {model!r} does not exist here; this server "
+                f"serves {options.model_name!r} (see /v1/models).",
+                "not_found_error",
+                "model_not_found",
+                "model",
+            )
 
     async def complete(request: Request, chat: bool, front: str = "openai"):
         """One answer through the queue; ``front`` says whose shapes (OpenAI's or Ollama's)
@@ -193,28 +246,43 @@ def create_app(service, options: ServerOptions) -> FastAPI:
                 loading = not chat and isinstance(body, dict) and not body.get("prompt")
                 body, chat = ollama.translate(body, chat)
                 if loading:  # how Ollama clients load a model; this one is loaded
-                    return {"model": model or options.model_name, "created_at": ollama.now(),
-                            "response": "", "done": True, "done_reason": "load"}
+                    return {
+                        "model": model or options.model_name,
+                        "created_at": ollama.now(),
+                        "response": "",
+                        "done": True,
+                        "done_reason": "load",
+                    }
             else:
                 served_model(model)
             try:
-                parsed = parse(body, chat, options.defaults,
-                               request.client.host if request.client else None)
+                parsed = parse(
+                    body, chat, options.defaults, request.client.host if request.client else None
+                )
             except ApiError:
                 raise
             except Exception as error:  # whatever the body holds, the answer is a 400
-                raise ApiError(400, f"The request could not be read ({type(error).__name__}: "
-                                    f"{error}).") from None
+                raise ApiError(
+                    400, f"The request could not be read ({type(error).__name__}: {error})."
+                ) from None
             parsed = scoped(parsed, request, body.get("user"))
             await queue.acquire(parsed.client or "anonymous")
         except QueueFull:
-            return failure(ApiError(429, f"The server is busy: {queue.waiting} requests are "
-                                         "waiting. Try again shortly.", "rate_limit_error",
-                                    "queue_full"))
+            return failure(
+                ApiError(
+                    429,
+                    f"The server is busy: {queue.waiting} requests are waiting. Try again shortly.",
+                    "rate_limit_error",
+                    "queue_full",
+                )
+            )
         except ApiError as error:
             return failure(error)
-        shaper = (Shaper(chat, options.model_name) if front == "openai"
-                  else ollama.OllamaShaper(answers_chat, model or options.model_name))
+        shaper = (
+            Shaper(chat, options.model_name)
+            if front == "openai"
+            else ollama.OllamaShaper(answers_chat, model or options.model_name)
+        )
         try:  # the answer owns the turn now: it gives it up when the engine has finished
             answer = Answer(service, parsed, shaper, stats, queue.release)
         except BaseException:
@@ -228,22 +296,26 @@ def create_app(service, options: ServerOptions) -> FastAPI:
         if failed is not None:
             return failure(failed)
         if parsed.stream:
+
             async def chunks():
                 try:
-                    async for chunk in (answer.chunks() if front == "openai"
-                                        else ollama.lines(answer, shaper)):
+                    async for chunk in (
+                        answer.chunks() if front == "openai" else ollama.lines(answer, shaper)
+                    ):
                         yield chunk
                 finally:  # done, or the client went away: stop at the next pass
                     answer.cancel()
 
             if front == "openai":
-                return StreamingResponse(chunks(), media_type="text/event-stream",
-                                         headers={"Cache-Control": "no-cache"})
+                return StreamingResponse(
+                    chunks(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+                )
             return StreamingResponse(chunks(), media_type="application/x-ndjson")
         watcher = asyncio.create_task(_cancel_on_disconnect(request, answer))
         try:
-            return JSONResponse(await (answer.whole() if front == "openai"
-                                       else ollama.whole(answer, shaper)))
+            return JSONResponse(
+                await (answer.whole() if front == "openai" else ollama.whole(answer, shaper))
+            )
         except ApiError as error:
             return failure(error)
         finally:
@@ -280,8 +352,11 @@ def create_app(service, options: ServerOptions) -> FastAPI:
             body = await read_body(request)
             name = typed(body.get("model"), "string", "model") if isinstance(body, dict) else None
             if not name or name.removesuffix(":latest") not in served:
-                raise ApiError(404, f"model {name!r} not found; this server serves "
-                                    f"{options.model_name!r}.", "not_found_error")
+                raise ApiError(
+                    404,
+                    f"model {name!r} not found; this server serves {options.model_name!r}.",
+                    "not_found_error",
+                )
         except ApiError as error:
             return ollama.error(error)
         return ollama.show()
@@ -348,14 +423,18 @@ class Answer:
                     if self.stop.stopped:
                         self.cancel()
                         returned = returned_tokens(every + tokens, self.stop.returned) - len(every)
-                    self.pieces.put_nowait(Piece(event, tokens, text, calls=calls,
-                                                 returned=max(returned, 0)))
+                    self.pieces.put_nowait(
+                        Piece(event, tokens, text, calls=calls, returned=max(returned, 0))
+                    )
                     every += tokens
                     tokens, calls, held = [], [], ""
                 elif isinstance(event, DoneEvent):
                     text = self.stop.flush()
-                    returned = (returned_tokens(every, self.stop.returned) if self.stop.stopped
-                                else len(event.tokens))
+                    returned = (
+                        returned_tokens(every, self.stop.returned)
+                        if self.stop.stopped
+                        else len(event.tokens)
+                    )
                     self.stats.record("stop" if self.stop.stopped else event.finish_reason, event)
                     self.pieces.put_nowait(Piece(event, text=text, completion_tokens=returned))
                 elif isinstance(event, ErrorEvent):
@@ -376,9 +455,12 @@ class Answer:
             message = self.head.event.message
             if message.startswith("Internal error"):
                 return ApiError(500, message, "server_error")
-            return ApiError(400, message, code="context_length_exceeded"
-                            if "reads at most" in message else None,
-                            param=message.split("'")[1] if message.startswith("'") else None)
+            return ApiError(
+                400,
+                message,
+                code="context_length_exceeded" if "reads at most" in message else None,
+                param=message.split("'")[1] if message.startswith("'") else None,
+            )
         return None
 
     async def read(self):
@@ -400,21 +482,45 @@ class Answer:
             event = piece.event
             if isinstance(event, PassEvent):
                 called = called or bool(piece.calls)
-                yield _sse(self.shaper.chunk(piece.text, tokens=piece.tokens[:piece.returned],
-                                             calls=piece.calls, extra={"draftless": {
-                    **provenance(piece.tokens), "pass": event.pass_index,
-                    "drafted": event.drafted, "accepted": event.accepted,
-                    "seconds": round(event.seconds, 5),
-                    "tokens_per_pass": round(event.tokens_per_pass, 4)}}))
+                yield _sse(
+                    self.shaper.chunk(
+                        piece.text,
+                        tokens=piece.tokens[: piece.returned],
+                        calls=piece.calls,
+                        extra={
+                            "draftless": {
+                                **provenance(piece.tokens),
+                                "pass": event.pass_index,
+                                "drafted": event.drafted,
+                                "accepted": event.accepted,
+                                "seconds": round(event.seconds, 5),
+                                "tokens_per_pass": round(event.tokens_per_pass, 4),
+                            }
+                        },
+                    )
+                )
             elif isinstance(event, DoneEvent):
                 yield _sse(self.shaper.chunk(piece.text, self.finish(event, called)))
                 if self.include_usage:  # the engine's statistics ride in usage.draftless
-                    yield _sse(self.shaper.usage_chunk(usage(
-                        event.timing.get("prompt_tokens", 0), event, piece.completion_tokens)))
+                    yield _sse(
+                        self.shaper.usage_chunk(
+                            usage(
+                                event.timing.get("prompt_tokens", 0), event, piece.completion_tokens
+                            )
+                        )
+                    )
                 break
             else:  # the engine failed mid-answer
-                yield _sse({"error": {"message": event.message, "type": "server_error",
-                                      "param": None, "code": None}})
+                yield _sse(
+                    {
+                        "error": {
+                            "message": event.message,
+                            "type": "server_error",
+                            "param": None,
+                            "code": None,
+                        }
+                    }
+                )
                 break
         yield _sse("[DONE]")
 
@@ -428,9 +534,13 @@ class Answer:
             tokens += piece.tokens
             calls += piece.calls
             if isinstance(event, DoneEvent):
-                return self.shaper.whole("".join(texts), self.finish(event, bool(calls)), tokens,
-                                         usage(event.timing.get("prompt_tokens", 0), event,
-                                               piece.completion_tokens), calls)
+                return self.shaper.whole(
+                    "".join(texts),
+                    self.finish(event, bool(calls)),
+                    tokens,
+                    usage(event.timing.get("prompt_tokens", 0), event, piece.completion_tokens),
+                    calls,
+                )
             if isinstance(event, ErrorEvent):
                 raise ApiError(500, event.message, "server_error")
         raise ApiError(500, "The engine ended the answer without a result.", "server_error")

@@ -34,9 +34,16 @@ def allowed_hosts(host: str, port: int) -> set[str] | None:
 
 async def _send_error(send, error: ApiError) -> None:
     body = json.dumps(error.body()).encode()
-    await send({"type": "http.response.start", "status": error.status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": error.status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -67,9 +74,15 @@ class Guard:
         except TimeoutError:
             log.warning("A request ran past %s s and was stopped.", self.max_seconds)
             if not started:
-                await _send_error(send, ApiError(503, f"The request took longer than "
-                                                      f"{self.max_seconds:g} s and was stopped.",
-                                                 "server_error", "timeout"))
+                await _send_error(
+                    send,
+                    ApiError(
+                        503,
+                        f"The request took longer than {self.max_seconds:g} s and was stopped.",
+                        "server_error",
+                        "timeout",
+                    ),
+                )
 
     def check(self, scope) -> ApiError | None:
         headers = {}
@@ -77,18 +90,28 @@ class Guard:
             headers.setdefault(name, value.decode("latin-1"))
         host = headers.get(b"host")
         if self.hosts is not None and host is not None and host.lower() not in self.hosts:
-            return ApiError(403, f"This server does not answer for the host {host!r} "
-                                 "(misdirected request).", "permission_error", "bad_host")
+            return ApiError(
+                403,
+                f"This server does not answer for the host {host!r} (misdirected request).",
+                "permission_error",
+                "bad_host",
+            )
         origin = headers.get(b"origin")
         if origin is not None and origin not in self.origins:
-            return ApiError(403, f"Requests from the web origin {origin!r} are not allowed "
-                                 "(start the server with --cors-origin to allow one).",
-                            "permission_error", "bad_origin")
+            return ApiError(
+                403,
+                f"Requests from the web origin {origin!r} are not allowed "
+                "(start the server with --cors-origin to allow one).",
+                "permission_error",
+                "bad_origin",
+            )
         media = headers.get(b"content-type", "").partition(";")[0].strip().lower()
         if scope["method"] == "POST" and media != "application/json":
-            return ApiError(415, "Send the request body as JSON with "
-                                 "'Content-Type: application/json'.",
-                            code="unsupported_media_type")
+            return ApiError(
+                415,
+                "Send the request body as JSON with 'Content-Type: application/json'.",
+                code="unsupported_media_type",
+            )
         return None
 
 
@@ -129,8 +152,11 @@ def guarded_protocol(header_seconds: float, max_connections: int):
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            if (self.header_timer is None and not self.transport.is_closing()
-                    and self.conn.their_state is h11.IDLE):
+            if (
+                self.header_timer is None
+                and not self.transport.is_closing()
+                and self.conn.their_state is h11.IDLE
+            ):
                 self._await_headers()
 
         def connection_lost(self, exc) -> None:

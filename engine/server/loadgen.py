@@ -15,10 +15,12 @@ import os
 import statistics
 import time
 
-PROMPTS = ["List the days of the week, then list them again in the same order.",
-           "Repeat after me: the quick brown fox jumps over the lazy dog. The quick brown fox",
-           "Write the numbers from one to twenty in words, separated by commas.",
-           "Explain in two sentences what a KV cache is."]
+PROMPTS = [
+    "List the days of the week, then list them again in the same order.",
+    "Repeat after me: the quick brown fox jumps over the lazy dog. The quick brown fox",
+    "Write the numbers from one to twenty in words, separated by commas.",
+    "Explain in two sentences what a KV cache is.",
+]
 
 
 async def one(client, prompt, drafter, max_tokens):
@@ -26,9 +28,14 @@ async def one(client, prompt, drafter, max_tokens):
     first = None
     stats = {}
     stream = await client.chat.completions.create(
-        model="default", messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,
-        temperature=0, stream=True, stream_options={"include_usage": True},
-        extra_body={"draftless": {"drafter": drafter}})
+        model="default",
+        messages=[{"role": "user", "content": prompt}],
+        max_tokens=max_tokens,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"draftless": {"drafter": drafter}},
+    )
     async for chunk in stream:
         if first is None and chunk.choices and chunk.choices[0].delta.content:
             first = time.perf_counter() - started
@@ -45,8 +52,9 @@ async def run(url, api_key, clients, requests, drafter, max_tokens):
 
     async def worker(index):
         for r in range(requests):
-            results.append(await one(client, PROMPTS[(index + r) % len(PROMPTS)], drafter,
-                                     max_tokens))
+            results.append(
+                await one(client, PROMPTS[(index + r) % len(PROMPTS)], drafter, max_tokens)
+            )
 
     began = time.perf_counter()
     await asyncio.gather(*(worker(i) for i in range(clients)))
@@ -55,12 +63,17 @@ async def run(url, api_key, clients, requests, drafter, max_tokens):
     ttft = sorted(r[0] for r in results if r[0] is not None)
     emitted = sum(r[2].get("emitted", 0) for r in results)
     passes = sum(r[2].get("passes", 0) for r in results)
-    return {"clients": clients, "requests": len(results), "seconds": elapsed,
-            "requests_per_s": len(results) / elapsed, "ttft_median": statistics.median(ttft),
-            "ttft_max": ttft[-1], "tokens_per_s": emitted / elapsed,
-            "tokens_per_pass": emitted / passes if passes else 0.0,
-            "engine_tokens_per_s": statistics.median(r[2]["timing"]["tokens_per_s"]
-                                                      for r in results)}
+    return {
+        "clients": clients,
+        "requests": len(results),
+        "seconds": elapsed,
+        "requests_per_s": len(results) / elapsed,
+        "ttft_median": statistics.median(ttft),
+        "ttft_max": ttft[-1],
+        "tokens_per_s": emitted / elapsed,
+        "tokens_per_pass": emitted / passes if passes else 0.0,
+        "engine_tokens_per_s": statistics.median(r[2]["timing"]["tokens_per_s"] for r in results),
+    }
 
 
 def main(argv=None) -> None:
@@ -75,20 +88,29 @@ def main(argv=None) -> None:
     parser.add_argument("--on-only", action="store_true")
     args = parser.parse_args(argv)
     modes = [("off", "none"), ("on", args.drafter)]
-    modes = [m for m in modes if not (args.off_only and m[0] == "on")
-             and not (args.on_only and m[0] == "off")]
-    print("| speculation | clients | requests | req/s | TTFT median s | TTFT max s | "
-          "tokens/s (all clients) | engine tok/s (median) | tokens/pass | load avg |")
+    modes = [
+        m
+        for m in modes
+        if not (args.off_only and m[0] == "on") and not (args.on_only and m[0] == "off")
+    ]
+    print(
+        "| speculation | clients | requests | req/s | TTFT median s | TTFT max s | "
+        "tokens/s (all clients) | engine tok/s (median) | tokens/pass | load avg |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for label, drafter in modes:
         for clients in args.clients:
-            row = asyncio.run(run(args.url, args.api_key, clients, args.requests, drafter,
-                                  args.max_tokens))
+            row = asyncio.run(
+                run(args.url, args.api_key, clients, args.requests, drafter, args.max_tokens)
+            )
             load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-            print(f"| {label} ({drafter}) | {clients} | {row['requests']} | "
-                  f"{row['requests_per_s']:.2f} | {row['ttft_median']:.2f} | {row['ttft_max']:.2f} | "
-                  f"{row['tokens_per_s']:.1f} | {row['engine_tokens_per_s']:.1f} | "
-                  f"{row['tokens_per_pass']:.2f} | {load} |", flush=True)
+            print(
+                f"| {label} ({drafter}) | {clients} | {row['requests']} | "
+                f"{row['requests_per_s']:.2f} | {row['ttft_median']:.2f} | {row['ttft_max']:.2f} | "
+                f"{row['tokens_per_s']:.1f} | {row['engine_tokens_per_s']:.1f} | "
+                f"{row['tokens_per_pass']:.2f} | {load} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -20,22 +20,52 @@ from .responses import Shaper
 
 # the Ollama API version whose shapes these routes follow (clients compare against it)
 VERSION = "0.12.0"
-FIELDS = {"model": "string", "messages": None, "prompt": "string", "system": "string",
-          "stream": "boolean", "options": "object", "format": None, "keep_alive": None,
-          "tools": "array", "think": None, "raw": "boolean", "logprobs": "boolean",
-          "top_logprobs": "integer", "images": None, "suffix": "string", "template": "string",
-          "context": "array", "draftless": "object", "chat_id": "string"}
+FIELDS = {
+    "model": "string",
+    "messages": None,
+    "prompt": "string",
+    "system": "string",
+    "stream": "boolean",
+    "options": "object",
+    "format": None,
+    "keep_alive": None,
+    "tools": "array",
+    "think": None,
+    "raw": "boolean",
+    "logprobs": "boolean",
+    "top_logprobs": "integer",
+    "images": None,
+    "suffix": "string",
+    "template": "string",
+    "context": "array",
+    "draftless": "object",
+    "chat_id": "string",
+}
 # option → (OpenAI field, JSON type)
-OPTIONS = {"temperature": ("temperature", "number"), "top_p": ("top_p", "number"),
-           "top_k": ("top_k", "integer"), "min_p": ("min_p", "number"),
-           "seed": ("seed", "integer"), "num_predict": ("max_tokens", "integer"),
-           "stop": ("stop", "array"), "repeat_penalty": ("repetition_penalty", "number"),
-           "presence_penalty": ("presence_penalty", "number"),
-           "frequency_penalty": ("frequency_penalty", "number")}
+OPTIONS = {
+    "temperature": ("temperature", "number"),
+    "top_p": ("top_p", "number"),
+    "top_k": ("top_k", "integer"),
+    "min_p": ("min_p", "number"),
+    "seed": ("seed", "integer"),
+    "num_predict": ("max_tokens", "integer"),
+    "stop": ("stop", "array"),
+    "repeat_penalty": ("repetition_penalty", "number"),
+    "presence_penalty": ("presence_penalty", "number"),
+    "frequency_penalty": ("frequency_penalty", "number"),
+}
 # options about Ollama's own runtime, with no effect on the answer here
-IGNORED_OPTIONS = {"num_ctx": "integer", "num_batch": "integer", "num_gpu": "integer",
-                   "main_gpu": "integer", "num_thread": "integer", "use_mmap": "boolean",
-                   "low_vram": "boolean", "numa": "boolean", "num_keep": "integer"}
+IGNORED_OPTIONS = {
+    "num_ctx": "integer",
+    "num_batch": "integer",
+    "num_gpu": "integer",
+    "main_gpu": "integer",
+    "num_thread": "integer",
+    "use_mmap": "boolean",
+    "low_vram": "boolean",
+    "numa": "boolean",
+    "num_keep": "integer",
+}
 
 
 def _bad(message: str, param: str | None = None) -> ApiError:
@@ -70,8 +100,10 @@ def translate(body, chat: bool) -> tuple[dict, bool]:
     if body.get("format") == "json":
         out["response_format"] = {"type": "json_object"}
     elif isinstance(body.get("format"), dict):
-        out["response_format"] = {"type": "json_schema",
-                                  "json_schema": {"name": "format", "schema": body["format"]}}
+        out["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "format", "schema": body["format"]},
+        }
     elif body.get("format") not in (None, ""):
         raise _bad("'format' must be \"json\" or a JSON schema.", "format")
     for name in ("draftless", "chat_id"):
@@ -85,8 +117,10 @@ def translate(body, chat: bool) -> tuple[dict, bool]:
             typed(value, IGNORED_OPTIONS[name], f"options.{name}")
             continue
         if name not in OPTIONS:
-            raise _bad(f"Unsupported option {name!r}. Supported: "
-                       f"{', '.join(sorted(OPTIONS))}.", f"options.{name}")
+            raise _bad(
+                f"Unsupported option {name!r}. Supported: {', '.join(sorted(OPTIONS))}.",
+                f"options.{name}",
+            )
         field, kind = OPTIONS[name]
         if typed(value, kind, f"options.{name}") is not None:
             out[field] = value
@@ -110,8 +144,10 @@ def translate(body, chat: bool) -> tuple[dict, bool]:
 
 
 def _calls(calls: list[dict]) -> list[dict]:
-    return [{"function": {"name": c["name"], "arguments": json.loads(c["arguments"] or "{}")}}
-            for c in calls]
+    return [
+        {"function": {"name": c["name"], "arguments": json.loads(c["arguments"] or "{}")}}
+        for c in calls
+    ]
 
 
 class OllamaShaper:
@@ -137,12 +173,17 @@ class OllamaShaper:
 
     def done(self, body: dict, done: DoneEvent, finish: str, completion_tokens: int) -> dict:
         timing = done.timing
-        return {**body, "done": True, "done_reason": "length" if finish == "length" else "stop",
-                "total_duration": time.perf_counter_ns() - self.started, "load_duration": 0,
-                "prompt_eval_count": timing.get("prompt_tokens", 0),
-                "prompt_eval_duration": int(timing.get("prefill_s", 0) * 1e9),
-                "eval_count": completion_tokens,
-                "eval_duration": int(timing.get("decode_s", 0) * 1e9)}
+        return {
+            **body,
+            "done": True,
+            "done_reason": "length" if finish == "length" else "stop",
+            "total_duration": time.perf_counter_ns() - self.started,
+            "load_duration": 0,
+            "prompt_eval_count": timing.get("prompt_tokens", 0),
+            "prompt_eval_duration": int(timing.get("prefill_s", 0) * 1e9),
+            "eval_count": completion_tokens,
+            "eval_duration": int(timing.get("decode_s", 0) * 1e9),
+        }
 
 
 async def lines(answer, shaper: OllamaShaper):
@@ -153,12 +194,27 @@ async def lines(answer, shaper: OllamaShaper):
         if isinstance(event, PassEvent):
             called = called or bool(piece.calls)
             if piece.text or piece.calls or piece.returned:
-                yield json.dumps({**shaper.body(piece.text, piece.tokens[:piece.returned],
-                                                piece.calls), "done": False}) + "\n"
+                yield (
+                    json.dumps(
+                        {
+                            **shaper.body(piece.text, piece.tokens[: piece.returned], piece.calls),
+                            "done": False,
+                        }
+                    )
+                    + "\n"
+                )
         elif isinstance(event, DoneEvent):
-            yield json.dumps(shaper.done(shaper.body(piece.text), event,
-                                         answer.finish(event, called),
-                                         piece.completion_tokens)) + "\n"
+            yield (
+                json.dumps(
+                    shaper.done(
+                        shaper.body(piece.text),
+                        event,
+                        answer.finish(event, called),
+                        piece.completion_tokens,
+                    )
+                )
+                + "\n"
+            )
             return
         elif isinstance(event, ErrorEvent):
             yield json.dumps({"error": event.message}) + "\n"
@@ -173,24 +229,48 @@ async def whole(answer, shaper: OllamaShaper) -> dict:
         tokens += piece.tokens
         calls += piece.calls
         if isinstance(event, DoneEvent):
-            body = shaper.body("".join(texts), tokens[:piece.completion_tokens], calls)
-            return shaper.done(body, event, answer.finish(event, bool(calls)),
-                               piece.completion_tokens)
+            body = shaper.body("".join(texts), tokens[: piece.completion_tokens], calls)
+            return shaper.done(
+                body, event, answer.finish(event, bool(calls)), piece.completion_tokens
+            )
         if isinstance(event, ErrorEvent):
             raise ApiError(500, event.message, "server_error")
     raise ApiError(500, "The engine ended the answer without a result.", "server_error")
 
 
 def model_details() -> dict:
-    return {"parent_model": "", "format": "mlx", "family": "", "families": None,
-            "parameter_size": "", "quantization_level": ""}
+    return {
+        "parent_model": "",
+        "format": "mlx",
+        "family": "",
+        "families": None,
+        "parameter_size": "",
+        "quantization_level": "",
+    }
 
 
 def tags(name: str) -> dict:
-    return {"models": [{"name": name, "model": name, "modified_at": now(), "size": 0,
-                        "digest": "", "details": model_details()}]}
+    return {
+        "models": [
+            {
+                "name": name,
+                "model": name,
+                "modified_at": now(),
+                "size": 0,
+                "digest": "",
+                "details": model_details(),
+            }
+        ]
+    }
 
 
 def show() -> dict:
-    return {"modelfile": "", "parameters": "", "template": "", "details": model_details(),
-            "model_info": {}, "capabilities": ["completion"], "modified_at": now()}
+    return {
+        "modelfile": "",
+        "parameters": "",
+        "template": "",
+        "details": model_details(),
+        "model_info": {},
+        "capabilities": ["completion"],
+        "modified_at": now(),
+    }

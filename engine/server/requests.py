@@ -8,40 +8,96 @@ from dataclasses import dataclass, replace
 from ..errors import EngineError
 from ..settings import LOGPROBS_RANGE, DraftSettings, GenerationRequest, SamplingSettings
 
-DRAFT_TYPES = {"drafter": "string", "draft_count": "integer", "ngram_order": "integer",
-               "ngram_min": "integer", "adaptive": "boolean", "options": "object"}
+DRAFT_TYPES = {
+    "drafter": "string",
+    "draft_count": "integer",
+    "ngram_order": "integer",
+    "ngram_min": "integer",
+    "adaptive": "boolean",
+    "options": "object",
+}
 ROLES = {"system", "user", "assistant", "developer", "tool"}
 # Every field a request may carry, with its JSON type where the server reads it (None: read
 # below); the rest get a 400 (a typo must not pass silently).
 FIELD_TYPES = {
-    "model": "string", "stream": "boolean", "stream_options": "object", "user": "string",
-    "n": "integer", "logprobs": None, "top_logprobs": "integer", "frequency_penalty": "number",
-    "presence_penalty": "number", "max_tokens": "integer", "max_completion_tokens": "integer",
-    "temperature": "number", "top_p": "number", "top_k": "integer", "min_p": "number",
-    "seed": "integer", "repetition_penalty": "number", "stop": None, "draftless": "object",
-    "messages": None, "prompt": None, "chat_id": "string", "echo": "boolean", "suffix": "string",
-    "metadata": "object", "store": "boolean", "parallel_tool_calls": "boolean",
-    "response_format": "object", "service_tier": "string", "logit_bias": "object",
-    "tools": "array", "functions": "array", "tool_choice": None, "function_call": None}
+    "model": "string",
+    "stream": "boolean",
+    "stream_options": "object",
+    "user": "string",
+    "n": "integer",
+    "logprobs": None,
+    "top_logprobs": "integer",
+    "frequency_penalty": "number",
+    "presence_penalty": "number",
+    "max_tokens": "integer",
+    "max_completion_tokens": "integer",
+    "temperature": "number",
+    "top_p": "number",
+    "top_k": "integer",
+    "min_p": "number",
+    "seed": "integer",
+    "repetition_penalty": "number",
+    "stop": None,
+    "draftless": "object",
+    "messages": None,
+    "prompt": None,
+    "chat_id": "string",
+    "echo": "boolean",
+    "suffix": "string",
+    "metadata": "object",
+    "store": "boolean",
+    "parallel_tool_calls": "boolean",
+    "response_format": "object",
+    "service_tier": "string",
+    "logit_bias": "object",
+    "tools": "array",
+    "functions": "array",
+    "tool_choice": None,
+    "function_call": None,
+}
 MAX_STOPS = 4
 MAX_STOP_CHARS = 256
 MAX_CHAT_ID_CHARS = 256
 MAX_TEMPERATURE = 2.0  # OpenAI's bound (the engine itself would take up to 5)
-_JSON_TYPES = {"boolean": (bool,), "integer": (int,), "number": (int, float), "string": (str,),
-               "object": (dict,), "array": (list,)}
+_JSON_TYPES = {
+    "boolean": (bool,),
+    "integer": (int,),
+    "number": (int, float),
+    "string": (str,),
+    "object": (dict,),
+    "array": (list,),
+}
 
 
 class ApiError(Exception):
     """An error the client caused (or can act on), sent as OpenAI's error JSON."""
 
-    def __init__(self, status: int, message: str, kind: str = "invalid_request_error",
-                 code: str | None = None, param: str | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        kind: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+    ):
         super().__init__(message)
-        self.status, self.message, self.kind, self.code, self.param = status, message, kind, code, param
+        self.status, self.message, self.kind, self.code, self.param = (
+            status,
+            message,
+            kind,
+            code,
+            param,
+        )
 
     def body(self) -> dict:
-        return {"error": {"message": self.message, "type": self.kind, "param": self.param,
-                          "code": self.code}}
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.kind,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
 
 
 @dataclass(frozen=True)
@@ -80,14 +136,20 @@ def typed(value, kind: str, name: str):
     if value is None:
         return None
     if isinstance(value, bool) != (kind == "boolean") or not isinstance(value, _JSON_TYPES[kind]):
-        raise _bad(f"'{name}' must be {'an' if kind[0] in 'aeiou' else 'a'} {kind}; "
-                   f"got {json_type(value)}.", name)
+        raise _bad(
+            f"'{name}' must be {'an' if kind[0] in 'aeiou' else 'a'} {kind}; "
+            f"got {json_type(value)}.",
+            name,
+        )
     if isinstance(value, str):
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            raise _bad(f"'{name}' holds a lone surrogate (an unpaired \\ud800-\\udfff escape); "
-                       "send valid Unicode text.", name) from None
+            raise _bad(
+                f"'{name}' holds a lone surrogate (an unpaired \\ud800-\\udfff escape); "
+                "send valid Unicode text.",
+                name,
+            ) from None
     return value
 
 
@@ -97,8 +159,11 @@ def _text_of(content, index: int) -> str:
     if isinstance(content, list):
         texts = []
         for part in content:
-            if not (isinstance(part, dict) and part.get("type") == "text"
-                    and isinstance(part.get("text"), str)):
+            if not (
+                isinstance(part, dict)
+                and part.get("type") == "text"
+                and isinstance(part.get("text"), str)
+            ):
                 raise _bad("Only text content parts are supported.", param)
             texts.append(typed(part["text"], "string", param))
         return "".join(texts)
@@ -124,37 +189,52 @@ def _tool_calls(raw, index: int) -> list[dict]:
     """An assistant message's earlier tool calls, for the chat template."""
     param = f"messages[{index}].tool_calls"
     if not isinstance(raw, list):
-        raise _bad("'tool_calls' must be a list of {\"function\": {\"name\", \"arguments\"}}.",
-                   param)
+        raise _bad(
+            "'tool_calls' must be a list of {\"function\": {\"name\", \"arguments\"}}.", param
+        )
     calls = []
     for call in raw:
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
             raise _bad("Each tool call needs a function with a name.", param)
-        calls.append({"id": typed(call.get("id"), "string", param) or "",
-                      "type": "function",
-                      "function": {"name": typed(function["name"], "string", param),
-                                   "arguments": _arguments(function.get("arguments"), param)}})
+        calls.append(
+            {
+                "id": typed(call.get("id"), "string", param) or "",
+                "type": "function",
+                "function": {
+                    "name": typed(function["name"], "string", param),
+                    "arguments": _arguments(function.get("arguments"), param),
+                },
+            }
+        )
     return calls
 
 
 def messages_of(raw) -> list[dict]:
     """Chat messages (OpenAI's or Ollama's) as the chat template takes them."""
     if not isinstance(raw, list) or not raw:
-        raise _bad("'messages' must be a non-empty list of {\"role\": …, \"content\": …} "
-                   "objects.", "messages")
+        raise _bad(
+            "'messages' must be a non-empty list of {\"role\": …, \"content\": …} objects.",
+            "messages",
+        )
     messages = []
     for index, message in enumerate(raw):
         if not isinstance(message, dict):
-            raise _bad("Each message must be an object with 'role' and 'content'.", f"messages[{index}]")
+            raise _bad(
+                "Each message must be an object with 'role' and 'content'.", f"messages[{index}]"
+            )
         role = message.get("role")
         if not isinstance(role, str) or role not in ROLES:
-            raise _bad(f"Unsupported role {role!r}; use system, user, assistant or tool.",
-                       f"messages[{index}].role")
+            raise _bad(
+                f"Unsupported role {role!r}; use system, user, assistant or tool.",
+                f"messages[{index}].role",
+            )
         if message.get("images"):  # Ollama's form of image input
             raise _bad("Only text content is supported.", f"messages[{index}].images")
-        shaped = {"role": "system" if role == "developer" else role,
-                  "content": _text_of(message.get("content"), index)}
+        shaped = {
+            "role": "system" if role == "developer" else role,
+            "content": _text_of(message.get("content"), index),
+        }
         if role == "assistant" and message.get("tool_calls"):
             shaped["tool_calls"] = _tool_calls(message["tool_calls"], index)
         for name in ("tool_call_id", "name", "tool_name"):
@@ -162,8 +242,10 @@ def messages_of(raw) -> list[dict]:
                 shaped[name] = typed(message[name], "string", f"messages[{index}].{name}")
         messages.append(shaped)
     if not any(m["content"].strip() or m.get("tool_calls") for m in messages):
-        raise _bad("Every message's 'content' is empty: send at least one message with text "
-                   "to answer.", "messages")
+        raise _bad(
+            "Every message's 'content' is empty: send at least one message with text to answer.",
+            "messages",
+        )
     return messages
 
 
@@ -184,10 +266,16 @@ def _stop(raw) -> tuple[str, ...]:
         return ()
     if isinstance(raw, str):
         raw = [raw]
-    if (not isinstance(raw, list) or len(raw) > MAX_STOPS
-            or not all(isinstance(s, str) and 0 < len(s) <= MAX_STOP_CHARS for s in raw)):
-        raise _bad(f"'stop' must be a non-empty string or a list of up to {MAX_STOPS} of them, "
-                   f"each at most {MAX_STOP_CHARS} characters.", "stop")
+    if (
+        not isinstance(raw, list)
+        or len(raw) > MAX_STOPS
+        or not all(isinstance(s, str) and 0 < len(s) <= MAX_STOP_CHARS for s in raw)
+    ):
+        raise _bad(
+            f"'stop' must be a non-empty string or a list of up to {MAX_STOPS} of them, "
+            f"each at most {MAX_STOP_CHARS} characters.",
+            "stop",
+        )
     return tuple(typed(s, "string", "stop") for s in raw)
 
 
@@ -196,15 +284,29 @@ def _draft(raw, default: DraftSettings) -> DraftSettings:
         return default
     unknown = set(raw) - set(DRAFT_TYPES)
     if unknown:
-        raise _bad(f"Unknown draftless setting(s): {', '.join(sorted(unknown))}. "
-                   f"Known: {', '.join(sorted(DRAFT_TYPES))}.", "draftless")
-    values = {name: typed(value, DRAFT_TYPES[name], f"draftless.{name}")
-              for name, value in raw.items() if value is not None}
+        raise _bad(
+            f"Unknown draftless setting(s): {', '.join(sorted(unknown))}. "
+            f"Known: {', '.join(sorted(DRAFT_TYPES))}.",
+            "draftless",
+        )
+    values = {
+        name: typed(value, DRAFT_TYPES[name], f"draftless.{name}")
+        for name, value in raw.items()
+        if value is not None
+    }
     return replace(default, **values)
 
 
-SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
-            "frequency_penalty", "seed")
+SAMPLING = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+    "seed",
+)
 
 
 def _sampling(body: dict, default: SamplingSettings) -> SamplingSettings:
@@ -215,8 +317,11 @@ def _sampling(body: dict, default: SamplingSettings) -> SamplingSettings:
             raise _bad(f"'{name}' is not supported by this server.", name)
     values = {name: body[name] for name in SAMPLING if body.get(name) is not None}
     if values.get("temperature", 0) > MAX_TEMPERATURE:
-        raise _bad(f"temperature must be a number from 0 to {MAX_TEMPERATURE:g}; "
-                   f"got {values['temperature']!r}.", "temperature")
+        raise _bad(
+            f"temperature must be a number from 0 to {MAX_TEMPERATURE:g}; "
+            f"got {values['temperature']!r}.",
+            "temperature",
+        )
     return replace(default, **values)
 
 
@@ -230,9 +335,12 @@ def json_schema_of(raw) -> dict | None:
     if kind == "json_schema" and isinstance(raw.get("json_schema"), dict):
         schema = raw["json_schema"].get("schema")
         return typed(schema, "object", "response_format.json_schema.schema") or {}
-    raise _bad("'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} "
-               "or {\"type\": \"json_schema\", \"json_schema\": {\"name\": …, "
-               "\"schema\": …}}.", "response_format")
+    raise _bad(
+        "'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} "
+        "or {\"type\": \"json_schema\", \"json_schema\": {\"name\": …, "
+        "\"schema\": …}}.",
+        "response_format",
+    )
 
 
 def _logprobs(body: dict, chat: bool) -> int | None:
@@ -248,8 +356,9 @@ def _logprobs(body: dict, chat: bool) -> int | None:
             raise _bad("'top_logprobs' needs 'logprobs': true.", "top_logprobs")
         return (top or 0) if wanted else None
     if top is not None:
-        raise _bad("Text completions take 'logprobs': N for N alternatives per token.",
-                   "top_logprobs")
+        raise _bad(
+            "Text completions take 'logprobs': N for N alternatives per token.", "top_logprobs"
+        )
     typed(wanted, "integer", "logprobs")
     if wanted is not None and not low <= wanted <= high:
         raise _bad(f"'logprobs' must be from {low} to {high}.", "logprobs")
@@ -268,10 +377,17 @@ def tools_of(raw, choice, chat: bool = True) -> tuple[list | None, tuple[str, ..
     tools = []
     for tool in raw:
         function = tool.get("function") if isinstance(tool, dict) else None
-        if (not isinstance(tool, dict) or tool.get("type", "function") != "function"
-                or not isinstance(function, dict) or not isinstance(function.get("name"), str)):
-            raise _bad("Each tool must be {\"type\": \"function\", \"function\": "
-                       "{\"name\": …, \"parameters\": …}}.", "tools")
+        if (
+            not isinstance(tool, dict)
+            or tool.get("type", "function") != "function"
+            or not isinstance(function, dict)
+            or not isinstance(function.get("name"), str)
+        ):
+            raise _bad(
+                "Each tool must be {\"type\": \"function\", \"function\": "
+                "{\"name\": …, \"parameters\": …}}.",
+                "tools",
+            )
         typed(function.get("description"), "string", "tools.function.description")
         typed(function.get("parameters"), "object", "tools.function.parameters")
         tools.append({"type": "function", "function": function})
@@ -282,9 +398,12 @@ def tools_of(raw, choice, chat: bool = True) -> tuple[list | None, tuple[str, ..
         return tools, names
     named = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
     if not (isinstance(named, str) and named in names):
-        raise _bad("'tool_choice' must be \"auto\", \"none\", \"required\" or "
-                   "{\"type\": \"function\", \"function\": {\"name\": …}} naming one of the "
-                   "tools.", "tool_choice")
+        raise _bad(
+            "'tool_choice' must be \"auto\", \"none\", \"required\" or "
+            "{\"type\": \"function\", \"function\": {\"name\": …}} naming one of the "
+            "tools.",
+            "tool_choice",
+        )
     return tools, (named,)
 
 
@@ -313,17 +432,31 @@ def parse(body, chat: bool, defaults: Defaults, peer: str | None) -> ParsedReque
     include_usage = typed(options.get("include_usage"), "boolean", "stream_options.include_usage")
     tools, forced = tools_of(body.get("tools"), body.get("tool_choice"), chat)
     if forced and json_schema_of(body.get("response_format")) is not None:
-        raise _bad("A forced 'tool_choice' and a JSON 'response_format' cannot both hold.",
-                   "tool_choice")
+        raise _bad(
+            "A forced 'tool_choice' and a JSON 'response_format' cannot both hold.", "tool_choice"
+        )
     request = GenerationRequest(
-        messages=messages, prompt=prompt, raw=not chat, model=defaults.model,
-        chat_id=body.get("chat_id"), max_tokens=max_tokens,
+        messages=messages,
+        prompt=prompt,
+        raw=not chat,
+        model=defaults.model,
+        chat_id=body.get("chat_id"),
+        max_tokens=max_tokens,
         draft=_draft(body.get("draftless"), defaults.draft),
-        sampling=_sampling(body, defaults.sampling), logprobs=_logprobs(body, chat),
-        tools=tools, forced_tools=forced, json_schema=json_schema_of(body.get("response_format")))
+        sampling=_sampling(body, defaults.sampling),
+        logprobs=_logprobs(body, chat),
+        tools=tools,
+        forced_tools=forced,
+        json_schema=json_schema_of(body.get("response_format")),
+    )
     try:
         request = request.validated()
     except (EngineError, TypeError, ValueError) as error:
         raise _bad(str(error)) from None
-    return ParsedRequest(request, bool(body.get("stream")), _stop(body.get("stop")),
-                         body.get("user") or peer, bool(include_usage))
+    return ParsedRequest(
+        request,
+        bool(body.get("stream")),
+        _stop(body.get("stop")),
+        body.get("user") or peer,
+        bool(include_usage),
+    )

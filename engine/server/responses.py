@@ -40,11 +40,18 @@ class StopMatcher:
         if cuts:
             self.stopped = True
             self.held = ""
-            return self._out(window[:min(cuts)])
-        keep = max((k for s in self.stops for k in range(min(len(s) - 1, len(window)), 0, -1)
-                    if window.endswith(s[:k])), default=0)
-        self.held = window[len(window) - keep:]
-        return self._out(window[:len(window) - keep])
+            return self._out(window[: min(cuts)])
+        keep = max(
+            (
+                k
+                for s in self.stops
+                for k in range(min(len(s) - 1, len(window)), 0, -1)
+                if window.endswith(s[:k])
+            ),
+            default=0,
+        )
+        self.held = window[len(window) - keep :]
+        return self._out(window[: len(window) - keep])
 
     def flush(self) -> str:
         out, self.held = self.held, ""
@@ -70,29 +77,43 @@ def usage(prompt_tokens: int, done: DoneEvent, completion_tokens: int | None = N
     """OpenAI's usage; ``completion_tokens`` when a stop string cut the answer short."""
     stats = dict(done.stats)
     emitted = len(done.tokens) if completion_tokens is None else completion_tokens
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": emitted,
-            "total_tokens": prompt_tokens + emitted,
-            "draftless": {**stats, "finish_reason": done.finish_reason,
-                          "timing": dict(done.timing)}}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": emitted,
+        "total_tokens": prompt_tokens + emitted,
+        "draftless": {**stats, "finish_reason": done.finish_reason, "timing": dict(done.timing)},
+    }
 
 
 def provenance(tokens: list[TokenEvent]) -> dict:
-    return {"tokens": [t.token for t in tokens], "texts": [t.text for t in tokens],
-            "from_draft": [t.from_draft for t in tokens],
-            "pass_index": [t.pass_index for t in tokens],
-            "draft_position": [t.draft_position for t in tokens],
-            "drafter": tokens[0].drafter if tokens else None}
+    return {
+        "tokens": [t.token for t in tokens],
+        "texts": [t.text for t in tokens],
+        "from_draft": [t.from_draft for t in tokens],
+        "pass_index": [t.pass_index for t in tokens],
+        "draft_position": [t.draft_position for t in tokens],
+        "drafter": tokens[0].drafter if tokens else None,
+    }
 
 
 def _entry(item: TokenLogprob) -> dict:
-    return {"token": item.text, "logprob": item.logprob,
-            "bytes": list(item.raw or item.text.encode())}
+    return {
+        "token": item.text,
+        "logprob": item.logprob,
+        "bytes": list(item.raw or item.text.encode()),
+    }
 
 
 def tool_calls(calls: list[dict], first: int | None = None) -> list[dict]:
     """Engine tool calls in OpenAI's shape; ``first``: their index in a stream."""
-    shaped = [{"id": c["id"], "type": "function",
-               "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls]
+    shaped = [
+        {
+            "id": c["id"],
+            "type": "function",
+            "function": {"name": c["name"], "arguments": c["arguments"]},
+        }
+        for c in calls
+    ]
     if first is not None:
         shaped = [{"index": first + i, **call} for i, call in enumerate(shaped)]
     return shaped
@@ -115,27 +136,43 @@ class Shaper:
         if not tokens:
             return None
         if self.chat:
-            return {"content": [{**_entry(t.logprob),
-                                 "top_logprobs": [_entry(top) for top in t.top_logprobs]}
-                                for t in tokens], "refusal": None}
+            return {
+                "content": [
+                    {**_entry(t.logprob), "top_logprobs": [_entry(top) for top in t.top_logprobs]}
+                    for t in tokens
+                ],
+                "refusal": None,
+            }
         offsets = []
         for t in tokens:
             offsets.append(self.text_offset)
             self.text_offset += len(t.text)
-        return {"tokens": [t.logprob.text for t in tokens],
-                "token_logprobs": [t.logprob.logprob for t in tokens],
-                "top_logprobs": [{top.text: top.logprob for top in t.top_logprobs}
-                                 for t in tokens],
-                "text_offset": offsets}
+        return {
+            "tokens": [t.logprob.text for t in tokens],
+            "token_logprobs": [t.logprob.logprob for t in tokens],
+            "top_logprobs": [{top.text: top.logprob for top in t.top_logprobs} for t in tokens],
+            "text_offset": offsets,
+        }
 
     def _envelope(self, streamed: bool) -> dict:
         kind = "chat.completion" if self.chat else "text_completion"
-        return {"id": self.id, "object": kind + (".chunk" if streamed and self.chat else ""),
-                "created": self.created, "model": self.model,
-                "system_fingerprint": SYSTEM_FINGERPRINT}
+        return {
+            "id": self.id,
+            "object": kind + (".chunk" if streamed and self.chat else ""),
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": SYSTEM_FINGERPRINT,
+        }
 
-    def chunk(self, text: str, finish: str | None = None, extra: dict | None = None,
-              first: bool = False, tokens: list[TokenEvent] = (), calls: list[dict] = ()) -> dict:
+    def chunk(
+        self,
+        text: str,
+        finish: str | None = None,
+        extra: dict | None = None,
+        first: bool = False,
+        tokens: list[TokenEvent] = (),
+        calls: list[dict] = (),
+    ) -> dict:
         logprobs = self.logprobs(list(tokens))
         if self.chat:
             delta = {"content": text} if (text or first) else {}
@@ -156,16 +193,20 @@ class Shaper:
         """The last streamed chunk when the client asked for usage: no choices, only usage."""
         return {**self._envelope(True), "choices": [], "usage": use}
 
-    def whole(self, text: str, finish: str, tokens: list[TokenEvent], use: dict,
-              calls: list[dict] = ()) -> dict:
-        logprobs = self.logprobs(tokens[:use["completion_tokens"]])
+    def whole(
+        self, text: str, finish: str, tokens: list[TokenEvent], use: dict, calls: list[dict] = ()
+    ) -> dict:
+        logprobs = self.logprobs(tokens[: use["completion_tokens"]])
         if self.chat:
             message = {"role": "assistant", "content": text}
             if calls:
                 message.update(content=text or None, tool_calls=tool_calls(calls))
-            choice = {"index": 0, "message": message, "finish_reason": finish,
-                      "logprobs": logprobs}
+            choice = {"index": 0, "message": message, "finish_reason": finish, "logprobs": logprobs}
         else:
             choice = {"index": 0, "text": text, "finish_reason": finish, "logprobs": logprobs}
-        return {**self._envelope(False), "choices": [choice], "usage": use,
-                "draftless": provenance(tokens)}
+        return {
+            **self._envelope(False),
+            "choices": [choice],
+            "usage": use,
+            "draftless": provenance(tokens),
+        }
