@@ -11,16 +11,21 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from engine import paths as engine_paths
 from engine.drafters import resolve_drafter_name
 from engine.errors import EngineError
-from engine.settings import (DRAFT_COUNT_RANGE, MAX_TOKENS_RANGE, NGRAM_ORDER_RANGE, DraftSettings,
-                             GenerationRequest, SamplingSettings)
-from engine.untrusted import aside_path, move_aside
+from engine.settings import (
+    DRAFT_COUNT_RANGE,
+    MAX_TOKENS_RANGE,
+    NGRAM_ORDER_RANGE,
+    DraftSettings,
+    GenerationRequest,
+    SamplingSettings,
+)
+from engine.untrusted import aside_path, move_aside, write_atomic
 
 TEMPERATURE_RANGE = (0.0, 5.0)
 TOP_P_RANGE = (0.0, 1.0)
@@ -66,17 +71,27 @@ class AppSettings:
             found.append(f"ngram_min ({self.ngram_min}) exceeds ngram_order ({self.ngram_order})")
         return found
 
-    def request(self, messages: list[dict[str, str]], chat_id: str | None = None) -> GenerationRequest:
+    def request(
+        self, messages: list[dict[str, str]], chat_id: str | None = None
+    ) -> GenerationRequest:
         """The engine request for the next answer; the system prompt goes first."""
         turns = list(messages)
         if self.system_prompt.strip():
             turns.insert(0, {"role": "system", "content": self.system_prompt})
         return GenerationRequest(
-            messages=turns, model=self.model, chat_id=chat_id, max_tokens=self.max_tokens,
-            draft=DraftSettings(drafter=self.drafter, draft_count=self.draft_count,
-                                ngram_order=self.ngram_order, ngram_min=self.ngram_min,
-                                adaptive=self.adaptive),
-            sampling=SamplingSettings(temperature=float(self.temperature), top_p=float(self.top_p)))
+            messages=turns,
+            model=self.model,
+            chat_id=chat_id,
+            max_tokens=self.max_tokens,
+            draft=DraftSettings(
+                drafter=self.drafter,
+                draft_count=self.draft_count,
+                ngram_order=self.ngram_order,
+                ngram_min=self.ngram_min,
+                adaptive=self.adaptive,
+            ),
+            sampling=SamplingSettings(temperature=float(self.temperature), top_p=float(self.top_p)),
+        )
 
 
 def _coerce(field_type, value):
@@ -117,8 +132,10 @@ class SettingsStore:
             raw = self.path.read_bytes()
         except OSError as error:
             self.protected = True
-            self.message = (f"The settings file {self.path} could not be read ({error}); "
-                            "the defaults are used and the file is left as it is.")
+            self.message = (
+                f"The settings file {self.path} could not be read ({error}); "
+                "the defaults are used and the file is left as it is."
+            )
             return AppSettings()
         try:
             data = json.loads(raw.decode("utf-8"))
@@ -126,8 +143,10 @@ class SettingsStore:
                 raise ValueError("not a JSON object")
         except ValueError as error:  # UnicodeDecodeError included
             kept = self._keep_aside("corrupt", move=True)
-            self.message = (f"The settings file {self.path} could not be read ({error}); "
-                            f"the defaults are used. {kept}")
+            self.message = (
+                f"The settings file {self.path} could not be read ({error}); "
+                f"the defaults are used. {kept}"
+            )
             return AppSettings()
         settings, bad = _validated(data)
         if bad:
@@ -136,8 +155,10 @@ class SettingsStore:
                 self.save(settings)  # corrected, so this is said once, not at every start
             except OSError:
                 pass
-            self.message = ("Some saved settings were invalid and were reset to their defaults: "
-                            f"{'; '.join(b.rstrip('.') for b in bad)}. {kept}")
+            self.message = (
+                "Some saved settings were invalid and were reset to their defaults: "
+                f"{'; '.join(b.rstrip('.') for b in bad)}. {kept}"
+            )
         return settings
 
     def _keep_aside(self, why: str, move: bool) -> str:
@@ -151,38 +172,19 @@ class SettingsStore:
                 target.write_bytes(self.path.read_bytes())
         except OSError as error:
             self.protected = True
-            return (f"The file could not be kept aside ({error}) and is left as it is; "
-                    "settings changed now are not saved.")
+            return (
+                f"The file could not be kept aside ({error}) and is left as it is; "
+                "settings changed now are not saved."
+            )
         return f"The original file was kept as {target.name}."
 
     def save(self, settings: AppSettings) -> None:
-        """Write the whole file under a temporary name, flush it to the disk, then rename it
-        over the old one: a crash leaves the old file or the new one, never a part."""
+        """Written whole and flushed to the disk before it replaces the old file
+        (``engine.untrusted.write_atomic``): a crash leaves the old file or the new one."""
         if self.protected:
             raise OSError(f"{self.path} is left as it is because it could not be read")
         data = {k: v for k, v in asdict(settings).items() if k != "RANGES"}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.path.with_name(self.path.name + ".tmp")
-        with open(temporary, "w", encoding="utf-8") as file:
-            file.write(json.dumps(data, indent=2))
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, self.path)
-        _sync_folder(self.path.parent)
-
-
-def _sync_folder(folder: Path) -> None:
-    """Flush a rename to the disk (folders cannot be opened on Windows: nothing to do)."""
-    try:
-        descriptor = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
+        write_atomic(self.path, json.dumps(data, indent=2))
 
 
 def _validated(data: dict) -> tuple[AppSettings, list[str]]:
@@ -202,7 +204,9 @@ def _validated(data: dict) -> tuple[AppSettings, list[str]]:
             bad.append(f"{name} must be from {low} to {high} (was {value!r})")
             settings = replace(settings, **{name: getattr(defaults, name)})
     if settings.ngram_min > settings.ngram_order:
-        bad.append(f"ngram_min ({settings.ngram_min}) exceeded ngram_order ({settings.ngram_order})")
+        bad.append(
+            f"ngram_min ({settings.ngram_min}) exceeded ngram_order ({settings.ngram_order})"
+        )
         settings = replace(settings, ngram_min=min(defaults.ngram_min, settings.ngram_order))
     try:
         resolve_drafter_name(settings.drafter)
