@@ -13,6 +13,10 @@ any verify-cost curve: the peers are judged on the same curve as Draftless.
   the longest suffix of length ``prompt_lookup_min..prompt_lookup_max`` that occurred
   before, its earliest occurrence, and the up to k tokens after it, never past the end.
   Parameters as vLLM's documentation example: k = 5, n from 1 to 4.
+
+The Hugging Face replay needs exactly the forward calls real transformers 5.23 made on all 12
+check-set answers the committed benchmark ran it on (tests/test_peer_fidelity.py). vLLM does not
+run on this machine (no CUDA), so its replay follows the proposer's source only.
 """
 
 from __future__ import annotations

@@ -1,0 +1,70 @@
+"""The Hugging Face peer, replayed, drafts as the real transformers does.
+
+The committed benchmark (resources/readme/benchmarks/results.json) ran transformers' prompt
+lookup (torch CPU, the same weights, ``prompt_lookup_num_tokens=10``,
+``max_matching_ngram_size=2``) on every turn of the check set's copy-heavy chats and counted
+its forward calls per answer. Replaying ``hf-prompt-lookup`` (engine/bench/peer_drafters.py)
+over the same greedy answers must need the same number of passes: the device table charges
+that peer on other machines' verify-cost curves, so a replay that drafted better or worse
+than transformers would make the comparison a straw man.
+
+transformers drafts on its first forward call too (prefill and verify in one call), so the
+replay starts at the prompt and its passes count that call.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.adaptive import AdaptiveMemory
+from engine.bench.peer_drafters import HFPromptLookupPeer
+from engine.bench.tune import reference_answers, simulate
+
+RESULTS = Path(__file__).parents[1] / "resources/readme/benchmarks/results.json"
+COPY_HEAVY = ["code-edit", "edit-session", "edit-memory", "rag", "structured"]
+
+
+def _recorded_hf_rows() -> list[dict]:
+    peer = json.loads(RESULTS.read_text())["hf_prompt_lookup"]
+    assert peer["status"] == "ran"
+    assert peer["prompt_lookup_num_tokens"] == HFPromptLookupPeer.draft_count
+    assert peer["max_matching_ngram_size"] == max(HFPromptLookupPeer.sizes)
+    return peer["rows"]
+
+
+@pytest.mark.embedded
+def test_hf_prompt_lookup_replay_needs_the_forward_calls_transformers_made(embedded_loaded):
+    rows = _recorded_hf_rows()
+    chats, _key, eos = reference_answers("check", 512, tasks=COPY_HEAVY, per_task=1)
+    turns = {}
+    for chat_id, chat in chats.items():
+        for index, turn in enumerate(chat["turns"]):
+            turns[chat_id if len(chat["turns"]) == 1 else f"{chat_id}-t{index + 1}"] = turn
+
+    compared, replayed_calls, real_calls = 0, 0, 0
+    for row in rows:
+        turn = turns[row["workload"]]
+        answer = list(turn["answer"]) + ([eos] if turn["stop"] else [])
+        if len(answer) != row["new_tokens"]:
+            continue  # this machine's greedy answer is not the one transformers produced
+        result = simulate(
+            [{"prompt": list(turn["prompt"]), "answer": answer, "stop": False}],
+            "peer",
+            HFPromptLookupPeer.draft_count,
+            False,
+            AdaptiveMemory(),
+            "peer",
+            {n: 1.0 for n in range(1, 64)},
+            eos,
+            drafter=HFPromptLookupPeer(),
+        )
+        assert result["emitted"] == len(answer)
+        replayed = result["passes"]
+        assert abs(replayed - row["calls"]) <= 0.05 * row["calls"], row["workload"]
+        compared += 1
+        replayed_calls += replayed
+        real_calls += row["calls"]
+
+    assert compared >= len(rows) - 1, "too few answers matched the recorded run to compare"
+    assert replayed_calls == pytest.approx(real_calls, rel=0.05)
