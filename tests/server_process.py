@@ -8,8 +8,9 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
+
+from tests.cli_process import engine_process
 
 
 def free_port() -> int:
@@ -37,13 +38,13 @@ def request(port: int, method: str, path: str, body=None, headers=None, timeout=
 class Server:
     def __init__(self, *args: str, launcher: tuple[str, ...] = ()):
         self.port = free_port()
-        env = dict(os.environ, PYTHONPATH=os.getcwd())
-        self.process = subprocess.Popen(
-            [*launcher, sys.executable, "-m", "engine", "serve", "--port", str(self.port), *args],
-            env=env,
-            stdout=subprocess.PIPE,
+        self.process = engine_process(
+            "serve",
+            "--port",
+            str(self.port),
+            *args,
+            launcher=launcher,
             stderr=subprocess.STDOUT,
-            text=True,
             start_new_session=bool(launcher),
         )  # its own group: the ranks stop with it
         self.launched = bool(launcher)

@@ -5,25 +5,12 @@ status and stderr are what a person sees.
 """
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-
-def engine_process(*args, **popen):
-    env = dict(os.environ, PYTHONPATH=os.getcwd())
-    return subprocess.Popen(
-        [sys.executable, "-m", "engine", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        **popen,
-    )
+from tests.cli_process import engine_process
 
 
 def engine_cli(*args, timeout=240):

@@ -3,8 +3,6 @@ line at once, with exit code 130 and no traceback."""
 
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -12,6 +10,7 @@ import pytest
 from engine.events import DoneEvent, ProgressEvent
 from engine.session import PREFILL_CHUNK_SECONDS, ChatSession, paced_prefill_step
 from engine.settings import GenerationRequest
+from tests.cli_process import engine_process
 
 PROMPT = "one two three four five six seven eight nine ten " * 60  # ~600 byte tokens
 
@@ -57,23 +56,7 @@ def test_ctrl_c_while_a_long_prompt_is_read_exits_130_at_once_without_a_tracebac
     prompt.write_text(
         " ".join(["the quick brown fox jumps over the lazy dog"] * 700)
     )  # ~6,300 words
-    env = dict(os.environ, PYTHONPATH=os.getcwd())
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "engine",
-            "generate",
-            "--prompt-file",
-            str(prompt),
-            "--max-tokens",
-            "20",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    process = engine_process("generate", "--prompt-file", str(prompt), "--max-tokens", "20")
     deadline = time.monotonic() + 120
     seen = ""
     while "Reading the prompt" not in seen and time.monotonic() < deadline:  # the model is loaded
