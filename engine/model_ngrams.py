@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .paths import cache_dir
+from .tokens import output_size
 from .untrusted import read_regular_file, write_atomic
 
 log = logging.getLogger(__name__)
@@ -44,16 +45,6 @@ def model_key(loaded) -> str:
         digest.update(f"{weights.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(loaded.name))[:48]
     return f"{safe}-{digest.hexdigest()[:16]}"
-
-
-def vocab_size(model) -> int:
-    args = getattr(model, "args", None)
-    size = getattr(args, "vocab_size", None)
-    if size:
-        return int(size)
-    import mlx.core as mx
-
-    return int(model(mx.array([[0]], dtype=mx.uint32)).shape[-1])
 
 
 def bigram_path(key: str, top: int = BIGRAM_TOP) -> Path:
@@ -92,7 +83,7 @@ def bigram_table_steps(
     """Yield (done, total, None) while computing, then (total, total, table)."""
     import mlx.core as mx
 
-    vocab = vocab_size(model)
+    vocab = output_size(model)
     top = min(top, vocab)
     prefix = list(prefix or [])
     path = bigram_path(key + ("-p" + "_".join(map(str, prefix)) if prefix else ""), top)

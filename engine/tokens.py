@@ -7,10 +7,10 @@ and from files; every one is checked here first, whatever its source.
 
 - ``output_size(model)``: the vocabulary as the model sees it, the width of its logits: the
   rows of its output layer (``lm_head``, or the embedding it shares), read from the
-  weight's shape (may exceed the tokenizer's vocabulary); a model with no layer by a
-  known name (a test's scripted model) answers with one short forward pass.
-- ``probe(model)``: one short forward pass: the logits' width, and whether they were finite
-  (broken weights); run once, at load.
+  weight's shape (may exceed the tokenizer's vocabulary), else the ``vocab_size`` the
+  model's args (or the model itself) state. Never a forward pass.
+- ``logits_are_finite(model)``: one short forward pass, whether its logits are finite
+  (broken weights give NaN or infinity); run once, at load, by ``check_weights``.
 - ``is_token_id(value, vocab)``: the rule: an integer (not a bool) in ``[0, vocab)``.
 - ``DraftGate``: applied by the decode loop to every drafter's rows before verification;
   a row is cut at its first bad id (the tokens after it were guessed from it), and the
@@ -27,22 +27,21 @@ OUTPUT_LAYERS = ("lm_head", "output", "embed_out")  # names of a separate output
 EMBEDDINGS = ("embed_tokens", "wte", "tok_embeddings", "embeddings", "embedding", "word_embeddings")
 
 
-def probe(model) -> tuple[int, bool]:
-    """(logits width, whether they were finite) from a one-token forward pass on a cache of
-    its own (token 0 exists in every vocabulary), so it changes nothing."""
+def logits_are_finite(model) -> bool:
+    """Whether a one-token forward pass on a cache of its own (token 0 exists in every
+    vocabulary, and the model's own cache is untouched) gives finite logits."""
     import mlx.core as mx
     from mlx_lm.models.cache import make_prompt_cache
 
     logits = model(mx.array([[0]], dtype=mx.uint32), cache=make_prompt_cache(model))
-    logits = logits.astype(mx.float32)
-    return int(logits.shape[-1]), bool(mx.all(mx.isfinite(logits)).item())
+    return bool(mx.all(mx.isfinite(logits.astype(mx.float32))).item())
 
 
 def output_size(model) -> int:
     """How many token ids the model has: the rows of its output layer, or of the embedding
-    it shares with it (a quantized weight packs its columns, never its rows). A wrapper
-    over a model split across ranks says it as ``draftless_output_size``, read before the
-    split."""
+    it shares with it (a quantized weight packs its columns, never its rows), else the
+    ``vocab_size`` its args state. A wrapper over a model split across ranks says it as
+    ``draftless_output_size``, read before the split."""
     known = getattr(model, "draftless_output_size", None)
     if isinstance(known, int):
         return known
@@ -52,7 +51,13 @@ def output_size(model) -> int:
             weight = getattr(module, "weight", None)
             if path.rpartition(".")[2] in names and weight is not None and weight.ndim == 2:
                 return int(weight.shape[0])
-    return probe(model)[0]  # no layer by a known name: the logits' width, from one pass
+    args = getattr(model, "args", None)
+    for holder in (args, getattr(args, "text_config", None), model):
+        size = holder.get("vocab_size") if isinstance(holder, dict) else None
+        size = size or getattr(holder, "vocab_size", None)
+        if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+            return size
+    raise ValueError(f"cannot tell how many token ids {type(model).__name__} has")
 
 
 def is_token_id(value, vocab_size: int) -> bool:

@@ -11,8 +11,9 @@ KV entries of the accepted path are then moved to consecutive positions and the 
 trimmed, so the cache again holds exactly the history but its last token.
 
 Which models can do this is decided once per model (``engine.models.caches``): every
-layer attention over a plain KV cache, with a rotary embedding to position. The others
-verify the first row only.
+layer attention over a plain KV cache, with a rotary embedding the adapter
+(``engine.tree_adapter.unsupported``) can position per token. The others verify the first
+row only.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import mlx.core as mx
-import mlx.nn as nn
 import numpy as np
+
+from .tree_adapter import TreeLayerCache, positioned_view
 
 
 @dataclass
@@ -108,58 +110,17 @@ class DraftTree:
         return 0
 
 
-class _TreeCache:
-    """A layer's KV cache as the model sees it during a tree pass: the tree mask."""
-
-    def __init__(self, cache, tree: DraftTree):
-        self._cache = cache
-        self._tree = tree
-
-    @property
-    def offset(self):
-        return self._cache.offset
-
-    def update_and_fetch(self, keys, values):
-        return self._cache.update_and_fetch(keys, values)
-
-    def make_mask(self, n=None, window_size=None, **kwargs):
-        return self._tree.mask(self._cache.offset, window_size)
-
-    def __getattr__(self, name):
-        return getattr(self._cache, name)
-
-
-class _PositionedRope(nn.Module):
-    """Rotary embedding at explicit per-token positions (tree depth), whatever offset it gets."""
-
-    def __init__(self, rope, positions: mx.array):
-        super().__init__()
-        self.inner = rope
-        self.positions = positions
-
-    def __call__(self, x, offset=0):
-        # [1, heads, T, dim] -> [T, heads, 1, dim]: one "batch" row per token, each its own offset
-        turned = x.transpose(2, 1, 0, 3)
-        return self.inner(turned, offset=self.positions).transpose(2, 1, 0, 3)
-
-
 def forward_tree(model, cache: list, tree: DraftTree) -> mx.array:
     """Logits (float32, [len(tree), vocab]) for each tree node, one forward pass.
 
-    Node i sees the cache and its own ancestors, at position ``offset + depth[i]``.
+    Node i sees the cache and its own ancestors, at position ``offset + depth[i]``; the pass
+    runs on a positioned view of ``model`` (``engine.tree_adapter``), never on ``model``.
     """
     offset = cache[0].offset
     positions = mx.array([offset + d for d in tree.depth], dtype=mx.int32)
-    proxies = [_TreeCache(c, tree) for c in cache]
-    attentions = [layer.self_attn for layer in model.layers]
-    ropes = [attention.rope for attention in attentions]
-    try:
-        for attention, rope in zip(attentions, ropes):
-            attention.rope = _PositionedRope(rope, positions)
-        logits = model(mx.array(tree.tokens, dtype=mx.uint32)[None], cache=proxies)
-    finally:
-        for attention, rope in zip(attentions, ropes):
-            attention.rope = rope
+    view = positioned_view(model, positions)
+    layer_caches = [TreeLayerCache(c, tree) for c in cache]
+    logits = view(mx.array(tree.tokens, dtype=mx.uint32)[None], cache=layer_caches)
     return logits[0].astype(mx.float32)
 
 

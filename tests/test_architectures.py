@@ -8,6 +8,8 @@ several times longer than the 8-token sliding windows; copying drafters get draf
 accepted; and the engine's ``speculation`` line says which verification each model gets.
 """
 
+from unittest import mock
+
 import pytest
 
 from engine.drafters import DRAFTERS
@@ -145,3 +147,167 @@ def test_the_embedded_model_quantized_to_4_bit_by_mlx_lm_stays_lossless(tmp_path
             assert got == expected, name
             accepted += sum(r.accepted for r in results)
     assert accepted > 0
+
+
+# ---------------------------------------------------------------- tree passes
+# Every tree pass runs on a positioned view of the model (engine/tree_adapter.py); these
+# check it token for token against mlx-lm on every architecture that gets tree passes, and
+# that the loaded model is never written, not even for the length of a pass.
+TREE_MATRIX = [(arch, bits) for arch, bits in MATRIX if expected_speculation(arch) == "on (tree)"]
+TREE_IDS = [f"{a}-{b or 32}bit" for a, b in TREE_MATRIX]
+
+
+def tree_rows(truth: list[int], step: int, vocab: int) -> list[list[int]]:
+    """Three rows sharing prefixes: a wrong first token, a wrong third token, then the
+    right continuation of a length that varies by pass, so the accepted path is rarely the
+    tree's first nodes (its KV entries must be moved) and the nodes' depths differ from
+    their indices (their positions must come from the depth)."""
+    wrong = [(t + 1) % vocab for t in truth]
+    right = truth[: 1 + step % len(truth)]
+    return [wrong[:1] + truth[1:3], truth[:2] + wrong[2:3] + truth[3:4], right]
+
+
+def greedy_with_logprobs(model, prompt: list[int], max_tokens: int):
+    """mlx-lm's ``generate_step``: its tokens and the log-probabilities each was chosen from."""
+    import mlx.core as mx
+    from mlx_lm.generate import generate_step
+
+    steps = list(generate_step(mx.array(prompt, dtype=mx.uint32), model, max_tokens=max_tokens))
+    return [int(token) for token, _ in steps], [logprobs for _, logprobs in steps]
+
+
+def tree_only_decode(model, prompt: list[int], expected: list[int]):
+    """Greedy decoding where every pass is a tree pass: (emitted tokens, the
+    log-probabilities each was chosen from, passes)."""
+    import mlx.core as mx
+
+    from engine.decode import Target, TokenChooser
+    from engine.settings import SamplingSettings
+    from engine.tokens import output_size
+    from engine.tree import verify_tree
+
+    target = Target(model)
+    assert target.supports_tree
+    chooser, vocab = TokenChooser(SamplingSettings()), output_size(model)
+    history, logprobs = list(prompt), []
+    target.prefill(history[:-1])
+    passes = 0
+    while (done := len(history) - len(prompt)) < len(expected):
+        rows = tree_rows(expected[done : done + 5], passes, vocab)
+        verdict = verify_tree(target, rows, chooser, history, set())
+        history += verdict.emitted
+        logprobs += list(verdict.logits - mx.logsumexp(verdict.logits, axis=-1, keepdims=True))
+        assert target.offset == len(history) - 1
+        passes += 1
+    count = len(expected)
+    return history[len(prompt) :][:count], logprobs[:count], passes
+
+
+@pytest.mark.parametrize("arch,bits", TREE_MATRIX, ids=TREE_IDS)
+def test_tree_only_decoding_is_mlx_lm_greedy(arch, bits):
+    """Token for token, and each token chosen from the same distribution as mlx-lm's (so a
+    position or mask error shows even where the argmax happens to survive it)."""
+    import mlx.core as mx
+
+    from .tiny_model import make_tiny
+
+    model, _ = make_tiny(arch, 259, seed=SEEDS.get(arch, 3), bits=bits)
+    expected, expected_logprobs = greedy_with_logprobs(model, PROMPT, MAX_TOKENS)
+    before = module_state(model)
+    got, logprobs, passes = tree_only_decode(model, PROMPT, expected)
+    assert got == expected
+    for step, (ours, theirs) in enumerate(zip(logprobs, expected_logprobs)):
+        assert mx.allclose(ours, theirs.astype(mx.float32), atol=1e-3).item(), step
+    assert passes < MAX_TOKENS, "drafts were accepted"
+    assert module_state(model) == before
+
+
+def module_state(model) -> list:
+    """Every module of ``model`` with the identity of each of its attributes and children."""
+    return [
+        (
+            path,
+            id(module),
+            {key: id(value) for key, value in vars(module).items()},
+            {key: id(value) for key, value in module.items()},
+        )
+        for path, module in model.named_modules()
+    ]
+
+
+class Interrupted(Exception):
+    pass
+
+
+@pytest.mark.parametrize("arch,bits", TREE_MATRIX, ids=TREE_IDS)
+def test_a_tree_pass_never_writes_the_model_even_when_it_raises(arch, bits):
+    """Halfway through a tree pass (the second layer's cache write) the model is exactly
+    as loaded, and answers a plain call as it did before; the pass's exception leaves it
+    so too."""
+    import mlx.core as mx
+    from mlx_lm.models.cache import KVCache
+
+    from engine.models.caches import speculation_cache
+    from engine.tree import DraftTree, forward_tree
+
+    from .tiny_model import make_tiny
+
+    model, _ = make_tiny(arch, 259, seed=3, bits=bits)
+    probe = mx.array([PROMPT[:5]], dtype=mx.uint32)
+    plain = model(probe)
+    before = module_state(model)
+    seen = []
+
+    class InterruptingCache(KVCache):
+        armed = False
+
+        def update_and_fetch(self, keys, values):
+            if self.armed:
+                seen.append((module_state(model), model(probe)))
+                raise Interrupted
+            return super().update_and_fetch(keys, values)
+
+    cache = speculation_cache(model)
+    cache[1] = InterruptingCache()
+    model(mx.array([PROMPT[:12]], dtype=mx.uint32), cache=cache)
+    cache[1].armed = True
+    with pytest.raises(Interrupted):
+        forward_tree(model, cache, DraftTree(PROMPT[12], [[5, 6, 7], [5, 8], [9]]))
+    ((during, answer),) = seen
+    assert during == before
+    assert mx.array_equal(answer, plain)
+    assert module_state(model) == before
+    assert mx.array_equal(model(probe), plain)
+
+
+@pytest.mark.parametrize("arch", list(ARCHITECTURES))
+def test_the_vocabulary_is_read_from_the_weights_or_args_without_a_forward_pass(arch):
+    from engine.tokens import output_size
+
+    from .tiny_model import make_tiny
+
+    model, _ = make_tiny(arch, 259)
+    with mock.patch.object(type(model), "__call__", side_effect=AssertionError("a pass")):
+        assert output_size(model) == 259
+
+
+def test_the_vocabulary_of_a_model_without_named_layers_comes_from_its_args():
+    from engine.tokens import output_size
+
+    from .tiny_model import make_tiny
+
+    model, _ = make_tiny("llama", 259)
+    model["unnamed"] = model.pop("model")  # no layer by a known name any more
+    assert output_size(model) == 259
+
+
+def test_why_a_model_cannot_be_adapted_for_tree_passes():
+    from engine.tree_adapter import unsupported
+
+    from .tiny_model import make_tiny
+
+    model, _ = make_tiny("llama", 259)
+    assert unsupported(model) is None
+    assert "rotary" in unsupported(make_tiny("mamba", 259)[0])
+    model.model.extra = [model.layers[0]]  # one attention layer reachable twice
+    assert "reachable once" in unsupported(model)

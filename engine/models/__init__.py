@@ -127,10 +127,10 @@ def resolve_model_path(
 def check_weights(model, name: str, path: Path) -> None:
     """One short forward pass: weights with NaN or infinity (a damaged file with valid
     headers) give non-finite logits, which would otherwise decode as end-of-text forever."""
-    from ..tokens import probe
+    from ..tokens import logits_are_finite
 
     try:
-        _, finite = probe(model)
+        finite = logits_are_finite(model)
     except Exception as error:  # shapes that do not fit together, missing tensors
         raise EngineError(f"Could not run the model in {path}: {describe_error(error)}") from None
     if not finite:

@@ -27,8 +27,9 @@ part must then be taken back exactly. Per cache layer (mlx-lm's cache classes):
   classes): no speculation, and the line says why.
 
 Tree verification (several draft rows in one pass, ``engine/tree.py``) needs every layer
-to be attention over a plain ``KVCache`` and a rotary embedding it can position per
-token; otherwise multi-row drafters verify their first row only.
+to be attention over a plain ``KVCache``, with a rotary embedding that
+``engine.tree_adapter`` can position per token (``unsupported`` says why not);
+otherwise multi-row drafters verify their first row only.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from mlx_lm.models.cache import (
     RotatingKVCache,
     make_prompt_cache,
 )
+
+from ..tree_adapter import unsupported
 
 TRIM, RESTORE = "trim", "restore"
 RECURRENT_REASON = "recurrent layers: state restored and kept tokens re-run after a rejection"
@@ -129,8 +132,5 @@ def speculation_for(model, cache: list) -> Speculation:
     layers = getattr(model, "layers", None)
     if not layers or len(layers) != len(cache) or any(type(c) is not KVCache for c in cache):
         return Speculation("one row", "its layers do not map one to one onto plain KV caches")
-    if not all(hasattr(getattr(layer, "self_attn", None), "rope") for layer in layers):
-        return Speculation(
-            "one row", "its attention layers have no rotary embedding to place tree tokens"
-        )
-    return Speculation("tree")
+    reason = unsupported(model)
+    return Speculation("one row", reason) if reason else Speculation("tree")
