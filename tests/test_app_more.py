@@ -478,7 +478,7 @@ def test_a_chat_exports_as_markdown_and_json_from_the_chat_list_menu(app, qtbot,
             menu.close()
 
         QTimer.singleShot(0, pick)
-        rect = panel.list.visualItemRect(panel.list.item(0))
+        rect = panel.list.row_rect(panel.list.item(0))  # below its date header
         panel.list.customContextMenuRequested.emit(rect.center())
         panel.menu = None
 
