@@ -165,6 +165,7 @@ class MainWindow(QMainWindow):
         self.server_label = QLabel()
         self.server_label.setObjectName("serverLabel")
         self.server_label.hide()
+        # made now, not on the first message: a message never shifts the chat (a test checks)
         self.statusBar().addPermanentWidget(self.server_label)
 
         self.sessions_panel = SessionsPanel()
