@@ -7,6 +7,8 @@ and the share of drafted tokens accepted. ``SpeculationBar`` packs them with the
 
 from __future__ import annotations
 
+import html
+
 import math
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
@@ -222,6 +224,7 @@ class SpeculationBar(QFrame):
     def show_numbers(self, live, draft_count: int | None = None, active: bool = False) -> None:
         """Show the open chat's latest answer (``LiveStats``; None: no answer yet). The
         last pass and its dot only while that answer is being written."""
+        self.replaying = None
         if live is None or not live.passes:
             self.gauge.set_values(0, 0, (draft_count or 4) + 1, active)
             for label in self.figures:
@@ -234,6 +237,22 @@ class SpeculationBar(QFrame):
         self._set(self.acceptance_label, f"{live.acceptance_rate:.0%}" if live.drafted else "–")
         speedup = live.estimated_speedup
         self._set(self.speedup_label, f"≈{speedup:.1f}×" if speedup else "–")
+
+    def show_replay(self, stats: dict, draft_count: int, label: str) -> None:
+        """A replay's figures (``DecodeStats.to_dict()``) while its highlights are shown; the
+        first figure says "replay" and which one. A replay has no speed of its own."""
+        self.gauge.set_values(stats.get("tokens_per_pass", 0.0), 0, draft_count + 1, False)
+        self.current_label.setText(
+            f"<b>replay</b> <span style='color:{theme.current().muted}'>{html.escape(label)}</span>"
+        )
+        self._set(self.speed_label, "–")
+        drafted = stats.get("drafted", 0)
+        self._set(
+            self.acceptance_label, f"{stats.get('acceptance_rate', 0):.0%}" if drafted else "–"
+        )
+        speedup = stats.get("estimated_speedup")
+        self._set(self.speedup_label, f"≈{speedup:.1f}×" if speedup else "–")
+        self.replaying = label
 
     def show_model(self, name: str, speculation: str) -> None:
         state = "speculation on" if speculation == "on" else f"speculation {speculation}"

@@ -199,9 +199,11 @@ class ReplayPanel(QWidget):
         for column, tip in enumerate(REPLAY_TIPS):
             self.table.horizontalHeaderItem(column).setToolTip(tip)
         self.table.setWordWrap(False)
-        self.table.setTextElideMode(Qt.ElideMiddle)  # "ngra…k=8" keeps the draft count
+        # drafter names are shown whole ("ngram-map-k" and "ngram-map-k4v" must stay apart):
+        # the columns take their contents' width and a narrow panel scrolls the table sideways
+        self.table.setTextElideMode(Qt.ElideRight)
         self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
-        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarAsNeeded)
         self.table.verticalHeader().setVisible(False)
         self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SingleSelection)
@@ -210,7 +212,7 @@ class ReplayPanel(QWidget):
         self.table.setMinimumHeight(190)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeToContents)
-        header.setSectionResizeMode(0, QHeaderView.Stretch)
+        header.setStretchLastSection(True)
         header.setMinimumSectionSize(24)
         self.table.itemSelectionChanged.connect(self._selected)
         layout.addWidget(self.table, 1)
@@ -288,9 +290,10 @@ class ReplayPanel(QWidget):
                 if result["exact"]
                 else "Estimate: " + ", ".join(result["notes"])
             )
+            name = f"{result['drafter']}, draft count {result['draft_count']}, n-gram order "
             for column, cell in enumerate(cells):
                 cell.setData(Qt.UserRole, row)
-                cell.setToolTip(tip)
+                cell.setToolTip(f"{name}{result['ngram_order']}\n{tip}")
                 if not result["exact"]:  # estimates in italics; the tooltip says why
                     font = cell.font()
                     font.setItalic(True)

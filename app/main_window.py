@@ -165,6 +165,7 @@ class MainWindow(QMainWindow):
         self.server_label = QLabel()
         self.server_label.setObjectName("serverLabel")
         self.server_label.hide()
+        # made now, not on the first message: a message never shifts the chat (a test checks)
         self.statusBar().addPermanentWidget(self.server_label)
 
         self.sessions_panel = SessionsPanel()
@@ -746,6 +747,7 @@ class MainWindow(QMainWindow):
             return
         if result is None:
             view.show_overlay(None)
+            self._show_gauge()
             return
         label = f"{result['drafter']} k={result['draft_count']} n={result['ngram_order']}"
         try:
@@ -753,7 +755,8 @@ class MainWindow(QMainWindow):
         except ValueError as error:
             self.banner.show_message(f"Cannot show that replay on this answer ({error}).")
             return
-        view.show_overlay(overlay, label)
+        view.show_overlay(overlay, label, result["stats"])
+        self.speculation_bar.show_replay(result["stats"], result["draft_count"], label)
 
     def apply_replay_settings(self, result) -> None:
         settings = self.controller.settings

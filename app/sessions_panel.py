@@ -1,20 +1,23 @@
-"""The list of chats: search, new, rename, delete (with confirmation)."""
+"""The list of chats under date headers: search, new, rename, delete (with confirmation)."""
 
 from __future__ import annotations
 
 import time
+from datetime import datetime
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLineEdit,
-    QListWidget,
     QListWidgetItem,
     QMenu,
     QPushButton,
     QVBoxLayout,
     QWidget,
 )
+
+from .chat_dates import headers
+from .chat_list import HEADER_ROLE, ChatList
 
 
 class SessionsPanel(QWidget):
@@ -43,7 +46,8 @@ class SessionsPanel(QWidget):
         self.new_button.clicked.connect(self.newRequested)
         top.addWidget(self.new_button)
         layout.addLayout(top)
-        self.list = QListWidget()
+        self.now = datetime.now  # the clock the date headers are read against
+        self.list = ChatList()
         self.list.setObjectName("sessionList")
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         self.list.setTextElideMode(Qt.ElideRight)
@@ -67,9 +71,11 @@ class SessionsPanel(QWidget):
     def set_sessions(self, sessions, current_id: str | None) -> None:
         self._updating = True
         self.list.clear()
-        for session in sessions:
+        shown = headers([session.updated for session in sessions], self.now())
+        for session, header in zip(sessions, shown):
             item = QListWidgetItem(session.title)
             item.setData(Qt.UserRole, session.id)
+            item.setData(HEADER_ROLE, header)
             item.setToolTip(
                 f"{session.title}\nlast active {time.strftime('%Y-%m-%d %H:%M', time.localtime(session.updated))}"
             )

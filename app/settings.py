@@ -214,3 +214,81 @@ def _validated(data: dict) -> tuple[AppSettings, list[str]]:
         bad.append(f"drafter: {error}")
         settings = replace(settings, drafter=defaults.drafter)
     return settings, bad
+
+
+# Presets set the drafting and sampling fields only; the model, the system prompt and the
+# view (highlight, zoom) stay as they are.
+PRESET_FIELDS = (
+    "drafter",
+    "draft_count",
+    "ngram_order",
+    "ngram_min",
+    "adaptive",
+    "temperature",
+    "top_p",
+    "max_tokens",
+)
+BALANCED = "Balanced"
+PRESETS: dict[str, dict] = {
+    BALANCED: {name: getattr(AppSettings(), name) for name in PRESET_FIELDS},
+    # Edits copy long stretches of the code they are given. Greedy, so copies come out
+    # exactly; the draft count stays at its top (the adaptive policy sends what pays on the
+    # verify-cost curve); n-gram drafters match up to 8 tokens of context, which tells
+    # repeated lines of code apart better than 4; answers may be whole files.
+    "Code editing": {
+        "drafter": "default",
+        "draft_count": DRAFT_COUNT_RANGE[1],
+        "ngram_order": 8,
+        "ngram_min": 1,
+        "adaptive": True,
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "max_tokens": 2048,
+    },
+    # Sampled text repeats its context less and a sampled token can differ from a drafted
+    # one, so long drafts are mostly verified in vain: at most 8 per pass.
+    "Creative": {
+        "drafter": "default",
+        "draft_count": 8,
+        "ngram_order": 4,
+        "ngram_min": 1,
+        "adaptive": True,
+        "temperature": 0.8,
+        "top_p": 0.95,
+        "max_tokens": 1024,
+    },
+}
+
+
+def with_preset(settings: AppSettings, name: str) -> AppSettings:
+    """``settings`` with preset ``name``'s drafting and sampling values."""
+    return replace(settings, **PRESETS[name])
+
+
+def preset_of(settings: AppSettings) -> str | None:
+    """The preset these settings are exactly, or None (changed by hand since)."""
+    for name, values in PRESETS.items():
+        if all(_same(key, getattr(settings, key), value) for key, value in values.items()):
+            return name
+    return None
+
+
+def _same(key: str, ours, preset) -> bool:
+    if key == "drafter":  # "default" and the default drafter's own name are one drafter
+        try:
+            return resolve_drafter_name(ours) == resolve_drafter_name(preset)
+        except EngineError:
+            return False
+    return ours == preset
+
+
+def reset_to_defaults(settings: AppSettings) -> AppSettings:
+    """The defaults of everything the settings panel shows (drafting, sampling, system
+    prompt); the model in use, the server address and the view (highlight, zoom) stay."""
+    return replace(
+        AppSettings(),
+        model=settings.model,
+        server_url=settings.server_url,
+        highlight=settings.highlight,
+        zoom=settings.zoom,
+    )

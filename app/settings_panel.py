@@ -1,4 +1,5 @@
-"""The settings side panel: model, drafting and sampling. Changes apply to the next message.
+"""The settings side panel: model, presets, drafting and sampling. Changes apply to the
+next message.
 
 Every numeric field is a spin box bounded by the engine's ranges, so out-of-range input
 cannot be entered at all. The drafter list comes from the engine.
@@ -25,7 +26,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from .settings import TEMPERATURE_RANGE, TOP_P_RANGE, AppSettings
+from .settings import (
+    PRESETS,
+    TEMPERATURE_RANGE,
+    TOP_P_RANGE,
+    AppSettings,
+    preset_of,
+    reset_to_defaults,
+    with_preset,
+)
+
+CUSTOM = "Custom"  # shown in the preset list once a value differs from every preset
 
 
 class SettingsPanel(QScrollArea):
@@ -72,6 +83,27 @@ class SettingsPanel(QScrollArea):
             buttons.addWidget(button)
         model_layout.addLayout(buttons)
         layout.addWidget(model_box)
+
+        preset_box = QGroupBox("Preset")
+        preset_row = QHBoxLayout(preset_box)
+        self.preset = QComboBox()
+        self.preset.setToolTip(
+            "Drafting and sampling values for a kind of work; the model and the system prompt "
+            "stay. Any value changed afterwards is kept (the list then says Custom)."
+        )
+        for name in PRESETS:
+            self.preset.addItem(name)
+        self.preset.addItem(CUSTOM)
+        self.preset.model().item(self.preset.count() - 1).setEnabled(False)  # not a choice
+        self.preset.activated.connect(self._preset_chosen)
+        preset_row.addWidget(self.preset, 1)
+        self.reset_button = QPushButton("Reset to defaults")
+        self.reset_button.setToolTip(
+            "Drafting, sampling and the system prompt back to their defaults (the model stays)"
+        )
+        self.reset_button.clicked.connect(self.reset_to_defaults)
+        preset_row.addWidget(self.reset_button)
+        layout.addWidget(preset_box)
 
         draft_box = QGroupBox("Drafting")
         form = QFormLayout(draft_box)
@@ -182,7 +214,26 @@ class SettingsPanel(QScrollArea):
             self.system_prompt.setPlainText(settings.system_prompt)
         self._prompt_timer.stop()
         self.drafter_summary.setText(self.drafter.currentData(Qt.ToolTipRole) or "")
+        self._show_preset()
         self._loading = False
+
+    def _show_preset(self) -> None:
+        self.preset.setCurrentText(preset_of(self.settings()) or CUSTOM)
+
+    def _apply(self, settings: AppSettings) -> None:
+        """Show ``settings`` and hand them on as one edit."""
+        self._prompt_timer.stop()  # a prompt typed just before is part of what is replaced
+        self.set_settings(settings)
+        self._settings = self.settings()
+        self.settingsEdited.emit(self._settings)
+
+    def _preset_chosen(self, index: int) -> None:
+        name = self.preset.itemText(index)
+        if name in PRESETS:
+            self._apply(with_preset(self.settings(), name))
+
+    def reset_to_defaults(self) -> None:
+        self._apply(reset_to_defaults(self.settings()))
 
     def settings(self) -> AppSettings:
         return replace(
@@ -202,6 +253,7 @@ class SettingsPanel(QScrollArea):
         self.drafter_summary.setText(self.drafter.currentData(Qt.ToolTipRole) or "")
         if not self._loading:
             self._settings = self.settings()
+            self._show_preset()
             self.settingsEdited.emit(self._settings)
 
     def flush(self) -> None:

@@ -142,6 +142,8 @@ class MessageView(QFrame):
         self.highlight = True
         self.reading: tuple[int, int] | None = None  # prompt tokens read, of total
         self.overlay: Provenance | None = None  # a replay's highlights instead of the real run's
+        self.overlay_stats: dict | None = None  # that replay's figures, for the footer
+        self.overlay_label = ""
         self._dirty = False
 
         layout = QVBoxLayout(self)
@@ -301,12 +303,23 @@ class MessageView(QFrame):
             self.footer.setVisible(False)
             return
         tokens = len(self.provenance.tokens) if self.provenance else 0
-        self.footer.setText(footer_text(tokens, self.stats, self.timing, self.finish_reason))
+        if self.overlay is not None and self.overlay_stats:
+            # a replay has no timing of its own: its passes, drafts and estimate only
+            self.footer.setText(
+                f"Replay {self.overlay_label}: {footer_text(tokens, self.overlay_stats, {})}"
+            )
+        else:
+            self.footer.setText(footer_text(tokens, self.stats, self.timing, self.finish_reason))
         self.footer.setVisible(True)
 
-    def show_overlay(self, provenance: Provenance | None, label: str = "") -> None:
-        """Paint another run's accepted drafts (a replay); None: back to this answer's own."""
+    def show_overlay(
+        self, provenance: Provenance | None, label: str = "", stats: dict | None = None
+    ) -> None:
+        """Paint another run's accepted drafts (a replay) and give its figures (``stats``,
+        the engine's ``DecodeStats.to_dict()``) in the footer; None: back to this answer's own."""
         self.overlay = provenance
+        self.overlay_stats = stats if provenance is not None else None
+        self.overlay_label = label if provenance is not None else ""
         self.who.setText(f"Draftless · replay {label}" if provenance else "Draftless")
         self.who.setToolTip(self.who.text())
         self.refresh()

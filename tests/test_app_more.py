@@ -408,25 +408,40 @@ def test_latex_shows_as_written_and_its_characters_keep_their_highlights(app, qt
     assert painted == "\\(\\pi r^2"
 
 
+def settled_at_bottom(qtbot, transcript):
+    """Wait until the chat's layout has given the scroll bar its range and the view follows
+    the bottom. Message heights settle over several layout passes (each text document lays
+    itself out in later event-loop turns), so a fixed short wait is not enough on a busy
+    machine."""
+    bar = transcript.verticalScrollBar()
+    seen = []
+
+    def at_bottom_and_steady():
+        seen.append(bar.maximum())
+        return bar.maximum() > 0 and bar.value() == bar.maximum() and seen[-3:] == [seen[-1]] * 3
+
+    qtbot.waitUntil(at_bottom_and_steady, timeout=10000)
+
+
 def test_jump_to_latest_appears_when_scrolled_up_and_goes_back_down(app, qtbot):
     window, controller = app.window, app.controller
     controller.open_session(long_chat(app.store, 12).id)
     transcript = window.transcript
     transcript.finish_loading()
-    qtbot.wait(50)
+    settled_at_bottom(qtbot, transcript)
     bar = transcript.verticalScrollBar()
-    assert bar.value() == bar.maximum() > 0 and not transcript.latest_button.isVisible()
+    assert not transcript.latest_button.isVisible()
     bar.setValue(0)
     assert transcript.latest_button.isVisible()
     button = transcript.latest_button.geometry()
     assert transcript.viewport().geometry().contains(button)  # floats over the messages
     transcript.latest_button.click()
-    qtbot.wait(20)
     assert bar.value() == bar.maximum() and not transcript.latest_button.isVisible()
     app.scripted.queue(answer_events(REPEATING))  # following again: a new answer stays in view
     wait(qtbot, window.send("more"))
-    qtbot.wait(50)
-    assert bar.value() == bar.maximum() and not transcript.latest_button.isVisible()
+    qtbot.waitUntil(lambda: transcript.streaming_view is None, timeout=10000)
+    settled_at_bottom(qtbot, transcript)
+    assert not transcript.latest_button.isVisible()
 
 
 def test_a_chat_exports_as_markdown_and_json_from_the_chat_list_menu(app, qtbot, tmp_path):
@@ -463,7 +478,7 @@ def test_a_chat_exports_as_markdown_and_json_from_the_chat_list_menu(app, qtbot,
             menu.close()
 
         QTimer.singleShot(0, pick)
-        rect = panel.list.visualItemRect(panel.list.item(0))
+        rect = panel.list.row_rect(panel.list.item(0))  # below its date header
         panel.list.customContextMenuRequested.emit(rect.center())
         panel.menu = None
 
