@@ -229,9 +229,22 @@ def test_ngrammys_fills_remaining_rows_from_the_extended_bigram():
 def test_suffix_finds_the_longest_match_not_the_most_recent_short_one():
     d = drafter("suffix", options={"max_spec_factor": 10.0, "min_prob": 0.0})
     d.reset([1, 2, 3, 4, 50, 51, 9, 3, 4, 60, 1, 2, 3, 4])
-    # [3, 4] last occurred before 60, but [1, 2, 3, 4] (longer) before 50
-    assert d.propose(2).rows == [[50, 51]]
+    # [3, 4] last occurred before 60, but [1, 2, 3, 4] (longer) before 50: the first row
+    assert d.propose(2).rows[0] == [50, 51]
     assert d.sam.longest_match()[0] == 4
+
+
+def test_suffix_rows_after_the_first_come_from_earlier_and_shorter_matches():
+    d = drafter("suffix", options={"max_spec_factor": 10.0, "min_prob": 0.0})
+    # [1, 2, 3] before 50 (most recent) and before 70 (the occurrence before it); the
+    # shorter [2, 3] also before 60; [3] alone repeats [60, 2]'s start, so it adds nothing new
+    d.reset([1, 2, 3, 70, 71, 9, 2, 3, 60, 61, 1, 2, 3, 50, 51, 8, 1, 2, 3])
+    assert d.propose(2).rows == [[50, 51], [70, 71], [60, 61]]
+    assert d.propose(2).match_length == 3
+    single = drafter("suffix", options={"rows": 1, "max_spec_factor": 10.0, "min_prob": 0.0})
+    single.reset([1, 2, 3, 70, 71, 9, 2, 3, 60, 61, 1, 2, 3, 50, 51, 8, 1, 2, 3])
+    assert single.propose(2).rows == [[50, 51]]
+    assert drafter("suffix").rows_per_pass == 4 and drafter("suffix").multi_row
 
 
 def test_suffix_draft_length_follows_match_length_and_frequency():
@@ -249,7 +262,8 @@ def test_suffix_draft_length_follows_match_length_and_frequency():
     assert d2.propose(4).rows == []
     d3 = drafter("suffix", options={"min_prob": 0.1, "max_spec_factor": 1.0})
     d3.reset([9, 1, 9, 2, 9, 3, 9, 4, 9, 5, 9])
-    assert d3.propose(4).rows == [[5]]  # the most recent continuation, probability 0.2
+    # the most recent continuation first (probability 0.2), then the one before it
+    assert d3.propose(4).rows == [[5], [4]]
 
 
 def test_suffix_lookup_time_does_not_grow_with_history():

@@ -22,8 +22,18 @@ Memory is bounded by ``max_tokens`` (default 131,072 tokens, about 60 MB: measur
 bytes a token, see tests/measure_drafter_memory.py): past it the index is rebuilt from the
 most recent half, so a chat as long as a 128k-token context still fits.
 
-Options: ``max_spec_factor`` (default 4.0), ``min_prob`` (default 0.1), ``max_tokens``.
-``draft_count`` caps the draft; ``ngram_min`` is the shortest match used.
+Rows: besides that first row, up to ``rows`` − 1 more candidates, verified together as one
+tree (the adaptive policy sends them only while the tree costs at most a few percent more
+than the first row alone: all of them on an accelerator's flat verify cost, none on a steep
+CPU curve). They come from the same automaton, best first: what followed the match's
+occurrence before the most recent one, then what followed the two most recent earlier
+occurrences of ever shorter suffixes of the history (down to ``ngram_min``), each as long
+as its own match and frequency allow; a candidate that only repeats a row already taken
+is skipped.
+
+Options: ``max_spec_factor`` (default 4.0), ``min_prob`` (default 0.1), ``max_tokens``,
+``rows`` (default 4; 1 drafts a single row). ``draft_count`` caps each row; ``ngram_min``
+is the shortest match used.
 """
 
 from __future__ import annotations
@@ -47,18 +57,20 @@ class SuffixAutomaton:
         self.next: list[dict[int, int]] = [{}]
         self.pos1 = [-1]  # most recent end position
         self.pos2 = [-1]  # the one before
+        self.pos3 = [-1]  # and the one before that
         self.count = [0]
         self.last = 0
 
     def __len__(self):
         return len(self.tokens)
 
-    def _new_state(self, length, link, nxt, pos1, pos2, count) -> int:
+    def _new_state(self, length, link, nxt, pos1, pos2, pos3, count) -> int:
         self.length.append(length)
         self.link.append(link)
         self.next.append(nxt)
         self.pos1.append(pos1)
         self.pos2.append(pos2)
+        self.pos3.append(pos3)
         self.count.append(count)
         return len(self.length) - 1
 
@@ -66,7 +78,7 @@ class SuffixAutomaton:
         i = len(self.tokens)
         self.tokens.append(token)
         length, link, nxt = self.length, self.link, self.next
-        cur = self._new_state(length[self.last] + 1, -1, {}, i, -1, 1)
+        cur = self._new_state(length[self.last] + 1, -1, {}, i, -1, -1, 1)
         p = self.last
         while p != -1 and token not in nxt[p]:
             nxt[p][token] = cur
@@ -79,7 +91,13 @@ class SuffixAutomaton:
                 link[cur] = q
             else:
                 clone = self._new_state(
-                    length[p] + 1, link[q], dict(nxt[q]), self.pos1[q], self.pos2[q], self.count[q]
+                    length[p] + 1,
+                    link[q],
+                    dict(nxt[q]),
+                    self.pos1[q],
+                    self.pos2[q],
+                    self.pos3[q],
+                    self.count[q],
                 )
                 while p != -1 and nxt[p].get(token) == q:
                     nxt[p][token] = clone
@@ -88,9 +106,10 @@ class SuffixAutomaton:
                 link[cur] = clone
         self.last = cur
         state, steps = link[cur], 0
-        pos1, pos2, count = self.pos1, self.pos2, self.count
+        pos1, pos2, pos3, count = self.pos1, self.pos2, self.pos3, self.count
         while state > 0 and steps < CHAIN_UPDATES:
             if pos1[state] != i:
+                pos3[state] = pos2[state]
                 pos2[state] = pos1[state]
                 pos1[state] = i
             count[state] += 1
@@ -105,8 +124,15 @@ class SuffixAutomaton:
         return self.length[state], state
 
     def earlier_end(self, state: int) -> int:
+        ends = self.earlier_ends(state)
+        return ends[0] if ends else -1
+
+    def earlier_ends(self, state: int) -> list[int]:
+        """End positions of the state's context before the history's end, most recent first
+        (the two most recent known)."""
         end = len(self.tokens) - 1
-        return self.pos1[state] if self.pos1[state] != end else self.pos2[state]
+        known = (self.pos1[state], self.pos2[state], self.pos3[state])
+        return [p for p in known if 0 <= p != end][:2]
 
 
 class SuffixDrafter(Drafter):
@@ -116,7 +142,9 @@ class SuffixDrafter(Drafter):
         "max_spec_factor": Option(4.0, 0.01, 1000.0),
         "min_prob": Option(0.1, 0.0, 1.0),
         "max_tokens": Option(MAX_TOKENS, 64, 1 << 26),
+        "rows": Option(4, 1, 16),
     }
+    multi_row = True
 
     def __init__(self, settings):
         super().__init__(settings)
@@ -124,7 +152,12 @@ class SuffixDrafter(Drafter):
         self.factor = self.option["max_spec_factor"]
         self.min_prob = self.option["min_prob"]
         self.max_tokens = self.option["max_tokens"]
+        self.rows = self.option["rows"]
         self.sam = SuffixAutomaton()
+
+    @property
+    def rows_per_pass(self) -> int:
+        return self.rows
 
     def reset(self, prompt_tokens):
         self.sam = SuffixAutomaton()
@@ -152,10 +185,41 @@ class SuffixDrafter(Drafter):
         match, state = sam.longest_match()
         if match < self.min_match or match == 0:
             return Proposal(match_length=match)
-        end = sam.earlier_end(state)
+        rows: list[list[int]] = []
+        used: set[int] = set()
+        for context, end in self._occurrences(state):
+            if end in used:
+                continue
+            used.add(end)
+            row = self._continuation(context, end, k)
+            if row and not any(taken[: len(row)] == row for taken in rows):
+                rows.append(row)
+                if len(rows) == self.rows:
+                    break
+        return Proposal(rows, match)
+
+    def _occurrences(self, state: int):
+        """(context state, end position) of earlier occurrences, best first: the longest
+        match's two most recent, then those of ever shorter matches."""
+        sam = self.sam
+        ends = sam.earlier_ends(state)
+        if self.rows == 1:
+            yield state, ends[0] if ends else -1
+            return
+        while state > 0 and sam.length[state] >= self.min_match:
+            for end in ends:
+                yield state, end
+            state = sam.link[state]
+            ends = sam.earlier_ends(state)
+
+    def _continuation(self, state: int, end: int, k: int) -> list[int]:
+        """What followed the occurrence of ``state``'s context ending at ``end``: at most
+        ``max_spec_factor`` × the context's length and ``k`` tokens, stopping before the
+        continuation's observed frequency falls below ``min_prob``."""
+        sam = self.sam
         if end < 0:
-            return Proposal(match_length=match)
-        limit = min(k, max(1, math.ceil(self.factor * match)), len(sam) - 1 - end)
+            return []
+        limit = min(k, max(1, math.ceil(self.factor * sam.length[state])), len(sam) - 1 - end)
         tokens, nxt, count = sam.tokens, sam.next, sam.count
         draft: list[int] = []
         prob = 1.0
@@ -171,4 +235,4 @@ class SuffixDrafter(Drafter):
                 break
             draft.append(token)
             state, denominator = child, count[child]
-        return Proposal([draft] if draft else [], match)
+        return draft
