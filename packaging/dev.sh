@@ -8,21 +8,28 @@ cd "$(dirname "$0")/.."
 command="${1:-run}"; shift || true
 PYTHON="${PYTHON:-python3}"
 
-if [ "$(uname -s)" = "Linux" ] && command -v dpkg >/dev/null 2>&1 \
-   && ! dpkg -s libopenblas0-pthread >/dev/null 2>&1; then
-  # MLX's Linux CPU wheel links a slow reference BLAS; the engine loads the system OpenBLAS
-  # instead when it is installed (about 3x faster). Installed only when asked for.
-  if [ "${DRAFTLESS_SYSTEM_PACKAGES:-0}" = "1" ]; then
-    sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
-    echo "Installing OpenBLAS (libopenblas0-pthread), as DRAFTLESS_SYSTEM_PACKAGES=1 asks…" >&2
-    $sudo_cmd apt-get update -qq >/dev/null && \
-      DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq libopenblas0-pthread >/dev/null \
-      || echo "warning: could not install OpenBLAS; MLX will run slower" >&2
-  else
-    echo "note: MLX runs about 3x faster here with the system OpenBLAS:" \
-         "sudo apt-get install libopenblas0-pthread (or run with DRAFTLESS_SYSTEM_PACKAGES=1)" >&2
+# Debian/Ubuntu packages, installed only when DRAFTLESS_SYSTEM_PACKAGES=1 asks for them.
+wants_package() {  # package, why
+  [ "$(uname -s)" = "Linux" ] && command -v dpkg >/dev/null 2>&1 || return 1
+  dpkg -s "$1" >/dev/null 2>&1 && return 1
+  if [ "${DRAFTLESS_SYSTEM_PACKAGES:-0}" != "1" ]; then
+    echo "note: $2: sudo apt-get install $1 (or run with DRAFTLESS_SYSTEM_PACKAGES=1)" >&2
+    return 1
   fi
-fi
+}
+install_package() {  # package, why
+  wants_package "$1" "$2" || return 0
+  sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  echo "Installing $1 ($2), as DRAFTLESS_SYSTEM_PACKAGES=1 asks…" >&2
+  { $sudo_cmd apt-get update -qq >/dev/null && \
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "$1" >/dev/null; } \
+    || echo "warning: could not install $1" >&2
+}
+# MLX's Linux CPU wheel links a slow reference BLAS; the engine loads the system OpenBLAS
+# instead when it is installed (about 3x faster).
+install_package libopenblas0-pthread "MLX runs about 3x faster here with the system OpenBLAS"
+# The server's browser test runs a real headless Chromium (skipped without it).
+[ "$command" = "test" ] && install_package chromium "the browser test needs Debian's chromium"
 
 stamp=.venv/.draftless-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then

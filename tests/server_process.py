@@ -36,8 +36,8 @@ def request(port: int, method: str, path: str, body=None, headers=None, timeout=
 
 
 class Server:
-    def __init__(self, *args: str, launcher: tuple[str, ...] = ()):
-        self.port = free_port()
+    def __init__(self, *args: str, launcher: tuple[str, ...] = (), port: int | None = None):
+        self.port = port or free_port()
         self.process = engine_process(
             "serve",
             "--port",
