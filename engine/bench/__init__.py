@@ -15,4 +15,5 @@ imports this package; nothing in the engine core does.
 - ``python -m engine.bench.profile_pass``: where one verify pass's time goes.
 - ``python -m engine.bench.costs``: the verify-cost curve c(n), adaptive vs fixed comparisons.
 - ``python -m engine.bench.overhead``: propose + observe time per pass at a long history.
+- ``python -m engine.bench.json_speed``: plain against speculative under a JSON schema.
 """
