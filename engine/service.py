@@ -8,8 +8,10 @@ served. The engine never sees Qt; callers never see MLX.
 The service owns what the engine learns across chats (``EngineMemory``: cost curves,
 acceptance trackers, n-gram stores) and hands it to every chat session; ``shutdown()``
 saves what is kept in files. A model whose verify cost was never measured on this machine
-answers at once on a prior curve, while the service measures it between answers, one
-target pass per step, so a request waits at most one pass for it.
+answers at once on a prior curve, while the service measures it between answers in short
+steps (one timed pass, or one chunk of its context no longer than the longest timed pass):
+no step starts while a request waits or runs, so a request waits at most one step for it.
+An answer's first-token time counts from the request, and says how much of it was waiting.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
+from dataclasses import replace
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,7 +37,8 @@ from .models import load_model
 from .replay import replay_request
 from .session import ChatSession
 from .settings import GenerationRequest
-from .verify_cost import MEASURE_CONTEXT, timing_steps
+from .stats import with_wait
+from .verify_cost import MEASURE_CONTEXT, measurement_steps
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +168,8 @@ class EngineService:
         _settle_mlx_at_exit()
         self.memory = EngineMemory()
         self._calibration: asyncio.Task | None = None
+        self._requests = 0  # submitted jobs not yet done (counted from the caller's thread)
+        self._requests_lock = threading.Lock()
         self._stopping = threading.Event()  # every job's should_stop says yes once set
         _running.add(self)
         self._loop = asyncio.new_event_loop()
@@ -178,6 +184,7 @@ class EngineService:
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
         self._lock = asyncio.Lock()  # asyncio locks wake waiters in FIFO order
+        self._no_requests = asyncio.Event()  # set when the last request is done
         self._loop.call_soon(self._ready.set)
         try:
             self._loop.run_forever()
@@ -262,7 +269,10 @@ class EngineService:
         def stop() -> bool:
             return self._stopping.is_set() or should_stop()
 
-        asyncio.run_coroutine_threadsafe(self._serve(job, stop, push), self._loop)
+        submitted = time.perf_counter()
+        with self._requests_lock:
+            self._requests += 1
+        asyncio.run_coroutine_threadsafe(self._serve(job, stop, push, submitted), self._loop)
 
     async def _answer(self, request: GenerationRequest, should_stop, push) -> None:
         request = request.validated()
@@ -277,24 +287,41 @@ class EngineService:
             raise
         self._calibrate_later()
 
-    async def _serve(self, job, should_stop, push) -> None:
-        """Run one job at a time (FIFO); every job ends with a Done or an Error event."""
-        async with self._lock:
-            try:
-                if should_stop():
-                    push(DoneEvent("cancelled", "", [], []))
-                    return
-                await job(should_stop, push)
-            except EngineError as error:
-                push(ErrorEvent(str(error)))
-            except Exception as error:  # never leave a caller waiting forever
-                log.exception("Internal error in an engine job")  # the server rate-limits this log
-                push(
-                    ErrorEvent(
-                        f"Internal error ({type(error).__name__}: {error}). "
-                        "Please report it with the log."
-                    )
+    async def _serve(self, job, should_stop, push, submitted: float) -> None:
+        """Run one job at a time (FIFO); every job ends with a Done or an Error event, whose
+        timing counts the time the job waited for the engine."""
+        try:
+            async with self._lock:
+                waited = time.perf_counter() - submitted
+
+                def push_timed(event: Event) -> None:
+                    if isinstance(event, DoneEvent) and event.timing:
+                        event = replace(event, timing=with_wait(event.timing, waited))
+                    push(event)
+
+                await self._run_job(job, should_stop, push_timed)
+        finally:
+            with self._requests_lock:
+                self._requests -= 1
+            if not self._requests:
+                self._no_requests.set()
+
+    async def _run_job(self, job, should_stop, push) -> None:
+        try:
+            if should_stop():
+                push(DoneEvent("cancelled", "", [], []))
+                return
+            await job(should_stop, push)
+        except EngineError as error:
+            push(ErrorEvent(str(error)))
+        except Exception as error:  # never leave a caller waiting forever
+            log.exception("Internal error in an engine job")  # the server rate-limits this log
+            push(
+                ErrorEvent(
+                    f"Internal error ({type(error).__name__}: {error}). "
+                    "Please report it with the log."
                 )
+            )
 
     def _calibrate_later(self) -> None:
         """Measure the loaded model's verify cost in the background, if never measured."""
@@ -313,27 +340,28 @@ class EngineService:
         return Target(model)
 
     async def _calibrate(self, loaded) -> None:
-        """One step (one target pass) at a time, each under the request lock: a request
-        that arrives waits for at most one pass, then runs first (the lock is FIFO)."""
+        """One short step at a time (``measurement_steps``), each under the request lock
+        and only while no request waits or runs: requests go first."""
         key = model_key(loaded)
         target = self._new_target(loaded.model)
+        context = min(MEASURE_CONTEXT, loaded.context_length // 2)
+        steps = measurement_steps(target, context)
         try:
-            async with self._lock:
-                if self._loaded is not loaded:
-                    return
-                context = min(MEASURE_CONTEXT, loaded.context_length // 2)
-                target.prefill([0] * context)
-            steps = timing_steps(target)
             samples = None
             while True:
-                await asyncio.sleep(0)
+                while self._requests:  # only this loop's thread takes the count down
+                    self._no_requests.clear()
+                    await self._no_requests.wait()
                 async with self._lock:
+                    if self._requests:  # one arrived while this step waited for the lock
+                        continue
                     if self._loaded is not loaded:  # another model was loaded meanwhile
                         return
                     step = next(steps, None)
                 if step is None:
                     break
-                _, _, samples = step
+                samples = step
+                await asyncio.sleep(0)
             self.memory.adaptive.use_measurement(key, {n: min(v) for n, v in samples.items()})
             log.info("Verify cost of %s measured in the background.", loaded.name)
         except asyncio.CancelledError:

@@ -9,7 +9,9 @@
   drafted when it was sent to verify. So "N tokens" is always the visible answer.
 - tokens_per_pass = emitted / passes (mean acceptance length of the visible answer).
 - acceptance_rate = accepted / drafted.
-- first_token_s: from the request to the first pass's tokens (prompt reading included).
+- first_token_s: from the request to the first pass's tokens: waiting, prompt reading and
+  the first pass. waited_s: the part of it the request waited for the engine (another
+  answer, or a step of background work such as measuring the verify cost).
 - pass_sizes[j]: the tokens pass j verified (1 + the draft tokens it sent).
 - estimated_speedup: plain decoding's predicted time over this answer's, from a verify-cost
   curve c(n) (seconds for one pass over n tokens): (emitted + end) * c(1) over the sum of
@@ -61,6 +63,7 @@ class DecodeStats:
     position_accepted: list[int] = field(default_factory=list)
     accepted_length_counts: list[int] = field(default_factory=list)  # [n] = passes accepting n
     first_pass_s: float = 0.0
+    waited_s: float = 0.0  # from the request until the engine took it up
     ended: bool = False  # the answer ended with the end-of-answer token
     estimated_speedup: float | None = None
     estimate_curve: str | None = None
@@ -151,8 +154,12 @@ class DecodeStats:
             position_accepted=accepted_at,
             accepted_length_counts=lengths,
             first_pass_s=max(
-                float(timing.get("first_token_s", 0.0)) - float(timing.get("prefill_s", 0.0)), 0.0
+                float(timing.get("first_token_s", 0.0))
+                - float(timing.get("prefill_s", 0.0))
+                - float(timing.get("waited_s", 0.0)),
+                0.0,
             ),
+            waited_s=float(timing.get("waited_s", 0.0)),
             ended=bool(stats.get("ended", False)),
             estimated_speedup=stats.get("estimated_speedup"),
             estimate_curve=_text_or_none(stats.get("estimate_curve")),
@@ -161,7 +168,7 @@ class DecodeStats:
 
     @property
     def first_token_s(self) -> float:
-        return self.prefill_s + self.first_pass_s
+        return self.waited_s + self.prefill_s + self.first_pass_s
 
     @property
     def tokens_per_pass(self) -> float:
@@ -218,7 +225,23 @@ class DecodeStats:
             "drafter_s": round(self.drafter_s, 4),
             "tokens_per_s": round(self.tokens_per_s, 2),
             "first_token_s": round(self.first_token_s, 4),
+            "waited_s": round(self.waited_s, 4),
         }
+
+
+def with_wait(timing: dict, waited_s: float) -> dict:
+    """An answer's ``timing_dict()`` once it is known that the request waited ``waited_s``
+    for the engine before its answer began: the first token counts from the request."""
+    if not timing:
+        return timing
+    return {
+        **timing,
+        "waited_s": round(waited_s, 4),
+        "first_token_s": round(float(timing.get("first_token_s", 0.0)) + waited_s, 4),
+    }
+
+
+SHOWN_WAIT_S = 0.05  # a shorter wait is not worth a word in the summary
 
 
 def summary_line(
@@ -253,7 +276,11 @@ def summary_line(
     if "tokens_per_s" in timing:
         parts.append(f"{timing['tokens_per_s']:.1f} tok/s")
     if timing.get("first_token_s"):
-        parts.append(f"first token {timing['first_token_s']:.2f} s")
+        waited = float(timing.get("waited_s", 0.0))
+        parts.append(
+            f"first token {timing['first_token_s']:.2f} s"
+            + (f" ({waited:.2f} s of it waiting)" if waited >= SHOWN_WAIT_S else "")
+        )
     if stats.get("drafter"):
         parts.append(str(stats["drafter"]))
     if finish_reason == "cancelled":

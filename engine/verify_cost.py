@@ -2,7 +2,7 @@
 its file and its timing; ``engine.adaptive`` only plans with a curve it is given.
 
 - **Measured for this model on this machine** (``measure_cost_curve``, or the service in
-  steps of one pass between answers, ``timing_steps``), at ``MEASURE_CONTEXT`` tokens of
+  short steps between answers, ``measurement_steps``), at ``MEASURE_CONTEXT`` tokens of
   context, and cached on disk ($DRAFTLESS_CACHE_DIR or the user cache dir,
   ``verify-cost/<model>.json``; a file that is not a sane curve is kept aside as
   ``.corrupt-<stamp>``, reported once and measured again).
@@ -199,6 +199,19 @@ def timing_steps(target, lengths=COST_LENGTHS, repeats: int = 3, tokens=None):
                 samples[n].append(elapsed)
             done += 1
             yield done, total, samples
+
+
+def measurement_steps(target, context: int, lengths=COST_LENGTHS, repeats: int = 3):
+    """``timing_steps`` after ``context`` tokens of context are read into ``target``'s cache,
+    all in short steps: the context goes in chunks no longer than the longest timed pass, so
+    no step takes longer than a timed pass. Yields ``samples`` (as ``timing_steps`` does;
+    empty while the context is read)."""
+    chunk = max(lengths)
+    for start in range(0, context, chunk):
+        target.prefill([0] * min(chunk, context - start))
+        yield {}
+    for _, _, samples in timing_steps(target, lengths, repeats):
+        yield samples
 
 
 def measure_cost_curve(target, lengths=COST_LENGTHS, repeats: int = 3) -> dict[int, float]:

@@ -4,6 +4,8 @@ for a measurement."""
 import asyncio
 import time
 
+import pytest
+
 from engine import adaptive, service as service_module, verify_cost
 from engine.events import DoneEvent, PassEvent, ProgressEvent, TokenEvent
 from engine.memory import EngineMemory
@@ -56,14 +58,14 @@ def test_service_measures_between_answers_and_answers_meanwhile(
     prompt = tiny_loaded.tokenizer.apply_chat_template(chat().messages, add_generation_prompt=True)
     plain = reference_greedy(tiny_loaded.model, prompt, 30)
     steps = []
-    real_steps = service_module.timing_steps
+    real_steps = service_module.measurement_steps
 
     def counted(*args, **kwargs):
         for step in real_steps(*args, **kwargs):
-            steps.append(step[0])
+            steps.append(len(steps))
             yield step
 
-    monkeypatch.setattr(service_module, "timing_steps", counted)
+    monkeypatch.setattr(service_module, "measurement_steps", counted)
     service = EngineService()
     try:
         first = asyncio.run(collect(service.generate(chat(tiny_model_dir))))
@@ -78,10 +80,10 @@ def test_service_measures_between_answers_and_answers_meanwhile(
         second = asyncio.run(collect(service.generate(chat(tiny_model_dir, max_tokens=30))))
         assert second[-1].tokens == plain
         key = model_key(tiny_loaded)
-        while not service.memory.adaptive.measured(key) and time.monotonic() < deadline:
+        saved = verify_cost.cost_path(key)  # the next launch starts measured
+        while not (service.memory.adaptive.measured(key) and saved.exists()):
+            assert time.monotonic() < deadline, "never measured and saved"
             time.sleep(0.05)
-        assert service.memory.adaptive.measured(key)
-        assert verify_cost.cost_path(key).exists()  # saved: the next launch starts measured
         assert adaptive.AdaptiveMemory().measured(key)
     finally:
         service.shutdown()
@@ -105,3 +107,68 @@ def test_two_services_in_one_process_learn_apart(tiny_model_dir, tmp_path, monke
         one.shutdown()
         two.shutdown()
     assert len(list((tmp_path / "data").rglob("*.json"))) == 1  # the shutdown saved it
+
+
+def test_no_measuring_step_starts_while_a_request_waits_or_runs(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("DRAFTLESS_CACHE_DIR", str(tmp_path / "cache"))
+    log = []  # ("step", begun) / ("step end",) / ("sent",) / ("answer", begun) / ("answered",)
+    real_steps = service_module.measurement_steps
+
+    def logged(*args, **kwargs):
+        steps = real_steps(*args, **kwargs)
+        while True:
+            log.append(("step",))
+            step = next(steps, None)
+            time.sleep(0.02)  # a slow machine's pass: room for a request to arrive meanwhile
+            log.append(("step end",))
+            if step is None:
+                return
+            yield step
+
+    real_generate = ChatSession.generate
+
+    def answered(self, *args, **kwargs):
+        log.append(("answer",))
+        yield from real_generate(self, *args, **kwargs)
+        log.append(("answered",))
+
+    monkeypatch.setattr(service_module, "measurement_steps", logged)
+    monkeypatch.setattr(ChatSession, "generate", answered)
+    service = EngineService()
+    try:
+        asyncio.run(collect(service.load(str(tiny_model_dir))))
+        deadline = time.monotonic() + 60
+        while log.count(("step",)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        log.append(("sent",))
+        events = asyncio.run(collect(service.generate(chat(tiny_model_dir))))
+        while ("answered",) not in log or log[-1] == ("answered",):
+            assert time.monotonic() < deadline, "measuring never resumed after the answer"
+            time.sleep(0.005)
+    finally:
+        service.shutdown()
+    sent, begun, ended = log.index(("sent",)), log.index(("answer",)), log.index(("answered",))
+    # at most the step already running when the request came finishes first; none starts
+    # after the request was sent until the answer is over
+    assert ("step",) not in log[sent:ended], log[sent - 2 : ended + 2]
+    assert log[begun - 1] in (("sent",), ("step end",))
+    done = events[-1]
+    assert isinstance(done, DoneEvent)
+    timing = done.timing
+    assert 0 <= timing["waited_s"] <= timing["first_token_s"]
+
+
+def test_the_first_token_counts_from_the_request_and_says_what_was_waiting():
+    from engine.stats import DecodeStats, summary_line, with_wait
+
+    stats = DecodeStats(prefill_s=0.04, first_pass_s=0.02, passes=1, emitted=1)
+    timing = with_wait(stats.timing_dict(), 0.43)
+    assert timing["first_token_s"] == 0.49 and timing["waited_s"] == 0.43
+    assert "first token 0.49 s (0.43 s of it waiting)" in summary_line(stats.to_dict(), timing)
+    again = DecodeStats.from_dict(stats.to_dict(), timing)  # a stored answer keeps both
+    assert again.first_token_s == pytest.approx(0.49) and again.waited_s == 0.43
+    assert again.first_pass_s == pytest.approx(0.02)
+    no_wait = with_wait(stats.timing_dict(), 0.01)
+    assert "waiting" not in summary_line(stats.to_dict(), no_wait)

@@ -16,4 +16,6 @@ imports this package; nothing in the engine core does.
 - ``python -m engine.bench.costs``: the verify-cost curve c(n), adaptive vs fixed comparisons.
 - ``python -m engine.bench.overhead``: propose + observe time per pass at a long history.
 - ``python -m engine.bench.json_speed``: plain against speculative under a JSON schema.
+- ``python -m engine.bench.first_answer``: the first answer on a new machine (background
+  calibration running): the wait, and what the answer's statistics say.
 """
