@@ -66,7 +66,7 @@ def prompt_tokens(loaded: LoadedModel, request: GenerationRequest) -> list[int]:
             tool_call_support(tokenizer, loaded.name)
             tools = {"tools": request.tools}
         try:
-            return list(
+            start = list(
                 tokenizer.apply_chat_template(request.messages, add_generation_prompt=True, **tools)
             )
         except Exception as error:  # the template is the model folder's code (Jinja), untrusted
@@ -75,6 +75,7 @@ def prompt_tokens(loaded: LoadedModel, request: GenerationRequest) -> list[int]:
                 f"({describe_error(error)}). Fix chat_template in the model's "
                 "tokenizer_config.json, or send a raw prompt."
             ) from None
+        return start + list(request.continue_tokens or ())
     return list(tokenizer.encode(request.prompt))
 
 

@@ -117,9 +117,18 @@ class GenerationRequest:
     # names of ``tools`` one of which the answer must call (constrained decoding); None: the
     # model decides
     forced_tools: tuple[str, ...] | None = None
+    # the answer so far, as the model's token ids, to be continued (after it stopped at
+    # its token limit): the prompt is the chat with these tokens as the answer's start
+    continue_tokens: tuple[int, ...] | None = None
 
     def validated(self) -> "GenerationRequest":
         _check_range("max_tokens", self.max_tokens, MAX_TOKENS_RANGE)
+        if self.continue_tokens is not None:
+            if self.messages is None or not all(
+                isinstance(t, int) and not isinstance(t, bool) and t >= 0
+                for t in self.continue_tokens
+            ):
+                raise EngineError("Only a chat answer, given as token ids, can be continued.")
         if self.logprobs is not None:
             _check_range("top_logprobs", self.logprobs, LOGPROBS_RANGE)
         if self.messages is None and self.prompt is None:

@@ -24,7 +24,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 def _text_or_none(value) -> str | None:
@@ -36,6 +36,11 @@ def _whole_numbers(value) -> list[int]:
     if not isinstance(value, list):
         return []
     return [n for n in value if isinstance(n, int) and not isinstance(n, bool) and n > 0]
+
+
+def _summed(first: list[int], second: list[int]) -> list[int]:
+    longer, shorter = (first, second) if len(first) >= len(second) else (second, first)
+    return [n + (shorter[i] if i < len(shorter) else 0) for i, n in enumerate(longer)]
 
 
 def _ratio(numerator: float, denominator: float) -> float:
@@ -120,6 +125,37 @@ class DecodeStats:
         self.estimated_speedup = plain / spent if spent > 0 else None
         self.estimate_curve = source or getattr(cost, "source", None)
         return self.estimated_speedup
+
+    def merged(self, later: "DecodeStats") -> "DecodeStats":
+        """These numbers followed by those of this answer's continuation (``later``): the
+        whole answer's. Waiting, prompt reading and the first token stay this part's."""
+        speedup = None
+        if self.estimated_speedup and later.estimated_speedup:  # spent / c(1) of each part
+            spent = (self.emitted + int(self.ended)) / self.estimated_speedup + (
+                later.emitted + int(later.ended)
+            ) / later.estimated_speedup
+            speedup = (self.emitted + later.emitted + int(later.ended)) / spent
+        return replace(
+            self,
+            passes=self.passes + later.passes,
+            drafted=self.drafted + later.drafted,
+            accepted=self.accepted + later.accepted,
+            emitted=self.emitted + later.emitted,
+            decode_s=self.decode_s + later.decode_s,
+            drafter_s=self.drafter_s + later.drafter_s,
+            calls=self.calls + later.calls,
+            gen_drafts=self.gen_drafts + later.gen_drafts,
+            acc_drafts=self.acc_drafts + later.acc_drafts,
+            position_drafted=_summed(self.position_drafted, later.position_drafted),
+            position_accepted=_summed(self.position_accepted, later.position_accepted),
+            accepted_length_counts=_summed(
+                self.accepted_length_counts, later.accepted_length_counts
+            ),
+            ended=later.ended,
+            estimated_speedup=speedup,
+            estimate_curve=later.estimate_curve if speedup else None,
+            pass_sizes=self.pass_sizes + later.pass_sizes,
+        )
 
     @classmethod
     def from_dict(cls, stats: dict, timing: dict | None = None) -> "DecodeStats":
