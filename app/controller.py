@@ -23,6 +23,7 @@ from engine.events import (
     ReplayEvent,
     TokenEvent,
 )
+from engine.stats import DecodeStats
 
 from .export import export_text
 from .livestats import LiveStats
@@ -72,6 +73,7 @@ class Answer:
         self.stream = None
         self.parent_id = 0  # the message it answers
         self.discarded = False  # its chat was deleted: nothing of it is stored or reported
+        self.continues: Message | None = None  # the stored answer this one goes on with
 
     @property
     def text(self) -> str:
@@ -319,6 +321,40 @@ class ChatController(QObject):
             return None
         return self._start_answer(temperature)
 
+    @property
+    def can_continue(self) -> bool:
+        """The last answer stopped at its token limit, so it can go on."""
+        last = self.messages[-1] if self.messages else None
+        return (
+            last is not None
+            and last.role == "assistant"
+            and last.finish_reason == "length"
+            and last.provenance is not None
+            and bool(last.provenance.tokens)
+        )
+
+    def continue_answer(self) -> asyncio.Task | None:
+        """Go on with the last answer where its token limit stopped it: the new text is
+        appended to the same message, with the numbers of the whole."""
+        if self.busy or not self.can_continue:
+            return None
+        last = self.messages[-1]
+        if self.service is not self.local_service:
+            self.problem.emit(
+                "Continue works with this machine's engine only: a server does not take an "
+                "answer's tokens back. Use Regenerate with a higher Max tokens instead."
+            )
+            return None
+        if last.model != self.model_name:
+            self.problem.emit(
+                f"This answer was written by {last.model or 'another model'}, not by the "
+                f"loaded {self.model_name}: load that model to continue it, or Regenerate."
+            )
+            return None
+        self.messages.pop()
+        self.messageRemoved.emit(last.id)
+        return self._start_answer(continuing=last)
+
     def edit(self, message_id: int, text: str) -> asyncio.Task | None:
         """Send an edited question in place of an earlier one: the chat branches there
         (the earlier question and what followed it stay as a version)."""
@@ -368,7 +404,9 @@ class ChatController(QObject):
         if self.busy and self.answer.stream is not None:
             self.answer.stream.cancel()
 
-    def _start_answer(self, temperature: float | None = None) -> asyncio.Task:
+    def _start_answer(
+        self, temperature: float | None = None, continuing: Message | None = None
+    ) -> asyncio.Task:
         turns = [{"role": m.role, "content": m.content} for m in self.messages if m.content]
         settings = (
             self.settings
@@ -376,7 +414,13 @@ class ChatController(QObject):
             else replace(self.settings, temperature=temperature)
         )
         request = settings.request(turns, chat_id=self.session.id)
+        if continuing is not None:
+            tokens = tuple(t.token for t in continuing.provenance.tokens)
+            request = replace(request, continue_tokens=tokens)
         answer = Answer(self.session.id, request)
+        if continuing is not None:
+            answer.continues = continuing
+            answer.provenance = Provenance.continuing(continuing.provenance)
         answer.parent_id = self.messages[-1].id
         answer.stream = self.service.generate(request)
         self.answer = answer
@@ -433,10 +477,14 @@ class ChatController(QObject):
                 self._fail(answer, "The engine stopped without finishing the answer.")
 
     def _finish(self, answer: Answer, done: DoneEvent) -> None:
-        answer.provenance.finish(done.text)
+        earlier = answer.continues
+        answer.provenance.finish((earlier.content if earlier else "") + done.text)
         answer.live.finish(done.stats, done.timing)
         answer.finish_reason = done.finish_reason
-        if (answer.text or answer.provenance.tokens) and not answer.discarded:
+        if earlier is not None:
+            if not answer.discarded:
+                self._store_continued(earlier, answer, done)
+        elif (answer.text or answer.provenance.tokens) and not answer.discarded:
             message = Message(
                 None,
                 answer.session_id,
@@ -473,7 +521,33 @@ class ChatController(QObject):
         self.busyChanged.emit(False)
         self.sessionsChanged.emit()
 
+    def _store_continued(self, earlier: Message, answer: Answer, done: DoneEvent) -> None:
+        """The continued answer's message, updated in place: text, tokens, whole numbers."""
+        if done.tokens:
+            whole = DecodeStats.from_dict(earlier.stats, earlier.timing).merged(
+                DecodeStats.from_dict(done.stats, done.timing)
+            )
+            earlier.content, earlier.provenance = answer.text, answer.provenance
+            earlier.finish_reason = done.finish_reason
+            earlier.stats, earlier.timing = whole.to_dict(), whole.timing_dict()
+            try:
+                self.store.update_message(earlier)
+            except Exception as error:  # a full disk must not lose the on-screen answer
+                self.problem.emit(
+                    unsaved(
+                        error, "Could not save the answer", "it stays on screen until you quit."
+                    )
+                )
+        self._restore(answer, earlier)
+
+    def _restore(self, answer: Answer, message: Message) -> None:
+        answer.message = message
+        if self.session and self.session.id == answer.session_id:
+            self.messages.append(message)
+
     def _fail(self, answer: Answer, message: str) -> None:
+        if answer.continues is not None and answer.message is None:
+            self._restore(answer, answer.continues)  # the answer as it was before
         answer.error = message
         answer.finish_reason = "error"
         self.answerFinished.emit(answer)

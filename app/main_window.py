@@ -395,6 +395,7 @@ class MainWindow(QMainWindow):
         self.transcript.inspectRequested.connect(self.inspect_view)
         self.transcript.regenerateRequested.connect(self.regenerate)
         self.transcript.variedRequested.connect(self.regenerate_varied)
+        self.transcript.continueRequested.connect(self.continue_answer)
         self.transcript.versionRequested.connect(c.show_version)
         self.transcript.editRequested.connect(self.start_edit)
         self.cancel_edit_button.clicked.connect(self.cancel_edit)
@@ -455,6 +456,10 @@ class MainWindow(QMainWindow):
     def regenerate(self):
         self.settings_panel.flush()
         return self.controller.regenerate()
+
+    def continue_answer(self):
+        self.settings_panel.flush()
+        return self.controller.continue_answer()
 
     def regenerate_varied(self):
         self.settings_panel.flush()

@@ -76,13 +76,28 @@ class Provenance:
         if text:
             self._release(text)
 
+    @classmethod
+    def continuing(cls, earlier: "Provenance") -> "Provenance":
+        """A copy of ``earlier`` that a continuation of the answer appends to (its passes
+        numbered after ``earlier``'s)."""
+        copy = cls()
+        copy.text = earlier.text
+        copy.tokens = list(earlier.tokens)
+        copy._pending_from = len(copy.tokens)
+        copy._runs = list(earlier._runs)
+        copy._run_starts = list(earlier._run_starts)
+        copy.pass_offset = 1 + max((t.pass_index for t in earlier.tokens), default=-1)
+        return copy
+
+    pass_offset = 0  # added to the pass index of tokens added by ``add_event``
+
     def add_event(self, event) -> None:
         """Add an ``engine.events.TokenEvent``."""
         self.add_token(
             event.token,
             event.text,
             event.from_draft,
-            event.pass_index,
+            event.pass_index + self.pass_offset,
             event.draft_position,
             event.drafter,
         )

@@ -380,29 +380,54 @@ class Store:
                 ),
             )
             message.id = cursor.lastrowid
-            if message.provenance is not None:
-                self.db.executemany(
-                    "INSERT INTO tokens VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            message.id,
-                            i,
-                            t.token,
-                            t.start,
-                            t.end,
-                            int(t.from_draft),
-                            t.pass_index,
-                            t.draft_position,
-                            t.drafter,
-                        )
-                        for i, t in enumerate(message.provenance.tokens)
-                    ],
-                )
+            self._insert_tokens(message)
             self.db.execute(
                 "UPDATE sessions SET updated = ? WHERE id = ?",
                 (message.created, message.session_id),
             )
         return message
+
+    def update_message(self, message: Message) -> None:
+        """Write a stored message's new text, finish reason, numbers and tokens at once (an
+        answer that was continued)."""
+        with self._writing():
+            self.db.execute(
+                "UPDATE messages SET content = ?, finish_reason = ?, stats = ?, timing = ? "
+                "WHERE id = ?",
+                (
+                    message.content,
+                    message.finish_reason,
+                    json.dumps(message.stats),
+                    json.dumps(message.timing),
+                    message.id,
+                ),
+            )
+            self.db.execute("DELETE FROM tokens WHERE message_id = ?", (message.id,))
+            self._insert_tokens(message)
+            self.db.execute(
+                "UPDATE sessions SET updated = ? WHERE id = ?", (time.time(), message.session_id)
+            )
+
+    def _insert_tokens(self, message: Message) -> None:
+        if message.provenance is None:
+            return
+        self.db.executemany(
+            "INSERT INTO tokens VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    message.id,
+                    i,
+                    t.token,
+                    t.start,
+                    t.end,
+                    int(t.from_draft),
+                    t.pass_index,
+                    t.draft_position,
+                    t.drafter,
+                )
+                for i, t in enumerate(message.provenance.tokens)
+            ],
+        )
 
     def link(self, message: Message, parent_id: int) -> None:
         """Place ``message`` after ``parent_id`` (0: first) and make it the chosen branch."""

@@ -123,6 +123,7 @@ class MessageView(QFrame):
     inspectRequested = Signal(object)  # MessageView
     regenerateRequested = Signal()
     variedRequested = Signal()  # regenerate once at VARIED_TEMPERATURE
+    continueRequested = Signal()  # go on with an answer stopped at its token limit
     versionRequested = Signal(int, int)  # message id, -1 previous / +1 next
     editRequested = Signal(int, str)  # message id, its text
 
@@ -186,10 +187,16 @@ class MessageView(QFrame):
         self.inspect_button.clicked.connect(lambda: self.inspectRequested.emit(self))
         self.regenerate_button = self._tool("Regenerate", "Write this answer again")
         self.regenerate_button.clicked.connect(self.regenerateRequested.emit)
+        self.continue_button = self._tool(
+            "Continue", "Write more of this answer: it stopped at the Max tokens limit"
+        )
+        self.continue_button.clicked.connect(self.continueRequested.emit)
         header.addWidget(self.inspect_button)
+        header.addWidget(self.continue_button)
         header.addWidget(self.regenerate_button)
         self.inspect_button.setVisible(role == "assistant")
         self.regenerate_button.setVisible(False)
+        self.continue_button.setVisible(False)
         layout.addLayout(header)
         self.body = MessageBody(self)
         self.body.codeCopyRequested.connect(self.copyRequested)
@@ -340,6 +347,7 @@ class TranscriptView(QScrollArea):
 
     copyRequested = Signal(str)
     inspectRequested = Signal(object)
+    continueRequested = Signal()
     regenerateRequested = Signal()
     variedRequested = Signal()
     versionRequested = Signal(int, int)
@@ -551,6 +559,7 @@ class TranscriptView(QScrollArea):
         view.inspectRequested.connect(self.inspectRequested)
         view.regenerateRequested.connect(self.regenerateRequested)
         view.variedRequested.connect(self.variedRequested)
+        view.continueRequested.connect(self.continueRequested)
         view.versionRequested.connect(self.versionRequested)
         view.editRequested.connect(self.editRequested)
         if older:
@@ -629,6 +638,7 @@ class TranscriptView(QScrollArea):
                 view is last_assistant and view is self._views[-1] and self.streaming_view is None
             )
             view.regenerate_button.setVisible(shown)
+            view.continue_button.setVisible(shown and view.finish_reason == "length")
             view.regenerate_button.setToolTip(
                 REPEATS_HINT if self.repeats else "Write this answer again"
             )
@@ -648,6 +658,7 @@ class TranscriptView(QScrollArea):
     def _set_busy(view: MessageView, busy: bool) -> None:
         for button in (
             view.regenerate_button,
+            view.continue_button,
             view.vary_button,
             view.edit_button,
             view.previous_button,
