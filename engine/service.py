@@ -33,7 +33,7 @@ from .errors import EngineError
 from .events import DoneEvent, ErrorEvent, Event, ModelEvent, ProgressEvent, ReplayEvent
 from .memory import EngineMemory
 from .model_ngrams import model_key
-from .models import load_model
+from .models import HUB_ID, download_from_hub, load_model
 from .replay import replay_request
 from .session import ChatSession
 from .settings import GenerationRequest
@@ -111,9 +111,10 @@ def _wait_until_thread_is_gone(native_id: int | None, timeout: float) -> None:
 class GenerationStream:
     """An async iterator of events for one request, with ``cancel()``."""
 
-    def __init__(self, service: "EngineService", job):
+    def __init__(self, service: "EngineService", job, queued: bool = True):
         self._service = service
         self._job = job  # async job(should_stop, push) run on the engine loop
+        self._queued = queued  # False: runs beside the queue of model jobs (a download)
         self._cancelled = threading.Event()
         self._queue: asyncio.Queue | None = None
         self._finished = False
@@ -158,7 +159,7 @@ class GenerationStream:
 
     def _start(self, push: Callable[[Event], None]) -> None:
         """Run the job, its events going to ``push`` (a thread-safe call)."""
-        self._service._submit(self._job, self._cancelled.is_set, push)
+        self._service._submit(self._job, self._cancelled.is_set, push, self._queued)
 
 
 class EngineService:
@@ -238,6 +239,27 @@ class EngineService:
 
         return GenerationStream(self, job)
 
+    def download(self, repo_id: str) -> GenerationStream:
+        """Download a Hugging Face model into the downloads folder (resuming what an
+        earlier download left) in a thread of its own, beside answers: Progress events in
+        bytes, then ``DoneEvent("downloaded", folder)``; ``cancel()`` stops it within about
+        a second and keeps the bytes for the next time. Loading it is ``load(repo_id)``."""
+
+        async def job(should_stop, push):
+            if not HUB_ID.match(repo_id):
+                raise EngineError(
+                    f"{repo_id!r} is not a Hugging Face model id (owner/name, for example "
+                    "mlx-community/SmolLM2-360M-Instruct)."
+                )
+
+            def progress(done, total, message):
+                push(ProgressEvent("download", done, total, message))
+
+            folder = await asyncio.to_thread(download_from_hub, repo_id, progress, should_stop)
+            push(DoneEvent("downloaded", str(folder), [], []))
+
+        return GenerationStream(self, job, queued=False)
+
     @staticmethod
     def drafters() -> dict[str, str]:
         return {name: cls.summary for name, cls in DRAFTERS.items()}
@@ -265,9 +287,19 @@ class EngineService:
                 session.drafter.flush()
         self.memory.flush()
 
-    def _submit(self, job, should_stop: Callable[[], bool], push: Callable[[Event], None]) -> None:
+    def _submit(
+        self,
+        job,
+        should_stop: Callable[[], bool],
+        push: Callable[[Event], None],
+        queued: bool = True,
+    ) -> None:
         def stop() -> bool:
             return self._stopping.is_set() or should_stop()
+
+        if not queued:  # touches no model: no turn to wait for, nothing to wait for it
+            asyncio.run_coroutine_threadsafe(self._run_job(job, stop, push), self._loop)
+            return
 
         submitted = time.perf_counter()
         with self._requests_lock:

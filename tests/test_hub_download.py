@@ -154,3 +154,69 @@ def test_a_file_changed_on_the_hub_is_fetched_again_and_stale_partials_go(tmp_pa
     assert not stale.exists() and not too_long.exists()
     gets = [path for method, path, _ in hub.requests if method == "GET" and "/resolve/" in path]
     assert sorted(p.rsplit("/", 1)[1] for p in gets) == ["config.json", "model.safetensors"]
+
+
+def test_a_download_runs_beside_answers_and_stops_when_cancelled(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    import asyncio
+
+    from engine.events import DoneEvent, ErrorEvent, ProgressEvent
+    from engine.models import hub_download
+    from engine.service import EngineService
+    from engine.settings import GenerationRequest
+
+    monkeypatch.setattr(hub_download, "CHUNK_BYTES", 16 * 1024)
+    monkeypatch.setenv("DRAFTLESS_DOWNLOADS_DIR", str(tmp_path / "downloads"))
+    source = hub_folder(tmp_path)
+    (source / "model.safetensors").write_bytes(os.urandom(2 << 20))  # ~10 s, served slowly
+    service = EngineService()
+    question = GenerationRequest(
+        messages=[{"role": "user", "content": "hi"}], model=str(tiny_model_dir), max_tokens=8
+    )
+
+    async def run():
+        [e async for e in service.load(str(tiny_model_dir))]
+        download, events = service.download(REPO), []
+
+        async def follow():
+            async for event in download:
+                events.append(event)
+
+        following = asyncio.ensure_future(follow())
+        while not any(isinstance(e, ProgressEvent) and e.done > 0 for e in events):
+            await asyncio.sleep(0.01)
+        answer = [e async for e in service.generate(question)]
+        downloading = not following.done()
+        download.cancel()
+        await asyncio.wait_for(following, 30)
+        return answer, downloading, events
+
+    try:
+        with FakeHub({REPO: source}, slow={"model.safetensors"}) as hub:
+            monkeypatch.setenv("HF_ENDPOINT", hub.url)
+            answer, downloading, events = asyncio.run(run())
+    finally:
+        service.shutdown()
+    assert isinstance(answer[-1], DoneEvent) and answer[-1].tokens  # answered meanwhile
+    assert downloading  # the answer did not wait for the download
+    assert isinstance(events[-1], ErrorEvent) and "cancelled" in events[-1].message
+    assert any(p.stat().st_size for p in (tmp_path / "downloads").rglob("*.part"))
+
+
+def test_a_download_needs_a_hub_id(tmp_path):
+    import asyncio
+
+    from engine.events import ErrorEvent
+    from engine.service import EngineService
+
+    service = EngineService()
+    try:
+        events = asyncio.run(_collect(service.download("../../etc")))
+    finally:
+        service.shutdown()
+    assert isinstance(events[-1], ErrorEvent) and "not a Hugging Face model id" in events[-1].message
+
+
+async def _collect(stream):
+    return [event async for event in stream]
