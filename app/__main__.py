@@ -94,6 +94,7 @@ class Application:
 
     async def close(self) -> None:
         self.controller.stop()
+        self.controller.cancel_download()  # its bytes stay: choosing the model again resumes
         try:  # an answer stops within a pass; a model conversion cannot be interrupted
             await asyncio.wait_for(self.controller.wait_idle(), 30)
         except asyncio.TimeoutError:

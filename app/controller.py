@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+import time
 from dataclasses import replace
 
 from PySide6.QtCore import QObject, Signal
@@ -25,6 +26,7 @@ from engine.events import (
 )
 from engine.stats import DecodeStats
 
+from .downloads import DownloadMeter
 from .export import export_text
 from .livestats import LiveStats
 from .provenance import Provenance
@@ -109,6 +111,8 @@ class ChatController(QObject):
     problem = Signal(str)  # a message for the person (errors, notices)
     status = Signal(str)  # quiet engine work during an answer ("" when it is over)
     engineChanged = Signal(str)  # the server's address answers now; "" for this machine's engine
+    downloadProgress = Signal(str, str)  # hub id, what to show (share, speed, time left)
+    downloadFinished = Signal(str, bool, str)  # hub id, ok, why not
 
     def __init__(self, service, store: Store, settings_store: SettingsStore, parent=None):
         super().__init__(parent)
@@ -128,6 +132,8 @@ class ChatController(QObject):
         self.model_details = ""  # architecture · size · quantization
         self.loading = False
         self._load_stream = None  # the running explicit load, for cancel_load
+        self.download_stream = None  # the running download (one at a time)
+        self.download_meter = DownloadMeter()
         self._tasks: set[asyncio.Task] = set()
         self.server_keys = ServerKeys()
 
@@ -642,6 +648,43 @@ class ChatController(QObject):
         if self.server_url:
             return self._spawn(self._switch(self.local_service, spec))
         return self._spawn(self._load(spec))
+
+    def download(self, repo: str, then_load: bool = True) -> asyncio.Task | None:
+        """Download a hub model in the background (chatting goes on) and, once it is here,
+        load it; None when another download is running (the banner says so)."""
+        if self.download_stream is not None:
+            self.problem.emit("Another model is downloading: wait for it, or cancel it first.")
+            return None
+        self.download_stream = self.local_service.download(repo)
+        return self._spawn(self._follow_download(repo, self.download_stream, then_load))
+
+    async def _follow_download(self, repo: str, stream, then_load: bool) -> None:
+        meter, ok, why = DownloadMeter(), False, "The download stopped."
+        self.download_meter = meter
+        try:
+            async for event in stream:
+                if isinstance(event, ProgressEvent):
+                    meter.update(event.done, event.total, time.monotonic())
+                    self.downloadProgress.emit(repo, meter.describe(repo))
+                elif isinstance(event, DoneEvent):
+                    ok = True
+                elif isinstance(event, ErrorEvent):
+                    why = event.message
+        except Exception as error:  # never leave the download shown forever
+            why = f"The download failed: {error}"
+        finally:
+            self.download_stream = None
+            try:
+                self.downloadFinished.emit(repo, ok, "" if ok else why)
+            except RuntimeError:  # the app quit while it downloaded: nobody is left to tell
+                return
+        if ok and then_load:
+            self.load_model(repo)
+
+    def cancel_download(self) -> None:
+        """Stop the download; choosing the model again resumes it from the bytes kept."""
+        if self.download_stream is not None:
+            self.download_stream.cancel()
 
     def cancel_load(self) -> None:
         """Stop a model download; choosing the same model again resumes it."""

@@ -4,6 +4,7 @@ inspector on the right. It only wires views to the ``ChatController``."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
@@ -27,6 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.models import HUB_ID
 from engine.replay import configurations
 from engine.settings import DraftSettings
 
@@ -38,6 +40,7 @@ from .help import ABOUT, HelpDialog, version
 from .inspector import Inspector
 from .livestats import LiveStats
 from .model_catalog import ModelCatalogDialog
+from .models_view import DownloadBar, InstalledModelsDialog
 from .panel_layout import Panel, fitting
 from .remote_engine import api_base
 from .server_dialog import ServerDialog
@@ -167,6 +170,8 @@ class MainWindow(QMainWindow):
         self.server_label.hide()
         # made now, not on the first message: a message never shifts the chat (a test checks)
         self.statusBar().addPermanentWidget(self.server_label)
+        self.download_bar = DownloadBar()
+        self.statusBar().addPermanentWidget(self.download_bar)
 
         self.sessions_panel = SessionsPanel()
         self.sessions_dock = self._dock("Chats", self.sessions_panel, Qt.LeftDockWidgetArea)
@@ -335,6 +340,7 @@ class MainWindow(QMainWindow):
         model.addAction("Download a model…", self.pick_from_catalog)
         model.addAction("Hugging Face model…", self.pick_hub)
         model.addAction("Built-in model", lambda: self.controller.load_model(None))
+        model.addAction("Installed models…", self.show_installed_models)
         model.addSeparator()
         model.addAction("Connect to server…", self.connect_server)
         model.addAction(
@@ -414,6 +420,9 @@ class MainWindow(QMainWindow):
         c.loadProgress.connect(self.load_progress)
         c.loadFinished.connect(self.load_finished)
         c.problem.connect(self.banner.show_message)
+        c.downloadProgress.connect(self.download_progress)
+        c.downloadFinished.connect(self.download_finished)
+        self.download_bar.cancelRequested.connect(c.cancel_download)
         c.status.connect(self.show_status)
         c.settingsChanged.connect(self._settings_changed)
         c.engineChanged.connect(self.engine_changed)
@@ -791,16 +800,39 @@ class MainWindow(QMainWindow):
     def pick_from_catalog(self) -> ModelCatalogDialog:
         dialog = ModelCatalogDialog(self)
         dialog.setAttribute(Qt.WA_DeleteOnClose)
-        dialog.chosen.connect(self.controller.load_model)
+        dialog.chosen.connect(self.choose_model)
         dialog.open()
         return dialog
+
+    def choose_model(self, spec: str | None) -> None:
+        """A hub id downloads in the background, then loads; anything else loads now."""
+        if spec and HUB_ID.match(spec) and not Path(spec).expanduser().exists():
+            self.controller.download(spec)
+        else:
+            self.controller.load_model(spec)
+
+    def show_installed_models(self) -> InstalledModelsDialog:
+        dialog = InstalledModelsDialog(self.controller.model_path, self)
+        dialog.setAttribute(Qt.WA_DeleteOnClose)
+        dialog.loadRequested.connect(self.controller.load_model)
+        dialog.open()
+        return dialog
+
+    def download_progress(self, repo: str, text: str) -> None:
+        meter = self.controller.download_meter
+        self.download_bar.show_progress(text, meter.done, meter.total)
+
+    def download_finished(self, repo: str, ok: bool, why: str) -> None:
+        self.download_bar.finish()
+        if not ok:
+            self.banner.show_message(why)
 
     def pick_hub(self) -> None:
         repo = self.ask_text(
             "Hugging Face model", "Model id (for example mlx-community/SmolLM2-360M-Instruct):", ""
         )
         if repo and repo.strip():
-            self.controller.load_model(repo.strip())
+            self.choose_model(repo.strip())
 
     def connect_server(self):
         """Model → Connect to server…: the address (remembered) and the key (keychain)."""

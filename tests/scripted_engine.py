@@ -84,6 +84,8 @@ class ScriptedService:
         self.requests = []
         self.replays = []
         self.loads = []
+        self.downloads = []
+        self.download_script: list | None = None  # the next download's events
 
     def queue(self, *scripts):
         self.scripts.extend(scripts)
@@ -97,6 +99,17 @@ class ScriptedService:
         return ScriptedStream(
             [ModelEvent("scripted-model", "/nowhere", "on"), DoneEvent("loaded", "", [], [])]
         )
+
+    def download(self, repo):
+        """The queued ``download_script`` (an Event in it holds the download mid-way), else
+        a download that finishes at once."""
+        self.downloads.append(repo)
+        script = self.download_script or [
+            ProgressEvent("download", 1 << 20, 2 << 20, f"Downloading {repo}"),
+            DoneEvent("downloaded", f"/downloads/{repo}", [], []),
+        ]
+        self.download_script = None
+        return ScriptedStream(script)
 
     def replay(self, request, answer_tokens, ended, configs, greedy=None):
         """The engine's own replay over the scripted tokens (an empty prompt)."""

@@ -215,7 +215,9 @@ def test_a_download_needs_a_hub_id(tmp_path):
         events = asyncio.run(_collect(service.download("../../etc")))
     finally:
         service.shutdown()
-    assert isinstance(events[-1], ErrorEvent) and "not a Hugging Face model id" in events[-1].message
+    assert (
+        isinstance(events[-1], ErrorEvent) and "not a Hugging Face model id" in events[-1].message
+    )
 
 
 async def _collect(stream):

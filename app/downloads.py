@@ -1,0 +1,121 @@
+"""Model downloads and installed models, without Qt: a download's speed and time left from
+its byte progress, and the model folders on this machine with their sizes (and a delete
+that never leaves the app's own folders)."""
+
+from __future__ import annotations
+
+import shutil
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine import paths as engine_paths
+from engine.models.embedded import EMBEDDED_NAME
+
+SPEED_WINDOW_S = 5.0  # speed over the last seconds: steady, yet quick to follow a change
+
+
+def size_text(size: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1000
+    return ""
+
+
+def duration_text(seconds: float) -> str:
+    if seconds < 60:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 3600:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+@dataclass
+class DownloadMeter:
+    """Bytes done over time → speed (bytes/s over the last ``SPEED_WINDOW_S``) and time left."""
+
+    samples: deque = field(default_factory=deque)  # (seconds, bytes done)
+    done: int = 0
+    total: int = 0
+
+    def update(self, done: int, total: int, now: float) -> None:
+        self.done, self.total = done, total
+        self.samples.append((now, done))
+        while len(self.samples) > 2 and now - self.samples[1][0] >= SPEED_WINDOW_S:
+            self.samples.popleft()
+
+    @property
+    def speed(self) -> float | None:
+        if len(self.samples) < 2:
+            return None
+        (began, first), (now, last) = self.samples[0], self.samples[-1]
+        return (last - first) / (now - began) if now > began else None
+
+    @property
+    def seconds_left(self) -> float | None:
+        speed = self.speed
+        if not speed or self.total <= 0:
+            return None
+        return max(self.total - self.done, 0) / speed
+
+    def describe(self, name: str) -> str:
+        """'Downloading owner/model: 45% of 540.0 MB · 12.3 MB/s · about 1 min left'."""
+        if self.total <= 0:
+            return f"Downloading {name}…"
+        parts = [f"Downloading {name}: {self.done / self.total:.0%} of {size_text(self.total)}"]
+        if self.speed is not None:
+            parts.append(f"{size_text(self.speed)}/s")
+        if self.seconds_left is not None:
+            parts.append(f"about {duration_text(self.seconds_left)} left")
+        return " · ".join(parts)
+
+
+@dataclass(frozen=True)
+class InstalledModel:
+    name: str  # what loads it: a hub id, or "" for the built-in model's folder
+    label: str
+    path: Path
+    size: int  # bytes on disk
+
+
+def folder_size(folder: Path) -> int:
+    """Bytes of the regular files under ``folder`` (links are not followed)."""
+    total = 0
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            total += path.stat().st_size
+    return total
+
+
+def installed_models() -> list[InstalledModel]:
+    """The models in the app's folders: converted ones (the built-in model) and downloads."""
+    found = []
+    for root, kind in (
+        (engine_paths.models_dir(), "converted"),
+        (engine_paths.downloads_dir(), ""),
+    ):
+        if not root.is_dir():
+            continue
+        for folder in sorted(root.iterdir()):
+            if folder.is_symlink() or not folder.is_dir() or folder.name.startswith("."):
+                continue
+            if kind:  # the built-in model loads by no name, other conversions by folder
+                name = "" if folder.name.startswith(EMBEDDED_NAME) else str(folder)
+                label = f"{folder.name} (converted)"
+            else:
+                name = label = folder.name.replace("--", "/", 1)
+            found.append(InstalledModel(name, label, folder, folder_size(folder)))
+    return found
+
+
+def delete_installed(model: InstalledModel, loaded_path: str | Path | None) -> None:
+    """Delete a model folder the app made; ValueError (a reason to show) for the loaded
+    model or for any folder that is not directly inside the app's model folders."""
+    roots = (engine_paths.models_dir(), engine_paths.downloads_dir())
+    folder = model.path
+    if folder.is_symlink() or folder.parent.resolve() not in [r.resolve() for r in roots]:
+        raise ValueError(f"{folder} is not a model folder of Draftless; it was left alone.")
+    if loaded_path and Path(loaded_path).resolve() == folder.resolve():
+        raise ValueError(f"{model.label} is loaded: load another model first, then delete it.")
+    shutil.rmtree(folder)

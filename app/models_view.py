@@ -1,0 +1,145 @@
+"""Views of model files: the download bar in the status bar (progress, speed, time left,
+Cancel) and the Installed models dialog (sizes, Load, Delete). The rules are in
+``app.downloads``; the work is the controller's."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDialog,
+    QDialogButtonBox,
+    QHBoxLayout,
+    QLabel,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .downloads import InstalledModel, delete_installed, installed_models, size_text
+
+
+class DownloadBar(QWidget):
+    """A running download, beside the chat: what, how far, how fast, how long; Cancel."""
+
+    cancelRequested = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        self.label = QLabel()
+        self.bar = QProgressBar()
+        self.bar.setFixedWidth(120)
+        self.bar.setTextVisible(False)
+        self.cancel_button = QToolButton()
+        self.cancel_button.setText("Cancel")
+        self.cancel_button.setToolTip("Stop the download; choosing the model again resumes it")
+        self.cancel_button.clicked.connect(self.cancelRequested.emit)
+        row.addWidget(self.label)
+        row.addWidget(self.bar)
+        row.addWidget(self.cancel_button)
+        self.hide()
+
+    def show_progress(self, text: str, done: int = 0, total: int = 0) -> None:
+        self.label.setText(text)
+        self.bar.setRange(0, total if total > 0 else 0)
+        if total > 0:
+            self.bar.setValue(min(done, total))
+        self.show()
+
+    def finish(self) -> None:
+        self.hide()
+
+
+class InstalledModelsDialog(QDialog):
+    """The models on this machine with their sizes; Load one, or Delete one (asked first)."""
+
+    loadRequested = Signal(str)  # what loads it ("" for the built-in model)
+
+    def __init__(self, loaded_path: str, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("Installed models")
+        self.setMinimumWidth(560)
+        self.loaded_path = loaded_path
+        self.models: list[InstalledModel] = []
+        layout = QVBoxLayout(self)
+        self.table = QTableWidget(0, 2)
+        self.table.setHorizontalHeaderLabels(["Model", "Size on disk"])
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        self.table.verticalHeader().hide()
+        layout.addWidget(self.table)
+        self.total = QLabel()
+        layout.addWidget(self.total)
+        self.message = QLabel()  # why a delete was refused
+        self.message.setObjectName("hint")
+        self.message.setWordWrap(True)
+        layout.addWidget(self.message)
+        buttons = QDialogButtonBox(QDialogButtonBox.Close)
+        self.load_button = QPushButton("Load")
+        self.delete_button = QPushButton("Delete…")
+        buttons.addButton(self.load_button, QDialogButtonBox.ActionRole)
+        buttons.addButton(self.delete_button, QDialogButtonBox.ActionRole)
+        buttons.rejected.connect(self.reject)
+        self.load_button.clicked.connect(self.load_selected)
+        self.delete_button.clicked.connect(self.delete_selected)
+        layout.addWidget(buttons)
+        self.refresh()
+
+    def refresh(self) -> None:
+        self.models = installed_models()
+        self.table.setRowCount(len(self.models))
+        for row, model in enumerate(self.models):
+            loaded = self._is_loaded(model)
+            name = QTableWidgetItem(model.label + (" — loaded" if loaded else ""))
+            name.setToolTip(str(model.path))
+            size = QTableWidgetItem(size_text(model.size))
+            size.setTextAlignment(Qt.AlignRight | Qt.AlignVCenter)
+            self.table.setItem(row, 0, name)
+            self.table.setItem(row, 1, size)
+        self.table.resizeColumnToContents(0)
+        total = sum(m.size for m in self.models)
+        self.total.setText(
+            f"{len(self.models)} model{'s' if len(self.models) != 1 else ''}, "
+            f"{size_text(total)} in all"
+            if self.models
+            else "No models yet: the built-in model is prepared at the first launch."
+        )
+
+    def selected(self) -> InstalledModel | None:
+        rows = self.table.selectionModel().selectedRows()
+        return self.models[rows[0].row()] if rows else None
+
+    def load_selected(self) -> None:
+        model = self.selected()
+        if model is not None:
+            self.loadRequested.emit(model.name)
+            self.accept()
+
+    def delete_selected(self) -> None:
+        model = self.selected()
+        if model is None:
+            return
+        question = (
+            f"Delete {model.label}? This frees {size_text(model.size)}; downloading or "
+            "preparing it again takes time."
+        )
+        if QMessageBox.question(self, "Delete model", question) != QMessageBox.Yes:
+            return
+        try:
+            delete_installed(model, self.loaded_path)
+            self.message.setText(f"Deleted {model.label}.")
+        except (ValueError, OSError) as error:
+            self.message.setText(str(error))
+        self.refresh()
+
+    def _is_loaded(self, model: InstalledModel) -> bool:
+        return bool(self.loaded_path) and str(model.path) == str(self.loaded_path)
