@@ -24,6 +24,8 @@ from engine.events import (
     ReplayEvent,
     TokenEvent,
 )
+from engine.replay import configurations
+from engine.settings import DraftSettings
 from engine.stats import DecodeStats
 
 from .downloads import DownloadMeter
@@ -562,6 +564,48 @@ class ChatController(QObject):
             self.problem.emit(message)
 
     # replay -------------------------------------------------------------------------------
+    def inspectable_answers(self) -> list[tuple[int, str, dict]]:
+        """(message id, label, stats) of the open chat's answers, for the inspector:
+        '#2 · suffix · 2.4 tokens/pass' (the number of the question it answers)."""
+        answers, number = [], 0
+        for message in self.messages:
+            if message.role == "user":
+                number += 1
+            elif message.stats:
+                label = (
+                    f"#{number} · {message.stats.get('drafter', '?')} · "
+                    f"{message.stats.get('tokens_per_pass', 0):.1f} tokens/pass"
+                )
+                answers.append((message.id, label, message.stats))
+        return answers
+
+    def replay_grid(
+        self, message_id: int, draft_counts: list[int], ngram_orders: list[int]
+    ) -> asyncio.Task | None:
+        """Replay an answer with every drafter at each draft count and n-gram order."""
+        names = [n for n in self.local_service.drafters() if n != "default"]
+        base = DraftSettings(ngram_min=self.settings.ngram_min)
+        return self.replay(message_id, configurations(names, draft_counts, ngram_orders, base))
+
+    def use_replayed_settings(self, result: dict) -> str:
+        """Answer from now on with a replayed configuration, as it was replayed (a fixed
+        draft count); returns what to tell the person."""
+        order = int(result["ngram_order"])
+        self.update_settings(
+            replace(
+                self.settings,
+                drafter=result["drafter"],
+                draft_count=int(result["draft_count"]),
+                ngram_order=order,
+                ngram_min=min(self.settings.ngram_min, order),
+                adaptive=False,
+            )
+        )
+        return (
+            f"Next answers use {result['drafter']}, {result['draft_count']} drafts (fixed), "
+            f"n-gram order {order}"
+        )
+
     def replays_recorded(self, message: Message) -> bool:
         """Whether ``message`` is replayed from its recorded tokens on this machine: the
         engine cannot tokenize its prompt when it answered on a server or with another

@@ -29,8 +29,6 @@ from PySide6.QtWidgets import (
 )
 
 from engine.models import HUB_ID
-from engine.replay import configurations
-from engine.settings import DraftSettings
 
 from . import theme
 from .controller import ChatController
@@ -41,7 +39,7 @@ from .inspector import Inspector
 from .livestats import LiveStats
 from .model_catalog import ModelCatalogDialog
 from .models_view import DownloadBar, InstalledModelsDialog
-from .panel_layout import Panel, fitting
+from .side_panels import SidePanels
 from .remote_engine import api_base
 from .server_dialog import ServerDialog
 from .sessions_panel import SessionsPanel
@@ -115,11 +113,24 @@ class MainWindow(QMainWindow):
         # narrow (the side panels fold, see resizeEvent) and a panel shown never widens it.
         self.setMinimumWidth(MIN_WIDTH)
         self.progress: QProgressDialog | None = None
-        self.ask_text = self._ask_text
-        self.ask_server = self._ask_server
-        self.ask_save_path = self._ask_save_path
         self.help_dialog: HelpDialog | None = None
+        self._init_central()
+        self._init_docks(drafters, default_drafter)
+        self._menus()
+        self._connect_signals()
 
+        self.settings_panel.set_settings(controller.settings)
+        self.speculation_bar.toggle.setChecked(controller.settings.highlight)
+        self.transcript.set_highlight(controller.settings.highlight)
+        self.transcript.set_zoom(controller.settings.zoom)
+        self.transcript.set_repeats(controller.regenerate_repeats)
+        self.refresh_sessions()
+        for notice in controller.startup_notices():
+            self.banner.show_message(notice)
+        self.input.setFocus()  # typing right after launch goes into the composer
+
+    def _init_central(self) -> None:
+        """The gauge, banner, transcript, edit bar and composer; the status bar's parts."""
         central = QWidget()
         central.setObjectName("central")
         column = QVBoxLayout(central)
@@ -173,6 +184,8 @@ class MainWindow(QMainWindow):
         self.download_bar = DownloadBar()
         self.statusBar().addPermanentWidget(self.download_bar)
 
+    def _init_docks(self, drafters: dict[str, str], default_drafter: str) -> None:
+        """The chat list on the left, settings and inspector tabbed on the right."""
         self.sessions_panel = SessionsPanel()
         self.sessions_dock = self._dock("Chats", self.sessions_panel, Qt.LeftDockWidgetArea)
         self.settings_panel = SettingsPanel(drafters, default_drafter)
@@ -192,118 +205,20 @@ class MainWindow(QMainWindow):
         for dock in (self.settings_dock, self.inspector_dock):  # tabbed together: one width
             dock.setMinimumWidth(needed)
         # the side panels in folding order: the chat list, then the settings/inspector column
-        self.panel_groups = {
-            "chats": [self.sessions_dock],
-            "side": [self.settings_dock, self.inspector_dock],
-        }
-        self.panel_widths = {
-            "chats": max(CHATS_WIDTH, self.sessions_panel.minimumSizeHint().width()),
-            "side": max(SIDE_WIDTH, needed),
-        }
-        self.wanted = {"chats": True, "side": True}  # what the person has open
-        self.folded: dict[str, list[QDockWidget]] = {}  # folded for room: reopened on growing
-        self._fitting = False
-        for group, docks in self.panel_groups.items():
-            for dock in docks:
-                dock.toggleViewAction().triggered.connect(
-                    lambda checked, group=group, dock=dock: self._panel_toggled(
-                        group, dock, checked
-                    )
-                )
-        self._menus()
-        self._connect()
-
-        self.settings_panel.set_settings(controller.settings)
-        self.speculation_bar.toggle.setChecked(controller.settings.highlight)
-        self.transcript.set_highlight(controller.settings.highlight)
-        self.transcript.set_zoom(controller.settings.zoom)
-        self.transcript.set_repeats(controller.regenerate_repeats)
-        self.refresh_sessions()
-        for notice in controller.startup_notices():
-            self.banner.show_message(notice)
-        self.input.setFocus()  # typing right after launch goes into the composer
+        self.panels = SidePanels(
+            self,
+            {"chats": [self.sessions_dock], "side": [self.settings_dock, self.inspector_dock]},
+            {
+                "chats": max(CHATS_WIDTH, self.sessions_panel.minimumSizeHint().width()),
+                "side": max(SIDE_WIDTH, needed),
+            },
+        )
 
     def resizeEvent(self, event):
         """Side panels fold when the chat would get narrower than it can use, and come back
-        when the window grows (``panel_layout``)."""
+        when the window grows (``side_panels``)."""
         super().resizeEvent(event)
-        self._fit_panels(event.size().width())
-
-    def _group_open(self, group: str) -> list[QDockWidget]:
-        return [
-            d
-            for d in self.panel_groups[group]
-            if d.toggleViewAction().isChecked() and not d.isFloating()
-        ]
-
-    def _room_taken(self, group: str) -> int:
-        """A group whose open panels all float beside the window takes none of its width."""
-        docks = [d for d in self.panel_groups[group] if d.toggleViewAction().isChecked()]
-        return 0 if docks and all(d.isFloating() for d in docks) else self.panel_widths[group]
-
-    def _fit_panels(self, width: int | None = None, keep: str | None = None) -> None:
-        """Show the wanted panels that fit beside the chat, fold the others. Showing a panel
-        never widens the window: what does not fit folds instead."""
-        if self._fitting:
-            return
-        self._fitting = True
-        width = self.width() if width is None else width
-        try:
-            panels = [Panel(g, self._room_taken(g), self.wanted[g]) for g in self.panel_groups]
-            shown = fitting(width, panels, keep)
-            for group in self.panel_groups:  # fold first, so that showing finds the room
-                if group not in shown and self._group_open(group):
-                    self.folded[group] = sorted(
-                        self._group_open(group),  # the raised tab first
-                        key=lambda d: not d.isVisible(),
-                    )
-                    for dock in self.folded[group]:
-                        dock.hide()
-            for group in self.panel_groups:
-                docks = self.folded.pop(group, None) if group in shown else None
-                if docks:
-                    raised = docks[0]
-                    for dock in docks:
-                        dock.show()
-                    raised.raise_()
-                    self._give_width(raised, group)
-        finally:
-            self._fitting = False
-        if self.width() > width and self.isVisible():
-            self.resize(width, self.height())
-
-    def _give_width(self, dock: QDockWidget, group: str) -> None:
-        """A panel that opens gets its own width back (once the layout has placed it)."""
-
-        def resize():
-            if (
-                dock.isVisible()
-                and not dock.isFloating()
-                and dock.width() < self.panel_widths[group]
-            ):
-                self.resizeDocks([dock], [self.panel_widths[group]], Qt.Horizontal)
-
-        resize()
-        QTimer.singleShot(0, resize)
-
-    def _panel_toggled(self, group: str, dock: QDockWidget, checked: bool) -> None:
-        """The person opened or closed a panel (View menu, its close button)."""
-        if checked:
-            self._open_panel(group, dock)
-        else:
-            self.wanted[group] = bool(self._group_open(group))
-            self.folded.pop(group, None)
-
-    def _open_panel(self, group: str, dock: QDockWidget) -> None:
-        width = self.width()
-        self.wanted[group] = True
-        self.folded.pop(group, None)
-        self._fit_panels(width, keep=group)
-        dock.show()
-        dock.raise_()
-        self._give_width(dock, group)
-        if self.width() > width:  # the panel's minimum pushed the window wider
-            self.resize(width, self.height())
+        self.panels.fit(event.size().width())
 
     def _dock(self, title: str, widget: QWidget, area) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -381,7 +296,7 @@ class MainWindow(QMainWindow):
         self.about_action = help_menu.addAction("About Draftless", self.show_about)
         self.about_action.setMenuRole(QAction.AboutRole)  # in the app menu on a Mac
 
-    def _connect(self) -> None:
+    def _connect_signals(self) -> None:
         c = self.controller
         self.input.submitted.connect(self.send)
         self.send_button.clicked.connect(lambda: self.send(self.input.toPlainText()))
@@ -497,7 +412,7 @@ class MainWindow(QMainWindow):
         return box
 
     def show_settings(self) -> None:
-        self._open_panel("side", self.settings_dock)
+        self.panels.open("side", self.settings_dock)
         self.settings_panel.setFocus()
 
     def new_chat(self) -> None:
@@ -530,7 +445,7 @@ class MainWindow(QMainWindow):
         if path and self.controller.export_session(session_id, kind, path):
             self.statusBar().showMessage(f"Exported to {path}", 4000)
 
-    def _ask_save_path(self, title: str, suggested: str, filter_: str) -> str | None:
+    def ask_save_path(self, title: str, suggested: str, filter_: str) -> str | None:
         path, _ = QFileDialog.getSaveFileName(self, title, suggested, filter_)
         return path or None
 
@@ -548,7 +463,7 @@ class MainWindow(QMainWindow):
         box.exec()
         return box.clickedButton() is delete
 
-    def _ask_text(self, title: str, label: str, text: str = "") -> str | None:
+    def ask_text(self, title: str, label: str, text: str = "") -> str | None:
         value, ok = QInputDialog.getText(self, title, label, text=text)
         return value if ok else None
 
@@ -601,23 +516,7 @@ class MainWindow(QMainWindow):
 
     def show_session(self, session) -> None:
         c = self.controller
-        self.transcript.set_messages(
-            []
-            if session is None
-            else [
-                {
-                    "role": m.role,
-                    "text": m.content,
-                    "provenance": m.provenance,
-                    "stats": m.stats,
-                    "timing": m.timing,
-                    "finish_reason": m.finish_reason,
-                    "message_id": m.id,
-                    "versions": m.versions,
-                }
-                for m in c.messages
-            ]
-        )
+        self.transcript.set_messages([] if session is None else c.messages)
         if session is not None:
             answer = c.answer
             if answer is not None and c.busy and answer.session_id == session.id:
@@ -630,16 +529,7 @@ class MainWindow(QMainWindow):
 
     def message_added(self, message) -> None:
         if self.controller.session and message.session_id == self.controller.session.id:
-            self.transcript.add_message(
-                message.role,
-                message.content,
-                message.provenance,
-                message.stats,
-                message.timing,
-                message.finish_reason,
-                message.id,
-                message.versions,
-            )
+            self.transcript.add_message(message)
 
     def _visible(self, answer) -> bool:
         return (
@@ -685,20 +575,7 @@ class MainWindow(QMainWindow):
     def answer_finished(self, answer) -> None:
         message = answer.message
         if self._visible(answer):
-            if message is not None:
-                self.transcript.finish_answer(
-                    message.content,
-                    message.provenance,
-                    message.stats,
-                    message.timing,
-                    message.finish_reason,
-                    message.id,
-                )
-                view = self.transcript.view_of(message.id)
-                if view is not None:
-                    view.set_versions(message.versions)
-            else:
-                self.transcript.finish_answer("", None, {}, {}, answer.finish_reason, None)
+            self.transcript.finish_answer(message)
         self._show_gauge()
         if message is not None:
             self._refresh_inspector(message.id)
@@ -721,17 +598,7 @@ class MainWindow(QMainWindow):
 
     # inspector ----------------------------------------------------------------------------
     def _refresh_inspector(self, newest: int | None = None) -> None:
-        answers = []
-        number = 0
-        for message in self.controller.messages:
-            if message.role == "user":
-                number += 1
-            elif message.stats:
-                label = (
-                    f"#{number} · {message.stats.get('drafter', '?')} · "
-                    f"{message.stats.get('tokens_per_pass', 0):.1f} tokens/pass"
-                )
-                answers.append((message.id, label, message.stats))
+        answers = self.controller.inspectable_answers()
         checked = self.inspector.checked_ids() & {a[0] for a in answers}
         if newest is not None or not checked:
             checked = {newest if newest is not None else (answers[-1][0] if answers else -1)}
@@ -740,20 +607,11 @@ class MainWindow(QMainWindow):
     def inspect_view(self, view) -> None:
         if view.message_id is not None:
             self.inspector.inspect(view.message_id)
-        self._open_panel("side", self.inspector_dock)
+        self.panels.open("side", self.inspector_dock)
 
     # replay -------------------------------------------------------------------------------
     def replay(self, message_id: int, draft_counts: list[int], ngram_orders: list[int]):
-        settings = self.controller.settings
-        names = [
-            self.settings_panel.drafter.itemData(i)
-            for i in range(self.settings_panel.drafter.count())
-        ]
-        base = DraftSettings(ngram_min=settings.ngram_min)
-        configs = configurations(
-            [n for n in names if n and n != "default"], draft_counts, ngram_orders, base
-        )
-        return self.controller.replay(message_id, configs)
+        return self.controller.replay_grid(message_id, draft_counts, ngram_orders)
 
     def show_replay_highlights(self, message_id: int, result) -> None:
         view = self.transcript.view_of(message_id)
@@ -773,23 +631,7 @@ class MainWindow(QMainWindow):
         self.speculation_bar.show_replay(result["stats"], result["draft_count"], label)
 
     def apply_replay_settings(self, result) -> None:
-        settings = self.controller.settings
-        order = int(result["ngram_order"])
-        self.controller.update_settings(
-            replace(  # as replayed: a fixed draft count
-                settings,
-                drafter=result["drafter"],
-                draft_count=int(result["draft_count"]),
-                ngram_order=order,
-                ngram_min=min(settings.ngram_min, order),
-                adaptive=False,
-            )
-        )
-        self.statusBar().showMessage(
-            f"Next answers use {result['drafter']}, {result['draft_count']} drafts (fixed), "
-            f"n-gram order {order}",
-            4000,
-        )
+        self.statusBar().showMessage(self.controller.use_replayed_settings(result), 4000)
 
     # models -------------------------------------------------------------------------------
     def pick_folder(self) -> None:
@@ -845,7 +687,7 @@ class MainWindow(QMainWindow):
             return None
         return c.connect_server(*answer)
 
-    def _ask_server(self, url: str, key: str | None, keychain: bool):
+    def ask_server(self, url: str, key: str | None, keychain: bool):
         dialog = ServerDialog(url, key, keychain, self)
         return dialog.values() if dialog.exec() == QDialog.Accepted else None
 

@@ -246,22 +246,16 @@ class MessageView(QFrame):
             self.versionRequested.emit(self.message_id, step)
 
     # content ------------------------------------------------------------------------------
-    def set_message(
-        self,
-        text: str,
-        provenance: Provenance | None = None,
-        stats=None,
-        timing=None,
-        finish_reason=None,
-        message_id=None,
-    ) -> None:
-        self.text = text
-        self.provenance = provenance
-        self.stats, self.timing = dict(stats or {}), dict(timing or {})
-        self.finish_reason = finish_reason
-        self.message_id = message_id
+    def set_message(self, message) -> None:
+        """Show a stored message (``app.store.Message``)."""
+        self.text = message.content
+        self.provenance = message.provenance
+        self.stats, self.timing = dict(message.stats or {}), dict(message.timing or {})
+        self.finish_reason = message.finish_reason
+        self.message_id = message.id
         self.streaming = False
         self.refresh()
+        self.set_versions(list(message.versions))
 
     def set_streaming(self, provenance: Provenance) -> None:
         self.provenance = provenance
@@ -373,7 +367,7 @@ class TranscriptView(QScrollArea):
         self.layout_.addStretch(0)
         self.setWidget(self.column)
         self._views: list[MessageView] = []  # built, in chat order
-        self._pending: list[dict] = []  # older messages still to build (add_message's arguments)
+        self._pending: list = []  # older messages still to build
         self._stale: list[MessageView] = []  # built views still to re-render (zoom, theme)
         self._step_queued = False
         self._from_bottom = 0  # where the reader is, kept while older messages arrive above
@@ -463,43 +457,24 @@ class TranscriptView(QScrollArea):
         self._follow = True
         self.latest_button.hide()
 
-    def set_messages(self, messages: list[dict]) -> None:
-        """Show a chat (each item: ``add_message``'s arguments): the newest messages now,
-        the older ones above them in later event-loop turns."""
+    def set_messages(self, messages: list) -> None:
+        """Show a chat (``app.store.Message`` items): the newest messages now, the older ones
+        above them in later event-loop turns."""
         self.clear()
         self._pending = list(messages)
         self._step(STEP_S)
         self._update_regenerate()
 
-    def add_message(
-        self,
-        role: str,
-        text: str,
-        provenance=None,
-        stats=None,
-        timing=None,
-        finish_reason=None,
-        message_id=None,
-        versions=(),
-    ) -> MessageView:
-        view = self._new_view(role)
-        view.set_message(text, provenance, stats, timing, finish_reason, message_id)
-        view.set_versions(list(versions))
+    def add_message(self, message) -> MessageView:
+        view = self._new_view(message.role)
+        view.set_message(message)
         self._update_regenerate()
         return view
 
-    def _build(self, message: dict) -> MessageView:
+    def _build(self, message) -> MessageView:
         """The view of an older message, placed above the ones built."""
-        view = self._new_view(message["role"], older=True)
-        view.set_message(
-            message["text"],
-            message.get("provenance"),
-            message.get("stats"),
-            message.get("timing"),
-            message.get("finish_reason"),
-            message.get("message_id"),
-        )
-        view.set_versions(list(message.get("versions", ())))
+        view = self._new_view(message.role, older=True)
+        view.set_message(message)
         return view
 
     def _step(self, budget: float) -> None:
@@ -593,16 +568,18 @@ class TranscriptView(QScrollArea):
         if self.streaming_view is not None:
             self.streaming_view.mark_dirty()
 
-    def finish_answer(self, text, provenance, stats, timing, finish_reason, message_id) -> None:
+    def finish_answer(self, message) -> None:
+        """The streamed answer is done: show it as stored (``message``), or drop its view
+        when nothing of it was kept (None)."""
         view = self.streaming_view
         self.timer.stop()
         self.streaming_view = None
         if view is None:
             return
-        if not text and not (provenance and provenance.tokens):
+        if message is None:
             self.remove_view(view)
             return
-        view.set_message(text, provenance, stats, timing, finish_reason, message_id)
+        view.set_message(message)
         self._update_regenerate()
 
     def remove_view(self, view: MessageView) -> None:
@@ -617,7 +594,7 @@ class TranscriptView(QScrollArea):
 
     def view_of(self, message_id: int) -> MessageView | None:
         view = next((v for v in self._views if v.message_id == message_id), None)
-        if view is None and any(m.get("message_id") == message_id for m in self._pending):
+        if view is None and any(m.id == message_id for m in self._pending):
             while view is None:  # build down to it (the ones above it can wait)
                 view = self._build(self._pending.pop())
                 view = view if view.message_id == message_id else None

@@ -68,3 +68,25 @@ def test_a_continuation_that_fails_leaves_the_answer_as_it_was(app, qtbot):
     assert window.transcript.views[-1].text == "one two"
     assert window.transcript.views[-1].continue_button.isVisible()  # it can be tried again
     assert app.store.messages(controller.session.id)[-1].content == "one two"
+
+
+def test_the_window_leaves_rules_to_the_controller(app, qtbot):
+    """Inspector labels, the replay grid and replayed settings are the controller's."""
+    from .test_app_views import SIMPLE
+
+    controller = app.controller
+    ask(qtbot, app, "first", answer_events(SIMPLE))
+    ask(qtbot, app, "second", answer_events(CUT_SHORT, drafter="suffix"))
+    labels = [label for _, label, _ in controller.inspectable_answers()]
+    assert labels == ["#1 · ngram-cache · 1.2 tokens/pass", "#2 · suffix · 1.0 tokens/pass"]
+    wait(qtbot, controller.replay_grid(controller.messages[-1].id, [2, 6], [3]))
+    grid = {(c.drafter, c.draft_count, c.ngram_order) for c in app.scripted.replays[-1]}
+    assert grid == {
+        (d, k, 3) for d in ("ngram-cache", "prompt-lookup", "suffix", "none") for k in (2, 6)
+    }
+    said = controller.use_replayed_settings(
+        {"drafter": "suffix", "draft_count": 6, "ngram_order": 3}
+    )
+    settings = controller.settings
+    assert (settings.drafter, settings.draft_count, settings.adaptive) == ("suffix", 6, False)
+    assert settings.ngram_min <= 3 and "6 drafts (fixed)" in said
