@@ -15,6 +15,7 @@ from PySide6.QtGui import QColor, QFont, QPainter, QPen
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
+    QGridLayout,
     QHeaderView,
     QLabel,
     QLineEdit,
@@ -216,7 +217,7 @@ class ReplayPanel(QWidget):
         header.setMinimumSectionSize(24)
         self.table.itemSelectionChanged.connect(self._selected)
         layout.addWidget(self.table, 1)
-        buttons = QHBoxLayout()
+        buttons = QGridLayout()  # Use settings on a row of its own: the panel fits at 600 px
         self.highlight_button = QPushButton("Highlights")
         self.highlight_button.setToolTip(
             "Paint the answer with what this drafter would have had accepted"
@@ -237,8 +238,9 @@ class ReplayPanel(QWidget):
         self.apply_button.clicked.connect(
             lambda: self.chosen() and self.applyRequested.emit(self.chosen())
         )
-        for button in (self.highlight_button, self.actual_button, self.apply_button):
-            buttons.addWidget(button)
+        buttons.addWidget(self.highlight_button, 0, 0)
+        buttons.addWidget(self.actual_button, 0, 1)
+        buttons.addWidget(self.apply_button, 1, 0, 1, 2)
         layout.addLayout(buttons)
         self.status = QLabel("Pick an answer, then Replay.")
         self.status.setObjectName("hint")

@@ -196,11 +196,14 @@ class MainWindow(QMainWindow):
         self.settings_dock.raise_()
         self.resizeDocks([self.sessions_dock, self.settings_dock], [220, 330], Qt.Horizontal)
         self.sessions_dock.setMinimumWidth(max(150, self.sessions_panel.minimumSizeHint().width()))
-        needed = max(
+        needed = max(  # tabbed together, so one width: what the wider content needs
             280,
-            self.settings_panel.widget().minimumSizeHint().width()
-            + self.settings_panel.verticalScrollBar().sizeHint().width()
-            + 4,
+            *(
+                dock.widget().widget().minimumSizeHint().width()
+                + dock.widget().verticalScrollBar().sizeHint().width()
+                + 4
+                for dock in (self.settings_dock, self.inspector_dock)
+            ),
         )
         for dock in (self.settings_dock, self.inspector_dock):  # tabbed together: one width
             dock.setMinimumWidth(needed)

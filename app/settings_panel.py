@@ -15,8 +15,8 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
+    QGridLayout,
     QGroupBox,
-    QHBoxLayout,
     QLabel,
     QPlainTextEdit,
     QPushButton,
@@ -69,7 +69,7 @@ class SettingsPanel(QScrollArea):
         self.speculation.setWordWrap(True)
         model_layout.addWidget(self.model_name)
         model_layout.addWidget(self.speculation)
-        buttons = QHBoxLayout()
+        buttons = QGridLayout()  # two a row, so the panel fits beside the chat at 600 px
         self.folder_button = QPushButton("Folder…")
         self.folder_button.setToolTip("Use a local mlx-lm model folder")
         self.folder_button.clicked.connect(self.openFolderRequested)
@@ -79,13 +79,13 @@ class SettingsPanel(QScrollArea):
         self.embedded_button = QPushButton("Built-in")
         self.embedded_button.setToolTip("Use the embedded SmolLM2-135M-Instruct")
         self.embedded_button.clicked.connect(self.embeddedRequested)
-        for button in (self.folder_button, self.hub_button, self.embedded_button):
-            buttons.addWidget(button)
+        for index, button in enumerate((self.folder_button, self.hub_button, self.embedded_button)):
+            buttons.addWidget(button, index // 2, index % 2)
         model_layout.addLayout(buttons)
         layout.addWidget(model_box)
 
         preset_box = QGroupBox("Preset")
-        preset_row = QHBoxLayout(preset_box)
+        preset_row = QGridLayout(preset_box)
         self.preset = QComboBox()
         self.preset.setToolTip(
             "Drafting and sampling values for a kind of work; the model and the system prompt "
@@ -96,13 +96,13 @@ class SettingsPanel(QScrollArea):
         self.preset.addItem(CUSTOM)
         self.preset.model().item(self.preset.count() - 1).setEnabled(False)  # not a choice
         self.preset.activated.connect(self._preset_chosen)
-        preset_row.addWidget(self.preset, 1)
+        preset_row.addWidget(self.preset, 0, 0)
         self.reset_button = QPushButton("Reset to defaults")
         self.reset_button.setToolTip(
             "Drafting, sampling and the system prompt back to their defaults (the model stays)"
         )
         self.reset_button.clicked.connect(self.reset_to_defaults)
-        preset_row.addWidget(self.reset_button)
+        preset_row.addWidget(self.reset_button, 1, 0)
         layout.addWidget(preset_box)
 
         draft_box = QGroupBox("Drafting")

@@ -112,9 +112,14 @@ def test_showing_a_panel_in_a_narrow_window_never_widens_it(app, qtbot):
     assert not window.sessions_dock.isVisible()
     panel = window.settings_panel
     assert panel.widget().width() >= panel.widget().minimumSizeHint().width()  # nothing clipped
+    assert panel.widget().width() <= panel.viewport().width()  # nor cut off by the dock
+    assert window.settings_dock.geometry().right() < window.width()  # nor by the window
+    assert chat_width(window) >= 250
     window.transcript.views[-1].inspect_button.click()
     QApplication.processEvents()
     assert window.inspector_dock.isVisible() and window.width() == 600
+    scroller = window.inspector_dock.widget()
+    assert window.inspector.width() <= scroller.viewport().width()  # the inspector fits too
     resize(window, 1280)  # both come back, the chat list at its full width
     assert window.sessions_dock.isVisible() and window.inspector_dock.isVisible()
     assert window.sessions_dock.width() >= 200
