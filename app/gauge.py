@@ -212,6 +212,7 @@ class SpeculationBar(QFrame):
         label.setProperty("unit", unit)
         label.setToolTip(tip)
         label.setTextFormat(Qt.RichText)
+        label.setWordWrap(True)  # a narrow chat wraps the unit instead of cutting it
         return label
 
     @staticmethod

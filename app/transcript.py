@@ -18,6 +18,7 @@ import time
 from PySide6.QtCore import QEvent, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QTextOption
 from PySide6.QtWidgets import (
+    QBoxLayout,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -32,6 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from . import theme
+from .flow_layout import FlowLayout
 from .code_blocks import COPY_SCHEME
 from .livestats import footer_text
 from .provenance import Provenance
@@ -159,6 +161,9 @@ class MessageView(QFrame):
         )  # never widens the column
         self.who.setMinimumWidth(60)
         header.addWidget(self.who, 1)
+        self.actions = QWidget(self)  # the buttons wrap to a second row in a narrow chat
+        actions = FlowLayout(self.actions)
+        header.addWidget(self.actions, 0, Qt.AlignTop)
         self.previous_button = self._tool("←", "Previous version")
         self.previous_button.clicked.connect(lambda: self._step(-1))
         self.version_label = QLabel()
@@ -166,7 +171,7 @@ class MessageView(QFrame):
         self.next_button = self._tool("→", "Next version")
         self.next_button.clicked.connect(lambda: self._step(1))
         for widget in (self.previous_button, self.version_label, self.next_button):
-            header.addWidget(widget)
+            actions.addWidget(widget)
         self.set_versions([])
         self.edit_button = self._tool(
             "Edit", "Edit this question and send it again (the chat branches; this version stays)"
@@ -177,10 +182,10 @@ class MessageView(QFrame):
             )
         )
         self.edit_button.setVisible(role == "user")
-        header.addWidget(self.edit_button)
+        actions.addWidget(self.edit_button)
         self.copy_button = self._tool("Copy", "Copy this message as Markdown")
         self.copy_button.clicked.connect(lambda: self.copyRequested.emit(self.text))
-        header.addWidget(self.copy_button)
+        actions.addWidget(self.copy_button)
         self.inspect_button = self._tool(
             "Inspect", "Show this answer's acceptance by draft position and accepted lengths"
         )
@@ -191,9 +196,9 @@ class MessageView(QFrame):
             "Continue", "Write more of this answer: it stopped at the Max tokens limit"
         )
         self.continue_button.clicked.connect(self.continueRequested.emit)
-        header.addWidget(self.inspect_button)
-        header.addWidget(self.continue_button)
-        header.addWidget(self.regenerate_button)
+        actions.addWidget(self.inspect_button)
+        actions.addWidget(self.continue_button)
+        actions.addWidget(self.regenerate_button)
         self.inspect_button.setVisible(role == "assistant")
         self.regenerate_button.setVisible(False)
         self.continue_button.setVisible(False)
@@ -207,9 +212,9 @@ class MessageView(QFrame):
         self.footer.setVisible(False)
         layout.addWidget(self.footer)
         self.vary_row = QWidget(self)  # under the last answer at temperature 0
-        row = QHBoxLayout(self.vary_row)
+        self.vary_layout = row = QBoxLayout(QBoxLayout.LeftToRight, self.vary_row)
         row.setContentsMargins(0, 0, 0, 0)
-        hint = QLabel("Temperature 0 writes this same answer again.")
+        self.vary_hint = hint = QLabel("Temperature 0 writes this same answer again.")
         hint.setObjectName("hint")
         hint.setWordWrap(True)
         row.addWidget(hint, 1)
@@ -217,9 +222,19 @@ class MessageView(QFrame):
             f"Regenerate with temperature {VARIED_TEMPERATURE:g}", REPEATS_HINT
         )
         self.vary_button.clicked.connect(self.variedRequested.emit)
-        row.addWidget(self.vary_button)
+        row.addWidget(self.vary_button, 0, Qt.AlignRight)
         self.vary_row.setVisible(False)
         layout.addWidget(self.vary_row)
+
+    def resizeEvent(self, event):
+        super().resizeEvent(event)
+        side_by_side = (
+            self.vary_hint.sizeHint().width() // 2 + self.vary_button.sizeHint().width() + 8
+            <= self.vary_row.width()
+        )
+        self.vary_layout.setDirection(
+            QBoxLayout.LeftToRight if side_by_side else QBoxLayout.TopToBottom
+        )
 
     def _tool(self, text: str, tip: str) -> QToolButton:
         button = QToolButton(self)

@@ -98,6 +98,19 @@ def test_side_panels_fold_before_the_chat_and_come_back_at_full_width(app, qtbot
         assert chat_width(window) >= CHAT_MIN - 40
 
 
+def assert_cards_fit(window):
+    """Every message card, and every button shown on it, lies inside the chat's width."""
+    from PySide6.QtCore import QPoint
+    from PySide6.QtWidgets import QToolButton
+
+    viewport = window.transcript.viewport()
+    for view in window.transcript.views:
+        widgets = [view, *(b for b in view.findChildren(QToolButton) if b.isVisible())]
+        for widget in widgets:
+            right = widget.mapTo(viewport, QPoint(widget.width(), 0)).x()
+            assert right <= viewport.width(), widget.text() if widget is not view else view.role
+
+
 def test_showing_a_panel_in_a_narrow_window_never_widens_it(app, qtbot):
     window = app.window
     ask(qtbot, app, "a question", answer_events(REPEATING))
@@ -115,6 +128,7 @@ def test_showing_a_panel_in_a_narrow_window_never_widens_it(app, qtbot):
     assert panel.widget().width() <= panel.viewport().width()  # nor cut off by the dock
     assert window.settings_dock.geometry().right() < window.width()  # nor by the window
     assert chat_width(window) >= 250
+    assert_cards_fit(window)
     window.transcript.views[-1].inspect_button.click()
     QApplication.processEvents()
     assert window.inspector_dock.isVisible() and window.width() == 600
