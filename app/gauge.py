@@ -12,7 +12,7 @@ import html
 import math
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QPainter, QPen
+from PySide6.QtGui import QColor, QFont, QPainter, QPen, QTextDocument
 from PySide6.QtWidgets import (
     QCheckBox,
     QFrame,
@@ -137,6 +137,15 @@ class Legend(QWidget):
         )
 
 
+def one_line_width(label: QLabel) -> float:
+    """The width a rich-text label needs to show its text on one line."""
+    document = QTextDocument()
+    document.setDefaultFont(label.font())
+    document.setDocumentMargin(0)
+    document.setHtml(label.text())
+    return document.idealWidth() + 2
+
+
 class SpeculationBar(QFrame):
     """Gauge, tokens/s, acceptance, legend and the highlight toggle, above the transcript."""
 
@@ -205,6 +214,23 @@ class SpeculationBar(QFrame):
         super().resizeEvent(event)
         needed = self.legend.sizeHint().width() + self.toggle.sizeHint().width() + 16
         self.right.setVisible(self.right.width() >= needed or self.width() >= 620)
+        self._wrap_figures()
+
+    def _wrap_figures(self) -> None:
+        """Figures stay on one line where they fit; a narrow chat wraps their units instead
+        of cutting them off."""
+        margins = self.layout().contentsMargins()
+        room = (
+            self.width()
+            - margins.left()
+            - margins.right()
+            - self.gauge.width()
+            - self.layout().spacing()
+        )
+        wrap = max(one_line_width(label) for label in self.figures) > room
+        for label in self.figures:
+            if label.wordWrap() != wrap:
+                label.setWordWrap(wrap)
 
     def _figure(self, unit: str, tip: str) -> QLabel:
         label = QLabel()
@@ -212,7 +238,6 @@ class SpeculationBar(QFrame):
         label.setProperty("unit", unit)
         label.setToolTip(tip)
         label.setTextFormat(Qt.RichText)
-        label.setWordWrap(True)  # a narrow chat wraps the unit instead of cutting it
         return label
 
     @staticmethod
@@ -230,6 +255,7 @@ class SpeculationBar(QFrame):
             self.gauge.set_values(0, 0, (draft_count or 4) + 1, active)
             for label in self.figures:
                 self._set(label, "–")
+            self._wrap_figures()
             return
         current = live.last_emitted if active else 0
         self.gauge.set_values(live.tokens_per_pass, current, (draft_count or 4) + 1, active)
@@ -238,6 +264,7 @@ class SpeculationBar(QFrame):
         self._set(self.acceptance_label, f"{live.acceptance_rate:.0%}" if live.drafted else "–")
         speedup = live.estimated_speedup
         self._set(self.speedup_label, f"≈{speedup:.1f}×" if speedup else "–")
+        self._wrap_figures()
 
     def show_replay(self, stats: dict, draft_count: int, label: str) -> None:
         """A replay's figures (``DecodeStats.to_dict()``) while its highlights are shown; the
@@ -254,6 +281,7 @@ class SpeculationBar(QFrame):
         speedup = stats.get("estimated_speedup")
         self._set(self.speedup_label, f"≈{speedup:.1f}×" if speedup else "–")
         self.replaying = label
+        self._wrap_figures()
 
     def show_model(self, name: str, speculation: str) -> None:
         state = "speculation on" if speculation == "on" else f"speculation {speculation}"

@@ -112,6 +112,8 @@ def assert_cards_fit(window):
 
 
 def test_showing_a_panel_in_a_narrow_window_never_widens_it(app, qtbot):
+    from app.gauge import one_line_width
+
     window = app.window
     ask(qtbot, app, "a question", answer_events(REPEATING))
     resize(window, 600)
@@ -129,6 +131,11 @@ def test_showing_a_panel_in_a_narrow_window_never_widens_it(app, qtbot):
     assert window.settings_dock.geometry().right() < window.width()  # nor by the window
     assert chat_width(window) >= 250
     assert_cards_fit(window)
+    bar = window.speculation_bar  # its figures wrap rather than run past the chat's edge
+    bar.show_replay({"tokens_per_pass": 2.5, "estimated_speedup": 1.5}, 8, "ngram-map-k4v k=8 n=4")
+    QApplication.processEvents()
+    for label in bar.figures:
+        assert label.wordWrap() or label.width() >= one_line_width(label), label.text()
     window.transcript.views[-1].inspect_button.click()
     QApplication.processEvents()
     assert window.inspector_dock.isVisible() and window.width() == 600
@@ -136,6 +143,7 @@ def test_showing_a_panel_in_a_narrow_window_never_widens_it(app, qtbot):
     assert window.inspector.width() <= scroller.viewport().width()  # the inspector fits too
     resize(window, 1280)  # both come back, the chat list at its full width
     assert window.sessions_dock.isVisible() and window.inspector_dock.isVisible()
+    assert not any(label.wordWrap() for label in bar.figures)  # one line each where they fit
     assert window.sessions_dock.width() >= 200
     window.sessions_dock.toggleViewAction().trigger()  # closed by the person: stays closed
     resize(window, 1300)
