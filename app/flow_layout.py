@@ -8,8 +8,9 @@ from PySide6.QtWidgets import QLayout, QLayoutItem
 
 
 class FlowLayout(QLayout):
-    def __init__(self, parent=None, spacing: int = 4):
+    def __init__(self, parent=None, spacing: int = 4, align_right: bool = True):
         super().__init__(parent)
+        self.align_right = align_right
         self._items: list[QLayoutItem] = []
         self.setSpacing(spacing)
         self.setContentsMargins(0, 0, 0, 0)
@@ -57,7 +58,7 @@ class FlowLayout(QLayout):
         return [i for i in self._items if not (i.widget() and i.widget().isHidden())]
 
     def _place(self, rect: QRect, move: bool) -> int:
-        """Lay the items out right-aligned in rows within ``rect``; returns the height used."""
+        """Lay the items out in rows within ``rect``; returns the height used."""
         rows: list[list[QLayoutItem]] = [[]]
         used = 0
         for item in self._shown():
@@ -72,11 +73,8 @@ class FlowLayout(QLayout):
             if not row:
                 continue
             height = max(i.sizeHint().height() for i in row)
-            x = (
-                rect.right()
-                + 1
-                - (sum(i.sizeHint().width() for i in row) + self.spacing() * (len(row) - 1))
-            )
+            row_width = sum(i.sizeHint().width() for i in row) + self.spacing() * (len(row) - 1)
+            x = rect.right() + 1 - row_width if self.align_right else rect.x()
             if move:
                 for item in row:
                     item.setGeometry(QRect(QPoint(max(x, rect.x()), y), item.sizeHint()))

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from .flow_layout import FlowLayout
 from .settings import (
     PRESETS,
     TEMPERATURE_RANGE,
@@ -69,7 +70,8 @@ class SettingsPanel(QScrollArea):
         self.speculation.setWordWrap(True)
         model_layout.addWidget(self.model_name)
         model_layout.addWidget(self.speculation)
-        buttons = QGridLayout()  # two a row, so the panel fits beside the chat at 600 px
+        buttons_row = QWidget()  # the buttons wrap, so the panel fits beside the chat at 600 px
+        buttons = FlowLayout(buttons_row, spacing=6, align_right=False)
         self.folder_button = QPushButton("Folder…")
         self.folder_button.setToolTip("Use a local mlx-lm model folder")
         self.folder_button.clicked.connect(self.openFolderRequested)
@@ -79,9 +81,9 @@ class SettingsPanel(QScrollArea):
         self.embedded_button = QPushButton("Built-in")
         self.embedded_button.setToolTip("Use the embedded SmolLM2-135M-Instruct")
         self.embedded_button.clicked.connect(self.embeddedRequested)
-        for index, button in enumerate((self.folder_button, self.hub_button, self.embedded_button)):
-            buttons.addWidget(button, index // 2, index % 2)
-        model_layout.addLayout(buttons)
+        for button in (self.folder_button, self.hub_button, self.embedded_button):
+            buttons.addWidget(button)
+        model_layout.addWidget(buttons_row)
         layout.addWidget(model_box)
 
         preset_box = QGroupBox("Preset")
