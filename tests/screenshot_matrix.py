@@ -1,0 +1,128 @@
+"""Screenshots of the app's main states in light and dark at 600, 1280 and 1920 px, on the
+built-in model, to look at after a change to the views:
+
+    QT_QPA_PLATFORM=offscreen python -m tests.screenshot_matrix --out /tmp/shots
+
+Per size and theme: an answer stopped at Max tokens (Continue shown), the settings panel, the
+chat list, a replay overlay in the inspector, a download in the status bar, and the Installed
+models dialog. Each size and theme runs in a process of its own, with throw-away data and
+settings folders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import replace
+
+SIZES = (600, 1280, 1920)
+THEMES = ("light", "dark")
+PROMPTS = (
+    "Rename the variable x to count in: def f(x):\n    return x + 1",
+    "Write a short poem about <b>tags</b> and List<String>",
+)
+
+
+async def settle(rounds: int = 6) -> None:
+    from PySide6.QtWidgets import QApplication
+
+    for _ in range(rounds):
+        QApplication.processEvents()
+        await asyncio.sleep(0.05)
+
+
+async def capture(width: int, theme: str, out: str) -> None:
+    from app.__main__ import Application, _save
+    from app.downloads import DownloadMeter
+    from app.models_view import InstalledModelsDialog
+
+    application = Application(theme_name=theme)
+    window, controller = application.window, application.controller
+    window.show()
+    window.resize(width, 800)
+    await settle(1)
+    window.resize(width, 800)
+    await application.start(None)
+    controller.update_settings(replace(controller.settings, max_tokens=40))
+    for prompt in PROMPTS:
+        window.new_chat()
+        await window.send(prompt)
+    await settle()
+
+    def save(state: str) -> None:
+        _save(window, f"{out}/{width}-{theme}-{state}.png")
+
+    save("answer")
+    window.show_settings()
+    await settle()
+    save("settings")
+    if not window.sessions_dock.isVisible():
+        window.sessions_dock.toggleViewAction().trigger()
+    await settle()
+    save("chats")
+    answer = controller.messages[-1]
+    window.transcript.views[-1].inspect_button.click()
+    replaying = window.replay(answer.id, [2, 4, 8], [controller.settings.ngram_order])
+    if replaying is not None:
+        await replaying
+    best = window.inspector.replay.chosen()
+    if best is not None:
+        window.show_replay_highlights(answer.id, best)
+    await settle()
+    save("replay")
+    meter, total = DownloadMeter(), 1_500_000_000
+    meter.update(0, total, 0.0)
+    meter.update(total * 2 // 5, total, 40.0)
+    name = "mlx-community/Qwen2.5-0.5B-Instruct-4bit"
+    window.download_bar.show_progress(meter.describe(name), total * 2 // 5, total)
+    await settle()
+    save("download")
+    dialog = InstalledModelsDialog(controller.model_path, window)
+    dialog.show()
+    await settle()
+    dialog.grab().save(f"{out}/{width}-{theme}-installed.png")
+    dialog.close()
+    await application.close()
+
+
+def run_one(width: int, theme: str, out: str) -> None:
+    import qasync
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication(sys.argv[:1])
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+    with loop:
+        loop.run_until_complete(capture(width, theme, out))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="folder for the PNG files")
+    parser.add_argument("--one", metavar="WIDTH:THEME", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    if args.one:
+        width, theme = args.one.split(":")
+        run_one(int(width), theme, args.out)
+        return 0
+    for width in SIZES:
+        for theme in THEMES:
+            with tempfile.TemporaryDirectory(prefix="draftless-shots-") as scratch:
+                env = dict(
+                    os.environ,
+                    DRAFTLESS_DATA_DIR=f"{scratch}/data",
+                    DRAFTLESS_CONFIG_DIR=f"{scratch}/config",
+                )
+                command = [sys.executable, "-m", "tests.screenshot_matrix", "--out", args.out]
+                subprocess.run([*command, "--one", f"{width}:{theme}"], env=env, check=True)
+            print(f"{width} px, {theme}: saved in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
