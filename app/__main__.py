@@ -79,14 +79,14 @@ class Application:
         spec = (
             model if model is not None else (self.controller.settings.model if use_saved else None)
         )
-        return self.controller.load_model(spec)
+        return self.controller.models.load_model(spec)
 
     async def start_or_fall_back(self, model: str | None = None) -> None:
         """Load ``model`` (or the saved one); if a saved model no longer loads, use the
         built-in one instead (the banner says why)."""
         spec = model if model is not None else self.controller.settings.model
         await self.start(spec)
-        if not self.controller.model_name and model is None and spec is not None:
+        if not self.controller.models.model_name and model is None and spec is not None:
             self.window.banner.show_message(
                 f"{self.window.banner.label.text()} Using the built-in model instead."
             )
@@ -94,7 +94,7 @@ class Application:
 
     async def close(self) -> None:
         self.controller.stop()
-        self.controller.cancel_download()  # its bytes stay: choosing the model again resumes
+        self.controller.models.cancel_download()  # its bytes stay: choosing the model again resumes
         try:  # an answer stops within a pass; a model conversion cannot be interrupted
             await asyncio.wait_for(self.controller.wait_idle(), 30)
         except asyncio.TimeoutError:
@@ -157,7 +157,7 @@ async def run_screenshot(args) -> int:
         window.inspector_dock.raise_()
     status, task = 0, None
     await application.start(args.model)
-    if not application.controller.model_name:
+    if not application.controller.models.model_name:
         status = 1
     elif args.prompt:
         task = window.send(args.prompt)

@@ -1,8 +1,9 @@
 """The glue between the engine service, the store and the views.
 
-``ChatController`` turns user actions (send, stop, regenerate, load a model) into engine
+``ChatController`` turns user actions (send, stop, regenerate, continue, replay) into engine
 requests, consumes the event streams on the app's asyncio loop (qasync), keeps the store
-up to date and tells the views through Qt signals. It holds no widgets.
+up to date and tells the views through Qt signals. It holds no widgets. Which engine
+answers and which model it has loaded is its ``models`` (``app.model_control``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-import time
 from dataclasses import replace
 
 from PySide6.QtCore import QObject, Signal
@@ -28,12 +28,11 @@ from engine.replay import configurations
 from engine.settings import DraftSettings
 from engine.stats import DecodeStats
 
-from .downloads import DownloadMeter
 from .export import export_text
 from .livestats import LiveStats
+from .model_control import ModelControl
 from .provenance import Provenance
 from .recorded_replay import replay_recorded
-from .server_keys import ServerKeys
 from .settings import AppSettings, SettingsStore
 from .store import Message, Session, Store
 
@@ -103,23 +102,14 @@ class ChatController(QObject):
     answerProgress = Signal(object, object)  # Answer, ProgressEvent (reading the prompt)
     answerFinished = Signal(object)  # Answer
     busyChanged = Signal(bool)
-    modelChanged = Signal(str, str, str)  # name, path, speculation
-    loadProgress = Signal(object)  # ProgressEvent
-    loadStarted = Signal(str)  # what is being loaded
-    loadFinished = Signal(bool, str)  # ok, error message
     settingsChanged = Signal(object)  # AppSettings
     replayFinished = Signal(int, object)  # message id, list of replay result dicts (best first)
     replayFailed = Signal(int, str)  # message id, why
     problem = Signal(str)  # a message for the person (errors, notices)
     status = Signal(str)  # quiet engine work during an answer ("" when it is over)
-    engineChanged = Signal(str)  # the server's address answers now; "" for this machine's engine
-    downloadProgress = Signal(str, str)  # hub id, what to show (share, speed, time left)
-    downloadFinished = Signal(str, bool, str)  # hub id, ok, why not
 
     def __init__(self, service, store: Store, settings_store: SettingsStore, parent=None):
         super().__init__(parent)
-        self.service = service  # the engine interface: local EngineService or RemoteEngine
-        self.local_service = service
         self.store = store
         store.on_notice = self.problem.emit  # e.g. the database was deleted while running
         self.settings_store = settings_store
@@ -128,16 +118,16 @@ class ChatController(QObject):
         self.messages: list[Message] = []
         self.answer: Answer | None = None
         self.answer_task: asyncio.Task | None = None
-        self.model_name = ""
-        self.model_path = ""
-        self.speculation = ""
-        self.model_details = ""  # architecture · size · quantization
-        self.loading = False
-        self._load_stream = None  # the running explicit load, for cancel_load
-        self.download_stream = None  # the running download (one at a time)
-        self.download_meter = DownloadMeter()
         self._tasks: set[asyncio.Task] = set()
-        self.server_keys = ServerKeys()
+        self.models = ModelControl(  # the engine that answers and its model
+            service,
+            settings=lambda: self.settings,
+            update_settings=self.update_settings,
+            is_busy=lambda: self.busy,
+            spawn=self._spawn,
+            parent=self,
+        )
+        self.models.problem.connect(self.problem)
 
     # notices gathered while starting up ---------------------------------------------------
     def startup_notices(self) -> list[str]:
@@ -347,16 +337,16 @@ class ChatController(QObject):
         if self.busy or not self.can_continue:
             return None
         last = self.messages[-1]
-        if self.service is not self.local_service:
+        if self.models.service is not self.models.local_service:
             self.problem.emit(
                 "Continue works with this machine's engine only: a server does not take an "
                 "answer's tokens back. Use Regenerate with a higher Max tokens instead."
             )
             return None
-        if last.model != self.model_name:
+        if last.model != self.models.model_name:
             self.problem.emit(
                 f"This answer was written by {last.model or 'another model'}, not by the "
-                f"loaded {self.model_name}: load that model to continue it, or Regenerate."
+                f"loaded {self.models.model_name}: load that model to continue it, or Regenerate."
             )
             return None
         self.messages.pop()
@@ -430,7 +420,7 @@ class ChatController(QObject):
             answer.continues = continuing
             answer.provenance = Provenance.continuing(continuing.provenance)
         answer.parent_id = self.messages[-1].id
-        answer.stream = self.service.generate(request)
+        answer.stream = self.models.service.generate(request)
         self.answer = answer
         self.answerStarted.emit(answer)
         self.busyChanged.emit(True)
@@ -449,7 +439,7 @@ class ChatController(QObject):
             async for event in answer.stream:
                 if loading and not isinstance(event, (ProgressEvent, ModelEvent)):
                     loading = False
-                    self.loadFinished.emit(
+                    self.models.loadFinished.emit(
                         not isinstance(event, ErrorEvent), getattr(event, "message", "")
                     )
                 if isinstance(event, TokenEvent):
@@ -463,7 +453,7 @@ class ChatController(QObject):
                 elif isinstance(event, ErrorEvent):
                     self._fail(answer, event.message)
                 elif isinstance(event, ModelEvent):
-                    self._model_loaded(event)
+                    self.models.model_loaded(event)
                 elif isinstance(event, ProgressEvent):
                     if event.stage == "prefill":
                         self.answerProgress.emit(answer, event)
@@ -473,14 +463,14 @@ class ChatController(QObject):
                         continue
                     if not loading:
                         loading = True
-                        self.loadStarted.emit(self.settings.model or "the built-in model")
-                    self.loadProgress.emit(event)
+                        self.models.loadStarted.emit(self.settings.model or "the built-in model")
+                    self.models.loadProgress.emit(event)
         except Exception as error:  # never leave the UI busy forever
             log.exception("answer failed")
             self._fail(answer, f"The answer failed: {error}")
         finally:
             if loading:
-                self.loadFinished.emit(False, answer.error or "")
+                self.models.loadFinished.emit(False, answer.error or "")
             if not answer.finished:
                 self._fail(answer, "The engine stopped without finishing the answer.")
 
@@ -499,7 +489,7 @@ class ChatController(QObject):
                 "assistant",
                 answer.text,
                 done.finish_reason,
-                self.model_name,
+                self.models.model_name,
                 dict(done.stats),
                 dict(done.timing),
                 answer.provenance,
@@ -583,7 +573,7 @@ class ChatController(QObject):
         self, message_id: int, draft_counts: list[int], ngram_orders: list[int]
     ) -> asyncio.Task | None:
         """Replay an answer with every drafter at each draft count and n-gram order."""
-        names = [n for n in self.local_service.drafters() if n != "default"]
+        names = [n for n in self.models.local_service.drafters() if n != "default"]
         base = DraftSettings(ngram_min=self.settings.ngram_min)
         return self.replay(message_id, configurations(names, draft_counts, ngram_orders, base))
 
@@ -610,7 +600,10 @@ class ChatController(QObject):
         """Whether ``message`` is replayed from its recorded tokens on this machine: the
         engine cannot tokenize its prompt when it answered on a server or with another
         model than the one loaded."""
-        return not hasattr(self.service, "replay") or (message.model or "") != self.model_name
+        return (
+            not hasattr(self.models.service, "replay")
+            or (message.model or "") != self.models.model_name
+        )
 
     def replay(self, message_id: int, configs) -> asyncio.Task | None:
         """Replay drafter settings ``configs`` over a stored answer of the open chat. Ends
@@ -637,7 +630,7 @@ class ChatController(QObject):
             )
         turns = [{"role": m.role, "content": m.content} for m in self.messages[:index] if m.content]
         try:
-            stream = self.service.replay(
+            stream = self.models.service.replay(
                 self.settings.request(turns), tokens, ended, configs, greedy
             )
         except Exception as error:
@@ -676,148 +669,6 @@ class ChatController(QObject):
             )
         else:
             self.replayFinished.emit(message_id, results)
-
-    # models -------------------------------------------------------------------------------
-    @property
-    def server_url(self) -> str:
-        """The address of the server that answers; "" while this machine's engine does."""
-        return "" if self.service is self.local_service else getattr(self.service, "url", "")
-
-    def load_model(self, spec: str | None) -> asyncio.Task:
-        """Load the embedded default (None), a folder or a hub id; remember it on success.
-        While a server answers, this machine's engine loads it and answers from then on."""
-        spec = spec or None
-        self.loading = True
-        self.loadStarted.emit(spec or "the built-in model")
-        if self.server_url:
-            return self._spawn(self._switch(self.local_service, spec))
-        return self._spawn(self._load(spec))
-
-    def download(self, repo: str, then_load: bool = True) -> asyncio.Task | None:
-        """Download a hub model in the background (chatting goes on) and, once it is here,
-        load it; None when another download is running (the banner says so)."""
-        if self.download_stream is not None:
-            self.problem.emit("Another model is downloading: wait for it, or cancel it first.")
-            return None
-        self.download_stream = self.local_service.download(repo)
-        return self._spawn(self._follow_download(repo, self.download_stream, then_load))
-
-    async def _follow_download(self, repo: str, stream, then_load: bool) -> None:
-        meter, ok, why = DownloadMeter(), False, "The download stopped."
-        self.download_meter = meter
-        try:
-            async for event in stream:
-                if isinstance(event, ProgressEvent):
-                    meter.update(event.done, event.total, time.monotonic())
-                    self.downloadProgress.emit(repo, meter.describe(repo))
-                elif isinstance(event, DoneEvent):
-                    ok = True
-                elif isinstance(event, ErrorEvent):
-                    why = event.message
-        except Exception as error:  # never leave the download shown forever
-            why = f"The download failed: {error}"
-        finally:
-            self.download_stream = None
-            try:
-                self.downloadFinished.emit(repo, ok, "" if ok else why)
-            except RuntimeError:  # the app quit while it downloaded: nobody is left to tell
-                return
-        if ok and then_load:
-            self.load_model(repo)
-
-    def cancel_download(self) -> None:
-        """Stop the download; choosing the model again resumes it from the bytes kept."""
-        if self.download_stream is not None:
-            self.download_stream.cancel()
-
-    def cancel_load(self) -> None:
-        """Stop a model download; choosing the same model again resumes it."""
-        cancel = getattr(self._load_stream, "cancel", None)
-        if cancel:
-            cancel()
-
-    def use_engine(self, engine) -> asyncio.Task | None:
-        """Answer with ``engine`` (this machine's service or an ``app.remote_engine``) once
-        it answers; if it does not, keep the current one and say why."""
-        if self.busy:
-            self.problem.emit("Stop the answer before switching engines.")
-            return None
-        self.loading = True
-        self.loadStarted.emit(getattr(engine, "url", "this machine's engine"))
-        return self._spawn(self._switch(engine, self.settings.model))
-
-    def connect_server(self, url: str, key: str | None) -> asyncio.Task | None:
-        """Answer from the Draftless server at ``url``; once it answers, its address is
-        remembered in the settings and its key in the keychain (``server_keys``)."""
-        from .remote_engine import RemoteEngine, api_base
-
-        if self.busy:
-            self.problem.emit("Stop the answer before switching engines.")
-            return None
-        try:
-            engine = RemoteEngine(url, key)
-        except Exception as error:
-            self.problem.emit(f"Cannot connect to {url}: {error}")
-            return None
-        base = api_base(url)
-
-        async def connect() -> bool:
-            if not await self._switch(engine, self.settings.model):
-                return False
-            if url.strip() != self.settings.server_url:
-                self.update_settings(replace(self.settings, server_url=url.strip()))
-            self.server_keys.set(base, key)
-            return True
-
-        self.loading = True
-        self.loadStarted.emit(base)
-        return self._spawn(connect())
-
-    async def _switch(self, engine, spec: str | None) -> bool:
-        """Answer with ``engine`` from now on if it loads ``spec``; else keep the current."""
-        previous, self.service = self.service, engine
-        if not await self._load(spec):
-            self.service = previous
-            return False
-        if previous is not engine:
-            self.engineChanged.emit(self.server_url)
-        return True
-
-    async def _load(self, spec: str | None) -> bool:
-        ok, message = False, "The engine stopped without loading the model."
-        self._load_stream = stream = self.service.load(spec)
-        try:
-            async for event in stream:
-                if isinstance(event, ProgressEvent):
-                    self.loadProgress.emit(event)
-                elif isinstance(event, ModelEvent):
-                    self._model_loaded(event)
-                elif isinstance(event, DoneEvent):
-                    ok = event.finish_reason != "cancelled"
-                    message = "" if ok else "Loading cancelled."
-                elif isinstance(event, ErrorEvent):
-                    message = event.message
-        except Exception as error:
-            log.exception("load failed")
-            message = f"Loading failed: {error}"
-        self._load_stream = None
-        self.loading = False
-        if ok:
-            if spec != self.settings.model:
-                self.update_settings(replace(self.settings, model=spec))
-        else:
-            self.problem.emit(message)
-        self.loadFinished.emit(ok, message)
-        return ok
-
-    def _model_loaded(self, event: ModelEvent) -> None:
-        self.model_name, self.model_path, self.speculation = (
-            event.name,
-            event.path,
-            event.speculation,
-        )
-        self.model_details = event.details
-        self.modelChanged.emit(event.name, event.path, event.speculation)
 
     async def wait_idle(self) -> None:
         """Wait for every running answer and load (for tests and shutdown)."""

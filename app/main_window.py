@@ -257,13 +257,13 @@ class MainWindow(QMainWindow):
         model.addAction("Open model folder…", self.pick_folder)
         model.addAction("Download a model…", self.pick_from_catalog)
         model.addAction("Hugging Face model…", self.pick_hub)
-        model.addAction("Built-in model", lambda: self.controller.load_model(None))
+        model.addAction("Built-in model", lambda: self.controller.models.load_model(None))
         model.addAction("Installed models…", self.show_installed_models)
         model.addSeparator()
         model.addAction("Connect to server…", self.connect_server)
         model.addAction(
             "Use this machine's engine",
-            lambda: self.controller.use_engine(self.controller.local_service),
+            lambda: self.controller.models.use_engine(self.controller.models.local_service),
         )
         self.settings_action = chat.addAction("Settings…", self.show_settings)
         self.settings_action.setShortcuts(
@@ -313,7 +313,7 @@ class MainWindow(QMainWindow):
         self.settings_panel.settingsEdited.connect(c.update_settings)
         self.settings_panel.openFolderRequested.connect(self.pick_folder)
         self.settings_panel.hubRequested.connect(self.pick_hub)
-        self.settings_panel.embeddedRequested.connect(lambda: c.load_model(None))
+        self.settings_panel.embeddedRequested.connect(lambda: c.models.load_model(None))
         self.speculation_bar.highlightToggled.connect(self.set_highlight)
         self.transcript.copyRequested.connect(self.copy_message)
         self.transcript.inspectRequested.connect(self.inspect_view)
@@ -333,17 +333,17 @@ class MainWindow(QMainWindow):
         c.answerProgress.connect(self.answer_progress)
         c.answerFinished.connect(self.answer_finished)
         c.busyChanged.connect(self.set_busy)
-        c.modelChanged.connect(self.model_changed)
-        c.loadStarted.connect(self.load_started)
-        c.loadProgress.connect(self.load_progress)
-        c.loadFinished.connect(self.load_finished)
+        c.models.modelChanged.connect(self.model_changed)
+        c.models.loadStarted.connect(self.load_started)
+        c.models.loadProgress.connect(self.load_progress)
+        c.models.loadFinished.connect(self.load_finished)
         c.problem.connect(self.banner.show_message)
-        c.downloadProgress.connect(self.download_progress)
-        c.downloadFinished.connect(self.download_finished)
-        self.download_bar.cancelRequested.connect(c.cancel_download)
+        c.models.downloadProgress.connect(self.download_progress)
+        c.models.downloadFinished.connect(self.download_finished)
+        self.download_bar.cancelRequested.connect(c.models.cancel_download)
         c.status.connect(self.show_status)
         c.settingsChanged.connect(self._settings_changed)
-        c.engineChanged.connect(self.engine_changed)
+        c.models.engineChanged.connect(self.engine_changed)
         c.replayFinished.connect(self.inspector.replay.show_results)
         c.replayFailed.connect(self.inspector.replay.show_failure)
         self.inspector.replay.replayRequested.connect(self.replay)
@@ -640,7 +640,7 @@ class MainWindow(QMainWindow):
     def pick_folder(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Choose an mlx-lm model folder")
         if folder:
-            self.controller.load_model(folder)
+            self.controller.models.load_model(folder)
 
     def pick_from_catalog(self) -> ModelCatalogDialog:
         dialog = ModelCatalogDialog(self)
@@ -652,19 +652,19 @@ class MainWindow(QMainWindow):
     def choose_model(self, spec: str | None) -> None:
         """A hub id downloads in the background, then loads; anything else loads now."""
         if spec and HUB_ID.match(spec) and not Path(spec).expanduser().exists():
-            self.controller.download(spec)
+            self.controller.models.download(spec)
         else:
-            self.controller.load_model(spec)
+            self.controller.models.load_model(spec)
 
     def show_installed_models(self) -> InstalledModelsDialog:
-        dialog = InstalledModelsDialog(self.controller.model_path, self)
+        dialog = InstalledModelsDialog(self.controller.models.model_path, self)
         dialog.setAttribute(Qt.WA_DeleteOnClose)
-        dialog.loadRequested.connect(self.controller.load_model)
+        dialog.loadRequested.connect(self.controller.models.load_model)
         dialog.open()
         return dialog
 
     def download_progress(self, repo: str, text: str) -> None:
-        meter = self.controller.download_meter
+        meter = self.controller.models.download_meter
         self.download_bar.show_progress(text, meter.done, meter.total)
 
     def download_finished(self, repo: str, ok: bool, why: str) -> None:
@@ -684,11 +684,13 @@ class MainWindow(QMainWindow):
         c = self.controller
         url = c.settings.server_url
         answer = self.ask_server(
-            url, c.server_keys.get(api_base(url)) if url else None, c.server_keys.persistent
+            url,
+            c.models.server_keys.get(api_base(url)) if url else None,
+            c.models.server_keys.persistent,
         )
         if answer is None or not answer[0]:
             return None
-        return c.connect_server(*answer)
+        return c.models.connect_server(*answer)
 
     def ask_server(self, url: str, key: str | None, keychain: bool):
         dialog = ServerDialog(url, key, keychain, self)
@@ -706,7 +708,9 @@ class MainWindow(QMainWindow):
         self.server_label.setVisible(bool(url))
 
     def model_changed(self, name: str, path: str, speculation: str) -> None:
-        self.settings_panel.show_model(name, path, speculation, self.controller.model_details)
+        self.settings_panel.show_model(
+            name, path, speculation, self.controller.models.model_details
+        )
         self.speculation_bar.show_model(name, speculation)
 
     def load_started(self, what: str) -> None:
@@ -731,7 +735,7 @@ class MainWindow(QMainWindow):
         QTimer.singleShot(400, self._show_progress)  # quick loads never flash a dialog
 
     def _show_progress(self) -> None:
-        if self.progress is not None and (self.controller.loading or self.controller.busy):
+        if self.progress is not None and (self.controller.models.loading or self.controller.busy):
             self.progress.show()
 
     def load_progress(self, event) -> None:
@@ -740,7 +744,7 @@ class MainWindow(QMainWindow):
         if self.progress is None:  # a load that happens inside a chat request
             self.load_started("the model")
         self.progress.setLabelText(event.message)
-        if event.stage == "download" and self.controller.loading:
+        if event.stage == "download" and self.controller.models.loading:
             self._offer_cancel(self.progress)
         if event.total > 0:
             self.progress.setRange(0, event.total)
@@ -752,7 +756,7 @@ class MainWindow(QMainWindow):
             return
         progress.setProperty("cancellable", True)
         progress.setCancelButtonText("Cancel")
-        progress.canceled.connect(self.controller.cancel_load)
+        progress.canceled.connect(self.controller.models.cancel_load)
 
     def load_finished(self, ok: bool, message: str) -> None:
         if self.progress is not None:
@@ -761,9 +765,11 @@ class MainWindow(QMainWindow):
             self.progress = None
         self.settings_panel.set_loading(False)
         self.send_button.setEnabled(not self.controller.busy)
-        if self.controller.model_name:
+        if self.controller.models.model_name:
             self.model_changed(
-                self.controller.model_name, self.controller.model_path, self.controller.speculation
+                self.controller.models.model_name,
+                self.controller.models.model_path,
+                self.controller.models.speculation,
             )
         elif not ok:
             self.settings_panel.model_name.setText("No model loaded")

@@ -81,7 +81,7 @@ async def capture(width: int, theme: str, out: str) -> None:
     window.download_bar.show_progress(meter.describe(name), total * 2 // 5, total)
     await settle()
     save("download")
-    dialog = InstalledModelsDialog(controller.model_path, window)
+    dialog = InstalledModelsDialog(controller.models.model_path, window)
     dialog.show()
     await settle()
     dialog.grab().save(f"{out}/{width}-{theme}-installed.png")

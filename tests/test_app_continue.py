@@ -41,12 +41,12 @@ def test_continue_is_refused_for_a_server_or_another_models_answer(app, qtbot):
     controller.messages[-1].model = "some-other-model"
     assert controller.continue_answer() is None
     assert "some-other-model" in problems[-1] and "load that model" in problems[-1]
-    controller.service = object()  # connected to a server
+    controller.models.service = object()  # connected to a server
     assert controller.continue_answer() is None
     assert "this machine's engine" in problems[-1]
     assert len(app.scripted.requests) == sent  # nothing was asked of any engine
     assert window.transcript.views[-1].text == "one two"  # the answer is still shown
-    controller.service = controller.local_service
+    controller.models.service = controller.models.local_service
 
 
 def test_an_answer_that_ended_offers_no_continue(app, qtbot):

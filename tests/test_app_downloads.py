@@ -71,7 +71,7 @@ def test_installed_models_have_sizes_and_only_the_apps_folders_are_deleted(folde
 def test_the_installed_models_dialog_deletes_after_asking(app, qtbot, folders, monkeypatch):
     models, downloads, _ = folders
     loaded = models / "SmolLM2-135M-Instruct-float32-v1"
-    app.controller.model_path = str(loaded)
+    app.controller.models.model_path = str(loaded)
     dialog = app.window.show_installed_models()
     assert dialog.table.rowCount() == 2
     assert dialog.table.item(0, 0).text().endswith("— loaded")
@@ -108,7 +108,7 @@ def test_a_download_runs_in_the_status_bar_while_the_chat_answers(app, qtbot):
     gate.set()
     qtbot.waitUntil(lambda: not window.download_bar.isVisible())
     qtbot.waitUntil(lambda: app.scripted.loads[-1] == "owner/model")  # loaded once here
-    qtbot.waitUntil(lambda: not app.controller.loading)
+    qtbot.waitUntil(lambda: not app.controller.models.loading)
 
 
 def test_a_cancelled_download_says_so_and_loads_nothing(app, qtbot):
@@ -123,7 +123,7 @@ def test_a_cancelled_download_says_so_and_loads_nothing(app, qtbot):
     window.choose_model("owner/model")
     qtbot.waitUntil(lambda: window.download_bar.isVisible())
     window.download_bar.cancel_button.click()
-    assert app.controller.download_stream.cancelled
+    assert app.controller.models.download_stream.cancelled
     gate.set()
     qtbot.waitUntil(lambda: not window.download_bar.isVisible())
     qtbot.waitUntil(lambda: "cancelled" in window.banner.label.text())

@@ -126,7 +126,7 @@ def make_app(loop, dirs, engine_service, tiny_model_dir, qtbot):
         made.append(application)
         if load:
             finish(qtbot, application.start(str(tiny_model_dir)), 60)
-            assert application.controller.model_name == tiny_model_dir.name
+            assert application.controller.models.model_name == tiny_model_dir.name
         return application
 
     yield build
@@ -417,11 +417,11 @@ def test_corrupt_database_and_broken_model_folder_give_their_messages(make_app, 
     broken = dirs / "broken-model"
     broken.mkdir()
     (broken / "model.safetensors").write_bytes(b"")
-    finish(qtbot, application.controller.load_model(str(broken)), 60)
+    finish(qtbot, application.controller.models.load_model(str(broken)), 60)
     assert "config.json is missing" in banner.messages[-1]
     assert application.window.settings_panel.folder_button.isEnabled()
 
-    finish(qtbot, application.controller.load_model("nobody-here/no-such-model"), 90)
+    finish(qtbot, application.controller.models.load_model("nobody-here/no-such-model"), 90)
     assert "Could not download 'nobody-here/no-such-model'" in banner.messages[-1]
     # the previous model stays chosen, and chatting still works (the engine reloads it)
     set_max_tokens(application.window, 30)
@@ -629,7 +629,7 @@ def test_a_model_download_can_be_cancelled_and_resumes_when_chosen_again(
     weights = f"/{repo}/resolve/{COMMIT}/model.safetensors"
     with FakeHub({repo: tiny_model_dir}, slow={"model.safetensors"}) as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
-        task = controller.load_model(repo)
+        task = controller.models.load_model(repo)
         qtbot.waitUntil(lambda: ("GET", weights, None) in hub.requests, timeout=30000)
         qtbot.waitUntil(
             lambda: window.progress is not None and window.progress.property("cancellable"),
@@ -641,11 +641,11 @@ def test_a_model_download_can_be_cancelled_and_resumes_when_chosen_again(
         cancel[0].click()
         finish(qtbot, task, 30)
         assert "cancelled" in window.banner.messages[-1]
-        assert controller.model_name == tiny_model_dir.name  # the previous model stays
+        assert controller.models.model_name == tiny_model_dir.name  # the previous model stays
         partial = next((tmp_path / "downloads").rglob("model.safetensors.*.part"))
         kept = partial.stat().st_size
         assert 0 < kept < (tiny_model_dir / "model.safetensors").stat().st_size
 
-        finish(qtbot, controller.load_model(repo), 60)  # chosen again: resumes
+        finish(qtbot, controller.models.load_model(repo), 60)  # chosen again: resumes
     assert ("GET", weights, f"bytes={kept}-") in hub.requests
-    assert controller.model_name == repo and controller.settings.model == repo
+    assert controller.models.model_name == repo and controller.settings.model == repo

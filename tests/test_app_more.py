@@ -28,7 +28,7 @@ REPEATING = [(0, [(w, False)]) for w in WORDS] + [(0, [(END, False)])]
 def test_replay_of_a_server_answer_runs_here_from_its_tokens_as_estimates(app, qtbot):
     window, controller = app.window, app.controller
     remote = ServerLike()
-    controller.service = remote  # as after Connect to server…
+    controller.models.service = remote  # as after Connect to server…
     remote.queue(answer_events(REPEATING))
     wait(qtbot, window.send("count"))
     view = window.transcript.views[-1]
@@ -223,12 +223,12 @@ def test_a_server_connection_is_shown_remembered_and_its_key_kept_out_of_setting
     window, controller = app.window, app.controller
     made = fake_server(monkeypatch)
     keychain = MemoryKeyring()
-    controller.server_keys = ServerKeys(keychain)
+    controller.models.server_keys = ServerKeys(keychain)
     seen = []
     fill_server_dialog(seen, "studio.local:8080", "s3cret")
     wait(qtbot, window.connect_server())
     assert seen[0][2] == QLineEdit.Password and "keychain" in seen[0][3]
-    assert controller.service is made[0] and made[0].api_key == "s3cret"
+    assert controller.models.service is made[0] and made[0].api_key == "s3cret"
     label = window.server_label
     assert label.isVisible() and "http://studio.local:8080/v1" in label.text()
     assert keychain.saved == {(SERVICE, "http://studio.local:8080/v1"): "s3cret"}
@@ -240,8 +240,11 @@ def test_a_server_connection_is_shown_remembered_and_its_key_kept_out_of_setting
     assert seen[1][:2] == ("studio.local:8080", "s3cret")
 
     window.settings_panel.embeddedRequested.emit()  # "Built-in" while connected
-    qtbot.waitUntil(lambda: not controller.loading and not controller._tasks, timeout=5000)
-    assert controller.service is controller.local_service and app.scripted.loads[-1] is None
+    qtbot.waitUntil(lambda: not controller.models.loading and not controller._tasks, timeout=5000)
+    assert (
+        controller.models.service is controller.models.local_service
+        and app.scripted.loads[-1] is None
+    )
     assert not label.isVisible() and not window.banner.isVisible()
 
 
@@ -252,12 +255,12 @@ def test_without_a_keychain_the_key_lasts_the_session_and_the_dialog_says_so(
 
     window, controller = app.window, app.controller
     fake_server(monkeypatch)
-    controller.server_keys = ServerKeys(None)
+    controller.models.server_keys = ServerKeys(None)
     seen = []
     fill_server_dialog(seen, "http://10.0.0.2:8080", "k3y")
     wait(qtbot, window.connect_server())
     assert "until Draftless quits" in seen[0][3]
-    assert controller.server_keys.get("http://10.0.0.2:8080/v1") == "k3y"
+    assert controller.models.server_keys.get("http://10.0.0.2:8080/v1") == "k3y"
     assert "k3y" not in controller.settings_store.path.read_text(encoding="utf-8")
 
 

@@ -496,7 +496,7 @@ def test_the_model_catalog_lists_the_curated_models_and_loads_the_chosen_one(app
     dialog.table.selectRow(1)
     dialog.download_button.click()
     qtbot.waitUntil(lambda: app.scripted.loads[-1] == CATALOG[1].repo)
-    qtbot.waitUntil(lambda: not app.controller.loading)
+    qtbot.waitUntil(lambda: not app.controller.models.loading)
     assert app.controller.settings.model == CATALOG[1].repo  # remembered for the next start
 
 

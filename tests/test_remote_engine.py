@@ -132,9 +132,9 @@ def test_app_chat_runs_on_the_server_with_highlights_gauge_and_inspector(
     window, controller = application.window, application.controller
     set_max_tokens(window, 60)
     remote = RecordingService(RemoteEngine(server.url, "k3y"))
-    finish(qtbot, controller.use_engine(remote), 60)
-    assert controller.service is remote
-    assert controller.model_path == server.url
+    finish(qtbot, controller.models.use_engine(remote), 60)
+    assert controller.models.service is remote
+    assert controller.models.model_path == server.url
     finish(qtbot, send(qtbot, window, "abc abc abc"), 60)
     assert not window.banner.messages, window.banner.messages
     mask, done = expected_draft_mask(remote.events)
@@ -157,8 +157,8 @@ def test_app_chat_runs_on_the_server_with_highlights_gauge_and_inspector(
     assert all(not r["exact"] and len(r["from_draft"]) == len(done.tokens) for r in panel.results)
 
     # back to this machine's engine from the menu
-    finish(qtbot, controller.use_engine(controller.local_service), 60)
-    assert controller.service is controller.local_service
+    finish(qtbot, controller.models.use_engine(controller.models.local_service), 60)
+    assert controller.models.service is controller.models.local_service
 
 
 def test_connect_to_an_unreachable_server_keeps_the_local_engine(make_app, qtbot):
@@ -166,7 +166,7 @@ def test_connect_to_an_unreachable_server_keeps_the_local_engine(make_app, qtbot
     window, controller = application.window, application.controller
     window.ask_server = lambda *args: (f"http://127.0.0.1:{free_port()}", None)
     window.connect_server()
-    qtbot.waitUntil(lambda: not controller.loading and not controller._tasks, timeout=30000)
-    assert controller.service is controller.local_service
+    qtbot.waitUntil(lambda: not controller.models.loading and not controller._tasks, timeout=30000)
+    assert controller.models.service is controller.models.local_service
     assert any("Cannot reach the Draftless server" in m for m in window.banner.messages)
     assert not window.server_label.isVisible() and not controller.settings.server_url
