@@ -302,3 +302,21 @@ def test_measurements_run_ngram_cache_without_cross_chat_memory():
     assert measurement_options("ngram-cache") == {"dynamic": False}
     assert measurement_options("prompt-lookup") == {}
     assert not drafter("ngram-cache", options=measurement_options("ngram-cache")).use_dynamic
+
+
+def test_stores_with_a_folder_keep_the_drafters_files_there_and_read_nothing_else():
+    """What the benchmarks use: the user's data folder is neither read nor written."""
+    from engine.bench.scratch import FolderStores
+
+    user_static = NgramCounts.from_tokens([1, 2, 3, 1, 2, 3, 1, 2, 3], 2, 2)
+    user_static.save(static_cache_path("k"))
+    stores = FolderStores()
+    d = drafter("ngram-cache")
+    d.attach_model("k", stores=stores)
+    d.reset([1, 2])
+    assert d.propose(3).rows == []  # the user's static table was not read
+    d.observe([5, 6, 5, 6])
+    stores.flush()
+    assert dynamic_cache_path("k", stores.folder).exists()
+    assert not dynamic_cache_path("k").exists()
+    assert stores.folder != dynamic_cache_path("k").parents[1]

@@ -39,7 +39,7 @@ from ..verify_cost import CostCurve, timing_steps
 from ..decode import Target
 from ..drafters import measurement_options
 from ..events import DoneEvent, PassEvent
-from ..memory import EngineMemory
+from .scratch import scratch_memory
 from ..model_ngrams import model_key
 from ..models import LoadedModel, load_model
 from ..models.caches import speculation_cache, speculation_for
@@ -229,7 +229,7 @@ def near_tie(loaded, max_tokens: int, plain: list[int], index: int) -> str:
 
 
 def loop(loaded, curve: CostCurve, counts, drafters, max_tokens: int, repeats: int) -> None:
-    memory = EngineMemory()
+    memory = scratch_memory()
     key = model_key(loaded)
     memory.adaptive.use_measurement(key, {n: curve.base(n) for n in curve.lengths})
     configs = [f"oracle-{k}" for k in counts] + list(drafters)

@@ -25,7 +25,7 @@ import time
 
 from ..adaptive import AdaptiveMemory
 from ..drafters.base import Drafter, Proposal
-from ..drafters.stores import DrafterStores
+from .scratch import FolderStores
 from ..settings import DraftSettings
 from ..verify_cost import curve_from_spec, named_curves
 from .peer_drafters import PEER_DRAFTERS
@@ -120,7 +120,7 @@ def predict(
         elif "make" in plan:
             drafter = plan["make"]()
         if drafter is not None:
-            drafter.attach_model(key, stores=DrafterStores())
+            drafter.attach_model(key, stores=FolderStores())
         result = simulate(
             chat["turns"],
             plan["drafter_name"],

@@ -20,7 +20,7 @@ import sys
 import time
 
 from ..events import DoneEvent
-from ..memory import EngineMemory
+from .scratch import scratch_memory
 from ..model_ngrams import model_key
 from ..models import load_model
 from ..session import ChatSession
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", help="also write the table to this Markdown file")
     args = parser.parse_args(argv)
     loaded = load_model(None)
-    memory = EngineMemory()
+    memory = scratch_memory()
     session = ChatSession(loaded, memory)
     print("measuring the verify-cost curve…", file=sys.stderr, flush=True)
     # kept in this process only: a benchmark writes nothing into the user's cache

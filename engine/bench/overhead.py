@@ -37,6 +37,7 @@ def measure(name: str, history: list[int], passes: int, draft_count: int) -> dic
 
     from engine.drafters import make_drafter, measurement_options
     from engine.settings import DraftSettings
+    from engine.bench.scratch import FolderStores
 
     drafter = make_drafter(
         DraftSettings(
@@ -48,7 +49,7 @@ def measure(name: str, history: list[int], passes: int, draft_count: int) -> dic
         if drafter.wants_model_bigram
         else None
     )
-    drafter.attach_model("synthetic", bigram=table)
+    drafter.attach_model("synthetic", bigram=table, stores=FolderStores())
     prompt, rest = history[: -passes * 5], history[-passes * 5 :]
     tracemalloc.start()
     began = time.perf_counter()
@@ -96,7 +97,6 @@ def main() -> None:
     parser.add_argument("--draft-count", type=int, default=8)
     parser.add_argument("--drafters", help="comma-separated (default: all)")
     args = parser.parse_args()
-    from engine.bench.scratch import private_data_dir
     from engine.drafters import DRAFTERS
 
     names = args.drafters.split(",") if args.drafters else list(DRAFTERS)
@@ -106,8 +106,7 @@ def main() -> None:
         f"{'index s':>8s} {'mem MB':>7s} {'drafted':>8s}"
     )
     for name in names:
-        with private_data_dir("draftless-overhead-data-"):
-            r = measure(name, history, args.passes, args.draft_count)
+        r = measure(name, history, args.passes, args.draft_count)
         print(
             f"{r['drafter']:15s} {r['history']:7d} {r['mean_ms']:8.3f} {r['p50_ms']:7.3f} "
             f"{r['p99_ms']:7.3f} {r['index_s']:8.2f} {r['memory_mb']:7.1f} {r['drafted']:8d}"

@@ -1,44 +1,28 @@
-"""Throw-away folders for measurements: nothing a benchmark learns reaches the user's data.
+"""Throw-away memory for measurements: nothing a benchmark learns reaches the user's data,
+and nothing in the user's data (an earlier run's cross-chat n-grams) reaches a benchmark.
 
-- ``FolderStores``: drafter stores kept in one folder (each store by its file name), handed to a session through an explicit ``EngineMemory``.
-- ``private_data_dir``: for the length of a ``with``, the engine's data folder is a fresh
-  temporary one (the engine finds files a drafter only reads, such as the static n-gram
-  table, through it), removed afterwards, and the earlier setting is restored.
+- ``FolderStores``: drafter stores whose files live in a folder of their own (a temporary
+  one, removed with the stores, unless a folder is given).
+- ``scratch_memory()``: an ``EngineMemory`` with such stores, for a session or a service.
 """
 
 from __future__ import annotations
 
-import os
 import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 
 from ..drafters.stores import DrafterStores
+from ..memory import EngineMemory
 
 
 class FolderStores(DrafterStores):
-    """Without a folder: a temporary one of its own, removed when the stores are."""
-
     def __init__(self, folder=None):
-        super().__init__()
         self._temporary = (
             None if folder else tempfile.TemporaryDirectory(prefix="draftless-memory-")
         )
-        self.folder = Path(folder or self._temporary.name)
-
-    def get(self, path, create):
-        return super().get(self.folder / Path(path).name, create)
+        super().__init__(Path(folder or self._temporary.name))
 
 
-@contextmanager
-def private_data_dir(prefix: str = "draftless-bench-data-"):
-    before = os.environ.get("DRAFTLESS_DATA_DIR")
-    with tempfile.TemporaryDirectory(prefix=prefix) as folder:
-        os.environ["DRAFTLESS_DATA_DIR"] = folder
-        try:
-            yield Path(folder)
-        finally:
-            if before is None:
-                os.environ.pop("DRAFTLESS_DATA_DIR", None)
-            else:
-                os.environ["DRAFTLESS_DATA_DIR"] = before
+def scratch_memory(**fields) -> EngineMemory:
+    """An ``EngineMemory`` whose drafter files live in a temporary folder."""
+    return EngineMemory(stores=FolderStores(), **fields)

@@ -60,7 +60,7 @@ from .runner import (
     run_engine,
     verify_cost_curve,
 )
-from .scratch import FolderStores, private_data_dir
+from .scratch import FolderStores, scratch_memory
 from .sweep import draft_count_sweep
 from .workloads import Workload, predecessor, select_workloads
 
@@ -85,7 +85,7 @@ class Suite:
         self.configs: list[str] = []
         self.oracle_count = 0
         self.default_drafter: str | None = None
-        self.memory = EngineMemory()  # one for the run, as the app's service keeps one
+        self.memory = scratch_memory()  # one for the run, as the app's service keeps one
         self.started = time.perf_counter()
 
     def elapsed(self) -> str:
@@ -407,10 +407,11 @@ class Suite:
         }
 
     def run(self) -> int:
-        """The whole run in a private data folder (the user's cross-chat memory is never read:
-        it would hold the identical greedy answers of earlier runs), removed at the end."""
-        with private_data_dir() as scratch:
-            self.scratch = scratch
+        """The whole run with throw-away drafter memory (the user's cross-chat memory is never
+        read: it would hold the identical greedy answers of earlier runs) and a scratch
+        folder, removed at the end."""
+        with tempfile.TemporaryDirectory(prefix="draftless-bench-") as scratch:
+            self.scratch = Path(scratch)
             return self._run()
 
     def _run(self) -> int:

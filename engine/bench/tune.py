@@ -31,7 +31,7 @@ from ..drafters import make_drafter, measurement_options
 from ..drafters.base import Proposal
 from ..drafters.stores import DrafterStores
 from ..replay import matched_length, tree_size
-from .scratch import FolderStores, private_data_dir
+from .scratch import FolderStores, scratch_memory
 from ..settings import DraftSettings
 
 QUIET_CURVE = "resources/readme/benchmarks/results.json"  # a quiet machine's c(n), seconds
@@ -65,7 +65,7 @@ def simulate(
             options=measurement_options(drafter_name) if options is None else options,
         ).validated()
         drafter = make_drafter(settings)
-    drafter.attach_model(model_key, stores=stores if stores is not None else DrafterStores())
+    drafter.attach_model(model_key, stores=stores if stores is not None else FolderStores())
     policy = memory.policy(model_key, drafter) if adaptive else None
     if policy is not None:
         memory.curves[model_key] = policy.curve = curve
@@ -155,7 +155,6 @@ def reference_answers(
 ) -> tuple[dict, str, int]:
     """Every chat of a split decoded plainly once (cached): ({chat: {"task", "turns"}}, model
     key, eos id)."""
-    from ..memory import EngineMemory
     from ..model_ngrams import model_key as key_of
     from ..models import load_model
     from ..session import prompt_tokens
@@ -170,7 +169,7 @@ def reference_answers(
     cached = json.loads(path.read_text()) if path.exists() else {}
     workloads, _ = select_workloads(list(tasks or TASK_ORDER), per_task, 2, split)
     suite = Suite(BenchConfig(out=Path("."), max_tokens=max_tokens))
-    suite.loaded, suite.memory = loaded, EngineMemory()
+    suite.loaded, suite.memory = loaded, scratch_memory()
     for workload in workloads:
         if workload.id in cached or cached_only:
             continue
@@ -358,8 +357,7 @@ def main(argv=None) -> int:
         help="replay only the answers already decoded; decode nothing",
     )
     args = parser.parse_args(argv)
-    with private_data_dir("draftless-tune-data-"):
-        return _main(args, argv)
+    return _main(args, argv)
 
 
 def _main(args, argv) -> int:

@@ -245,14 +245,15 @@ def load_or_warn(
     return counts if counts is not None else NgramCounts()
 
 
-def dynamic_cache_path(model_key: str) -> Path:
-    """The cross-chat cache of one model (``model_key`` is file-name safe)."""
-    return data_dir() / "ngram-cache" / f"{model_key}.json"
+def dynamic_cache_path(model_key: str, folder: Path | None = None) -> Path:
+    """The cross-chat cache of one model (``model_key`` is file-name safe) in ``folder``
+    (default: the user's data folder)."""
+    return (folder or data_dir()) / "ngram-cache" / f"{model_key}.json"
 
 
-def static_cache_path(model_key: str) -> Path:
+def static_cache_path(model_key: str, folder: Path | None = None) -> Path:
     """The static 2-gram cache of one model, used if it exists."""
-    return data_dir() / "ngram-cache" / f"{model_key}.static.json"
+    return (folder or data_dir()) / "ngram-cache" / f"{model_key}.static.json"
 
 
 class _DynamicStore:
@@ -369,14 +370,14 @@ class NgramCacheDrafter(Drafter):
         lie below ``vocab_size``), and whose stores."""
         self.model_key = model_key
         self.vocab_size = vocab_size
-        static = static_cache_path(model_key)
-        if self.use_static and static.exists():
-            self.static = load_or_warn(static, vocab_size) or NgramCounts()
         if stores is not None and stores is not self.stores:
             if self.store is not None:
                 self.store.save()  # anything counted before the owner's stores came
             self.stores = stores
             self.store = None  # found again in the owner's stores (shared by its chats)
+        static = static_cache_path(model_key, self.stores.folder)
+        if self.use_static and static.exists():
+            self.static = load_or_warn(static, vocab_size) or NgramCounts()
 
     def _dynamic_store(self) -> _DynamicStore | None:
         if not self.use_dynamic:
@@ -385,7 +386,7 @@ class NgramCacheDrafter(Drafter):
             if self.model_key is None:
                 return None
             self.store = self.stores.get(
-                dynamic_cache_path(self.model_key),
+                dynamic_cache_path(self.model_key, self.stores.folder),
                 lambda path: _DynamicStore(path, self.vocab_size),
             )
         return self.store

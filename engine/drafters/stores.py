@@ -3,7 +3,8 @@
 The service keeps one ``DrafterStores`` and hands it to every drafter it attaches, so all
 chats of one service share one store per file, and two services never share anything.
 A drafter given no stores keeps a private one. ``flush()`` saves every store that
-changed; the service calls it on shutdown.
+changed; the service calls it on shutdown. The files live in the stores' ``folder``: the
+user's data folder unless one is given (the benchmarks give a throw-away one).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, TypeVar
+
+from ..paths import data_dir
 
 
 class Store(Protocol):
@@ -21,8 +24,13 @@ S = TypeVar("S", bound=Store)
 
 
 class DrafterStores:
-    def __init__(self):
+    def __init__(self, folder: Path | None = None):
         self._stores: dict[Path, Store] = {}
+        self._folder = Path(folder) if folder else None
+
+    @property
+    def folder(self) -> Path:
+        return self._folder or data_dir()
 
     def get(self, path: Path, create: Callable[[Path], S]) -> S:
         """The store kept for ``path``, made by ``create(path)`` the first time."""
