@@ -33,8 +33,8 @@ from PySide6.QtWidgets import (
 )
 
 from . import theme
-from .flow_layout import FlowLayout
 from .code_blocks import COPY_SCHEME
+from .flow_layout import FlowLayout
 from .livestats import footer_text
 from .provenance import Provenance
 from .render import RenderMap, render
