@@ -123,10 +123,6 @@ class SuffixAutomaton:
             return 0, 0
         return self.length[state], state
 
-    def earlier_end(self, state: int) -> int:
-        ends = self.earlier_ends(state)
-        return ends[0] if ends else -1
-
     def earlier_ends(self, state: int) -> list[int]:
         """End positions of the state's context before the history's end, most recent first
         (the two most recent known)."""
