@@ -109,6 +109,10 @@ def installed_models() -> list[InstalledModel]:
     return found
 
 
+def is_loaded(model: InstalledModel, loaded_path: str | Path | None) -> bool:
+    return bool(loaded_path) and Path(loaded_path).resolve() == model.path.resolve()
+
+
 def delete_installed(model: InstalledModel, loaded_path: str | Path | None) -> None:
     """Delete a model folder the app made; ValueError (a reason to show) for the loaded
     model or for any folder that is not directly inside the app's model folders."""
@@ -116,6 +120,6 @@ def delete_installed(model: InstalledModel, loaded_path: str | Path | None) -> N
     folder = model.path
     if folder.is_symlink() or folder.parent.resolve() not in [r.resolve() for r in roots]:
         raise ValueError(f"{folder} is not a model folder of Draftless; it was left alone.")
-    if loaded_path and Path(loaded_path).resolve() == folder.resolve():
+    if is_loaded(model, loaded_path):
         raise ValueError(f"{model.label} is loaded: load another model first, then delete it.")
     shutil.rmtree(folder)

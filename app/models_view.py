@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from .downloads import InstalledModel, delete_installed, installed_models, size_text
+from .downloads import InstalledModel, delete_installed, installed_models, is_loaded, size_text
 
 
 class DownloadBar(QWidget):
@@ -98,7 +98,7 @@ class InstalledModelsDialog(QDialog):
         self.models = installed_models()
         self.table.setRowCount(len(self.models))
         for row, model in enumerate(self.models):
-            loaded = self._is_loaded(model)
+            loaded = is_loaded(model, self.loaded_path)
             name = QTableWidgetItem(model.label + (" — loaded" if loaded else ""))
             name.setToolTip(str(model.path))
             size = QTableWidgetItem(size_text(model.size))
@@ -140,6 +140,3 @@ class InstalledModelsDialog(QDialog):
         except (ValueError, OSError) as error:
             self.message.setText(str(error))
         self.refresh()
-
-    def _is_loaded(self, model: InstalledModel) -> bool:
-        return bool(self.loaded_path) and str(model.path) == str(self.loaded_path)
