@@ -4,7 +4,6 @@ inspector on the right. It only wires views to the ``ChatController``."""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
@@ -28,7 +27,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.models import HUB_ID
 
 from . import theme
 from .controller import ChatController
@@ -645,16 +643,9 @@ class MainWindow(QMainWindow):
     def pick_from_catalog(self) -> ModelCatalogDialog:
         dialog = ModelCatalogDialog(self)
         dialog.setAttribute(Qt.WA_DeleteOnClose)
-        dialog.chosen.connect(self.choose_model)
+        dialog.chosen.connect(self.controller.models.choose)
         dialog.open()
         return dialog
-
-    def choose_model(self, spec: str | None) -> None:
-        """A hub id downloads in the background, then loads; anything else loads now."""
-        if spec and HUB_ID.match(spec) and not Path(spec).expanduser().exists():
-            self.controller.models.download(spec)
-        else:
-            self.controller.models.load_model(spec)
 
     def show_installed_models(self) -> InstalledModelsDialog:
         dialog = InstalledModelsDialog(self.controller.models.model_path, self)
@@ -677,7 +668,7 @@ class MainWindow(QMainWindow):
             "Hugging Face model", "Model id (for example mlx-community/SmolLM2-360M-Instruct):", ""
         )
         if repo and repo.strip():
-            self.choose_model(repo.strip())
+            self.controller.models.choose(repo.strip())
 
     def connect_server(self):
         """Model → Connect to server…: the address (remembered) and the key (keychain)."""

@@ -13,10 +13,12 @@ import logging
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import replace
+from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
 from engine.events import DoneEvent, ErrorEvent, ModelEvent, ProgressEvent
+from engine.models import HUB_ID
 
 from .downloads import DownloadMeter
 from .server_keys import ServerKeys
@@ -75,6 +77,13 @@ class ModelControl(QObject):
         if self.server_url:
             return self.spawn(self._switch(self.local_service, spec))
         return self.spawn(self._load(spec))
+
+    def choose(self, spec: str | None) -> asyncio.Task | None:
+        """The model a person picked: a hub id downloads in the background, then loads;
+        anything else (a folder, None for the built-in model) loads now."""
+        if spec and HUB_ID.match(spec) and not Path(spec).expanduser().exists():
+            return self.download(spec)
+        return self.load_model(spec)
 
     def download(self, repo: str, then_load: bool = True) -> asyncio.Task | None:
         """Download a hub model in the background (chatting goes on) and, once it is here,

@@ -99,7 +99,7 @@ def test_a_download_runs_in_the_status_bar_while_the_chat_answers(app, qtbot):
         gate,
         DoneEvent("downloaded", "/downloads/owner--model", [], []),
     ]
-    window.choose_model("owner/model")
+    app.controller.models.choose("owner/model")
     qtbot.waitUntil(lambda: window.download_bar.isVisible())
     qtbot.waitUntil(lambda: "25% of 4.0 MB" in window.download_bar.label.text())
     ask(qtbot, app, "still there?", plain("yes"))  # chatting goes on
@@ -120,7 +120,7 @@ def test_a_cancelled_download_says_so_and_loads_nothing(app, qtbot):
         ErrorEvent("Download of owner/model cancelled; choose it again to resume."),
     ]
     loads = len(app.scripted.loads)
-    window.choose_model("owner/model")
+    app.controller.models.choose("owner/model")
     qtbot.waitUntil(lambda: window.download_bar.isVisible())
     window.download_bar.cancel_button.click()
     assert app.controller.models.download_stream.cancelled
