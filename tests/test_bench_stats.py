@@ -51,21 +51,20 @@ def test_report_never_prints_no_change_as_a_gain():
     assert speedup_cell(None) == "–"
 
 
-def test_goals_compare_families_with_the_best_peer():
-    from engine.bench.aggregate import goals
+def test_device_goals_compare_the_default_with_the_best_peer():
+    from engine.bench.devices import goal_lines
 
-    task_of = {"a": "code-edit", "b": "code-edit", "q": "open-question"}
-    ours = {"a": 2.0, "b": 2.0, "q": 1.0}
-    per_task = {
-        "code-edit": {"speedup": 2.0, "lo": 1.9, "verdict": "gain"},
-        "open-question": {"speedup": 0.9, "lo": 0.85, "verdict": "loss"},
+    plans = {"default": {}, "HF": {"peer": True}, "llama.cpp x": {"peer": True}, "oracle": {}}
+    rows = {
+        "default": {"code-edit": 2.0, "novel": 0.9, "copy-heavy": 2.0},
+        "HF": {"code-edit": 1.5, "novel": 1.0, "copy-heavy": 1.5},
+        "llama.cpp x": {"code-edit": 1.8, "novel": 1.0, "copy-heavy": 1.8},
+        "oracle": {"code-edit": 9.0, "novel": 9.0, "copy-heavy": 9.0},  # not a peer
     }
-    peers = {"HF": {"a": 1.5, "b": 1.5}, "llama.cpp x": {"a": 1.8, "b": 1.8}}
-    rows = {row["goal"].split(":")[0]: row for row in goals(ours, task_of, per_task, peers)}
-    assert rows["code editing"]["best_peer"] == "llama.cpp x"
-    assert rows["code editing"]["met"] is False  # 2.0 < 1.2 x 1.8
-    assert rows["open-question"]["met"] is False
-    assert rows["all tasks"]["ours"] == pytest.approx((2.0 * 0.9) ** 0.5, abs=1e-3)
+    lines = goal_lines(rows, ["code-edit", "novel"], plans)
+    assert lines[0].startswith("- default / best peer (llama.cpp x) on copy-heavy families: 1.11")
+    assert "not met" in lines[0]
+    assert lines[1].endswith(": novel") and lines[2].endswith("no: novel")
 
 
 def test_oracle_drafts_the_known_answer_and_nothing_off_it():
@@ -82,6 +81,12 @@ def test_oracle_drafts_the_known_answer_and_nothing_off_it():
     oracle.reset([1, 2, 3])
     oracle.observe([7, 5])
     assert oracle.propose(4).rows == []  # off the answer: no guess
+    turns = OracleDrafter([[1, 2], [3]])  # a replay hands over every turn's answer up front
+    turns.reset([9])
+    assert turns.propose(4).rows == [[1, 2]]
+    turns.observe([1, 2])
+    turns.extend([5])  # the next turn
+    assert turns.propose(4).rows == [[3]]
     # flat cost to n = 9, then steep: sending 8 per pass is best
     assert best_fixed_count({"1": 1.0, "9": 1.2, "17": 4.0}) == 8
 
@@ -118,31 +123,6 @@ def test_oracle_session_is_lossless_and_reaches_the_limit(tiny_loaded):
     assert fast.stats["passes"] == -(-fast.stats["emitted"] // 6)  # 5 drafted + 1 per pass
 
 
-def test_llama_cpp_not_built_gives_a_skip_line(tmp_path, monkeypatch):
-    from engine.bench import llamacpp
-
-    monkeypatch.setenv("DRAFTLESS_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("DRAFTLESS_LLAMA_SERVER", raising=False)
-    line = llamacpp.status()
-    assert line.startswith("skipped: llama.cpp is not built") and llamacpp.BUILD_COMMAND in line
-    monkeypatch.setenv("DRAFTLESS_LLAMA_SERVER", str(tmp_path / "nope"))
-    assert "is not a file" in llamacpp.status()
-    binary = tmp_path / "llama.cpp" / "llama_cpp_python-0.0.1" / "build" / "bin" / "llama-server"
-    binary.parent.mkdir(parents=True)
-    binary.write_text("")
-    monkeypatch.delenv("DRAFTLESS_LLAMA_SERVER")
-    assert llamacpp.status() is None and llamacpp.server_binary() == binary
-
-
-def test_llama_run_counts_passes_from_accepted_drafts():
-    from engine.bench.llamacpp import LlamaRun
-
-    run = LlamaRun(
-        tokens=list(range(10)), decode_s=1.0, predicted_n=10, draft_n=8, draft_accepted=6
-    )
-    assert run.passes == 4 and run.tokens_per_pass == 2.5
-
-
 def test_check_and_tuning_sets_do_not_share_prompts():
     from engine.bench.workloads import TASK_ORDER, select_workloads
 
@@ -170,14 +150,10 @@ def test_editing_sessions_run_as_one_chat_each(tiny_model_dir, tmp_path, monkeyp
         per_task=1,
         max_tokens=6,
         drafters=["ngram-cache"],
-        hf_peer=False,
-        llama_peer=False,
-        sweep=False,
         repeats=1,
         verify_ns=[1, 2, 3],
         verify_repeats=1,
         verify_prefix=16,
-        plots=False,
         command="pytest",
     )
     suite = Suite(cfg)
@@ -232,115 +208,3 @@ def test_replay_matches_the_real_loop_with_a_fixed_draft_count(tiny_loaded):
     assert (result["passes"], result["emitted"]) == (done.stats["passes"], done.stats["emitted"])
     assert result["plain_s"] == pytest.approx(done.stats["emitted"])  # one c(1) per plain token
     assert result["passes"] <= result["spec_s"] <= 1.5 * result["passes"]
-
-
-FAKE_SERVER = r'''#!/usr/bin/env python3
-"""A stand-in llama-server: greedy 'decoding' that repeats the prompt's last tokens;
-the ngram-map-k mode hangs once on a repeated request (as the real one was seen to)."""
-import json, os, sys, time
-from http.server import BaseHTTPRequestHandler, HTTPServer
-args = sys.argv[1:]
-port = int(args[args.index("--port") + 1])
-mode = args[args.index("--spec-type") + 1] if "--spec-type" in args else "none"
-marker = args[args.index("-m") + 1] + ".hung"  # hang once, not again after the restart
-state = {"requests": 0}
-
-class Handler(BaseHTTPRequestHandler):
-    def log_message(self, *a):
-        pass
-    def do_GET(self):
-        self.send_response(200); self.end_headers(); self.wfile.write(b"{}")
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        state["requests"] += 1
-        n = body["n_predict"]
-        if mode == "ngram-map-k" and n > 1 and state["requests"] == 4 and not os.path.exists(marker):
-            open(marker, "w").close()
-            time.sleep(30)
-        tokens = (body["prompt"] * n)[-n:]
-        drafted = 0 if mode == "none" else n
-        reply = {"tokens": tokens, "timings": {"predicted_ms": 10.0 * n / (2 if drafted else 1),
-                 "predicted_n": n, "draft_n": drafted, "draft_n_accepted": drafted // 2}}
-        data = json.dumps(reply).encode()
-        self.send_response(200); self.send_header("Content-Length", str(len(data))); self.end_headers()
-        self.wfile.write(data)
-
-HTTPServer(("127.0.0.1", port), Handler).serve_forever()
-'''
-
-
-def test_llama_cpp_modes_run_and_a_hung_request_is_noted(tmp_path):
-    import stat
-
-    from engine.bench import llamacpp
-    from engine.bench.aggregate import peer_rows, summarise_peer
-
-    binary = tmp_path / "llama-server"
-    binary.write_text(FAKE_SERVER)
-    binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
-    jobs = [{"id": "a", "tokens": [1, 2, 3]}, {"id": "b", "tokens": [4, 5]}]
-    result = llamacpp.run_modes(
-        binary,
-        tmp_path / "model.gguf",
-        jobs,
-        max_tokens=4,
-        repeats=2,
-        modes=("none", "ngram-simple", "ngram-map-k"),
-        threads=1,
-        request_timeout=3,
-    )
-    errors = [r for r in result["rows"] if "error" in r]
-    assert [(r["mode"]) for r in errors] == ["ngram-map-k"] and "restarted" in errors[0]["error"]
-    rows = [r for r in result["rows"] if "error" not in r]
-    assert len(rows) == 2 * 2 * 3 - 1
-    for row in rows:
-        row["task"], row["identical_to_own_plain"] = "code-edit", True
-    peers = peer_rows({}, {"status": "ran", "rows": rows})
-    simple = summarise_peer(peers["llama.cpp ngram-simple"])
-    assert simple["speedup"] == pytest.approx(2.0) and simple["tokens_per_pass"] == pytest.approx(
-        2.0
-    )
-    assert all("loadavg_1min" in r for r in rows)
-
-
-def test_a_peer_that_cannot_run_or_fails_is_a_skip_line_and_differences_are_kept():
-    from engine.bench.peers import run_peer
-
-    class FakePeer:
-        key = "fake"
-
-        def __init__(self, status=None, error=None):
-            self._status, self._error = status, error
-
-        def status(self, loaded):
-            return self._status
-
-        def describe(self, answers, repeats):
-            return "a fake peer"
-
-        def run(self, loaded, jobs, max_tokens, repeats, log):
-            if self._error:
-                raise self._error
-            return {"rows": [{"id": j["id"], "tokens": j["tokens"][::-1]} for j in jobs]}
-
-        def collect(self, result, task_of, reference):
-            differences = [
-                f"fake {r['id']}" for r in result["rows"] if r["tokens"] != reference[r["id"]]
-            ]
-            return {"status": "ran", "rows": result["rows"]}, differences, []
-
-    jobs = [{"id": "a", "task": "rag", "tokens": [1, 2]}, {"id": "b", "task": "rag", "tokens": [3]}]
-    reference = {"a": [1, 2], "b": [3]}
-    lines = []
-    assert run_peer(FakePeer("skipped: not here"), None, jobs, 4, 1, reference, lines.append) == (
-        {"status": "skipped: not here"},
-        [],
-        [],
-    )
-    entry, differences, skipped = run_peer(
-        FakePeer(error=OSError("boom")), None, jobs, 4, 1, reference, lines.append
-    )
-    assert entry["status"].startswith("skipped: a fake peer failed (OSError: boom)")
-    assert differences == [] and skipped == []
-    entry, differences, skipped = run_peer(FakePeer(), None, jobs, 4, 1, reference, lines.append)
-    assert entry["status"] == "ran" and differences == ["fake a"]

@@ -18,7 +18,13 @@ def test_every_written_task_loads_from_its_file():
         "edit-memory",
         "open-question",
         "novel",
+        "json-schema",
+        "humaneval",
+        "mt-bench",
     } <= set(written)
+    assert all(w.schema and w.schema.get("type") for w in written["json-schema"])
+    assert all(w.source.startswith("HumanEval") for w in written["humaneval"])
+    assert all(len(w.turn_ids()) == 2 for w in written["mt-bench"])
     for task, items in written.items():
         assert items and all(w.task == task and w.messages[0]["content"] for w in items)
     ids = {w.id for items in written.values() for w in items}

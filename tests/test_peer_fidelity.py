@@ -1,9 +1,8 @@
 """The Hugging Face peer, replayed, drafts as the real transformers does.
 
-The committed benchmark (resources/readme/benchmarks/results.json) ran transformers' prompt
-lookup (torch CPU, the same weights, ``prompt_lookup_num_tokens=10``,
-``max_matching_ngram_size=2``) on every turn of the check set's copy-heavy chats and counted
-its forward calls per answer. Replaying ``hf-prompt-lookup`` (engine/bench/peer_drafters.py)
+The benchmark of 2026-11-23 ran transformers' prompt lookup (torch CPU, the same weights,
+``prompt_lookup_num_tokens=10``, ``max_matching_ngram_size=2``) on every turn of the check
+set's copy-heavy chats and counted its forward calls per answer (``data/``). Replaying ``hf-prompt-lookup`` (engine/bench/peer_drafters.py)
 over the same greedy answers must need the same number of passes: the device table charges
 that peer on other machines' verify-cost curves, so a replay that drafted better or worse
 than transformers would make the comparison a straw man.
@@ -21,13 +20,12 @@ from engine.adaptive import AdaptiveMemory
 from engine.bench.peer_drafters import HFPromptLookupPeer
 from engine.bench.tune import reference_answers, simulate
 
-RESULTS = Path(__file__).parents[1] / "resources/readme/benchmarks/results.json"
+RECORDED = Path(__file__).parent / "data" / "hf_prompt_lookup_calls.json"
 COPY_HEAVY = ["code-edit", "edit-session", "edit-memory", "rag", "structured"]
 
 
 def _recorded_hf_rows() -> list[dict]:
-    peer = json.loads(RESULTS.read_text())["hf_prompt_lookup"]
-    assert peer["status"] == "ran"
+    peer = json.loads(RECORDED.read_text())
     assert peer["prompt_lookup_num_tokens"] == HFPromptLookupPeer.draft_count
     assert peer["max_matching_ngram_size"] == max(HFPromptLookupPeer.sizes)
     return peer["rows"]

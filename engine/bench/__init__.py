@@ -1,21 +1,11 @@
-"""Measurement only: the benchmark suite, its report and plots, the tuning, profiling,
-cost-curve and drafter-overhead tools. Only the command line (``engine/__main__.py``)
-imports this package; nothing in the engine core does.
+"""Measurement only; only the command line (``engine/__main__.py``) imports this package.
 
-- ``python -m engine bench``: the suite (``suite.py``: chats in interleaved rounds, the
-  oracle, mlx-lm; one engine run: ``runner.py``; the Hugging Face and llama.cpp peers:
-  ``peers.py``, ``llamacpp.py``; the draft-count sweep: ``sweep.py``; prompts:
-  ``prompts/*.jsonl`` read by ``workloads.py``) → ``results.json`` (figures:
-  ``aggregate.py``) → report and plots (``report.py``); ``--render results.json``
-  re-renders a committed run without measuring.
-- ``python -m engine.bench.llamacpp build``: builds llama.cpp's ``llama-server`` (the
-  llama.cpp peer) into the user cache.
-- ``python -m engine.bench.tune``: replays plain answers of the tuning prompts through
-  drafters and the adaptive policy with a measured c(n): load-free predicted speed-ups.
-- ``python -m engine.bench.profile_pass``: where one verify pass's time goes.
-- ``python -m engine.bench.costs``: the verify-cost curve c(n), adaptive vs fixed comparisons.
-- ``python -m engine.bench.overhead``: propose + observe time per pass at a long history.
-- ``python -m engine.bench.json_speed``: plain against speculative under a JSON schema.
-- ``python -m engine.bench.first_answer``: the first answer on a new machine (background
-  calibration running): the wait, and what the answer's statistics say.
+- ``python -m engine bench``: the wall-clock suite on this machine (``suite.py``; one run:
+  ``runner.py``; prompts: ``prompts/*.jsonl`` via ``workloads.py``; figures: ``aggregate.py``;
+  ``report.py`` renders ``results.json``, again with ``--render``).
+- ``python -m engine.bench.devices``: Draftless, the peers' rules (``peer_drafters.py``) and
+  the oracle (``oracle.py``) replayed on every named verify-cost curve.
+- ``python -m engine.bench.tune``: the same replay (``tune.py``) over the tuning prompts.
+- ``python -m engine.bench.passes``: verify passes on this machine's device: c(n), where a
+  pass goes, pass-length invariance, the loop against the oracle.
 """

@@ -2,9 +2,10 @@
 
 It drafts the rest of the known answer, so every draft is accepted and a pass costs only
 the verify of its length: the speed-up it reaches is the limit of n-gram speculation on
-this machine for that answer (drafting for free, every guess right). It is not in the
-drafter registry, so the app and the CLI never offer it; the suite runs it through
-``OracleSession``, a ``ChatSession`` that installs it instead of a registered drafter.
+that machine or curve for that answer (drafting for free, every guess right). It is not in
+the drafter registry, so the app and the CLI never offer it; the suite runs it through
+``OracleSession``, a ``ChatSession`` that installs it instead of a registered drafter, and
+the replays hand it every turn's answer up front.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 
 from ..drafters.base import Drafter, Proposal
 from ..session import ChatSession
+from ..verify_cost import CostCurve
 
 ORACLE = "oracle"
 
@@ -21,27 +23,28 @@ class OracleDrafter(Drafter):
     name = ORACLE
     summary = "benchmark only: drafts the plain run's own answer (the limit of speculation)"
 
-    def __init__(self, settings=None):
-        super().__init__(settings)
+    def __init__(self, answers: Sequence[Sequence[int]] = ()):
+        super().__init__(None)
+        self.queued = [list(a) for a in answers]  # the answers of the turns to come
         self.answer: list[int] = []
         self.said: list[int] = []  # this turn's answer so far
 
     def expect(self, answer: Sequence[int]) -> None:
-        """The answer the next turn will give (plain greedy decoding's, end-of-sequence dropped)."""
+        """The answer this turn gives (plain greedy decoding's, end-of-sequence dropped)."""
         self.answer = list(answer)
 
     def reset(self, prompt_tokens: Sequence[int]) -> None:
+        if self.queued:
+            self.answer = self.queued.pop(0)
         self.said = []
 
     def extend(self, tokens: Sequence[int]) -> None:
-        self.said = []  # the next turn begins
+        self.reset(tokens)  # the next turn begins
 
     def propose(self, k: int) -> Proposal:
         done = len(self.said)
         if self.said != self.answer[:done]:
-            return (
-                Proposal()
-            )  # off the known answer (a wrong reference): no guess, never a wrong one
+            return Proposal()  # off the known answer (a wrong reference): no guess at all
         rest = self.answer[done : done + k]
         return Proposal([rest] if rest else [])
 
@@ -63,12 +66,8 @@ class OracleSession(ChatSession):
 
 
 def best_fixed_count(ratio: dict, cap: int = 64) -> int:
-    """The draft count k maximising (k + 1) / c(k + 1) on a measured c(n)/c(1) curve: what a
-    perfect drafter should send per pass."""
-    from .aggregate import cost_ratio
-
-    curve = {"ratio": ratio}
-    longest = max(int(n) for n in ratio) - 1  # never beyond the measured lengths
-    return max(
-        range(1, max(min(cap, longest), 1) + 1), key=lambda k: (k + 1) / cost_ratio(curve, k + 1)
-    )
+    """The draft count k maximising (k + 1) / c(k + 1) on a measured c(n)/c(1) curve (never
+    beyond its longest pass): what a perfect drafter should send per pass."""
+    curve = CostCurve({int(n): r for n, r in ratio.items()})
+    longest = max(min(cap, max(curve.lengths) - 1), 1)
+    return max(range(1, longest + 1), key=lambda k: (k + 1) / curve.base(k + 1))

@@ -1,22 +1,15 @@
 """Peers' drafting rules as replay-only strategies (benchmark only, not in the app's list).
 
-Each class follows the drafter protocol, so ``engine.bench.tune.simulate`` replays it over
-the check answers with a fixed draft count, as the peer drafts, and charges its passes on
-any verify-cost curve: the peers are judged on the same curve as Draftless.
-
-- ``hf-prompt-lookup``: Hugging Face transformers' prompt lookup decoding
-  (``PromptLookupCandidateGenerator`` with its defaults ``max_matching_ngram_size=2``,
-  ``num_output_tokens=10``): for n = 2, then 1, the **earliest** earlier occurrence of the
-  last n tokens anywhere in the sequence; the up to 10 tokens after it, never past the end
-  of the sequence.
-- ``vllm-ngram``: vLLM's n-gram proposer (``_find_longest_matched_ngram_and_propose_tokens``):
-  the longest suffix of length ``prompt_lookup_min..prompt_lookup_max`` that occurred
-  before, its earliest occurrence, and the up to k tokens after it, never past the end.
-  Parameters as vLLM's documentation example: k = 5, n from 1 to 4.
-
-The Hugging Face replay needs exactly the forward calls real transformers 5.23 made on all 12
-check-set answers the committed benchmark ran it on (tests/test_peer_fidelity.py). vLLM does not
-run on this machine (no CUDA), so its replay follows the proposer's source only.
+Each follows the drafter protocol, so ``tune.simulate`` replays it with the peer's fixed
+draft count and charges its passes on any curve: peers are judged on the same curve.
+- ``hf-prompt-lookup``: transformers' ``PromptLookupCandidateGenerator`` with its defaults
+  (``max_matching_ngram_size=2``, ``num_output_tokens=10``): for n = 2, then 1, the
+  **earliest** earlier occurrence of the last n tokens; the up to 10 tokens after it, never
+  past the end of the sequence. It needs the forward calls real transformers 5.23 made on
+  the 12 check-set answers it was run on (``tests/test_peer_fidelity.py``).
+- ``vllm-ngram``: vLLM's ``_find_longest_matched_ngram_and_propose_tokens``: the longest
+  suffix of 1 to 4 tokens that occurred before, its earliest occurrence, the up to 5 tokens
+  after it (vLLM's documented example); from the source only (vLLM needs CUDA).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 ``BenchConfig`` (a run's settings), ``run_engine`` (one generate call timed as a user waits
 for it: the whole call's wall time minus its prefill, so drafting, verifying, detokenizing
 and event overhead count), ``compare`` (token-for-token identity with the reference),
-``verify_cost_curve`` (c(n) as the engine times it) and the machine's description.
+``verify_cost_curve`` (c(n) as the engine times it), ``mlx_lm_greedy`` (mlx-lm's own plain
+decoding, so our loop's overhead over it shows) and the machine's description.
 """
 
 from __future__ import annotations
@@ -22,22 +23,18 @@ from pathlib import Path
 from mlx.utils import tree_flatten
 
 from .. import _blas
-from ..verify_cost import timing_steps
 from ..decode import Target
 from ..drafters import measurement_options
 from ..events import DoneEvent, PassEvent, ProgressEvent
 from ..settings import DraftSettings, GenerationRequest
+from ..verify_cost import timing_steps
 from .workloads import TASK_ORDER, Workload
 
 QUICK_TASKS = ["code-edit", "edit-session", "rag", "open-question"]
-# Without --drafters: these where registered, plus the engine's default drafter
-# (--drafters all: every registered drafter).
+# Without --drafters: these and the engine's default drafter (--drafters all: every one).
 COMPARED_DRAFTERS = ("ngram-cache", "prompt-lookup", "suffix")
 QUICK_DRAFTERS = ("prompt-lookup",)
-FULL_TASKS = list(TASK_ORDER)
 VERIFY_NS = [1, 2, 3, 4, 5, 6, 8, 9, 12, 16, 17, 24, 32, 48]
-SWEEP_COUNTS = [1, 2, 4, 8, 16]
-HF_LOOKUP = 10  # transformers' own prompt_lookup_num_tokens default
 
 
 @dataclass
@@ -45,30 +42,19 @@ class BenchConfig:
     out: Path
     model: str | None = None
     quick: bool = False
-    drafters: list[str] | None = None  # None: every registered drafter
+    drafters: list[str] | None = None  # None: the compared drafters and the default
     max_tokens: int = 512  # answers run to their end unless longer
     repeats: int = 3  # interleaved rounds per chat and config
     split: str = "check"  # "check": the report's prompts; "tuning": the tuning set
     draft_count: int = DraftSettings.draft_count
     ngram_order: int = DraftSettings.ngram_order
     ngram_min: int = DraftSettings.ngram_min
-    tasks: list[str] = field(default_factory=lambda: list(FULL_TASKS))
+    adaptive: bool = DraftSettings.adaptive
+    tasks: list[str] = field(default_factory=lambda: list(TASK_ORDER))
     per_task: int = 2
-    mtbench_turns: int = 2
-    hf_peer: bool = True
-    hf_prompts_per_task: int = 2  # chats per task (every turn of a chat runs)
-    hf_lookup: int = HF_LOOKUP
-    llama_peer: bool = True
-    sweep: bool = True
-    sweep_counts: list[int] = field(default_factory=lambda: list(SWEEP_COUNTS))
-    sweep_drafters: int = 2
     verify_ns: list[int] = field(default_factory=lambda: list(VERIFY_NS))
     verify_repeats: int = 7
     verify_prefix: int = 384
-    plots: bool = True
-    adaptive: bool = DraftSettings.adaptive  # the engine's default
-    sweep_tasks: list[str] = field(default_factory=lambda: ["code-edit", "rag"])
-    hf_tasks: list[str] = field(default_factory=lambda: list(FULL_TASKS))
     oracle: bool = True
     command: str = ""
 
@@ -77,77 +63,60 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def load_averages() -> list[float] | None:
+    return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+
+
+def load_now() -> float | None:
+    return (load_averages() or [None])[0]
+
+
 # ---------------------------------------------------------------- environment
 
 
 def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def version_of(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
+    info = Path("/proc/cpuinfo")
+    lines = info.read_text(errors="replace").splitlines() if info.exists() else []
+    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
+    return names[0] if names else platform.processor() or platform.machine()
 
 
 def git_revision() -> str | None:
-    root = Path(__file__).resolve().parents[2]
+    def git(*args: str) -> str:
+        root = Path(__file__).resolve().parents[2]
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
+        return done.stdout.strip()
+
     try:
-        rev = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
+        rev, dirty = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain", "-uno")
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{rev}{' (with uncommitted changes)' if dirty else ''}" if rev else None
 
 
 def environment(loaded) -> dict:
-    params = sum(v.size for _, v in tree_flatten(loaded.model.parameters()))
-    dtypes = sorted({str(v.dtype) for _, v in tree_flatten(loaded.model.parameters())})
+    weights = [v for _, v in tree_flatten(loaded.model.parameters())]
+    dtypes = sorted({str(v.dtype).replace("mlx.core.", "") for v in weights})
+    versions = {name: metadata.version(name) for name in ("mlx", "mlx-lm", "numpy")}
     return {
         "date_utc": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "machine": {
             "cpu": cpu_model(),
             "cores": os.cpu_count(),
             "platform": platform.platform(),
-            "loadavg_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+            "loadavg_start": load_averages(),
             "blas": _blas.loaded_blas or "mlx's bundled BLAS",
             "row_gemv": bool(_blas.row_gemv),
         },
         "model": {
             "name": loaded.name,
             "path": str(loaded.path),
-            "parameters": int(params),
-            "dtype": ", ".join(d.replace("mlx.core.", "") for d in dtypes),
+            "parameters": int(sum(v.size for v in weights)),
+            "dtype": ", ".join(dtypes),
             "model_type": loaded.config.get("model_type"),
             "speculation": loaded.speculation,
         },
-        "versions": {
-            "python": platform.python_version(),
-            **{
-                name: version_of(name)
-                for name in ("mlx", "mlx-lm", "numpy", "torch", "transformers", "matplotlib")
-            },
-        },
+        "versions": {"python": platform.python_version(), **versions},
         "git": git_revision(),
     }
 
@@ -157,62 +126,43 @@ def environment(loaded) -> dict:
 
 @dataclass
 class EngineRun:
-    config: str  # drafter name, "mlx-lm", or "drafter@k"
-    workload: str
+    config: str  # drafter name, "mlx-lm" or "oracle"
+    workload: str  # the answer (turn) id
     task: str
     tokens: list[int]
     decode_wall_s: float
     cpu_s: float | None = None  # this process's CPU time (all threads) for the whole call
     stats: dict | None = None  # DecodeStats.to_dict() from the DoneEvent
     timing: dict | None = None
-    passes: list[tuple[int, int, int, float]] = field(
-        default_factory=list
-    )  # drafted, accepted, emitted, s
+    # each pass: (drafted, accepted, emitted, seconds)
+    passes: list[tuple[int, int, int, float]] = field(default_factory=list)
     identical: bool | None = None
     first_mismatch: int | None = None
     loadavg: float | None = None
-    error: str | None = None
     repeat: int = 0
     chat: str = ""  # the workload (chat) this turn belongs to
 
     def record(self) -> dict:
-        out = {
-            "config": self.config,
-            "workload": self.workload,
-            "task": self.task,
-            "chat": self.chat or self.workload,
-            "repeat": self.repeat,
-            "emitted_tokens": len(self.tokens),
-            "decode_wall_s": round(self.decode_wall_s, 4),
-            "cpu_s": None if self.cpu_s is None else round(self.cpu_s, 4),
-            "identical": self.identical,
-            "first_mismatch": self.first_mismatch,
-            "loadavg_1min": self.loadavg,
-        }
-        if self.stats is not None:
-            out["stats"] = self.stats
-            out["timing"] = self.timing
-        if self.error:
-            out["error"] = self.error
-        return out
+        """The run as ``results.json`` keeps it (its tokens counted, not listed)."""
+        kept = ("config", "workload", "task", "repeat", "identical", "first_mismatch")
+        out = {k: getattr(self, k) for k in kept} | {"chat": self.chat or self.workload}
+        out |= {"emitted_tokens": len(self.tokens), "decode_wall_s": round(self.decode_wall_s, 4)}
+        out |= {"cpu_s": self.cpu_s and round(self.cpu_s, 4), "loadavg_1min": self.loadavg}
+        return out | ({"stats": self.stats, "timing": self.timing} if self.stats else {})
 
 
 def draft_settings(
-    name: str,
-    cfg: BenchConfig,
-    draft_count: int | None = None,
-    adaptive: bool | None = None,
-    cross_chat: bool = False,
+    name: str, cfg: BenchConfig, draft_count: int | None = None, cross_chat: bool = False
 ) -> DraftSettings:
-    """The engine's defaults but for the suite's counts; ``adaptive`` None: cfg.adaptive.
-    Without ``cross_chat`` a drafter gets its measurement options (no memory from other
-    chats); with it, the app's own options."""
+    """The suite's counts for drafter ``name``; a given ``draft_count`` is drafted every pass
+    (no adaptive policy). Without ``cross_chat`` a drafter gets its measurement options (no
+    memory from other chats); with it, the app's own options."""
     return DraftSettings(
         drafter=name,
         draft_count=draft_count or cfg.draft_count,
         ngram_order=cfg.ngram_order,
         ngram_min=cfg.ngram_min,
-        adaptive=cfg.adaptive if adaptive is None else adaptive,
+        adaptive=cfg.adaptive and draft_count is None,
         options={} if cross_chat else measurement_options(name),
     )
 
@@ -220,12 +170,11 @@ def draft_settings(
 def run_engine(
     session, workload: Workload, messages, draft: DraftSettings, max_tokens: int, label: str
 ) -> EngineRun:
-    request = GenerationRequest(messages=messages, max_tokens=max_tokens, draft=draft).validated()
-    passes = []
-    done = None
-    cpu_started = time.process_time()
-    started = time.perf_counter()
-    shown = -1
+    request = GenerationRequest(
+        messages=messages, max_tokens=max_tokens, draft=draft, json_schema=workload.schema
+    ).validated()
+    passes, done, shown = [], None, -1
+    cpu_started, started = time.process_time(), time.perf_counter()
     for event in session.generate(request):
         if isinstance(event, PassEvent):
             passes.append((event.drafted, event.accepted, event.emitted, event.seconds))
@@ -237,25 +186,11 @@ def run_engine(
             if tenth != shown:
                 shown = tenth
                 log(f"  {label}: {event.message} {event.done}/{event.total}")
-    wall = time.perf_counter() - started
-    cpu = time.process_time() - cpu_started
-    run = EngineRun(
-        label,
-        workload.id,
-        workload.task,
-        list(done.tokens),
-        wall - float(done.timing.get("prefill_s", 0.0)),
-        cpu,
-        done.stats,
-        done.timing,
-        passes,
-        loadavg=load_now(),
-    )
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    decode = wall - float(done.timing.get("prefill_s", 0.0))
+    run = EngineRun(label, workload.id, workload.task, list(done.tokens), decode, cpu)
+    run.stats, run.timing, run.passes, run.loadavg = done.stats, done.timing, passes, load_now()
     return run
-
-
-def load_now() -> float | None:
-    return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
 
 
 def compare(run: EngineRun, reference: list[int]) -> None:
@@ -265,25 +200,43 @@ def compare(run: EngineRun, reference: list[int]) -> None:
         run.first_mismatch = next((i for i in range(n) if run.tokens[i] != reference[i]), n)
 
 
-# ---------------------------------------------------------------- verify cost c(n)
-
-
 def verify_cost_curve(loaded, prefix_tokens: list[int], ns: list[int], repeats: int) -> dict:
-    """c(n) after a realistic prefix, timed as the engine times it (``verify_cost.timing_steps``)."""
+    """c(n) after a realistic prefix, timed as the engine times it (``timing_steps``)."""
     target = Target(loaded.model)
-    prefix = prefix_tokens[: -max(ns)]
-    probe = prefix_tokens[len(prefix) :]
+    prefix, probe = prefix_tokens[: -max(ns)], prefix_tokens[-max(ns) :]
     target.prefill(prefix)
     samples: dict[int, list[float]] = {}
     for _, _, samples in timing_steps(target, ns, repeats, tokens=probe):
         pass
     median = {n: statistics.median(v) for n, v in samples.items()}
-    c1 = median[ns[0]]
+    least = {n: min(v) for n, v in samples.items()}
+    first = ns[0]
     return {
         "prefix_tokens": len(prefix),
         "repeats": repeats,
         "median_s": {str(n): round(median[n], 5) for n in ns},
-        "min_s": {str(n): round(min(samples[n]), 5) for n in ns},
-        "ratio": {str(n): round(median[n] / c1, 4) for n in ns},
-        "ratio_min": {str(n): round(min(samples[n]) / min(samples[ns[0]]), 4) for n in ns},
+        "min_s": {str(n): round(least[n], 5) for n in ns},
+        "ratio": {str(n): round(median[n] / median[first], 4) for n in ns},
+        "ratio_min": {str(n): round(least[n] / least[first], 4) for n in ns},
     }
+
+
+def mlx_lm_greedy(loaded, prompt: list[int], max_tokens: int) -> tuple[list[int], float, float]:
+    """mlx-lm's own ``stream_generate``, greedy, after the same prefill as our loop:
+    (tokens, decode seconds, CPU seconds). The prompt but its last token is prefilled into a
+    fresh cache (not timed), so the timed part is the work our loop's decode time covers."""
+    import mlx.core as mx
+    from mlx_lm import stream_generate
+
+    target = Target(loaded.model)
+    target.prefill(prompt[:-1])
+    tokens: list[int] = []
+    cpu_started, started = time.process_time(), time.perf_counter()
+    last = mx.array(prompt[-1:], dtype=mx.uint32)
+    for response in stream_generate(
+        loaded.model, loaded.tokenizer, last, max_tokens=max_tokens, prompt_cache=target.cache
+    ):
+        if response.finish_reason == "stop":
+            break  # the end-of-sequence token: our loop does not list it either
+        tokens.append(int(response.token))
+    return tokens, time.perf_counter() - started, time.process_time() - cpu_started

@@ -1,10 +1,5 @@
-"""Throw-away memory for measurements: nothing a benchmark learns reaches the user's data,
-and nothing in the user's data (an earlier run's cross-chat n-grams) reaches a benchmark.
-
-- ``FolderStores``: drafter stores whose files live in a folder of their own (a temporary
-  one, removed with the stores, unless a folder is given).
-- ``scratch_memory()``: an ``EngineMemory`` with such stores, for a session or a service.
-"""
+"""Throw-away drafter memory for measurements: nothing a benchmark learns reaches the user's
+data, and nothing there (an earlier run's cross-chat n-grams) reaches a benchmark."""
 
 from __future__ import annotations
 
@@ -16,13 +11,14 @@ from ..memory import EngineMemory
 
 
 class FolderStores(DrafterStores):
+    """Drafter stores in a folder of their own: a temporary one, removed with the stores,
+    unless a folder is given."""
+
     def __init__(self, folder=None):
-        self._temporary = (
-            None if folder else tempfile.TemporaryDirectory(prefix="draftless-memory-")
-        )
+        self._temporary = None if folder else tempfile.TemporaryDirectory(prefix="draftless-")
         super().__init__(Path(folder or self._temporary.name))
 
 
-def scratch_memory(**fields) -> EngineMemory:
+def scratch_memory() -> EngineMemory:
     """An ``EngineMemory`` whose drafter files live in a temporary folder."""
-    return EngineMemory(stores=FolderStores(), **fields)
+    return EngineMemory(stores=FolderStores())

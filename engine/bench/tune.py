@@ -1,17 +1,15 @@
-"""Tuning the engine's defaults without a quiet machine: replay greedy answers.
+"""Replaying greedy answers: speed-ups predicted on a verify-cost curve, free of load.
 
-A greedy answer is fixed, so whether a draft is accepted does not depend on timing: it is
-accepted as far as it equals the answer. ``simulate`` runs the decode loop's logic
-(``engine.decode.speculative_decode``: propose, the policy trims, verify, observe,
-record) against a known answer with no model, and charges each pass the measured verify
-cost c(drafted + 1). The predicted speed-up = plain passes x c(1) / Σ c(drafted + 1):
-what the suite's ``predicted`` column shows, free of the machine's load. The adaptive
-policy sees the same c(n) it would see on a quiet machine.
+A greedy answer is fixed, so a draft is accepted as far as it equals the answer. ``simulate``
+runs the decode loop's logic (propose, the policy trims, verify, observe, record) against a
+known answer with no model and charges each pass c(tokens verified + 1) of a curve:
+predicted speed-up = plain passes x c(1) / Σ c(verified + 1). ``predict`` replays a set of
+chats; the device table (``devices.py``) runs it on every named curve.
 
-``python -m engine.bench.tune`` first decodes the tuning prompts plainly once (cached in
-``<cache>/tuning/answers-<model>.json``), then prints the predicted speed-up of drafters x
-draft-count caps x adaptive on/off, per task, both for one process answering the whole set
-(acceptance memory carried) and for each answer alone (cold start: the app's first answer).
+``python -m engine.bench.tune`` decodes the tuning prompts plainly once (cached per model
+and set), then prints per task the predicted speed-up of drafters x draft-count caps, for
+one process answering the whole set and for each chat alone (a first answer), and the
+acceptance per match class the adaptive policy's cold-start priors are fitted to.
 """
 
 from __future__ import annotations
@@ -25,14 +23,13 @@ from pathlib import Path
 
 from .. import adaptive as adaptive_module
 from ..adaptive import AdaptiveMemory, match_class
-from ..verify_cost import CostCurve
 from ..decode import _cut_at_eos
 from ..drafters import make_drafter, measurement_options
 from ..drafters.base import Proposal
-from ..drafters.stores import DrafterStores
 from ..replay import matched_length, tree_size
-from .scratch import FolderStores, scratch_memory
 from ..settings import DraftSettings
+from ..verify_cost import CostCurve
+from .scratch import FolderStores
 
 QUIET_CURVE = "resources/readme/benchmarks/results.json"  # a quiet machine's c(n), seconds
 PRIOR_STRENGTH = 1.0  # pseudo-observations of a fitted prior, as the flat Beta(0.5, 0.5)
@@ -49,22 +46,20 @@ def simulate(
     eos: int,
     options: dict | None = None,
     classes: dict | None = None,
-    stores: DrafterStores | None = None,
+    stores=None,
     drafter=None,
 ) -> dict:
     """Replay one chat (``[{"prompt": tokens, "answer": tokens, "stop": bool}]``, turns in
     order, one drafter for the whole chat as ``ChatSession`` keeps it) and return
     ``{"plain_s", "spec_s", "passes", "emitted", "drafter_s"}``. ``drafter``: an instance
-    to replay instead of the registered ``drafter_name`` (a peer's strategy)."""
+    to replay instead of the registered ``drafter_name`` (a peer's strategy, the oracle)."""
     curve = CostCurve(seconds)
     if drafter is None:
+        options = measurement_options(drafter_name) if options is None else options
         settings = DraftSettings(
-            drafter=drafter_name,
-            draft_count=draft_count,
-            adaptive=adaptive,
-            options=measurement_options(drafter_name) if options is None else options,
-        ).validated()
-        drafter = make_drafter(settings)
+            drafter=drafter_name, draft_count=draft_count, adaptive=adaptive, options=options
+        )
+        drafter = make_drafter(settings.validated())
     drafter.attach_model(model_key, stores=stores if stores is not None else FolderStores())
     policy = memory.policy(model_key, drafter) if adaptive else None
     if policy is not None:
@@ -74,29 +69,26 @@ def simulate(
     history: list[int] = []
     for turn in chat:
         prompt, answer = list(turn["prompt"]), list(turn["answer"])
-        if turn.get("stop", True):
-            answer = answer + [eos]
+        answer += [eos] if turn.get("stop", True) else []
         started = time.perf_counter()
         if history and prompt[: len(history)] == history:
             drafter.extend(prompt[len(history) :])
         else:
             drafter.reset(prompt)
         drafter_s += time.perf_counter() - started
-        history = list(prompt)
-        produced = 0
+        history, produced = list(prompt), 0
         plain += len(answer) * curve.base(1)
         while produced < len(answer):
             if passes and policy is not None and policy.gives_up(draft_count):
-                spec += (len(answer) - produced) * curve.base(1)  # the loop decodes plainly
-                passes += len(answer) - produced
-                emitted_total += len(answer) - produced
+                left = len(answer) - produced  # the loop decodes the rest plainly
+                spec += left * curve.base(1)
+                passes, emitted_total = passes + left, emitted_total + left
                 history.extend(answer[produced:])
                 break
             started = time.perf_counter()
             limit = min(draft_count, len(answer) - produced - 1)
             proposal = drafter.propose(limit) if limit > 0 else Proposal()
-            rows = proposal.rows
-            rows = [r for r in (_cut_at_eos(list(r[:limit]), {eos}) for r in rows) if r]
+            rows = [r for r in (_cut_at_eos(list(r[:limit]), {eos}) for r in proposal.rows) if r]
             rows = rows if drafter.multi_row else rows[:1]
             if rows and policy is not None:
                 length = policy.draft_length(max(len(r) for r in rows), proposal.match_length)
@@ -136,168 +128,99 @@ def simulate(
     }
 
 
-def quiet_seconds(path: str | Path = QUIET_CURVE) -> dict[int, float]:
-    data = json.loads(Path(path).read_text())
-    return {int(n): s for n, s in data["verify_cost"]["median_s"].items()}
+def geomean(values) -> float:
+    values = list(values)
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
-# ---------------------------------------------------------------- the tuning answers
+def predict(
+    chats: dict,
+    key: str,
+    eos: int,
+    seconds: dict[int, float],
+    plan: dict,
+    cold: bool = False,
+    cross_chat: bool = False,
+    charge_drafter: bool = False,
+) -> dict[str, float]:
+    """Predicted speed-up per task (geometric mean over its chats) of one plan (``simulate``'s
+    ``drafter_name``, ``draft_count``, ``adaptive``; ``make``: a function of the chat giving a
+    drafter instance instead). One process answering the chats in order (acceptance memory
+    carried) unless ``cold``; ``cross_chat``: a chat that follows another starts with a
+    drafter memory taught that chat; ``charge_drafter``: the drafter's own time counts."""
+    memory = AdaptiveMemory()
+    per_task: dict[str, list[float]] = {}
+    for chat in chats.values():
+        memory = AdaptiveMemory() if cold else memory
+        extra = {"drafter": plan["make"](chat)} if "make" in plan else {}
+        if cross_chat and not extra:
+            extra = taught_memory(chats, chat, plan, key, seconds, eos)
+        arguments = (plan["drafter_name"], plan["draft_count"], plan["adaptive"])
+        result = simulate(chat["turns"], *arguments, memory, key, seconds, eos, **extra)
+        spent = result["spec_s"] + (result["drafter_s"] if charge_drafter else 0.0)
+        per_task.setdefault(chat["task"], []).append(result["plain_s"] / spent)
+    return {task: geomean(values) for task, values in per_task.items()}
 
 
-def answers_path(model_key: str, split: str) -> Path:
-    from ..paths import cache_dir
+def taught_memory(chats: dict, chat: dict, plan: dict, key: str, seconds: dict, eos: int) -> dict:
+    """For a chat that follows another (``edit-memory``) and a drafter with cross-chat
+    memory: the app's options and a fresh store in a fresh folder that saw the earlier chat."""
+    earlier = chats.get(chat.get("after") or "")
+    if earlier is None or not measurement_options(plan["drafter_name"]):
+        return {}
+    stores = FolderStores()
+    name, count = plan["drafter_name"], plan["draft_count"]
+    memory = AdaptiveMemory()
+    simulate(earlier["turns"], name, count, False, memory, key, seconds, eos, {}, stores=stores)
+    return {"options": {}, "stores": stores}
 
-    return cache_dir() / "tuning" / f"answers-{model_key}-{split}.json"
+
+# ---------------------------------------------------------------- the answers replayed
 
 
 def reference_answers(
     split: str, max_tokens: int, tasks=None, per_task: int = 2, cached_only: bool = False
 ) -> tuple[dict, str, int]:
-    """Every chat of a split decoded plainly once (cached): ({chat: {"task", "turns"}}, model
-    key, eos id)."""
+    """Every chat of a split decoded plainly once (cached): ({chat: {"task", "turns",
+    "after"}}, model key, eos id)."""
     from ..model_ngrams import model_key as key_of
     from ..models import load_model
+    from ..paths import cache_dir
     from ..session import prompt_tokens
     from ..settings import GenerationRequest
     from .suite import BenchConfig, Suite
     from .workloads import TASK_ORDER, select_workloads
 
     loaded = load_model(None)
-    key = key_of(loaded)
-    eos = sorted(loaded.tokenizer.eos_token_ids)[0]
-    path = answers_path(key, split)
+    key, eos = key_of(loaded), sorted(loaded.tokenizer.eos_token_ids)[0]
+    path = cache_dir() / "tuning" / f"answers-{key}-{split}.json"
     cached = json.loads(path.read_text()) if path.exists() else {}
-    workloads, _ = select_workloads(list(tasks or TASK_ORDER), per_task, 2, split)
+    workloads, _ = select_workloads(list(tasks or TASK_ORDER), per_task, split)
     suite = Suite(BenchConfig(out=Path("."), max_tokens=max_tokens))
-    suite.loaded, suite.memory = loaded, scratch_memory()
+    suite.loaded = loaded
     for workload in workloads:
         if workload.id in cached or cached_only:
             continue
         print(f"  decoding {workload.task}/{workload.id} plainly", file=sys.stderr, flush=True)
-        runs = suite.reference_chat(workload)
-        answers = [loaded.tokenizer.decode(r.tokens) for r in runs]
         turns = []
-        for run, messages in zip(runs, suite.turn_messages(workload, answers)):
+        for run, messages in zip(*suite.reference_chat(workload)):
+            request = GenerationRequest(messages=messages, json_schema=workload.schema)
+            prompt = prompt_tokens(loaded, request)
             turns.append(
-                {
-                    "prompt": prompt_tokens(loaded, GenerationRequest(messages=messages)),
-                    "answer": run.tokens,
-                    "stop": len(run.tokens) < max_tokens,
-                }
+                {"prompt": prompt, "answer": run.tokens, "stop": len(run.tokens) < max_tokens}
             )
         cached[workload.id] = {"task": workload.task, "turns": turns, "after": workload.after}
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(cached))
-    for w in workloads:  # answers cached before "after" was stored
-        if w.id in cached:
-            cached[w.id]["after"] = w.after
     return {w.id: cached[w.id] for w in workloads if w.id in cached}, key, eos
 
 
-def geomean(values) -> float:
-    values = list(values)
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
-
-
-def table(
-    chats: dict,
-    key: str,
-    eos: int,
-    seconds: dict,
-    drafters,
-    caps,
-    adaptives,
-    cold: bool,
-    priors: dict[str, dict] | None = None,
-):
-    tasks = sorted({c["task"] for c in chats.values()})
-    print(
-        f"\n{'cold start: each chat alone' if cold else 'one process, memory carried'}; "
-        "predicted speed-up per task (geomean over chats), then overall geomean over tasks"
-    )
-    print(f"{'config':28}" + "".join(f"{t[:12]:>13}" for t in tasks) + f"{'geomean':>10}")
-    variants = [("", adaptive_module.CLASS_PRIORS)] + [
-        (f" {label}", value) for label, value in (priors or {}).items()
-    ]
-    for name in drafters:
-        for cap in caps:
-            for adaptive in adaptives:
-                for suffix, variant in variants if adaptive else variants[:1]:
-                    values = predicted(chats, key, eos, seconds, name, cap, adaptive, cold, variant)
-                    label = f"{name}@{cap}{'' if adaptive else ' fixed'}{suffix}"
-                    print(
-                        f"{label:28}"
-                        + "".join(f"{values[t]:13.2f}" for t in tasks)
-                        + f"{geomean(values.values()):10.2f}",
-                        flush=True,
-                    )
-
-
-def predicted(
-    chats: dict,
-    key: str,
-    eos: int,
-    seconds: dict,
-    name: str,
-    cap: int,
-    adaptive: bool,
-    cold: bool,
-    priors: dict,
-) -> dict[str, float]:
-    """Predicted speed-up per task (geomean over its chats) with ``priors`` as the policy's
-    cold-start priors; ``cold``: a fresh acceptance memory for every chat."""
-    saved = adaptive_module.CLASS_PRIORS
-    adaptive_module.CLASS_PRIORS = priors
-    try:
-        memory = AdaptiveMemory()
-        per_task: dict[str, list[float]] = {}
-        for chat in chats.values():
-            if cold:
-                memory = AdaptiveMemory()
-            result = simulate(
-                chat["turns"],
-                name,
-                cap,
-                adaptive,
-                memory,
-                key,
-                seconds,
-                eos,
-                **cross_chat(chats, chat, name, cap, key, seconds, eos),
-            )
-            per_task.setdefault(chat["task"], []).append(result["plain_s"] / result["spec_s"])
-    finally:
-        adaptive_module.CLASS_PRIORS = saved
-    return {t: geomean(v) for t, v in per_task.items()}
-
-
-def cross_chat(
-    chats: dict, chat: dict, name: str, cap: int, key: str, seconds: dict, eos: int
-) -> dict:
-    """For a chat that follows another (``edit-memory``) and a drafter with cross-chat
-    memory: the app's options and a fresh store in a fresh folder that saw the earlier chat."""
-    earlier = chats.get(chat.get("after") or "")
-    if earlier is None or not measurement_options(name):
-        return {}
-    stores = FolderStores()
-    simulate(
-        earlier["turns"],
-        name,
-        cap,
-        False,
-        AdaptiveMemory(),
-        key,
-        seconds,
-        eos,
-        options={},
-        stores=stores,
-    )
-    return {"options": {}, "stores": stores}
+# ---------------------------------------------------------------- python -m engine.bench.tune
 
 
 def class_acceptance(chats: dict, key: str, eos: int, seconds: dict, drafters, cap: int = 16):
     """Acceptance per match class and draft position with a fixed draft count: what the
-    adaptive policy's cold-start priors are fitted to."""
+    adaptive policy's cold-start priors are fitted to. Prints it and returns fitted priors."""
     print(
         f"\nacceptance per match class, fixed draft count {cap}: passes, P(position i kept "
         "| earlier kept) for i = 0, 1, 2, 3, 7, 15"
@@ -306,68 +229,36 @@ def class_acceptance(chats: dict, key: str, eos: int, seconds: dict, drafters, c
     for name in drafters:
         classes: dict = {}
         for chat in chats.values():
-            simulate(
-                chat["turns"],
-                name,
-                cap,
-                False,
-                AdaptiveMemory(),
-                key,
-                seconds,
-                eos,
-                classes=classes,
-            )
-        for klass in sorted(classes):
-            counts = classes[klass]
+            memory = AdaptiveMemory()
+            simulate(chat["turns"], name, cap, False, memory, key, seconds, eos, classes=classes)
+        for klass, counts in sorted(classes.items()):
             rates = [f"{a / r:.2f}" if r else "  – " for r, a in counts]
             picks = [rates[i] for i in (0, 1, 2, 3, 7, 15) if i < len(rates)]
             print(f"  {name:14} class {klass}: {counts[0][0]:5} passes  " + " ".join(picks))
             p0 = counts[0][1] / counts[0][0]
-            fitted.setdefault(name, {})[klass] = (
-                round(PRIOR_STRENGTH * p0, 2),
-                round(PRIOR_STRENGTH * (1 - p0), 2),
-            )
+            prior = (round(PRIOR_STRENGTH * p0, 2), round(PRIOR_STRENGTH * (1 - p0), 2))
+            fitted.setdefault(name, {})[klass] = prior
     print(f"fitted priors (strength {PRIOR_STRENGTH}): {fitted}")
     return fitted
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.bench.tune", description=__doc__)
-    parser.add_argument(
-        "--split",
-        default="tuning",
-        choices=("tuning", "check"),
-        help="prompt set to replay (default: tuning)",
-    )
-    parser.add_argument(
-        "--drafters", default="ngram-cache,prompt-lookup,suffix", help="comma-separated drafters"
-    )
+    parser.add_argument("--split", default="tuning", choices=("tuning", "check"))
+    parser.add_argument("--drafters", default="ngram-cache,prompt-lookup,suffix")
     parser.add_argument("--caps", default="4,8,16,32", help="draft-count caps to try")
     parser.add_argument("--max-tokens", type=int, default=512, help="answer cap (default 512)")
     parser.add_argument("--fixed", action="store_true", help="also try fixed draft counts")
-    parser.add_argument(
-        "--curve",
-        default=QUIET_CURVE,
-        help="a results.json whose verify_cost c(n) to use (default: the committed quiet run)",
-    )
+    parser.add_argument("--curve", default=QUIET_CURVE, help="a results.json whose c(n) to use")
     parser.add_argument("--tasks", help="comma-separated tasks (default: all)")
-    parser.add_argument(
-        "--cached-only",
-        action="store_true",
-        help="replay only the answers already decoded; decode nothing",
-    )
+    parser.add_argument("--cached-only", action="store_true", help="decode nothing new")
     args = parser.parse_args(argv)
-    return _main(args, argv)
-
-
-def _main(args, argv) -> int:
+    tasks = args.tasks.split(",") if args.tasks else None
     chats, key, eos = reference_answers(
-        args.split,
-        args.max_tokens,
-        args.tasks.split(",") if args.tasks else None,
-        cached_only=args.cached_only,
+        args.split, args.max_tokens, tasks, cached_only=args.cached_only
     )
-    seconds = quiet_seconds(args.curve)
+    curve = json.loads(Path(args.curve).read_text())["verify_cost"]["median_s"]
+    seconds = {int(n): s for n, s in curve.items()}
     print(f"python -m engine.bench.tune {' '.join(argv if argv is not None else sys.argv[1:])}")
     print(
         f"{args.split} set: {len(chats)} chats, "
@@ -377,24 +268,32 @@ def _main(args, argv) -> int:
         + ", ".join(f"c({n})/c(1)={s / seconds[1]:.2f}" for n, s in sorted(seconds.items()))
     )
     drafters = args.drafters.split(",")
-    caps = [int(c) for c in args.caps.split(",")]
-    adaptives = [True, False] if args.fixed else [True]
     fitted = class_acceptance(chats, key, eos, seconds, drafters)
     # priors fitted here are only a candidate on the tuning set; on the check set the
-    # engine's own (unlabelled rows) are compared with flat ones, nothing is fitted to it
-    variants = {"fitted-priors": fitted} if args.split == "tuning" else {}
+    # engine's own are compared with flat ones, nothing is fitted to it
+    variants = {"": adaptive_module.CLASS_PRIORS, " flat-priors": {}}
+    if args.split == "tuning":
+        variants[" fitted-priors"] = fitted
+    tasks = sorted({c["task"] for c in chats.values()})
     for cold in (False, True):
-        table(
-            chats,
-            key,
-            eos,
-            seconds,
-            drafters,
-            caps,
-            adaptives,
-            cold,
-            {**variants, "flat-priors": {}},
+        print(
+            f"\n{'cold start: each chat alone' if cold else 'one process, memory carried'}; "
+            "predicted speed-up per task (geomean over chats), then geomean over tasks"
         )
+        print(f"{'config':28}" + "".join(f"{t[:12]:>13}" for t in tasks) + f"{'geomean':>10}")
+        for name in drafters:
+            for cap in map(int, args.caps.split(",")):
+                for adaptive in (True, False) if args.fixed else (True,):
+                    for label, priors in variants.items() if adaptive else [("", {})]:
+                        plan = {"drafter_name": name, "draft_count": cap, "adaptive": adaptive}
+                        saved, adaptive_module.CLASS_PRIORS = adaptive_module.CLASS_PRIORS, priors
+                        try:
+                            values = predict(chats, key, eos, seconds, plan, cold, cross_chat=True)
+                        finally:
+                            adaptive_module.CLASS_PRIORS = saved
+                        row = f"{name}@{cap}{'' if adaptive else ' fixed'}{label}"
+                        cells = "".join(f"{values[t]:13.2f}" for t in tasks)
+                        print(f"{row:28}{cells}{geomean(values.values()):10.2f}", flush=True)
     return 0
 
 
