@@ -57,7 +57,10 @@ def speedup_cell(figures: dict | None) -> str:
 def _columns(summary: dict) -> list[tuple[str, str, dict]]:
     """(heading, config, figures): Draftless (the default drafter) first, the other
     drafters, the oracle, mlx-lm's plain decoding."""
-    per, default = summary["per"], summary.get("default_drafter")
+    per, default = (
+        {c: f for c, f in summary["per"].items() if f.get("all")},
+        summary.get("default_drafter"),
+    )
     columns = [(f"Draftless (`{default}`)", default, per[default])] if default in per else []
     columns += [(f"`{c}`", c, per[c]) for c in summary["ranking"] if c != default]
     if "oracle" in per:
@@ -87,7 +90,9 @@ def ratio_cell(ratios: list[float]) -> str:
 def identity_table(summary: dict) -> str:
     rows = []
     for config in summary["configs"]:
-        f = summary["per"].get(config, {}).get("all", {})
+        f = summary["per"].get(config, {}).get("all")
+        if not f:
+            continue  # did not run (mlx-lm on schema tasks)
         cells = [_f(f.get("tok_s"), "{:.1f}"), _f(f.get("tokens_per_pass"))]
         cells += [_f(f.get("acceptance_rate"), "{:.0%}"), "yes" if f.get("identical") else "**NO**"]
         rows.append([f"`{config}`", *cells])
@@ -145,9 +150,13 @@ def render(results: dict, out: Path) -> None:
         "## Speed-up per task against plain decoding",
         "",
         "Cells: the median of the rounds' speed-ups with their min–max. \"no change\": the "
-        "range overlaps the none-vs-none noise of those answers, so no gain or loss is claimed. "
-        "*oracle*: a drafter handed the plain run's own answer (drafts "
-        f"{results.get('oracle_draft_count')} tokens, all accepted): the limit on this machine.",
+        "range overlaps the none-vs-none noise of those answers, so no gain or loss is claimed."
+        + (
+            " *oracle*: a drafter handed the plain run's own answer (drafts "
+            f"{results['oracle_draft_count']} tokens, all accepted): the limit on this machine."
+            if "oracle" in summary["per"]
+            else ""
+        ),
         "",
         _task_table(summary, lambda key, figures, task: speedup_cell(figures.get(task))),
         "",
