@@ -57,10 +57,8 @@ def speedup_cell(figures: dict | None) -> str:
 def _columns(summary: dict) -> list[tuple[str, str, dict]]:
     """(heading, config, figures): Draftless (the default drafter) first, the other
     drafters, the oracle, mlx-lm's plain decoding."""
-    per, default = (
-        {c: f for c, f in summary["per"].items() if f.get("all")},
-        summary.get("default_drafter"),
-    )
+    per = {c: f for c, f in summary["per"].items() if f.get("all")}  # configs that ran
+    default = summary.get("default_drafter")
     columns = [(f"Draftless (`{default}`)", default, per[default])] if default in per else []
     columns += [(f"`{c}`", c, per[c]) for c in summary["ranking"] if c != default]
     if "oracle" in per:
