@@ -37,9 +37,14 @@ def add_bench_arguments(parser) -> None:
     )
     for name, (kind, text) in OPTIONS.items():
         flag = "--prompts-per-task" if name == "per_task" else "--" + name.replace("_", "-")
-        parser.add_argument(flag, dest=name, type=int if kind is int else str, help=text)
+        choices = ("check", "tuning") if name == "split" else None
+        parser.add_argument(
+            flag, dest=name, type=kind if kind is int else str, choices=choices, help=text
+        )
     parser.add_argument("--no-oracle", action="store_true", help="skip the oracle (the limit)")
-    parser.add_argument("--no-adaptive", action="store_true", help="a fixed draft count")
+    parser.add_argument(
+        "--no-adaptive", action="store_true", help="draft the whole draft count every pass"
+    )
 
 
 def config_from_args(args) -> BenchConfig:

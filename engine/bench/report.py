@@ -36,10 +36,6 @@ def _loadavg(values) -> str:
     return "/".join(f"{v:.1f}" for v in values) if values else "unknown"
 
 
-def _task(task: str) -> str:
-    return "**all**" if task == "all" else task
-
-
 def speedup_cell(figures: dict | None) -> str:
     """ "1.52x (1.48–1.60)", or "no change (0.97–1.05)" when the range is inside the noise."""
     if not figures or figures.get("speedup") is None:
@@ -72,7 +68,8 @@ def _task_table(summary: dict, cell) -> str:
     """One row per task (and all), one column per config: ``cell(key, figures, task)``."""
     columns = _columns(summary)
     rows = [
-        [_task(task)] + [cell(key, figures, task) for _, key, figures in columns]
+        ["**all**" if task == "all" else task]
+        + [cell(key, figures, task) for _, key, figures in columns]
         for task in summary["tasks"] + ["all"]
     ]
     return _table(["task"] + [name for name, *_ in columns], rows)
@@ -82,7 +79,7 @@ def ratio_cell(ratios: list[float]) -> str:
     cell = ratio_interval(ratios)
     if cell is None:
         return "not in this run"
-    return f"{cell['ratio']:.2f} ({cell['lo']:.2f}–{cell['hi']:.2f}; {cell['pairs']} pairs)"
+    return f"{cell['ratio']:.2f} ({cell['lo']:.2f}–{cell['hi']:.2f}; {cell['pairs']} pair{'s' * (cell['pairs'] != 1)})"
 
 
 def identity_table(summary: dict) -> str:

@@ -295,7 +295,7 @@ class Suite:
             "drafters": self.drafters,
             "failures": self.failures,
             "skipped": self.skipped,
-            "provenance": [vars(p) for p in self.provenance],
+            "provenance": self.provenance,
             "workloads": workloads,
             "verify_cost": self.verify,
             "oracle_draft_count": self.oracle_count,

@@ -57,14 +57,6 @@ class Workload:
         return [f"{self.id}-t{n}" for n in range(1, len(self.turns) + 2)]
 
 
-@dataclass
-class Provenance:
-    task: str
-    source: str
-    items: list[str]
-    note: str = ""
-
-
 def _user(text: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": text}]
 
@@ -115,20 +107,21 @@ def written_workloads() -> dict[str, list[Workload]]:
 
 def select_workloads(
     tasks: list[str], per_task: int, split: str = "check"
-) -> tuple[list[Workload], list[Provenance]]:
-    """The chosen tasks' workloads of one split (``check``: the report's; ``tuning``)."""
+) -> tuple[list[Workload], list[dict]]:
+    """The chosen tasks' workloads of one split (``check``: the report's; ``tuning``), and
+    per task where they come from (``{"task", "source", "items"}``)."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; choose from {', '.join(SPLITS)}")
     written = written_workloads()
     chosen: list[Workload] = []
-    provenance: list[Provenance] = []
+    provenance: list[dict] = []
     for task in tasks:
         if task not in written:
             raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASK_ORDER)}")
         items = [w for w in written[task] if w.split == split][:per_task]
         ours = all(w.source == WRITTEN for w in items)
         names = [w.id if ours else f"{w.id} ({w.source})" for w in items]
-        provenance.append(Provenance(task, WRITTEN if ours else "a public set", names))
+        provenance.append({"task": task, "source": WRITTEN if ours else "public", "items": names})
         chosen += items
     return chosen, provenance
 
