@@ -183,6 +183,20 @@ def test_a_failure_is_the_first_thing_the_report_says(tmp_path):
     assert "- FAILED suffix code-edit: output differs" in text
 
 
+def test_an_unknown_task_is_a_message_before_any_model_loads(tmp_path, capsys, monkeypatch):
+    from engine.__main__ import main
+    from engine.bench import suite
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("a bad task list must not load the model")
+
+    monkeypatch.setattr(suite, "load_model", no_loading)
+    assert main(["bench", "--tasks", "code-edit,nope", "--out", str(tmp_path)]) == 2
+    error = capsys.readouterr().err
+    assert "Unknown task 'nope'; choose from code-edit" in error and "Traceback" not in error
+    assert not (tmp_path / "report.md").exists()
+
+
 def test_render_of_a_bad_results_file_is_a_message(tmp_path, capsys):
     from engine.__main__ import main
 

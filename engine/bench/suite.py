@@ -311,10 +311,10 @@ class Suite:
 
     def _run(self) -> int:
         cfg = self.cfg
-        self.load()
         self.workloads, self.provenance = select_workloads(cfg.tasks, cfg.per_task, cfg.split)
         if not self.workloads:
             raise EngineError("No workloads to run.")
+        self.load()
         self.drafters = self.drafter_names()
         self.default_drafter = DEFAULT_DRAFTER if DEFAULT_DRAFTER in self.drafters else None
         self.measure_verify_cost()

@@ -19,6 +19,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import EngineError
+
 TASK_ORDER = (
     "code-edit",
     "edit-session",
@@ -111,13 +113,13 @@ def select_workloads(
     """The chosen tasks' workloads of one split (``check``: the report's; ``tuning``), and
     per task where they come from (``{"task", "source", "items"}``)."""
     if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; choose from {', '.join(SPLITS)}")
+        raise EngineError(f"Unknown prompt set {split!r}; choose from {', '.join(SPLITS)}.")
     written = written_workloads()
     chosen: list[Workload] = []
     provenance: list[dict] = []
     for task in tasks:
         if task not in written:
-            raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASK_ORDER)}")
+            raise EngineError(f"Unknown task {task!r}; choose from {', '.join(TASK_ORDER)}.")
         items = [w for w in written[task] if w.split == split][:per_task]
         ours = all(w.source == WRITTEN for w in items)
         names = [w.id if ours else f"{w.id} ({w.source})" for w in items]
