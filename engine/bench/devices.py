@@ -55,21 +55,21 @@ def strategies(eos: int) -> dict[str, dict]:
 
 
 def device_table(chats: dict, key: str, eos: int, curves) -> list[str]:
-    tasks = sorted({c["task"] for c in chats.values()})
+    tasks, plans = sorted({c["task"] for c in chats.values()}), strategies(eos)
     lines = []
     for named in curves:
         lines += [f"\n### {named.name}\n", named.source, ""]
         lines += ["| strategy | " + " | ".join(tasks) + " | copy-heavy | all |"]
         lines += ["|---" * (len(tasks) + 3) + "|"]
         rows = {}
-        for label, plan in strategies(eos).items():
+        for label, plan in plans.items():
             values = predict(chats, key, eos, named.seconds, plan, charge_drafter=True)
             copy = geomean(values[t] for t in COPY_HEAVY if t in values)
             rows[label] = {**values, "copy-heavy": copy, "all": geomean(values.values())}
             cells = [f"{rows[label][t]:.2f}" for t in tasks + ["copy-heavy", "all"]]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
             print(lines[-1], file=sys.stderr, flush=True)
-        lines += ["", *goal_lines(rows, tasks, strategies(eos))]
+        lines += ["", *goal_lines(rows, tasks, plans)]
     return lines
 
 

@@ -204,8 +204,7 @@ def reference_answers(
         print(f"  decoding {workload.task}/{workload.id} plainly", file=sys.stderr, flush=True)
         turns = []
         for run, messages in zip(*suite.reference_chat(workload)):
-            request = GenerationRequest(messages=messages, json_schema=workload.schema)
-            prompt = prompt_tokens(loaded, request)
+            prompt = prompt_tokens(loaded, GenerationRequest(messages=messages))
             turns.append(
                 {"prompt": prompt, "answer": run.tokens, "stop": len(run.tokens) < max_tokens}
             )

@@ -66,7 +66,8 @@ def _user(text: str) -> list[dict[str, str]]:
 def load_prompts(path: Path) -> list[Workload]:
     """The workloads of one JSONL file: one JSON object a line, named by the file's task,
     with ``id``, ``split`` and ``prompt`` and, optionally, ``role``, ``turns`` (later user
-    messages), ``after``, ``schema`` and ``source`` (where a prompt was taken from). A bad line raises ValueError naming the file and line."""
+    messages), ``after``, ``schema`` and ``source`` (where a prompt was taken from). A bad
+    line raises ValueError naming the file and the line."""
     workloads = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -95,11 +96,9 @@ def load_prompts(path: Path) -> list[Workload]:
             problems = [f"split {row['split']!r} is not one of {', '.join(SPLITS)}"]
         if problems:
             raise ValueError(f"{path}, line {number}: " + "; ".join(problems))
-        extra = {k: row[k] for k in ("role", "turns", "after", "schema") if k in row}
+        extra = {k: row[k] for k in ("role", "turns", "split", "after", "schema") if k in row}
         source = row.get("source", WRITTEN)
-        workload = Workload(path.stem, row["id"], _user(row["prompt"]), source, **extra)
-        workload.split = row["split"]
-        workloads.append(workload)
+        workloads.append(Workload(path.stem, row["id"], _user(row["prompt"]), source, **extra))
     return workloads
 
 
