@@ -25,8 +25,8 @@
 - **Choice**: the draft length L (0..limit) maximising
   ``E[tokens | L] / c(1 + rows × L)`` with ``E[tokens | L] = 1 + Σ_{j≤L} Π_{i<j} p_i``;
   L = 0 (plain decoding) when no draft pays. A multi-row drafter sends its extra rows only
-  while they make the pass at most 5% dearer (``row_budget``), and pays for ``rows × L``
-  tree tokens.
+  while they make the pass at most 5% dearer (``row_budget``): ``rows × L`` tree tokens,
+  plus what a tree pass costs beyond a row of as many tokens (``CostCurve.tree_extra``).
 
 The service owns the curves and the acceptance memory (``AdaptiveMemory``), never this
 module.
@@ -217,17 +217,31 @@ class AdaptivePolicy:
     def row_budget(self, length: int) -> int:
         """How many rows of ``length`` tokens to send: a multi-row drafter's extra rows go
         out only while the tree costs at most ``ROW_SLACK`` more than its first row alone
-        (on a flat curve all of them, on a steep one one)."""
+        (on a flat curve all of them, on a steep one one). A tree pass costs what the curve
+        says for its nodes plus the curve's ``tree_extra``."""
         base, rows = self.curve(1 + length), 1
-        while rows < self.rows and self.curve(1 + (rows + 1) * length) <= (1 + ROW_SLACK) * base:
+        while (
+            rows < self.rows
+            and self.curve.tree_cost(1 + (rows + 1) * length) <= (1 + ROW_SLACK) * base
+        ):
             rows += 1
         return rows
 
-    def record(self, drafted: int, accepted: int, seconds: float, depth: int | None = None) -> None:
+    def record(
+        self,
+        drafted: int,
+        accepted: int,
+        seconds: float,
+        depth: int | None = None,
+        tree: bool = False,
+    ) -> None:
         depth = drafted if depth is None else depth
         if depth:
             tracker = self.tracker(self.last_class)
             tracker.decay()
             tracker.record(depth, accepted)
             self.idle[self.last_class] = 0
-        self.curve.observe(drafted + 1, seconds)
+        if tree:
+            self.curve.observe_tree(drafted + 1, seconds)
+        else:
+            self.curve.observe(drafted + 1, seconds)

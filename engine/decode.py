@@ -248,6 +248,7 @@ class PassResult:
     drafter_seconds: float
     row: int = 0
     logprobs: list[TokenLogprobs] | None = None  # per emitted token, when the chooser asks
+    tree: bool = False  # several rows verified in one tree pass
 
 
 class FixedDraftLength:
@@ -379,8 +380,13 @@ def speculative_decode(
             target_topk=topk,
         )
         done_at = time.perf_counter()
+        tree = verdict.depth is not None
         policy.record(
-            verdict.drafted, verdict.accepted, verified_at - drafted_at, depth=verdict.depth
+            verdict.drafted,
+            verdict.accepted,
+            verified_at - drafted_at,
+            depth=verdict.depth,
+            tree=tree,
         )
         produced += len(emitted)
         yield PassResult(
@@ -391,6 +397,7 @@ def speculative_decode(
             (drafted_at - started) + (done_at - verified_at),
             verdict.row,
             logprobs,
+            tree,
         )
         if emitted[-1] in eos_tokens:
             return

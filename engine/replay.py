@@ -138,7 +138,10 @@ def replay(
         history.extend(emitted)
         produced += len(emitted)
         ended = emitted[-1] in ends
-        kept, _ = stats.record_pass(drafted, min(accepted, len(emitted)), len(emitted), 0.0, ended)
+        is_tree = len(rows) > 1 and drafter.multi_row and tree
+        kept, _ = stats.record_pass(
+            drafted, min(accepted, len(emitted)), len(emitted), 0.0, ended, is_tree
+        )
         visible = len(emitted) - int(ended)
         from_draft.extend(i < kept for i in range(visible))
     return ReplayResult(settings, stats, from_draft, _estimate_notes(drafter, asked, greedy))

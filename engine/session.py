@@ -308,7 +308,12 @@ class ChatSession:
             for pass_index, result in enumerate(decoder):
                 ended = bool(eos.intersection(result.tokens))
                 accepted, emitted = stats.record_pass(
-                    result.drafted, result.accepted, len(result.tokens), result.seconds, ended
+                    result.drafted,
+                    result.accepted,
+                    len(result.tokens),
+                    result.seconds,
+                    ended,
+                    result.tree,
                 )
                 stats.drafter_s += result.drafter_seconds
                 if ended:

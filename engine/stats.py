@@ -13,9 +13,11 @@
   the first pass. waited_s: the part of it the request waited for the engine (another
   answer, or a step of background work such as measuring the verify cost).
 - pass_sizes[j]: the tokens pass j verified (1 + the draft tokens it sent).
+- tree_passes: passes that verified several draft rows as one tree.
 - estimated_speedup: plain decoding's predicted time over this answer's, from a verify-cost
   curve c(n) (seconds for one pass over n tokens): (emitted + end) * c(1) over the sum of
-  c(pass_sizes[j]) + drafter time. An estimate: both sides are predicted.
+  c(pass_sizes[j]) + tree_passes * the curve's tree_extra + drafter time. An estimate: both
+  sides are predicted.
   estimate_curve names the curve: "measured" (for this model on this machine), a device
   curve's name, or a guess (the model's curve was not measured yet).
 - per_position_acceptance[i]: share of passes with a draft at position i where it was accepted.
@@ -73,9 +75,16 @@ class DecodeStats:
     estimated_speedup: float | None = None
     estimate_curve: str | None = None
     pass_sizes: list[int] = field(default_factory=list)
+    tree_passes: int = 0
 
     def record_pass(
-        self, drafted: int, accepted: int, emitted: int, seconds: float, ended: bool = False
+        self,
+        drafted: int,
+        accepted: int,
+        emitted: int,
+        seconds: float,
+        ended: bool = False,
+        tree: bool = False,
     ) -> tuple[int, int]:
         """Count one pass; ``emitted``/``accepted`` include an end-of-answer token when
         ``ended``. Returns (accepted, emitted) as counted (without that token)."""
@@ -87,6 +96,7 @@ class DecodeStats:
             self.first_pass_s = seconds
         self.passes += 1
         self.pass_sizes.append(1 + drafted)
+        self.tree_passes += tree
         self.calls += 1
         self.drafted += drafted
         self.accepted += accepted
@@ -121,6 +131,7 @@ class DecodeStats:
             return None
         sizes = self.pass_sizes or [1 + d for d, n in self.draft_sizes().items() for _ in range(n)]
         spent = sum(cost(n) for n in sizes) + self.drafter_s
+        spent += self.tree_passes * max(getattr(cost, "tree_extra", 0.0), 0.0)
         plain = (self.emitted + int(self.ended)) * cost(1)
         self.estimated_speedup = plain / spent if spent > 0 else None
         self.estimate_curve = source or getattr(cost, "source", None)
@@ -155,6 +166,7 @@ class DecodeStats:
             estimated_speedup=speedup,
             estimate_curve=later.estimate_curve if speedup else None,
             pass_sizes=self.pass_sizes + later.pass_sizes,
+            tree_passes=self.tree_passes + later.tree_passes,
         )
 
     @classmethod
@@ -200,6 +212,7 @@ class DecodeStats:
             estimated_speedup=stats.get("estimated_speedup"),
             estimate_curve=_text_or_none(stats.get("estimate_curve")),
             pass_sizes=_whole_numbers(stats.get("pass_sizes")),
+            tree_passes=int(stats.get("tree_passes", 0)),
         )
 
     @property
@@ -243,6 +256,7 @@ class DecodeStats:
             ),
             "estimate_curve": self.estimate_curve,
             "pass_sizes": list(self.pass_sizes),
+            "tree_passes": self.tree_passes,
             "drafter_counters": {
                 "calls": self.calls,
                 "gen_drafts": self.gen_drafts,

@@ -14,6 +14,11 @@ its file and its timing; ``engine.adaptive`` only plans with a curve it is given
 - **Online**, each pass's measured time rescales the curve (an exponential average of
   observed / predicted, per length), so load on the machine and a prior's wrong shape are
   followed. A named curve is planned on as it is: its seconds are another machine's.
+- **Tree passes** (several draft rows in one pass, ``engine.tree``) cost c(n) plus
+  ``tree_extra`` seconds: the per-token rotary positions, the tree's attention mask and the
+  attention kernels that take an explicit mask (on an H100 0.8-2.2 ms a pass at a
+  512-token context, more at longer ones; a few per cent of a pass on a CPU). A named curve
+  states it (``tree_extra_s``); on this machine it is learned from the tree passes timed.
 """
 
 from __future__ import annotations
@@ -65,7 +70,9 @@ class CostCurve:
         measured: bool = True,
         source: str = "measured",
         fixed: bool = False,
+        tree_extra: float = 0.0,
     ):
+        self.tree_extra = tree_extra  # seconds a tree pass costs beyond c(its node count)
         self.measured = measured  # False: a prior shape in relative units
         self.anchored = measured  # seconds, not relative units (a prior: after its first pass)
         self.source = source  # what an estimate made on this curve names ("measured", a device)
@@ -101,6 +108,10 @@ class CostCurve:
         ratio, seen = local
         weight = min(seen, LOCAL_WEIGHT_CAP)
         return self.base(n) * (weight * ratio + LOCAL_PRIOR * self.scale) / (weight + LOCAL_PRIOR)
+
+    def tree_cost(self, n: float) -> float:
+        """A tree pass over n nodes (root included)."""
+        return self(n) + max(self.tree_extra, 0.0)
 
     @property
     def guess(self) -> bool:
@@ -149,6 +160,11 @@ class CostCurve:
             local = self.local.setdefault(int(n), [ratio, 0])
             local[0] += SCALE_RATE * (ratio - local[0])
             local[1] += 1
+
+    def observe_tree(self, n: int, seconds: float) -> None:
+        """A tree pass of n nodes took ``seconds``: what it cost beyond c(n) is the extra."""
+        if not self.fixed and seconds > 0 and self.anchored:
+            self.tree_extra += SCALE_RATE * (seconds - self(n) - self.tree_extra)
 
     def to_dict(self) -> dict:
         return {str(n): s for n, s in zip(self.lengths, self.seconds)}
@@ -306,13 +322,25 @@ class NamedCurve:
     name: str
     source: str
     seconds: dict[int, float]
+    tree_extra_s: float = 0.0  # what a tree pass costs beyond c(n)
 
     def curve(self) -> "CostCurve":
-        return CostCurve(self.seconds, source=f"{self.name} curve", fixed=True)
+        return CostCurve(
+            self.seconds, source=f"{self.name} curve", fixed=True, tree_extra=self.tree_extra_s
+        )
 
 
 def _points(seconds) -> dict[int, float]:
     return validated_cost_points({"version": COST_VERSION, "seconds": seconds})
+
+
+def _tree_extra(data) -> float:
+    value = data.get("tree_extra_s", 0.0) if isinstance(data, dict) else 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError("tree_extra_s is not a number of seconds")
+    if not 0 <= value <= MAX_PASS_SECONDS:
+        raise ValueError(f"tree_extra_s {value!r} is not between 0 and {MAX_PASS_SECONDS:g} s")
+    return float(value)
 
 
 def named_curves() -> dict[str, NamedCurve]:
@@ -320,7 +348,9 @@ def named_curves() -> dict[str, NamedCurve]:
     curves = {}
     for path in sorted(CURVES_DIR.glob("*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
-        curves[path.stem] = NamedCurve(path.stem, data["source"], _points(data["seconds"]))
+        curves[path.stem] = NamedCurve(
+            path.stem, data["source"], _points(data["seconds"]), _tree_extra(data)
+        )
     return curves
 
 
@@ -342,10 +372,10 @@ def curve_from_spec(spec: str) -> NamedCurve:
         seconds = data.get("seconds", data) if isinstance(data, dict) else data
         if isinstance(seconds, dict) and "median_s" in seconds:  # a report's verify_cost
             seconds = seconds["median_s"]
-        points = _points(seconds)
+        points, tree_extra = _points(seconds), _tree_extra(data)
     except (OSError, ValueError, RecursionError) as error:
         raise EngineError(
             f"The cost curve {path} cannot be used ({error}). It must be a JSON "
             'object mapping n to seconds per pass, e.g. {"1": 0.0084, "2": 0.0130}.'
         ) from None
-    return NamedCurve(path.name, f"file {path}", points)
+    return NamedCurve(path.name, f"file {path}", points, tree_extra)

@@ -65,6 +65,31 @@ def test_policy_pays_for_every_row_of_a_multi_row_drafter():
     assert multi.draft_length(16) == single
 
 
+def test_a_tree_pays_for_what_it_costs_beyond_its_nodes():
+    flat = {1: 0.01, 64: 0.0101}
+    assert AdaptivePolicy(CostCurve(flat), rows=10).row_budget(4) == 10
+    dear = CostCurve(flat, tree_extra=0.002)  # a tree pass 20% dearer than its nodes: one row
+    assert AdaptivePolicy(dear, rows=10).row_budget(4) == 1
+    cheap = CostCurve(flat, tree_extra=0.0002)  # 2%: inside the rows' slack
+    assert AdaptivePolicy(cheap, rows=10).row_budget(4) == 10
+
+
+def test_tree_passes_teach_the_curve_their_extra_cost_and_leave_c_of_n_alone():
+    curve = CostCurve({1: 0.01, 64: 0.0101})
+    policy = AdaptivePolicy(curve, rows=4)
+    assert policy.row_budget(4) == 4
+    chain = curve(17)
+    for _ in range(60):
+        policy.draft_length(4, 8)
+        policy.record(16, 3, chain + 0.003, depth=4, tree=True)  # 3 ms more than 17 tokens
+    assert curve.tree_extra == pytest.approx(0.003, rel=0.02)
+    assert curve(17) == pytest.approx(chain) and curve.scale == 1.0
+    assert policy.row_budget(4) == 1
+    named = CostCurve({1: 0.01, 64: 0.0101}, fixed=True, tree_extra=0.001)
+    named.observe_tree(17, 0.5)  # another device's curve is planned on as it is
+    assert named.tree_extra == 0.001
+
+
 def test_policy_probes_again_after_a_while():
     policy = AdaptivePolicy(CostCurve(CURVE), {0: trained(0.0)})
     for _ in range(adaptive.PROBE_INTERVAL):

@@ -29,6 +29,10 @@ def test_every_shipped_curve_loads_and_states_its_source():
     for curve in curves.values():
         assert 1 in curve.seconds and curve.source
     assert "Estimate, not a measurement" in curves["apple-m2pro-135m-f32-estimate"].source
+    # a tree pass costs more than its nodes on the H100 (measured), not on this CPU
+    assert curves["h100-7b-bf16"].tree_extra_s > 0.001
+    assert curves["cpu-epyc-2core-135m-f32"].tree_extra_s == 0.0
+    assert all("tree_extra_s" in c.source for c in curves.values())
 
 
 def test_a_curve_file_maps_n_to_seconds(tmp_path):
@@ -39,6 +43,9 @@ def test_a_curve_file_maps_n_to_seconds(tmp_path):
     report = tmp_path / "report.json"  # a report's verify_cost object works too
     report.write_text(json.dumps({"seconds": {"median_s": {"1": 0.02, "3": 0.03}}}))
     assert curve_from_spec(str(report)).seconds == {1: 0.02, 3: 0.03}
+    treed = tmp_path / "treed.json"
+    treed.write_text(json.dumps({"seconds": {"1": 0.01, "8": 0.01}, "tree_extra_s": 0.001}))
+    assert curve_from_spec(str(treed)).curve().tree_cost(5) == pytest.approx(0.011)
 
 
 @pytest.mark.parametrize(
@@ -48,6 +55,8 @@ def test_a_curve_file_maps_n_to_seconds(tmp_path):
         ('{"2": 0.01}', "no timing for a one-token pass"),
         ("[1, 2]", "no timings"),
         ("{not json", "cannot be used"),
+        ('{"seconds": {"1": 0.01}, "tree_extra_s": -1}', "tree_extra_s"),
+        ('{"seconds": {"1": 0.01}, "tree_extra_s": "1"}', "tree_extra_s"),
     ],
 )
 def test_a_bad_curve_file_is_a_clear_error(tmp_path, text, message):
@@ -221,3 +230,24 @@ def test_a_hopeless_curve_decodes_plainly_pipelined_with_the_same_tokens(tiny_lo
     plain, _ = run(FixedDraftLength())
     assert tokens == plain  # lossless either way
     assert all(p.drafted == 0 for p in passes) and len(passes) == 20
+
+
+def test_tree_passes_are_charged_their_extra_in_the_estimate(tiny_loaded, tmp_path):
+    """A multi-row drafter on a flat curve whose tree passes cost 4% more: trees are sent,
+    counted, and the estimate charges each its extra (checkable from the published stats)."""
+    path = tmp_path / "flat-trees.json"
+    path.write_text(json.dumps({"seconds": {"1": 0.01, "64": 0.0101}, "tree_extra_s": 0.0004}))
+    named = curve_from_spec(str(path))
+    request = GenerationRequest(
+        prompt="abcabd abcabe abcabf abcabd abcabe abcab",
+        raw=True,
+        max_tokens=40,
+        draft=DraftSettings(drafter="ngrammys", cost_curve=named, options={"rows": 4}),
+    ).validated()
+    done = list(ChatSession(tiny_loaded).generate(request))[-1]
+    stats, curve = done.stats, named.curve()
+    assert stats["tree_passes"] > 0, "no tree pass was sent: the test would prove nothing"
+    plain = (stats["emitted"] + int(stats["ended"])) * curve(1)
+    spent = sum(curve(n) for n in stats["pass_sizes"]) + done.timing["drafter_s"]
+    spent += stats["tree_passes"] * 0.0004
+    assert stats["estimated_speedup"] == pytest.approx(plain / spent, rel=2e-3)

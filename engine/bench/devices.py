@@ -58,12 +58,16 @@ def device_table(chats: dict, key: str, eos: int, curves) -> list[str]:
     tasks, plans = sorted({c["task"] for c in chats.values()}), strategies(eos)
     lines = []
     for named in curves:
-        lines += [f"\n### {named.name}\n", named.source, ""]
+        tree = f" A tree pass costs {named.tree_extra_s * 1e3:.2f} ms more than c(its nodes)."
+        lines += [f"\n### {named.name}\n", named.source + tree, ""]
         lines += ["| strategy | " + " | ".join(tasks) + " | copy-heavy | all |"]
         lines += ["|---" * (len(tasks) + 3) + "|"]
         rows = {}
         for label, plan in plans.items():
-            values = predict(chats, key, eos, named.seconds, plan, charge_drafter=True)
+            extra = named.tree_extra_s
+            values = predict(
+                chats, key, eos, named.seconds, plan, charge_drafter=True, tree_extra=extra
+            )
             copy = geomean(values[t] for t in COPY_HEAVY if t in values)
             rows[label] = {**values, "copy-heavy": copy, "all": geomean(values.values())}
             cells = [f"{rows[label][t]:.2f}" for t in tasks + ["copy-heavy", "all"]]

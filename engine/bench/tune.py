@@ -2,8 +2,8 @@
 
 A greedy answer is fixed, so a draft is accepted as far as it equals the answer. ``simulate``
 runs the decode loop's logic (propose, the policy trims, verify, observe, record) against a
-known answer with no model and charges each pass c(tokens verified + 1) of a curve:
-predicted speed-up = plain passes x c(1) / Σ c(verified + 1). ``predict`` replays a set of
+known answer with no model and charges each pass c(tokens verified + 1) of a curve (a
+tree pass also the curve's tree extra): predicted speed-up = plain passes x c(1) / Σ cost. ``predict`` replays a set of
 chats; the device table (``devices.py``) runs it on every named curve.
 
 ``python -m engine.bench.tune`` decodes the tuning prompts plainly once (cached per model
@@ -48,12 +48,13 @@ def simulate(
     classes: dict | None = None,
     stores=None,
     drafter=None,
+    tree_extra: float = 0.0,
 ) -> dict:
     """Replay one chat (``[{"prompt": tokens, "answer": tokens, "stop": bool}]``, turns in
     order, one drafter for the whole chat as ``ChatSession`` keeps it) and return
     ``{"plain_s", "spec_s", "passes", "emitted", "drafter_s"}``. ``drafter``: an instance
     to replay instead of the registered ``drafter_name`` (a peer's strategy, the oracle)."""
-    curve = CostCurve(seconds)
+    curve = CostCurve(seconds, tree_extra=tree_extra)
     if drafter is None:
         options = measurement_options(drafter_name) if options is None else options
         settings = DraftSettings(
@@ -100,13 +101,15 @@ def simulate(
             draft = rows[row] if rows else []
             sent = tree_size(rows) if len(rows) > 1 else len(draft)  # tokens verified
             emitted = answer[produced : produced + accepted + 1]
-            cost = curve.base(sent + 1)
+            tree = len(rows) > 1
+            cost = curve.base(sent + 1) + (tree_extra if tree else 0.0)
             spec += cost
             started = time.perf_counter()
             drafter.observe(emitted, accepted=accepted, drafted=len(draft), row=row)
             drafter_s += time.perf_counter() - started
             if policy is not None:
-                policy.record(sent, accepted, cost, depth=max((len(r) for r in rows), default=0))
+                depth = max((len(r) for r in rows), default=0)
+                policy.record(sent, accepted, cost, depth=depth, tree=tree)
             if classes is not None and draft:  # per match class: [reached, accepted] per position
                 counts = classes.setdefault(
                     match_class(proposal.match_length), [[0, 0] for _ in range(draft_count)]
@@ -142,12 +145,14 @@ def predict(
     cold: bool = False,
     cross_chat: bool = False,
     charge_drafter: bool = False,
+    tree_extra: float = 0.0,
 ) -> dict[str, float]:
     """Predicted speed-up per task (geometric mean over its chats) of one plan (``simulate``'s
     ``drafter_name``, ``draft_count``, ``adaptive``; ``make``: a function of the chat giving a
     drafter instance instead). One process answering the chats in order (acceptance memory
     carried) unless ``cold``; ``cross_chat``: a chat that follows another starts with a
-    drafter memory taught that chat; ``charge_drafter``: the drafter's own time counts."""
+    drafter memory taught that chat; ``charge_drafter``: the drafter's own time counts;
+    ``tree_extra``: seconds a tree pass costs beyond c(its nodes)."""
     memory = AdaptiveMemory()
     per_task: dict[str, list[float]] = {}
     for chat in chats.values():
@@ -156,6 +161,7 @@ def predict(
         if cross_chat and not extra:
             extra = taught_memory(chats, chat, plan, key, seconds, eos)
         arguments = (plan["drafter_name"], plan["draft_count"], plan["adaptive"])
+        extra["tree_extra"] = tree_extra
         result = simulate(chat["turns"], *arguments, memory, key, seconds, eos, **extra)
         spent = result["spec_s"] + (result["drafter_s"] if charge_drafter else 0.0)
         per_task.setdefault(chat["task"], []).append(result["plain_s"] / spent)
