@@ -43,6 +43,7 @@ from .models.caches import (
 from .settings import SamplingSettings
 from .tokens import DraftGate, output_size
 from .tree import DraftTree, Verdict, forward_tree, keep_path, verify_tree
+from .tree_adapter import TreeView
 
 PREFILL_STEP = 512
 
@@ -57,6 +58,7 @@ class Target:
     def __init__(self, model):
         self.model = model
         self.speculation = speculation_for(model, speculation_cache(model))
+        self._tree_view: TreeView | None = None
         self._empty_cache()
 
     @property
@@ -92,7 +94,9 @@ class Target:
 
     def forward_tree(self, tree: DraftTree) -> mx.array:
         """Logits (float32, [len(tree), vocab]) for each tree node, one forward pass."""
-        logits = forward_tree(self.model, self.cache, tree)
+        if self._tree_view is None:  # built once: the model does not change under a target
+            self._tree_view = TreeView(self.model)
+        logits = forward_tree(self.model, self.cache, tree, self._tree_view)
         self.fed += len(tree)
         return logits
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import mlx.core as mx
 import numpy as np
 
-from .tree_adapter import TreeLayerCache, positioned_view
+from .tree_adapter import TreeLayerCache, TreeView
 
 
 @dataclass
@@ -110,15 +110,16 @@ class DraftTree:
         return 0
 
 
-def forward_tree(model, cache: list, tree: DraftTree) -> mx.array:
+def forward_tree(model, cache: list, tree: DraftTree, view: TreeView | None = None) -> mx.array:
     """Logits (float32, [len(tree), vocab]) for each tree node, one forward pass.
 
     Node i sees the cache and its own ancestors, at position ``offset + depth[i]``; the pass
-    runs on a positioned view of ``model`` (``engine.tree_adapter``), never on ``model``.
+    runs on a positioned view of ``model`` (``engine.tree_adapter``; ``view``: one built
+    earlier for ``model``), never on ``model``.
     """
     offset = cache[0].offset
     positions = mx.array([offset + d for d in tree.depth], dtype=mx.int32)
-    view = positioned_view(model, positions)
+    view = (view or TreeView(model)).at(positions)
     layer_caches = [TreeLayerCache(c, tree) for c in cache]
     logits = view(mx.array(tree.tokens, dtype=mx.uint32)[None], cache=layer_caches)
     return logits[0].astype(mx.float32)

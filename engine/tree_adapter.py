@@ -11,6 +11,9 @@ from ``cache.make_mask``. This adapter supplies both per pass:
   modules on the way from the model to each attention layer are copied (new objects sharing
   the same weights and submodules); the loaded model and its modules are never written,
   so a pass that raises, or another thread reading the model meanwhile, sees it as loaded.
+  ``TreeView`` builds it once per target and aims it at each pass's positions: building
+  walks the model (0.3 ms for 30 layers on this project's CPU), aiming sets one attribute
+  per layer.
 - ``TreeLayerCache``: one layer's KV cache as the view sees it: the real cache's
   ``offset`` and ``update_and_fetch``, and ``make_mask`` giving the tree attention mask
   (within the layer's sliding window where it has one).
@@ -82,6 +85,19 @@ def unsupported(model) -> str | None:
     if any(counts.get(id(attention), 0) != 1 for attention in attentions):
         return "its attention layers are not each reachable once from the model"
     return None
+
+
+class TreeView:
+    """``positioned_view(model, ...)`` built once; ``at(positions)`` aims it at one pass."""
+
+    def __init__(self, model: nn.Module):
+        self.view = positioned_view(model, mx.zeros((1,), dtype=mx.int32))
+        self.ropes = [layer.self_attn.rope for layer in self.view.layers]
+
+    def at(self, positions: mx.array) -> nn.Module:
+        for rope in self.ropes:
+            rope.positions = positions
+        return self.view
 
 
 def positioned_view(model: nn.Module, positions: mx.array) -> nn.Module:

@@ -37,7 +37,8 @@ def real_run(model, settings, max_tokens, eos=()):
     stats, flags = DecodeStats(drafter=settings.drafter), []
     for result in results:
         ended = bool(set(eos) & set(result.tokens))
-        kept, _ = stats.record_pass(result.drafted, result.accepted, len(result.tokens), 0.0, ended)
+        counts = (result.drafted, result.accepted, len(result.tokens), 0.0, ended, result.tree)
+        kept, _ = stats.record_pass(*counts)
         flags += [i < kept for i in range(len(result.tokens) - int(ended))]
     return tokens, stats, flags
 
