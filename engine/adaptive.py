@@ -23,10 +23,14 @@
   a proposal on 16 passes without drafting, so a drafter that starts paying again is
   noticed; its cost is a fraction of a pass in 16.
 - **Choice**: the draft length L (0..limit) maximising
-  ``E[tokens | L] / c(1 + rows × L)`` with ``E[tokens | L] = 1 + Σ_{j≤L} Π_{i<j} p_i``;
-  L = 0 (plain decoding) when no draft pays. A multi-row drafter sends its extra rows only
-  while they make the pass at most 5% dearer (``row_budget``): ``rows × L`` tree tokens,
-  plus what a tree pass costs beyond a row of as many tokens (``CostCurve.tree_extra``).
+  ``E[tokens | L] / c(1 + L)`` with ``E[tokens | L] = 1 + Σ_{j≤L} Π_{i<j} p_i`` (p_i of the
+  first row); L = 0 (plain decoding) when no draft pays. A multi-row drafter's R rows of L
+  tokens go out as one tree when ``(E[tokens | L] + b) / (c(1 + R × L) + tree extra)`` is
+  higher still, where b (at most L) is the tokens a tree pass has lately accepted beyond its
+  first row (per match class, fading like the counts, from a prior fitted on the tuning
+  prompts, ``TREE_BONUS_PRIORS``), and the tree extra what a tree pass costs beyond a row of
+  as many tokens (``CostCurve.tree_extra``): where rows are nearly free they ride along,
+  where a tree pass costs more they go out only for matches whose first row often fails.
 
 The service owns the curves and the acceptance memory (``AdaptiveMemory``), never this
 module.
@@ -46,7 +50,7 @@ MAX_POSITIONS = 128
 DECAY = 0.85  # per drafted pass
 PROBE_INTERVAL = 16  # passes with a proposal but no draft before a 1-token probe
 PRIOR_ACCEPT = 0.5
-ROW_SLACK = 0.05  # a multi-row drafter's extra rows may make a pass this much dearer
+ROW_SLACK = 0.05  # rows beyond a tree's second may make its pass this much dearer
 GUESS_MARGIN = 1.1  # on a curve not measured for the model, a draft must promise 10% more
 HOPELESS = 0.9  # passes costing this share of their length in one-token passes never pay
 PRIOR_REJECT = 0.5
@@ -55,10 +59,16 @@ PRIOR_REJECT = 0.5
 # as such matches usually earn instead of paying for learning. Fitted on the benchmark's
 # tuning prompts (python -m engine.bench.tune), checked on its check prompts.
 CLASS_PRIORS: dict[str, dict[int, tuple[float, float]]] = {
-    "suffix": {1: (0.35, 0.65), 2: (0.71, 0.29), 3: (0.82, 0.18), 4: (0.98, 0.02)},
+    "suffix": {1: (0.35, 0.65), 2: (0.8, 0.2), 3: (0.84, 0.16), 4: (0.98, 0.02)},
     "prompt-lookup": {1: (0.34, 0.66), 2: (0.71, 0.29), 3: (0.77, 0.23), 4: (0.96, 0.04)},
     "ngram-cache": {0: (0.79, 0.21)},
 }
+# Per drafter and match class: tokens a tree pass accepted beyond its first row per token of
+# its first row, over the tuning prompts' tree passes (every row sent, draft count 16;
+# python -m engine.bench.tune).
+TREE_BONUS_PRIORS: dict[str, dict[int, float]] = {"suffix": {1: 0.078, 2: 0.06, 3: 0.112, 4: 0.074}}
+TREE_BONUS_WEIGHT = 2.0  # pseudo-observations of the prior: trees
+TREE_BONUS_LENGTH = 16  # of this many tokens a row
 DEPTH_PRIOR = 1.0  # pseudo-observations at position i-1's estimate, for position i
 MATCH_CLASS_STARTS = (1, 3, 6, 12)  # match lengths where a class begins (0: not said)
 
@@ -66,11 +76,18 @@ MATCH_CLASS_STARTS = (1, 3, 6, 12)  # match lengths where a class begins (0: not
 class AcceptanceTracker:
     """Decayed per-position acceptance counts of one drafter."""
 
-    def __init__(self, prior_accept: float = PRIOR_ACCEPT, prior_reject: float = PRIOR_REJECT):
+    def __init__(
+        self,
+        prior_accept: float = PRIOR_ACCEPT,
+        prior_reject: float = PRIOR_REJECT,
+        prior_bonus: float = 0.0,
+    ):
         self.accepted = [0.0] * MAX_POSITIONS
         self.reached = [0.0] * MAX_POSITIONS
         self.prior_accept = prior_accept
         self.prior_reject = prior_reject
+        self.prior_bonus = prior_bonus  # tokens beyond the first row, per first-row token
+        self.bonus = [0.0, 0.0]  # decayed [tokens beyond the first row, first-row tokens]
 
     def decay(self, factor: float = DECAY) -> None:
         self.accepted = [a * factor for a in self.accepted]
@@ -81,6 +98,18 @@ class AcceptanceTracker:
             self.reached[i] += 1.0
             if i < accepted:
                 self.accepted[i] += 1.0
+
+    def record_tree(self, first_row_length: int, beyond_first_row: int) -> None:
+        self.bonus = [self.bonus[0] * DECAY + beyond_first_row, self.bonus[1] * DECAY]
+        self.bonus[1] += first_row_length
+
+    def tree_bonus(self, length: int) -> float:
+        """Tokens a tree of ``length``-token rows is expected to accept beyond its first row:
+        ``length`` times the rate seen lately (the prior counts as ``TREE_BONUS_WEIGHT``
+        trees of ``TREE_BONUS_LENGTH`` tokens)."""
+        weight = TREE_BONUS_WEIGHT * TREE_BONUS_LENGTH
+        rate = (self.bonus[0] + weight * self.prior_bonus) / (self.bonus[1] + weight)
+        return min(rate * length, length)
 
     def probabilities(self, length: int) -> list[float]:
         """P(draft token i accepted | tokens before it were) for i < length."""
@@ -153,6 +182,7 @@ class AdaptiveMemory:
             trackers,
             drafter.rows_per_pass,
             CLASS_PRIORS.get(drafter.name),
+            drafter.name,
         )
 
 
@@ -166,12 +196,15 @@ class AdaptivePolicy:
         trackers: dict[int, AcceptanceTracker] | None = None,
         rows: int = 1,
         priors: dict[int, tuple[float, float]] | None = None,
+        drafter_name: str = "",
     ):
         self.curve = curve
         self.priors = priors or {}
         self.trackers = trackers if trackers is not None else {}
         self.rows = max(1, rows)
+        self.bonus_priors = TREE_BONUS_PRIORS.get(drafter_name, {})
         self.last_choice = 0
+        self.last_rows = 1
         self.last_class = 0
         self.idle: dict[int, int] = {}  # per class: passes with a proposal but no draft
 
@@ -180,28 +213,38 @@ class AdaptivePolicy:
         tracker = self.trackers.get(klass)
         if tracker is None:
             prior = self.priors.get(klass, (PRIOR_ACCEPT, PRIOR_REJECT))
-            tracker = self.trackers[klass] = AcceptanceTracker(*prior)
+            bonus = self.bonus_priors.get(klass, 0.0)
+            tracker = self.trackers[klass] = AcceptanceTracker(*prior, bonus)
         return tracker
 
-    def draft_length(self, limit: int, match_length: int = 0) -> int:
+    def draft_length(self, limit: int, match_length: int = 0, rows: int = 1) -> int:
+        """The draft length to send of a proposal of ``rows`` rows (the longest ``limit``
+        tokens) resting on a match of ``match_length``; ``row_budget`` then says how many."""
         if limit <= 0 or not self.curve.anchored:  # a guess: one plain pass gives c(1) first
             return 0
+        available = min(rows, self.rows)
         self.last_class = match_class(match_length)
-        expected = self.tracker(self.last_class).expected_tokens(min(limit, MAX_POSITIONS))
+        tracker = self.tracker(self.last_class)
+        expected = tracker.expected_tokens(min(limit, MAX_POSITIONS))
         plain = best_rate = expected[0] / self.curve(1)
-        best = 0
+        best, self.last_rows = 0, 1
         for length in range(1, len(expected)):
-            rate = expected[length] / self.curve(1 + self.row_budget(length) * length)
-            if rate > best_rate * 1.0001:
-                best, best_rate = length, rate
+            shapes = [(1, expected[length] / self.curve(1 + length))]
+            if available > 1:
+                width = self.tree_rows(length, available)
+                tokens = expected[length] + tracker.tree_bonus(length)
+                shapes.append((width, tokens / self.curve.tree_cost(1 + width * length)))
+            for width, rate in shapes:
+                if rate > best_rate * 1.0001:
+                    best, best_rate, self.last_rows = length, rate, width
         guess = self.curve.guess  # a curve not measured for this model: draft only clear wins
         if guess and best_rate < plain * GUESS_MARGIN:
-            best = 0
+            best, self.last_rows = 0, 1
         if best == 0 and not guess:
             idle = self.idle.get(self.last_class, 0) + 1
             self.idle[self.last_class] = idle
             if idle > PROBE_INTERVAL:
-                best = 1
+                best, self.last_rows = 1, 1
         self.last_choice = best
         return best
 
@@ -215,14 +258,17 @@ class AdaptivePolicy:
         )
 
     def row_budget(self, length: int) -> int:
-        """How many rows of ``length`` tokens to send: a multi-row drafter's extra rows go
-        out only while the tree costs at most ``ROW_SLACK`` more than its first row alone
-        (on a flat curve all of them, on a steep one one). A tree pass costs what the curve
-        says for its nodes plus the curve's ``tree_extra``."""
-        base, rows = self.curve(1 + length), 1
+        """How many rows of the ``length`` tokens ``draft_length`` chose to send."""
+        return self.last_rows if length == self.last_choice else 1
+
+    def tree_rows(self, length: int, available: int) -> int:
+        """The rows of a tree of ``length``-token rows: two, and more (of ``available``) while
+        each makes the pass at most ``ROW_SLACK`` dearer than two (on a flat curve all, on a
+        steep one two)."""
+        two, rows = self.curve.tree_cost(1 + 2 * length), 2
         while (
-            rows < self.rows
-            and self.curve.tree_cost(1 + (rows + 1) * length) <= (1 + ROW_SLACK) * base
+            rows < available
+            and self.curve.tree_cost(1 + (rows + 1) * length) <= (1 + ROW_SLACK) * two
         ):
             rows += 1
         return rows
@@ -234,12 +280,18 @@ class AdaptivePolicy:
         seconds: float,
         depth: int | None = None,
         tree: bool = False,
+        first_row: tuple[int, int] | None = None,
     ) -> None:
+        """``first_row``: a tree pass's first row (its length, its tokens accepted)."""
         depth = drafted if depth is None else depth
         if depth:
             tracker = self.tracker(self.last_class)
             tracker.decay()
-            tracker.record(depth, accepted)
+            if tree and first_row is not None:
+                tracker.record(*first_row)
+                tracker.record_tree(first_row[0], accepted - first_row[1])
+            else:
+                tracker.record(depth, accepted)
             self.idle[self.last_class] = 0
         if tree:
             self.curve.observe_tree(drafted + 1, seconds)

@@ -258,7 +258,7 @@ class PassResult:
 class FixedDraftLength:
     """Draft exactly what the settings ask for (adaptive policies replace this)."""
 
-    def draft_length(self, limit: int, match_length: int = 0) -> int:
+    def draft_length(self, limit: int, match_length: int = 0, rows: int = 1) -> int:
         return limit
 
     def row_budget(self, length: int) -> int:
@@ -350,7 +350,8 @@ def speculative_decode(
             rows = [r[: chooser.constraint.allowed(r)] for r in rows[:1]]
         rows = [row for row in rows if row]
         if rows:  # the policy sees the proposal, then says how much of it to send
-            length = policy.draft_length(max(len(r) for r in rows), proposal.match_length)
+            longest = max(len(r) for r in rows)
+            length = policy.draft_length(longest, proposal.match_length, len(rows))
             rows = [r[:length] for r in rows[: policy.row_budget(length)]] if length > 0 else []
         drafted_at = time.perf_counter()
 
@@ -391,6 +392,7 @@ def speculative_decode(
             verified_at - drafted_at,
             depth=verdict.depth,
             tree=tree,
+            first_row=verdict.first_row,
         )
         produced += len(emitted)
         yield PassResult(

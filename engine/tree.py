@@ -37,6 +37,7 @@ class Verdict:
     logits: mx.array  # the target's logits at each emitted position
     row: int = 0  # the draft row the accepted tokens came from
     depth: int | None = None  # longest row, for tree passes
+    first_row: tuple[int, int] | None = None  # a tree's first row: its length, tokens accepted
 
 
 class DraftTree:
@@ -152,6 +153,10 @@ def verify_tree(
     target.keep_path(base, path)
     target.trim(target.offset - (base + len(emitted)))
     emitted_logits = logits[mx.array(([0] + path)[: len(emitted)])]
+    first = tree.row_nodes[0]
+    kept = next(
+        (i for i, (a, b) in enumerate(zip(path, first)) if a != b), min(len(path), len(first))
+    )
     return Verdict(
         emitted,
         len(path),
@@ -159,4 +164,5 @@ def verify_tree(
         emitted_logits,
         tree.row_of(path),
         depth=max(len(r) for r in rows),
+        first_row=(len(rows[0]), kept),
     )

@@ -233,8 +233,8 @@ def test_a_hopeless_curve_decodes_plainly_pipelined_with_the_same_tokens(tiny_lo
 
 
 def test_tree_passes_are_charged_their_extra_in_the_estimate(tiny_loaded, tmp_path):
-    """A multi-row drafter on a flat curve whose tree passes cost 4% more: trees are sent,
-    counted, and the estimate charges each its extra (checkable from the published stats)."""
+    """A multi-row drafter on a flat curve whose tree passes cost 4% more (a fixed draft count: every
+    row goes out): trees are sent, counted, and the estimate charges each its extra (checkable from the published stats)."""
     path = tmp_path / "flat-trees.json"
     path.write_text(json.dumps({"seconds": {"1": 0.01, "64": 0.0101}, "tree_extra_s": 0.0004}))
     named = curve_from_spec(str(path))
@@ -242,7 +242,9 @@ def test_tree_passes_are_charged_their_extra_in_the_estimate(tiny_loaded, tmp_pa
         prompt="abcabd abcabe abcabf abcabd abcabe abcab",
         raw=True,
         max_tokens=40,
-        draft=DraftSettings(drafter="ngrammys", cost_curve=named, options={"rows": 4}),
+        draft=DraftSettings(
+            drafter="ngrammys", draft_count=4, adaptive=False, cost_curve=named, options={"rows": 4}
+        ),
     ).validated()
     done = list(ChatSession(tiny_loaded).generate(request))[-1]
     stats, curve = done.stats, named.curve()

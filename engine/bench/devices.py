@@ -62,12 +62,9 @@ def device_table(chats: dict, key: str, eos: int, curves) -> list[str]:
         lines += [f"\n### {named.name}\n", named.source + tree, ""]
         lines += ["| strategy | " + " | ".join(tasks) + " | copy-heavy | all |"]
         lines += ["|---" * (len(tasks) + 3) + "|"]
-        rows = {}
+        rows, replay = {}, dict(charge_drafter=True, tree_extra=named.tree_extra_s)
         for label, plan in plans.items():
-            extra = named.tree_extra_s
-            values = predict(
-                chats, key, eos, named.seconds, plan, charge_drafter=True, tree_extra=extra
-            )
+            values = predict(chats, key, eos, named.seconds, plan, **replay)
             copy = geomean(values[t] for t in COPY_HEAVY if t in values)
             rows[label] = {**values, "copy-heavy": copy, "all": geomean(values.values())}
             cells = [f"{rows[label][t]:.2f}" for t in tasks + ["copy-heavy", "all"]]

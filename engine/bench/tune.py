@@ -9,7 +9,8 @@ chats; the device table (``devices.py``) runs it on every named curve.
 ``python -m engine.bench.tune`` decodes the tuning prompts plainly once (cached per model
 and set), then prints per task the predicted speed-up of drafters x draft-count caps, for
 one process answering the whole set and for each chat alone (a first answer), and the
-acceptance per match class the adaptive policy's cold-start priors are fitted to.
+acceptance per match class the adaptive policy's cold-start priors are fitted to (its
+first row's, and what a tree's other rows added).
 """
 
 from __future__ import annotations
@@ -92,7 +93,8 @@ def simulate(
             rows = [r for r in (_cut_at_eos(list(r[:limit]), {eos}) for r in proposal.rows) if r]
             rows = rows if drafter.multi_row else rows[:1]
             if rows and policy is not None:
-                length = policy.draft_length(max(len(r) for r in rows), proposal.match_length)
+                longest = max(len(r) for r in rows)
+                length = policy.draft_length(longest, proposal.match_length, len(rows))
                 rows = [r[:length] for r in rows[: policy.row_budget(length)]] if length else []
             drafter_s += time.perf_counter() - started
             matches = [matched_length(r, answer, produced) for r in rows]
@@ -109,14 +111,18 @@ def simulate(
             drafter_s += time.perf_counter() - started
             if policy is not None:
                 depth = max((len(r) for r in rows), default=0)
-                policy.record(sent, accepted, cost, depth=depth, tree=tree)
-            if classes is not None and draft:  # per match class: [reached, accepted] per position
+                first = (len(rows[0]), matches[0]) if tree else None
+                policy.record(sent, accepted, cost, depth=depth, tree=tree, first_row=first)
+            if classes is not None and rows:  # per match class, the first row's [reached,
+                # accepted] per position, then [trees' first-row tokens, tokens beyond them]
                 counts = classes.setdefault(
-                    match_class(proposal.match_length), [[0, 0] for _ in range(draft_count)]
+                    match_class(proposal.match_length), [[0, 0] for _ in range(draft_count + 1)]
                 )
-                for i in range(min(accepted + 1, len(draft))):
+                for i in range(min(matches[0] + 1, len(rows[0]))):
                     counts[i][0] += 1
-                    counts[i][1] += i < accepted
+                    counts[i][1] += i < matches[0]
+                counts[-1][0] += len(rows[0]) if tree else 0
+                counts[-1][1] += accepted - matches[0]
             history.extend(emitted)
             produced += len(emitted)
             passes += 1
@@ -226,24 +232,26 @@ def reference_answers(
 def class_acceptance(chats: dict, key: str, eos: int, seconds: dict, drafters, cap: int = 16):
     """Acceptance per match class and draft position with a fixed draft count: what the
     adaptive policy's cold-start priors are fitted to. Prints it and returns fitted priors."""
-    print(
-        f"\nacceptance per match class, fixed draft count {cap}: passes, P(position i kept "
-        "| earlier kept) for i = 0, 1, 2, 3, 7, 15"
-    )
+    print(f"\nper match class, fixed draft count {cap}: passes, P(position i of the first row kept")
+    print("| earlier kept) for i = 0, 1, 2, 3, 7, 15")
     fitted: dict[str, dict[int, tuple[float, float]]] = {}
+    bonus: dict[str, dict[int, float]] = {}
     for name in drafters:
         classes: dict = {}
         for chat in chats.values():
             memory = AdaptiveMemory()
             simulate(chat["turns"], name, cap, False, memory, key, seconds, eos, classes=classes)
         for klass, counts in sorted(classes.items()):
+            counts, (first_rows, beyond) = counts[:-1], counts[-1]
+            if first_rows:
+                bonus.setdefault(name, {})[klass] = round(beyond / first_rows, 3)
             rates = [f"{a / r:.2f}" if r else "  – " for r, a in counts]
             picks = [rates[i] for i in (0, 1, 2, 3, 7, 15) if i < len(rates)]
             print(f"  {name:14} class {klass}: {counts[0][0]:5} passes  " + " ".join(picks))
             p0 = counts[0][1] / counts[0][0]
             prior = (round(PRIOR_STRENGTH * p0, 2), round(PRIOR_STRENGTH * (1 - p0), 2))
             fitted.setdefault(name, {})[klass] = prior
-    print(f"fitted priors (strength {PRIOR_STRENGTH}): {fitted}")
+    print(f"fitted priors (strength {PRIOR_STRENGTH}): {fitted}; tree bonus: {bonus}")
     return fitted
 
 
@@ -265,13 +273,9 @@ def main(argv=None) -> int:
     curve = json.loads(Path(args.curve).read_text())["verify_cost"]["median_s"]
     seconds = {int(n): s for n, s in curve.items()}
     print(f"python -m engine.bench.tune {' '.join(argv if argv is not None else sys.argv[1:])}")
-    print(
-        f"{args.split} set: {len(chats)} chats, "
-        f"{sum(len(c['turns']) for c in chats.values())} answers, "
-        f"{sum(len(t['answer']) for c in chats.values() for t in c['turns'])} tokens; c(n) "
-        f"from {args.curve}: "
-        + ", ".join(f"c({n})/c(1)={s / seconds[1]:.2f}" for n, s in sorted(seconds.items()))
-    )
+    tokens = sum(len(t["answer"]) for c in chats.values() for t in c["turns"])
+    shape = ", ".join(f"c({n})/c(1)={s / seconds[1]:.2f}" for n, s in sorted(seconds.items()))
+    print(f"{args.split} set: {len(chats)} chats, {tokens} tokens; c(n) from {args.curve}: {shape}")
     drafters = args.drafters.split(",")
     fitted = class_acceptance(chats, key, eos, seconds, drafters)
     # priors fitted here are only a candidate on the tuning set; on the check set the
