@@ -57,62 +57,69 @@ def test_policy_drafts_long_when_drafts_are_accepted():
 FLAT = {1: 0.010, 64: 0.0102, 96: 0.012}
 
 
-def with_bonus(tracker: AcceptanceTracker, bonus: float) -> AcceptanceTracker:
-    tracker.prior_bonus = bonus
+def with_bonus(tracker: AcceptanceTracker, per_token: float) -> AcceptanceTracker:
+    """A tracker whose prior says a tree's other rows add ``per_token`` tokens per token of
+    its first row."""
+    tracker.prior_bonus = per_token
     return tracker
+
+
+def chosen_rows(policy: AdaptivePolicy, limit: int = 16, rows: int = 10) -> int:
+    return policy.row_budget(policy.draft_length(limit, 0, rows))
 
 
 def test_a_tree_goes_out_only_where_its_rows_earn_more_than_they_cost():
     # this CPU's steep curve: at most two rows (a third costs over 5% more than two), and
     # only where they add enough
     multi = AdaptivePolicy(CostCurve(CURVE), {0: with_bonus(trained(0.6), 0.3)}, rows=10)
-    assert multi.row_budget(multi.draft_length(16)) <= 2
-    small = AdaptivePolicy(CostCurve(CURVE), {0: with_bonus(trained(0.6), 0.02)}, rows=10)
-    length = small.draft_length(16)
+    assert chosen_rows(multi) <= 2
+    small = AdaptivePolicy(CostCurve(CURVE), {0: with_bonus(trained(0.6), 0.01)}, rows=10)
+    length = small.draft_length(16, 0, 10)
     assert small.row_budget(length) == 1
     assert length == AdaptivePolicy(CostCurve(CURVE), {0: trained(0.6)}, rows=1).draft_length(16)
-    # a flat curve: rows that add a token ride along, as many as cost at most 5% more than two
-    policy = AdaptivePolicy(CostCurve(FLAT), {0: with_bonus(trained(0.6), 1.0)}, rows=10)
-    length = policy.draft_length(16)
+    # a flat curve: rows that add a little ride along, as many as cost at most 5% more than two
+    policy = AdaptivePolicy(CostCurve(FLAT), {0: with_bonus(trained(0.6), 0.05)}, rows=10)
+    length = policy.draft_length(16, 0, 10)
     rows = policy.row_budget(length)
     assert rows > 1 and policy.curve(1 + rows * length) <= 1.05 * policy.curve(1 + 2 * length)
     assert policy.row_budget(length + 1) == 1  # a length it did not choose: one row
+    assert chosen_rows(policy, rows=1) == 1  # a proposal of one row is sent as one row
     # rows that add nothing stay home even where they are free
     idle = AdaptivePolicy(CostCurve(FLAT), {0: with_bonus(trained(0.6), 0.0)}, rows=10)
-    assert idle.row_budget(idle.draft_length(16)) == 1
+    assert chosen_rows(idle) == 1
 
 
 def test_a_tree_pays_for_what_it_costs_beyond_its_nodes():
-    def rows(tree_extra: float, bonus: float) -> int:
+    def rows(tree_extra: float, per_token: float) -> int:
         curve = CostCurve(FLAT, tree_extra=tree_extra)
-        policy = AdaptivePolicy(curve, {0: with_bonus(trained(0.6), bonus)}, rows=4)
-        return policy.row_budget(policy.draft_length(16))
+        return chosen_rows(AdaptivePolicy(curve, {0: with_bonus(trained(0.6), per_token)}, rows=4))
 
-    assert rows(0.0, 0.3) == 4
-    assert rows(0.002, 0.3) == 1  # a tree pass 20% dearer for 0.3 more tokens: no
-    assert rows(0.002, 2.0) == 4  # for two more tokens: yes
+    assert rows(0.0, 0.02) == 4
+    assert rows(0.002, 0.02) == 1  # a tree pass 20% dearer for 0.3 more tokens: no
+    assert rows(0.002, 0.2) == 4  # for three more tokens: yes
 
 
 def test_a_tree_pass_teaches_its_first_row_and_what_the_others_added():
     policy = AdaptivePolicy(CostCurve(FLAT), rows=4)
-    policy.draft_length(8)
+    policy.draft_length(8, 0, 4)
     policy.record(20, 5, 0.0101, depth=8, tree=True, first_row=(8, 1))
     tracker = policy.tracker(0)
     assert tracker.reached[:3] == [1.0, 1.0, 0.0] and tracker.accepted[:2] == [1.0, 0.0]
-    assert tracker.bonus == [4.0, 1.0]
-    assert tracker.tree_bonus() == pytest.approx(4.0 / (1.0 + adaptive.TREE_BONUS_WEIGHT))
+    assert tracker.bonus == [4.0, 8.0]  # 4 tokens beyond a first row of 8
+    prior = adaptive.TREE_BONUS_WEIGHT * adaptive.TREE_BONUS_LENGTH  # first-row tokens at 0
+    assert tracker.tree_bonus(8) == pytest.approx(8 * 4.0 / (8.0 + prior))
 
 
 def test_tree_passes_teach_the_curve_their_extra_cost_and_leave_c_of_n_alone():
     curve = CostCurve(FLAT)
-    policy = AdaptivePolicy(curve, {0: with_bonus(trained(0.6), 0.3)}, rows=4)
-    assert policy.row_budget(policy.draft_length(16)) == 4
+    policy = AdaptivePolicy(curve, {0: with_bonus(trained(0.6), 0.02)}, rows=4)
+    assert chosen_rows(policy, rows=4) == 4
     chain = curve(17)
     for _ in range(60):
         policy.record(16, 3, chain + 0.003, depth=4, tree=True)  # 3 ms more than 17 tokens
     assert curve.tree_extra == pytest.approx(0.003, rel=0.05)
     assert curve(17) == pytest.approx(chain) and curve.scale == 1.0
-    assert policy.row_budget(policy.draft_length(16)) == 1
+    assert chosen_rows(policy, rows=4) == 1
     named = CostCurve(FLAT, fixed=True, tree_extra=0.001)
     named.observe_tree(17, 0.5)  # another device's curve is planned on as it is
     assert named.tree_extra == 0.001
