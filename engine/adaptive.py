@@ -229,14 +229,18 @@ class AdaptivePolicy:
         plain = best_rate = expected[0] / self.curve(1)
         best, self.last_rows = 0, 1
         for length in range(1, len(expected)):
-            shapes = [(1, expected[length] / self.curve(1 + length))]
-            if available > 1:
-                width = self.tree_rows(length, available)
-                tokens = expected[length] + tracker.tree_bonus(length)
-                shapes.append((width, tokens / self.curve.tree_cost(1 + width * length)))
-            for width, rate in shapes:
-                if rate > best_rate * 1.0001:
-                    best, best_rate, self.last_rows = length, rate, width
+            rate = expected[length] / self.curve(1 + length)
+            if rate > best_rate * 1.0001:
+                best, best_rate, self.last_rows = length, rate, 1
+            if available < 2:
+                continue
+            tokens = expected[length] + tracker.tree_bonus(length)
+            if tokens / self.curve.tree_cost(1 + 2 * length) <= best_rate * 1.0001:
+                continue  # not even the cheapest tree, two rows, would do better
+            width = self.tree_rows(length, available)
+            rate = tokens / self.curve.tree_cost(1 + width * length)
+            if rate > best_rate * 1.0001:
+                best, best_rate, self.last_rows = length, rate, width
         guess = self.curve.guess  # a curve not measured for this model: draft only clear wins
         if guess and best_rate < plain * GUESS_MARGIN:
             best, self.last_rows = 0, 1

@@ -23,6 +23,7 @@ its file and its timing; ``engine.adaptive`` only plans with a curve it is given
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import math
@@ -92,10 +93,10 @@ class CostCurve:
         xs, ys = self.lengths, self.seconds
         if n <= xs[0]:
             return ys[0]
-        for i in range(1, len(xs)):
-            if n <= xs[i]:
-                t = (n - xs[i - 1]) / (xs[i] - xs[i - 1])
-                return ys[i - 1] + t * (ys[i] - ys[i - 1])
+        i = bisect.bisect_left(xs, n)  # the policy asks for hundreds of lengths a pass
+        if i < len(xs):
+            t = (n - xs[i - 1]) / (xs[i] - xs[i - 1])
+            return ys[i - 1] + t * (ys[i] - ys[i - 1])
         if len(xs) == 1:
             return ys[0] * n / xs[0]
         slope = max((ys[-1] - ys[-2]) / (xs[-1] - xs[-2]), 0.0)
