@@ -2,9 +2,10 @@
 
 A greedy answer is fixed, so a draft is accepted as far as it equals the answer. ``simulate``
 runs the decode loop's logic (propose, the policy trims, verify, observe, record) against a
-known answer with no model and charges each pass c(tokens verified + 1) of a curve (a
-tree pass also the curve's tree extra): predicted speed-up = plain passes x c(1) / Σ cost. ``predict`` replays a set of
-chats; the device table (``devices.py``) runs it on every named curve.
+known answer with no model and charges each pass c(tokens verified + 1) of a curve (a tree
+pass also the curve's tree extra): predicted speed-up = plain passes x c(1) / Σ cost.
+``predict`` replays a set of chats; the device table (``devices.py``) runs it on every
+named curve.
 
 ``python -m engine.bench.tune`` decodes the tuning prompts plainly once (cached per model
 and set), then prints per task the predicted speed-up of drafters x draft-count caps, for
