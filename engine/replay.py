@@ -117,7 +117,8 @@ def replay(
         limit = min(settings.draft_count, max_tokens - produced - 1)
         rows = drafter.propose(limit).rows if limit > 0 else []
         rows = [row for row in (_cut(list(r[:limit]), ends) for r in rows) if row]
-        if len(rows) > 1 and drafter.multi_row and tree:
+        is_tree = len(rows) > 1 and drafter.multi_row and tree
+        if is_tree:
             matches = [matched_length(row, target, produced) for row in rows]
             accepted = max(matches)
             row = matches.index(accepted)
@@ -138,7 +139,6 @@ def replay(
         history.extend(emitted)
         produced += len(emitted)
         ended = emitted[-1] in ends
-        is_tree = len(rows) > 1 and drafter.multi_row and tree
         kept, _ = stats.record_pass(
             drafted, min(accepted, len(emitted)), len(emitted), 0.0, ended, is_tree
         )

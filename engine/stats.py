@@ -40,6 +40,13 @@ def _whole_numbers(value) -> list[int]:
     return [n for n in value if isinstance(n, int) and not isinstance(n, bool) and n > 0]
 
 
+def _count_at_most(value, most: int) -> int:
+    """A stored count, kept only if it is a whole number from 0 to ``most``."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= most:
+        return value
+    return 0
+
+
 def _summed(first: list[int], second: list[int]) -> list[int]:
     longer, shorter = (first, second) if len(first) >= len(second) else (second, first)
     return [n + (shorter[i] if i < len(shorter) else 0) for i, n in enumerate(longer)]
@@ -212,7 +219,7 @@ class DecodeStats:
             estimated_speedup=stats.get("estimated_speedup"),
             estimate_curve=_text_or_none(stats.get("estimate_curve")),
             pass_sizes=_whole_numbers(stats.get("pass_sizes")),
-            tree_passes=int(stats.get("tree_passes", 0)),
+            tree_passes=_count_at_most(stats.get("tree_passes"), passes),
         )
 
     @property

@@ -102,9 +102,9 @@ def simulate(
             accepted = max(matches, default=0)
             row = matches.index(accepted) if rows else 0
             draft = rows[row] if rows else []
-            sent = tree_size(rows) if len(rows) > 1 else len(draft)  # tokens verified
-            emitted = answer[produced : produced + accepted + 1]
             tree = len(rows) > 1
+            sent = tree_size(rows) if tree else len(draft)  # tokens verified
+            emitted = answer[produced : produced + accepted + 1]
             cost = curve.base(sent + 1) + (tree_extra if tree else 0.0)
             spec += cost
             started = time.perf_counter()
