@@ -1,8 +1,5 @@
-"""Figures of a suite run: medians over interleaved rounds, noise, paired ratios.
-
-Computed from the suite's runs (``runner.EngineRun``: tokens, wall times, every pass);
-statistics are ``engine.stats.DecodeStats`` fed pass by pass (one definition).
-The result goes into ``results.json`` as ``summary``; the report renders from that file.
+"""Figures of a suite run (``results.json``'s ``summary``): medians over interleaved rounds,
+noise, paired ratios; pass statistics are ``engine.stats.DecodeStats`` fed pass by pass.
 
 Speed-up of a config on a set of answers, per round r: Σ plain decode time in round r /
 Σ its decode time in round r (interleaved rounds: the two ran moments apart). A figure is
@@ -27,15 +24,6 @@ STATS_FIELDS = ("passes", "drafted", "accepted", "emitted", "tokens_per_pass")
 STATS_FIELDS += ("acceptance_rate", "per_position_acceptance")
 
 
-def verdict(lo: float | None, hi: float | None, noise: float) -> str:
-    """ "gain" / "loss" only when every round is beyond the none-vs-none noise."""
-    if lo is not None and lo > noise:
-        return "gain"
-    if hi is not None and hi < 1.0 / noise:
-        return "loss"
-    return "no change"
-
-
 def paired_speedups(plain: dict[int, float], timed: dict[int, float]) -> dict:
     """Per-round plain / timed (rounds in both), their median, min, max, and the noise."""
     rounds = sorted(set(plain) & set(timed))
@@ -46,14 +34,17 @@ def paired_speedups(plain: dict[int, float], timed: dict[int, float]) -> dict:
         out = {"speedup": None, "lo": None, "hi": None, "rounds": 0}
         return {**out, "noise": noise, "verdict": "no change"}
     lo, hi = min(ratios), max(ratios)
+    if len(ratios) == 1:
+        verdict = "one round"  # no noise estimate: nothing is claimed
+    else:  # "gain" / "loss" only when every round is beyond the none-vs-none noise
+        verdict = "gain" if lo > noise else "loss" if hi < 1.0 / noise else "no change"
     return {
         "speedup": round(statistics.median(ratios), 4),
         "lo": round(lo, 4),
         "hi": round(hi, 4),
         "rounds": len(ratios),
         "noise": round(noise, 4),
-        # one round has no noise estimate: nothing is claimed
-        "verdict": verdict(lo, hi, noise) if len(ratios) > 1 else "one round",
+        "verdict": verdict,
     }
 
 
@@ -64,12 +55,8 @@ def _round_sums(runs) -> dict[int, float]:
     return dict(sums)
 
 
-# ---------------------------------------------------------------- our configs
-
-
 def summarise(runs, plain_runs) -> dict:
-    """Figures of one config over a set of answers (all rounds), against plain runs of the
-    same answers."""
+    """Figures of one config over a set of answers (all rounds) against plain runs of them."""
     if not runs:
         return {}
     answers = {r.workload for r in runs}
@@ -85,15 +72,11 @@ def summarise(runs, plain_runs) -> dict:
     )
     if any(r.passes for r in runs):
         stats = DecodeStats(drafter=runs[0].config)
-        for run in runs:
-            for drafted, accepted, emitted, seconds in run.passes:
-                stats.record_pass(drafted, accepted, emitted, seconds)
+        for drafted, accepted, emitted, seconds in (p for run in runs for p in run.passes):
+            stats.record_pass(drafted, accepted, emitted, seconds)
         figures = stats.to_dict()
         out.update({k: figures[k] for k in STATS_FIELDS})
     return out
-
-
-# ---------------------------------------------------------------- paired per-answer ratios
 
 
 def ratio_interval(ratios: list[float]) -> dict | None:
@@ -112,8 +95,7 @@ def ratio_interval(ratios: list[float]) -> dict | None:
 
 
 def paired_ratios(results: dict) -> dict[str, dict[str, list[float]]]:
-    """Each answer's time over the same answer's plain time in the same round, per config
-    and task, from ``results.json``'s runs."""
+    """Each answer's time over its plain time in the same round, per config and task."""
     out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     runs = results["runs"]
     plain = {
@@ -126,9 +108,6 @@ def paired_ratios(results: dict) -> dict[str, dict[str, list[float]]]:
     for by_task in out.values():
         by_task["all"] = [x for values in list(by_task.values()) for x in values]
     return out
-
-
-# ---------------------------------------------------------------- everything
 
 
 def aggregate(suite) -> dict:

@@ -51,16 +51,13 @@ def config_from_args(args) -> BenchConfig:
     cfg = BenchConfig(out=Path(args.out or "bench-report"), quick=args.quick)
     if args.quick:
         cfg.tasks, cfg.per_task, cfg.max_tokens, cfg.repeats = list(QUICK_TASKS), 1, 128, 1
-        cfg.verify_repeats = 5
-        cfg.verify_ns = [1, 2, 3, 4, 5, 8, 12, 16, 17]
+        cfg.verify_repeats, cfg.verify_ns = 5, [1, 2, 3, 4, 5, 8, 12, 16, 17]
     for name, (kind, _) in OPTIONS.items():
         value = getattr(args, name)
+        if value is not None and kind is list:
+            value = [v.strip() for v in value.split(",") if v.strip()]
         if value is not None:
-            setattr(
-                cfg,
-                name,
-                [v.strip() for v in value.split(",") if v.strip()] if kind is list else value,
-            )
+            setattr(cfg, name, value)
     cfg.oracle, cfg.adaptive = not args.no_oracle, cfg.adaptive and not args.no_adaptive
     cfg.verify_ns = sorted(set(cfg.verify_ns) | {cfg.draft_count + 1})
     given = sys.argv[1:] if sys.argv[1:2] == ["bench"] else ["bench", *getattr(args, "_argv", [])]

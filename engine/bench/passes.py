@@ -91,12 +91,9 @@ def pass_split(loaded, context: int, n: int, repeats: int) -> dict:
         target.restore(mark)  # nothing computed: the lazy graph is dropped
         return out
 
-    def graph_and_eval():
-        mx.eval(graph())
-
     full = _median_ms(lambda: mx.argmax(graph(), axis=-1).tolist(), repeats)
     graph_ms = _median_ms(graph, repeats)
-    eval_ms = _median_ms(graph_and_eval, repeats) - graph_ms
+    eval_ms = _median_ms(lambda: mx.eval(graph()), repeats) - graph_ms
     out = graph()
     mx.eval(out)
     sync = _median_ms(lambda: mx.argmax(out, axis=-1).tolist(), repeats)
@@ -192,10 +189,8 @@ def main(argv=None) -> int:
     least = {int(n): s for n, s in curve["min_s"].items()}
     print("| n | c(n) least ms | median ms | c(n)/c(1) |\n|---|---|---|---|")
     for n in lengths:
-        print(
-            f"| {n} | {least[n] * 1e3:.2f} | {curve['median_s'][str(n)] * 1e3:.2f} | "
-            f"{curve['ratio_min'][str(n)]:.2f} |"
-        )
+        median_ms, ratio = curve["median_s"][str(n)] * 1e3, curve["ratio_min"][str(n)]
+        print(f"| {n} | {least[n] * 1e3:.2f} | {median_ms:.2f} | {ratio:.2f} |")
     if args.out:
         with open(args.out, "w", encoding="utf-8") as out:
             json.dump({str(n): s for n, s in least.items()}, out)

@@ -1,9 +1,5 @@
-"""report.md, rendered from a suite's ``results.json`` alone.
-
-``render(results, out)`` needs nothing but that dictionary, so a committed run can be
-rendered again without measuring: ``python -m engine bench --render results.json``.
-Results files written before format 2 are refused.
-"""
+"""report.md, rendered from a suite's ``results.json`` alone, so a committed run can be
+rendered again without measuring: ``python -m engine bench --render results.json``."""
 
 from __future__ import annotations
 
@@ -21,6 +17,16 @@ is max / min of its plain rounds; a gain is claimed only when the slowest round 
 `edit-memory` chats run after their predecessor was taught to a fresh cross-chat memory. This \
 guards wall-clock speed on the machine that ran it; peers are compared on named device curves \
 (`python -m engine.bench.devices`)."""
+
+SPEEDUP_CELLS = """\
+Cells: the median of the rounds' speed-ups with their min–max. "no change": the range \
+overlaps the none-vs-none noise of those answers, so no gain or loss is claimed."""
+ORACLE_NOTE = """ *oracle*: a drafter handed the plain run's own answer (drafts \
+{oracle_draft_count} tokens, all accepted): the limit on this machine."""
+RATIO_CELLS = f"""\
+Cells: each answer's decode time over the same answer's plain decode time in the same round, \
+as a geometric mean over the cell's (answer, round) pairs, with a 95% bootstrap interval \
+({BOOTSTRAP_RESAMPLES:,} resamples of the pairs, fixed seed). Below 1: faster than plain."""
 
 
 def _f(value, fmt="{:.2f}", missing="–"):
@@ -40,33 +46,23 @@ def speedup_cell(figures: dict | None) -> str:
     """ "1.52x (1.48–1.60)", or "no change (0.97–1.05)" when the range is inside the noise."""
     if not figures or figures.get("speedup") is None:
         return "–"
-    if figures.get("verdict") == "one round":
-        return f"{figures['speedup']:.2f}x? (one round: no noise estimate)"
+    speedup, verdict = f"{figures['speedup']:.2f}x", figures.get("verdict")
+    if verdict == "one round":
+        return f"{speedup}? (one round: no noise estimate)"
     span = f"({figures['lo']:.2f}–{figures['hi']:.2f})"
-    if figures.get("verdict") == "gain":
-        return f"{figures['speedup']:.2f}x {span}"
-    if figures.get("verdict") == "loss":
-        return f"**{figures['speedup']:.2f}x** {span}"
-    return f"no change {span}"
-
-
-def _columns(summary: dict) -> list[tuple[str, str, dict]]:
-    """(heading, config, figures): Draftless (the default drafter) first, the other
-    drafters, the oracle, mlx-lm's plain decoding."""
-    per = {c: f for c, f in summary["per"].items() if f.get("all")}  # configs that ran
-    default = summary.get("default_drafter")
-    columns = [(f"Draftless (`{default}`)", default, per[default])] if default in per else []
-    columns += [(f"`{c}`", c, per[c]) for c in summary["ranking"] if c != default]
-    if "oracle" in per:
-        columns.append(("oracle (limit)", "oracle", per["oracle"]))
-    if "mlx-lm" in per:
-        columns.append(("mlx-lm plain", "mlx-lm", per["mlx-lm"]))
-    return columns
+    label = {"gain": speedup, "loss": f"**{speedup}**"}.get(verdict, "no change")
+    return f"{label} {span}"
 
 
 def _task_table(summary: dict, cell) -> str:
-    """One row per task (and all), one column per config: ``cell(key, figures, task)``."""
-    columns = _columns(summary)
+    """One row per task (and all), one column per config: ``cell(key, figures, task)``.
+    Columns: Draftless (the default drafter), the other drafters, the oracle, mlx-lm."""
+    per = {c: f for c, f in summary["per"].items() if f.get("all")}  # configs that ran
+    default = summary.get("default_drafter")
+    columns = [(f"Draftless (`{default}`)", default)] if default in per else []
+    columns += [(f"`{c}`", c) for c in summary["ranking"] if c != default]
+    columns += [("oracle (limit)", "oracle"), ("mlx-lm plain", "mlx-lm")]
+    columns = [(heading, key, per[key]) for heading, key in columns if key in per]
     rows = [
         ["**all**" if task == "all" else task]
         + [cell(key, figures, task) for _, key, figures in columns]
@@ -141,46 +137,18 @@ def render(results: dict, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     summary, failures = results["summary"], results["failures"]
     ratios = paired_ratios(results)
-    lines = header_lines(results) + [
-        "## Speed-up per task against plain decoding",
-        "",
-        "Cells: the median of the rounds' speed-ups with their min–max. \"no change\": the "
-        "range overlaps the none-vs-none noise of those answers, so no gain or loss is claimed."
-        + (
-            " *oracle*: a drafter handed the plain run's own answer (drafts "
-            f"{results['oracle_draft_count']} tokens, all accepted): the limit on this machine."
-            if "oracle" in summary["per"]
-            else ""
-        ),
-        "",
-        _task_table(summary, lambda key, figures, task: speedup_cell(figures.get(task))),
-        "",
-        "## Paired per-answer time ratios",
-        "",
-        "Cells: each answer's decode time over the same answer's plain decode time in the same "
-        "round, as a geometric mean over the cell's "
-        f"(answer, round) pairs, with a 95% bootstrap interval ({BOOTSTRAP_RESAMPLES:,} "
-        "resamples of the pairs, fixed seed). Below 1: faster than plain.",
-        "",
-        _task_table(summary, lambda key, _, task: ratio_cell(ratios.get(key, {}).get(task, []))),
-        "",
-    ]
+    speedups = _task_table(summary, lambda key, figures, task: speedup_cell(figures.get(task)))
+    pairs = _task_table(summary, lambda key, _, task: ratio_cell(ratios.get(key, {}).get(task, [])))
+    oracle = ORACLE_NOTE.format(**results) if "oracle" in summary["per"] else ""
+    lines = header_lines(results)
+    lines += ["## Speed-up per task against plain decoding", "", SPEEDUP_CELLS + oracle, ""]
+    lines += [speedups, "", "## Paired per-answer time ratios", "", RATIO_CELLS, "", pairs, ""]
     lines += ["## Speed, acceptance, identity (all answers)", "", identity_table(summary), ""]
     lines += ["## How it is measured", "", HOW_IT_IS_MEASURED.format(**results["settings"]), ""]
     curve = results["verify_cost"]
-    medians = [_f(x * 1000, "{:.1f}") for x in curve["median_s"].values()]
-    lines += [
-        "## Verify cost",
-        "",
-        _table(
-            ["n"] + list(curve["ratio"]),
-            [
-                ["c(n)/c(1) median"] + [_f(x) for x in curve["ratio"].values()],
-                ["c(n) ms median"] + medians,
-            ],
-        ),
-        "",
-    ]
+    ratio_row = ["c(n)/c(1) median"] + [_f(x) for x in curve["ratio"].values()]
+    ms_row = ["c(n) ms median"] + [_f(x * 1000, "{:.1f}") for x in curve["median_s"].values()]
+    lines += ["## Verify cost", "", _table(["n"] + list(curve["ratio"]), [ratio_row, ms_row]), ""]
     lines += ["## Workloads", ""]
     for p in results["provenance"]:
         note = f" ({p['note']})" if p.get("note") else ""

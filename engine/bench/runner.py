@@ -1,10 +1,8 @@
-"""One engine run of the benchmark, and what every part of a run shares.
-
-``BenchConfig`` (a run's settings), ``run_engine`` (one generate call timed as a user waits
-for it: the whole call's wall time minus its prefill, so drafting, verifying, detokenizing
-and event overhead count), ``compare`` (token-for-token identity with the reference),
-``verify_cost_curve`` (c(n) as the engine times it), ``mlx_lm_greedy`` (mlx-lm's own plain
-decoding, so our loop's overhead over it shows) and the machine's description.
+"""One engine run of the benchmark, and what every part of a run shares: its settings, the
+machine's description, c(n) as the engine times it, mlx-lm's own plain decoding (so our loop's
+overhead over it shows) and ``run_engine``, one generate call timed as a user waits for it:
+the whole call's wall time minus its prefill, so drafting, verifying, detokenizing and event
+overhead count.
 """
 
 from __future__ import annotations
@@ -71,9 +69,6 @@ def load_now() -> float | None:
     return (load_averages() or [None])[0]
 
 
-# ---------------------------------------------------------------- environment
-
-
 def cpu_model() -> str:
     info = Path("/proc/cpuinfo")
     lines = info.read_text(errors="replace").splitlines() if info.exists() else []
@@ -121,9 +116,6 @@ def environment(loaded) -> dict:
     }
 
 
-# ---------------------------------------------------------------- one engine run
-
-
 @dataclass
 class EngineRun:
     config: str  # drafter name, "mlx-lm" or "oracle"
@@ -155,8 +147,7 @@ def draft_settings(
     name: str, cfg: BenchConfig, draft_count: int | None = None, cross_chat: bool = False
 ) -> DraftSettings:
     """The suite's counts for drafter ``name``; a given ``draft_count`` is drafted every pass
-    (no adaptive policy). Without ``cross_chat`` a drafter gets its measurement options (no
-    memory from other chats); with it, the app's own options."""
+    (no adaptive policy). ``cross_chat``: the app's own options, else the measurement ones."""
     return DraftSettings(
         drafter=name,
         draft_count=draft_count or cfg.draft_count,
@@ -210,14 +201,13 @@ def verify_cost_curve(loaded, prefix_tokens: list[int], ns: list[int], repeats: 
         pass
     median = {n: statistics.median(v) for n, v in samples.items()}
     least = {n: min(v) for n, v in samples.items()}
-    first = ns[0]
     return {
         "prefix_tokens": len(prefix),
         "repeats": repeats,
         "median_s": {str(n): round(median[n], 5) for n in ns},
         "min_s": {str(n): round(least[n], 5) for n in ns},
-        "ratio": {str(n): round(median[n] / median[first], 4) for n in ns},
-        "ratio_min": {str(n): round(least[n] / least[first], 4) for n in ns},
+        "ratio": {str(n): round(median[n] / median[ns[0]], 4) for n in ns},
+        "ratio_min": {str(n): round(least[n] / least[ns[0]], 4) for n in ns},
     }
 
 

@@ -11,8 +11,7 @@ from ..memory import EngineMemory
 
 
 class FolderStores(DrafterStores):
-    """Drafter stores in a folder of their own: a temporary one, removed with the stores,
-    unless a folder is given."""
+    """Drafter stores in the given folder, else in a temporary one removed with them."""
 
     def __init__(self, folder=None):
         self._temporary = None if folder else tempfile.TemporaryDirectory(prefix="draftless-")

@@ -1,26 +1,17 @@
 """The benchmark suite: drafters against plain decoding, greedy, on this machine's clock.
 
-What one run does, in order:
-1. loads the model and measures the verify-cost curve c(n)/c(1): the wall time of one
-   forward pass of n tokens after a realistic prefix, as the loop runs it (the adaptive
-   policy plans on it), then warms every drafter up;
-2. for each chat (a workload: one or more user turns) of the chosen split (``check``: the
-   report's prompts; ``tuning``: the prompts the defaults were tuned on):
-   a. a reference run: plain greedy decoding, turn by turn in one ChatSession, each later
-      turn asked after the model's own answer; its tokens are what every run must equal;
-   b. ``repeats`` rounds; in each, every config runs the whole chat in its own
-      ChatSession (KV cache and drafter state kept across turns, as the app runs a chat),
-      configs in an order rotated per chat and round: ``none`` (plain, our loop), each
-      drafter, the ``oracle`` (handed the reference answer: the limit), mlx-lm's plain
-      ``stream_generate``. An ``edit-memory`` chat first teaches each drafter's cross-chat
-      memory the chat it follows (a fresh memory per run, so no run sees another's);
-3. writes ``results.json`` (every run, the figures of ``aggregate.py``), then the report
-   (``report.py``), which reads nothing but that file's content.
+One run measures the verify-cost curve c(n)/c(1) (the adaptive policy plans on it) and warms
+every drafter up. Each chat (one or more user turns) of the chosen split (``check``: the
+report's prompts; ``tuning``: the ones the defaults were tuned on) is first decoded plainly,
+turn by turn, each later turn asked after the model's own answer: the reference every run must
+equal, token for token. Then, in each of ``repeats`` rounds, every config (``none``: plain, our
+loop; each drafter; the ``oracle``, handed the reference answer: the limit; mlx-lm's
+``stream_generate``) runs the whole chat in its own ChatSession, as the app runs a chat, in an
+order rotated per chat and round. The run writes ``results.json``; the report renders from it.
 
-It is the wall-clock guard: on this machine nothing got slower, and every answer is still
-plain decoding's, token for token. Peers are judged on named device curves (``devices.py``).
-One ``EngineMemory`` serves the whole run, as in the app's service; drafter memory is thrown
-away, and the user's cross-chat memory is never read (it would hold earlier runs' answers).
+It is the wall-clock guard on this machine; peers are judged on named device curves
+(``devices.py``). One ``EngineMemory`` serves the whole run, as in the app's service; the
+user's cross-chat memory is never read (it would hold earlier runs' answers).
 """
 
 from __future__ import annotations
@@ -41,22 +32,9 @@ from ..verify_cost import CostCurve
 from . import report
 from .aggregate import aggregate
 from .oracle import ORACLE, OracleDrafter, OracleSession, best_fixed_count
-from .runner import (
-    COMPARED_DRAFTERS,
-    QUICK_DRAFTERS,
-    QUICK_TASKS,
-    BenchConfig,
-    EngineRun,
-    load_averages,
-    compare,
-    draft_settings,
-    environment,
-    load_now,
-    log,
-    mlx_lm_greedy,
-    run_engine,
-    verify_cost_curve,
-)
+from .runner import COMPARED_DRAFTERS, QUICK_DRAFTERS, QUICK_TASKS, BenchConfig, EngineRun
+from .runner import compare, draft_settings, environment, load_averages, load_now, log
+from .runner import mlx_lm_greedy, run_engine, verify_cost_curve
 from .scratch import FolderStores, scratch_memory
 from .workloads import Workload, predecessor, select_workloads
 
@@ -88,21 +66,12 @@ class Suite:
         seconds = int(time.perf_counter() - self.started)
         return f"[{seconds // 60:d}:{seconds % 60:02d}]"
 
-    # -- setup
-
-    def load(self):
-        log(f"{self.elapsed()} loading model {self.cfg.model or '(embedded default)'}")
-        self.loaded = load_model(self.cfg.model, lambda done, total, message: log(f"  {message}"))
-        self.env = environment(self.loaded)
-
     def drafter_names(self) -> list[str]:
         """The drafters asked for (default: the compared ones, the default drafter first)."""
-        names = self.cfg.drafters or [DEFAULT_DRAFTER] + [
-            n for n in (QUICK_DRAFTERS if self.cfg.quick else COMPARED_DRAFTERS) if n in DRAFTERS
-        ]
+        compared = QUICK_DRAFTERS if self.cfg.quick else COMPARED_DRAFTERS
+        names = self.cfg.drafters or [DEFAULT_DRAFTER] + [n for n in compared if n in DRAFTERS]
         names = list(DRAFTERS) if names == ["all"] else list(dict.fromkeys(names))
-        unknown = [n for n in names if n not in DRAFTERS]
-        if unknown:
+        if unknown := [n for n in names if n not in DRAFTERS]:
             raise EngineError(
                 f"Unknown drafter(s) {', '.join(unknown)}. Registered: {', '.join(DRAFTERS)}."
             )
@@ -146,11 +115,9 @@ class Suite:
         seconds = {int(n): s for n, s in self.verify["median_s"].items()}
         self.memory.adaptive.curves[model_key(self.loaded)] = CostCurve(seconds)
 
-    # -- the reference: plain greedy decoding, turn by turn
-
     def reference_chat(self, workload: Workload) -> tuple[list[EngineRun], list[list[dict]]]:
-        """Plain greedy decoding of every turn in one session (untimed use): the runs and
-        each turn's messages, later turns after the answers before them."""
+        """Plain greedy decoding of every turn in one session (untimed use), kept as the
+        reference: the runs and each turn's messages, later turns after the answers before."""
         session = ChatSession(self.loaded, self.memory)
         plain = draft_settings("none", self.cfg)
         runs, messages = [], [list(workload.messages)]
@@ -164,15 +131,9 @@ class Suite:
                 answer = {"role": "assistant", "content": self.loaded.tokenizer.decode(run.tokens)}
                 follow_up = {"role": "user", "content": workload.turns[turn]}
                 messages.append(messages[turn] + [answer, follow_up])
+        self.chat_messages[workload.id] = messages
+        self.reference.update((run.workload, run.tokens) for run in runs)
         return runs, messages
-
-    def keep_reference(self, workload: Workload) -> list[EngineRun]:
-        runs, self.chat_messages[workload.id] = self.reference_chat(workload)
-        for run in runs:
-            self.reference[run.workload] = run.tokens
-        return runs
-
-    # -- one chat, every config, interleaved rounds
 
     def teach_cross_chat(self, name: str, earlier: Workload, stores) -> None:
         """Give a drafter's cross-chat memory the chat ``earlier``, as if the user had had it:
@@ -222,16 +183,15 @@ class Suite:
     def run_chat(self, workload: Workload, index: int) -> None:
         earlier = predecessor(workload)
         if earlier is not None and earlier.id not in self.chat_messages:
-            self.keep_reference(earlier)  # the chat it follows, for its cross-chat memory
-        lengths = ", ".join(str(len(r.tokens)) for r in self.keep_reference(workload))
+            self.reference_chat(earlier)  # the chat it follows, for its cross-chat memory
+        lengths = ", ".join(str(len(r.tokens)) for r in self.reference_chat(workload)[0])
         log(
             f"{self.elapsed()} ({index}/{len(self.workloads)}) {workload.task}/{workload.id}: "
             f"turns of {lengths} tokens; load {load_now():.2f}"
         )
-        configs = self.configs
         for repeat in range(self.cfg.repeats):
-            shift = (index + repeat) % len(configs)
-            for config in configs[shift:] + configs[:shift]:
+            shift = (index + repeat) % len(self.configs)
+            for config in self.configs[shift:] + self.configs[:shift]:
                 if config == "mlx-lm" and workload.schema:
                     continue  # mlx-lm's plain decoding knows no schema
                 where = f"{workload.task}/{workload.id} {config}"
@@ -274,8 +234,6 @@ class Suite:
         for index, workload in enumerate(self.workloads, 1):
             self.run_chat(workload, index)
 
-    # -- everything
-
     def results(self) -> dict:
         """Everything the run measured, as JSON data: what the report renders from."""
         workloads = [
@@ -304,22 +262,21 @@ class Suite:
         }
 
     def run(self) -> int:
-        """The whole run, with a scratch folder for drafter memory removed at the end."""
-        with tempfile.TemporaryDirectory(prefix="draftless-bench-") as scratch:
-            self.scratch = Path(scratch)
-            return self._run()
-
-    def _run(self) -> int:
         cfg = self.cfg
         self.workloads, self.provenance = select_workloads(cfg.tasks, cfg.per_task, cfg.split)
         if not self.workloads:
             raise EngineError("No workloads to run.")
-        self.load()
+        log(f"{self.elapsed()} loading model {cfg.model or '(embedded default)'}")
+        self.loaded = load_model(cfg.model, lambda done, total, message: log(f"  {message}"))
+        self.env = environment(self.loaded)
         self.drafters = self.drafter_names()
         self.default_drafter = DEFAULT_DRAFTER if DEFAULT_DRAFTER in self.drafters else None
         self.measure_verify_cost()
         self.warm_up()
-        self.run_main()
+        # drafter memory taught for a chat lives in a scratch folder, removed at the end
+        with tempfile.TemporaryDirectory(prefix="draftless-bench-") as scratch:
+            self.scratch = Path(scratch)
+            self.run_main()
         self.env["machine"]["loadavg_end"] = load_averages()
         self.env["total_s"] = round(time.perf_counter() - self.started, 1)
         results = self.results()

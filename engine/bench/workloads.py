@@ -1,9 +1,8 @@
-"""The suite's prompts: ``prompts/<task>.jsonl``, one chat a line, in two sets each.
-
-Every task has a **check** set (what the report shows) and a separate **tuning** set (what
-the engine's defaults were tuned on), so the report never shows the prompts that were fitted.
-A workload is one chat: its first user message and any later user ``turns``, run as the app
-runs a chat (one session, each later turn after the model's own plain greedy answer).
+"""The suite's prompts: ``prompts/<task>.jsonl``, one chat a line, each task in a **check**
+set (what the report shows) and a separate **tuning** set (what the engine's defaults were
+tuned on), so the report never shows the prompts that were fitted. A workload is one chat:
+its first user message and any later user ``turns``, run as the app runs a chat (one
+session, each later turn after the model's own plain greedy answer).
 
 Tasks: ``code-edit`` (rename or refactor a given function), ``edit-session`` (4-6 turns, each
 changing the previous answer), ``edit-memory`` (a similar chat run ``after`` an edit-session
@@ -21,18 +20,8 @@ from pathlib import Path
 
 from ..errors import EngineError
 
-TASK_ORDER = (
-    "code-edit",
-    "edit-session",
-    "edit-memory",
-    "rag",
-    "structured",
-    "json-schema",
-    "humaneval",
-    "mt-bench",
-    "open-question",
-    "novel",
-)
+TASK_ORDER = ("code-edit", "edit-session", "edit-memory", "rag", "structured", "json-schema")
+TASK_ORDER += ("humaneval", "mt-bench", "open-question", "novel")
 SPLITS = ("check", "tuning")
 PROMPTS = Path(__file__).resolve().parent / "prompts"
 WRITTEN = "written for this suite (engine/bench/prompts/)"
@@ -59,15 +48,11 @@ class Workload:
         return [f"{self.id}-t{n}" for n in range(1, len(self.turns) + 2)]
 
 
-def _user(text: str) -> list[dict[str, str]]:
-    return [{"role": "user", "content": text}]
-
-
 def load_prompts(path: Path) -> list[Workload]:
-    """The workloads of one JSONL file: one JSON object a line, named by the file's task,
-    with ``id``, ``split`` and ``prompt`` and, optionally, ``role``, ``turns`` (later user
-    messages), ``after``, ``schema`` and ``source`` (where a prompt was taken from). A bad
-    line raises ValueError naming the file and the line."""
+    """The workloads of one JSONL file (named by their task): one JSON object a line with
+    ``FIELDS``, of which ``id``, ``split`` and ``prompt`` are required (``turns``: later user
+    messages; ``source``: where a prompt was taken from). A bad line raises ValueError naming
+    the file and the line."""
     workloads = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -83,22 +68,15 @@ def load_prompts(path: Path) -> list[Workload]:
         wrong = [k for k, kind in FIELDS.items() if k in row and not isinstance(row[k], kind)]
         if not all(isinstance(t, str) for t in row.get("turns") or []):
             wrong.append("turns")
-        problems = [
-            f"{label} {', '.join(keys)}"
-            for label, keys in (
-                ("missing", missing),
-                ("unknown", unknown),
-                ("wrong type for", wrong),
-            )
-            if keys
-        ]
+        found = {"missing": missing, "unknown": unknown, "wrong type for": wrong}
+        problems = [f"{label} {', '.join(keys)}" for label, keys in found.items() if keys]
         if not problems and row["split"] not in SPLITS:
             problems = [f"split {row['split']!r} is not one of {', '.join(SPLITS)}"]
         if problems:
             raise ValueError(f"{path}, line {number}: " + "; ".join(problems))
         extra = {k: row[k] for k in ("role", "turns", "split", "after", "schema") if k in row}
-        source = row.get("source", WRITTEN)
-        workloads.append(Workload(path.stem, row["id"], _user(row["prompt"]), source, **extra))
+        source, prompt = row.get("source", WRITTEN), [{"role": "user", "content": row["prompt"]}]
+        workloads.append(Workload(path.stem, row["id"], prompt, source, **extra))
     return workloads
 
 
@@ -114,8 +92,7 @@ def select_workloads(
     if split not in SPLITS:
         raise EngineError(f"Unknown prompt set {split!r}; choose from {', '.join(SPLITS)}.")
     written = written_workloads()
-    chosen: list[Workload] = []
-    provenance: list[dict] = []
+    chosen, provenance = [], []
     for task in tasks:
         if task not in written:
             raise EngineError(f"Unknown task {task!r}; choose from {', '.join(TASK_ORDER)}.")
