@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from engine.adaptive import AdaptiveMemory
-from engine.bench.peer_drafters import HFPromptLookupPeer
+from engine.bench.peer_drafters import HFPromptLookupPeer, VllmSuffixPeer
 from engine.bench.tune import reference_answers, simulate
 
 RECORDED = Path(__file__).parent / "data" / "hf_prompt_lookup_calls.json"
@@ -66,3 +66,42 @@ def test_hf_prompt_lookup_replay_needs_the_forward_calls_transformers_made(embed
 
     assert compared >= len(rows) - 1, "too few answers matched the recorded run to compare"
     assert replayed_calls == pytest.approx(real_calls, rel=0.05)
+
+
+VLLM_SUFFIX = Path(__file__).parent / "data" / "vllm_suffix_decoding_passes.json"
+
+
+def test_vllm_suffix_replay_needs_the_passes_arctic_inference_made():
+    """vLLM's suffix decoding is arctic-inference's C++ suffix tree, which needs a build this
+    project does not ship. It was built once and run over the check set's answers as vLLM's
+    proposer runs it (``data/vllm_suffix_decoding_passes.json`` holds the tokens and its
+    passes per answer); the replay, fed the same tokens in the same order with one shared
+    answers' tree, must need the same passes within 5% per answer and over all."""
+    recorded = json.loads(VLLM_SUFFIX.read_text())
+    assert recorded["num_speculative_tokens"] == VllmSuffixPeer.draft_count
+    assert recorded["max_tree_depth"] == VllmSuffixPeer.DEPTH
+    assert (recorded["max_spec_factor"], recorded["min_token_prob"]) == (
+        VllmSuffixPeer.factor,
+        VllmSuffixPeer.min_prob,
+    )
+    run, replayed_passes, real_passes = {}, 0, 0
+    for row in recorded["rows"]:
+        result = simulate(
+            [{"prompt": row["prompt"], "answer": row["answer"], "stop": False}],
+            "peer",
+            VllmSuffixPeer.draft_count,
+            False,
+            AdaptiveMemory(),
+            "peer",
+            {n: 1.0 for n in range(1, 64)},
+            -1,
+            drafter=VllmSuffixPeer.for_run(run),
+        )
+        assert result["emitted"] == len(row["answer"])
+        assert abs(result["passes"] - row["passes"]) <= max(1, 0.05 * row["passes"]), row["chat"]
+        replayed_passes += result["passes"]
+        real_passes += row["passes"]
+    assert len(recorded["rows"]) == 25
+    assert replayed_passes == pytest.approx(real_passes, rel=0.05)
+    # and it is a peer that drafts: far fewer passes than tokens
+    assert real_passes < 0.5 * sum(len(row["answer"]) for row in recorded["rows"])

@@ -7,9 +7,10 @@ drafters' own time per pass, charged as a host CPU pays it beside the accelerato
 predicted speed-up = plain passes x c(1) / (Σ c(tokens verified) + drafter time).
 
 Strategies: ``default`` (the engine's defaults: drafter, draft-count cap, adaptive); the
-peers, each drafting as its own code does with its default sizes: ``hf-prompt-lookup`` and
-``vllm-ngram`` (``peer_drafters.py``) and llama.cpp's ``ngram-simple`` and ``ngram-map-k``
-(Draftless's drafters of those names follow llama.cpp's rules); ``suffix`` drafting a fixed
+peers, each drafting as its own code does with its default sizes: ``hf-prompt-lookup``,
+``vllm-ngram`` and ``vllm-suffix`` (``peer_drafters.py``; vllm-suffix's host time is not
+charged) and llama.cpp's ``ngram-simple`` and ``ngram-map-k`` (Draftless's drafters of those
+names follow llama.cpp's rules); ``suffix`` drafting a fixed
 16 with no policy; ``prompt-lookup`` with the curve deciding up to 32 tokens; and the
 ``oracle`` (the answer itself, up to 32 tokens a pass: the limit on that curve).
 """
@@ -17,6 +18,7 @@ peers, each drafting as its own code does with its default sizes: ``hf-prompt-lo
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import time
@@ -41,13 +43,15 @@ def strategies(eos: int) -> dict[str, dict]:
     default = DraftSettings().validated()
     plans = {"default": _plan(default.drafter, default.draft_count, default.adaptive)}
     for name, cls in PEER_DRAFTERS.items():
-        plans[name] = _plan(name, cls.draft_count, make=lambda chat, cls=cls: cls(), peer=True)
+        charge = getattr(cls, "charge_host_time", True)
+        make = lambda chat, run, cls=cls: cls.for_run(run)  # noqa: E731
+        plans[name] = _plan(name, cls.draft_count, make=make, peer=True, charge=charge)
     for mode in ("ngram-simple", "ngram-map-k"):  # llama.cpp's --draft-max default: 16
         plans[f"llama.cpp {mode}"] = _plan(mode, 16, peer=True)
     plans["suffix fixed 16, no policy"] = _plan("suffix", 16)
     plans["prompt-lookup cap 32"] = _plan("prompt-lookup", 32, adaptive=True)
 
-    def oracle(chat):
+    def oracle(chat, run):
         return OracleDrafter([t["answer"] + [eos] * t.get("stop", True) for t in chat["turns"]])
 
     plans["oracle"] = _plan("oracle", 32, make=oracle)
@@ -64,6 +68,8 @@ def device_table(chats: dict, key: str, eos: int, curves) -> list[str]:
         lines += ["|---" * (len(tasks) + 3) + "|"]
         rows, replay = {}, dict(charge_drafter=True, tree_extra=named.tree_extra_s)
         for label, plan in plans.items():
+            gc.collect()  # each strategy's drafter timed without the earlier ones' garbage
+            gc.freeze()
             values = predict(chats, key, eos, named.seconds, plan, **replay)
             copy = geomean(values[t] for t in COPY_HEAVY if t in values)
             rows[label] = {**values, "copy-heavy": copy, "all": geomean(values.values())}

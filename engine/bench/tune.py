@@ -155,16 +155,18 @@ def predict(
     tree_extra: float = 0.0,
 ) -> dict[str, float]:
     """Predicted speed-up per task (geometric mean over its chats) of one plan (``simulate``'s
-    ``drafter_name``, ``draft_count``, ``adaptive``; ``make``: a function of the chat giving a
-    drafter instance instead). One process answering the chats in order (acceptance memory
+    ``drafter_name``, ``draft_count``, ``adaptive``; ``make``: a function of the chat and a dict kept for the run giving a
+    drafter instance instead; ``charge``: False where its host time is not to be charged).
+    One process answering the chats in order (acceptance memory
     carried) unless ``cold``; ``cross_chat``: a chat that follows another starts with a
     drafter memory taught that chat; ``charge_drafter``: the drafter's own time counts;
     ``tree_extra``: seconds a tree pass costs beyond c(its nodes)."""
-    memory = AdaptiveMemory()
+    memory, run = AdaptiveMemory(), {}
     per_task: dict[str, list[float]] = {}
+    charge_drafter = charge_drafter and plan.get("charge", True)
     for chat in chats.values():
         memory = AdaptiveMemory() if cold else memory
-        extra = {"drafter": plan["make"](chat)} if "make" in plan else {}
+        extra = {"drafter": plan["make"](chat, run)} if "make" in plan else {}
         if cross_chat and not extra:
             extra = taught_memory(chats, chat, plan, key, seconds, eos)
         arguments = (plan["drafter_name"], plan["draft_count"], plan["adaptive"])
