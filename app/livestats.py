@@ -7,7 +7,7 @@ them, and the footer is the engine's ``summary_line``.
 
 from __future__ import annotations
 
-from engine.stats import DecodeStats, summary_line
+from engine.stats import DecodeStats, stored_figures, summary_line
 
 
 class LiveStats:
@@ -27,7 +27,8 @@ class LiveStats:
         self.last_drafted = event.drafted
 
     def finish(self, stats: dict, timing: dict) -> None:
-        """Take the engine's final figures."""
+        """Take the engine's final figures (a stored answer's: untrusted, ``stored_figures``)."""
+        stats, timing = stored_figures(stats, timing)
         if stats:
             self.stats = DecodeStats.from_dict(stats, timing)
             self.final = dict(stats)

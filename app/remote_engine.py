@@ -15,7 +15,7 @@ import threading
 
 from engine.events import DoneEvent, ErrorEvent, ModelEvent, PassEvent, TokenEvent
 from engine.service import EngineService, GenerationStream
-from engine.stats import DecodeStats
+from engine.stats import DecodeStats, stored_figures
 
 
 def api_base(url: str) -> str:
@@ -171,6 +171,7 @@ class RemoteEngine:
                     final = dict((chunk.usage.model_extra or {}).get("draftless") or {})
                     timing = final.pop("timing", {})
                     reason = final.pop("finish_reason", None) or chunk.choices[0].finish_reason
+                    final, timing = stored_figures(final, timing)  # another machine's figures
                     push(DoneEvent(reason, "".join(text), tokens, from_draft, final, timing))
                     return
         except Exception as error:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from engine import paths as engine_paths
+from engine.stats import stored_figures
 from engine.untrusted import move_aside
 
 from .provenance import Provenance, TokenInfo
@@ -493,18 +494,8 @@ class Store:
         ).fetchall()
         result = []
         for row in rows:
-            message = Message(
-                row[0],
-                row[1],
-                row[2],
-                row[3],
-                row[4],
-                row[5],
-                _json(row[6]),
-                _json(row[7]),
-                None,
-                row[8],
-            )
+            stats, timing = stored_figures(_json(row[6]), _json(row[7]))  # figures of their kind
+            message = Message(*row[:6], stats, timing, None, row[8])
             if message.role == "assistant":
                 tokens = [
                     TokenInfo(

@@ -26,7 +26,56 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_number(value) -> bool:
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
+
+
+def _is_list_of(check):
+    return lambda value: isinstance(value, list) and all(check(item) for item in value)
+
+
+# What each stored figure must be; a stored answer's figures are untrusted input.
+_STORED_KINDS = {
+    **dict.fromkeys(("drafter", "speculation"), lambda v: isinstance(v, str)),
+    "estimate_curve": lambda v: v is None or isinstance(v, str),
+    **dict.fromkeys(("greedy", "ended"), lambda v: isinstance(v, bool)),
+    **dict.fromkeys(("passes", "drafted", "accepted", "emitted", "tree_passes"), _is_count),
+    **dict.fromkeys(("tokens_per_pass", "acceptance_rate"), _is_number),
+    "estimated_speedup": lambda v: v is None or _is_number(v),
+    "per_position_acceptance": _is_list_of(_is_number),
+    **dict.fromkeys(
+        ("accepted_length_counts", "position_drafted", "position_accepted", "pass_sizes"),
+        _is_list_of(_is_count),
+    ),
+    "drafter_counters": lambda v: isinstance(v, dict) and all(map(_is_count, v.values())),
+    **dict.fromkeys(("prompt_tokens", "prefilled_tokens"), _is_count),
+}
+
+
+def stored_figures(stats, timing=None) -> tuple[dict, dict]:
+    """A stored answer's ``to_dict()`` and ``timing_dict()`` with every figure that is not of
+    its kind left out (read as absent: 0, empty or unknown), so a damaged history row shows
+    what it can instead of raising."""
+
+    def kept(figures, unknown) -> dict:
+        if not isinstance(figures, dict):
+            return {}
+        return {k: v for k, v in figures.items() if _STORED_KINDS.get(k, unknown)(v)}
+
+    return kept(stats, lambda value: True), kept(timing, _is_number)
 
 
 def _text_or_none(value) -> str | None:
@@ -178,8 +227,9 @@ class DecodeStats:
 
     @classmethod
     def from_dict(cls, stats: dict, timing: dict | None = None) -> "DecodeStats":
-        """Rebuild from ``to_dict()`` and ``timing_dict()`` (a stored answer's numbers)."""
-        timing = timing or {}
+        """Rebuild from ``to_dict()`` and ``timing_dict()`` (a stored answer's numbers, figures
+        not of their kind read as absent: ``stored_figures``)."""
+        stats, timing = stored_figures(stats, timing)
         counters = stats.get("drafter_counters", {})
         lengths = [int(n) for n in stats.get("accepted_length_counts", [])]
         passes = int(stats.get("passes", 0))
@@ -309,8 +359,8 @@ def summary_line(
 ) -> str:
     """'143 tokens · 7 passes · 2.7 tokens/pass · 61% of 40 drafts accepted · ≈1.8× faster than
     plain (estimate) · 18.4 tok/s · first token 0.21 s · ngram-cache': the CLI's and the app's
-    line for one answer, from ``to_dict()``/``timing_dict()`` alone."""
-    timing = timing or {}
+    line for one answer, from ``to_dict()``/``timing_dict()`` alone (``stored_figures``)."""
+    stats, timing = stored_figures(stats, timing)
     emitted = int(stats["emitted"]) if "emitted" in stats else (tokens or 0)
     parts = [f"{emitted} token{'s' if emitted != 1 else ''}"]
     if stats:

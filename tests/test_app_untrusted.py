@@ -219,3 +219,53 @@ def test_settings_that_are_not_json_are_moved_aside_not_overwritten(tmp_path):
     assert kept.read_text() == "{broken" and kept.name in store.message
     store.save(AppSettings(draft_count=7))
     assert kept.read_text() == "{broken"
+
+
+DAMAGED_FIGURES = {
+    "passes": "7",
+    "drafted": [4],
+    "accepted": -1,
+    "emitted": 2.5,
+    "tokens_per_pass": float("nan"),
+    "acceptance_rate": "61%",
+    "estimated_speedup": "fast",
+    "greedy": "yes",
+    "drafter": 3,
+    "accepted_length_counts": 5,
+    "position_drafted": [1, "a"],
+    "per_position_acceptance": [0.5, None],
+    "drafter_counters": {"calls": "x"},
+}
+
+
+def test_damaged_figures_of_a_stored_answer_read_as_absent_and_the_rest_shows(tmp_path):
+    """A history row whose numbers are not numbers (hand-edited, another program): every
+    reader of a stored answer (footer, gauge numbers, Continue's sum) gets the figures that
+    are of their kind and reads the others as absent, never a traceback."""
+    from app.livestats import LiveStats, footer_text
+    from engine.stats import DecodeStats
+
+    store = Store(tmp_path / "history.db")
+    session = store.create_session("damaged")
+    good = DecodeStats(passes=4, drafted=6, accepted=3, emitted=9, decode_s=0.3).to_dict()
+    answer = store.add_message(
+        Message(None, session.id, "assistant", "an answer", "stop", None, good, {"decode_s": 0.3})
+    )
+    damaged = {**good, **DAMAGED_FIGURES}
+    with store.db:
+        store.db.execute(
+            "UPDATE messages SET stats = ?, timing = ? WHERE id = ?",
+            (json.dumps(damaged), json.dumps({"decode_s": "slow", "prefill_s": -2}), answer.id),
+        )
+    (loaded,) = store.all_messages(session.id)
+    assert set(loaded.stats) == set(good) - set(DAMAGED_FIGURES)  # the rest is kept as stored
+    assert loaded.stats["pass_sizes"] == good["pass_sizes"] and loaded.timing == {}
+    assert footer_text(9, loaded.stats, loaded.timing, "stop").startswith("9 tokens")
+    live = LiveStats.of_message(loaded.stats, loaded.timing)
+    assert (live.passes, live.drafted, live.stats.estimated_speedup) == (0, 0, None)
+    whole = DecodeStats.from_dict(loaded.stats).merged(DecodeStats.from_dict(good))
+    assert whole.passes == 4 and whole.emitted == 9
+    # and the raw dicts themselves, as an older store or another caller might pass them
+    assert DecodeStats.from_dict(damaged, {"decode_s": "slow"}).passes == 0
+    assert footer_text(9, damaged, {"tokens_per_s": "x"}).startswith("9 tokens")
+    store.close()
