@@ -21,7 +21,10 @@
   policy knows whether there is a guess and how strong its match is, and trims it.
 - **Probing**: when no draft pays, one 1-token draft is still sent once a class has had
   a proposal on 16 passes without drafting, so a drafter that starts paying again is
-  noticed; its cost is a fraction of a pass in 16.
+  noticed; where a 2-token pass costs much more than a 1-token one, only after as many idle
+  passes as keep a probe's extra cost under 1% of their time (``probe_interval``).
+- **Grammar-forced tokens** (``forced_length``): a schema's keys and separators are kept
+  nearly always, so as many go out as give the most tokens per second on the curve.
 - **Choice**: the draft length L (0..limit) maximising
   ``E[tokens | L] / c(1 + L)`` with ``E[tokens | L] = 1 + Σ_{j≤L} Π_{i<j} p_i`` (p_i of the
   first row); L = 0 (plain decoding) when no draft pays. A multi-row drafter's R rows of L
@@ -39,6 +42,8 @@ module.
 
 from __future__ import annotations
 
+import math
+
 from .verify_cost import (
     CostCurve,
     load_cost_curve,
@@ -49,7 +54,8 @@ from .verify_cost import (
 
 MAX_POSITIONS = 128
 DECAY = 0.85  # per drafted pass
-PROBE_INTERVAL = 16  # passes with a proposal but no draft before a 1-token probe
+PROBE_INTERVAL = 16  # passes with a proposal but no draft before a 1-token probe, at least
+PROBE_SHARE = 0.01  # of the idle passes' time, the most a probe's extra cost may be
 PRIOR_ACCEPT = 0.5
 ROW_SLACK = 0.05  # rows beyond a tree's second may make its pass this much dearer
 GUESS_MARGIN = 1.1  # on a curve not measured for the model, a draft must promise 10% more
@@ -248,10 +254,22 @@ class AdaptivePolicy:
         if best == 0 and not guess:
             idle = self.idle.get(self.last_class, 0) + 1
             self.idle[self.last_class] = idle
-            if idle > PROBE_INTERVAL:
+            if idle > self.probe_interval():
                 best, self.last_rows = 1, 1
         self.last_choice = best
         return best
+
+    def forced_length(self, available: int) -> int:
+        """How many of ``available`` grammar-forced tokens to send (kept nearly always):
+        the count that gives the most tokens per second on the curve."""
+        rates = [(1 + n) / self.curve(1 + n) for n in range(available + 1)]
+        return max(range(available + 1), key=lambda n: (rates[n], n))
+
+    def probe_interval(self) -> int:
+        """Idle passes before a probe: ``PROBE_INTERVAL``, or more where a probe's extra cost
+        (c(2) - c(1)) would be more than ``PROBE_SHARE`` of those passes' time."""
+        extra = max(self.curve(2) - self.curve(1), 0.0)
+        return max(PROBE_INTERVAL, math.ceil(extra / (PROBE_SHARE * self.curve(1))))
 
     def gives_up(self, limit: int) -> bool:
         """Whether no draft of up to ``limit`` tokens can pay on this curve even if all were

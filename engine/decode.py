@@ -18,7 +18,11 @@ where the model allows it; which caches can be rolled back, and how, is decided 
 in ``engine/models/caches.py`` (sliding windows, recurrent state).
 
 A grammar (``engine/grammar.py``) masks the logits after the processors; its drafts are
-cut at the first token it forbids and verified one row at a time.
+cut at the first token it forbids and verified one row at a time. Where the grammar forces
+what comes next (a schema's keys, quotes and separators), those tokens go out whatever the
+policy's acceptance memory says (``DraftPlan``): ahead of the drafter's row where it begins
+with them, alone where it does not (then neither the drafter nor that memory learns from the
+pass).
 """
 
 from __future__ import annotations
@@ -267,8 +271,49 @@ class FixedDraftLength:
     def gives_up(self, limit: int) -> bool:
         return False
 
+    def forced_length(self, available: int) -> int:
+        return available
+
     def record(self, drafted: int, accepted: int, seconds: float, **details) -> None:
         pass
+
+
+@dataclass
+class DraftPlan:
+    """What one pass sends: ``rows``; ``grammar``: they are the grammar's own draft;
+    ``sure``: how many leading tokens of the drafter's row the grammar forces."""
+
+    rows: list[list[int]]
+    grammar: bool = False
+    sure: int = 0
+
+    @classmethod
+    def of(cls, rows: list[list[int]], match_length: int, policy, forced=()) -> "DraftPlan":
+        """As much of the proposal's ``rows`` as the policy says pays. Where the grammar forces
+        the next tokens (``forced``, kept nearly always) at least those go out: the policy then
+        judges only the drafter's tokens after them, or, where the drafter's row does not
+        begin with them, they are the draft (as much of them as pays on the curve)."""
+        sure = len(forced)
+        if sure and not (rows and rows[0][:sure] == list(forced)):
+            row = list(forced[: policy.forced_length(sure)])
+            return cls([row] if row else [], grammar=True)
+        if not rows:
+            return cls([])
+        longest = max(len(r) for r in rows)
+        if sure:
+            more = policy.draft_length(longest - sure, match_length + sure) if longest > sure else 0
+            length = sure + more if more else policy.forced_length(sure)
+            return cls([rows[0][:length]] if length else [], sure=min(sure, length))
+        length = policy.draft_length(longest, match_length, len(rows))
+        return cls([r[:length] for r in rows[: policy.row_budget(length)]] if length > 0 else [])
+
+    def learned(self, accepted: int, depth: int | None) -> tuple[int, int]:
+        """(accepted, depth) for the policy's acceptance memory: the drafter's tokens only
+        (depth 0: the pass's cost alone)."""
+        depth = sum(map(len, self.rows)) if depth is None else depth
+        if self.grammar:
+            return accepted, 0
+        return max(accepted - self.sure, 0), max(depth - self.sure, 0)
 
 
 def _cut_at_eos(draft: list[int], eos_tokens: set[int]) -> list[int]:
@@ -346,13 +391,14 @@ def speculative_decode(
         limit = min(draft_count, max_tokens - produced - 1) if speculate else 0
         proposal = drafter.propose(limit) if limit > 0 else Proposal()
         rows = [_cut_at_eos(list(r[:limit]), eos_tokens) for r in gate.rows(proposal.rows)]
-        if chooser.constraint is not None:  # a token the grammar forbids is never sent
+        forced: list[int] = []  # what the grammar forces next
+        if chooser.constraint is not None and limit > 0:  # a token it forbids is never sent
             rows = [r[: chooser.constraint.allowed(r)] for r in rows[:1]]
-        rows = [row for row in rows if row]
-        if rows:  # the policy sees the proposal, then says how much of it to send
-            longest = max(len(r) for r in rows)
-            length = policy.draft_length(longest, proposal.match_length, len(rows))
-            rows = [r[:length] for r in rows[: policy.row_budget(length)]] if length > 0 else []
+            if drafter.drafts:  # (plain decoding, drafter none, stays plain)
+                forced = gate.rows([chooser.constraint.forced()[:limit]])[0]
+                forced = _cut_at_eos(forced, eos_tokens)
+        plan = DraftPlan.of([row for row in rows if row], proposal.match_length, policy, forced)
+        rows = plan.rows
         drafted_at = time.perf_counter()
 
         # verify, accept, roll back: the cache ends holding the new history but its last token
@@ -377,20 +423,21 @@ def speculative_decode(
             if drafter.wants_target_topk
             else None
         )
-        drafter.observe(
+        drafter.observe(  # the grammar's draft is not the drafter's: it learns no acceptance
             emitted,
-            accepted=accepted,
-            drafted=len(rows[verdict.row]) if rows else 0,
+            accepted=0 if plan.grammar else accepted,
+            drafted=len(rows[verdict.row]) if rows and not plan.grammar else 0,
             row=verdict.row,
             target_topk=topk,
         )
         done_at = time.perf_counter()
         tree = verdict.depth is not None
+        learned, depth = plan.learned(verdict.accepted, verdict.depth)
         policy.record(
             verdict.drafted,
-            verdict.accepted,
+            learned,
             verified_at - drafted_at,
-            depth=verdict.depth,
+            depth=depth,
             tree=tree,
             first_row=verdict.first_row,
         )

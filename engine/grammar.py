@@ -116,6 +116,11 @@ class GrammarConstraint:
         """How many leading ``draft`` tokens the grammar allows from here."""
         return self.matcher.validate_tokens(list(draft))
 
+    def forced(self) -> list[int]:
+        """What the grammar forces from here (a key, its quotes and colon), as llguidance
+        tokenizes it: a draft the target keeps unless it spells the same text otherwise."""
+        return [] if self.matcher.is_stopped() else list(self.matcher.compute_ff_tokens())
+
     def masks(self, tokens: Sequence[int], count: int) -> mx.array:
         """[count, vocab] booleans: row i is what the grammar allows after ``tokens[:i]``
         (which it must allow); the matcher's state is left as it was."""

@@ -127,7 +127,8 @@ def test_tree_passes_teach_the_curve_their_extra_cost_and_leave_c_of_n_alone():
 
 def test_policy_probes_again_after_a_while():
     policy = AdaptivePolicy(CostCurve(CURVE), {0: trained(0.0)})
-    for _ in range(adaptive.PROBE_INTERVAL):
+    assert policy.probe_interval() >= adaptive.PROBE_INTERVAL
+    for _ in range(policy.probe_interval()):
         assert policy.draft_length(4) == 0
         policy.record(0, 0, 0.086)
     assert policy.draft_length(4) == 1  # a one-token probe
@@ -343,3 +344,21 @@ def test_memories_of_two_owners_are_apart():
     policy.record(4, 4, 0.1)
     assert first.trackers and not second.trackers
     assert first.curve("model") is not second.curve("model")
+
+
+def test_probes_cost_at_most_a_share_of_the_idle_passes():
+    """Where a 2-token pass costs 1.7 one-token passes, a probe every 16 idle passes would
+    cost 4% of them: it waits until its extra cost is 1% (70 passes); on a flat curve, 16."""
+    flat = CostCurve({1: 0.010, 2: 0.0102, 8: 0.011})
+    steep = CostCurve({1: 0.010, 2: 0.017, 8: 0.020})
+    for curve, interval in ((flat, 16), (steep, 70)):
+        policy = AdaptivePolicy(curve, priors={1: (0.0, 50.0)})  # matches that never pay
+        sent = [policy.draft_length(4, match_length=1) for _ in range(interval + 1)]
+        assert sent == [0] * interval + [1]
+
+
+def test_grammar_forced_tokens_go_out_as_far_as_the_curve_pays():
+    policy = AdaptivePolicy(CostCurve({1: 0.010, 2: 0.0102, 16: 0.011}))
+    assert policy.forced_length(5) == 5  # nearly free: all of them
+    policy = AdaptivePolicy(CostCurve({1: 0.010, 2: 0.025, 8: 0.090}))
+    assert policy.forced_length(5) == 0  # each token costs more than a pass of its own

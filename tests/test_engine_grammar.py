@@ -132,10 +132,46 @@ def test_a_draft_token_the_grammar_forbids_is_never_sent(model, tokenizer, monke
 
     monkeypatch.setattr(Target, "forward", spy)
     monkeypatch.setattr(GrammarConstraint, "allowed", counting)
+    monkeypatch.setattr(GrammarConstraint, "forced", lambda self: [])  # the drafter drafts
     tokens, _ = constrained(model, tokenizer, prompt, "prompt-lookup", 80, logprobs=None)
     assert any(cut), "no draft held a forbidden token: the test proves nothing"
     history = prompt + tokens
     for offset, inputs in sent:
+        check = GrammarConstraint(tokenizer, json_schema_grammar(SCHEMA), VOCAB)
+        check.accept(history[len(prompt) : offset + 1])
+        assert check.allowed(inputs[1:]) == len(inputs) - 1
+
+
+def test_what_the_grammar_forces_is_drafted_and_kept(model, tokenizer, monkeypatch):
+    """Keys, quotes and separators the schema forces go out as a draft of their own (the
+    drafter is not asked that pass): fewer passes, the same tokens."""
+    prompt = prompt_of(tokenizer)
+    tokens, results = constrained(model, tokenizer, prompt, "prompt-lookup", 80, logprobs=None)
+    forced = GrammarConstraint.forced
+    drafted_by_grammar = []
+
+    def spy(self):
+        drafted_by_grammar.append(forced(self))
+        return drafted_by_grammar[-1]
+
+    sent, forward = [], Target.forward
+
+    def sending(self, tokens):
+        sent.append((self.offset, list(tokens)))
+        return forward(self, tokens)
+
+    monkeypatch.setattr(GrammarConstraint, "forced", spy)
+    monkeypatch.setattr(Target, "forward", sending)
+    again, _ = constrained(model, tokenizer, prompt, "prompt-lookup", 80, logprobs=None)
+    passes = list(sent)  # the prompt is read by prefill, not forward
+    monkeypatch.setattr(GrammarConstraint, "forced", lambda self: [])
+    unforced, plain_passes = constrained(model, tokenizer, prompt, "prompt-lookup", 80, None)
+    assert tokens == again == unforced
+    assert tokenizer.decode(drafted_by_grammar[0]).startswith('{"name": "')
+    assert len(results) < len(plain_passes), "the grammar's drafts saved no pass"
+    history = prompt + tokens
+    assert len(passes) == len(results)
+    for offset, inputs in passes:  # the grammar allows every draft it made
         check = GrammarConstraint(tokenizer, json_schema_grammar(SCHEMA), VOCAB)
         check.accept(history[len(prompt) : offset + 1])
         assert check.allowed(inputs[1:]) == len(inputs) - 1

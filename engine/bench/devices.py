@@ -13,6 +13,8 @@ charged) and llama.cpp's ``ngram-simple`` and ``ngram-map-k`` (Draftless's draft
 names follow llama.cpp's rules); ``suffix`` drafting a fixed
 16 with no policy; ``prompt-lookup`` with the curve deciding up to 32 tokens; and the
 ``oracle`` (the answer itself, up to 32 tokens a pass: the limit on that curve).
+Draftless's strategies draft what a json-schema answer's schema forces, as the engine does;
+the peers' code does not.
 """
 
 from __future__ import annotations
@@ -45,16 +47,18 @@ def strategies(eos: int) -> dict[str, dict]:
     for name, cls in PEER_DRAFTERS.items():
         charge = getattr(cls, "charge_host_time", True)
         make = lambda chat, run, cls=cls: cls.for_run(run)  # noqa: E731
-        plans[name] = _plan(name, cls.draft_count, make=make, peer=True, charge=charge)
+        plans[name] = _plan(
+            name, cls.draft_count, make=make, peer=True, charge=charge, grammar=False
+        )
     for mode in ("ngram-simple", "ngram-map-k"):  # llama.cpp's --draft-max default: 16
-        plans[f"llama.cpp {mode}"] = _plan(mode, 16, peer=True)
+        plans[f"llama.cpp {mode}"] = _plan(mode, 16, peer=True, grammar=False)
     plans["suffix fixed 16, no policy"] = _plan("suffix", 16)
     plans["prompt-lookup cap 32"] = _plan("prompt-lookup", 32, adaptive=True)
 
     def oracle(chat, run):
         return OracleDrafter([t["answer"] + [eos] * t.get("stop", True) for t in chat["turns"]])
 
-    plans["oracle"] = _plan("oracle", 32, make=oracle)
+    plans["oracle"] = _plan("oracle", 32, make=oracle, grammar=False)
     return plans
 
 

@@ -134,9 +134,7 @@ class VllmSuffixPeer(Drafter):
     """vLLM's suffix decoding; one instance per chat sharing ``answers`` (the global tree)."""
 
     name = "vllm-suffix"
-    summary = (
-        "vLLM suffix decoding: most frequent path over the request's and earlier answers' trees"
-    )
+    summary = "vLLM suffix decoding: most frequent path in the request's or the answers' tree"
     draft_count = DEPTH = 24
     factor, min_prob = 1.0, 0.1
     charge_host_time = False

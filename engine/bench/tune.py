@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .. import adaptive as adaptive_module
 from ..adaptive import AdaptiveMemory, match_class
-from ..decode import _cut_at_eos
+from ..decode import DraftPlan, FixedDraftLength, _cut_at_eos
 from ..drafters import make_drafter, measurement_options
 from ..drafters.base import Proposal
 from ..replay import matched_length, tree_size
@@ -51,11 +51,14 @@ def simulate(
     stores=None,
     drafter=None,
     tree_extra: float = 0.0,
+    grammar: bool = True,
 ) -> dict:
     """Replay one chat (``[{"prompt": tokens, "answer": tokens, "stop": bool}]``, turns in
     order, one drafter for the whole chat as ``ChatSession`` keeps it) and return
     ``{"plain_s", "spec_s", "passes", "emitted", "drafter_s"}``. ``drafter``: an instance
-    to replay instead of the registered ``drafter_name`` (a peer's strategy, the oracle)."""
+    to replay instead of the registered ``drafter_name`` (a peer's strategy, the oracle);
+    ``grammar``: a turn's ``forced`` tokens (what its schema forces at each answer position)
+    are drafted as the engine's loop drafts them."""
     curve = CostCurve(seconds, tree_extra=tree_extra)
     if drafter is None:
         options = measurement_options(drafter_name) if options is None else options
@@ -90,13 +93,13 @@ def simulate(
                 break
             started = time.perf_counter()
             limit = min(draft_count, len(answer) - produced - 1)
+            forced = turn.get("forced", [])[produced:][:1] if grammar and limit > 0 else []
             proposal = drafter.propose(limit) if limit > 0 else Proposal()
             rows = [r for r in (_cut_at_eos(list(r[:limit]), {eos}) for r in proposal.rows) if r]
-            rows = rows if drafter.multi_row else rows[:1]
-            if rows and policy is not None:
-                longest = max(len(r) for r in rows)
-                length = policy.draft_length(longest, proposal.match_length, len(rows))
-                rows = [r[:length] for r in rows[: policy.row_budget(length)]] if length else []
+            rows = rows if drafter.multi_row and not turn.get("forced") else rows[:1]
+            forced = forced[0][:limit] if forced else []  # what the schema forces, as the loop
+            plan = DraftPlan.of(rows, proposal.match_length, policy or FixedDraftLength(), forced)
+            rows = plan.rows
             drafter_s += time.perf_counter() - started
             matches = [matched_length(r, answer, produced) for r in rows]
             accepted = max(matches, default=0)
@@ -108,14 +111,15 @@ def simulate(
             cost = curve.base(sent + 1) + (tree_extra if tree else 0.0)
             spec += cost
             started = time.perf_counter()
-            drafter.observe(emitted, accepted=accepted, drafted=len(draft), row=row)
+            mine = not plan.grammar  # the grammar's draft is not the drafter's
+            drafter.observe(emitted, accepted=accepted * mine, drafted=len(draft) * mine, row=row)
             drafter_s += time.perf_counter() - started
             if policy is not None:
-                depth = max((len(r) for r in rows), default=0)
                 first = (len(rows[0]), matches[0]) if tree else None
-                policy.record(sent, accepted, cost, depth=depth, tree=tree, first_row=first)
-            if classes is not None and rows:  # per match class, the first row's [reached,
-                # accepted] per position, then [trees' first-row tokens, tokens beyond them]
+                learned, depth = plan.learned(accepted, max(map(len, rows)) if tree else None)
+                policy.record(sent, learned, cost, depth=depth, tree=tree, first_row=first)
+            if classes is not None and rows and not plan.grammar:  # per match class, the first
+                # row's [reached, accepted] per position, then [trees' first-row tokens, beyond]
                 counts = classes.setdefault(
                     match_class(proposal.match_length), [[0, 0] for _ in range(draft_count + 1)]
                 )
@@ -170,7 +174,7 @@ def predict(
         if cross_chat and not extra:
             extra = taught_memory(chats, chat, plan, key, seconds, eos)
         arguments = (plan["drafter_name"], plan["draft_count"], plan["adaptive"])
-        extra["tree_extra"] = tree_extra
+        extra.update(tree_extra=tree_extra, grammar=plan.get("grammar", True))
         result = simulate(chat["turns"], *arguments, memory, key, seconds, eos, **extra)
         spent = result["spec_s"] + (result["drafter_s"] if charge_drafter else 0.0)
         per_task.setdefault(chat["task"], []).append(result["plain_s"] / spent)
@@ -190,17 +194,16 @@ def taught_memory(chats: dict, chat: dict, plan: dict, key: str, seconds: dict, 
     return {"options": {}, "stores": stores}
 
 
-# ---------------------------------------------------------------- the answers replayed
-
-
 def reference_answers(
     split: str, max_tokens: int, tasks=None, per_task: int = 2, cached_only: bool = False
 ) -> tuple[dict, str, int]:
     """Every chat of a split decoded plainly once (cached): ({chat: {"task", "turns",
     "after"}}, model key, eos id)."""
     from ..model_ngrams import model_key as key_of
+    from ..grammar import GrammarConstraint, json_schema_grammar
     from ..models import load_model
     from ..paths import cache_dir
+    from ..tokens import output_size
     from ..session import prompt_tokens
     from ..settings import GenerationRequest
     from .suite import BenchConfig, Suite
@@ -226,10 +229,16 @@ def reference_answers(
         cached[workload.id] = {"task": workload.task, "turns": turns, "after": workload.after}
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(cached))
-    return {w.id: cached[w.id] for w in workloads if w.id in cached}, key, eos
-
-
-# ---------------------------------------------------------------- python -m engine.bench.tune
+    chats = {w.id: cached[w.id] for w in workloads if w.id in cached}
+    for workload in (w for w in workloads if w.schema and w.id in chats):
+        for turn in chats[workload.id]["turns"]:
+            grammar = json_schema_grammar(workload.schema)
+            constraint = GrammarConstraint(loaded.tokenizer, grammar, output_size(loaded.model))
+            turn["forced"] = []  # at each answer position, what the schema forces next
+            for token in turn["answer"]:
+                turn["forced"].append(constraint.forced())
+                constraint.accept([token])
+    return chats, key, eos
 
 
 def class_acceptance(chats: dict, key: str, eos: int, seconds: dict, drafters, cap: int = 16):
