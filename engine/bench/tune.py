@@ -159,10 +159,11 @@ def predict(
     tree_extra: float = 0.0,
 ) -> dict[str, float]:
     """Predicted speed-up per task (geometric mean over its chats) of one plan (``simulate``'s
-    ``drafter_name``, ``draft_count``, ``adaptive``; ``make``: a function of the chat and a dict kept for the run giving a
-    drafter instance instead; ``charge``: False where its host time is not to be charged).
-    One process answering the chats in order (acceptance memory
-    carried) unless ``cold``; ``cross_chat``: a chat that follows another starts with a
+    ``drafter_name``, ``draft_count``, ``adaptive``; ``make``: a function of the chat and a
+    dict kept for the run, giving a drafter instance instead; ``charge``: False where its host
+    time is not charged; ``grammar``: False for a peer, whose code drafts nothing a schema
+    forces). One process answering the chats in order (acceptance memory carried) unless
+    ``cold``; ``cross_chat``: a chat that follows another starts with a
     drafter memory taught that chat; ``charge_drafter``: the drafter's own time counts;
     ``tree_extra``: seconds a tree pass costs beyond c(its nodes)."""
     memory, run = AdaptiveMemory(), {}
