@@ -196,3 +196,73 @@ def test_a_bad_schema_is_an_error_naming_response_format(tokenizer):
             json_schema_grammar({"type": "object", "properties": {"a": {"$ref": "#/nope"}}}),
             VOCAB,
         )
+
+
+class QuoteGuesser:
+    """Guesses the whole answer '"abab"' on the first pass: the grammar forces its quote, the
+    letter after it is the model's choice, so it must be checked against the sample."""
+
+    name, drafts, multi_row, wants_target_topk = "quote-guesser", True, False, 0
+
+    def __init__(self, tokenizer):
+        self.guess = list(tokenizer.encode('"abab"', add_special_tokens=False))
+        self.first = True
+
+    def propose(self, k):
+        from engine.drafters.base import Proposal
+
+        rows, self.first = ([self.guess[:k]] if self.first else []), False
+        return Proposal(rows, 1)
+
+    def observe(self, emitted, **details):
+        pass
+
+
+def test_sampled_answers_with_the_grammars_drafts_follow_constrained_sampling(
+    model, tokenizer, monkeypatch
+):
+    """Sampled, under a schema whose answers differ in their first letter (the grammar forces
+    the quote before it and the rest after it): answers drawn with the grammar's drafts and a
+    guess of the letter must be distributed as constrained plain sampling's, and a chooser
+    that keeps drafts unchecked must not be (so the test can fail)."""
+    from collections import Counter
+
+    from .identity import CHI_SQUARE_CRITICAL, chi_square
+
+    schema = {"type": "string", "enum": ["abab", "baba", "cbcb", "dcdc"]}
+    prompt, runs = prompt_of(tokenizer), 300
+
+    def answers(drafting: bool, seed: int, chooser_class=TokenChooser) -> Counter:
+        mx.random.seed(seed)
+        drawn = Counter()
+        for _ in range(runs):
+            target, history = Target(model), list(prompt)
+            target.prefill(history[:-1])
+            if drafting:
+                drafts = QuoteGuesser(tokenizer)
+            else:
+                drafts = make_drafter(DraftSettings(drafter="none", adaptive=False))
+            constraint = GrammarConstraint(tokenizer, json_schema_grammar(schema), VOCAB)
+            chooser = chooser_class(SamplingSettings(temperature=1.0), None, constraint)
+            eos = set(tokenizer.eos_token_ids)
+            results = list(
+                speculative_decode(
+                    target, drafts, chooser, history, max_tokens=12, draft_count=8, eos_tokens=eos
+                )
+            )
+            answer = [t for t in history[len(prompt) :] if t not in eos]
+            drawn[schema["enum"].index(json.loads(tokenizer.decode(answer)))] += 1
+            drawn["accepted"] += sum(r.accepted for r in results)
+        return drawn
+
+    class NoCheck(TokenChooser):
+        def choose(self, logits, history, draft):
+            chosen = super().choose(logits, history, draft)
+            return list(draft) + chosen[len(draft) :]
+
+    plain, drafted = answers(False, seed=21), answers(True, seed=22)
+    assert plain.pop("accepted") == 0 and drafted.pop("accepted") > runs  # quote, letter, rest
+    assert chi_square(plain, drafted, 4) < CHI_SQUARE_CRITICAL
+    broken = answers(True, seed=23, chooser_class=NoCheck)
+    broken.pop("accepted")
+    assert chi_square(plain, broken, 4) > 5 * CHI_SQUARE_CRITICAL
