@@ -78,24 +78,6 @@ def stored_figures(stats, timing=None) -> tuple[dict, dict]:
     return kept(stats, lambda value: True), kept(timing, _is_number)
 
 
-def _text_or_none(value) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _whole_numbers(value) -> list[int]:
-    """A stored list of counts, kept only if it is one (stored answers are untrusted input)."""
-    if not isinstance(value, list):
-        return []
-    return [n for n in value if isinstance(n, int) and not isinstance(n, bool) and n > 0]
-
-
-def _count_at_most(value, most: int) -> int:
-    """A stored count, kept only if it is a whole number from 0 to ``most``."""
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= most:
-        return value
-    return 0
-
-
 def _summed(first: list[int], second: list[int]) -> list[int]:
     longer, shorter = (first, second) if len(first) >= len(second) else (second, first)
     return [n + (shorter[i] if i < len(shorter) else 0) for i, n in enumerate(longer)]
@@ -233,6 +215,7 @@ class DecodeStats:
         counters = stats.get("drafter_counters", {})
         lengths = [int(n) for n in stats.get("accepted_length_counts", [])]
         passes = int(stats.get("passes", 0))
+        tree_passes = stats.get("tree_passes", 0)  # counted in passes, or not trusted
         rates = stats.get("per_position_acceptance", [])
         drafted_at = [int(n) for n in stats.get("position_drafted", [])]
         accepted_at = [int(n) for n in stats.get("position_accepted", [])]
@@ -267,9 +250,9 @@ class DecodeStats:
             waited_s=float(timing.get("waited_s", 0.0)),
             ended=bool(stats.get("ended", False)),
             estimated_speedup=stats.get("estimated_speedup"),
-            estimate_curve=_text_or_none(stats.get("estimate_curve")),
-            pass_sizes=_whole_numbers(stats.get("pass_sizes")),
-            tree_passes=_count_at_most(stats.get("tree_passes"), passes),
+            estimate_curve=stats.get("estimate_curve"),
+            pass_sizes=[n for n in stats.get("pass_sizes", []) if n > 0],
+            tree_passes=tree_passes if tree_passes <= passes else 0,
         )
 
     @property

@@ -115,7 +115,8 @@ class SuffixTrie:
                 if node is None:
                     return best
             path, prob, score = [], 1.0, 0.0
-            while len(path) < min(limit, int(length * factor + 1e-6)):
+            most = min(limit, int(length * factor + 1e-6))
+            while len(path) < most:
                 if not node[1]:
                     break
                 token, child = max(node[1].items(), key=lambda item: item[1][0])

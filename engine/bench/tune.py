@@ -232,8 +232,8 @@ def reference_answers(
         path.write_text(json.dumps(cached))
     chats = {w.id: cached[w.id] for w in workloads if w.id in cached}
     for workload in (w for w in workloads if w.schema and w.id in chats):
+        grammar = json_schema_grammar(workload.schema)
         for turn in chats[workload.id]["turns"]:
-            grammar = json_schema_grammar(workload.schema)
             constraint = GrammarConstraint(loaded.tokenizer, grammar, output_size(loaded.model))
             turn["forced"] = []  # at each answer position, what the schema forces next
             for token in turn["answer"]:
