@@ -17,6 +17,10 @@
   (``Proposal.match_length``): unknown, 1-2, 3-5, 6-11 or 12+ tokens. A long match that
   copies a code block is not judged by the short matches that failed in the prose
   before it.
+- **Constrained answers** (a JSON schema, a forced tool call) keep their acceptance apart
+  from free text's: a schema's values are short copies from the prompt that pay far more
+  often than short matches in prose do, and an answer is known to be constrained before its
+  first pass, so neither regime's failures hold the other's drafts back.
 - **Proposal first**: the drafter proposes (cheap) before the policy chooses, so the
   policy knows whether there is a guess and how strong its match is, and trims it.
 - **Probing**: when no draft pays, one 1-token draft is still sent once a class has had
@@ -150,12 +154,13 @@ def match_class(match_length: int) -> int:
 
 
 class AdaptiveMemory:
-    """Cost curves (per model) and acceptance trackers (per model and drafter) of one owner:
-    the service keeps one for the process, a benchmark one per run. Never module globals."""
+    """Cost curves (per model) and acceptance trackers (per model, drafter, and whether the
+    answers are constrained) of one owner: the service keeps one for the process, a
+    benchmark one per run. Never module globals."""
 
     def __init__(self):
         self.curves: dict[str, CostCurve] = {}
-        self.trackers: dict[tuple[str, str], dict[int, AcceptanceTracker]] = {}
+        self.trackers: dict[tuple[str, str, bool], dict[int, AcceptanceTracker]] = {}
 
     def curve(self, model_key: str) -> CostCurve:
         """In memory, else on disk, else the prior shape (measure it with ``measure``)."""
@@ -180,10 +185,13 @@ class AdaptiveMemory:
     def forget_acceptance(self) -> None:
         self.trackers.clear()
 
-    def policy(self, model_key: str, drafter, curve: CostCurve | None = None) -> "AdaptivePolicy":
-        """A policy sharing this memory's acceptance counts for (model, drafter), planning on
-        ``curve`` (default: the model's own)."""
-        trackers = self.trackers.setdefault((model_key, drafter.name), {})
+    def policy(
+        self, model_key: str, drafter, curve: CostCurve | None = None, constrained: bool = False
+    ) -> "AdaptivePolicy":
+        """A policy sharing this memory's acceptance counts for (model, drafter) and answers
+        that are ``constrained`` by a grammar or not, planning on ``curve`` (default: the
+        model's own)."""
+        trackers = self.trackers.setdefault((model_key, drafter.name, constrained), {})
         return AdaptivePolicy(
             curve or self.curve(model_key),
             trackers,

@@ -1,6 +1,7 @@
 """What the engine learns across chats, held by its owner (the service; a benchmark run).
 
-- ``adaptive``: verify-cost curves per model and acceptance trackers per (model, drafter);
+- ``adaptive``: verify-cost curves per model and acceptance trackers per (model, drafter,
+  constrained answers or not);
 - ``stores``: drafter memory kept in files (the cross-chat n-gram cache).
 
 Sessions are handed one; no module keeps any of it, so two services in one process

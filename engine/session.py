@@ -276,7 +276,9 @@ class ChatSession:
         if request.draft.adaptive and loaded.speculates:
             # never measured on this machine: a guess built from this model's own passes
             # (the service measures between answers); or the device curve asked for
-            policy = self.memory.adaptive.policy(self.model_key, self.drafter, curve=named)
+            policy = self.memory.adaptive.policy(
+                self.model_key, self.drafter, curve=named, constrained=constraint is not None
+            )
         stats.prefill_s = time.perf_counter() - started
         return AnswerPlan(stats, policy, named or (policy.curve if policy else None), constraint)
 

@@ -362,3 +362,44 @@ def test_grammar_forced_tokens_go_out_as_far_as_the_curve_pays():
     assert policy.forced_length(5) == 5  # nearly free: all of them
     policy = AdaptivePolicy(CostCurve({1: 0.010, 2: 0.025, 8: 0.090}))
     assert policy.forced_length(5) == 0  # each token costs more than a pass of its own
+
+
+def test_constrained_answers_learn_acceptance_apart_from_free_text():
+    """Short matches that failed in prose do not hold back a schema's short copies: the two
+    kinds of answer keep their own counts, and each new answer of a kind shares its kind's."""
+    memory = adaptive.AdaptiveMemory()
+    drafter = make_drafter(DraftSettings(drafter="suffix"))
+    curve = CostCurve({1: 0.010, 2: 0.016, 16: 0.017})  # a draft costs 1.6 passes, then flat
+    prose = memory.policy("model", drafter, curve=curve)
+    for _ in range(60):
+        prose.draft_length(16, match_length=4)
+        prose.record(8, 0, 0.016, depth=8)
+    assert memory.policy("model", drafter, curve=curve).draft_length(16, match_length=4) == 0
+    schema = memory.policy("model", drafter, curve=curve, constrained=True)
+    assert schema.draft_length(16, match_length=4) > 0  # the class prior: such copies pay
+    for _ in range(60):
+        schema.draft_length(16, match_length=4)
+        schema.record(8, 0, 0.016, depth=8)
+    again = memory.policy("model", drafter, curve=curve, constrained=True)
+    assert again.draft_length(16, match_length=4) == 0
+
+
+def test_a_session_plans_an_answer_under_a_schema_with_the_constrained_counts(tiny_loaded):
+    from engine.memory import EngineMemory
+    from engine.session import ChatSession
+    from engine.settings import GenerationRequest
+
+    memory = EngineMemory()
+    session = ChatSession(tiny_loaded, memory)
+    draft = DraftSettings(drafter="suffix", cost_curve=verify_cost.curve_from_spec("flat-2pct"))
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    for json_schema in (None, schema):
+        request = GenerationRequest(
+            prompt='{"a": "abab"} {"a": "abab"}',
+            raw=True,
+            max_tokens=8,
+            draft=draft,
+            json_schema=json_schema,
+        ).validated()
+        list(session.generate(request))
+    assert sorted(key[2] for key in memory.adaptive.trackers) == [False, True]

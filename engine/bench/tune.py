@@ -67,7 +67,8 @@ def simulate(
         )
         drafter = make_drafter(settings.validated())
     drafter.attach_model(model_key, stores=stores if stores is not None else FolderStores())
-    policy = memory.policy(model_key, drafter) if adaptive else None
+    constrained = any("forced" in turn for turn in chat)  # a schema's answers
+    policy = memory.policy(model_key, drafter, constrained=constrained) if adaptive else None
     if policy is not None:
         memory.curves[model_key] = policy.curve = curve
     plain = spec = drafter_s = 0.0
