@@ -251,9 +251,9 @@ def test_suffix_draft_length_follows_match_length_and_frequency():
     d = drafter("suffix", options={"max_spec_factor": 1.0})  # at most the match's length
     d.reset([1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 2])
     assert d.propose(8).rows == [[3, 4]]
-    four = drafter("suffix")  # the default factor 4: up to four times the match's length
-    four.reset([1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 2])
-    assert four.propose(8).rows == [[3, 4, 5, 6, 7, 8, 0, 1]]
+    eight = drafter("suffix")  # the default factor 8: up to eight times the match's length
+    eight.reset([1, 2, *range(3, 23), 0, 1, 2])
+    assert eight.propose(32).rows == [list(range(3, 19))]
     d.reset([1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 2, 3, 4, 5])
     assert d.propose(3).rows == [[6, 7, 8]]
     # after [9] came 1, 2, 3, 4, 5 once each: p = 0.2 for the first token, 0.2 < 0.3 stops

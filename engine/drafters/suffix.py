@@ -7,7 +7,7 @@ longest match takes constant time whatever the history length (no fixed n-gram s
 
 Draft: the tokens that followed the most recent earlier occurrence of that longest
 match, and its length adapts
-- to the match length L: at most ``ceil(max_spec_factor × L)`` tokens (default factor 4;
+- to the match length L: at most ``ceil(max_spec_factor × L)`` tokens (default factor 8;
   SuffixDecoding's own default is 1, but here the adaptive policy trims each draft to what
   pays on the verify-cost curve, so the drafter offers more; no draft while L < ``ngram_min``);
 - to the continuation's observed frequency: walking the automaton along the draft, the
@@ -31,7 +31,7 @@ occurrences of ever shorter suffixes of the history (down to ``ngram_min``), eac
 as its own match and frequency allow; a candidate that only repeats a row already taken
 is skipped.
 
-Options: ``max_spec_factor`` (default 4.0), ``min_prob`` (default 0.1), ``max_tokens``,
+Options: ``max_spec_factor`` (default 8.0), ``min_prob`` (default 0.1), ``max_tokens``,
 ``rows`` (default 4; 1 drafts a single row). ``draft_count`` caps each row; ``ngram_min``
 is the shortest match used.
 """
@@ -135,7 +135,7 @@ class SuffixDrafter(Drafter):
     name = "suffix"
     summary = "suffix automaton: longest earlier match of the current suffix; length from match and frequency"
     options = {
-        "max_spec_factor": Option(4.0, 0.01, 1000.0),
+        "max_spec_factor": Option(8.0, 0.01, 1000.0),
         "min_prob": Option(0.1, 0.0, 1.0),
         "max_tokens": Option(MAX_TOKENS, 64, 1 << 26),
         "rows": Option(4, 1, 16),
