@@ -94,11 +94,11 @@ def simulate(
                 break
             started = time.perf_counter()
             limit = min(draft_count, len(answer) - produced - 1)
-            forced = turn.get("forced", [])[produced:][:1] if grammar and limit > 0 else []
             proposal = drafter.propose(limit) if limit > 0 else Proposal()
             rows = [r for r in (_cut_at_eos(list(r[:limit]), {eos}) for r in proposal.rows) if r]
-            rows = rows if drafter.multi_row and not turn.get("forced") else rows[:1]
-            forced = forced[0][:limit] if forced else []  # what the schema forces, as the loop
+            schema = "forced" in turn  # what it forces is drafted as the loop drafts it
+            rows = rows if drafter.multi_row and not schema else rows[:1]
+            forced = turn["forced"][produced][:limit] if schema and grammar and limit > 0 else []
             plan = DraftPlan.of(rows, proposal.match_length, policy or FixedDraftLength(), forced)
             rows = plan.rows
             drafter_s += time.perf_counter() - started
