@@ -3,7 +3,7 @@
 The Linux ``mlx[cpu]`` wheel links a slow reference BLAS. Loading the system OpenBLAS (by
 its absolute path, from the system's library folder) with RTLD_GLOBAL before the first
 ``import mlx`` makes its symbols win: a 135M float32 model decodes about 2.7x faster. This
-is the only side effect of ``import engine``; on a Mac (Metal) it does nothing.
+is the only library ``import engine`` loads; on a Mac (Metal) it does nothing.
 
 Opt-in, Linux only: ``DRAFTLESS_ROW_GEMV=1`` also loads ``engine/_row_gemm.c``, built with
 the package at install time (pyproject.toml), from the package's own folder. It computes one- and

@@ -1,8 +1,8 @@
 """MLX's float32 products through the BLAS Draftless loads (engine/_blas.py): right for every
 layout; with the opt-in one-row library (DRAFTLESS_ROW_GEMV=1), one- and two-row products
 computed as OpenBLAS's sgemv row by row (so a two-token pass's products round as two
-one-token passes do); and ``import engine`` compiles nothing and loads nothing from the
-cache folder."""
+one-token passes do); ``import engine`` compiles nothing and loads nothing from the
+cache folder, and turns cuDNN attention off for MLX's CUDA backend."""
 
 from __future__ import annotations
 
@@ -172,3 +172,18 @@ def test_a_library_without_the_init_symbol_is_refused_not_fatal(monkeypatch, cap
     monkeypatch.setattr(blas, "row_gemm_library", lambda: Path(path))
     assert blas._load_row_gemm(blas.loaded_blas or "/nonexistent") is None
     assert "is not used" in caplog.text
+
+
+@pytest.mark.parametrize("preset, expected", [(None, "0"), ("1", "1")])
+def test_import_engine_turns_cudnn_attention_off_unless_the_user_chose(preset, expected):
+    """On MLX's CUDA backend cuDNN's attention rebuilds a graph for almost every verify pass
+    (engine/__init__.py); ``import engine`` turns it off before MLX loads, and keeps a choice
+    the user made."""
+    env = {k: v for k, v in os.environ.items() if k != "MLX_CUDA_USE_CUDNN_SDPA"}
+    if preset is not None:
+        env["MLX_CUDA_USE_CUDNN_SDPA"] = preset
+    check = "import engine, os; print(os.environ['MLX_CUDA_USE_CUDNN_SDPA'])"
+    done = subprocess.run(
+        [sys.executable, "-c", check], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == expected
