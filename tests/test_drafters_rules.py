@@ -266,6 +266,32 @@ def test_suffix_draft_length_follows_match_length_and_frequency():
     assert d3.propose(4).rows == [[5], [4]]
 
 
+def test_suffix_resumes_copying_right_after_an_edit():
+    # the passage 10..17, then elsewhere 14 followed by 70, 71 (the most recent 14)
+    prompt = [10, 11, 12, 13, 14, 15, 16, 17, 8, 14, 70, 71, 8]
+    for locality, first_row in ((32, [15, 16, 17]), (0, [70, 71, 8])):
+        d = drafter("suffix", options={"locality": locality})
+        d.reset(prompt)
+        d.observe([10])  # the model starts copying the passage
+        assert d.propose(2).rows[0] == [11, 12]
+        d.observe([11, 12, 99], accepted=2, drafted=2, row=0)  # its edit: 99 for 13
+        d.observe([14])  # back to the passage
+        assert d.propose(3).rows[0] == first_row
+    # the cursor follows accepted drafts and the model's own tokens that go on copying
+    d = drafter("suffix")
+    d.reset(prompt)
+    d.observe([10])
+    d.propose(2)
+    d.observe([11, 12, 99], accepted=2, drafted=2, row=0)
+    assert d.cursor == 2  # the source position of the last accepted token, 12
+    d.observe([14])
+    d.propose(3)
+    d.observe([15, 16, 17], accepted=2, drafted=3, row=0)
+    assert d.cursor == 7  # 16 accepted at 6, then the model's own 17 follows the source
+    d.extend([5, 6])  # a new turn: nothing is being copied
+    assert d.cursor is None
+
+
 def test_suffix_lookup_time_does_not_grow_with_history():
     import random
     import time

@@ -31,9 +31,16 @@ occurrences of ever shorter suffixes of the history (down to ``ngram_min``), eac
 as its own match and frequency allow; a candidate that only repeats a row already taken
 is skipped.
 
+Locality: a model that copies a passage with edits goes on right after its edit, where the
+most recent occurrence of a short match elsewhere says nothing. So the drafter keeps a copy
+cursor: the source position of the last accepted draft token, moved on while the model's own
+tokens go on following the source, dropped at a new turn. Among matches at most one token
+shorter than the longest, the one ending nearest after the cursor (within ``locality``
+tokens) drafts the first row, copied as far as its length allows.
+
 Options: ``max_spec_factor`` (default 8.0), ``min_prob`` (default 0.1), ``max_tokens``,
-``rows`` (default 4; 1 drafts a single row). ``draft_count`` caps each row; ``ngram_min``
-is the shortest match used.
+``rows`` (default 4; 1 drafts a single row), ``locality`` (default 32; 0 turns the cursor
+off). ``draft_count`` caps each row; ``ngram_min`` is the shortest match used.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from ._options import Option
 from .base import Drafter, Proposal
 
 CHAIN_UPDATES = 32
+LOCAL_MATCH_MAX = 16  # the longest match measured at a position near the cursor
 MAX_TOKENS = 1 << 17  # the index's memory budget, in tokens of history
 
 
@@ -139,6 +147,7 @@ class SuffixDrafter(Drafter):
         "min_prob": Option(0.1, 0.0, 1.0),
         "max_tokens": Option(MAX_TOKENS, 64, 1 << 26),
         "rows": Option(4, 1, 16),
+        "locality": Option(32, 0, 4096),
     }
     multi_row = True
 
@@ -149,7 +158,10 @@ class SuffixDrafter(Drafter):
         self.min_prob = self.option["min_prob"]
         self.max_tokens = self.option["max_tokens"]
         self.rows = self.option["rows"]
+        self.locality = self.option["locality"]
         self.sam = SuffixAutomaton()
+        self.cursor: int | None = None  # source position of the last token copied
+        self._sources: list[int] = []  # the end of the match each proposed row follows
 
     @property
     def rows_per_pass(self) -> int:
@@ -157,12 +169,24 @@ class SuffixDrafter(Drafter):
 
     def reset(self, prompt_tokens):
         self.sam = SuffixAutomaton()
+        self.cursor, self._sources = None, []
         self._append(prompt_tokens)
 
     def extend(self, tokens):
+        self.cursor, self._sources = None, []  # a new turn: nothing is being copied yet
         self._append(tokens)
 
     def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
+        following = list(emitted)
+        if drafted and accepted and row < len(self._sources):
+            self.cursor = self._sources[row] + accepted
+            following = following[accepted:]
+        tokens = self.sam.tokens
+        for token in following if self.cursor is not None else ():
+            if self.cursor + 1 >= len(tokens) or tokens[self.cursor + 1] != token:
+                break
+            self.cursor += 1
+        self._sources = []
         self._append(emitted)
 
     def _append(self, tokens):
@@ -172,7 +196,7 @@ class SuffixDrafter(Drafter):
         if len(sam) > self.max_tokens:
             keep = sam.tokens[len(sam) - self.max_tokens // 2 :]
             del sam  # the old index is freed before the new one grows: memory peaks at the budget
-            self.sam = SuffixAutomaton()
+            self.sam, self.cursor = SuffixAutomaton(), None
             for token in keep:
                 self.sam.append(token)
 
@@ -182,17 +206,46 @@ class SuffixDrafter(Drafter):
         if match < self.min_match or match == 0:
             return Proposal(match_length=match)
         rows: list[list[int]] = []
-        used: set[int] = set()
+        self._sources = sources = []
+        local = self._near_cursor(match - 1)
+        if local is not None:
+            length, end = local
+            limit = min(k, max(1, math.ceil(self.factor * length)), len(sam) - 1 - end)
+            rows.append(sam.tokens[end + 1 : end + 1 + limit])
+            sources.append(end)
+        used = set(sources)
         for context, end in self._occurrences(state):
+            if len(rows) == self.rows:
+                break
             if end in used:
                 continue
             used.add(end)
             row = self._continuation(context, end, k)
             if row and not any(taken[: len(row)] == row for taken in rows):
                 rows.append(row)
-                if len(rows) == self.rows:
-                    break
+                sources.append(end)
         return Proposal(rows, match)
+
+    def _near_cursor(self, shortest: int) -> tuple[int, int] | None:
+        """(length, end) of the longest match of the history's suffix, at least ``shortest``
+        tokens long, ending within ``locality`` tokens after the cursor (the nearest of
+        equal ones), or None."""
+        if self.cursor is None or not self.locality:
+            return None
+        tokens = self.sam.tokens
+        last = len(tokens) - 1
+        best = None
+        for end in range(self.cursor + 1, min(self.cursor + 1 + self.locality, last)):
+            length = 0
+            while (
+                length < LOCAL_MATCH_MAX
+                and length <= end
+                and tokens[end - length] == tokens[last - length]
+            ):
+                length += 1
+            if length and length >= shortest and (best is None or length > best[0]):
+                best = (length, end)
+        return best
 
     def _occurrences(self, state: int):
         """(context state, end position) of earlier occurrences, best first: the longest
