@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 
 from ._options import Option
-from .base import Drafter, Proposal
+from .base import Drafter, Proposal, matched_before
 
 CHAIN_UPDATES = 32
 LOCAL_MATCH_MAX = 16  # the longest match measured at a position near the cursor
@@ -233,16 +233,9 @@ class SuffixDrafter(Drafter):
         if self.cursor is None or not self.locality:
             return None
         tokens = self.sam.tokens
-        last = len(tokens) - 1
         best = None
-        for end in range(self.cursor + 1, min(self.cursor + 1 + self.locality, last)):
-            length = 0
-            while (
-                length < LOCAL_MATCH_MAX
-                and length <= end
-                and tokens[end - length] == tokens[last - length]
-            ):
-                length += 1
+        for end in range(self.cursor + 1, min(self.cursor + 1 + self.locality, len(tokens) - 1)):
+            length = matched_before(tokens, end + 1, 0, LOCAL_MATCH_MAX)
             if length and length >= shortest and (best is None or length > best[0]):
                 best = (length, end)
         return best
