@@ -42,6 +42,9 @@ def test_options_that_name_paths_or_size_shared_memory_are_refused(options, tmp_
         ("frequency", {"history_window": "abc"}, "history_window"),
         ("ngram-cache", {"dynamic": "no"}, "true or false"),
         ("suffix", {"min_prob": [0.1]}, "min_prob"),
+        ("suffix", {"locality": "far"}, "locality"),
+        ("suffix", {"locality": -1}, "locality"),
+        ("suffix", {"locality": 100_000}, "locality"),  # every pass would scan that far
         ("ngram-simple", {"n": 2.5}, "an integer"),
         ("ngram-simple", {"n": True}, "an integer"),
         ("prompt-lookup", {"n": 3}, "takes: none"),

@@ -147,7 +147,7 @@ class SuffixDrafter(Drafter):
         "min_prob": Option(0.1, 0.0, 1.0),
         "max_tokens": Option(MAX_TOKENS, 64, 1 << 26),
         "rows": Option(4, 1, 16),
-        "locality": Option(32, 0, 4096),
+        "locality": Option(32, 0, 256),  # each position it covers is looked at every pass
     }
     multi_row = True
 
@@ -238,6 +238,8 @@ class SuffixDrafter(Drafter):
             length = matched_before(tokens, end + 1, 0, LOCAL_MATCH_MAX)
             if length and length >= shortest and (best is None or length > best[0]):
                 best = (length, end)
+                if length == LOCAL_MATCH_MAX:  # none further on can be longer
+                    break
         return best
 
     def _occurrences(self, state: int):
