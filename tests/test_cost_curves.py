@@ -23,6 +23,7 @@ def test_every_shipped_curve_loads_and_states_its_source():
         "h100-135m-f32",
         "h100-7b-bf16",
         "h100-7b-4bit",
+        "h200-135m-f16",
         "apple-m2pro-135m-f32-estimate",
         "flat-2pct",
     } <= set(curves)
