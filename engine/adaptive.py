@@ -16,7 +16,9 @@
 - **Match classes**: copying drafters say how long a match their proposal rests on
   (``Proposal.match_length``): unknown, 1-2, 3-5, 6-11 or 12+ tokens. A long match that
   copies a code block is not judged by the short matches that failed in the prose
-  before it.
+  before it. A 1-2-token match whose drafted token is what usually followed it before
+  (``Proposal.usual``) has a class of its own: on the tuning prompts its first token was
+  kept 51% of the time, other short matches' 16%.
 - **Constrained answers** (a JSON schema, a forced tool call) keep their acceptance apart
   from free text's: a schema's values are short copies from the prompt that pay far more
   often than short matches in prose do, and an answer is known to be constrained before its
@@ -70,18 +72,21 @@ PRIOR_REJECT = 0.5
 # as such matches usually earn instead of paying for learning. Fitted on the benchmark's
 # tuning prompts (python -m engine.bench.tune), checked on its check prompts.
 CLASS_PRIORS: dict[str, dict[int, tuple[float, float]]] = {
-    "suffix": {1: (0.35, 0.65), 2: (0.8, 0.2), 3: (0.84, 0.16), 4: (0.98, 0.02)},
+    "suffix": {1: (0.16, 0.84), 2: (0.8, 0.2), 3: (0.84, 0.16), 4: (0.98, 0.02), 5: (0.9, 0.1)},
     "prompt-lookup": {1: (0.34, 0.66), 2: (0.71, 0.29), 3: (0.77, 0.23), 4: (0.96, 0.04)},
     "ngram-cache": {0: (0.79, 0.21)},
 }
 # Per drafter and match class: tokens a tree pass accepted beyond its first row per token of
 # its first row, over the tuning prompts' tree passes (every row sent, draft count 16;
 # python -m engine.bench.tune).
-TREE_BONUS_PRIORS: dict[str, dict[int, float]] = {"suffix": {1: 0.078, 2: 0.06, 3: 0.112, 4: 0.074}}
+TREE_BONUS_PRIORS: dict[str, dict[int, float]] = {
+    "suffix": {1: 0.078, 2: 0.06, 3: 0.112, 4: 0.074, 5: 0.03}
+}
 TREE_BONUS_WEIGHT = 2.0  # pseudo-observations of the prior: trees
 TREE_BONUS_LENGTH = 16  # of this many tokens a row
 DEPTH_PRIOR = 1.0  # pseudo-observations at position i-1's estimate, for position i
 MATCH_CLASS_STARTS = (1, 3, 6, 12)  # match lengths where a class begins (0: not said)
+USUAL_SHORT_CLASS = 5  # a 1-2-token match whose drafted token usually followed it
 
 
 class AcceptanceTracker:
@@ -148,9 +153,11 @@ class AcceptanceTracker:
         return values
 
 
-def match_class(match_length: int) -> int:
-    """0 when the drafter does not say, else 1.. for ever longer matches."""
-    return sum(1 for start in MATCH_CLASS_STARTS if match_length >= start)
+def match_class(match_length: int, usual: bool = False) -> int:
+    """0 when the drafter does not say, else 1.. for ever longer matches; a short match
+    whose drafted token usually followed it: ``USUAL_SHORT_CLASS``."""
+    klass = sum(1 for start in MATCH_CLASS_STARTS if match_length >= start)
+    return USUAL_SHORT_CLASS if usual and klass == 1 else klass
 
 
 class AdaptiveMemory:
@@ -232,13 +239,16 @@ class AdaptivePolicy:
             tracker = self.trackers[klass] = AcceptanceTracker(*prior, bonus)
         return tracker
 
-    def draft_length(self, limit: int, match_length: int = 0, rows: int = 1) -> int:
+    def draft_length(
+        self, limit: int, match_length: int = 0, rows: int = 1, usual: bool = False
+    ) -> int:
         """The draft length to send of a proposal of ``rows`` rows (the longest ``limit``
-        tokens) resting on a match of ``match_length``; ``row_budget`` then says how many."""
+        tokens) resting on a match of ``match_length`` (``usual``: see ``match_class``);
+        ``row_budget`` then says how many."""
         if limit <= 0 or not self.curve.anchored:  # a guess: one plain pass gives c(1) first
             return 0
         available = min(rows, self.rows)
-        self.last_class = match_class(match_length)
+        self.last_class = match_class(match_length, usual)
         tracker = self.tracker(self.last_class)
         expected = tracker.expected_tokens(min(limit, MAX_POSITIONS))
         plain = best_rate = expected[0] / self.curve(1)

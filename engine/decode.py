@@ -262,7 +262,9 @@ class PassResult:
 class FixedDraftLength:
     """Draft exactly what the settings ask for (adaptive policies replace this)."""
 
-    def draft_length(self, limit: int, match_length: int = 0, rows: int = 1) -> int:
+    def draft_length(
+        self, limit: int, match_length: int = 0, rows: int = 1, usual: bool = False
+    ) -> int:
         return limit
 
     def row_budget(self, length: int) -> int:
@@ -288,8 +290,11 @@ class DraftPlan:
     sure: int = 0
 
     @classmethod
-    def of(cls, rows: list[list[int]], match_length: int, policy, forced=()) -> "DraftPlan":
-        """As much of the proposal's ``rows`` as the policy says pays. Where the grammar forces
+    def of(
+        cls, rows: list[list[int]], match_length: int, policy, forced=(), usual: bool = False
+    ) -> "DraftPlan":
+        """As much of the proposal's ``rows`` as the policy says pays (``match_length`` and
+        ``usual`` as the proposal says). Where the grammar forces
         the next tokens (``forced``, kept nearly always) at least those go out: the policy then
         judges only the drafter's tokens after them, or, where the drafter's row does not
         begin with them, they are the draft (as much of them as pays on the curve)."""
@@ -304,7 +309,7 @@ class DraftPlan:
             more = policy.draft_length(longest - sure, match_length + sure) if longest > sure else 0
             length = sure + more if more else policy.forced_length(sure)
             return cls([rows[0][:length]] if length else [], sure=min(sure, length))
-        length = policy.draft_length(longest, match_length, len(rows))
+        length = policy.draft_length(longest, match_length, len(rows), usual)
         return cls([r[:length] for r in rows[: policy.row_budget(length)]] if length > 0 else [])
 
     def learned(self, accepted: int, depth: int | None) -> tuple[int, int]:
@@ -397,7 +402,9 @@ def speculative_decode(
             if drafter.drafts:  # (plain decoding, drafter none, stays plain)
                 forced = gate.rows([chooser.constraint.forced()[:limit]])[0]
                 forced = _cut_at_eos(forced, eos_tokens)
-        plan = DraftPlan.of([row for row in rows if row], proposal.match_length, policy, forced)
+        usual = proposal.usual and bool(rows and rows[0])  # about the first row's first token
+        drafted = [row for row in rows if row]
+        plan = DraftPlan.of(drafted, proposal.match_length, policy, forced, usual)
         rows = plan.rows
         drafted_at = time.perf_counter()
 

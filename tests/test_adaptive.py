@@ -143,6 +143,16 @@ def test_policy_judges_long_matches_apart_from_short_ones():
     assert adaptive.match_class(0) == 0 and adaptive.match_class(2) < adaptive.match_class(12)
 
 
+def test_policy_judges_a_usual_short_match_apart_from_other_short_ones():
+    usual = adaptive.match_class(1, usual=True)
+    assert usual != adaptive.match_class(1) and adaptive.match_class(4, usual=True) == 2
+    policy = AdaptivePolicy(
+        CostCurve(CURVE), {adaptive.match_class(1): trained(0.0), usual: trained(1.0)}
+    )
+    assert policy.draft_length(8, match_length=1) == 0  # other short guesses failed
+    assert policy.draft_length(8, match_length=1, usual=True) >= 2  # these were kept
+
+
 def test_positions_not_reached_lately_follow_the_ones_that_were():
     tracker = AcceptanceTracker()
     for _ in range(3):  # position 0 accepted, position 1 rejected
@@ -285,7 +295,7 @@ class TwoTokens(FixedDraftLength):
     def __init__(self):
         self.asked = []
 
-    def draft_length(self, limit, match_length=0, rows=1):
+    def draft_length(self, limit, match_length=0, rows=1, usual=False):
         self.asked.append((limit, match_length))
         return 2
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from engine.drafters import Proposal, make_drafter
+from engine.drafters import make_drafter
 from engine.drafters.ngram_cache import NgramCounts, dynamic_cache_path, static_cache_path
 from engine.drafters.stores import DrafterStores
 from engine.errors import EngineError
@@ -77,7 +77,8 @@ def test_copying_drafters_report_how_long_their_match_is():
     for name, options in (("prompt-lookup", {}), ("suffix", {}), ("ngram-simple", {"n": 2})):
         d = drafter(name, ngram_order=2, options=options)
         d.reset(prompt)
-        assert d.propose(4) == Proposal([[9, 8, 1, 2]], match_length=4), name
+        proposal = d.propose(4)
+        assert (proposal.rows, proposal.match_length) == ([[9, 8, 1, 2]], 4), name
 
 
 # ---------------------------------------------------------------- ngram-map-k4v
@@ -264,6 +265,19 @@ def test_suffix_draft_length_follows_match_length_and_frequency():
     d3.reset([9, 1, 9, 2, 9, 3, 9, 4, 9, 5, 9])
     # the most recent continuation first (probability 0.2), then the one before it
     assert d3.propose(4).rows == [[5], [4]]
+
+
+def test_suffix_says_when_its_draft_is_what_usually_followed_the_match():
+    d = drafter("suffix", options={"min_prob": 0.0})
+    d.reset([9, 5, 1, 9, 5, 2, 9, 5, 3, 9, 5, 4, 9])  # [9] was always followed by 5
+    proposal = d.propose(4)
+    assert proposal.rows[0][0] == 5 and proposal.match_length == 1 and proposal.usual
+    d.reset([9, 1, 8, 9, 2, 7, 9, 3, 6, 9, 3, 5, 9])  # 3 followed [9] in two of four
+    proposal = d.propose(4)
+    assert proposal.rows[0][0] == 3 and proposal.match_length == 1 and not proposal.usual
+    d.reset([9, 1, 8, 9, 3, 7, 9, 3, 6, 9, 3, 5, 9])  # three of four (75% >= 60%)
+    proposal = d.propose(4)
+    assert proposal.rows[0][0] == 3 and proposal.match_length == 1 and proposal.usual
 
 
 def test_suffix_resumes_copying_right_after_an_edit():

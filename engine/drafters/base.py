@@ -48,6 +48,9 @@ class Proposal:
 
     rows: DraftRows = field(default_factory=list)
     match_length: int = 0
+    # The first row's first token is what usually followed the match before (a drafter
+    # that counts continuations says so): a short match that says this is judged apart.
+    usual: bool = False
 
 
 class DraftConfig(Protocol):

@@ -38,6 +38,10 @@ tokens go on following the source, dropped at a new turn. Among matches at most 
 shorter than the longest, the one ending nearest after the cursor (within ``locality``
 tokens) drafts the first row, copied as far as its length allows.
 
+Usual continuation: the proposal says whether the first row's first token followed at least
+60% of the match's earlier occurrences (``Proposal.usual``); the adaptive policy judges short
+matches that say so apart from the other short matches.
+
 Options: ``max_spec_factor`` (default 8.0), ``min_prob`` (default 0.1), ``max_tokens``,
 ``rows`` (default 4; 1 drafts a single row), ``locality`` (default 32; 0 turns the cursor
 off). ``draft_count`` caps each row; ``ngram_min`` is the shortest match used.
@@ -52,6 +56,7 @@ from .base import Drafter, Proposal, matched_before
 
 CHAIN_UPDATES = 32
 LOCAL_MATCH_MAX = 16  # the longest match measured at a position near the cursor
+USUAL_SHARE = 0.6  # of the match's earlier occurrences, followed by the drafted token
 MAX_TOKENS = 1 << 17  # the index's memory budget, in tokens of history
 
 
@@ -224,7 +229,14 @@ class SuffixDrafter(Drafter):
             if row and not any(taken[: len(row)] == row for taken in rows):
                 rows.append(row)
                 sources.append(end)
-        return Proposal(rows, match)
+        return Proposal(rows, match, bool(rows) and self._usual(state, rows[0][0]))
+
+    def _usual(self, state: int, token: int) -> bool:
+        """Whether ``token`` followed at least ``USUAL_SHARE`` of the earlier occurrences of
+        ``state``'s context (the one at the very end has no follower yet)."""
+        earlier = self.sam.count[state] - 1
+        child = self.sam.next[state].get(token)
+        return earlier > 0 and child is not None and self.sam.count[child] >= USUAL_SHARE * earlier
 
     def _near_cursor(self, shortest: int) -> tuple[int, int] | None:
         """(length, end) of the longest match of the history's suffix, at least ``shortest``
