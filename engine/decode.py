@@ -402,8 +402,8 @@ def speculative_decode(
             if drafter.drafts:  # (plain decoding, drafter none, stays plain)
                 forced = gate.rows([chooser.constraint.forced()[:limit]])[0]
                 forced = _cut_at_eos(forced, eos_tokens)
-        usual = proposal.usual and bool(rows and rows[0])  # about the first row's first token
         drafted = [row for row in rows if row]
+        usual = proposal.usual_for(drafted)
         plan = DraftPlan.of(drafted, proposal.match_length, policy, forced, usual)
         rows = plan.rows
         drafted_at = time.perf_counter()

@@ -278,6 +278,9 @@ def test_suffix_says_when_its_draft_is_what_usually_followed_the_match():
     d.reset([9, 1, 8, 9, 3, 7, 9, 3, 6, 9, 3, 5, 9])  # three of four (75% >= 60%)
     proposal = d.propose(4)
     assert proposal.rows[0][0] == 3 and proposal.match_length == 1 and proposal.usual
+    # it speaks of the first token: it holds while the first row sent still begins with it
+    assert proposal.usual_for([[3]]) and proposal.usual_for([[3, 7], [1]])
+    assert not proposal.usual_for([]) and not proposal.usual_for([[1, 8]])
 
 
 def test_suffix_resumes_copying_right_after_an_edit():

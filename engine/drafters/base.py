@@ -52,6 +52,11 @@ class Proposal:
     # that counts continuations says so): a short match that says this is judged apart.
     usual: bool = False
 
+    def usual_for(self, rows: DraftRows) -> bool:
+        """``usual`` for the rows actually sent (cut by the loop's gates): it speaks of the
+        proposal's first token, so only while the first row sent still begins with it."""
+        return self.usual and bool(rows and rows[0]) and rows[0][0] == self.rows[0][0]
+
 
 class DraftConfig(Protocol):
     """What a drafter reads of its settings (``engine.settings.DraftSettings``)."""
