@@ -208,3 +208,39 @@ def test_replay_matches_the_real_loop_with_a_fixed_draft_count(tiny_loaded):
     assert (result["passes"], result["emitted"]) == (done.stats["passes"], done.stats["emitted"])
     assert result["plain_s"] == pytest.approx(done.stats["emitted"])  # one c(1) per plain token
     assert result["passes"] <= result["spec_s"] <= 1.5 * result["passes"]
+
+
+def test_the_replay_charges_the_least_drafter_time_of_its_repeats():
+    """A pause of the machine in one replay is not the drafter's cost: with repeats, each
+    chat is charged its least drafter time, and what is drafted stays the same."""
+    import time
+
+    from engine.bench.oracle import OracleDrafter
+    from engine.bench.tune import predict
+
+    replays = []
+
+    class PausedOnce(OracleDrafter):
+        def propose(self, limit):
+            if len(replays) == 1:  # the first replay's drafter stalls 20 ms a pass
+                time.sleep(0.02)
+            return super().propose(limit)
+
+    def make(chat, run):  # ``run``: a dict fresh for each whole replay
+        if not run:
+            replays.append(chat)
+            run["seen"] = True
+        return PausedOnce([turn["answer"] + [0] for turn in chat["turns"]])
+
+    answer = list(range(10, 40))
+    chats = {"a": {"task": "code-edit", "turns": [{"prompt": [1, 2, 3], "answer": answer}]}}
+    plan = {"drafter_name": "oracle", "draft_count": 8, "adaptive": False, "make": make}
+    curve = {n: 0.01 for n in range(1, 34)}
+    free = predict(chats, "k", 0, curve, plan)["code-edit"]
+    replays.clear()
+    paused = predict(chats, "k", 0, curve, plan, charge_drafter=True)["code-edit"]
+    replays.clear()
+    least = predict(chats, "k", 0, curve, plan, charge_drafter=True, repeats=2)["code-edit"]
+    assert len(replays) == 2  # two whole replays, a fresh run state each
+    assert paused < free / 2  # 20 ms of drafting against 10 ms passes
+    assert paused < least <= free and least > free * 0.9

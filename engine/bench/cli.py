@@ -28,13 +28,9 @@ OPTIONS = {  # BenchConfig field: (type, help); a list is comma-separated
 
 
 def add_bench_arguments(parser) -> None:
-    parser.add_argument(
-        "--quick", action="store_true", help="4 chats, 1 round, up to 128 tokens (minutes)"
-    )
+    parser.add_argument("--quick", action="store_true", help="4 chats, 1 round, 128 tokens")
     parser.add_argument("--out", help="report folder (default: bench-report)")
-    parser.add_argument(
-        "--render", metavar="RESULTS_JSON", help="write report.md again from a results.json"
-    )
+    parser.add_argument("--render", metavar="RESULTS", help="report.md again from a results.json")
     for name, (kind, text) in OPTIONS.items():
         flag = "--prompts-per-task" if name == "per_task" else "--" + name.replace("_", "-")
         choices = ("check", "tuning") if name == "split" else None
@@ -42,9 +38,7 @@ def add_bench_arguments(parser) -> None:
             flag, dest=name, type=kind if kind is int else str, choices=choices, help=text
         )
     parser.add_argument("--no-oracle", action="store_true", help="skip the oracle (the limit)")
-    parser.add_argument(
-        "--no-adaptive", action="store_true", help="draft the whole draft count every pass"
-    )
+    parser.add_argument("--no-adaptive", action="store_true", help="always draft the draft count")
 
 
 def config_from_args(args) -> BenchConfig:

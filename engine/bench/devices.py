@@ -3,8 +3,8 @@ the oracle on every named verify-cost curve, replayed over the same greedy answe
 
 ``python -m engine.bench.devices [--split check] [--cost-curve NAME|FILE ...]`` replays the
 benchmark's plain answers (``tune.reference_answers``); no model is timed, only the
-drafters' own time per pass, charged as a host CPU pays it beside the accelerator:
-predicted speed-up = plain passes x c(1) / (Σ c(tokens verified) + drafter time).
+drafters' own time per pass (the least of three replays), charged as a host CPU pays it
+beside the accelerator: predicted speed-up = plain passes x c(1) / (Σ c(tokens verified) + drafter time).
 
 Strategies: ``default`` (the engine's defaults: drafter, draft-count cap, adaptive); the
 peers, each drafting as its own code does with its default sizes: ``hf-prompt-lookup``,
@@ -34,6 +34,7 @@ from .tune import geomean, predict, reference_answers
 COPY_HEAVY = ("code-edit", "edit-session", "edit-memory", "rag", "structured")
 OPEN = ("open-question", "novel")
 GOAL_PEER_RATIO, GOAL_FLOOR = 1.2, 0.97
+REPLAYS = 3  # each chat's drafter time: the least of this many replays
 
 
 def _plan(drafter: str, count: int, adaptive: bool = False, **more) -> dict:
@@ -70,7 +71,7 @@ def device_table(chats: dict, key: str, eos: int, curves) -> list[str]:
         lines += [f"\n### {named.name}\n", named.source + tree, ""]
         lines += ["| strategy | " + " | ".join(tasks) + " | copy-heavy | all |"]
         lines += ["|---" * (len(tasks) + 3) + "|"]
-        rows, replay = {}, dict(charge_drafter=True, tree_extra=named.tree_extra_s)
+        rows, replay = {}, dict(charge_drafter=True, tree_extra=named.tree_extra_s, repeats=REPLAYS)
         for label, plan in plans.items():
             gc.collect()  # each strategy's drafter timed without the earlier ones' garbage
             gc.freeze()

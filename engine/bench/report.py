@@ -130,9 +130,7 @@ def header_lines(results: dict) -> list[str]:
 def render(results: dict, out: Path) -> None:
     """Write report.md into ``out``."""
     if results.get("format", 1) < 2:
-        raise ValueError(
-            "results written before report format 2 cannot be rendered; run the benchmark again"
-        )
+        raise ValueError("written before report format 2: run the benchmark again")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     summary, failures = results["summary"], results["failures"]
