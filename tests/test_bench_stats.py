@@ -212,7 +212,7 @@ def test_replay_matches_the_real_loop_with_a_fixed_draft_count(tiny_loaded):
 
 def test_the_replay_charges_the_least_drafter_time_of_its_repeats():
     """A pause of the machine in one replay is not the drafter's cost: with repeats, each
-    chat is charged its least drafter time, and what is drafted stays the same."""
+    chat is charged the least drafter time of its whole replays."""
     import time
 
     from engine.bench.oracle import OracleDrafter

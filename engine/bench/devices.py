@@ -3,8 +3,8 @@ the oracle on every named verify-cost curve, replayed over the same greedy answe
 
 ``python -m engine.bench.devices [--split check] [--cost-curve NAME|FILE ...]`` replays the
 benchmark's plain answers (``tune.reference_answers``); no model is timed, only the
-drafters' own time per pass (the least of three replays), charged as a host CPU pays it
-beside the accelerator: predicted speed-up = plain passes x c(1) / (Σ c(tokens verified) + drafter time).
+drafters' own time per pass (the least of three replays), charged as a host CPU pays it beside
+the accelerator: predicted speed-up = plain passes x c(1) / (Σ c(tokens verified) + drafter time).
 
 Strategies: ``default`` (the engine's defaults: drafter, draft-count cap, adaptive); the
 peers, each drafting as its own code does with its default sizes: ``hf-prompt-lookup``,
