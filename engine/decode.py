@@ -294,10 +294,10 @@ class DraftPlan:
         cls, rows: list[list[int]], match_length: int, policy, forced=(), usual: bool = False
     ) -> "DraftPlan":
         """As much of the proposal's ``rows`` as the policy says pays (``match_length`` and
-        ``usual`` as the proposal says). Where the grammar forces
-        the next tokens (``forced``, kept nearly always) at least those go out: the policy then
-        judges only the drafter's tokens after them, or, where the drafter's row does not
-        begin with them, they are the draft (as much of them as pays on the curve)."""
+        ``usual`` as the proposal says). Where the grammar forces the next tokens (``forced``,
+        kept nearly always) at least those go out: the policy then judges only the drafter's
+        tokens after them, or, where the drafter's row does not begin with them, they are the
+        draft (as much of them as pays on the curve)."""
         sure = len(forced)
         if sure and not (rows and rows[0][:sure] == list(forced)):
             row = list(forced[: policy.forced_length(sure)])

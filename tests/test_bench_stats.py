@@ -256,5 +256,5 @@ def test_a_random_shape_measures_without_the_embedded_model(monkeypatch):
         raise AssertionError("the embedded model was asked for")
 
     monkeypatch.setattr(embedded, "ensure_embedded_model", missing)
-    loaded = random_model("smollm2-135m", "float32", 0, tokenizer=False)
+    loaded = random_model("smollm2-135m", "float32", 0, with_tokenizer=False)
     assert loaded.tokenizer is None and loaded.config["hidden_size"] == 576

@@ -50,7 +50,7 @@ SHAPE_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_atte
 SHAPE_KEYS += ("num_key_value_heads", "head_dim", "tie_word_embeddings")
 
 
-def random_model(shape: str, dtype: str, bits: int, seed=0, tokenizer=True) -> LoadedModel:
+def random_model(shape: str, dtype: str, bits: int, seed=0, with_tokenizer=True) -> LoadedModel:
     from mlx_lm.models import llama
     from mlx_lm.utils import load_tokenizer, quantize_model
 
@@ -63,7 +63,7 @@ def random_model(shape: str, dtype: str, bits: int, seed=0, tokenizer=True) -> L
     if bits:
         model, config = quantize_model(model, config, 64, bits)
     mx.eval(model.parameters())
-    folder = ensure_embedded_model() if tokenizer else None  # the loop's; c(n) needs none
+    folder = ensure_embedded_model() if with_tokenizer else None  # the loop's; c(n) needs none
     tokenizer = load_tokenizer(folder, eos_token_ids=config["eos_token_id"]) if folder else None
     name = f"random-{shape}-{dtype}" + (f"-{bits}bit" if bits else "")
     line = speculation_for(model, speculation_cache(model)).line
@@ -179,7 +179,7 @@ def main(argv=None) -> int:
     parser.add_argument("--loop-repeats", type=int, default=3)
     args = parser.parse_args(argv)
     if args.shape:
-        loaded = random_model(args.shape, args.dtype, args.bits, tokenizer=args.loop)
+        loaded = random_model(args.shape, args.dtype, args.bits, with_tokenizer=args.loop)
     else:
         loaded = load_model(args.model)
     print(f"{loaded.name} on {mx.default_device()} (MLX {mx.__version__}); context {args.context}")
