@@ -39,7 +39,10 @@ from .untrusted import move_aside, read_regular_file, write_atomic
 
 log = logging.getLogger(__name__)
 
-COST_LENGTHS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96)
+# 10, 17 and 33: where GPU kernels for a few rows hand over to tiled ones (MLX on Apple
+# GPUs: its small-batch quantized kernel up to 9-16 rows, a tile of 32 rows after that, public
+# measurements in engine/curves/apple-*.json), so a step there is measured, not interpolated
+COST_LENGTHS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 17, 24, 32, 33, 48, 64, 96)
 COST_VERSION = 1
 MAX_COST_FILE_BYTES = 1 << 20  # a curve file is a few hundred bytes
 SCALE_RATE = 0.1

@@ -3,6 +3,7 @@ estimates that name their curve, and the peers' drafting rules replayed faithful
 
 import json
 import random
+import time
 
 import pytest
 
@@ -11,7 +12,7 @@ from engine.errors import EngineError
 from engine.session import ChatSession
 from engine.settings import DraftSettings, GenerationRequest
 from engine.stats import summary_line
-from engine.verify_cost import curve_from_spec, named_curves
+from engine.verify_cost import CostCurve, curve_from_spec, named_curves, timing_steps
 
 pytestmark = pytest.mark.usefixtures("private_dirs")
 
@@ -261,3 +262,33 @@ def test_tree_passes_are_charged_their_extra_in_the_estimate(tiny_loaded, tmp_pa
     spent = sum(curve(n) for n in stats["pass_sizes"]) + done.timing["drafter_s"]
     spent += stats["tree_passes"] * 0.0004
     assert stats["estimated_speedup"] == pytest.approx(plain / spent, rel=2e-3)
+
+
+class SteppedTarget:
+    """A model whose pass of at least ``step`` tokens costs twice a shorter one, as a GPU's
+    does where its few-row kernel hands over to a tiled one."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def checkpoint(self):
+        return None
+
+    def restore(self, saved) -> None:
+        pass
+
+    def forward(self, tokens):
+        import mlx.core as mx
+
+        time.sleep(0.008 if len(tokens) >= self.step else 0.004)
+        return mx.zeros((len(tokens), 4))
+
+
+@pytest.mark.parametrize("before, step", [(8, 10), (16, 17), (32, 33)])
+def test_the_measured_curve_sees_a_kernel_switch_after_8_16_and_32_tokens(before, step):
+    samples = {}
+    for _, _, samples in timing_steps(SteppedTarget(step), repeats=2):
+        pass
+    curve = CostCurve({n: min(values) for n, values in samples.items()})
+    assert curve(before) < 1.4 * curve(1)
+    assert curve(step) > 1.8 * curve(1)  # measured there, not drawn from the lengths around it

@@ -169,7 +169,7 @@ def main(argv=None) -> int:
     parser.add_argument("--dtype", default="float32", help="--shape's dtype (bfloat16, …)")
     parser.add_argument("--bits", type=int, default=0, help="--shape quantized to 4 or 8 bits")
     parser.add_argument("--context", type=int, default=512, help="context before a timed pass")
-    parser.add_argument("--lengths", default="1,2,3,4,5,6,8,12,16,24,32", help="n of c(n)")
+    parser.add_argument("--lengths", default="1,2,3,4,5,6,8,10,12,16,17,24,32,33", help="n of c(n)")
     parser.add_argument("--repeats", type=int, default=10, help="timed passes per length")
     parser.add_argument("--out", help="write the curve (least seconds) to this JSON file")
     parser.add_argument("--loop", action="store_true", help="also time the speculative loop")
