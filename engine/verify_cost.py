@@ -40,7 +40,7 @@ from .untrusted import move_aside, read_regular_file, write_atomic
 log = logging.getLogger(__name__)
 
 # 10, 17 and 33: where GPU kernels for a few rows hand over to tiled ones (MLX on Apple
-# GPUs: its small-batch quantized kernel up to 9-16 rows, a tile of 32 rows after that, public
+# GPUs: its small-batch quantized kernel up to 10-16 rows, a tile of 32 rows after that, public
 # measurements in engine/curves/apple-*.json), so a step there is measured, not interpolated
 COST_LENGTHS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 17, 24, 32, 33, 48, 64, 96)
 COST_VERSION = 1
@@ -50,8 +50,9 @@ LOCAL_PRIOR = 5.0  # observations at one length before its own scale outweighs t
 LOCAL_WEIGHT_CAP = 20
 # c(n) / c(1) before a model's curve was measured here: about the embedded model's on this
 # project's 2-core x86 CPU with OpenBLAS alone (the committed report's c(3)..c(48), over the
-# c(1) = 48.5 ms and c(2) = 59 ms measured without the one-row library), far steeper than a
-# GPU's flat curve.
+# c(1) = 48.5 ms and c(2) = 59 ms measured without the one-row library): steeper than an
+# H100's, flatter at 2 tokens than what public measurements give for an M1/M2 Mac's GPU. A
+# guess only plans clear wins (``adaptive.GUESS_MARGIN``) and each pass timed corrects it.
 PRIOR_RATIOS = {1: 1.0, 2: 1.2, 4: 1.5, 8: 1.8, 16: 2.1, 32: 3.2, 64: 5.5, 96: 8.0}
 CURVES_DIR = Path(__file__).resolve().parent / "curves"
 # a verify pass computes logits at every position, a prompt chunk does not: the embedded
