@@ -280,7 +280,7 @@ class SteppedTarget:
     def forward(self, tokens):
         import mlx.core as mx
 
-        time.sleep(0.008 if len(tokens) >= self.step else 0.004)
+        time.sleep(0.02 if len(tokens) >= self.step else 0.01)
         return mx.zeros((len(tokens), 4))
 
 
