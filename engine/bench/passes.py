@@ -33,7 +33,7 @@ from ..models.caches import speculation_cache, speculation_for
 from ..session import ChatSession
 from ..settings import DraftSettings
 from ..tokens import output_size
-from ..verify_cost import CostCurve
+from ..verify_cost import COST_LENGTHS, CostCurve
 from .oracle import OracleDrafter, OracleSession
 from .runner import compare, run_engine, verify_cost_curve
 from .scratch import scratch_memory
@@ -169,7 +169,7 @@ def main(argv=None) -> int:
     parser.add_argument("--dtype", default="float32", help="--shape's dtype (bfloat16, …)")
     parser.add_argument("--bits", type=int, default=0, help="--shape quantized to 4 or 8 bits")
     parser.add_argument("--context", type=int, default=512, help="context before a timed pass")
-    parser.add_argument("--lengths", default="1,2,3,4,5,6,8,10,12,16,17,24,32,33", help="n of c(n)")
+    parser.add_argument("--lengths", default=",".join(map(str, COST_LENGTHS)), help="n of c(n)")
     parser.add_argument("--repeats", type=int, default=10, help="timed passes per length")
     parser.add_argument("--out", help="write the curve (least seconds) to this JSON file")
     parser.add_argument("--loop", action="store_true", help="also time the speculative loop")
