@@ -242,26 +242,35 @@ class AdaptivePolicy:
         return tracker
 
     def draft_length(
-        self, limit: int, match_length: int = 0, rows: int = 1, usual: bool = False
+        self,
+        limit: int,
+        match_length: int = 0,
+        rows: int = 1,
+        usual: bool = False,
+        first: int = 0,
     ) -> int:
         """The draft length to send of a proposal of ``rows`` rows (the longest ``limit``
-        tokens) resting on a match of ``match_length`` (``usual``: see ``match_class``);
-        ``row_budget`` then says how many."""
+        tokens; ``first``: the first row's own length where it is shorter) resting on a match
+        of ``match_length`` (``usual``: see ``match_class``); ``row_budget`` then says how
+        many. The first row earns only on tokens it has: a longer length pays, if at all,
+        through the other rows."""
         if limit <= 0 or not self.curve.anchored:  # a guess: one plain pass gives c(1) first
             return 0
         available = min(rows, self.rows)
+        first = min(first or limit, limit)
         self.last_class = match_class(match_length, usual)
         tracker = self.tracker(self.last_class)
         expected = tracker.expected_tokens(min(limit, MAX_POSITIONS))
         plain = best_rate = expected[0] / self.curve(1)
         best, self.last_rows = 0, 1
         for length in range(1, len(expected)):
-            rate = expected[length] / self.curve(1 + length)
-            if rate > best_rate * 1.0001:
+            own = expected[min(length, first)]
+            rate = own / self.curve(1 + length)
+            if length <= first and rate > best_rate * 1.0001:
                 best, best_rate, self.last_rows = length, rate, 1
             if available < 2:
                 continue
-            tokens = expected[length] + tracker.tree_bonus(length)
+            tokens = own + tracker.tree_bonus(length)
             if tokens / self.curve.tree_cost(1 + 2 * length) <= best_rate * 1.0001:
                 continue  # not even the cheapest tree, two rows, would do better
             width = self.tree_rows(length, available)

@@ -263,7 +263,7 @@ class FixedDraftLength:
     """Draft exactly what the settings ask for (adaptive policies replace this)."""
 
     def draft_length(
-        self, limit: int, match_length: int = 0, rows: int = 1, usual: bool = False
+        self, limit: int, match_length: int = 0, rows: int = 1, usual: bool = False, first: int = 0
     ) -> int:
         return limit
 
@@ -309,7 +309,7 @@ class DraftPlan:
             more = policy.draft_length(longest - sure, match_length + sure) if longest > sure else 0
             length = sure + more if more else policy.forced_length(sure)
             return cls([rows[0][:length]] if length else [], sure=min(sure, length))
-        length = policy.draft_length(longest, match_length, len(rows), usual)
+        length = policy.draft_length(longest, match_length, len(rows), usual, len(rows[0]))
         return cls([r[:length] for r in rows[: policy.row_budget(length)]] if length > 0 else [])
 
     def learned(self, accepted: int, depth: int | None) -> tuple[int, int]:

@@ -89,6 +89,19 @@ def test_a_tree_goes_out_only_where_its_rows_earn_more_than_they_cost():
     assert chosen_rows(idle) == 1
 
 
+def test_a_short_first_row_earns_only_on_its_own_tokens():
+    # a first row of 2 tokens beside a second of 16: the tree's 16-token length must pay
+    # through the second row's bonus, not through first-row tokens that do not exist
+    steps = {1: 0.010, 3: 0.011, 33: 0.016}
+
+    def length(first: int) -> int:
+        policy = AdaptivePolicy(CostCurve(steps), {0: with_bonus(trained(0.9), 0.05)}, rows=2)
+        return policy.draft_length(16, 0, 2, first=first)
+
+    assert length(first=2) == 2  # 28 more nodes for 0.8 more tokens: no
+    assert length(first=16) > 2  # both rows long: the first row's own tokens pay
+
+
 def test_a_tree_pays_for_what_it_costs_beyond_its_nodes():
     def rows(tree_extra: float, per_token: float) -> int:
         curve = CostCurve(FLAT, tree_extra=tree_extra)
@@ -295,7 +308,7 @@ class TwoTokens(FixedDraftLength):
     def __init__(self):
         self.asked = []
 
-    def draft_length(self, limit, match_length=0, rows=1, usual=False):
+    def draft_length(self, limit, match_length=0, rows=1, usual=False, first=0):
         self.asked.append((limit, match_length))
         return 2
 
