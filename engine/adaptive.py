@@ -33,14 +33,15 @@
   nearly always, so as many go out as give the most tokens per second on the curve.
 - **Choice**: the draft length L (0..limit) maximising
   ``E[tokens | L] / c(1 + L)`` with ``E[tokens | L] = 1 + Σ_{j≤L} Π_{i<j} p_i`` (p_i of the
-  first row); L = 0 (plain decoding) when no draft pays. A multi-row drafter's R rows of L
-  tokens go out as one tree when ``(E[tokens | L] + b) / (c(1 + R × L) + tree extra)`` is
-  higher still. b (at most L) is L times the tokens a tree's other rows have lately added
-  beyond its first row per token of that row (per match class, fading like the counts, from
-  a prior fitted on the tuning prompts, ``TREE_BONUS_PRIORS``); the tree extra is what a
-  tree pass costs beyond a row of as many tokens (``CostCurve.tree_extra``). R is two, and
-  more while each costs at most 5% more than two. Where rows are nearly free they ride
-  along; where a tree pass costs more they go out only where they have been adding enough.
+  first row, over the positions it has); L = 0 (plain decoding) when no draft pays. A
+  multi-row drafter's R rows of L tokens (the first row perhaps shorter) go out as one tree
+  when ``(E[tokens | L] + b) / (c(1 + R × L) + tree extra)`` is higher still. b (at most
+  L) is L times the tokens a tree's other rows have lately added beyond its first row per
+  token of that row (per match class, fading like the counts, from a prior fitted on the
+  tuning prompts, ``TREE_BONUS_PRIORS``); the tree extra is what a tree pass costs beyond a
+  row of as many tokens (``CostCurve.tree_extra``). R is two, and more while each costs at
+  most 5% more than two. Where rows are nearly free they ride along; where a tree pass costs
+  more they go out only where they have been adding enough.
 
 The service owns the curves and the acceptance memory (``AdaptiveMemory``), never this
 module.

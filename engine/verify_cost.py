@@ -15,10 +15,11 @@ its file and its timing; ``engine.adaptive`` only plans with a curve it is given
   observed / predicted, per length), so load on the machine and a prior's wrong shape are
   followed. A named curve is planned on as it is: its seconds are another machine's.
 - **Tree passes** (several draft rows in one pass, ``engine.tree``) cost c(n) plus
-  ``tree_extra`` seconds: the per-token rotary positions, the tree's attention mask and the
-  attention kernels that take an explicit mask (on an H100 0.8-2.2 ms a pass at a
-  512-token context, more at longer ones; a few per cent of a pass on a CPU). A named curve
-  states it (``tree_extra_s``); on this machine it is learned from the tree passes timed.
+  ``tree_extra`` seconds: what the per-token rotary positions and the tree's attention mask
+  cost where they take other kernels than a chain's. Measured, nothing on this CPU nor on an
+  H100 or H200 with cuDNN's attention off (the engine's setting; with it on, 0.8-2.2 ms at a
+  512-token context). A named curve states it (``tree_extra_s``); on this machine it is
+  learned from the tree passes timed.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import bisect
 import json
 import logging
 import math
+import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +47,7 @@ log = logging.getLogger(__name__)
 COST_LENGTHS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 17, 24, 32, 33, 48, 64, 96)
 COST_VERSION = 1
 MAX_COST_FILE_BYTES = 1 << 20  # a curve file is a few hundred bytes
+CURVE_NOISE = 0.03  # sd of a figure in a noisy copy; runs of a measurement differ by 5-14%
 SCALE_RATE = 0.1
 LOCAL_PRIOR = 5.0  # observations at one length before its own scale outweighs the global one
 LOCAL_WEIGHT_CAP = 20
@@ -334,6 +337,14 @@ class NamedCurve:
             self.seconds, source=f"{self.name} curve", fixed=True, tree_extra=self.tree_extra_s
         )
 
+    def jittered(self, seed: int, noise: float) -> "NamedCurve":
+        """A copy with each figure scaled by 1 + N(0, ``noise``): the same curve as another
+        run of its measurement might have given it."""
+        rng = random.Random(seed)
+        seconds = {n: s * max(1 + rng.gauss(0, noise), 0.5) for n, s in self.seconds.items()}
+        source = f"A noisy copy (seed {seed}, sd {noise:.0%} per figure) of {self.name}: "
+        return NamedCurve(f"{self.name}~{seed}", source + self.source, seconds, self.tree_extra_s)
+
 
 def _points(seconds) -> dict[int, float]:
     return validated_cost_points({"version": COST_VERSION, "seconds": seconds})
@@ -361,15 +372,18 @@ def named_curves() -> dict[str, NamedCurve]:
 
 def curve_from_spec(spec: str) -> NamedCurve:
     """``--cost-curve NAME|FILE``: a shipped curve by name, or a JSON file mapping n to
-    seconds per pass (or holding that map under ``seconds``); EngineError if neither."""
+    seconds per pass (or holding that map under ``seconds``); EngineError if neither.
+    ``NAME~SEED`` (SEED a number): a noisy copy of that curve, as another run of its
+    measurement might have given it (``NamedCurve.jittered``, ``CURVE_NOISE``)."""
     curves = named_curves()
-    if spec in curves:
-        return curves[spec]
+    name, _, seed = spec.partition("~")
+    if spec in curves or (name in curves and seed.isdigit()):
+        return curves[spec] if spec in curves else curves[name].jittered(int(seed), CURVE_NOISE)
     path = Path(spec).expanduser()
     if not path.exists():
         raise EngineError(
             f"No cost curve named {spec!r} and no such file. Named curves: "
-            f"{', '.join(curves)}; or give a JSON file such as "
+            f"{', '.join(curves)} (NAME~SEED: a noisy copy); or give a JSON file such as "
             '{"1": 0.0084, "2": 0.0130, "4": 0.0141}.'
         )
     try:

@@ -60,6 +60,18 @@ def test_a_curve_file_maps_n_to_seconds(tmp_path):
     assert curve_from_spec(str(treed)).curve().tree_cost(5) == pytest.approx(0.011)
 
 
+def test_a_noisy_copy_of_a_named_curve_is_another_run_of_its_measurement():
+    named = curve_from_spec("h100-1b-bf16")
+    copy = curve_from_spec("h100-1b-bf16~3")
+    assert copy.name == "h100-1b-bf16~3" and "noisy copy" in copy.source
+    assert copy.seconds.keys() == named.seconds.keys() and copy.seconds != named.seconds
+    assert all(0.8 < copy.seconds[n] / s < 1.2 for n, s in named.seconds.items())
+    assert curve_from_spec("h100-1b-bf16~3").seconds == copy.seconds  # one seed, one copy
+    assert curve_from_spec("h100-1b-bf16~4").seconds != copy.seconds
+    with pytest.raises(EngineError, match="NAME~SEED"):
+        curve_from_spec("h100-1b-bf16~x")
+
+
 @pytest.mark.parametrize(
     "text, message",
     [
