@@ -48,6 +48,7 @@ COST_LENGTHS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 17, 24, 32, 33, 48, 64, 96)
 COST_VERSION = 1
 MAX_COST_FILE_BYTES = 1 << 20  # a curve file is a few hundred bytes
 CURVE_NOISE = 0.03  # sd of a figure in a noisy copy; runs of a measurement differ by 5-14%
+MAX_SEED_DIGITS = 9  # NAME~SEED: a longer seed is not one
 SCALE_RATE = 0.1
 LOCAL_PRIOR = 5.0  # observations at one length before its own scale outweighs the global one
 LOCAL_WEIGHT_CAP = 20
@@ -376,11 +377,17 @@ def curve_from_spec(spec: str) -> NamedCurve:
     ``NAME~SEED`` (SEED a number): a noisy copy of that curve, as another run of its
     measurement might have given it (``NamedCurve.jittered``, ``CURVE_NOISE``)."""
     curves = named_curves()
+    if spec in curves:
+        return curves[spec]
     name, _, seed = spec.partition("~")
-    if spec in curves or (name in curves and seed.isdigit()):
-        return curves[spec] if spec in curves else curves[name].jittered(int(seed), CURVE_NOISE)
+    if name in curves and seed.isdecimal() and len(seed) <= MAX_SEED_DIGITS:
+        return curves[name].jittered(int(seed), CURVE_NOISE)
     path = Path(spec).expanduser()
-    if not path.exists():
+    try:
+        found = path.exists()
+    except OSError:  # a name no file can have (too long, say) is no file
+        found = False
+    if not found:
         raise EngineError(
             f"No cost curve named {spec!r} and no such file. Named curves: "
             f"{', '.join(curves)} (NAME~SEED: a noisy copy); or give a JSON file such as "

@@ -68,8 +68,9 @@ def test_a_noisy_copy_of_a_named_curve_is_another_run_of_its_measurement():
     assert all(0.8 < copy.seconds[n] / s < 1.2 for n, s in named.seconds.items())
     assert curve_from_spec("h100-1b-bf16~3").seconds == copy.seconds  # one seed, one copy
     assert curve_from_spec("h100-1b-bf16~4").seconds != copy.seconds
-    with pytest.raises(EngineError, match="NAME~SEED"):
-        curve_from_spec("h100-1b-bf16~x")
+    for bad in ("h100-1b-bf16~x", "h100-1b-bf16~²", "h100-1b-bf16~" + "9" * 5000, "nope~3"):
+        with pytest.raises(EngineError, match="NAME~SEED"):
+            curve_from_spec(bad)
 
 
 @pytest.mark.parametrize(
