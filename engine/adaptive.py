@@ -16,9 +16,13 @@
 - **Match classes**: copying drafters say how long a match their proposal rests on
   (``Proposal.match_length``): unknown, 1-2, 3-5, 6-11 or 12+ tokens. A long match that
   copies a code block is not judged by the short matches that failed in the prose
-  before it. A 1-2-token match whose drafted token is what usually followed it before
-  (``Proposal.usual``) has a class of its own: on the tuning prompts its first token was
-  kept 51% of the time, other short matches' 16%.
+  before it. A 1-2-token match whose drafted token is what usually followed its two or
+  more earlier occurrences (``Proposal.usual``) has a class of its own, and one seen only
+  once before, whose drafted token followed it then (``Proposal.once``), another: on the
+  tuning prompts their first tokens were kept 69% and 39% of the time, other short
+  matches' 16%. Kept together, the first kind's successes (often a copy from the prompt)
+  had the second kind (often prose repeating itself) draft long and fail at the start of
+  the next chat.
 - **Constrained answers** (a JSON schema, a forced tool call) keep their acceptance apart
   from free text's: a schema's values are short copies from the prompt that pay far more
   often than short matches in prose do, and an answer is known to be constrained before its
@@ -68,14 +72,22 @@ ROW_SLACK = 0.05  # rows beyond a tree's second may make its pass this much dear
 GUESS_MARGIN = 1.1  # on a curve not measured for the model, a draft must promise 10% more
 HOPELESS = 0.9  # passes costing this share of their length in one-token passes never pay
 PRIOR_REJECT = 0.5
-# Cold start, per drafter and match class (0: not said, then 1-2, 3-5, 6-11, 12+ tokens):
-# the prior (accept, reject) pseudo-counts of position 0, so a first answer drafts as much
-# as such matches usually earn instead of paying for learning. Fitted on the benchmark's
-# tuning prompts (python -m engine.bench.tune), checked on its check prompts; suffix's
-# usual short matches (class 5) kept 51% of their first tokens there, and 0.9 gave the most
-# tokens per second on the tuning set (0.51, 0.6 and 0.8 did less well).
+# Cold start, per drafter and match class (0: not said, then 1-2, 3-5, 6-11, 12+ tokens, 5
+# and 6 as ``match_class`` says): the prior (accept, reject) pseudo-counts of position 0, so
+# a first answer drafts as much as such matches usually earn instead of paying for learning.
+# Fitted on the benchmark's tuning prompts (python -m engine.bench.tune), checked on its
+# check prompts; for suffix's usual short matches (class 5) 0.9 gave the most tokens per
+# second on the tuning set (0.51, 0.6 and 0.8 did less well), and for those seen once
+# (class 6) 0.39, 0.45 and 0.6 did the same within 0.1%.
 CLASS_PRIORS: dict[str, dict[int, tuple[float, float]]] = {
-    "suffix": {1: (0.16, 0.84), 2: (0.8, 0.2), 3: (0.84, 0.16), 4: (0.98, 0.02), 5: (0.9, 0.1)},
+    "suffix": {
+        1: (0.16, 0.84),
+        2: (0.8, 0.2),
+        3: (0.84, 0.16),
+        4: (0.98, 0.02),
+        5: (0.9, 0.1),
+        6: (0.39, 0.61),
+    },
     "prompt-lookup": {1: (0.34, 0.66), 2: (0.71, 0.29), 3: (0.77, 0.23), 4: (0.96, 0.04)},
     "ngram-cache": {0: (0.79, 0.21)},
 }
@@ -83,13 +95,14 @@ CLASS_PRIORS: dict[str, dict[int, tuple[float, float]]] = {
 # its first row, over the tuning prompts' tree passes (every row sent, draft count 16;
 # python -m engine.bench.tune).
 TREE_BONUS_PRIORS: dict[str, dict[int, float]] = {
-    "suffix": {1: 0.078, 2: 0.06, 3: 0.112, 4: 0.074, 5: 0.03}
+    "suffix": {1: 0.078, 2: 0.06, 3: 0.112, 4: 0.074, 5: 0.03, 6: 0.073}
 }
 TREE_BONUS_WEIGHT = 2.0  # pseudo-observations of the prior: trees
 TREE_BONUS_LENGTH = 16  # of this many tokens a row
 DEPTH_PRIOR = 1.0  # pseudo-observations at position i-1's estimate, for position i
 MATCH_CLASS_STARTS = (1, 3, 6, 12)  # match lengths where a class begins (0: not said)
 USUAL_SHORT_CLASS = 5  # a 1-2-token match whose drafted token usually followed it
+ONCE_SHORT_CLASS = 6  # a 1-2-token match seen once before, whose drafted token followed it
 
 
 class AcceptanceTracker:
@@ -156,11 +169,14 @@ class AcceptanceTracker:
         return values
 
 
-def match_class(match_length: int, usual: bool = False) -> int:
+def match_class(match_length: int, usual: bool = False, once: bool = False) -> int:
     """0 when the drafter does not say, else 1.. for ever longer matches; a short match
-    whose drafted token usually followed it: ``USUAL_SHORT_CLASS``."""
+    whose drafted token usually followed it: ``USUAL_SHORT_CLASS``; one whose drafted token
+    followed its only earlier occurrence: ``ONCE_SHORT_CLASS``."""
     klass = sum(1 for start in MATCH_CLASS_STARTS if match_length >= start)
-    return USUAL_SHORT_CLASS if usual and klass == 1 else klass
+    if klass == 1 and (usual or once):
+        return USUAL_SHORT_CLASS if usual else ONCE_SHORT_CLASS
+    return klass
 
 
 class AdaptiveMemory:
@@ -249,17 +265,18 @@ class AdaptivePolicy:
         rows: int = 1,
         usual: bool = False,
         first: int = 0,
+        once: bool = False,
     ) -> int:
         """The draft length to send of a proposal of ``rows`` rows (the longest ``limit``
         tokens; ``first``: the first row's own length where it is shorter) resting on a match
-        of ``match_length`` (``usual``: see ``match_class``); ``row_budget`` then says how
-        many. The first row earns only on tokens it has: a longer length pays, if at all,
+        of ``match_length`` (``usual``, ``once``: see ``match_class``); ``row_budget`` then
+        says how many. The first row earns only on tokens it has: a longer length pays, if at all,
         through the other rows."""
         if limit <= 0 or not self.curve.anchored:  # a guess: one plain pass gives c(1) first
             return 0
         available = min(rows, self.rows)
         first = min(first or limit, limit)
-        self.last_class = match_class(match_length, usual)
+        self.last_class = match_class(match_length, usual, once)
         tracker = self.tracker(self.last_class)
         expected = tracker.expected_tokens(min(limit, MAX_POSITIONS))
         plain = best_rate = expected[0] / self.curve(1)

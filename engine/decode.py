@@ -263,7 +263,13 @@ class FixedDraftLength:
     """Draft exactly what the settings ask for (adaptive policies replace this)."""
 
     def draft_length(
-        self, limit: int, match_length: int = 0, rows: int = 1, usual: bool = False, first: int = 0
+        self,
+        limit: int,
+        match_length: int = 0,
+        rows: int = 1,
+        usual: bool = False,
+        first: int = 0,
+        once: bool = False,
     ) -> int:
         return limit
 
@@ -291,10 +297,16 @@ class DraftPlan:
 
     @classmethod
     def of(
-        cls, rows: list[list[int]], match_length: int, policy, forced=(), usual: bool = False
+        cls,
+        rows: list[list[int]],
+        match_length: int,
+        policy,
+        forced=(),
+        usual: bool = False,
+        once: bool = False,
     ) -> "DraftPlan":
-        """As much of the proposal's ``rows`` as the policy says pays (``match_length`` and
-        ``usual`` as the proposal says). Where the grammar forces the next tokens (``forced``,
+        """As much of the proposal's ``rows`` as the policy says pays (``match_length``,
+        ``usual`` and ``once`` as the proposal says). Where the grammar forces the next tokens (``forced``,
         kept nearly always) at least those go out: the policy then judges only the drafter's
         tokens after them, or, where the drafter's row does not begin with them, they are the
         draft (as much of them as pays on the curve)."""
@@ -309,7 +321,9 @@ class DraftPlan:
             more = policy.draft_length(longest - sure, match_length + sure) if longest > sure else 0
             length = sure + more if more else policy.forced_length(sure)
             return cls([rows[0][:length]] if length else [], sure=min(sure, length))
-        length = policy.draft_length(longest, match_length, len(rows), usual, len(rows[0]))
+        length = policy.draft_length(
+            longest, match_length, len(rows), usual, len(rows[0]), once=once
+        )
         return cls([r[:length] for r in rows[: policy.row_budget(length)]] if length > 0 else [])
 
     def learned(self, accepted: int, depth: int | None) -> tuple[int, int]:
@@ -403,8 +417,8 @@ def speculative_decode(
                 forced = gate.rows([chooser.constraint.forced()[:limit]])[0]
                 forced = _cut_at_eos(forced, eos_tokens)
         drafted = [row for row in rows if row]
-        usual = proposal.usual_for(drafted)
-        plan = DraftPlan.of(drafted, proposal.match_length, policy, forced, usual)
+        usual, once = proposal.usual_for(drafted), proposal.once_for(drafted)
+        plan = DraftPlan.of(drafted, proposal.match_length, policy, forced, usual, once)
         rows = plan.rows
         drafted_at = time.perf_counter()
 

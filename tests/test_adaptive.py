@@ -166,6 +166,16 @@ def test_policy_judges_a_usual_short_match_apart_from_other_short_ones():
     assert policy.draft_length(8, match_length=1, usual=True) >= 2  # these were kept
 
 
+def test_policy_judges_a_short_match_seen_once_apart_from_usual_and_other_short_ones():
+    once = adaptive.match_class(1, once=True)
+    usual = adaptive.match_class(1, usual=True)
+    assert len({once, usual, adaptive.match_class(1)}) == 3
+    assert adaptive.match_class(4, once=True) == adaptive.match_class(4)
+    policy = AdaptivePolicy(CostCurve(CURVE), {usual: trained(1.0), once: trained(0.0)})
+    assert policy.draft_length(8, match_length=1, once=True) == 0  # these failed lately
+    assert policy.draft_length(8, match_length=1, usual=True) >= 2  # not because of them
+
+
 def test_positions_not_reached_lately_follow_the_ones_that_were():
     tracker = AcceptanceTracker()
     for _ in range(3):  # position 0 accepted, position 1 rejected
@@ -308,7 +318,7 @@ class TwoTokens(FixedDraftLength):
     def __init__(self):
         self.asked = []
 
-    def draft_length(self, limit, match_length=0, rows=1, usual=False, first=0):
+    def draft_length(self, limit, match_length=0, rows=1, usual=False, first=0, once=False):
         self.asked.append((limit, match_length))
         return 2
 

@@ -283,6 +283,18 @@ def test_suffix_says_when_its_draft_is_what_usually_followed_the_match():
     assert not proposal.usual_for([]) and not proposal.usual_for([[1, 8]])
 
 
+def test_suffix_says_when_its_match_occurred_only_once_before():
+    d = drafter("suffix", options={"min_prob": 0.0})
+    d.reset([9, 5, 1, 9])  # [9] once before, followed by 5: trivially usual, said apart
+    proposal = d.propose(4)
+    assert proposal.rows[0][0] == 5 and proposal.match_length == 1
+    assert proposal.once and not proposal.usual
+    assert proposal.once_for([[5, 1]]) and not proposal.once_for([[1]])
+    d.reset([9, 5, 1, 9, 5, 2, 9])  # twice before, both followed by 5
+    proposal = d.propose(4)
+    assert proposal.usual and not proposal.once
+
+
 def test_suffix_resumes_copying_right_after_an_edit():
     # the passage 10..17, then elsewhere 14 followed by 70, 71 (the most recent 14)
     prompt = [10, 11, 12, 13, 14, 15, 16, 17, 8, 14, 70, 71, 8]

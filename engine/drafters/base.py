@@ -48,14 +48,24 @@ class Proposal:
 
     rows: DraftRows = field(default_factory=list)
     match_length: int = 0
-    # The first row's first token is what usually followed the match before (a drafter
-    # that counts continuations says so): a short match that says this is judged apart.
+    # The first row's first token is what usually followed the match's earlier occurrences,
+    # of which there were at least two (a drafter that counts continuations says so); or it
+    # followed the match's only earlier occurrence (``once``). A short match that says
+    # either is judged apart from the other short matches.
     usual: bool = False
+    once: bool = False
 
     def usual_for(self, rows: DraftRows) -> bool:
         """``usual`` for the rows actually sent (cut by the loop's gates): it speaks of the
         proposal's first token, so only while the first row sent still begins with it."""
-        return self.usual and bool(rows and rows[0]) and rows[0][0] == self.rows[0][0]
+        return self.usual and self._first_token_sent(rows)
+
+    def once_for(self, rows: DraftRows) -> bool:
+        """``once`` for the rows actually sent, as ``usual_for``."""
+        return self.once and self._first_token_sent(rows)
+
+    def _first_token_sent(self, rows: DraftRows) -> bool:
+        return bool(rows and rows[0]) and rows[0][0] == self.rows[0][0]
 
 
 class DraftConfig(Protocol):

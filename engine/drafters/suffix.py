@@ -39,8 +39,9 @@ shorter than the longest, the one ending nearest after the cursor (within ``loca
 tokens) drafts the first row, copied as far as its length allows.
 
 Usual continuation: the proposal says whether the first row's first token followed at least
-60% of the match's earlier occurrences (``Proposal.usual``); the adaptive policy judges short
-matches that say so apart from the other short matches.
+60% of the match's earlier occurrences, of which there were at least two (``Proposal.usual``),
+or whether the match occurred only once before, followed by that token (``Proposal.once``); the adaptive policy judges
+short matches of either kind apart from the other short matches.
 
 Options: ``max_spec_factor`` (default 8.0), ``min_prob`` (default 0.1), ``max_tokens``,
 ``rows`` (default 4; 1 drafts a single row), ``locality`` (default 32; 0 turns the cursor
@@ -229,14 +230,15 @@ class SuffixDrafter(Drafter):
             if row and not any(taken[: len(row)] == row for taken in rows):
                 rows.append(row)
                 sources.append(end)
-        return Proposal(rows, match, bool(rows) and self._usual(state, rows[0][0]))
+        earlier = self.sam.count[state] - 1  # the occurrence at the very end has no follower yet
+        followed = bool(rows) and earlier > 0 and self._followed(state, rows[0][0], earlier)
+        return Proposal(rows, match, followed and earlier > 1, once=followed and earlier == 1)
 
-    def _usual(self, state: int, token: int) -> bool:
-        """Whether ``token`` followed at least ``USUAL_SHARE`` of the earlier occurrences of
-        ``state``'s context (the one at the very end has no follower yet)."""
-        earlier = self.sam.count[state] - 1
+    def _followed(self, state: int, token: int, earlier: int) -> bool:
+        """Whether ``token`` followed at least ``USUAL_SHARE`` of the ``earlier`` occurrences
+        of ``state``'s context."""
         child = self.sam.next[state].get(token)
-        return earlier > 0 and child is not None and self.sam.count[child] >= USUAL_SHARE * earlier
+        return child is not None and self.sam.count[child] >= USUAL_SHARE * earlier
 
     def _near_cursor(self, shortest: int) -> tuple[int, int] | None:
         """(length, end) of the longest match of the history's suffix, at least ``shortest``
