@@ -262,15 +262,8 @@ class PassResult:
 class FixedDraftLength:
     """Draft exactly what the settings ask for (adaptive policies replace this)."""
 
-    def draft_length(
-        self,
-        limit: int,
-        match_length: int = 0,
-        rows: int = 1,
-        usual: bool = False,
-        first: int = 0,
-        once: bool = False,
-    ) -> int:
+    def draft_length(self, limit: int, *proposal, **about_proposal) -> int:
+        """All of it: what the proposal rests on (``AdaptivePolicy.draft_length``) is ignored."""
         return limit
 
     def row_budget(self, length: int) -> int:
