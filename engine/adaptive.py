@@ -270,8 +270,8 @@ class AdaptivePolicy:
         """The draft length to send of a proposal of ``rows`` rows (the longest ``limit``
         tokens; ``first``: the first row's own length where it is shorter) resting on a match
         of ``match_length`` (``usual``, ``once``: see ``match_class``); ``row_budget`` then
-        says how many. The first row earns only on tokens it has: a longer length pays, if at all,
-        through the other rows."""
+        says how many. The first row earns only on tokens it has: a longer length pays, if at
+        all, through the other rows."""
         if limit <= 0 or not self.curve.anchored:  # a guess: one plain pass gives c(1) first
             return 0
         available = min(rows, self.rows)

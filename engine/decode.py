@@ -299,10 +299,10 @@ class DraftPlan:
         once: bool = False,
     ) -> "DraftPlan":
         """As much of the proposal's ``rows`` as the policy says pays (``match_length``,
-        ``usual`` and ``once`` as the proposal says). Where the grammar forces the next tokens (``forced``,
-        kept nearly always) at least those go out: the policy then judges only the drafter's
-        tokens after them, or, where the drafter's row does not begin with them, they are the
-        draft (as much of them as pays on the curve)."""
+        ``usual`` and ``once`` as the proposal says). Where the grammar forces the next tokens
+        (``forced``, kept nearly always) at least those go out: the policy then judges only the
+        drafter's tokens after them, or, where the drafter's row does not begin with them, they
+        are the draft (as much of them as pays on the curve)."""
         sure = len(forced)
         if sure and not (rows and rows[0][:sure] == list(forced)):
             row = list(forced[: policy.forced_length(sure)])

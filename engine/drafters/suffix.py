@@ -40,8 +40,8 @@ tokens) drafts the first row, copied as far as its length allows.
 
 Usual continuation: the proposal says whether the first row's first token followed at least
 60% of the match's earlier occurrences, of which there were at least two (``Proposal.usual``),
-or whether the match occurred only once before, followed by that token (``Proposal.once``); the adaptive policy judges
-short matches of either kind apart from the other short matches.
+or whether the match occurred only once before, followed by that token (``Proposal.once``);
+the adaptive policy judges short matches of either kind apart from the other short matches.
 
 Options: ``max_spec_factor`` (default 8.0), ``min_prob`` (default 0.1), ``max_tokens``,
 ``rows`` (default 4; 1 drafts a single row), ``locality`` (default 32; 0 turns the cursor
