@@ -10,9 +10,14 @@
   switch from copying to new text is followed within about twenty passes). Position 0
   starts from a prior of one observation: the drafter's measured acceptance for that match
   class (``CLASS_PRIORS``, so a first answer drafts as long as such matches earn), else
-  Beta(0.5, 0.5); position i > 0 from one pseudo-observation at
-  position i-1's estimate, so positions that were not reached lately follow the ones
-  that were instead of keeping stale failures.
+  Beta(0.5, 0.5); position 1 from one pseudo-observation at position 0's estimate, so
+  when it was not reached lately it follows position 0 instead of keeping stale failures,
+  and so on for each position. Copies (matches of 6 or more tokens) share one rate from
+  position 2 on (from one pseudo-observation at position 1's estimate): a copy ends at any
+  of its tokens alike, and a rate per position, each reached a few times, let one failure
+  at position 7 cut every copy to 7 tokens long after. Shorter matches keep a rate per
+  position: shared, the high rate a copy-heavy answer left to 3-5-token matches sent long
+  drafts into the next answer's prose.
 - **Match classes**: copying drafters say how long a match their proposal rests on
   (``Proposal.match_length``): unknown, 1-2, 3-5, 6-11 or 12+ tokens. A long match that
   copies a code block is not judged by the short matches that failed in the prose
@@ -99,7 +104,8 @@ TREE_BONUS_PRIORS: dict[str, dict[int, float]] = {
 }
 TREE_BONUS_WEIGHT = 2.0  # pseudo-observations of the prior: trees
 TREE_BONUS_LENGTH = 16  # of this many tokens a row
-DEPTH_PRIOR = 1.0  # pseudo-observations at position i-1's estimate, for position i
+DEPTH_PRIOR = 1.0  # pseudo-observations at the estimate of the position before
+POOLED_FROM = 2  # in copies' classes, positions from here on share one acceptance rate
 MATCH_CLASS_STARTS = (1, 3, 6, 12)  # match lengths where a class begins (0: not said)
 USUAL_SHORT_CLASS = 5  # a 1-2-token match whose drafted token usually followed it
 ONCE_SHORT_CLASS = 6  # a 1-2-token match seen once before, whose drafted token followed it
@@ -113,7 +119,9 @@ class AcceptanceTracker:
         prior_accept: float = PRIOR_ACCEPT,
         prior_reject: float = PRIOR_REJECT,
         prior_bonus: float = 0.0,
+        pooled: bool = False,
     ):
+        self.pooled = pooled  # positions from ``POOLED_FROM`` on share one rate
         self.accepted = [0.0] * MAX_POSITIONS
         self.reached = [0.0] * MAX_POSITIONS
         self.prior_accept = prior_accept
@@ -146,14 +154,19 @@ class AcceptanceTracker:
     def probabilities(self, length: int) -> list[float]:
         """P(draft token i accepted | tokens before it were) for i < length."""
         values: list[float] = []
-        for i in range(min(length, MAX_POSITIONS)):
+        separate = POOLED_FROM if self.pooled else MAX_POSITIONS
+        for i in range(min(length, MAX_POSITIONS, separate + 1)):
             if i == 0:
                 p = (self.accepted[0] + self.prior_accept) / (
                     self.reached[0] + self.prior_accept + self.prior_reject
                 )
-            else:
+            elif i < separate:
                 p = (self.accepted[i] + DEPTH_PRIOR * values[-1]) / (self.reached[i] + DEPTH_PRIOR)
+            else:
+                accepted, reached = sum(self.accepted[i:]), sum(self.reached[i:])
+                p = (accepted + DEPTH_PRIOR * values[-1]) / (reached + DEPTH_PRIOR)
             values.append(p)
+        values += values[-1:] * (min(length, MAX_POSITIONS) - len(values))
         return values + [0.0] * (length - len(values))
 
     def probability(self, i: int) -> float:
@@ -255,7 +268,8 @@ class AdaptivePolicy:
         if tracker is None:
             prior = self.priors.get(klass, (PRIOR_ACCEPT, PRIOR_REJECT))
             bonus = self.bonus_priors.get(klass, 0.0)
-            tracker = self.trackers[klass] = AcceptanceTracker(*prior, bonus)
+            copies = 3 <= klass <= len(MATCH_CLASS_STARTS)  # matches of 6 or more tokens
+            tracker = self.trackers[klass] = AcceptanceTracker(*prior, bonus, pooled=copies)
         return tracker
 
     def draft_length(

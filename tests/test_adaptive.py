@@ -189,6 +189,22 @@ def test_positions_not_reached_lately_follow_the_ones_that_were():
     assert tracker.probability(1) > 0.6  # stale failures faded toward position 0's estimate
 
 
+def test_a_copy_s_positions_from_the_third_on_share_one_rate():
+    tracker = AcceptanceTracker(pooled=True)
+    for _ in range(6):  # copies of 4 tokens kept whole
+        tracker.decay()
+        tracker.record(4, 4)
+    tracker.decay()
+    tracker.record(12, 7)  # one that ended at position 7
+    rates = tracker.probabilities(12)
+    assert rates[2:] == [rates[2]] * 10  # one rate from position 2 on
+    assert rates[7] > 0.9  # one failure among many kept tokens, not a wall at position 7
+    policy = AdaptivePolicy(CostCurve(CURVE))
+    copies = [policy.tracker(adaptive.match_class(n)).pooled for n in (1, 3, 6, 12)]
+    assert copies == [False, False, True, True]
+    assert not policy.tracker(adaptive.match_class(1, usual=True)).pooled
+
+
 def test_policy_follows_a_switch_from_copying_to_new_text():
     policy = AdaptivePolicy(CostCurve(CURVE), {0: trained(0.95)})
     assert policy.draft_length(8) >= 4
