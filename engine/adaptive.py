@@ -160,11 +160,11 @@ class AcceptanceTracker:
                 p = (self.accepted[0] + self.prior_accept) / (
                     self.reached[0] + self.prior_accept + self.prior_reject
                 )
-            elif i < separate:
-                p = (self.accepted[i] + DEPTH_PRIOR * values[-1]) / (self.reached[i] + DEPTH_PRIOR)
-            else:
-                accepted, reached = sum(self.accepted[i:]), sum(self.reached[i:])
-                p = (accepted + DEPTH_PRIOR * values[-1]) / (reached + DEPTH_PRIOR)
+            else:  # position i alone, or with every one after it where they share a rate
+                seen = slice(i, None if i == separate else i + 1)
+                p = (sum(self.accepted[seen]) + DEPTH_PRIOR * values[-1]) / (
+                    sum(self.reached[seen]) + DEPTH_PRIOR
+                )
             values.append(p)
         values += values[-1:] * (min(length, MAX_POSITIONS) - len(values))
         return values + [0.0] * (length - len(values))
