@@ -106,6 +106,7 @@ TREE_BONUS_WEIGHT = 2.0  # pseudo-observations of the prior: trees
 TREE_BONUS_LENGTH = 16  # of this many tokens a row
 DEPTH_PRIOR = 1.0  # pseudo-observations at the estimate of the position before
 POOLED_FROM = 2  # in copies' classes, positions from here on share one acceptance rate
+COPY_CLASSES = (3, 4)  # copies: matches of 6-11 and of 12 or more tokens
 MATCH_CLASS_STARTS = (1, 3, 6, 12)  # match lengths where a class begins (0: not said)
 USUAL_SHORT_CLASS = 5  # a 1-2-token match whose drafted token usually followed it
 ONCE_SHORT_CLASS = 6  # a 1-2-token match seen once before, whose drafted token followed it
@@ -268,7 +269,7 @@ class AdaptivePolicy:
         if tracker is None:
             prior = self.priors.get(klass, (PRIOR_ACCEPT, PRIOR_REJECT))
             bonus = self.bonus_priors.get(klass, 0.0)
-            copies = 3 <= klass <= len(MATCH_CLASS_STARTS)  # matches of 6 or more tokens
+            copies = klass in COPY_CLASSES
             tracker = self.trackers[klass] = AcceptanceTracker(*prior, bonus, pooled=copies)
         return tracker
 

@@ -189,7 +189,7 @@ def test_positions_not_reached_lately_follow_the_ones_that_were():
     assert tracker.probability(1) > 0.6  # stale failures faded toward position 0's estimate
 
 
-def test_a_copy_s_positions_from_the_third_on_share_one_rate():
+def test_positions_of_a_copy_from_the_third_on_share_one_rate():
     tracker = AcceptanceTracker(pooled=True)
     for _ in range(6):  # copies of 4 tokens kept whole
         tracker.decay()
