@@ -22,8 +22,8 @@
   (``Proposal.match_length``): unknown, 1-2, 3-5, 6-11 or 12+ tokens. A long match that
   copies a code block is not judged by the short matches that failed in the prose
   before it. A 1-2-token match whose drafted token is what usually followed its two or
-  more earlier occurrences (``Proposal.usual``) has a class of its own, and one seen only
-  once before, whose drafted token followed it then (``Proposal.once``), another: on the
+  more earlier occurrences (``Proposal.follows`` is ``USUAL``) has a class of its own, and one
+  seen only once before, whose drafted token followed it then (``ONCE``), another: on the
   tuning prompts their first tokens were kept 69% and 39% of the time, other short
   matches' 16%. Kept together, the first kind's successes (often a copy from the prompt)
   had the second kind (often prose repeating itself) draft long and fail at the start of
@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import math
 
+from .drafters.base import ONCE, USUAL
 from .verify_cost import (
     CostCurve,
     load_cost_curve,
@@ -110,6 +111,7 @@ COPY_CLASSES = (3, 4)  # copies: matches of 6-11 and of 12 or more tokens
 MATCH_CLASS_STARTS = (1, 3, 6, 12)  # match lengths where a class begins (0: not said)
 USUAL_SHORT_CLASS = 5  # a 1-2-token match whose drafted token usually followed it
 ONCE_SHORT_CLASS = 6  # a 1-2-token match seen once before, whose drafted token followed it
+SHORT_CLASSES = {USUAL: USUAL_SHORT_CLASS, ONCE: ONCE_SHORT_CLASS}  # by ``Proposal.follows``
 
 
 class AcceptanceTracker:
@@ -183,14 +185,13 @@ class AcceptanceTracker:
         return values
 
 
-def match_class(match_length: int, usual: bool = False, once: bool = False) -> int:
+def match_class(match_length: int, follows: str = "") -> int:
     """0 when the drafter does not say, else 1.. for ever longer matches; a short match
-    whose drafted token usually followed it: ``USUAL_SHORT_CLASS``; one whose drafted token
-    followed its only earlier occurrence: ``ONCE_SHORT_CLASS``."""
+    whose drafted token usually followed it (``follows``, as ``Proposal.follows``):
+    ``USUAL_SHORT_CLASS``; one whose drafted token followed its only earlier occurrence:
+    ``ONCE_SHORT_CLASS``."""
     klass = sum(1 for start in MATCH_CLASS_STARTS if match_length >= start)
-    if klass == 1 and (usual or once):
-        return USUAL_SHORT_CLASS if usual else ONCE_SHORT_CLASS
-    return klass
+    return SHORT_CLASSES.get(follows, klass) if klass == 1 else klass
 
 
 class AdaptiveMemory:
@@ -278,20 +279,19 @@ class AdaptivePolicy:
         limit: int,
         match_length: int = 0,
         rows: int = 1,
-        usual: bool = False,
+        follows: str = "",
         first: int = 0,
-        once: bool = False,
     ) -> int:
         """The draft length to send of a proposal of ``rows`` rows (the longest ``limit``
         tokens; ``first``: the first row's own length where it is shorter) resting on a match
-        of ``match_length`` (``usual``, ``once``: see ``match_class``); ``row_budget`` then
+        of ``match_length`` (``follows``: see ``match_class``); ``row_budget`` then
         says how many. The first row earns only on tokens it has: a longer length pays, if at
         all, through the other rows."""
         if limit <= 0 or not self.curve.anchored:  # a guess: one plain pass gives c(1) first
             return 0
         available = min(rows, self.rows)
         first = min(first or limit, limit)
-        self.last_class = match_class(match_length, usual, once)
+        self.last_class = match_class(match_length, follows)
         tracker = self.tracker(self.last_class)
         expected = tracker.expected_tokens(min(limit, MAX_POSITIONS))
         plain = best_rate = expected[0] / self.curve(1)

@@ -295,11 +295,10 @@ class DraftPlan:
         match_length: int,
         policy,
         forced=(),
-        usual: bool = False,
-        once: bool = False,
+        follows: str = "",
     ) -> "DraftPlan":
-        """As much of the proposal's ``rows`` as the policy says pays (``match_length``,
-        ``usual`` and ``once`` as the proposal says). Where the grammar forces the next tokens
+        """As much of the proposal's ``rows`` as the policy says pays (``match_length`` and
+        ``follows`` as the proposal says). Where the grammar forces the next tokens
         (``forced``, kept nearly always) at least those go out: the policy then judges only the
         drafter's tokens after them, or, where the drafter's row does not begin with them, they
         are the draft (as much of them as pays on the curve)."""
@@ -314,9 +313,7 @@ class DraftPlan:
             more = policy.draft_length(longest - sure, match_length + sure) if longest > sure else 0
             length = sure + more if more else policy.forced_length(sure)
             return cls([rows[0][:length]] if length else [], sure=min(sure, length))
-        length = policy.draft_length(
-            longest, match_length, len(rows), usual, len(rows[0]), once=once
-        )
+        length = policy.draft_length(longest, match_length, len(rows), follows, len(rows[0]))
         return cls([r[:length] for r in rows[: policy.row_budget(length)]] if length > 0 else [])
 
     def learned(self, accepted: int, depth: int | None) -> tuple[int, int]:
@@ -410,8 +407,8 @@ def speculative_decode(
                 forced = gate.rows([chooser.constraint.forced()[:limit]])[0]
                 forced = _cut_at_eos(forced, eos_tokens)
         drafted = [row for row in rows if row]
-        usual, once = proposal.usual_for(drafted), proposal.once_for(drafted)
-        plan = DraftPlan.of(drafted, proposal.match_length, policy, forced, usual, once)
+        follows = proposal.follows_for(drafted)
+        plan = DraftPlan.of(drafted, proposal.match_length, policy, forced, follows)
         rows = plan.rows
         drafted_at = time.perf_counter()
 

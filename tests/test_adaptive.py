@@ -8,7 +8,7 @@ from engine import adaptive, verify_cost
 from engine.adaptive import AcceptanceTracker, AdaptivePolicy, CostCurve
 from engine.decode import FixedDraftLength, Target, TokenChooser, speculative_decode
 from engine.drafters import make_drafter
-from engine.drafters.base import Drafter, Proposal
+from engine.drafters.base import ONCE, USUAL, Drafter, Proposal
 from engine.settings import DraftSettings, SamplingSettings
 
 from .identity import reference_greedy
@@ -157,23 +157,23 @@ def test_policy_judges_long_matches_apart_from_short_ones():
 
 
 def test_policy_judges_a_usual_short_match_apart_from_other_short_ones():
-    usual = adaptive.match_class(1, usual=True)
-    assert usual != adaptive.match_class(1) and adaptive.match_class(4, usual=True) == 2
+    usual = adaptive.match_class(1, USUAL)
+    assert usual != adaptive.match_class(1) and adaptive.match_class(4, USUAL) == 2
     policy = AdaptivePolicy(
         CostCurve(CURVE), {adaptive.match_class(1): trained(0.0), usual: trained(1.0)}
     )
     assert policy.draft_length(8, match_length=1) == 0  # other short guesses failed
-    assert policy.draft_length(8, match_length=1, usual=True) >= 2  # these were kept
+    assert policy.draft_length(8, match_length=1, follows=USUAL) >= 2  # these were kept
 
 
 def test_policy_judges_a_short_match_seen_once_apart_from_usual_and_other_short_ones():
-    once = adaptive.match_class(1, once=True)
-    usual = adaptive.match_class(1, usual=True)
+    once = adaptive.match_class(1, ONCE)
+    usual = adaptive.match_class(1, USUAL)
     assert len({once, usual, adaptive.match_class(1)}) == 3
-    assert adaptive.match_class(4, once=True) == adaptive.match_class(4)
+    assert adaptive.match_class(4, ONCE) == adaptive.match_class(4)
     policy = AdaptivePolicy(CostCurve(CURVE), {usual: trained(1.0), once: trained(0.0)})
-    assert policy.draft_length(8, match_length=1, once=True) == 0  # these failed lately
-    assert policy.draft_length(8, match_length=1, usual=True) >= 2  # not because of them
+    assert policy.draft_length(8, match_length=1, follows=ONCE) == 0  # these failed lately
+    assert policy.draft_length(8, match_length=1, follows=USUAL) >= 2  # not because of them
 
 
 def test_positions_not_reached_lately_follow_the_ones_that_were():
@@ -202,7 +202,7 @@ def test_positions_of_a_copy_from_the_third_on_share_one_rate():
     policy = AdaptivePolicy(CostCurve(CURVE))
     copies = [policy.tracker(adaptive.match_class(n)).pooled for n in (1, 3, 6, 12)]
     assert copies == [False, False, True, True]
-    assert not policy.tracker(adaptive.match_class(1, usual=True)).pooled
+    assert not policy.tracker(adaptive.match_class(1, USUAL)).pooled
 
 
 def test_policy_follows_a_switch_from_copying_to_new_text():
@@ -334,7 +334,7 @@ class TwoTokens(FixedDraftLength):
     def __init__(self):
         self.asked = []
 
-    def draft_length(self, limit, match_length=0, rows=1, usual=False, first=0, once=False):
+    def draft_length(self, limit, match_length=0, rows=1, follows="", first=0):
         self.asked.append((limit, match_length))
         return 2
 

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from engine.drafters import make_drafter
+from engine.drafters.base import ONCE, USUAL
 from engine.drafters.ngram_cache import NgramCounts, dynamic_cache_path, static_cache_path
 from engine.drafters.stores import DrafterStores
 from engine.errors import EngineError
@@ -271,16 +272,16 @@ def test_suffix_says_when_its_draft_is_what_usually_followed_the_match():
     d = drafter("suffix", options={"min_prob": 0.0})
     d.reset([9, 5, 1, 9, 5, 2, 9, 5, 3, 9, 5, 4, 9])  # [9] was always followed by 5
     proposal = d.propose(4)
-    assert proposal.rows[0][0] == 5 and proposal.match_length == 1 and proposal.usual
+    assert proposal.rows[0][0] == 5 and proposal.match_length == 1 and proposal.follows == USUAL
     d.reset([9, 1, 8, 9, 2, 7, 9, 3, 6, 9, 3, 5, 9])  # 3 followed [9] in two of four
     proposal = d.propose(4)
-    assert proposal.rows[0][0] == 3 and proposal.match_length == 1 and not proposal.usual
+    assert proposal.rows[0][0] == 3 and proposal.match_length == 1 and proposal.follows != USUAL
     d.reset([9, 1, 8, 9, 3, 7, 9, 3, 6, 9, 3, 5, 9])  # three of four (75% >= 60%)
     proposal = d.propose(4)
-    assert proposal.rows[0][0] == 3 and proposal.match_length == 1 and proposal.usual
+    assert proposal.rows[0][0] == 3 and proposal.match_length == 1 and proposal.follows == USUAL
     # it speaks of the first token: it holds while the first row sent still begins with it
-    assert proposal.usual_for([[3]]) and proposal.usual_for([[3, 7], [1]])
-    assert not proposal.usual_for([]) and not proposal.usual_for([[1, 8]])
+    assert proposal.follows_for([[3]]) == USUAL and proposal.follows_for([[3, 7], [1]]) == USUAL
+    assert not proposal.follows_for([]) and not proposal.follows_for([[1, 8]])
 
 
 def test_suffix_says_when_its_match_occurred_only_once_before():
@@ -288,11 +289,11 @@ def test_suffix_says_when_its_match_occurred_only_once_before():
     d.reset([9, 5, 1, 9])  # [9] once before, followed by 5: trivially usual, said apart
     proposal = d.propose(4)
     assert proposal.rows[0][0] == 5 and proposal.match_length == 1
-    assert proposal.once and not proposal.usual
-    assert proposal.once_for([[5, 1]]) and not proposal.once_for([[1]])
+    assert proposal.follows == ONCE
+    assert proposal.follows_for([[5, 1]]) == ONCE and not proposal.follows_for([[1]])
     d.reset([9, 5, 1, 9, 5, 2, 9])  # twice before, both followed by 5
     proposal = d.propose(4)
-    assert proposal.usual and not proposal.once
+    assert proposal.follows == USUAL
 
 
 def test_suffix_resumes_copying_right_after_an_edit():

@@ -99,9 +99,9 @@ def simulate(
             schema = "forced" in turn  # what it forces is drafted as the loop drafts it
             rows = rows if drafter.multi_row and not schema else rows[:1]
             forced = turn["forced"][produced][:limit] if schema and grammar and limit > 0 else []
-            usual, once = proposal.usual_for(rows), proposal.once_for(rows)
+            follows = proposal.follows_for(rows)
             plan = DraftPlan.of(
-                rows, proposal.match_length, policy or FixedDraftLength(), forced, usual, once
+                rows, proposal.match_length, policy or FixedDraftLength(), forced, follows
             )
             rows = plan.rows
             drafter_s += time.perf_counter() - started
@@ -125,7 +125,7 @@ def simulate(
             if classes is not None and rows and not plan.grammar:  # per match class, the first
                 # row's [reached, accepted] per position, then [trees' first-row tokens, beyond]
                 counts = classes.setdefault(
-                    match_class(proposal.match_length, usual, once),
+                    match_class(proposal.match_length, follows),
                     [[0, 0] for _ in range(draft_count + 1)],
                 )
                 for i in range(min(matches[0] + 1, len(rows[0]))):

@@ -40,6 +40,9 @@ from ._options import Option, read_options
 from .stores import DrafterStores
 
 DraftRows = list[list[int]]
+# How the first row's first token follows the match (``Proposal.follows``)
+USUAL = "usual"  # it followed at least 60% of the match's earlier occurrences, two or more
+ONCE = "once"  # the match occurred once before, followed by it
 
 
 @dataclass(frozen=True)
@@ -48,24 +51,16 @@ class Proposal:
 
     rows: DraftRows = field(default_factory=list)
     match_length: int = 0
-    # The first row's first token is what usually followed the match's earlier occurrences,
-    # of which there were at least two (a drafter that counts continuations says so); or it
-    # followed the match's only earlier occurrence (``once``). A short match that says
-    # either is judged apart from the other short matches.
-    usual: bool = False
-    once: bool = False
+    # ``USUAL``, ``ONCE`` or "" (a drafter that counts continuations says so): how the first
+    # row's first token follows the match. A short match that says either is judged apart
+    # from the other short matches.
+    follows: str = ""
 
-    def usual_for(self, rows: DraftRows) -> bool:
-        """``usual`` for the rows actually sent (cut by the loop's gates): it speaks of the
+    def follows_for(self, rows: DraftRows) -> str:
+        """``follows`` for the rows actually sent (cut by the loop's gates): it speaks of the
         proposal's first token, so only while the first row sent still begins with it."""
-        return self.usual and self._first_token_sent(rows)
-
-    def once_for(self, rows: DraftRows) -> bool:
-        """``once`` for the rows actually sent, as ``usual_for``."""
-        return self.once and self._first_token_sent(rows)
-
-    def _first_token_sent(self, rows: DraftRows) -> bool:
-        return bool(rows and rows[0]) and rows[0][0] == self.rows[0][0]
+        sent = bool(rows and rows[0]) and rows[0][0] == self.rows[0][0]
+        return self.follows if sent else ""
 
 
 class DraftConfig(Protocol):

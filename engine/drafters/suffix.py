@@ -39,9 +39,10 @@ shorter than the longest, the one ending nearest after the cursor (within ``loca
 tokens) drafts the first row, copied as far as its length allows.
 
 Usual continuation: the proposal says whether the first row's first token followed at least
-60% of the match's earlier occurrences, of which there were at least two (``Proposal.usual``),
-or whether the match occurred only once before, followed by that token (``Proposal.once``);
-the adaptive policy judges short matches of either kind apart from the other short matches.
+60% of the match's earlier occurrences, of which there were at least two (``Proposal.follows``
+is ``USUAL``), or whether the match occurred only once before, followed by that token
+(``ONCE``); the adaptive policy judges short matches of either kind apart from the other short
+matches.
 
 Options: ``max_spec_factor`` (default 8.0), ``min_prob`` (default 0.1), ``max_tokens``,
 ``rows`` (default 4; 1 drafts a single row), ``locality`` (default 32; 0 turns the cursor
@@ -53,7 +54,7 @@ from __future__ import annotations
 import math
 
 from ._options import Option
-from .base import Drafter, Proposal, matched_before
+from .base import ONCE, USUAL, Drafter, Proposal, matched_before
 
 CHAIN_UPDATES = 32
 LOCAL_MATCH_MAX = 16  # the longest match measured at a position near the cursor
@@ -232,7 +233,7 @@ class SuffixDrafter(Drafter):
                 sources.append(end)
         earlier = self.sam.count[state] - 1  # the occurrence at the very end has no follower yet
         followed = bool(rows) and earlier > 0 and self._followed(state, rows[0][0], earlier)
-        return Proposal(rows, match, followed and earlier > 1, once=followed and earlier == 1)
+        return Proposal(rows, match, (USUAL if earlier > 1 else ONCE) if followed else "")
 
     def _followed(self, state: int, token: int, earlier: int) -> bool:
         """Whether ``token`` followed at least ``USUAL_SHARE`` of the ``earlier`` occurrences
