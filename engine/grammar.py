@@ -13,12 +13,16 @@ the output equals constrained plain decoding.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 
 import mlx.core as mx
 import numpy as np
 
 from .errors import EngineError
+from .schemas import check_schema, forced_call_schema
+
+log = logging.getLogger(__name__)
 
 # one-line JSON with a space after "," and ":" (where free whitespace is allowed a model can
 # spend its whole answer on blanks)
@@ -26,6 +30,14 @@ JSON_LAYOUT = {"whitespace_flexible": False, "item_separator": ", ", "key_separa
 # the tool-call markup a forced call is written in: mlx-lm's json_tools parser's
 JSON_TOOLS_PARSER = "mlx_lm.tool_parsers.json_tools"
 _built: list = [None, None]  # (tokenizer, its LLTokenizer): the loaded model's, one at a time
+# llguidance's resource limits (LLParserLimits), its defaults but for the lexer's states:
+# 1-2 kB each by its documentation, so 50,000 keep the lexer near 100 MB (default 250,000);
+# no schema within engine/schemas.py's limits came near it. A limit hit at the start is a
+# schema this server cannot constrain (a 400); mid-answer, it is the server's failure.
+MAX_LEXER_STATES = 50_000
+# how much of the grammar the log keeps when constrained decoding fails (a schema within
+# engine/schemas.py's limits is at most 64 KiB)
+LOGGED_GRAMMAR_CHARS = 70_000
 
 
 def _matcher_class(field: str):
@@ -39,7 +51,8 @@ def _matcher_class(field: str):
 
 
 def json_schema_grammar(schema: dict) -> str:
-    """The grammar of one-line JSON following ``schema``."""
+    """The grammar of one-line JSON following ``schema`` (within engine/schemas.py's limits)."""
+    check_schema(schema, "response_format")
     try:
         return _matcher_class("response_format").grammar_from_json_schema(
             schema, defaults=JSON_LAYOUT
@@ -60,20 +73,9 @@ def tool_call_grammar(tokenizer, tools: list[dict], names: Sequence[str]) -> str
             "<tool_call>{json}</tool_call> (mlx-lm's json_tools parser); use "
             "\"auto\"."
         )
-    calls = [
-        {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["name", "arguments"],
-            "properties": {
-                "name": {"const": tool["function"]["name"]},
-                "arguments": tool["function"].get("parameters") or {"type": "object"},
-            },
-        }
-        for tool in tools
-        if tool["function"]["name"] in names
-    ]
-    schema = {**(calls[0] if len(calls) == 1 else {"anyOf": calls}), "x-guidance": JSON_LAYOUT}
+    schema = forced_call_schema(tools, names)
+    check_schema(schema, "tools")
+    schema = {**schema, "x-guidance": JSON_LAYOUT}
     return (
         f'start: "{tokenizer.tool_call_start}" "\\n"? call "\\n"? '
         f'"{tokenizer.tool_call_end}"\ncall: %json {json.dumps(schema)}'
@@ -101,10 +103,15 @@ class GrammarConstraint:
     the request field the grammar came from, named in errors."""
 
     def __init__(self, tokenizer, grammar: str, vocab_size: int, field: str = "response_format"):
+        from llguidance import LLParserLimits
+
         matcher_class = _matcher_class(field)
         lltokenizer = _lltokenizer(tokenizer, vocab_size, field)
+        self.grammar = grammar
         try:
-            self.matcher = matcher_class(lltokenizer, grammar)
+            self.matcher = matcher_class(
+                lltokenizer, grammar, limits=LLParserLimits(max_lexer_states=MAX_LEXER_STATES)
+            )
             error = self.matcher.get_error() if self.matcher.is_error() else None
         except (ValueError, TypeError) as raised:
             error = str(raised)
@@ -114,12 +121,18 @@ class GrammarConstraint:
 
     def allowed(self, draft: Sequence[int]) -> int:
         """How many leading ``draft`` tokens the grammar allows from here."""
-        return self.matcher.validate_tokens(list(draft))
+        count = self.matcher.validate_tokens(list(draft))
+        self._check("checking a draft")
+        return count
 
     def forced(self) -> list[int]:
         """What the grammar forces from here (a key, its quotes and colon), as llguidance
         tokenizes it: a draft the target keeps unless it spells the same text otherwise."""
-        return [] if self.matcher.is_stopped() else list(self.matcher.compute_ff_tokens())
+        if self.matcher.is_stopped():
+            return []
+        forced = list(self.matcher.compute_ff_tokens())
+        self._check("computing the forced text")
+        return forced
 
     def masks(self, tokens: Sequence[int], count: int) -> mx.array:
         """[count, vocab] booleans: row i is what the grammar allows after ``tokens[:i]``
@@ -127,13 +140,16 @@ class GrammarConstraint:
         rows, consumed = [], 0
         for i in range(count):
             rows.append(np.frombuffer(self.matcher.compute_bitmask(), dtype=np.uint8))
+            self._check("computing a mask")
             if i < count - 1 and not self.matcher.is_stopped():  # (stopped: only the end)
                 if not self.matcher.consume_token(tokens[i]):
-                    raise EngineError("The grammar refused a token it had allowed.")
+                    raise self._failure("it refused a draft token it had allowed")
                 consumed += 1
         if consumed:
             self.matcher.rollback(consumed)
         bits = np.unpackbits(np.stack(rows), axis=1, bitorder="little")[:, : self.vocab_size]
+        if not bits.any(axis=1).all():
+            raise self._failure("it allowed no token at all")
         return mx.array(bits.astype(np.bool_))
 
     def accept(self, tokens: Sequence[int]) -> None:
@@ -143,4 +159,24 @@ class GrammarConstraint:
             if self.matcher.is_stopped():
                 return
             if not self.matcher.consume_token(token):
-                raise EngineError("The grammar refused an emitted token.")
+                raise self._failure("it refused a token chosen under its own mask")
+
+    def _check(self, doing: str) -> None:
+        if self.matcher.is_error():
+            raise self._failure(doing)
+
+    def _failure(self, what: str) -> EngineError:
+        """The error for a matcher that failed mid-answer (a resource limit hit, or an
+        invariant broken: every token it takes was chosen under its own mask), logged
+        with the grammar: the server's fault, never the request's."""
+        reason = self.matcher.get_error().split("\n", 1)[0] or what
+        log.error(
+            "Constrained decoding failed (%s; %s). Grammar: %s",
+            what,
+            reason,
+            self.grammar[:LOGGED_GRAMMAR_CHARS],
+        )
+        return EngineError(
+            f"Internal error: constrained decoding failed mid-answer ({reason}). This is "
+            "the server's fault, not the request's; please report it with the server's log."
+        )

@@ -266,3 +266,81 @@ def test_sampled_answers_with_the_grammars_drafts_follow_constrained_sampling(
     broken = answers(True, seed=23, chooser_class=NoCheck)
     broken.pop("accepted")
     assert chi_square(plain, broken, 4) > 5 * CHI_SQUARE_CRITICAL
+
+
+# Hostile schemas: refused before compiling, or, when the grammar engine fails mid-answer,
+# the server's fault (a 500 with the grammar in the log), never a silent or a client error
+
+MUTUAL_REFS = {  # every A holds a B and every B an A: no finite instance
+    "$defs": {
+        "A": {"type": "object", "properties": {"b": {"$ref": "#/$defs/B"}}, "required": ["b"]},
+        "B": {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a"]},
+    },
+    "$ref": "#/$defs/A",
+}
+
+
+@pytest.mark.parametrize(
+    "schema,named",
+    [
+        ({"type": "string", "allOf": [{"pattern": "^.*0.*$"}] * 160}, "160 regular expressions"),
+        ({"type": "string", "allOf": [{"pattern": "^.*0.*$"}] * 2000}, "2,000 anyOf/oneOf/allOf"),
+        ({"anyOf": [{"const": i} for i in range(5000)]}, "5,000 anyOf/oneOf/allOf"),
+        (
+            {"anyOf": [{"type": "object", "required": [f"k{i}"]} for i in range(5000)]},
+            "more than 8,192 objects and arrays",
+        ),
+        (json.loads('{"items": ' * 100 + "{}" + "}" * 100), "more than 64 levels"),
+        ({"type": "string", "description": "x" * 70_000}, "70,034 characters"),
+        (MUTUAL_REFS, "#/$defs/A, #/$defs/B always lead back"),
+        ({"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]}, "through #"),
+    ],
+)
+def test_a_schema_past_a_limit_is_refused_before_compiling_naming_it(schema, named, monkeypatch):
+    from engine.errors import EngineError
+
+    def never(*args, **kwargs):
+        raise AssertionError("compiled")
+
+    monkeypatch.setattr(llguidance.LLMatcher, "grammar_from_json_schema", never)
+    with pytest.raises(EngineError, match="^'response_format' .*" + named.replace("$", r"\$")):
+        json_schema_grammar(schema)
+
+
+def test_recursive_schemas_with_a_way_out_are_compiled(tokenizer):
+    tree = {
+        "$defs": {
+            "N": {
+                "type": "object",
+                "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/N"}}},
+                "required": ["kids"],
+            }
+        },
+        "$ref": "#/$defs/N",
+    }
+    optional = {**MUTUAL_REFS, "$ref": "#/$defs/A", "required": []}
+    optional["$defs"] = {**MUTUAL_REFS["$defs"], "A": {**MUTUAL_REFS["$defs"]["A"], "required": []}}
+    for schema in (tree, optional):
+        GrammarConstraint(tokenizer, json_schema_grammar(schema), VOCAB)
+
+
+def test_a_grammar_failing_mid_answer_is_an_internal_error_logged_with_the_grammar(
+    tokenizer, caplog
+):
+    """The mutual references, past the schema check: llguidance runs out of parser items
+    computing what "{" forces. That is the engine's failure, not the client's."""
+    from engine.errors import EngineError
+
+    from engine.grammar import JSON_LAYOUT
+
+    grammar = llguidance.LLMatcher.grammar_from_json_schema(MUTUAL_REFS, defaults=JSON_LAYOUT)
+    opening = list(tokenizer.encode('{"', add_special_tokens=False))
+    constraint = GrammarConstraint(tokenizer, grammar, VOCAB)
+    assert np.array(constraint.masks([], 1))[0, opening[0]]  # only "{" may open it
+    with pytest.raises(EngineError, match="^Internal error: .*server's fault"):
+        constraint.accept(opening[:1])
+    assert any('"$defs"' in record.getMessage() for record in caplog.records)
+    with pytest.raises(EngineError, match="^Internal error"):  # never an end-only mask
+        constraint.masks([], 1)
+    with pytest.raises(EngineError, match="^Internal error"):
+        GrammarConstraint(tokenizer, grammar, VOCAB).masks(opening, 2)

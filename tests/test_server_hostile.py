@@ -531,6 +531,66 @@ def test_empty_or_null_tool_fields_are_accepted_and_tools_need_a_template_that_t
     assert "no tool calling support" in answer["error"]["message"]
 
 
+MUTUAL_REFS = {  # every A holds a B and every B an A: no finite instance
+    "$defs": {
+        "A": {"type": "object", "properties": {"b": {"$ref": "#/$defs/B"}}, "required": ["b"]},
+        "B": {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a"]},
+    },
+    "$ref": "#/$defs/A",
+}
+PATTERN_BOMB = {"type": "string", "allOf": [{"pattern": "^.*0.*$"}] * 2000}
+WIDE_ANY = {"type": "object", "properties": {"x": {"anyOf": [{"const": i} for i in range(5000)]}}}
+
+
+@pytest.mark.parametrize(
+    "path,extra,param,named",
+    [
+        (
+            CHAT,
+            {"response_format": {"type": "json_schema", "json_schema": {"schema": PATTERN_BOMB}}},
+            "response_format",
+            "2,000 anyOf/oneOf/allOf branches",
+        ),
+        (
+            CHAT,
+            {"response_format": {"type": "json_schema", "json_schema": {"schema": MUTUAL_REFS}}},
+            "response_format",
+            "no JSON value that ends",
+        ),
+        (
+            CHAT,
+            {
+                "tools": [{"type": "function", "function": {"name": "f", "parameters": WIDE_ANY}}],
+                "tool_choice": "required",
+            },
+            "tools",
+            "5,000 anyOf/oneOf/allOf branches",
+        ),
+        (
+            "/api/chat",
+            {
+                "model": "default",
+                "format": {"type": "string", "allOf": PATTERN_BOMB["allOf"][:160]},
+            },
+            "format",
+            "160 regular expressions",
+        ),
+    ],
+)
+def test_hostile_schemas_are_a_400_naming_the_limit_before_the_engine(
+    server, path, extra, param, named
+):
+    """A schema bomb, an anyOf past llguidance's row limit, and references with no finite
+    instance: refused while the request is read, the field and the limit named."""
+    status, answer = request(server.port, "POST", path, {"messages": HELLO, **extra})
+    assert status == 400, answer
+    error = answer["error"]
+    if path == CHAT:
+        assert error["param"] == param and named in error["message"], error
+    else:  # Ollama's errors are one string
+        assert error.startswith(f"'{param}'") and named in error, error
+
+
 def test_usage_only_on_a_last_chunk_without_choices_when_asked(server):
     chat = client(server).chat.completions
     settings = dict(model="default", messages=HELLO, max_tokens=6, temperature=0, stream=True)

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from fastapi.responses import JSONResponse
 
 from ..events import DoneEvent, ErrorEvent, PassEvent
-from .requests import ApiError, typed
+from .requests import ApiError, checked_schema, typed
 from .responses import Shaper
 
 # the Ollama API version whose shapes these routes follow (clients compare against it)
@@ -102,7 +102,7 @@ def translate(body, chat: bool) -> tuple[dict, bool]:
     elif isinstance(body.get("format"), dict):
         out["response_format"] = {
             "type": "json_schema",
-            "json_schema": {"name": "format", "schema": body["format"]},
+            "json_schema": {"name": "format", "schema": checked_schema(body["format"], "format")},
         }
     elif body.get("format") not in (None, ""):
         raise _bad("'format' must be \"json\" or a JSON schema.", "format")

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, replace
 
 from ..errors import EngineError
+from ..schemas import check_schema, forced_call_schema
 from ..settings import LOGPROBS_RANGE, DraftSettings, GenerationRequest, SamplingSettings
 
 DRAFT_TYPES = {
@@ -334,13 +335,23 @@ def json_schema_of(raw) -> dict | None:
         return {"type": "object"}
     if kind == "json_schema" and isinstance(raw.get("json_schema"), dict):
         schema = raw["json_schema"].get("schema")
-        return typed(schema, "object", "response_format.json_schema.schema") or {}
+        typed(schema, "object", "response_format.json_schema.schema")
+        return checked_schema(schema or {}, "response_format")
     raise _bad(
         "'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} "
         "or {\"type\": \"json_schema\", \"json_schema\": {\"name\": …, "
         "\"schema\": …}}.",
         "response_format",
     )
+
+
+def checked_schema(schema: dict, field: str) -> dict:
+    """``schema`` if it is within the limits of engine/schemas.py, else a 400 naming them."""
+    try:
+        check_schema(schema, field)
+    except EngineError as error:
+        raise _bad(str(error), field) from None
+    return schema
 
 
 def _logprobs(body: dict, chat: bool) -> int | None:
@@ -395,16 +406,19 @@ def tools_of(raw, choice, chat: bool = True) -> tuple[list | None, tuple[str, ..
     if choice in (None, "auto"):
         return tools, None
     if choice == "required":
-        return tools, names
-    named = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
-    if not (isinstance(named, str) and named in names):
-        raise _bad(
-            "'tool_choice' must be \"auto\", \"none\", \"required\" or "
-            "{\"type\": \"function\", \"function\": {\"name\": …}} naming one of the "
-            "tools.",
-            "tool_choice",
-        )
-    return tools, (named,)
+        forced = names
+    else:
+        named = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+        if not (isinstance(named, str) and named in names):
+            raise _bad(
+                "'tool_choice' must be \"auto\", \"none\", \"required\" or "
+                "{\"type\": \"function\", \"function\": {\"name\": …}} naming one of the "
+                "tools.",
+                "tool_choice",
+            )
+        forced = (named,)
+    checked_schema(forced_call_schema(tools, forced), "tools")
+    return tools, forced
 
 
 def parse(body, chat: bool, defaults: Defaults, peer: str | None) -> ParsedRequest:
@@ -431,7 +445,8 @@ def parse(body, chat: bool, defaults: Defaults, peer: str | None) -> ParsedReque
     options = body.get("stream_options") or {}
     include_usage = typed(options.get("include_usage"), "boolean", "stream_options.include_usage")
     tools, forced = tools_of(body.get("tools"), body.get("tool_choice"), chat)
-    if forced and json_schema_of(body.get("response_format")) is not None:
+    json_schema = json_schema_of(body.get("response_format"))
+    if forced and json_schema is not None:
         raise _bad(
             "A forced 'tool_choice' and a JSON 'response_format' cannot both hold.", "tool_choice"
         )
@@ -447,7 +462,7 @@ def parse(body, chat: bool, defaults: Defaults, peer: str | None) -> ParsedReque
         logprobs=_logprobs(body, chat),
         tools=tools,
         forced_tools=forced,
-        json_schema=json_schema_of(body.get("response_format")),
+        json_schema=json_schema,
     )
     try:
         request = request.validated()
