@@ -109,11 +109,14 @@ class ChatSession:
         loaded: LoadedModel,
         memory: EngineMemory | None = None,
         new_target: Callable[..., Target] = Target,
+        client: str | None = None,
     ):
         """``new_target(model)`` makes the one caller of the model (a distributed service
-        hands one that mirrors every call to the other ranks)."""
+        hands one that mirrors every call to the other ranks); ``client``: whose chat this
+        is (its drafters learn across chats in that client's memory only)."""
         self.loaded = loaded
         self.memory = memory if memory is not None else EngineMemory()
+        self.stores = self.memory.stores_for(client)
         self.target = new_target(loaded.model)
         self.prefill_step = FIRST_PREFILL_STEP  # tokens per prompt chunk, paced by its time
         self.history: list[int] = []  # everything but the last token is in the cache
@@ -146,7 +149,7 @@ class ChatSession:
         drafter.attach_model(
             self.model_key,
             bigram=bigram,
-            stores=self.memory.stores,
+            stores=self.stores,
             vocab_size=output_size(self.loaded.model),
         )
 

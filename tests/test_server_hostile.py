@@ -13,6 +13,7 @@ import openai
 import pytest
 
 from engine.server.app import ServerOptions, create_app
+from engine.server.chats import ChatIds, client_identity
 from engine.server.guard import RateLimitFilter, allowed_hosts
 from engine.server.requests import Defaults
 from engine.server.responses import StopMatcher
@@ -390,42 +391,94 @@ def test_the_log_says_one_thing_at_most_a_few_times_a_minute():
     assert limit.filter(late) and "997 similar messages held back" in late.getMessage()
 
 
-# 4. chat ids are per client
+# 4. chats belong to the client they were issued to
 
 
-def test_a_chat_id_is_scoped_to_its_client(server):
-    def prefilled(user):
+def test_only_the_client_a_chat_id_was_issued_to_reuses_its_cache(server):
+    """The PIN probe: a client that names another's chat (by the name its owner chose, or by
+    the id the server issued to the owner) starts afresh, so ``prefilled_tokens`` says
+    nothing about the owner's text."""
+
+    def ask(user, chat_id, prompt=HELLO):
         answer = client(server).chat.completions.create(
             model="default",
-            messages=HELLO,
+            messages=prompt,
             max_tokens=4,
             temperature=0,
             user=user,
-            extra_body={"chat_id": "shared", "draftless": {"drafter": "none"}},
+            extra_body={"chat_id": chat_id, "draftless": {"drafter": "none"}},
         )
         timing = answer.usage.model_extra["draftless"]["timing"]
-        return timing["prefilled_tokens"], timing["prompt_tokens"]
+        return timing["prefilled_tokens"], timing["prompt_tokens"], answer.model_extra["chat_id"]
 
-    fresh, prompt = prefilled("alice")
+    fresh, prompt, issued = ask("alice", "support")
     assert fresh == prompt - 1  # all of it (the first pass reads the last token)
-    again, _ = prefilled("alice")
-    assert again < fresh  # the owner reuses its cache
-    stranger, _ = prefilled("mallory")
-    assert stranger == fresh  # another client with the same chat_id starts afresh
+    assert issued != "support" and issued.startswith("chat-")
+    again, _, kept = ask("alice", issued)
+    assert again < fresh and kept == issued  # the owner reuses its cache under its id
+    renamed, _, other = ask("alice", "support")
+    assert renamed == fresh and other not in (issued, "support")  # a name is not an id
+    for probe in ("support", issued):  # another client: the owner's name or its id
+        stranger, _, theirs = ask("mallory", probe)
+        assert stranger == fresh and theirs != issued
 
 
-def test_scoped_chat_ids_reach_the_engine_prefixed():
+def test_the_engine_gets_issued_chat_ids_and_one_client_identity_per_client():
     service = ScriptedService()
-    service.queue(answer_events([(0, [("a", False)])]), answer_events([(0, [("a", False)])]))
+    service.queue(*(answer_events([(0, [("a", False)])]) for _ in range(4)))
     app = scripted_app(service)
 
     async def scenario():
-        await call(app, {"messages": HELLO, "chat_id": "c", "user": "u1"})
-        await call(app, {"messages": HELLO, "chat_id": "c", "user": "u2"})
+        status, body = await call(app, {"messages": HELLO, "chat_id": "c", "user": "u1"})
+        issued = json.loads(body)["chat_id"]
+        await call(app, {"messages": HELLO, "chat_id": issued, "user": "u1"})
+        await call(app, {"messages": HELLO, "chat_id": issued, "user": "u2"})
+        await call(app, {"messages": HELLO, "user": "u2"})
+        return issued
 
-    asyncio.run(scenario())
-    first, second = (r.chat_id for r in service.requests)
-    assert first.endswith(":c") and second.endswith(":c") and first != second
+    issued = asyncio.run(scenario())
+    first, again, stolen, plain = service.requests
+    assert first.chat_id == again.chat_id == issued and first.client == again.client
+    assert stolen.chat_id not in (None, issued) and stolen.client != first.client
+    assert plain.chat_id is None and plain.client == stolen.client  # no chat kept: no id
+
+
+def test_chat_ids_are_bound_to_their_client_and_not_forgeable():
+    chats, other_server = ChatIds(), ChatIds()
+    issued = chats.issue("alice")
+    assert chats.resolve(issued, "alice") == issued
+    assert chats.resolve(None, "alice") is None
+    for stranger_view in (chats.resolve(issued, "mallory"), other_server.resolve(issued, "alice")):
+        assert stranger_view not in (None, issued)
+    tampered = issued[:-1] + ("0" if issued[-1] != "0" else "1")
+    assert not chats.issued_to(tampered, "alice")
+    assert not chats.issued_to("chat-" + "0" * 64, "alice")
+    assert not chats.issued_to("support", "alice")
+    with_key = client_identity("team-key", "10.0.0.1", None)
+    assert with_key != client_identity("team-key", "10.0.0.2", None)  # another address
+    assert with_key != client_identity("team-key", "10.0.0.1", "bob")  # another user
+    assert "team-key" not in with_key
+
+
+def test_an_error_that_quotes_a_lone_surrogate_is_a_json_400(server):
+    status, _, body = raw(
+        server.port,
+        "POST",
+        CHAT,
+        b'{"\\udc80": 1, "messages": [{"role": "user", "content": "hi"}]}',
+        {"Content-Type": "application/json"},
+    )
+    assert status == 400, body
+    assert "Unsupported field" in body["error"]["message"]
+    assert "\\udc80" in body["error"]["message"] or "\udc80" in body["error"]["message"]
+    ollama_status, _, ollama_body = raw(
+        server.port,
+        "POST",
+        "/api/chat",
+        b'{"\\udc80": 1, "model": "default", "messages": []}',
+        {"Content-Type": "application/json"},
+    )
+    assert ollama_status == 400 and "Unsupported field" in ollama_body["error"]
 
 
 # 5. ill-typed and malformed bodies: always a JSON 400 naming the field

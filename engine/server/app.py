@@ -4,13 +4,13 @@
 Every route but ``/health`` checks ``Authorization: Bearer`` when a key is set (``/health``
 then says only "ok" to others). ``guard.Guard`` checks Host, Origin and content-type first.
 Answers run one at a time through a fair, bounded queue; a client that goes away cancels
-its answer at the engine's next pass. A client's ``chat_id`` lives in its own namespace.
+its answer at the engine's next pass. Chats belong to the client they were issued to
+(``chats.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import hmac
 import json
 from collections import Counter
@@ -23,10 +23,19 @@ from starlette.exceptions import HTTPException
 
 from ..events import DoneEvent, ErrorEvent, PassEvent, TokenEvent, ToolCallEvent
 from . import ollama
+from .chats import CHAT_ID_HEADER, ChatIds, client_identity
 from .guard import Guard
 from .queue import FairQueue, QueueFull
 from .requests import ApiError, Defaults, ParsedRequest, parse, typed
-from .responses import FINISH, Shaper, StopMatcher, provenance, returned_tokens, usage
+from .responses import (
+    FINISH,
+    SafeJSONResponse,
+    Shaper,
+    StopMatcher,
+    provenance,
+    returned_tokens,
+    usage,
+)
 
 
 @dataclass
@@ -72,7 +81,7 @@ class ServerStats:
 
 def _error(error: ApiError) -> JSONResponse:
     headers = {"Retry-After": "1"} if error.status in (429, 503) else None
-    return JSONResponse(error.body(), status_code=error.status, headers=headers)
+    return SafeJSONResponse(error.body(), status_code=error.status, headers=headers)
 
 
 def _sse(body: dict | str) -> bytes:
@@ -83,14 +92,17 @@ def _not_json(constant: str):
     raise ValueError(f"{constant} is not a JSON value")
 
 
-def _digest(*parts: str) -> str:
-    return hashlib.sha256("\0".join(parts).encode("utf-8", "replace")).hexdigest()[:16]
-
-
 def create_app(service, options: ServerOptions) -> FastAPI:
     """``service`` is an ``EngineService`` (or anything with its ``generate``)."""
-    app = FastAPI(title="Draftless", docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(
+        title="Draftless",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        default_response_class=SafeJSONResponse,
+    )
     queue = FairQueue(options.max_queue)
+    chats = ChatIds()
     stats = ServerStats()
     served = {options.model_name, "default", "draftless"}
     model_card = {
@@ -210,17 +222,18 @@ def create_app(service, options: ServerOptions) -> FastAPI:
         except ValueError as error:
             raise ApiError(400, f"The request body is not valid JSON ({error}).") from None
 
-    def scoped(parsed: ParsedRequest, request: Request, user) -> ParsedRequest:
-        """The request with its chat id in the caller's own namespace: per API key, or
-        without one per peer address and ``user``, so no client reaches another's chat."""
-        chat_id = parsed.generation.chat_id
-        if chat_id is None:
-            return parsed
-        if options.api_key:
-            scope = _digest("key", presented_key(request))
-        else:
-            scope = _digest("peer", request.client.host if request.client else "", user or "")
-        return replace(parsed, generation=replace(parsed.generation, chat_id=f"{scope}:{chat_id}"))
+    def owned(parsed: ParsedRequest, request: Request, user) -> ParsedRequest:
+        """The request as its client's: named by key, address and ``user``, and answered
+        under a chat id issued to that client (``chats.py``)."""
+        client = client_identity(
+            presented_key(request) if options.api_key else None,
+            request.client.host if request.client else None,
+            user if isinstance(user, str) else None,
+        )
+        chat_id = chats.resolve(parsed.generation.chat_id, client)
+        return replace(
+            parsed, generation=replace(parsed.generation, chat_id=chat_id, client=client)
+        )
 
     def served_model(model) -> None:
         if model is not None and model not in served:
@@ -265,7 +278,7 @@ def create_app(service, options: ServerOptions) -> FastAPI:
                 raise ApiError(
                     400, f"The request could not be read ({type(error).__name__}: {error})."
                 ) from None
-            parsed = scoped(parsed, request, body.get("user"))
+            parsed = owned(parsed, request, body.get("user"))
             await queue.acquire(parsed.client or "anonymous")
         except QueueFull:
             return failure(
@@ -278,11 +291,13 @@ def create_app(service, options: ServerOptions) -> FastAPI:
             )
         except ApiError as error:
             return failure(error)
+        chat_id = parsed.generation.chat_id
         shaper = (
-            Shaper(chat, options.model_name)
+            Shaper(chat, options.model_name, chat_id)
             if front == "openai"
-            else ollama.OllamaShaper(answers_chat, model or options.model_name)
+            else ollama.OllamaShaper(answers_chat, model or options.model_name, chat_id)
         )
+        headers = {CHAT_ID_HEADER: chat_id} if chat_id else None
         try:  # the answer owns the turn now: it gives it up when the engine has finished
             answer = Answer(service, parsed, shaper, stats, queue.release)
         except BaseException:
@@ -308,13 +323,16 @@ def create_app(service, options: ServerOptions) -> FastAPI:
 
             if front == "openai":
                 return StreamingResponse(
-                    chunks(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+                    chunks(),
+                    media_type="text/event-stream",
+                    headers={"Cache-Control": "no-cache", **(headers or {})},
                 )
-            return StreamingResponse(chunks(), media_type="application/x-ndjson")
+            return StreamingResponse(chunks(), media_type="application/x-ndjson", headers=headers)
         watcher = asyncio.create_task(_cancel_on_disconnect(request, answer))
         try:
-            return JSONResponse(
-                await (answer.whole() if front == "openai" else ollama.whole(answer, shaper))
+            return SafeJSONResponse(
+                await (answer.whole() if front == "openai" else ollama.whole(answer, shaper)),
+                headers=headers,
             )
         except ApiError as error:
             return failure(error)

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 
 from ..events import DoneEvent, ErrorEvent, PassEvent
 from .requests import ApiError, typed
-from .responses import Shaper
+from .responses import SafeJSONResponse, Shaper
 
 # the Ollama API version whose shapes these routes follow (clients compare against it)
 VERSION = "0.12.0"
@@ -74,7 +74,7 @@ def _bad(message: str, param: str | None = None) -> ApiError:
 
 def error(error: ApiError) -> JSONResponse:
     headers = {"Retry-After": "1"} if error.status in (429, 503) else None
-    return JSONResponse({"error": error.message}, status_code=error.status, headers=headers)
+    return SafeJSONResponse({"error": error.message}, status_code=error.status, headers=headers)
 
 
 def now() -> str:
@@ -153,8 +153,9 @@ def _calls(calls: list[dict]) -> list[dict]:
 class OllamaShaper:
     """Ollama's bodies for one answer: ``message`` (chat) or ``response`` (generate)."""
 
-    def __init__(self, chat: bool, model: str):
+    def __init__(self, chat: bool, model: str, chat_id: str | None = None):
         self.chat, self.model = chat, model
+        self.chat_id = chat_id  # the id to send with the next turn (None: no chat kept)
         self.started = time.perf_counter_ns()
         self.logprobs = Shaper(True, model).logprobs  # OpenAI's chat entries are Ollama's too
 
@@ -175,6 +176,7 @@ class OllamaShaper:
         timing = done.timing
         return {
             **body,
+            **({"chat_id": self.chat_id} if self.chat_id else {}),
             "done": True,
             "done_reason": "length" if finish == "length" else "stop",
             "total_duration": time.perf_counter_ns() - self.started,

@@ -7,13 +7,26 @@ the engine's statistics (``usage.draftless``: tokens per pass, acceptance, per p
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
+
+from fastapi.responses import JSONResponse
 
 from ..events import DoneEvent, TokenEvent, TokenLogprob
 
 FINISH = {"stop": "stop", "length": "length", "cancelled": "stop"}
 SYSTEM_FINGERPRINT = "fp_draftless"
+
+
+class SafeJSONResponse(JSONResponse):
+    """JSON whose text may hold what a client sent, lone surrogates included (a field name
+    quoted in an error): those are written as JSON escapes instead of failing to encode."""
+
+    def render(self, content) -> bytes:
+        return json.dumps(
+            content, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+        ).encode("utf-8", "backslashreplace")
 
 
 class StopMatcher:
@@ -122,9 +135,10 @@ def tool_calls(calls: list[dict], first: int | None = None) -> list[dict]:
 class Shaper:
     """Builds the JSON bodies of one response (chat or text completion)."""
 
-    def __init__(self, chat: bool, model: str):
+    def __init__(self, chat: bool, model: str, chat_id: str | None = None):
         self.chat = chat
         self.model = model
+        self.chat_id = chat_id  # the id to send with the next turn (None: no chat kept)
         self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
         self.created = int(time.time())
         self.text_offset = 0  # of the next token, in a text completion's logprobs
@@ -185,6 +199,8 @@ class Shaper:
         else:
             choice = {"index": 0, "text": text, "finish_reason": finish, "logprobs": logprobs}
         body = {**self._envelope(True), "choices": [choice]}
+        if first and self.chat_id:
+            body["chat_id"] = self.chat_id
         if extra:
             body.update(extra)
         return body
@@ -204,9 +220,12 @@ class Shaper:
             choice = {"index": 0, "message": message, "finish_reason": finish, "logprobs": logprobs}
         else:
             choice = {"index": 0, "text": text, "finish_reason": finish, "logprobs": logprobs}
-        return {
+        body = {
             **self._envelope(False),
             "choices": [choice],
             "usage": use,
             "draftless": provenance(tokens),
         }
+        if self.chat_id:
+            body["chat_id"] = self.chat_id
+        return body
