@@ -144,6 +144,44 @@ def test_cors_is_opt_in_with_preflight(keyed_server):
     assert status == 403
 
 
+def test_a_listed_origin_may_send_the_official_sdks_headers(keyed_server):
+    """The openai JS SDK's preflight (its X-Stainless-* headers, recorded from openai 6),
+    and Anthropic's: a listed origin gets them allowed; another origin still gets 403."""
+    sdk_headers = (
+        "authorization, content-type, x-stainless-arch, x-stainless-lang, x-stainless-os, "
+        "x-stainless-package-version, x-stainless-retry-count, x-stainless-runtime, "
+        "x-stainless-runtime-version, x-stainless-timeout, openai-organization, "
+        "openai-project, anthropic-version, anthropic-dangerous-direct-browser-access"
+    )
+    preflight = {
+        "Origin": "http://localhost:3000",
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": sdk_headers,
+    }
+    status, headers, _ = raw(keyed_server.port, "OPTIONS", CHAT, headers=preflight)
+    assert status == 200, headers
+    allowed = {h.strip() for h in headers["access-control-allow-headers"].lower().split(",")}
+    assert {h.strip() for h in sdk_headers.split(",")} <= allowed
+    status, _, _ = raw(
+        keyed_server.port, "OPTIONS", CHAT, headers={**preflight, "Origin": "http://evil.test"}
+    )
+    assert status in (400, 403)
+    status, headers, _ = raw(
+        keyed_server.port,
+        "POST",
+        CHAT,
+        json.dumps({"messages": HELLO, "max_tokens": 2, "chat_id": "c"}).encode(),
+        {
+            "Origin": "http://localhost:3000",
+            "Content-Type": "application/json",
+            "Authorization": "Bearer s3cret",
+        },
+    )
+    assert (
+        status == 200 and "x-draftless-chat-id" in headers["access-control-expose-headers"].lower()
+    )
+
+
 # 6. /health tells others nothing
 
 

@@ -160,7 +160,11 @@ def create_app(service, options: ServerOptions) -> FastAPI:
             CORSMiddleware,
             allow_origins=list(options.cors_origins),
             allow_methods=["GET", "POST"],
-            allow_headers=["Authorization", "Content-Type"],
+            # the origins are the operator's own choice; what headers their pages send is
+            # the SDKs' business (the openai and Anthropic SDKs add their own, such as
+            # X-Stainless-*), so a listed origin may send any
+            allow_headers=["*"],
+            expose_headers=[CHAT_ID_HEADER],
             max_age=600,
         )
     app.add_middleware(
