@@ -26,6 +26,7 @@ class ModelEvent:
     path: str
     speculation: str  # "on (tree)", "on (one row: why)" or "off (why)"
     details: str = ""  # architecture · size · quantization
+    facts: dict = field(default_factory=dict)  # the same as data (``models.model_facts``)
 
 
 @dataclass(frozen=True)

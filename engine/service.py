@@ -423,7 +423,11 @@ class EngineService:
             self._loaded, self._loaded_spec = loaded, spec
             self._loop.call_soon(self._calibrate_later)  # runs once this job lets go of the lock
         loaded = self._loaded
-        push(ModelEvent(loaded.name, str(loaded.path), loaded.speculation, loaded.details))
+        push(
+            ModelEvent(
+                loaded.name, str(loaded.path), loaded.speculation, loaded.details, loaded.facts
+            )
+        )
 
     def _session(self, request: GenerationRequest) -> ChatSession:
         def new() -> ChatSession:

@@ -49,6 +49,7 @@ class ServerOptions:
     hosts: set[str] | None = None  # the Host header values answered (None: any)
     cors_origins: tuple[str, ...] = ()  # web origins allowed to call (CORS); none by default
     max_request_seconds: float = 300.0
+    model_facts: dict = field(default_factory=dict)  # ``models.model_facts`` of the model
 
 
 @dataclass
@@ -125,7 +126,8 @@ def create_app(service, options: ServerOptions) -> FastAPI:
     @app.exception_handler(HTTPException)
     async def http_error(request, error: HTTPException):
         kind = "not_found_error" if error.status_code == 404 else "invalid_request_error"
-        return _error(
+        failure = ollama.error if request.url.path.startswith("/api/") else _error
+        return failure(
             ApiError(
                 error.status_code, f"{request.method} {request.url.path}: {error.detail}", kind
             )
@@ -257,7 +259,12 @@ def create_app(service, options: ServerOptions) -> FastAPI:
         answers_chat = chat  # Ollama's generate runs as a chat but answers as a generate
         try:
             body = await read_body(request)
-            model = typed(body.get("model"), "string", "model") if isinstance(body, dict) else None
+            if front == "ollama":
+                model = ollama.model_name(body)
+            else:
+                model = (
+                    typed(body.get("model"), "string", "model") if isinstance(body, dict) else None
+                )
             if front == "ollama":
                 served_model(model.removesuffix(":latest") if model else None)
                 loading = not chat and isinstance(body, dict) and not body.get("prompt")
@@ -366,13 +373,17 @@ def create_app(service, options: ServerOptions) -> FastAPI:
 
     @app.get("/api/tags")
     async def ollama_tags():
-        return ollama.tags(options.model_name)
+        return {"models": [ollama.model_entry(options.model_name, options.model_facts)]}
+
+    @app.get("/api/ps")
+    async def ollama_running():
+        return {"models": [ollama.running_entry(options.model_name, options.model_facts)]}
 
     @app.post("/api/show")
     async def ollama_show(request: Request):
         try:
             body = await read_body(request)
-            name = typed(body.get("model"), "string", "model") if isinstance(body, dict) else None
+            name = ollama.model_name(body)
             if not name or name.removesuffix(":latest") not in served:
                 raise ApiError(
                     404,
@@ -381,7 +392,7 @@ def create_app(service, options: ServerOptions) -> FastAPI:
                 )
         except ApiError as error:
             return ollama.error(error)
-        return ollama.show()
+        return ollama.show(options.model_facts)
 
     return app
 
