@@ -93,6 +93,18 @@ def token_bytes(tokenizer, tokenmap, token: int) -> bytes:
     return tokenizer.decode([token]).encode()
 
 
+def start_detokenizer(detokenizer, after: int | None) -> int:
+    """Reset ``detokenizer`` for an answer that follows the token ``after`` (None: an answer
+    that starts the text); return how many characters of its text that token made."""
+    detokenizer.reset()
+    if after is None:
+        return 0
+    detokenizer.add_token(after)
+    detokenizer.finalize()
+    _ = detokenizer.last_segment  # reading it marks that text as given out
+    return len(detokenizer.text)
+
+
 @dataclass
 class AnswerPlan:
     """What ``ChatSession._prepare`` set up for one answer's decoding."""
@@ -293,7 +305,9 @@ class ChatSession:
         tokenizer = loaded.tokenizer
         eos = set(tokenizer.eos_token_ids)
         detokenizer = tokenizer.detokenizer
-        detokenizer.reset()
+        # a text completion keeps every byte of its tokens: mlx-lm's detokenizers drop a
+        # space that begins the text, so the prompt's last token goes first, its text unused
+        primed = start_detokenizer(detokenizer, self.history[-1] if request.raw else None)
         out_tokens: list[int] = []
         from_draft: list[bool] = []
         scanner = ToolCallScanner(tokenizer, request.tools) if request.tools else None
@@ -368,5 +382,10 @@ class ChatSession:
         if plan.curve is not None:
             stats.estimate_speedup(plan.curve)
         yield DoneEvent(
-            finish, detokenizer.text, out_tokens, from_draft, stats.to_dict(), stats.timing_dict()
+            finish,
+            detokenizer.text[primed:],
+            out_tokens,
+            from_draft,
+            stats.to_dict(),
+            stats.timing_dict(),
         )

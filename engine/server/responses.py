@@ -7,6 +7,7 @@ the engine's statistics (``usage.draftless``: tokens per pass, acceptance, per p
 
 from __future__ import annotations
 
+import codecs
 import json
 import time
 import uuid
@@ -141,7 +142,10 @@ class Shaper:
         self.chat_id = chat_id  # the id to send with the next turn (None: no chat kept)
         self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
         self.created = int(time.time())
-        self.text_offset = 0  # of the next token, in a text completion's logprobs
+        # where the next token starts in a text completion's text, in characters: its
+        # bytes so far decoded (a character split over tokens starts at its first)
+        self.text_offset = 0
+        self.offset_decoder = codecs.getincrementaldecoder("utf-8")("ignore")
         self.calls = 0  # tool calls streamed so far
 
     def logprobs(self, tokens: list[TokenEvent]) -> dict | None:
@@ -160,7 +164,8 @@ class Shaper:
         offsets = []
         for t in tokens:
             offsets.append(self.text_offset)
-            self.text_offset += len(t.text)
+            raw = t.logprob.raw or t.logprob.text.encode()
+            self.text_offset += len(self.offset_decoder.decode(raw))
         return {
             "tokens": [t.logprob.text for t in tokens],
             "token_logprobs": [t.logprob.logprob for t in tokens],
