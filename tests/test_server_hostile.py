@@ -358,9 +358,12 @@ def test_a_slow_reader_gives_up_the_engine_turn_when_the_engine_is_done():
         slow = asyncio.create_task(call(app, {"messages": HELLO, "stream": True}, reader))
         while not service.requests:
             await asyncio.sleep(0.01)
-        await asyncio.sleep(0.2)  # the scripted engine has long finished by then
+        while True:  # until the engine has finished the answer nobody reads yet
+            health = json.loads((await call(app, None, path="/health"))[1])
+            if health["finished"]:
+                break
+            await asyncio.sleep(0.01)
         assert not slow.done()  # the client has read nothing yet
-        health = json.loads((await call(app, None, path="/health"))[1])
         assert health["running"] == 0 and health["finished"] == {"length": 1}
         second = json.loads((await asyncio.wait_for(call(app, {"messages": HELLO}), 10))[1])
         assert second["choices"][0]["message"]["content"] == "a" * 20
@@ -368,7 +371,7 @@ def test_a_slow_reader_gives_up_the_engine_turn_when_the_engine_is_done():
         status, body = await asyncio.wait_for(slow, 10)
         assert status == 200 and body.count(b"data: ") == 1 + 20 + 1 + 1  # role, passes, end, DONE
 
-    asyncio.run(scenario())
+    asyncio.run(asyncio.wait_for(scenario(), 60))
 
 
 def test_a_request_past_its_time_cap_is_stopped_with_a_json_error():
