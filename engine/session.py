@@ -342,6 +342,7 @@ class ChatSession:
                 final = finish != "length" or stats.emitted >= request.max_tokens
                 kept = [t for t in result.tokens if t not in eos]
                 calls: list[dict] = []
+                deltas: list[dict] = []
                 for position, token in enumerate(kept):
                     detokenizer.add_token(token)
                     if final and position == len(kept) - 1:
@@ -351,8 +352,9 @@ class ChatSession:
                     from_draft.append(drafted)
                     text = detokenizer.last_segment
                     if scanner is not None:  # tool calls leave the text, as ToolCallEvents
-                        text, closed = scanner.feed(text)
+                        text, closed, moved = scanner.feed(text)
                         calls += closed
+                        deltas += moved
                     yield TokenEvent(
                         token,
                         text,
@@ -363,9 +365,9 @@ class ChatSession:
                         *self._logprobs(result.logprobs, position, token),
                     )
                 if scanner is not None:
-                    held, closed = scanner.flush() if final else ("", [])
-                    if calls or closed or held:
-                        yield ToolCallEvent(calls + closed, held)
+                    held, closed, moved = scanner.flush() if final else ("", [], [])
+                    if calls or closed or held or deltas or moved:
+                        yield ToolCallEvent(calls + closed, held, deltas + moved)
                 yield PassEvent(
                     pass_index,
                     result.drafted,

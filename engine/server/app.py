@@ -414,6 +414,7 @@ class Piece:
     text: str = ""
     completion_tokens: int = 0
     calls: list[dict] = field(default_factory=list)  # tool calls that closed in the pass
+    deltas: list[dict] = field(default_factory=list)  # the calls' progress (ToolCallEvent)
     returned: int = 0  # how many of ``tokens`` the client gets (a stop string may cut it)
 
 
@@ -441,6 +442,7 @@ class Answer:
     async def _pump(self, release) -> None:
         tokens: list[TokenEvent] = []  # of the pass under way
         calls: list[dict] = []
+        deltas: list[dict] = []
         held = ""  # text a tool-call scan gave out at the end
         every: list[TokenEvent] = []
         try:
@@ -449,6 +451,7 @@ class Answer:
                     tokens.append(event)
                 elif isinstance(event, ToolCallEvent):
                     calls += event.calls
+                    deltas += event.deltas
                     held += event.text
                 elif isinstance(event, PassEvent):
                     text = self.stop.feed("".join(t.text for t in tokens) + held)
@@ -457,10 +460,17 @@ class Answer:
                         self.cancel()
                         returned = returned_tokens(every + tokens, self.stop.returned) - len(every)
                     self.pieces.put_nowait(
-                        Piece(event, tokens, text, calls=calls, returned=max(returned, 0))
+                        Piece(
+                            event,
+                            tokens,
+                            text,
+                            calls=calls,
+                            deltas=deltas,
+                            returned=max(returned, 0),
+                        )
                     )
                     every += tokens
-                    tokens, calls, held = [], [], ""
+                    tokens, calls, deltas, held = [], [], [], ""
                 elif isinstance(event, DoneEvent):
                     text = self.stop.flush()
                     returned = (
@@ -509,31 +519,41 @@ class Answer:
         return "tool_calls" if called and reason == "stop" else reason
 
     async def chunks(self):
-        yield _sse(self.shaper.chunk("", first=True))
-        called = False
+        """OpenAI's chunks: the role rides on the first, each pass's tokens and figures in
+        one (a pass that emitted nothing, the end-of-answer token's, rides on the last)."""
+        called, first, figures = False, True, None
         async for piece in self.read():
             event = piece.event
             if isinstance(event, PassEvent):
                 called = called or bool(piece.calls)
+                figures = {
+                    "draftless": {
+                        **provenance(piece.tokens),
+                        "pass": event.pass_index,
+                        "drafted": event.drafted,
+                        "accepted": event.accepted,
+                        "seconds": round(event.seconds, 5),
+                        "tokens_per_pass": round(event.tokens_per_pass, 4),
+                    }
+                }
+                if not (piece.tokens or piece.text or piece.deltas):
+                    continue
                 yield _sse(
                     self.shaper.chunk(
                         piece.text,
                         tokens=piece.tokens[: piece.returned],
-                        calls=piece.calls,
-                        extra={
-                            "draftless": {
-                                **provenance(piece.tokens),
-                                "pass": event.pass_index,
-                                "drafted": event.drafted,
-                                "accepted": event.accepted,
-                                "seconds": round(event.seconds, 5),
-                                "tokens_per_pass": round(event.tokens_per_pass, 4),
-                            }
-                        },
+                        deltas=piece.deltas,
+                        extra=figures,
+                        first=first,
                     )
                 )
+                first, figures = False, None
             elif isinstance(event, DoneEvent):
-                yield _sse(self.shaper.chunk(piece.text, self.finish(event, called)))
+                yield _sse(
+                    self.shaper.chunk(
+                        piece.text, self.finish(event, called), extra=figures, first=first
+                    )
+                )
                 if self.include_usage:  # the engine's statistics ride in usage.draftless
                     yield _sse(
                         self.shaper.usage_chunk(

@@ -118,9 +118,9 @@ def _entry(item: TokenLogprob) -> dict:
     }
 
 
-def tool_calls(calls: list[dict], first: int | None = None) -> list[dict]:
-    """Engine tool calls in OpenAI's shape; ``first``: their index in a stream."""
-    shaped = [
+def tool_calls(calls: list[dict]) -> list[dict]:
+    """Engine tool calls in OpenAI's shape."""
+    return [
         {
             "id": c["id"],
             "type": "function",
@@ -128,9 +128,23 @@ def tool_calls(calls: list[dict], first: int | None = None) -> list[dict]:
         }
         for c in calls
     ]
-    if first is not None:
-        shaped = [{"index": first + i, **call} for i, call in enumerate(shaped)]
-    return shaped
+
+
+def tool_call_deltas(deltas: list[dict]) -> list[dict]:
+    """Tool-call progress in OpenAI's stream shape, one entry per call index: a call's
+    first carries its ``id``, ``type`` and ``function.name``, then ``function.arguments``
+    pieces."""
+    shaped: dict[int, dict] = {}
+    for delta in deltas:
+        entry = shaped.setdefault(delta["index"], {"index": delta["index"], "function": {}})
+        if "name" in delta:
+            entry.update(id=delta["id"], type="function")
+            entry["function"].update(name=delta["name"], arguments="")
+        if "arguments" in delta:
+            entry["function"]["arguments"] = (
+                entry["function"].get("arguments", "") + delta["arguments"]
+            )
+    return list(shaped.values())
 
 
 class Shaper:
@@ -146,7 +160,6 @@ class Shaper:
         # bytes so far decoded (a character split over tokens starts at its first)
         self.text_offset = 0
         self.offset_decoder = codecs.getincrementaldecoder("utf-8")("ignore")
-        self.calls = 0  # tool calls streamed so far
 
     def logprobs(self, tokens: list[TokenEvent]) -> dict | None:
         """OpenAI's ``logprobs`` of a choice for ``tokens``; None when none were asked for."""
@@ -190,16 +203,22 @@ class Shaper:
         extra: dict | None = None,
         first: bool = False,
         tokens: list[TokenEvent] = (),
-        calls: list[dict] = (),
+        deltas: list[dict] = (),
     ) -> dict:
+        """One streamed chunk; ``first`` carries the role (with content null where its pass
+        gave no text, as OpenAI sends it where a tool call comes first); ``deltas``:
+        tool-call progress (``ToolCallEvent.deltas``)."""
         logprobs = self.logprobs(list(tokens))
         if self.chat:
-            delta = {"content": text} if (text or first) else {}
+            delta = {}
             if first:
                 delta["role"] = "assistant"
-            if calls:
-                delta["tool_calls"] = tool_calls(calls, self.calls)
-                self.calls += len(calls)
+            if first:  # null until there is text (a tool call may come first)
+                delta["content"] = text or None
+            elif text:
+                delta["content"] = text
+            if deltas:
+                delta["tool_calls"] = tool_call_deltas(deltas)
             choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": logprobs}
         else:
             choice = {"index": 0, "text": text, "finish_reason": finish, "logprobs": logprobs}
