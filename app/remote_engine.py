@@ -90,6 +90,8 @@ class RemoteEngine:
             base_url=self.url, api_key=api_key or "none", max_retries=0, timeout=timeout
         )
         self.model_name = ""
+        # the app's chat id -> the id the server issued for it (the server honours only its own)
+        self.server_chat_ids: dict[str, str] = {}
 
     @staticmethod
     def drafters() -> dict[str, str]:
@@ -148,6 +150,8 @@ class RemoteEngine:
             for key in ("top_k", "min_p", "draftless", "chat_id", "repetition_penalty")
             if key in body
         }
+        if "chat_id" in extra:
+            extra["chat_id"] = self.server_chat_ids.get(extra["chat_id"], extra["chat_id"])
         tokens: list[int] = []
         from_draft: list[bool] = []
         text: list[str] = []
@@ -164,6 +168,9 @@ class RemoteEngine:
             if should_stop():
                 response.close()
             for chunk in response:
+                issued = (chunk.model_extra or {}).get("chat_id")
+                if issued and request.chat_id is not None:
+                    self.server_chat_ids[request.chat_id] = issued
                 provenance = (chunk.model_extra or {}).get("draftless")
                 if provenance:
                     self._pass(provenance, push, tokens, from_draft, text, stats)

@@ -240,6 +240,8 @@ class DistributedService(EngineService):
                 loaded.name,
                 str(loaded.path),
                 f"{loaded.speculation}; {self.mode} split over {self.mirror.group.size()} ranks",
+                loaded.details,
+                loaded.facts,
             )
         )
 

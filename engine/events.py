@@ -26,6 +26,7 @@ class ModelEvent:
     path: str
     speculation: str  # "on (tree)", "on (one row: why)" or "off (why)"
     details: str = ""  # architecture · size · quantization
+    facts: dict = field(default_factory=dict)  # the same as data (``models.model_facts``)
 
 
 @dataclass(frozen=True)
@@ -58,10 +59,13 @@ class TokenEvent:
 class ToolCallEvent:
     """Tool calls that closed in the pass just streamed (its tokens' text leaves them out),
     each {"id", "name", "arguments" (JSON text)}; ``text``: text held back while it might
-    open a call, given out at the end of the answer."""
+    open a call, given out at the end of the answer; ``deltas``: the calls' progress in the
+    pass, as OpenAI streams it: {"index", "id", "name"} when a call starts, then
+    {"index", "arguments"} with the next piece of its arguments' JSON text."""
 
     calls: list[dict]
     text: str = ""
+    deltas: list[dict] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

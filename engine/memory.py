@@ -2,7 +2,9 @@
 
 - ``adaptive``: verify-cost curves per model and acceptance trackers per (model, drafter,
   constrained answers or not);
-- ``stores``: drafter memory kept in files (the cross-chat n-gram cache).
+- ``stores``: drafter memory kept in files (the cross-chat n-gram cache) of the machine's
+  own user; each other client (``stores_for``) gets memory of its own, kept in memory
+  only, so what one client wrote is never drafted into another's answer.
 
 Sessions are handed one; no module keeps any of it, so two services in one process
 learn apart.
@@ -10,16 +12,32 @@ learn apart.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from .adaptive import AdaptiveMemory
 from .drafters.stores import DrafterStores
+
+# clients whose n-gram memory is kept at once (the least recently served is forgotten):
+# each holds at most the n-gram cache's own bounded budget
+MAX_CLIENT_STORES = 8
 
 
 @dataclass
 class EngineMemory:
     adaptive: AdaptiveMemory = field(default_factory=AdaptiveMemory)
     stores: DrafterStores = field(default_factory=DrafterStores)
+    client_stores: OrderedDict[str, DrafterStores] = field(default_factory=OrderedDict)
+
+    def stores_for(self, client: str | None) -> DrafterStores:
+        """The drafter memory of ``client`` (None: the machine's own user, kept in files)."""
+        if client is None:
+            return self.stores
+        stores = self.client_stores.pop(client, None) or DrafterStores(persistent=False)
+        self.client_stores[client] = stores
+        while len(self.client_stores) > MAX_CLIENT_STORES:
+            self.client_stores.popitem(last=False)
+        return stores
 
     def flush(self) -> None:
         """Save what is kept in files."""

@@ -180,7 +180,8 @@ class EngineService:
         self._ready.wait()
         self._loaded = None
         self._loaded_spec: object = ()
-        self._sessions: OrderedDict[str, ChatSession] = OrderedDict()
+        # kept chats by (client, chat id): one client never names another's chat
+        self._sessions: OrderedDict[tuple[str | None, str], ChatSession] = OrderedDict()
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -309,13 +310,14 @@ class EngineService:
     async def _answer(self, request: GenerationRequest, should_stop, push) -> None:
         request = request.validated()
         self._ensure_model(request.model, push)
-        session = self._session(request.chat_id)
+        session = self._session(request)
         try:
             for event in session.generate(request, should_stop):
                 push(event)
                 await asyncio.sleep(0)
         except BaseException:
-            self._sessions.pop(request.chat_id, None)  # its cache may be half-updated
+            # its cache may be half-updated
+            self._sessions.pop((request.client, request.chat_id), None)
             raise
         self._calibrate_later()
 
@@ -421,27 +423,30 @@ class EngineService:
             self._loaded, self._loaded_spec = loaded, spec
             self._loop.call_soon(self._calibrate_later)  # runs once this job lets go of the lock
         loaded = self._loaded
-        push(ModelEvent(loaded.name, str(loaded.path), loaded.speculation, loaded.details))
-
-    def _session(self, chat_id: str | None) -> ChatSession:
-        if chat_id is None:
-            return ChatSession(self._loaded, self.memory, self._new_target)
-        session = self._sessions.pop(chat_id, None) or ChatSession(
-            self._loaded, self.memory, self._new_target
+        push(
+            ModelEvent(
+                loaded.name, str(loaded.path), loaded.speculation, loaded.details, loaded.facts
+            )
         )
-        self._sessions[chat_id] = session
+
+    def _session(self, request: GenerationRequest) -> ChatSession:
+        def new() -> ChatSession:
+            return ChatSession(self._loaded, self.memory, self._new_target, request.client)
+
+        if request.chat_id is None:
+            return new()
+        key = (request.client, request.chat_id)
+        session = self._sessions.pop(key, None) or new()
+        self._sessions[key] = session
         while len(self._sessions) > MAX_KEPT_CHATS:
             self._evict_one()
         return session
 
     def _evict_one(self) -> None:
-        """Forget the least recently used chat of the owner who keeps the most, so one
-        client opening chat after chat evicts its own, not another's (the server prefixes
-        each client's chat ids with ``<scope>:``; the app's have no prefix, one owner)."""
-        owners: dict[str, list[str]] = {}
-        for chat_id in self._sessions:  # oldest first
-            owners.setdefault(chat_id.partition(":")[0] if ":" in chat_id else "", []).append(
-                chat_id
-            )
-        busiest = max(owners.values(), key=len)
+        """Forget the least recently used chat of the client who keeps the most, so one
+        client opening chat after chat evicts its own, not another's."""
+        clients: dict[str | None, list] = {}
+        for key in self._sessions:  # oldest first
+            clients.setdefault(key[0], []).append(key)
+        busiest = max(clients.values(), key=len)
         del self._sessions[busiest[0]]

@@ -93,6 +93,18 @@ def token_bytes(tokenizer, tokenmap, token: int) -> bytes:
     return tokenizer.decode([token]).encode()
 
 
+def start_detokenizer(detokenizer, after: int | None) -> int:
+    """Reset ``detokenizer`` for an answer that follows the token ``after`` (None: an answer
+    that starts the text); return how many characters of its text that token made."""
+    detokenizer.reset()
+    if after is None:
+        return 0
+    detokenizer.add_token(after)
+    detokenizer.finalize()
+    _ = detokenizer.last_segment  # reading it marks that text as given out
+    return len(detokenizer.text)
+
+
 @dataclass
 class AnswerPlan:
     """What ``ChatSession._prepare`` set up for one answer's decoding."""
@@ -109,11 +121,14 @@ class ChatSession:
         loaded: LoadedModel,
         memory: EngineMemory | None = None,
         new_target: Callable[..., Target] = Target,
+        client: str | None = None,
     ):
         """``new_target(model)`` makes the one caller of the model (a distributed service
-        hands one that mirrors every call to the other ranks)."""
+        hands one that mirrors every call to the other ranks); ``client``: whose chat this
+        is (its drafters learn across chats in that client's memory only)."""
         self.loaded = loaded
         self.memory = memory if memory is not None else EngineMemory()
+        self.stores = self.memory.stores_for(client)
         self.target = new_target(loaded.model)
         self.prefill_step = FIRST_PREFILL_STEP  # tokens per prompt chunk, paced by its time
         self.history: list[int] = []  # everything but the last token is in the cache
@@ -146,7 +161,7 @@ class ChatSession:
         drafter.attach_model(
             self.model_key,
             bigram=bigram,
-            stores=self.memory.stores,
+            stores=self.stores,
             vocab_size=output_size(self.loaded.model),
         )
 
@@ -290,7 +305,9 @@ class ChatSession:
         tokenizer = loaded.tokenizer
         eos = set(tokenizer.eos_token_ids)
         detokenizer = tokenizer.detokenizer
-        detokenizer.reset()
+        # a text completion keeps every byte of its tokens: mlx-lm's detokenizers drop a
+        # space that begins the text, so the prompt's last token goes first, its text unused
+        primed = start_detokenizer(detokenizer, self.history[-1] if request.raw else None)
         out_tokens: list[int] = []
         from_draft: list[bool] = []
         scanner = ToolCallScanner(tokenizer, request.tools) if request.tools else None
@@ -325,6 +342,7 @@ class ChatSession:
                 final = finish != "length" or stats.emitted >= request.max_tokens
                 kept = [t for t in result.tokens if t not in eos]
                 calls: list[dict] = []
+                deltas: list[dict] = []
                 for position, token in enumerate(kept):
                     detokenizer.add_token(token)
                     if final and position == len(kept) - 1:
@@ -334,8 +352,9 @@ class ChatSession:
                     from_draft.append(drafted)
                     text = detokenizer.last_segment
                     if scanner is not None:  # tool calls leave the text, as ToolCallEvents
-                        text, closed = scanner.feed(text)
+                        text, closed, moved = scanner.feed(text)
                         calls += closed
+                        deltas += moved
                     yield TokenEvent(
                         token,
                         text,
@@ -346,9 +365,9 @@ class ChatSession:
                         *self._logprobs(result.logprobs, position, token),
                     )
                 if scanner is not None:
-                    held, closed = scanner.flush() if final else ("", [])
-                    if calls or closed or held:
-                        yield ToolCallEvent(calls + closed, held)
+                    held, closed, moved = scanner.flush() if final else ("", [], [])
+                    if calls or closed or held or deltas or moved:
+                        yield ToolCallEvent(calls + closed, held, deltas + moved)
                 yield PassEvent(
                     pass_index,
                     result.drafted,
@@ -365,5 +384,10 @@ class ChatSession:
         if plan.curve is not None:
             stats.estimate_speedup(plan.curve)
         yield DoneEvent(
-            finish, detokenizer.text, out_tokens, from_draft, stats.to_dict(), stats.timing_dict()
+            finish,
+            detokenizer.text[primed:],
+            out_tokens,
+            from_draft,
+            stats.to_dict(),
+            stats.timing_dict(),
         )

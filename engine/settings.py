@@ -97,6 +97,8 @@ class GenerationRequest:
     Either ``messages`` (chat turns, rendered with the model's chat template, ending
     with the user's turn) or ``prompt`` with ``raw=True`` (text given as is).
     ``chat_id`` lets the engine keep the KV cache and n-gram state between turns.
+    ``client``: whose request it is; chats and the cross-chat n-gram memory are kept per
+    client (the server names each of its clients; None: the machine's own user, the app).
     ``model`` is a local folder or a Hugging Face id; None means the embedded default.
     """
 
@@ -105,6 +107,7 @@ class GenerationRequest:
     raw: bool = False
     model: str | None = None
     chat_id: str | None = None
+    client: str | None = None
     max_tokens: int = 512
     draft: DraftSettings = field(default_factory=DraftSettings)
     sampling: SamplingSettings = field(default_factory=SamplingSettings)

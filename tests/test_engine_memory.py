@@ -109,6 +109,33 @@ def test_two_services_in_one_process_learn_apart(tiny_model_dir, tmp_path, monke
     assert len(list((tmp_path / "data").rglob("*.json"))) == 1  # the shutdown saved it
 
 
+def test_one_clients_text_never_reaches_another_clients_drafter(tiny_loaded, tmp_path, monkeypatch):
+    """The cross-chat n-gram cache is the machine owner's (kept in files) or, for each client
+    a server names, that client's own (in memory only)."""
+    monkeypatch.setenv("DRAFTLESS_DATA_DIR", str(tmp_path / "data"))
+    memory = EngineMemory()
+
+    def chat_as(client, memory=memory):
+        session = ChatSession(tiny_loaded, memory, client=client)
+        events = list(session.generate(chat(drafter="ngram-cache").validated()))
+        assert isinstance(events[-1], DoneEvent)
+        return session.drafter._dynamic_store()
+
+    alice = chat_as("alice")
+    assert alice.counts.parts  # alice's chat taught her memory
+    mallory = chat_as("mallory")
+    alone = chat_as("mallory", EngineMemory())  # the same chat on a machine alice never used
+    assert mallory is not alice and mallory.counts.parts == alone.counts.parts
+    assert chat_as("alice") is alice  # alice's next chat finds her memory
+    owner = chat_as(None)
+    assert owner not in (alice, mallory)
+    memory.flush()
+    saved = list((tmp_path / "data").rglob("*.json"))
+    assert [path.name for path in saved] == [owner.path.name]  # clients' memory is not saved
+    assert all(memory.stores_for(f"client {i}") is not None for i in range(20))
+    assert len(memory.client_stores) == 8  # the least recently served are forgotten
+
+
 def test_no_measuring_step_starts_while_a_request_waits_or_runs(
     tiny_model_dir, tmp_path, monkeypatch
 ):

@@ -154,8 +154,8 @@ def test_a_client_opening_many_chats_evicts_its_own_not_anothers(tiny_loaded):
 
     service = EngineService.__new__(EngineService)  # the session table alone, no thread
     service._sessions, service._loaded, service.memory = OrderedDict(), tiny_loaded, EngineMemory()
-    victim = service._session("alice:work")
+    victim = service._session(GenerationRequest(prompt="x", chat_id="work", client="alice"))
     for n in range(3 * MAX_KEPT_CHATS):
-        service._session(f"mallory:probe-{n}")
-    assert service._sessions.get("alice:work") is victim
+        service._session(GenerationRequest(prompt="x", chat_id=f"probe-{n}", client="mallory"))
+    assert service._sessions.get(("alice", "work")) is victim
     assert len(service._sessions) == MAX_KEPT_CHATS

@@ -104,6 +104,28 @@ def test_remote_events_equal_the_local_engine_events(server, tiny_model_dir):
         assert remote_done.stats[key] == local_done.stats[key], key
 
 
+def test_a_remote_chat_keeps_its_server_cache_under_the_id_the_server_issued(server):
+    remote = RemoteEngine(server.url, "k3y")
+    collect(remote.load())
+    first = collect(remote.generate(request(max_tokens=4, chat_id="local-chat")))[-1]
+    issued = remote.server_chat_ids["local-chat"]
+    assert issued != "local-chat"  # the server honours only ids it issued
+    turn = GenerationRequest(
+        messages=[
+            {"role": "user", "content": "abc abc abc"},
+            {"role": "assistant", "content": first.text},
+            {"role": "user", "content": "abc"},
+        ],
+        max_tokens=4,
+        chat_id="local-chat",
+        draft=DraftSettings(drafter="prompt-lookup", adaptive=False),
+    )
+    second = collect(remote.generate(turn))[-1]
+    assert isinstance(second, DoneEvent)
+    assert second.timing["prefilled_tokens"] < second.timing["prompt_tokens"] - 1  # reused
+    assert remote.server_chat_ids["local-chat"] == issued
+
+
 def test_stopping_a_remote_answer_cancels_it_on_the_server(server):
     events = collect(RemoteEngine(server.url, "k3y").generate(request(4000)), stop_after=2)
     done = events[-1]

@@ -109,6 +109,10 @@ def test_models_and_health(server, tiny_model_dir):
         ({"presence_penalty": 3}, "presence_penalty must be"),
         ({"tool_choice": "required"}, "tool_choice"),
         ({"response_format": {"type": "xml"}}, "response_format"),
+        ({"modalities": ["text", "audio"]}, "text only"),
+        ({"audio": {"voice": "alloy", "format": "wav"}}, "'audio' is not supported"),
+        ({"web_search_options": {}}, "'web_search_options' is not supported"),
+        ({"reasoning_effort": 3}, "'reasoning_effort' must be a string"),
     ],
 )
 def test_invalid_settings_are_400(server, extra, message):
@@ -118,6 +122,31 @@ def test_invalid_settings_are_400(server, extra, message):
         )
     assert message in caught.value.message
     assert "Traceback" not in caught.value.message
+
+
+def test_hints_and_nulls_that_sdks_and_proxies_send_are_accepted(server):
+    """OpenAI documents these as hints a server may ignore (or nulls asking for nothing);
+    newer SDKs and proxies send them, so they answer like a request without them."""
+    plain = client(server).chat.completions.create(
+        model="default", messages=[{"role": "user", "content": "hi"}], max_tokens=4, temperature=0
+    )
+    hinted = client(server).chat.completions.create(
+        model="default",
+        messages=[{"role": "user", "content": "hi"}],
+        max_tokens=4,
+        temperature=0,
+        extra_body={
+            "reasoning_effort": "low",
+            "verbosity": "low",
+            "prediction": {"type": "content", "content": "hello"},
+            "prompt_cache_key": "k",
+            "safety_identifier": "user-1",
+            "modalities": ["text"],
+            "audio": None,
+            "web_search_options": None,
+        },
+    )
+    assert hinted.choices[0].message.content == plain.choices[0].message.content
 
 
 def test_unknown_model_is_404(server):

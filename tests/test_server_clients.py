@@ -309,6 +309,61 @@ def test_ollama_logprobs_tags_show_version_and_errors(server, tiny_model_dir):
     assert caught.value.status_code == 400 and "options.num_predict" in caught.value.error
 
 
+def test_ollama_show_ps_older_name_key_curl_bodies_and_error_shape(server, tiny_model_dir):
+    """What Ollama clients call besides chat: /api/show with the model's real facts (also
+    under the older "name" key), /api/ps, bodies posted as curl -d sends them, and Ollama's
+    {"error": …} shape on every /api/ route, unknown ones included."""
+    config = json.loads((tiny_model_dir / "config.json").read_text())
+    llama = ollama.Client(host=f"http://127.0.0.1:{server.port}")
+    shown = llama.show("default")
+    assert shown.capabilities == ["completion"]  # the tiny model's template takes no tools
+    assert shown.details.family == config["model_type"]
+    assert shown.details.parameter_size and shown.details.quantization_level
+    info = shown.modelinfo
+    assert info["general.architecture"] == config["model_type"]
+    assert info[f"{config['model_type']}.context_length"] == config["max_position_embeddings"]
+    assert info["general.parameter_count"] > 0
+    running = llama.ps().models
+    assert [m.model for m in running] == [tiny_model_dir.name] and running[0].size > 0
+    assert llama.list().models[0].size == running[0].size
+    for content_type in (None, "application/x-www-form-urlencoded"):  # curl -d, no -H
+        status, body = post_raw(server, "/api/show", {"name": "default"}, content_type)
+        assert status == 200 and body["details"]["family"] == config["model_type"]
+    status, body = post_raw(
+        server,
+        "/api/chat",
+        {"model": "default", "messages": PROMPT, "stream": False, "options": {"num_predict": 2}},
+        None,
+    )
+    assert status == 200 and body["eval_count"] == 2
+    status, body = post_raw(server, "/v1/chat/completions", {"messages": PROMPT}, None)
+    assert status == 415  # the OpenAI routes still want a JSON content type
+    status, body = post_raw(server, "/api/embed", {"model": "default", "input": "hi"}, None)
+    assert status == 404 and set(body) == {"error"}
+
+
+def post_raw(server, path, body: dict, content_type: str | None):
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    connection.putrequest("POST", path, skip_accept_encoding=True)
+    data = json.dumps(body).encode()
+    connection.putheader("Content-Length", str(len(data)))
+    if content_type:
+        connection.putheader("Content-Type", content_type)
+    connection.endheaders(data)
+    response = connection.getresponse()
+    parsed = json.loads(response.read())
+    connection.close()
+    return response.status, parsed
+
+
+def test_ollama_capabilities_name_tools_where_the_template_takes_them():
+    from engine.server import ollama as ollama_routes
+
+    facts = {"architecture": "qwen2", "parameters": 7_600_000_000, "tools": True}
+    assert ollama_routes.show(facts)["capabilities"] == ["completion", "tools"]
+    assert ollama_routes.show({**facts, "tools": False})["capabilities"] == ["completion"]
+
+
 def request_json(server, method, path):
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     connection.request(method, path)

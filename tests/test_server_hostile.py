@@ -13,6 +13,7 @@ import openai
 import pytest
 
 from engine.server.app import ServerOptions, create_app
+from engine.server.chats import ChatIds, client_identity
 from engine.server.guard import RateLimitFilter, allowed_hosts
 from engine.server.requests import Defaults
 from engine.server.responses import StopMatcher
@@ -141,6 +142,44 @@ def test_cors_is_opt_in_with_preflight(keyed_server):
         },
     )
     assert status == 403
+
+
+def test_a_listed_origin_may_send_the_official_sdks_headers(keyed_server):
+    """The openai JS SDK's preflight (its X-Stainless-* headers, recorded from openai 6),
+    and Anthropic's: a listed origin gets them allowed; another origin still gets 403."""
+    sdk_headers = (
+        "authorization, content-type, x-stainless-arch, x-stainless-lang, x-stainless-os, "
+        "x-stainless-package-version, x-stainless-retry-count, x-stainless-runtime, "
+        "x-stainless-runtime-version, x-stainless-timeout, openai-organization, "
+        "openai-project, anthropic-version, anthropic-dangerous-direct-browser-access"
+    )
+    preflight = {
+        "Origin": "http://localhost:3000",
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": sdk_headers,
+    }
+    status, headers, _ = raw(keyed_server.port, "OPTIONS", CHAT, headers=preflight)
+    assert status == 200, headers
+    allowed = {h.strip() for h in headers["access-control-allow-headers"].lower().split(",")}
+    assert {h.strip() for h in sdk_headers.split(",")} <= allowed
+    status, _, _ = raw(
+        keyed_server.port, "OPTIONS", CHAT, headers={**preflight, "Origin": "http://evil.test"}
+    )
+    assert status in (400, 403)
+    status, headers, _ = raw(
+        keyed_server.port,
+        "POST",
+        CHAT,
+        json.dumps({"messages": HELLO, "max_tokens": 2, "chat_id": "c"}).encode(),
+        {
+            "Origin": "http://localhost:3000",
+            "Content-Type": "application/json",
+            "Authorization": "Bearer s3cret",
+        },
+    )
+    assert (
+        status == 200 and "x-draftless-chat-id" in headers["access-control-expose-headers"].lower()
+    )
 
 
 # 6. /health tells others nothing
@@ -319,17 +358,22 @@ def test_a_slow_reader_gives_up_the_engine_turn_when_the_engine_is_done():
         slow = asyncio.create_task(call(app, {"messages": HELLO, "stream": True}, reader))
         while not service.requests:
             await asyncio.sleep(0.01)
-        await asyncio.sleep(0.2)  # the scripted engine has long finished by then
+        while True:  # until the engine has finished the answer nobody reads yet
+            health = json.loads((await call(app, None, path="/health"))[1])
+            if health["finished"]:
+                break
+            await asyncio.sleep(0.01)
         assert not slow.done()  # the client has read nothing yet
-        health = json.loads((await call(app, None, path="/health"))[1])
         assert health["running"] == 0 and health["finished"] == {"length": 1}
         second = json.loads((await asyncio.wait_for(call(app, {"messages": HELLO}), 10))[1])
         assert second["choices"][0]["message"]["content"] == "a" * 20
         reader.set()
         status, body = await asyncio.wait_for(slow, 10)
-        assert status == 200 and body.count(b"data: ") == 1 + 20 + 1 + 1  # role, passes, end, DONE
+        assert (
+            status == 200 and body.count(b"data: ") == 20 + 1 + 1
+        )  # passes (the role on the first), end, DONE
 
-    asyncio.run(scenario())
+    asyncio.run(asyncio.wait_for(scenario(), 60))
 
 
 def test_a_request_past_its_time_cap_is_stopped_with_a_json_error():
@@ -390,42 +434,94 @@ def test_the_log_says_one_thing_at_most_a_few_times_a_minute():
     assert limit.filter(late) and "997 similar messages held back" in late.getMessage()
 
 
-# 4. chat ids are per client
+# 4. chats belong to the client they were issued to
 
 
-def test_a_chat_id_is_scoped_to_its_client(server):
-    def prefilled(user):
+def test_only_the_client_a_chat_id_was_issued_to_reuses_its_cache(server):
+    """The PIN probe: a client that names another's chat (by the name its owner chose, or by
+    the id the server issued to the owner) starts afresh, so ``prefilled_tokens`` says
+    nothing about the owner's text."""
+
+    def ask(user, chat_id, prompt=HELLO):
         answer = client(server).chat.completions.create(
             model="default",
-            messages=HELLO,
+            messages=prompt,
             max_tokens=4,
             temperature=0,
             user=user,
-            extra_body={"chat_id": "shared", "draftless": {"drafter": "none"}},
+            extra_body={"chat_id": chat_id, "draftless": {"drafter": "none"}},
         )
         timing = answer.usage.model_extra["draftless"]["timing"]
-        return timing["prefilled_tokens"], timing["prompt_tokens"]
+        return timing["prefilled_tokens"], timing["prompt_tokens"], answer.model_extra["chat_id"]
 
-    fresh, prompt = prefilled("alice")
+    fresh, prompt, issued = ask("alice", "support")
     assert fresh == prompt - 1  # all of it (the first pass reads the last token)
-    again, _ = prefilled("alice")
-    assert again < fresh  # the owner reuses its cache
-    stranger, _ = prefilled("mallory")
-    assert stranger == fresh  # another client with the same chat_id starts afresh
+    assert issued != "support" and issued.startswith("chat-")
+    again, _, kept = ask("alice", issued)
+    assert again < fresh and kept == issued  # the owner reuses its cache under its id
+    renamed, _, other = ask("alice", "support")
+    assert renamed == fresh and other not in (issued, "support")  # a name is not an id
+    for probe in ("support", issued):  # another client: the owner's name or its id
+        stranger, _, theirs = ask("mallory", probe)
+        assert stranger == fresh and theirs != issued
 
 
-def test_scoped_chat_ids_reach_the_engine_prefixed():
+def test_the_engine_gets_issued_chat_ids_and_one_client_identity_per_client():
     service = ScriptedService()
-    service.queue(answer_events([(0, [("a", False)])]), answer_events([(0, [("a", False)])]))
+    service.queue(*(answer_events([(0, [("a", False)])]) for _ in range(4)))
     app = scripted_app(service)
 
     async def scenario():
-        await call(app, {"messages": HELLO, "chat_id": "c", "user": "u1"})
-        await call(app, {"messages": HELLO, "chat_id": "c", "user": "u2"})
+        status, body = await call(app, {"messages": HELLO, "chat_id": "c", "user": "u1"})
+        issued = json.loads(body)["chat_id"]
+        await call(app, {"messages": HELLO, "chat_id": issued, "user": "u1"})
+        await call(app, {"messages": HELLO, "chat_id": issued, "user": "u2"})
+        await call(app, {"messages": HELLO, "user": "u2"})
+        return issued
 
-    asyncio.run(scenario())
-    first, second = (r.chat_id for r in service.requests)
-    assert first.endswith(":c") and second.endswith(":c") and first != second
+    issued = asyncio.run(scenario())
+    first, again, stolen, plain = service.requests
+    assert first.chat_id == again.chat_id == issued and first.client == again.client
+    assert stolen.chat_id not in (None, issued) and stolen.client != first.client
+    assert plain.chat_id is None and plain.client == stolen.client  # no chat kept: no id
+
+
+def test_chat_ids_are_bound_to_their_client_and_not_forgeable():
+    chats, other_server = ChatIds(), ChatIds()
+    issued = chats.issue("alice")
+    assert chats.resolve(issued, "alice") == issued
+    assert chats.resolve(None, "alice") is None
+    for stranger_view in (chats.resolve(issued, "mallory"), other_server.resolve(issued, "alice")):
+        assert stranger_view not in (None, issued)
+    tampered = issued[:-1] + ("0" if issued[-1] != "0" else "1")
+    assert not chats.issued_to(tampered, "alice")
+    assert not chats.issued_to("chat-" + "0" * 64, "alice")
+    assert not chats.issued_to("support", "alice")
+    with_key = client_identity("team-key", "10.0.0.1", None)
+    assert with_key != client_identity("team-key", "10.0.0.2", None)  # another address
+    assert with_key != client_identity("team-key", "10.0.0.1", "bob")  # another user
+    assert "team-key" not in with_key
+
+
+def test_an_error_that_quotes_a_lone_surrogate_is_a_json_400(server):
+    status, _, body = raw(
+        server.port,
+        "POST",
+        CHAT,
+        b'{"\\udc80": 1, "messages": [{"role": "user", "content": "hi"}]}',
+        {"Content-Type": "application/json"},
+    )
+    assert status == 400, body
+    assert "Unsupported field" in body["error"]["message"]
+    assert "\\udc80" in body["error"]["message"] or "\udc80" in body["error"]["message"]
+    ollama_status, _, ollama_body = raw(
+        server.port,
+        "POST",
+        "/api/chat",
+        b'{"\\udc80": 1, "model": "default", "messages": []}',
+        {"Content-Type": "application/json"},
+    )
+    assert ollama_status == 400 and "Unsupported field" in ollama_body["error"]
 
 
 # 5. ill-typed and malformed bodies: always a JSON 400 naming the field

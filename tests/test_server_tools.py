@@ -59,17 +59,54 @@ def test_a_tool_call_is_answered_in_openais_shape(tools):
     assert '"name": "get_weather"' in service.prompts[-1]  # the template saw the tools
 
 
-def test_a_tool_call_streams_as_a_tool_calls_delta(tools):
+def test_a_tool_call_streams_in_openais_incremental_shape(tools):
+    """The first delta of a call carries its index, id, type and name; the arguments
+    follow in pieces as the model writes them (a partial-streaming client sees progress);
+    no chunk is empty but the last, which carries the finish reason."""
     service, server = tools
-    service.answers.append(CALL)
+    service.answers.append(CALL + CALL.removeprefix("Let me look. ").replace("Paris", "Rome"))
     chunks = list(chat(server).create(messages=ASK, tools=[WEATHER], stream=True, **SETTINGS))
     text = "".join(c.choices[0].delta.content or "" for c in chunks)
     assert text == "Let me look. " and "<tool_call>" not in text
+    assert chunks[0].choices[0].delta.role == "assistant"
     deltas = [d for c in chunks for d in (c.choices[0].delta.tool_calls or [])]
-    assert len(deltas) == 1 and deltas[0].index == 0
-    assert deltas[0].function.name == "get_weather"
-    assert json.loads(deltas[0].function.arguments) == {"city": "Paris"}
+    for index, city in enumerate(("Paris", "Rome")):
+        mine = [d for d in deltas if d.index == index]
+        assert mine[0].id.startswith("call_") and mine[0].type == "function"
+        assert mine[0].function.name == "get_weather"
+        assert all(d.id is None and d.function.name is None for d in mine[1:])
+        pieces = [d.function.arguments for d in mine if d.function.arguments]
+        assert len(pieces) > 3  # streamed as written (one byte-level token a pass here)
+        assert json.loads("".join(pieces)) == {"city": city}
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    whole = chat(server)
+    service.answers.append(CALL)
+    (call,) = whole.create(messages=ASK, tools=[WEATHER], **SETTINGS).choices[0].message.tool_calls
+    assert json.loads(call.function.arguments) == {"city": "Paris"}
+
+
+def test_a_stream_that_opens_with_a_tool_call_has_null_content(tools):
+    service, server = tools
+    service.answers.append(CALL.removeprefix("Let me look. "))
+    chunks = list(chat(server).create(messages=ASK, tools=[WEATHER], stream=True, **SETTINGS))
+    opening = chunks[0].choices[0].delta
+    assert opening.role == "assistant" and opening.content is None  # (the markup's pass)
+    assert not any(c.choices[0].delta.content for c in chunks)
+    assert any(c.choices[0].delta.tool_calls for c in chunks)
+
+
+def test_a_plain_stream_has_no_empty_chunk_but_the_last(tools):
+    service, server = tools
+    service.answers.append("Hello there")
+    chunks = list(chat(server).create(messages=ASK, stream=True, **SETTINGS))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == "Hello there"
+    empty = [c for c in chunks if not c.choices[0].delta.model_dump(exclude_none=True)]
+    # a held-back space (its text comes with the next token) aside, only the last is empty
+    held = [c for c in empty if c.model_extra.get("draftless", {}).get("texts") == [""]]
+    assert empty == held + [chunks[-1]] and chunks[-1].choices[0].finish_reason == "stop"
+    passes = [c.model_extra["draftless"]["pass"] for c in chunks if "draftless" in c.model_extra]
+    assert passes == list(range(len(passes)))  # every pass's figures, the last one's included
 
 
 def test_the_tool_result_goes_back_through_the_template(tools):
@@ -246,7 +283,9 @@ def test_streamed_tool_call_chunks_are_strictly_valid(tools):
         if e and e != "data: [DONE]"
     ]
     calls = [c for chunk in chunks for c in chunk.choices[0].delta.tool_calls or []]
-    assert [(c.index, c.type, c.function.name) for c in calls] == [(0, "function", "get_weather")]
+    assert [(c.index, c.type, c.function.name) for c in calls if c.type] == [
+        (0, "function", "get_weather")
+    ]
     assert [c.choices[0].finish_reason for c in chunks][-1] == "tool_calls"
 
 
@@ -257,8 +296,28 @@ def test_the_scanner_holds_back_only_what_may_open_a_call(tmp_path):
 
     scanner = ToolCallScanner(load_tool_tokenizer(tmp_path), [WEATHER])
     pieces = [scanner.feed(c) for c in 'a <tool_ca']
-    assert "".join(text for text, _ in pieces) == "a " and scanner.held == "<tool_ca"
-    text, calls = scanner.feed('ll>{"name": "f", "arguments": {}}</tool_call> b')
+    assert "".join(text for text, _, _ in pieces) == "a " and scanner.held == "<tool_ca"
+    text, calls, deltas = scanner.feed('ll>{"name": "f", "arguments": {}}</tool_call> b')
     assert text == " b" and [c["name"] for c in calls] == ["f"]
-    assert scanner.feed("<tool_call>{unfinished") == ("", [])
-    assert scanner.flush() == ("<tool_call>{unfinished", [])  # no end: text after all
+    assert [d.get("name") for d in deltas] == ["f", None] and deltas[1]["arguments"] == "{}"
+    assert scanner.feed("<tool_call>{unfinished") == ("", [], [])
+    assert scanner.flush() == ("<tool_call>{unfinished", [], [])  # no end: text after all
+
+
+def test_the_scanner_streams_a_calls_arguments_as_they_are_written(tmp_path):
+    from engine.tool_calls import ToolCallScanner, json_value_prefix
+
+    from .tool_model import load_tool_tokenizer
+
+    scanner = ToolCallScanner(load_tool_tokenizer(tmp_path), [WEATHER])
+    body = '<tool_call>{"name": "get_weather", "arguments": {"city": "Pa\\"ris}"}}</tool_call>'
+    deltas, calls = [], []
+    for char in body:
+        _, closed, moved = scanner.feed(char)
+        deltas += moved
+        calls += closed
+    assert deltas[0] == {"index": 0, "id": calls[0]["id"], "name": "get_weather"}
+    streamed = "".join(d["arguments"] for d in deltas[1:])
+    assert streamed == '{"city": "Pa\\"ris}"}' == calls[0]["arguments"]  # not the outer }
+    assert json_value_prefix('{"a": "}"} tail') == (10, True)
+    assert json_value_prefix('[1, {"b"') == (8, False)

@@ -264,10 +264,11 @@ class _DynamicStore:
     stays bounded however long it runs.
     """
 
-    def __init__(self, path: Path, vocab_size: int | None = None):
+    def __init__(self, path: Path | None, vocab_size: int | None = None):
+        """``path`` None: a memory of its own that starts empty and is never saved."""
         self.path = path
         self.max_entries = MAX_ENTRIES
-        loaded = load_or_warn(path, vocab_size, keep_aside=True)
+        loaded = None if path is None else load_or_warn(path, vocab_size, keep_aside=True)
         self.writable = loaded is not None  # never write over a file that was not read
         self.counts = loaded if loaded is not None else NgramCounts()
         self.dirty = bool(getattr(loaded, "dropped", 0))  # write the cleaned memory back
@@ -387,7 +388,9 @@ class NgramCacheDrafter(Drafter):
                 return None
             self.store = self.stores.get(
                 dynamic_cache_path(self.model_key, self.stores.folder),
-                lambda path: _DynamicStore(path, self.vocab_size),
+                lambda path: _DynamicStore(
+                    path if self.stores.persistent else None, self.vocab_size
+                ),
             )
         return self.store
 

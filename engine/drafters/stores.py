@@ -4,7 +4,8 @@ The service keeps one ``DrafterStores`` and hands it to every drafter it attache
 chats of one service share one store per file, and two services never share anything.
 A drafter given no stores keeps a private one. ``flush()`` saves every store that
 changed; the service calls it on shutdown. The files live in the stores' ``folder``: the
-user's data folder unless one is given (the benchmarks give a throw-away one).
+user's data folder unless one is given (the benchmarks give a throw-away one). Stores that
+are not ``persistent`` (another client's, on a server) start empty and are never written.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ S = TypeVar("S", bound=Store)
 
 
 class DrafterStores:
-    def __init__(self, folder: Path | None = None):
+    def __init__(self, folder: Path | None = None, persistent: bool = True):
         self._stores: dict[Path, Store] = {}
         self._folder = Path(folder) if folder else None
+        self.persistent = persistent
 
     @property
     def folder(self) -> Path:

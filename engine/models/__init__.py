@@ -7,7 +7,7 @@ import json
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ class LoadedModel:
     config: dict
     speculation: str  # "on (tree)", "on (one row: why)" or "off (why)"
     details: str = ""  # architecture, size, quantization: "llama · 135M params · float32"
+    facts: dict = field(default_factory=dict)  # the same as data (``model_facts``)
 
     @property
     def speculates(self) -> bool:
@@ -166,16 +167,25 @@ def load_model(
     speculation = speculation_for(model, speculation_cache(model)).line
     if progress:
         progress(1, 1, f"Loaded {name}")
-    return LoadedModel(name, path, model, tokenizer, config, speculation, describe(model, config))
+    facts = model_facts(model, config, tokenizer)
+    return LoadedModel(name, path, model, tokenizer, config, speculation, describe(facts), facts)
 
 
-def describe(model, config: dict) -> str:
+def describe(facts: dict) -> str:
     """Architecture, parameter count and weight format, as the app shows them."""
+    return f"{facts['architecture']} · {size_text(facts['parameters'])} params · {facts['weights']}"
+
+
+def model_facts(model, config: dict, tokenizer) -> dict:
+    """What a client asks about a model: ``architecture``, ``parameters`` (a count),
+    ``bytes`` (the weights' size in memory), ``weights`` (format or quantization), ``context_length``, ``tools`` (whether its chat
+    template takes tools)."""
     import mlx.core as mx
     from mlx.utils import tree_flatten
 
-    count, dtypes = 0, set()
+    count, dtypes, size = 0, set(), 0
     for name, array in tree_flatten(model.parameters()):
+        size += array.nbytes
         if name.endswith((".scales", ".biases")) and array.dtype != mx.uint32:
             continue  # quantization metadata, not parameters
         # packed quantized weights hold 32 // bits values per uint32
@@ -188,10 +198,17 @@ def describe(model, config: dict) -> str:
         weights = f"{quantization['bits']}-bit (group {quantization.get('group_size', 64)})"
     else:
         weights = "/".join(sorted(dtypes)) or "unknown"
-    return f"{config.get('model_type', 'unknown')} · {_size(count)} params · {weights}"
+    return {
+        "architecture": str(config.get("model_type", "unknown")),
+        "parameters": count,
+        "bytes": size,  # the weights in memory
+        "weights": weights,
+        "context_length": int(config.get("max_position_embeddings") or 0) or None,
+        "tools": bool(getattr(tokenizer, "has_tool_calling", False)),
+    }
 
 
-def _size(count: int) -> str:
+def size_text(count: int) -> str:
     for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
         if count >= scale:
             return f"{count / scale:.3g}{unit}"

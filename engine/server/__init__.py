@@ -134,23 +134,24 @@ def run_serve(args) -> int:
 
         service = EngineService()
     try:
-        name, speculation = load(service, args.model, log)
+        model = load(service, args.model, log)
         app = create_app(
             service,
             ServerOptions(
-                name,
+                model.name,
                 defaults,
                 api_key,
                 args.max_queue,
                 args.max_body_bytes,
-                speculation,
+                model.speculation,
                 allowed_hosts(args.host, args.port),
                 tuple(args.cors_origin),
                 args.max_request_seconds,
+                model.facts,
             ),
         )
         log(
-            f"serving {name} on http://{args.host}:{args.port}/v1 "
+            f"serving {model.name} on http://{args.host}:{args.port}/v1 "
             f"({'API key required' if api_key else 'no API key'})"
         )
         serve_http(app, args)
@@ -207,23 +208,24 @@ def serve_http(app, args) -> None:
     uvicorn.Server(config).run()
 
 
-def load(service, model: str | None, log) -> tuple[str, str]:
-    """Load the model before listening, so a bad model is an error at start, not per request."""
+def load(service, model: str | None, log):
+    """Load the model before listening, so a bad model is an error at start, not per
+    request; return its ``ModelEvent``."""
     import asyncio
 
     from ..events import DoneEvent, ErrorEvent, ModelEvent, ProgressEvent
 
     async def run():
-        name = speculation = None
+        loaded = None
         async for event in service.load(model):
             if isinstance(event, ErrorEvent):
                 raise EngineError(event.message)
             if isinstance(event, ModelEvent):
-                name, speculation = event.name, event.speculation
+                loaded = event
                 log(f"model: {event.name} ({event.path}); speculation: {event.speculation}")
             elif isinstance(event, ProgressEvent) and event.done >= event.total:
                 log(event.message)
             elif isinstance(event, DoneEvent):
-                return name, speculation
+                return loaded
 
     return asyncio.run(run())

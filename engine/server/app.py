@@ -4,13 +4,13 @@
 Every route but ``/health`` checks ``Authorization: Bearer`` when a key is set (``/health``
 then says only "ok" to others). ``guard.Guard`` checks Host, Origin and content-type first.
 Answers run one at a time through a fair, bounded queue; a client that goes away cancels
-its answer at the engine's next pass. A client's ``chat_id`` lives in its own namespace.
+its answer at the engine's next pass. Chats belong to the client they were issued to
+(``chats.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import hmac
 import json
 from collections import Counter
@@ -23,10 +23,19 @@ from starlette.exceptions import HTTPException
 
 from ..events import DoneEvent, ErrorEvent, PassEvent, TokenEvent, ToolCallEvent
 from . import ollama
+from .chats import CHAT_ID_HEADER, ChatIds, client_identity
 from .guard import Guard
 from .queue import FairQueue, QueueFull
 from .requests import ApiError, Defaults, ParsedRequest, parse, typed
-from .responses import FINISH, Shaper, StopMatcher, provenance, returned_tokens, usage
+from .responses import (
+    FINISH,
+    SafeJSONResponse,
+    Shaper,
+    StopMatcher,
+    provenance,
+    returned_tokens,
+    usage,
+)
 
 
 @dataclass
@@ -40,6 +49,7 @@ class ServerOptions:
     hosts: set[str] | None = None  # the Host header values answered (None: any)
     cors_origins: tuple[str, ...] = ()  # web origins allowed to call (CORS); none by default
     max_request_seconds: float = 300.0
+    model_facts: dict = field(default_factory=dict)  # ``models.model_facts`` of the model
 
 
 @dataclass
@@ -72,7 +82,7 @@ class ServerStats:
 
 def _error(error: ApiError) -> JSONResponse:
     headers = {"Retry-After": "1"} if error.status in (429, 503) else None
-    return JSONResponse(error.body(), status_code=error.status, headers=headers)
+    return SafeJSONResponse(error.body(), status_code=error.status, headers=headers)
 
 
 def _sse(body: dict | str) -> bytes:
@@ -83,14 +93,17 @@ def _not_json(constant: str):
     raise ValueError(f"{constant} is not a JSON value")
 
 
-def _digest(*parts: str) -> str:
-    return hashlib.sha256("\0".join(parts).encode("utf-8", "replace")).hexdigest()[:16]
-
-
 def create_app(service, options: ServerOptions) -> FastAPI:
     """``service`` is an ``EngineService`` (or anything with its ``generate``)."""
-    app = FastAPI(title="Draftless", docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(
+        title="Draftless",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        default_response_class=SafeJSONResponse,
+    )
     queue = FairQueue(options.max_queue)
+    chats = ChatIds()
     stats = ServerStats()
     served = {options.model_name, "default", "draftless"}
     model_card = {
@@ -113,7 +126,8 @@ def create_app(service, options: ServerOptions) -> FastAPI:
     @app.exception_handler(HTTPException)
     async def http_error(request, error: HTTPException):
         kind = "not_found_error" if error.status_code == 404 else "invalid_request_error"
-        return _error(
+        failure = ollama.error if request.url.path.startswith("/api/") else _error
+        return failure(
             ApiError(
                 error.status_code, f"{request.method} {request.url.path}: {error.detail}", kind
             )
@@ -148,7 +162,11 @@ def create_app(service, options: ServerOptions) -> FastAPI:
             CORSMiddleware,
             allow_origins=list(options.cors_origins),
             allow_methods=["GET", "POST"],
-            allow_headers=["Authorization", "Content-Type"],
+            # the origins are the operator's own choice; what headers their pages send is
+            # the SDKs' business (the openai and Anthropic SDKs add their own, such as
+            # X-Stainless-*), so a listed origin may send any
+            allow_headers=["*"],
+            expose_headers=[CHAT_ID_HEADER],
             max_age=600,
         )
     app.add_middleware(
@@ -210,17 +228,18 @@ def create_app(service, options: ServerOptions) -> FastAPI:
         except ValueError as error:
             raise ApiError(400, f"The request body is not valid JSON ({error}).") from None
 
-    def scoped(parsed: ParsedRequest, request: Request, user) -> ParsedRequest:
-        """The request with its chat id in the caller's own namespace: per API key, or
-        without one per peer address and ``user``, so no client reaches another's chat."""
-        chat_id = parsed.generation.chat_id
-        if chat_id is None:
-            return parsed
-        if options.api_key:
-            scope = _digest("key", presented_key(request))
-        else:
-            scope = _digest("peer", request.client.host if request.client else "", user or "")
-        return replace(parsed, generation=replace(parsed.generation, chat_id=f"{scope}:{chat_id}"))
+    def owned(parsed: ParsedRequest, request: Request, user) -> ParsedRequest:
+        """The request as its client's: named by key, address and ``user``, and answered
+        under a chat id issued to that client (``chats.py``)."""
+        client = client_identity(
+            presented_key(request) if options.api_key else None,
+            request.client.host if request.client else None,
+            user if isinstance(user, str) else None,
+        )
+        chat_id = chats.resolve(parsed.generation.chat_id, client)
+        return replace(
+            parsed, generation=replace(parsed.generation, chat_id=chat_id, client=client)
+        )
 
     def served_model(model) -> None:
         if model is not None and model not in served:
@@ -240,7 +259,12 @@ def create_app(service, options: ServerOptions) -> FastAPI:
         answers_chat = chat  # Ollama's generate runs as a chat but answers as a generate
         try:
             body = await read_body(request)
-            model = typed(body.get("model"), "string", "model") if isinstance(body, dict) else None
+            if front == "ollama":
+                model = ollama.model_name(body)
+            else:
+                model = (
+                    typed(body.get("model"), "string", "model") if isinstance(body, dict) else None
+                )
             if front == "ollama":
                 served_model(model.removesuffix(":latest") if model else None)
                 loading = not chat and isinstance(body, dict) and not body.get("prompt")
@@ -265,7 +289,7 @@ def create_app(service, options: ServerOptions) -> FastAPI:
                 raise ApiError(
                     400, f"The request could not be read ({type(error).__name__}: {error})."
                 ) from None
-            parsed = scoped(parsed, request, body.get("user"))
+            parsed = owned(parsed, request, body.get("user"))
             await queue.acquire(parsed.client or "anonymous")
         except QueueFull:
             return failure(
@@ -278,11 +302,13 @@ def create_app(service, options: ServerOptions) -> FastAPI:
             )
         except ApiError as error:
             return failure(error)
+        chat_id = parsed.generation.chat_id
         shaper = (
-            Shaper(chat, options.model_name)
+            Shaper(chat, options.model_name, chat_id)
             if front == "openai"
-            else ollama.OllamaShaper(answers_chat, model or options.model_name)
+            else ollama.OllamaShaper(answers_chat, model or options.model_name, chat_id)
         )
+        headers = {CHAT_ID_HEADER: chat_id} if chat_id else None
         try:  # the answer owns the turn now: it gives it up when the engine has finished
             answer = Answer(service, parsed, shaper, stats, queue.release)
         except BaseException:
@@ -308,13 +334,16 @@ def create_app(service, options: ServerOptions) -> FastAPI:
 
             if front == "openai":
                 return StreamingResponse(
-                    chunks(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+                    chunks(),
+                    media_type="text/event-stream",
+                    headers={"Cache-Control": "no-cache", **(headers or {})},
                 )
-            return StreamingResponse(chunks(), media_type="application/x-ndjson")
+            return StreamingResponse(chunks(), media_type="application/x-ndjson", headers=headers)
         watcher = asyncio.create_task(_cancel_on_disconnect(request, answer))
         try:
-            return JSONResponse(
-                await (answer.whole() if front == "openai" else ollama.whole(answer, shaper))
+            return SafeJSONResponse(
+                await (answer.whole() if front == "openai" else ollama.whole(answer, shaper)),
+                headers=headers,
             )
         except ApiError as error:
             return failure(error)
@@ -344,13 +373,17 @@ def create_app(service, options: ServerOptions) -> FastAPI:
 
     @app.get("/api/tags")
     async def ollama_tags():
-        return ollama.tags(options.model_name)
+        return {"models": [ollama.model_entry(options.model_name, options.model_facts)]}
+
+    @app.get("/api/ps")
+    async def ollama_running():
+        return {"models": [ollama.running_entry(options.model_name, options.model_facts)]}
 
     @app.post("/api/show")
     async def ollama_show(request: Request):
         try:
             body = await read_body(request)
-            name = typed(body.get("model"), "string", "model") if isinstance(body, dict) else None
+            name = ollama.model_name(body)
             if not name or name.removesuffix(":latest") not in served:
                 raise ApiError(
                     404,
@@ -359,7 +392,7 @@ def create_app(service, options: ServerOptions) -> FastAPI:
                 )
         except ApiError as error:
             return ollama.error(error)
-        return ollama.show()
+        return ollama.show(options.model_facts)
 
     return app
 
@@ -381,6 +414,7 @@ class Piece:
     text: str = ""
     completion_tokens: int = 0
     calls: list[dict] = field(default_factory=list)  # tool calls that closed in the pass
+    deltas: list[dict] = field(default_factory=list)  # the calls' progress (ToolCallEvent)
     returned: int = 0  # how many of ``tokens`` the client gets (a stop string may cut it)
 
 
@@ -408,6 +442,7 @@ class Answer:
     async def _pump(self, release) -> None:
         tokens: list[TokenEvent] = []  # of the pass under way
         calls: list[dict] = []
+        deltas: list[dict] = []
         held = ""  # text a tool-call scan gave out at the end
         every: list[TokenEvent] = []
         try:
@@ -416,6 +451,7 @@ class Answer:
                     tokens.append(event)
                 elif isinstance(event, ToolCallEvent):
                     calls += event.calls
+                    deltas += event.deltas
                     held += event.text
                 elif isinstance(event, PassEvent):
                     text = self.stop.feed("".join(t.text for t in tokens) + held)
@@ -424,10 +460,17 @@ class Answer:
                         self.cancel()
                         returned = returned_tokens(every + tokens, self.stop.returned) - len(every)
                     self.pieces.put_nowait(
-                        Piece(event, tokens, text, calls=calls, returned=max(returned, 0))
+                        Piece(
+                            event,
+                            tokens,
+                            text,
+                            calls=calls,
+                            deltas=deltas,
+                            returned=max(returned, 0),
+                        )
                     )
                     every += tokens
-                    tokens, calls, held = [], [], ""
+                    tokens, calls, deltas, held = [], [], [], ""
                 elif isinstance(event, DoneEvent):
                     text = self.stop.flush()
                     returned = (
@@ -476,31 +519,41 @@ class Answer:
         return "tool_calls" if called and reason == "stop" else reason
 
     async def chunks(self):
-        yield _sse(self.shaper.chunk("", first=True))
-        called = False
+        """OpenAI's chunks: the role rides on the first, each pass's tokens and figures in
+        one (a pass that emitted nothing, the end-of-answer token's, rides on the last)."""
+        called, first, figures = False, True, None
         async for piece in self.read():
             event = piece.event
             if isinstance(event, PassEvent):
                 called = called or bool(piece.calls)
+                figures = {
+                    "draftless": {
+                        **provenance(piece.tokens),
+                        "pass": event.pass_index,
+                        "drafted": event.drafted,
+                        "accepted": event.accepted,
+                        "seconds": round(event.seconds, 5),
+                        "tokens_per_pass": round(event.tokens_per_pass, 4),
+                    }
+                }
+                if not (piece.tokens or piece.text or piece.deltas):
+                    continue
                 yield _sse(
                     self.shaper.chunk(
                         piece.text,
                         tokens=piece.tokens[: piece.returned],
-                        calls=piece.calls,
-                        extra={
-                            "draftless": {
-                                **provenance(piece.tokens),
-                                "pass": event.pass_index,
-                                "drafted": event.drafted,
-                                "accepted": event.accepted,
-                                "seconds": round(event.seconds, 5),
-                                "tokens_per_pass": round(event.tokens_per_pass, 4),
-                            }
-                        },
+                        deltas=piece.deltas,
+                        extra=figures,
+                        first=first,
                     )
                 )
+                first, figures = False, None
             elif isinstance(event, DoneEvent):
-                yield _sse(self.shaper.chunk(piece.text, self.finish(event, called)))
+                yield _sse(
+                    self.shaper.chunk(
+                        piece.text, self.finish(event, called), extra=figures, first=first
+                    )
+                )
                 if self.include_usage:  # the engine's statistics ride in usage.draftless
                     yield _sse(
                         self.shaper.usage_chunk(

@@ -6,6 +6,8 @@ A web page in a browser can send requests to 127.0.0.1, and a DNS-rebinding page
 under its own name. ``Guard`` refuses both: a ``Host`` that is not the name the server is
 bound to (403), an ``Origin`` not named with ``--cors-origin`` (403), and a POST whose body
 is not ``application/json`` (415; browsers send such a body only after a CORS preflight).
+Ollama's routes also read bodies sent as forms or with no type, as its own curl examples
+send them (a page's form post carries its Origin, refused as above).
 """
 
 from __future__ import annotations
@@ -21,6 +23,16 @@ LOCAL_NAMES = ("127.0.0.1", "localhost", "[::1]")
 WILDCARD_HOSTS = {"0.0.0.0", "::", ""}
 
 log = logging.getLogger("engine.server")
+
+
+# Ollama's own examples post JSON with curl -d, which labels it as a form, or with no type;
+# a web page that sends such a body carries an Origin header, refused above unless listed
+OLLAMA_BODY_TYPES = ("application/json", "application/x-www-form-urlencoded", "")
+
+
+def json_media(path: str) -> tuple[str, ...]:
+    """The content types whose body is read as JSON on ``path``."""
+    return OLLAMA_BODY_TYPES if path.startswith("/api/") else ("application/json",)
 
 
 def allowed_hosts(host: str, port: int) -> set[str] | None:
@@ -106,7 +118,7 @@ class Guard:
                 "bad_origin",
             )
         media = headers.get(b"content-type", "").partition(";")[0].strip().lower()
-        if scope["method"] == "POST" and media != "application/json":
+        if scope["method"] == "POST" and media not in json_media(scope["path"]):
             return ApiError(
                 415,
                 "Send the request body as JSON with 'Content-Type: application/json'.",

@@ -1,5 +1,5 @@
 """Ollama's API over the same service: ``/api/chat``, ``/api/generate``, ``/api/tags``,
-``/api/show``, ``/api/version``.
+``/api/show``, ``/api/ps``, ``/api/version``.
 
 An Ollama body is translated into the OpenAI body it means and checked by the same strict
 ``requests.parse``; the answer is the same ``Answer`` run (the same queue, key and Guard),
@@ -15,8 +15,9 @@ from datetime import datetime, timezone
 from fastapi.responses import JSONResponse
 
 from ..events import DoneEvent, ErrorEvent, PassEvent
+from ..models import size_text
 from .requests import ApiError, checked_schema, typed
-from .responses import Shaper
+from .responses import SafeJSONResponse, Shaper
 
 # the Ollama API version whose shapes these routes follow (clients compare against it)
 VERSION = "0.12.0"
@@ -40,6 +41,7 @@ FIELDS = {
     "context": "array",
     "draftless": "object",
     "chat_id": "string",
+    "name": "string",  # the older spelling of "model"
 }
 # option → (OpenAI field, JSON type)
 OPTIONS = {
@@ -74,7 +76,14 @@ def _bad(message: str, param: str | None = None) -> ApiError:
 
 def error(error: ApiError) -> JSONResponse:
     headers = {"Retry-After": "1"} if error.status in (429, 503) else None
-    return JSONResponse({"error": error.message}, status_code=error.status, headers=headers)
+    return SafeJSONResponse({"error": error.message}, status_code=error.status, headers=headers)
+
+
+def model_name(body) -> str | None:
+    """The model a body names: ``model``, or ``name`` as older clients send it."""
+    if not isinstance(body, dict):
+        return None
+    return typed(body.get("model"), "string", "model") or typed(body.get("name"), "string", "name")
 
 
 def now() -> str:
@@ -153,8 +162,9 @@ def _calls(calls: list[dict]) -> list[dict]:
 class OllamaShaper:
     """Ollama's bodies for one answer: ``message`` (chat) or ``response`` (generate)."""
 
-    def __init__(self, chat: bool, model: str):
+    def __init__(self, chat: bool, model: str, chat_id: str | None = None):
         self.chat, self.model = chat, model
+        self.chat_id = chat_id  # the id to send with the next turn (None: no chat kept)
         self.started = time.perf_counter_ns()
         self.logprobs = Shaper(True, model).logprobs  # OpenAI's chat entries are Ollama's too
 
@@ -175,6 +185,7 @@ class OllamaShaper:
         timing = done.timing
         return {
             **body,
+            **({"chat_id": self.chat_id} if self.chat_id else {}),
             "done": True,
             "done_reason": "length" if finish == "length" else "stop",
             "total_duration": time.perf_counter_ns() - self.started,
@@ -238,39 +249,57 @@ async def whole(answer, shaper: OllamaShaper) -> dict:
     raise ApiError(500, "The engine ended the answer without a result.", "server_error")
 
 
-def model_details() -> dict:
+def model_details(facts: dict) -> dict:
+    architecture = facts.get("architecture", "")
     return {
         "parent_model": "",
         "format": "mlx",
-        "family": "",
-        "families": None,
-        "parameter_size": "",
-        "quantization_level": "",
+        "family": architecture,
+        "families": [architecture] if architecture else None,
+        "parameter_size": size_text(facts["parameters"]) if "parameters" in facts else "",
+        "quantization_level": facts.get("weights", "").split(" ")[0],
     }
 
 
-def tags(name: str) -> dict:
+def model_entry(name: str, facts: dict) -> dict:
+    """The model as ``/api/tags`` lists it."""
     return {
-        "models": [
-            {
-                "name": name,
-                "model": name,
-                "modified_at": now(),
-                "size": 0,
-                "digest": "",
-                "details": model_details(),
-            }
-        ]
+        "name": name,
+        "model": name,
+        "modified_at": now(),
+        "size": facts.get("bytes", 0),
+        "digest": "",
+        "details": model_details(facts),
     }
 
 
-def show() -> dict:
+def running_entry(name: str, facts: dict) -> dict:
+    """The model as ``/api/ps`` lists it: loaded for as long as the server runs."""
+    return {
+        **model_entry(name, facts),
+        "expires_at": "9999-12-31T23:59:59Z",
+        "size_vram": facts.get("bytes", 0),
+        "context_length": facts.get("context_length") or 0,
+    }
+
+
+def capabilities(facts: dict) -> list[str]:
+    return ["completion", "tools"] if facts.get("tools") else ["completion"]
+
+
+def show(facts: dict) -> dict:
+    architecture = facts.get("architecture", "")
+    info = {"general.architecture": architecture}
+    if "parameters" in facts:
+        info["general.parameter_count"] = facts["parameters"]
+    if facts.get("context_length"):
+        info[f"{architecture}.context_length"] = facts["context_length"]
     return {
         "modelfile": "",
         "parameters": "",
         "template": "",
-        "details": model_details(),
-        "model_info": {},
-        "capabilities": ["completion"],
+        "details": model_details(facts),
+        "model_info": info,
+        "capabilities": capabilities(facts),
         "modified_at": now(),
     }

@@ -55,7 +55,19 @@ FIELD_TYPES = {
     "functions": "array",
     "tool_choice": None,
     "function_call": None,
+    # hints OpenAI documents as optional to honour: checked for type, then ignored
+    "reasoning_effort": "string",
+    "verbosity": "string",
+    "prediction": "object",
+    "prompt_cache_key": "string",
+    "safety_identifier": "string",
+    # accepted while they ask for nothing this server lacks (see ``_unsupported_asks``)
+    "modalities": "array",
+    "audio": "object",
+    "web_search_options": "object",
 }
+# what the server answers in: a ``modalities`` list may name only these
+TEXT_MODALITIES = ["text"]
 MAX_STOPS = 4
 MAX_STOP_CHARS = 256
 MAX_CHAT_ID_CHARS = 256
@@ -421,6 +433,21 @@ def tools_of(raw, choice, chat: bool = True) -> tuple[list | None, tuple[str, ..
     return tools, forced
 
 
+def _unsupported_asks(body: dict) -> None:
+    """A 400 for fields that, set, ask for output this server cannot give (audio, web
+    search); null or text-only values are what SDKs and proxies send by default."""
+    for name in ("audio", "web_search_options"):
+        if body.get(name) is not None:
+            raise _bad(
+                f"'{name}' is not supported by this server (send null or leave it out).", name
+            )
+    modalities = body.get("modalities")
+    if modalities is not None and any(m not in TEXT_MODALITIES for m in modalities):
+        raise _bad(
+            "This server answers in text only: 'modalities' may be [\"text\"].", "modalities"
+        )
+
+
 def parse(body, chat: bool, defaults: Defaults, peer: str | None) -> ParsedRequest:
     """Validate an OpenAI body; raise ApiError (400) for anything the engine cannot honour."""
     if not isinstance(body, dict):
@@ -431,6 +458,7 @@ def parse(body, chat: bool, defaults: Defaults, peer: str | None) -> ParsedReque
     for name, kind in FIELD_TYPES.items():
         if kind is not None and name in body:
             typed(body[name], kind, name)
+    _unsupported_asks(body)
     if chat:
         messages, prompt = messages_of(body.get("messages")), None
     else:

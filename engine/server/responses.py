@@ -7,13 +7,27 @@ the engine's statistics (``usage.draftless``: tokens per pass, acceptance, per p
 
 from __future__ import annotations
 
+import codecs
+import json
 import time
 import uuid
+
+from fastapi.responses import JSONResponse
 
 from ..events import DoneEvent, TokenEvent, TokenLogprob
 
 FINISH = {"stop": "stop", "length": "length", "cancelled": "stop"}
 SYSTEM_FINGERPRINT = "fp_draftless"
+
+
+class SafeJSONResponse(JSONResponse):
+    """JSON whose text may hold what a client sent, lone surrogates included (a field name
+    quoted in an error): those are written as JSON escapes instead of failing to encode."""
+
+    def render(self, content) -> bytes:
+        return json.dumps(
+            content, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+        ).encode("utf-8", "backslashreplace")
 
 
 class StopMatcher:
@@ -104,9 +118,9 @@ def _entry(item: TokenLogprob) -> dict:
     }
 
 
-def tool_calls(calls: list[dict], first: int | None = None) -> list[dict]:
-    """Engine tool calls in OpenAI's shape; ``first``: their index in a stream."""
-    shaped = [
+def tool_calls(calls: list[dict]) -> list[dict]:
+    """Engine tool calls in OpenAI's shape."""
+    return [
         {
             "id": c["id"],
             "type": "function",
@@ -114,21 +128,38 @@ def tool_calls(calls: list[dict], first: int | None = None) -> list[dict]:
         }
         for c in calls
     ]
-    if first is not None:
-        shaped = [{"index": first + i, **call} for i, call in enumerate(shaped)]
-    return shaped
+
+
+def tool_call_deltas(deltas: list[dict]) -> list[dict]:
+    """Tool-call progress in OpenAI's stream shape, one entry per call index: a call's
+    first carries its ``id``, ``type`` and ``function.name``, then ``function.arguments``
+    pieces."""
+    shaped: dict[int, dict] = {}
+    for delta in deltas:
+        entry = shaped.setdefault(delta["index"], {"index": delta["index"], "function": {}})
+        if "name" in delta:
+            entry.update(id=delta["id"], type="function")
+            entry["function"].update(name=delta["name"], arguments="")
+        if "arguments" in delta:
+            entry["function"]["arguments"] = (
+                entry["function"].get("arguments", "") + delta["arguments"]
+            )
+    return list(shaped.values())
 
 
 class Shaper:
     """Builds the JSON bodies of one response (chat or text completion)."""
 
-    def __init__(self, chat: bool, model: str):
+    def __init__(self, chat: bool, model: str, chat_id: str | None = None):
         self.chat = chat
         self.model = model
+        self.chat_id = chat_id  # the id to send with the next turn (None: no chat kept)
         self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
         self.created = int(time.time())
-        self.text_offset = 0  # of the next token, in a text completion's logprobs
-        self.calls = 0  # tool calls streamed so far
+        # where the next token starts in a text completion's text, in characters: its
+        # bytes so far decoded (a character split over tokens starts at its first)
+        self.text_offset = 0
+        self.offset_decoder = codecs.getincrementaldecoder("utf-8")("ignore")
 
     def logprobs(self, tokens: list[TokenEvent]) -> dict | None:
         """OpenAI's ``logprobs`` of a choice for ``tokens``; None when none were asked for."""
@@ -146,7 +177,8 @@ class Shaper:
         offsets = []
         for t in tokens:
             offsets.append(self.text_offset)
-            self.text_offset += len(t.text)
+            raw = t.logprob.raw or t.logprob.text.encode()
+            self.text_offset += len(self.offset_decoder.decode(raw))
         return {
             "tokens": [t.logprob.text for t in tokens],
             "token_logprobs": [t.logprob.logprob for t in tokens],
@@ -171,20 +203,28 @@ class Shaper:
         extra: dict | None = None,
         first: bool = False,
         tokens: list[TokenEvent] = (),
-        calls: list[dict] = (),
+        deltas: list[dict] = (),
     ) -> dict:
+        """One streamed chunk; ``first`` carries the role (with content null where its pass
+        gave no text, as OpenAI sends it where a tool call comes first); ``deltas``:
+        tool-call progress (``ToolCallEvent.deltas``)."""
         logprobs = self.logprobs(list(tokens))
         if self.chat:
-            delta = {"content": text} if (text or first) else {}
+            delta = {}
             if first:
                 delta["role"] = "assistant"
-            if calls:
-                delta["tool_calls"] = tool_calls(calls, self.calls)
-                self.calls += len(calls)
+            if first:  # null until there is text (a tool call may come first)
+                delta["content"] = text or None
+            elif text:
+                delta["content"] = text
+            if deltas:
+                delta["tool_calls"] = tool_call_deltas(deltas)
             choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": logprobs}
         else:
             choice = {"index": 0, "text": text, "finish_reason": finish, "logprobs": logprobs}
         body = {**self._envelope(True), "choices": [choice]}
+        if first and self.chat_id:
+            body["chat_id"] = self.chat_id
         if extra:
             body.update(extra)
         return body
@@ -204,9 +244,12 @@ class Shaper:
             choice = {"index": 0, "message": message, "finish_reason": finish, "logprobs": logprobs}
         else:
             choice = {"index": 0, "text": text, "finish_reason": finish, "logprobs": logprobs}
-        return {
+        body = {
             **self._envelope(False),
             "choices": [choice],
             "usage": use,
             "draftless": provenance(tokens),
         }
+        if self.chat_id:
+            body["chat_id"] = self.chat_id
+        return body
