@@ -211,9 +211,12 @@ def test_stop_matcher_holds_less_than_a_stop_string_and_cuts_where_a_search_woul
 
 
 def test_load_script_small_health_stays_quick():
-    results = hostile_load.main(["--stalled", "200", "--clients", "4", "--seconds", "6"])
+    results = hostile_load.main(
+        ["--stalled", "200", "--slow-bodies", "50", "--clients", "4", "--seconds", "6"]
+    )
     assert results["health_failures"] == 0 and results["health_max_s"] < 1
     assert results["stalled_opened"] == results["stalled_still_open_at_end"] == 200
+    assert results["slow_bodies_opened"] == results["slow_bodies_still_open_at_end"] == 50
     assert results["streams_done"] >= 4
     assert results["huge_stop"]["status"] == 400
 
