@@ -346,9 +346,18 @@ def test_a_key_holders_slow_body_is_never_closed_to_make_room(tiny_model_dir):
 
 
 def test_a_body_past_its_deadline_gets_a_408_or_is_closed_after_its_answer(tiny_model_dir):
-    running = Server("--model", str(tiny_model_dir), "--body-seconds", "1").wait_ready()
+    running = Server(
+        "--model",
+        str(tiny_model_dir),
+        "--body-seconds",
+        "1",
+        "--header-seconds",
+        "1",
+        "--max-body-bytes",
+        "100",
+    ).wait_ready()
     try:
-        stalled, _ = slow_body(running.port, first=b'{"messages"')  # the rest never comes
+        stalled, _ = slow_body(running.port, first=b'{"messages"', length=50)  # no more comes
         started = time.monotonic()
         answer = stalled.makefile("rb").read()  # to the end: the server closes it
         assert time.monotonic() - started > 0.5
@@ -356,7 +365,7 @@ def test_a_body_past_its_deadline_gets_a_408_or_is_closed_after_its_answer(tiny_
         error = json.loads(answer.partition(b"\r\n\r\n")[2])["error"]
         assert error["code"] == "body_timeout" and "within 1 s" in error["message"]
         stalled.close()
-        # larger than --max-body-bytes (1 MiB): a 413 at once; then a byte every 0.1 s
+        # larger than --max-body-bytes: a 413 at once; then a byte every 0.1 s
         dripping, reply = slow_body(running.port, length=2_000_000)
         assert reply.startswith(b"HTTP/1.1 413 ")
         ended = False
@@ -373,6 +382,11 @@ def test_a_body_past_its_deadline_gets_a_408_or_is_closed_after_its_answer(tiny_
                 break
         dripping.close()
         assert ended
+        # a 413, the rest of the body at once, then silence: the next headers' deadline
+        idle, reply = slow_body(running.port, first=b" " * 200, length=200)
+        assert reply.startswith(b"HTTP/1.1 413 ")
+        idle.makefile("rb").read()  # the rest of the 413, to its close (else a timeout)
+        idle.close()
         assert running.health()["status"] == "ok"
     finally:
         log = running.stop()

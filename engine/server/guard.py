@@ -240,15 +240,10 @@ def guarded_protocol(
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            if (
-                self.header_timer is None
-                and not self.transport.is_closing()
-                and self.conn.their_state is h11.IDLE
-            ):
-                self._await_headers()
             self._follow_request()  # the next request may have been waiting in the buffer
 
         def _follow_request(self) -> None:
+            """Set the timers for where the request now is (after any bytes or answer)."""
             if self.transport.is_closing():
                 return self._stop_timers()
             if self.cycle is not None and self.cycle is not self.request_cycle:
@@ -256,6 +251,8 @@ def guarded_protocol(
             if self.conn.their_state is not h11.SEND_BODY and self.body_timer is not None:
                 self.body_timer.cancel()
                 self.body_timer = None
+            if self.conn.their_state is h11.IDLE and self.header_timer is None:
+                self._await_headers()  # between requests (as after an early answer's body)
 
         def _headers_arrived(self) -> None:
             self._stop_timers()
