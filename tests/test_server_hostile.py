@@ -393,6 +393,13 @@ def test_a_body_past_its_deadline_gets_a_408_or_is_closed_after_its_answer(tiny_
     assert "did not arrive within 1 s" in log and "Exception in ASGI application" not in log
 
 
+def test_a_body_deadline_that_is_not_positive_is_refused_at_start(capsys):
+    from engine.__main__ import main
+
+    assert main(["serve", "--body-seconds", "0"]) == 2
+    assert "--body-seconds must be positive" in capsys.readouterr().err
+
+
 def scripted_app(service, **options):
     return create_app(
         service,
