@@ -1,12 +1,16 @@
-"""Hostile load on a local server: does ``/health`` stay quick?
+"""Hostile load on a local server: does ``/health`` stay quick, and do legitimate requests
+get through?
 
-``python -m tests.hostile_load [--stalled 2000] [--clients 16] [--seconds 20]`` starts
-``python -m engine serve`` on 127.0.0.1 (a tiny random-weight model unless ``--model``) and,
-all at once: opens ``--stalled`` connections that send their headers a byte a second,
-runs ``--clients`` streaming clients, and sends one request with a 900,000-character stop
-string. Meanwhile it asks ``/health`` every 0.1 s and prints the figures as JSON. Every loop
-is bounded by ``--seconds``; only 127.0.0.1 is contacted. A measurement tool (one test runs
-a small version).
+``python -m tests.hostile_load [--stalled 2000] [--slow-bodies 1000] [--schema-bomb]
+[--clients 16] [--seconds 20]`` starts ``python -m engine serve`` on 127.0.0.1 (a tiny
+random-weight model unless ``--model``) and, all at once: opens ``--stalled`` connections
+that send their headers a byte a second, opens ``--slow-bodies`` connections that send full
+headers with ``Content-Length: 1000000`` and then the body a byte a second, runs
+``--clients`` streaming clients (the legitimate requests), sends one request with a
+900,000-character stop string and, with ``--schema-bomb``, one whose ``response_format``
+schema is a string with 2,000 ``allOf`` patterns. Meanwhile it asks ``/health`` every 0.1 s
+and prints the figures as JSON. Every loop is bounded by ``--seconds``; only 127.0.0.1 is
+contacted. A measurement tool (one test runs a small version).
 """
 
 from __future__ import annotations
@@ -83,11 +87,13 @@ def stream_once(port: int, max_tokens: int, timeout: float) -> int:
 
 
 def count_open(sockets: list[socket.socket]) -> int:
-    """How many of these non-blocking sockets the server has not closed."""
+    """How many of these non-blocking sockets the server has not closed (an answer it sent
+    before closing, such as a 408, is read and skipped)."""
     still_open = 0
     for s in list(sockets):
         try:
-            still_open += s.recv(1) != b""  # b"": the server closed it
+            while s.recv(65536):  # b"": the server closed it
+                pass
         except BlockingIOError:
             still_open += 1
         except OSError:
@@ -95,14 +101,54 @@ def count_open(sockets: list[socket.socket]) -> int:
     return still_open
 
 
+def schema_bomb_body(patterns: int = 2000) -> dict:
+    """A chat request whose JSON schema is one string under ``patterns`` regexes."""
+    schema = {"type": "string", "allOf": [{"pattern": "^.*0.*$"}] * patterns}
+    return {
+        "messages": [{"role": "user", "content": "abcabcabc"}],
+        "max_tokens": 4,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}},
+    }
+
+
+def timed_request(port: int, path: str, body: dict, timeout: float) -> dict:
+    """Status, seconds and the start of the error message of one POST."""
+    began = time.perf_counter()
+    try:
+        status, answer = request(port, "POST", path, body, timeout=timeout)
+    except OSError as error:
+        return {
+            "status": None,
+            "seconds": round(time.perf_counter() - began, 3),
+            "error": str(error),
+        }
+    return {
+        "status": status,
+        "seconds": round(time.perf_counter() - began, 3),
+        "message": answer["error"]["message"][:80]
+        if isinstance(answer, dict) and "error" in answer
+        else str(answer)[:80],
+    }
+
+
 def run(
-    port: int, stalled: int, clients: int, seconds: float, stop_chars: int, max_tokens: int = 64
+    port: int,
+    stalled: int,
+    clients: int,
+    seconds: float,
+    stop_chars: int,
+    slow_bodies: int = 0,
+    schema_bomb: bool = False,
+    max_tokens: int = 64,
 ) -> dict:
     deadline = time.monotonic() + seconds
     results: dict = {
         "stalled_opened": 0,
         "stalled_refused": 0,
+        "slow_bodies_opened": 0,
+        "slow_bodies_refused": 0,
         "streams_done": 0,
+        "streams_failed": 0,
         "stream_events": 0,
     }
     lock = threading.Lock()
@@ -112,57 +158,63 @@ def run(
             try:
                 events = stream_once(port, max_tokens, max(1.0, deadline - time.monotonic()))
             except OSError:
-                return
+                events = 0
             with lock:
                 results["streams_done"] += events > 0
+                results["streams_failed"] += events == 0
                 results["stream_events"] += events
+            if events == 0:
+                time.sleep(0.1)  # refused: try again, without spinning
 
     def huge_stop():
-        began = time.perf_counter()
-        status, body = request(
-            port,
-            "POST",
-            "/v1/completions",
-            {"prompt": "y", "max_tokens": 4, "stop": ["y" * stop_chars]},
-            timeout=seconds,
-        )
-        results["huge_stop"] = {
-            "status": status,
-            "seconds": round(time.perf_counter() - began, 3),
-            "message": body["error"]["message"][:80]
-            if isinstance(body, dict) and "error" in body
-            else str(body)[:80],
-        }
+        body = {"prompt": "y", "max_tokens": 4, "stop": ["y" * stop_chars]}
+        results["huge_stop"] = timed_request(port, "/v1/completions", body, seconds)
 
-    head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Slow: ".encode()
-    sockets: list[socket.socket] = []
+    def bomb():
+        body = schema_bomb_body()
+        results["schema_bomb"] = timed_request(port, "/v1/chat/completions", body, seconds)
+
+    host = f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode()
+    floods = {  # name: (connections, what each sends first, what it trickles a second)
+        "stalled": (stalled, host + b"X-Slow: ", b"x"),
+        "slow_bodies": (
+            slow_bodies,
+            host + b"Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n",
+            b" ",
+        ),
+    }
+    sockets: dict[str, list[socket.socket]] = {name: [] for name in floods}
 
     def opener():
         time.sleep(0.2)  # the clients' first requests are under way when the flood begins
-        began = time.perf_counter()
-        for _ in range(stalled):
-            if time.monotonic() > deadline:
-                break
-            s = socket.socket()
-            s.settimeout(2)
-            try:
-                s.connect(("127.0.0.1", port))
-                s.sendall(head)
-                s.setblocking(False)
-                sockets.append(s)
-            except OSError:
-                s.close()
-                results["stalled_refused"] += 1
-        results["stalled_opened"] = len(sockets)
-        results["stalled_open_seconds"] = round(time.perf_counter() - began, 2)
+        for name, (count, head, _) in floods.items():
+            began = time.perf_counter()
+            for _ in range(count):
+                if time.monotonic() > deadline:
+                    break
+                s = socket.socket()
+                s.settimeout(2)
+                try:
+                    s.connect(("127.0.0.1", port))
+                    s.sendall(head)
+                    s.setblocking(False)
+                    sockets[name].append(s)
+                except OSError:
+                    s.close()
+                    results[f"{name}_refused"] += 1
+            results[f"{name}_opened"] = len(sockets[name])
+            results[f"{name}_open_seconds"] = round(time.perf_counter() - began, 2)
         time.sleep(0.5)
-        results["stalled_still_open_after_opening"] = count_open(sockets)
+        for name in floods:
+            results[f"{name}_still_open_after_opening"] = count_open(sockets[name])
 
     threads = [threading.Thread(target=streamer, daemon=True) for _ in range(clients)]
     threads += [
         threading.Thread(target=huge_stop, daemon=True),
         threading.Thread(target=opener, daemon=True),
     ]
+    if schema_bomb:
+        threads.append(threading.Thread(target=bomb, daemon=True))
     for thread in threads:
         thread.start()
     latencies, failures, next_trickle = [], 0, time.monotonic() + 1
@@ -177,23 +229,24 @@ def run(
             failures += status != 200
         except OSError:
             failures += 1
-        if time.monotonic() > next_trickle:  # a byte of header a second on each stalled one
-            for s in list(sockets):
-                try:
-                    s.send(b"x")
-                except OSError:
-                    pass
+        if time.monotonic() > next_trickle:  # a byte a second on each flood connection
+            for name, (_, _, byte) in floods.items():
+                for s in list(sockets[name]):
+                    try:
+                        s.send(byte)
+                    except OSError:
+                        pass
             next_trickle += 1
         time.sleep(0.1)
     for thread in threads:
         thread.join(timeout=10)
-    still_open = count_open(sockets)
-    for s in sockets:
-        s.close()
+    for name, flood in sockets.items():
+        results[f"{name}_still_open_at_end"] = count_open(flood)
+        for s in flood:
+            s.close()
     ordered = sorted(latencies)
     results.update(
         {
-            "stalled_still_open_at_end": still_open,
             "health_probes": len(latencies) + failures,
             "health_failures": failures,
             "health_median_s": round(statistics.median(latencies), 4) if latencies else None,
@@ -209,12 +262,16 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m tests.hostile_load", description=__doc__)
     parser.add_argument("--model", help="model folder (default: a tiny random-weight Llama)")
     parser.add_argument("--stalled", type=int, default=2000)
+    parser.add_argument("--slow-bodies", type=int, default=0)
+    parser.add_argument(
+        "--schema-bomb", action="store_true", help="also send the 2,000-pattern schema"
+    )
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--stop-chars", type=int, default=900_000)
     parser.add_argument("--server-args", default="", help="more `engine serve` arguments")
     args = parser.parse_args(argv)
-    raise_fd_limit(args.stalled + 512)
+    raise_fd_limit(args.stalled + args.slow_bodies + 512)
     with tempfile.TemporaryDirectory(prefix="hostile-load-") as folder:
         model = args.model
         if model is None:
@@ -224,7 +281,15 @@ def main(argv=None) -> dict:
         log_path = Path(folder) / "server.log"
         process, port = start_server(model, log_path, *args.server_args.split())
         try:
-            results = run(port, args.stalled, args.clients, args.seconds, args.stop_chars)
+            results = run(
+                port,
+                args.stalled,
+                args.clients,
+                args.seconds,
+                args.stop_chars,
+                args.slow_bodies,
+                args.schema_bomb,
+            )
         finally:
             process.terminate()
             try:

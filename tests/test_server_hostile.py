@@ -14,7 +14,7 @@ import pytest
 
 from engine.server.app import ServerOptions, create_app
 from engine.server.chats import ChatIds, client_identity
-from engine.server.guard import RateLimitFilter, allowed_hosts
+from engine.server.guard import HEADER_GRACE_SECONDS, RateLimitFilter, allowed_hosts
 from engine.server.requests import Defaults
 from engine.server.responses import StopMatcher
 
@@ -250,9 +250,12 @@ def test_stop_matcher_holds_less_than_a_stop_string_and_cuts_where_a_search_woul
 
 
 def test_load_script_small_health_stays_quick():
-    results = hostile_load.main(["--stalled", "200", "--clients", "4", "--seconds", "6"])
+    results = hostile_load.main(
+        ["--stalled", "200", "--slow-bodies", "50", "--clients", "4", "--seconds", "6"]
+    )
     assert results["health_failures"] == 0 and results["health_max_s"] < 1
     assert results["stalled_opened"] == results["stalled_still_open_at_end"] == 200
+    assert results["slow_bodies_opened"] == results["slow_bodies_still_open_at_end"] == 50
     assert results["streams_done"] >= 4
     assert results["huge_stop"]["status"] == 400
 
@@ -296,6 +299,144 @@ def test_past_the_connection_cap_the_longest_silent_connection_is_closed(tiny_mo
         assert closed == list(range(len(closed))) and 10 <= len(closed) <= 12  # the oldest
     finally:
         running.stop()
+
+
+def slow_body(port, headers=b"", first=b"{", length=1_000_000):
+    """A connection that has sent a chat request's headers promising a ``length``-byte body
+    and, once the server has read them, ``first`` of the body; and the server's first reply
+    (``100 Continue`` as the app starts to read the body, or a refusal)."""
+    connection = socket.create_connection(("127.0.0.1", port), timeout=10)
+    connection.sendall(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nExpect: 100-continue\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n%s\r\n" % (port, length, headers)
+    )
+    reply = connection.recv(65536)
+    connection.sendall(first)
+    return connection, reply
+
+
+def closed_by_server(connection) -> bool:
+    """Whether the server has closed this connection (what it answered first is read)."""
+    connection.setblocking(False)
+    try:
+        for _ in range(8):  # an answer of a few KB, then the end
+            if connection.recv(65536) == b"":
+                return True
+    except BlockingIOError:
+        return False
+    except OSError:  # reset
+        return True
+    finally:
+        connection.setblocking(True)
+    return False
+
+
+def test_slow_bodies_past_the_cap_give_way_oldest_first_to_new_requests(tiny_model_dir):
+    """Full: the connections waiting longest for headers go first, then slow bodies, the
+    furthest behind first; strangers' requests keep out of the 3 slots reserved of 12."""
+    running = Server("--model", str(tiny_model_dir), "--max-connections", "12").wait_ready()
+    silent, bodies = [], []
+    try:
+        silent += [socket.create_connection(("127.0.0.1", running.port)) for _ in range(4)]
+        time.sleep(HEADER_GRACE_SECONDS + 0.2)  # past it, a silent one goes before a body
+        for _ in range(20):
+            connection, reply = slow_body(running.port)
+            bodies.append(connection)
+            assert reply == b"HTTP/1.1 100 Continue\r\n\r\n"
+        assert running.health()["status"] == "ok"
+        status, body = request(running.port, "POST", CHAT, {"messages": HELLO, "max_tokens": 2})
+        assert status == 200, body
+        # 4 silent + 9 bodies (the strangers' most) is one over 12: the 2 oldest silent go
+        closed = [index for index, c in enumerate(silent) if closed_by_server(c)]
+        assert closed == list(range(len(closed))) and len(closed) >= 2
+        closed = [index for index, c in enumerate(bodies) if closed_by_server(c)]
+        assert closed == list(range(len(closed))) and 20 - len(closed) <= 12 - 3  # the oldest
+    finally:
+        for connection in silent + bodies:
+            connection.close()
+        log = running.stop()
+    assert "Exception in ASGI application" not in log, log
+
+
+def test_a_key_holders_slow_body_is_never_closed_to_make_room(tiny_model_dir):
+    running = Server(
+        "--model", str(tiny_model_dir), "--max-connections", "8", "--api-key", "s3cret"
+    ).wait_ready()
+    trusted, strangers = [], []
+    try:
+        trusted += [slow_body(running.port, b"Authorization: Bearer s3cret\r\n") for _ in "ab"]
+        strangers += [slow_body(running.port) for _ in range(12)]
+        assert all(reply.startswith(b"HTTP/1.1 401 ") for _, reply in strangers)
+        assert running.health()["status"] == "ok"
+        status, body = request(
+            running.port,
+            "POST",
+            CHAT,
+            {"messages": HELLO, "max_tokens": 2},
+            {"Authorization": "Bearer s3cret"},
+        )
+        assert status == 200, body
+        assert not any(closed_by_server(c) for c, _ in trusted)
+        assert sum(closed_by_server(c) for c, _ in strangers) >= 12 + 2 + 1 - 8
+    finally:
+        for connection, _ in trusted + strangers:
+            connection.close()
+        running.stop()
+
+
+def test_a_body_past_its_deadline_gets_a_408_or_is_closed_after_its_answer(tiny_model_dir):
+    running = Server(
+        "--model",
+        str(tiny_model_dir),
+        "--body-seconds",
+        "1",
+        "--header-seconds",
+        "1",
+        "--max-body-bytes",
+        "100",
+    ).wait_ready()
+    try:
+        stalled, _ = slow_body(running.port, first=b'{"messages"', length=50)  # no more comes
+        started = time.monotonic()
+        answer = stalled.makefile("rb").read()  # to the end: the server closes it
+        assert time.monotonic() - started > 0.5
+        assert answer.startswith(b"HTTP/1.1 408 "), answer
+        error = json.loads(answer.partition(b"\r\n\r\n")[2])["error"]
+        assert error["code"] == "body_timeout" and "within 1 s" in error["message"]
+        stalled.close()
+        # larger than --max-body-bytes: a 413 at once; then a byte every 0.1 s
+        dripping, reply = slow_body(running.port, length=2_000_000)
+        assert reply.startswith(b"HTTP/1.1 413 ")
+        ended = False
+        for _ in range(100):  # 10 s at most; the deadline is 1 s
+            try:
+                dripping.sendall(b" ")
+                dripping.settimeout(0.1)
+                ended = dripping.recv(65536) == b""
+            except TimeoutError:
+                continue
+            except OSError:  # reset: closed too
+                ended = True
+            if ended:
+                break
+        dripping.close()
+        assert ended
+        # a 413, the rest of the body at once, then silence: the next headers' deadline
+        idle, reply = slow_body(running.port, first=b" " * 200, length=200)
+        assert reply.startswith(b"HTTP/1.1 413 ")
+        idle.makefile("rb").read()  # the rest of the 413, to its close (else a timeout)
+        idle.close()
+        assert running.health()["status"] == "ok"
+    finally:
+        log = running.stop()
+    assert "did not arrive within 1 s" in log and "Exception in ASGI application" not in log
+
+
+def test_a_body_deadline_that_is_not_positive_is_refused_at_start(capsys):
+    from engine.__main__ import main
+
+    assert main(["serve", "--body-seconds", "0"]) == 2
+    assert "--body-seconds must be positive" in capsys.readouterr().err
 
 
 def scripted_app(service, **options):

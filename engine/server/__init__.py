@@ -68,13 +68,22 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-connections",
         type=int,
         default=1000,
-        help="open connections; past it the one idle longest is closed (default %(default)s)",
+        help="open connections; past it one waiting for headers, else a stranger's slowest "
+        "body, is closed (default %(default)s)",
     )
     parser.add_argument(
         "--header-seconds",
         type=float,
         default=10,
         help="a connection must send its request headers within this time (default %(default)s)",
+    )
+    parser.add_argument(
+        "--body-seconds",
+        type=float,
+        # a full --max-body-bytes body (1 MiB) in 30 s needs about 280 kbit/s
+        default=30,
+        help="a request's whole body must arrive within this time after its headers, "
+        "else it gets 408 (default %(default)s)",
     )
     parser.add_argument(
         "--shard",
@@ -114,8 +123,10 @@ def run_serve(args) -> int:
         raise EngineError("--max-queue must be from 1 to 10000.")
     if not 1 <= args.max_connections <= 100_000:
         raise EngineError("--max-connections must be from 1 to 100000.")
-    if not (args.max_request_seconds > 0 and args.header_seconds > 0):
-        raise EngineError("--max-request-seconds and --header-seconds must be positive.")
+    if not (args.max_request_seconds > 0 and args.header_seconds > 0 and args.body_seconds > 0):
+        raise EngineError(
+            "--max-request-seconds, --header-seconds and --body-seconds must be positive."
+        )
     for origin in args.cors_origin:
         if not origin.startswith(("http://", "https://")) or origin.endswith("/"):
             raise EngineError(
@@ -154,13 +165,13 @@ def run_serve(args) -> int:
             f"serving {model.name} on http://{args.host}:{args.port}/v1 "
             f"({'API key required' if api_key else 'no API key'})"
         )
-        serve_http(app, args)
+        serve_http(app, args, api_key)
     finally:
         service.shutdown()
     return 0
 
 
-def serve_http(app, args) -> None:
+def serve_http(app, args, api_key: str | None) -> None:
     """uvicorn with the connection guards of ``guard.py`` and a rate-limited log."""
     import copy
     import logging
@@ -201,7 +212,9 @@ def serve_http(app, args) -> None:
         timeout_graceful_shutdown=5,
         timeout_keep_alive=5,
         backlog=BACKLOG,
-        http=guarded_protocol(args.header_seconds, args.max_connections),
+        http=guarded_protocol(
+            args.header_seconds, args.body_seconds, args.max_connections, api_key
+        ),
     )
     for handler in logging.getLogger("engine").handlers:
         handler.addFilter(RateLimitFilter())

@@ -20,6 +20,7 @@ from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from ..events import DoneEvent, ErrorEvent, PassEvent, TokenEvent, ToolCallEvent
 from . import ollama
@@ -217,10 +218,15 @@ def create_app(service, options: ServerOptions) -> FastAPI:
         if length and length.isdigit() and int(length) > options.max_body_bytes:
             raise too_large
         raw = bytearray()
-        async for part in request.stream():
-            raw += part
-            if len(raw) > options.max_body_bytes:
-                raise too_large
+        try:
+            async for part in request.stream():
+                raw += part
+                if len(raw) > options.max_body_bytes:
+                    raise too_large
+        except ClientDisconnect:  # gone, or cut off by the guard's body deadline
+            raise ApiError(
+                400, "The connection closed before the whole request body arrived."
+            ) from None
         try:
             return json.loads(raw, parse_constant=_not_json)
         except RecursionError:

@@ -1,6 +1,7 @@
 """What keeps hostile clients out and bounded: Host, Origin and content-type checks, a time
-cap per request, a deadline for request headers, a cap on open connections, and a log that
-says the same thing at most a few times a minute.
+cap per request, deadlines for request headers and bodies, a fair cap on open connections
+with a reserve for /health and key holders, and a log that says the same thing at most a
+few times a minute.
 
 A web page in a browser can send requests to 127.0.0.1, and a DNS-rebinding page can do so
 under its own name. ``Guard`` refuses both: a ``Host`` that is not the name the server is
@@ -13,6 +14,7 @@ send them (a page's form post carries its Origin, refused as above).
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
 import time
@@ -44,18 +46,18 @@ def allowed_hosts(host: str, port: int) -> set[str] | None:
     return {f"{name}:{port}" for name in names} | (names if port == 80 else set())
 
 
-async def _send_error(send, error: ApiError) -> None:
+def _error_response(error: ApiError) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """The headers and body of ``error`` as a JSON response."""
     body = json.dumps(error.body()).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": error.status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
+    return [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ], body
+
+
+async def _send_error(send, error: ApiError) -> None:
+    headers, body = _error_response(error)
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -127,52 +129,217 @@ class Guard:
         return None
 
 
-def guarded_protocol(header_seconds: float, max_connections: int):
-    """uvicorn's h11 protocol with a deadline for each request's headers (a connection that
-    has not sent them in ``header_seconds`` is closed) and a cap on open connections: past
-    it, the connection that has waited longest for headers is closed to make room (or, if
-    every connection is mid-request, the new one)."""
+# Slots that strangers' requests never fill: /health probes and key holders' requests get
+# them even when strangers hold every other slot. 16 holds a full default queue (--max-queue)
+# of key holders' answers; at most a quarter of --max-connections, so a small cap still
+# serves strangers.
+RESERVED_SLOTS = 16
+# A connection this young may have sent its headers already, unread yet (a client sends them
+# as soon as it connects: on loopback they are read within milliseconds, over a network
+# within a round trip), so a slow body is closed before it.
+HEADER_GRACE_SECONDS = 1.0
+
+
+def reserved_slots(max_connections: int) -> int:
+    return min(RESERVED_SLOTS, max_connections // 4)
+
+
+def bearer_key_matches(authorization: bytes | None, api_key: str | None) -> bool:
+    """Whether an ``Authorization`` header value is ``Bearer <api_key>`` (never without a key)."""
+    scheme, _, token = (authorization or b"").decode("latin-1").partition(" ")
+    return (
+        bool(api_key)
+        and scheme.lower() == "bearer"
+        and hmac.compare_digest(token.strip().encode(), api_key.encode())
+    )
+
+
+def guarded_protocol(
+    header_seconds: float, body_seconds: float, max_connections: int, api_key: str | None
+):
+    """uvicorn's h11 protocol with deadlines and a fair cap on open connections.
+
+    Deadlines: a connection must send a request's headers within ``header_seconds`` (else it
+    is closed) and then its whole body within ``body_seconds`` (else it gets a 408, or is
+    just closed if its answer has begun, as after an early 413).
+
+    A connection is waiting for headers, receiving a body, or complete (its body is in: it
+    is being answered or streamed to). Requests for ``/health`` and those carrying the API
+    key are "trusted" once their headers are in. Past ``max_connections``, a new connection
+    closes one other, in this order: the one waiting longest for headers, if that is over
+    ``HEADER_GRACE_SECONDS``; else the stranger's body furthest behind its deadline (the
+    largest share of its time used less share of its bytes received); else the one waiting
+    longest for headers; else none, and the new connection itself is closed. A complete or
+    trusted request is never closed to make room.
+
+    Reserve: strangers' requests past their headers may hold at most ``max_connections``
+    less ``reserved_slots`` slots. One more closes the stranger's body furthest behind, or,
+    if all of them are complete, is itself answered 503. So strangers never fill the last
+    few slots, even with requests that are complete: /health or a key holder's request
+    finds room there, if need be by closing a connection still waiting for headers.
+    """
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
+    stranger_slots = max_connections - reserved_slots(max_connections)
+
     class GuardedH11Protocol(H11Protocol):
         header_timer: asyncio.TimerHandle | None = None
-        opened = 0.0
+        body_timer: asyncio.TimerHandle | None = None
+        waiting_since = 0.0  # for headers
+        request_cycle = None  # uvicorn's cycle of the request whose headers came last
+        headers_at = 0.0
+        body_bytes = 0  # of the body, counted from the packet after the headers' one
+        body_length = 0  # its Content-Length (0: none given, as with chunks)
+        trusted = False
 
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
-            self.opened = time.monotonic()
             self._await_headers()
             if len(self.connections) > max_connections:  # (closing ones leave it soon)
                 open_ones = [c for c in self.connections if not c.transport.is_closing()]
                 if len(open_ones) > max_connections:
-                    idle = [c for c in open_ones if c.header_timer is not None and c is not self]
-                    min(idle, key=lambda c: c.opened, default=self).transport.close()
+                    self._make_room(open_ones)
+
+        def _make_room(self, open_ones) -> None:
+            waiting = [c for c in open_ones if c.header_timer is not None and c is not self]
+            longest = min(waiting, key=lambda c: c.waiting_since, default=None)
+            if longest is not None and self.waiting_since - longest.waiting_since > (
+                HEADER_GRACE_SECONDS
+            ):
+                longest.transport.close()
+            elif not self._close_body_furthest_behind(open_ones):
+                (longest or self).transport.close()
 
         def _await_headers(self) -> None:
+            self.waiting_since = time.monotonic()
             self.header_timer = self.loop.call_later(header_seconds, self.transport.close)
 
-        def _headers_arrived(self) -> None:
-            if self.header_timer is not None:
-                self.header_timer.cancel()
-                self.header_timer = None
+        def in_request(self) -> bool:
+            """Headers in, connection open: receiving the body or complete."""
+            return (
+                self.request_cycle is not None
+                and self.header_timer is None
+                and not self.transport.is_closing()
+            )
+
+        def receiving_body(self) -> bool:
+            return self.in_request() and self.conn.their_state is h11.SEND_BODY
+
+        def behind(self) -> float:
+            """Share of the body's time used less share of its bytes received."""
+            used = (time.monotonic() - self.headers_at) / body_seconds
+            return used - (self.body_bytes / self.body_length if self.body_length else 0.0)
+
+        def _close_body_furthest_behind(self, connections) -> bool:
+            """Close the stranger's body furthest behind among ``connections`` (not this
+            one); False if there is none."""
+            bodies = [
+                c for c in connections if c is not self and not c.trusted and c.receiving_body()
+            ]
+            if not bodies:
+                return False
+            max(bodies, key=lambda c: c.behind()).transport.close()
+            log.warning("Connections are full: closed the request body furthest behind.")
+            return True
 
         def data_received(self, data: bytes) -> None:
+            receiving = self.receiving_body()
             super().data_received(data)
-            if self.conn.their_state is not h11.IDLE:
-                self._headers_arrived()
+            if receiving and self.cycle is self.request_cycle:
+                self.body_bytes += len(data)
+            self._follow_request()
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            if (
-                self.header_timer is None
-                and not self.transport.is_closing()
-                and self.conn.their_state is h11.IDLE
-            ):
-                self._await_headers()
+            self._follow_request()  # the next request may have been waiting in the buffer
+
+        def _follow_request(self) -> None:
+            """Set the timers for where the request now is (after any bytes or answer)."""
+            if self.transport.is_closing():
+                return self._stop_timers()
+            if self.cycle is not None and self.cycle is not self.request_cycle:
+                self._headers_arrived()
+            if self.conn.their_state is not h11.SEND_BODY and self.body_timer is not None:
+                self.body_timer.cancel()
+                self.body_timer = None
+            if self.conn.their_state is h11.IDLE and self.header_timer is None:
+                self._await_headers()  # between requests (as after an early answer's body)
+
+        def _headers_arrived(self) -> None:
+            self._stop_timers()
+            self.request_cycle, self.headers_at, self.body_bytes = self.cycle, time.monotonic(), 0
+            headers = dict(self.headers)
+            length = headers.get(b"content-length", b"")
+            self.body_length = int(length) if length.isdigit() else 0
+            self.trusted = self.scope["path"] == "/health" or bearer_key_matches(
+                headers.get(b"authorization"), api_key
+            )
+            if self.conn.their_state is h11.SEND_BODY:
+                self.body_timer = self.loop.call_later(body_seconds, self._body_overdue)
+            if not self.trusted:
+                self._keep_reserve()
+
+        def _keep_reserve(self) -> None:
+            strangers = [c for c in self.connections if c.in_request() and not c.trusted]
+            if len(strangers) <= stranger_slots:
+                return
+            if not self._close_body_furthest_behind(strangers):
+                self._refuse(
+                    ApiError(
+                        503,
+                        "The server has no connection free for this request; try again shortly.",
+                        "server_error",
+                        "no_free_connection",
+                    )
+                )
+
+        def _body_overdue(self) -> None:
+            self.body_timer = None
+            if self.transport.is_closing() or self.conn.their_state is not h11.SEND_BODY:
+                return
+            log.warning(
+                "A request body did not arrive within %g s; its connection was closed.",
+                body_seconds,
+            )
+            self._refuse(
+                ApiError(
+                    408,
+                    f"The request body did not arrive within {body_seconds:g} s.",
+                    code="body_timeout",
+                )
+            )
+
+        def _refuse(self, error: ApiError) -> None:
+            """Answer ``error`` in the app's stead, if its answer has not begun, and close:
+            the app reads a disconnect, and what it would send goes nowhere."""
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_started:
+                cycle.disconnected = True
+                cycle.message_event.set()
+                headers, body = _error_response(error)
+                events = (
+                    h11.Response(
+                        status_code=error.status, headers=[*headers, (b"connection", b"close")]
+                    ),
+                    h11.Data(data=body),
+                    h11.EndOfMessage(),
+                )
+                try:
+                    for event in events:
+                        self.transport.write(self.conn.send(event))
+                except h11.LocalProtocolError:  # the connection cannot take an answer now
+                    pass
+            self.transport.close()
+
+        def _stop_timers(self) -> None:
+            for timer in (self.header_timer, self.body_timer):
+                if timer is not None:
+                    timer.cancel()
+            self.header_timer = self.body_timer = None
 
         def connection_lost(self, exc) -> None:
-            self._headers_arrived()
+            self._stop_timers()
             super().connection_lost(exc)
 
     return GuardedH11Protocol
