@@ -25,7 +25,7 @@ from starlette.requests import ClientDisconnect
 from ..events import DoneEvent, ErrorEvent, PassEvent, TokenEvent, ToolCallEvent
 from . import ollama
 from .chats import CHAT_ID_HEADER, ChatIds, client_identity
-from .guard import Guard
+from .guard import Guard, bearer_token
 from .queue import FairQueue, QueueFull
 from .requests import ApiError, Defaults, ParsedRequest, parse, typed
 from .responses import (
@@ -116,8 +116,7 @@ def create_app(service, options: ServerOptions) -> FastAPI:
     }
 
     def presented_key(request: Request) -> str:
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        return token.strip() if scheme.lower() == "bearer" else ""
+        return bearer_token(request.headers.get("authorization", ""))
 
     def authorized(request: Request) -> bool:
         return not options.api_key or hmac.compare_digest(

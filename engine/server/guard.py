@@ -144,14 +144,16 @@ def reserved_slots(max_connections: int) -> int:
     return min(RESERVED_SLOTS, max_connections // 4)
 
 
+def bearer_token(authorization: str) -> str:
+    """The token of an ``Authorization: Bearer <token>`` header value ('' for any other)."""
+    scheme, _, token = authorization.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
 def bearer_key_matches(authorization: bytes | None, api_key: str | None) -> bool:
     """Whether an ``Authorization`` header value is ``Bearer <api_key>`` (never without a key)."""
-    scheme, _, token = (authorization or b"").decode("latin-1").partition(" ")
-    return (
-        bool(api_key)
-        and scheme.lower() == "bearer"
-        and hmac.compare_digest(token.strip().encode(), api_key.encode())
-    )
+    token = bearer_token((authorization or b"").decode("latin-1"))
+    return bool(api_key) and hmac.compare_digest(token.encode(), api_key.encode())
 
 
 def guarded_protocol(
