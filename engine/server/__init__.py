@@ -135,6 +135,7 @@ def run_serve(args) -> int:
         service = EngineService()
     try:
         name, speculation = load(service, args.model, log)
+        service.build_tables_for(defaults.draft)  # between requests, from now
         app = create_app(
             service,
             ServerOptions(
