@@ -1,12 +1,16 @@
 """Work outside decoding passes is bounded: a model table (the N-Grammys bigram) is built
 between requests, never inside one; every step of it stops when asked; its cache file is
-data of one exact shape (anything else is kept aside and computed again)."""
+data of one exact shape (anything else is kept aside and computed again); and stopping the
+server ends its open requests at once."""
 
 import asyncio
+import http.client
 import io
+import json
 import logging
 import os
 import pickle
+import signal
 import time
 
 import numpy as np
@@ -21,6 +25,7 @@ from engine.service import EngineService
 from engine.session import ChatSession
 from engine.settings import DraftSettings, GenerationRequest
 
+from .server_process import Server
 
 NGRAMMYS = DraftSettings(drafter="ngrammys", draft_count=4, adaptive=False, options={"rows": 4})
 SMALL_STEP = 16  # rows per step in these tests: 17 steps for the tiny model's 259 tokens
@@ -306,3 +311,43 @@ def test_a_replay_stops_between_configurations_when_asked():
 
     results = replay_many([1, 2, 3, 1, 2], [3, 1, 2, 3], configs, should_stop=stop)
     assert len(results) == 2
+
+
+# ------------------------------------------------------------ stopping the server
+def stream_request(port, max_tokens):
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    body = {
+        "model": "default",
+        "messages": [{"role": "user", "content": "abcabcabc"}],
+        "max_tokens": max_tokens,
+        "stream": True,
+        "draftless": {"drafter": "none"},
+    }
+    connection.request(
+        "POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"}
+    )
+    return connection
+
+
+def test_stopping_the_server_ends_open_requests_at_once_without_tracebacks(tiny_model_dir):
+    running = Server("--model", str(tiny_model_dir)).wait_ready()
+    try:
+        # four long answers: one runs, three wait for it
+        connections = [stream_request(running.port, 4000) for _ in range(4)]
+        first = connections[0].getresponse()
+        assert first.status == 200
+        first.readline()  # it is answering
+        wait_until(lambda: running.health()["waiting"] == 3, "the others never queued")
+        running.process.send_signal(signal.SIGTERM)
+        bodies = [first.read().decode()]
+        for connection in connections[1:]:
+            response = connection.getresponse()
+            bodies.append(response.read().decode())
+        running.process.wait(timeout=60)
+    finally:
+        log = running.stop()
+    assert "Traceback" not in log and "graceful shutdown exceeded" not in log, log
+    assert running.process.returncode == 130 and "interrupted" in log  # the orderly way out
+    # the running answer was cut short (streamed text but no 4000 tokens), the others ended
+    # without running
+    assert '"finish_reason":"length"' not in bodies[0].replace(" ", "")

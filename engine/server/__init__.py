@@ -154,17 +154,21 @@ def run_serve(args) -> int:
             f"serving {name} on http://{args.host}:{args.port}/v1 "
             f"({'API key required' if api_key else 'no API key'})"
         )
-        serve_http(app, args)
+        serve_http(app, args, service.stop_jobs)
     finally:
         service.shutdown()
     return 0
 
 
-def serve_http(app, args) -> None:
-    """uvicorn with the connection guards of ``guard.py`` and a rate-limited log."""
+def serve_http(app, args, on_exit=None) -> None:
+    """uvicorn with the connection guards of ``guard.py`` and a rate-limited log.
+    ``on_exit()`` runs when the server is told to stop (Ctrl-C, SIGTERM), before uvicorn
+    waits for the open requests: it ends them (the engine's answers stop at their next
+    step), so they close cleanly instead of being cut off after the graceful timeout."""
     import copy
     import logging
     import resource
+    import signal
 
     import uvicorn
 
@@ -205,7 +209,18 @@ def serve_http(app, args) -> None:
     )
     for handler in logging.getLogger("engine").handlers:
         handler.addFilter(RateLimitFilter())
-    uvicorn.Server(config).run()
+    # uvicorn raises the signal that stopped it again once it has stopped; for SIGTERM
+    # that would end the process before the engine saves its n-gram memory, so SIGTERM
+    # takes Ctrl-C's way out (KeyboardInterrupt: the caller shuts the engine down)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            if on_exit is not None:
+                on_exit()
+            super().handle_exit(sig, frame)
+
+    Server(config).run()
 
 
 def load(service, model: str | None, log) -> tuple[str, str]:
