@@ -435,6 +435,7 @@ class ChatController(QObject):
 
     async def _consume(self, answer: Answer) -> None:
         loading = False  # the engine (re)loads the model inside this request
+        said = False  # a line about background work is in the status bar
         try:
             async for event in answer.stream:
                 if loading and not isinstance(event, (ProgressEvent, ModelEvent)):
@@ -459,7 +460,8 @@ class ChatController(QObject):
                         self.answerProgress.emit(answer, event)
                         continue
                     if event.stage not in LOADING_STAGES:  # background work: one quiet line
-                        self.status.emit(event.message if event.done < event.total else "")
+                        said = event.done < event.total
+                        self.status.emit(event.message if said else "")
                         continue
                     if not loading:
                         loading = True
@@ -469,6 +471,8 @@ class ChatController(QObject):
             log.exception("answer failed")
             self._fail(answer, f"The answer failed: {error}")
         finally:
+            if said:  # the line was about this answer (a table it drafted without)
+                self.status.emit("")
             if loading:
                 self.models.loadFinished.emit(False, answer.error or "")
             if not answer.finished:

@@ -73,7 +73,7 @@ async def run_generate(args) -> int:
 
     prompt = read_prompt_file(args.prompt_file) if args.prompt_file else args.prompt
     request = request_from_args(args, prompt, args.raw)
-    service = EngineService()
+    service = EngineService(build_tables_inline=True)  # one answer: nobody else waits
     done = None
     try:
         async for event in service.generate(request):

@@ -5,6 +5,7 @@
 - ``stores``: drafter memory kept in files (the cross-chat n-gram cache) of the machine's
   own user; each other client (``stores_for``) gets memory of its own, kept in memory
   only, so what one client wrote is never drafted into another's answer.
+- ``tables``: model-derived tables (the N-Grammys bigram), and the builds still owed.
 
 Sessions are handed one; no module keeps any of it, so two services in one process
 learn apart.
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 
 from .adaptive import AdaptiveMemory
 from .drafters.stores import DrafterStores
+from .model_ngrams import ModelTables
 
 # clients whose n-gram memory is kept at once (the least recently served is forgotten):
 # each holds at most the n-gram cache's own bounded budget
@@ -28,6 +30,7 @@ class EngineMemory:
     adaptive: AdaptiveMemory = field(default_factory=AdaptiveMemory)
     stores: DrafterStores = field(default_factory=DrafterStores)
     client_stores: OrderedDict[str, DrafterStores] = field(default_factory=OrderedDict)
+    tables: ModelTables = field(default_factory=ModelTables)
 
     def stores_for(self, client: str | None) -> DrafterStores:
         """The drafter memory of ``client`` (None: the machine's own user, kept in files)."""

@@ -160,11 +160,17 @@ def replay_many(
     configs: Sequence[DraftSettings],
     *,
     cost: Callable[[float], float] | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
     **options,
 ) -> list[ReplayResult]:
-    """Replay every configuration; best first (by estimated speed-up when a cost curve is
-    given, else by tokens per pass)."""
-    results = [replay(prompt_tokens, answer_tokens, c, **options) for c in configs]
+    """Replay every configuration (until ``should_stop()`` says to stop, checked between
+    them); best first (by estimated speed-up when a cost curve is given, else by tokens
+    per pass)."""
+    results = []
+    for config in configs:
+        if should_stop():
+            break
+        results.append(replay(prompt_tokens, answer_tokens, config, **options))
     for result in results:
         result.stats.estimate_speedup(cost)
 
@@ -205,10 +211,12 @@ def replay_request(
     configs: Sequence[DraftSettings],
     greedy: bool | None = None,
     memory: AdaptiveMemory | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
 ) -> list[ReplayResult]:
     """Replay over an answer to ``request`` produced by ``loaded`` (the prompt is tokenized
     as the engine did; the model's measured verify-cost curve in ``memory``, or saved on
-    disk, sorts the results; never measured on this machine: sorted by tokens per pass)."""
+    disk, sorts the results; never measured on this machine: sorted by tokens per pass).
+    ``should_stop`` is checked between configurations."""
     prompt = request_tokens(loaded, request)
     if request.draft.cost_curve is not None:  # a device curve asked for
         cost = request.draft.cost_curve.curve()
@@ -225,6 +233,7 @@ def replay_request(
         end_token=end_token,
         max_tokens=None if ended else len(answer_tokens),
         greedy=request.sampling.greedy if greedy is None else greedy,
+        should_stop=should_stop,
     )
 
 

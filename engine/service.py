@@ -6,12 +6,20 @@
 served. The engine never sees Qt; callers never see MLX.
 
 The service owns what the engine learns across chats (``EngineMemory``: cost curves,
-acceptance trackers, n-gram stores) and hands it to every chat session; ``shutdown()``
-saves what is kept in files. A model whose verify cost was never measured on this machine
-answers at once on a prior curve, while the service measures it between answers in short
-steps (one timed pass, or one chunk of its context no longer than the longest timed pass):
-no step starts while a request waits or runs, so a request waits at most one step for it.
-An answer's first-token time counts from the request, and says how much of it was waiting.
+acceptance trackers, n-gram stores, model tables) and hands it to every chat session;
+``shutdown()`` saves what is kept in files. Work that is not any request's runs between
+answers in short steps (``_between_requests``): no step starts while a request waits or
+runs, so a request waits at most one step for it. Two kinds:
+- a model whose verify cost was never measured on this machine answers at once on a prior
+  curve, while the service measures it (one timed pass, or one chunk of its context no
+  longer than the longest timed pass, a step);
+- a model table a request asked for and that was not built yet (the N-Grammys bigram): the
+  request answers without it, and the service builds it (``BUILD_ROWS`` tokens a step);
+  the next request after it is built gets it.
+A request's own long work (a download, reading the prompt, a table built inline, decoding,
+a replay) checks its ``should_stop`` (cancel, the server's time limit, shutdown) between
+short steps. An answer's first-token time counts from the request, and says how much of it
+was waiting.
 """
 
 from __future__ import annotations
@@ -28,15 +36,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .decode import Target
-from .drafters import DRAFTERS
+from .drafters import DRAFTERS, make_drafter
 from .errors import EngineError
 from .events import DoneEvent, ErrorEvent, Event, ModelEvent, ProgressEvent, ReplayEvent
 from .memory import EngineMemory
-from .model_ngrams import model_key
+from .model_ngrams import ModelTables, model_key
 from .models import HUB_ID, download_from_hub, load_model
 from .replay import replay_request
 from .session import ChatSession
-from .settings import GenerationRequest
+from .settings import DraftSettings, GenerationRequest
 from .stats import with_wait
 from .verify_cost import MEASURE_CONTEXT, measurement_steps
 
@@ -165,13 +173,18 @@ class GenerationStream:
 class EngineService:
     """Owns the engine thread, the loaded model and the kept chat sessions."""
 
-    def __init__(self):
+    def __init__(self, build_tables_inline: bool = False):
+        """``build_tables_inline``: a request that needs a model table not built yet builds
+        it itself (for one caller that waits anyway, as the command line's one answer);
+        by default the service builds it between requests."""
         _settle_mlx_at_exit()
-        self.memory = EngineMemory()
+        self.memory = EngineMemory(tables=ModelTables(inline=build_tables_inline))
         self._calibration: asyncio.Task | None = None
+        self._table_builds: asyncio.Task | None = None
         self._requests = 0  # submitted jobs not yet done (counted from the caller's thread)
         self._requests_lock = threading.Lock()
         self._stopping = threading.Event()  # every job's should_stop says yes once set
+        self._thread_stopping = False  # shutdown() has asked the engine loop to stop
         _running.add(self)
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -225,7 +238,7 @@ class EngineService:
 
         async def job(should_stop, push):
             checked = request.validated()
-            self._ensure_model(checked.model, push)
+            self._ensure_model(checked.model, push, should_stop)
             results = replay_request(
                 self._loaded,
                 checked,
@@ -234,7 +247,11 @@ class EngineService:
                 configs,
                 greedy,
                 memory=self.memory.adaptive,
+                should_stop=should_stop,
             )
+            if should_stop():  # some configurations were not replayed
+                push(DoneEvent("cancelled", "", [], []))
+                return
             push(ReplayEvent([r.to_dict() for r in results]))
             push(DoneEvent("replayed", "", [], []))
 
@@ -265,15 +282,37 @@ class EngineService:
     def drafters() -> dict[str, str]:
         return {name: cls.summary for name, cls in DRAFTERS.items()}
 
+    def build_tables_for(self, draft: DraftSettings) -> None:
+        """Start building, between requests, the loaded model's tables that ``draft``'s
+        drafter uses and that are not built yet (a server calls it for its default drafter
+        once the model is loaded, so the first requests find them sooner)."""
+
+        def start() -> None:
+            loaded = self._loaded
+            if loaded is None or not make_drafter(draft.validated()).wants_model_bigram:
+                return
+            self.memory.tables.bigram(loaded, model_key(loaded))
+            self._build_tables_later()
+
+        self._loop.call_soon_threadsafe(start)
+
+    def stop_jobs(self) -> None:
+        """Cancel queued and running jobs and the background work, without waiting: each
+        stops at its next pass, prompt chunk or step and ends with a Done("cancelled"), and
+        every later job ends so at once. A server calls it when told to stop, so its open
+        requests end before it closes their connections; ``shutdown()`` calls it too."""
+        self._stopping.set()
+
     def shutdown(self, timeout: float = SHUTDOWN_TIMEOUT) -> None:
         """Stop the engine thread: cancel queued and running jobs (between passes) and the
-        background measurement, let it finish its MLX work, and wait until the thread is
-        gone, so none of it runs while the interpreter tears down; then save what is kept
-        in files. Safe to call more than once; also run at exit."""
+        background work, let it finish its MLX work, and wait until the thread is gone, so
+        none of it runs while the interpreter tears down; then save what is kept in files.
+        Safe to call more than once; also run at exit."""
         if threading.current_thread() is self._thread:
             raise RuntimeError("shutdown() was called from the engine thread itself")
-        if not self._stopping.is_set():
-            self._stopping.set()  # a running job stops at its next pass or prompt chunk
+        if not self._thread_stopping:
+            self._thread_stopping = True
+            self.stop_jobs()  # a running job stops at its next pass or prompt chunk
             try:
                 self._loop.call_soon_threadsafe(self._loop.stop)
             except RuntimeError:  # the loop is already closed
@@ -309,7 +348,7 @@ class EngineService:
 
     async def _answer(self, request: GenerationRequest, should_stop, push) -> None:
         request = request.validated()
-        self._ensure_model(request.model, push)
+        self._ensure_model(request.model, push, should_stop)
         session = self._session(request)
         try:
             for event in session.generate(request, should_stop):
@@ -320,6 +359,7 @@ class EngineService:
             self._sessions.pop((request.client, request.chat_id), None)
             raise
         self._calibrate_later()
+        self._build_tables_later()
 
     async def _serve(self, job, should_stop, push, submitted: float) -> None:
         """Run one job at a time (FIFO); every job ends with a Done or an Error event, whose
@@ -373,35 +413,75 @@ class EngineService:
         """A model call site with a cache of its own (a distributed service mirrors it)."""
         return Target(model)
 
+    async def _between_requests(self, loaded, step: Callable[[], bool]) -> bool:
+        """Call ``step()`` until it returns True, each call under the request lock and only
+        while no request waits or runs, so a request waits at most one step. False when
+        stopped first: another model was loaded, or the service stops."""
+        while True:
+            while self._requests:  # only this loop's thread takes the count down
+                self._no_requests.clear()
+                await self._no_requests.wait()
+            async with self._lock:
+                if self._requests:  # one arrived while this step waited for the lock
+                    continue
+                if self._loaded is not loaded or self._stopping.is_set():
+                    return False
+                if step():
+                    return True
+            await asyncio.sleep(0)
+
     async def _calibrate(self, loaded) -> None:
-        """One short step at a time (``measurement_steps``), each under the request lock
-        and only while no request waits or runs: requests go first."""
+        """Measure in short steps (``measurement_steps``) between requests."""
         key = model_key(loaded)
         target = self._new_target(loaded.model)
         context = min(MEASURE_CONTEXT, loaded.context_length // 2)
         steps = measurement_steps(target, context)
+        samples: dict = {}
+
+        def step() -> bool:
+            nonlocal samples
+            taken = next(steps, None)
+            if taken is None:
+                return True
+            samples = taken
+            return False
+
         try:
-            samples = None
-            while True:
-                while self._requests:  # only this loop's thread takes the count down
-                    self._no_requests.clear()
-                    await self._no_requests.wait()
-                async with self._lock:
-                    if self._requests:  # one arrived while this step waited for the lock
-                        continue
-                    if self._loaded is not loaded:  # another model was loaded meanwhile
-                        return
-                    step = next(steps, None)
-                if step is None:
-                    break
-                samples = step
-                await asyncio.sleep(0)
+            if not await self._between_requests(loaded, step):
+                return
             self.memory.adaptive.use_measurement(key, {n: min(v) for n, v in samples.items()})
             log.info("Verify cost of %s measured in the background.", loaded.name)
         except asyncio.CancelledError:
             raise
         except Exception:  # measuring is an optimisation: the prior curve keeps working
             log.exception("Could not measure the verify cost of %s", loaded.name)
+
+    def _build_tables_later(self) -> None:
+        """Build the loaded model's tables that requests asked for, in the background."""
+        loaded = self._loaded
+        if (
+            loaded is None
+            or (self._table_builds is not None and not self._table_builds.done())
+            or self.memory.tables.pending(loaded.model) is None
+        ):
+            return
+        self._table_builds = self._loop.create_task(self._build_tables(loaded))
+
+    async def _build_tables(self, loaded) -> None:
+        """Every owed table of ``loaded``, in steps of ``BigramBuild.step`` between requests."""
+        tables = self.memory.tables
+        while (build := tables.pending(loaded.model)) is not None:
+            log.info("Building the bigram table of %s in the background.", loaded.name)
+            try:
+                if not await self._between_requests(loaded, build.step):
+                    return
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a table is an optimisation: drafting goes on without it
+                log.exception("Could not build the bigram table of %s", loaded.name)
+                tables.drop(build)
+                return
+            log.info("The bigram table of %s is ready.", loaded.name)
 
     def _ensure_model(self, spec, push, should_stop=None) -> None:
         """Load ``spec`` unless it is already loaded; the previous model stays loaded until

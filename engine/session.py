@@ -29,7 +29,7 @@ from .events import (
 )
 from .grammar import GrammarConstraint, json_schema_grammar, tool_call_grammar
 from .memory import EngineMemory
-from .model_ngrams import bigram_table_steps, model_key, start_prefix
+from .model_ngrams import model_key
 from .models import LoadedModel
 from .settings import GenerationRequest
 from .stats import DecodeStats
@@ -39,6 +39,11 @@ from .tool_calls import ToolCallScanner, tool_call_support
 
 FIRST_PREFILL_STEP = 128
 PREFILL_CHUNK_SECONDS = 1.0  # a stop while reading a long prompt waits about this long
+BUILDING_TABLE = "Computing the model's bigram table (once per model)…"
+TABLE_IN_BACKGROUND = (
+    "The model's bigram table is being built in the background (once per model); "
+    "until it is ready, ngrammys drafts from the conversation alone."
+)
 
 
 def paced_prefill_step(step: int, seconds: float) -> int:
@@ -143,21 +148,31 @@ class ChatSession:
             self._model_key = model_key(self.loaded)
         return self._model_key
 
-    def _attach_model(self) -> Iterator[Event]:
-        """Hand model-derived token data to drafters that want it (computed here, once)."""
+    def _attach_model(self, should_stop: Callable[[], bool]) -> Iterator[Event]:
+        """Hand model-derived token data to drafters that want it. A bigram table not built
+        yet is built here when the memory builds tables inline (checking ``should_stop``
+        between steps: a stopped build goes on in the next request); otherwise its owner
+        builds it between requests, this answer drafts without it and says so, and a later
+        answer attaches it."""
         drafter = self.drafter
-        if drafter.attached_model == self.model_key:
+        wants_bigram = drafter.wants_model_bigram
+        if drafter.attached_model == self.model_key and (
+            drafter.attached_bigram or not wants_bigram
+        ):
             return
         bigram = None
-        if drafter.wants_model_bigram:
-            for done, total, table in bigram_table_steps(
-                self.loaded.model, self.model_key, prefix=start_prefix(self.loaded.tokenizer)
-            ):
-                if table is None:
-                    yield ProgressEvent("table", done, total, "Computing the model's bigram table…")
-                else:
-                    bigram = table
-                    yield ProgressEvent("table", total, total, "Bigram table ready")
+        if wants_bigram:
+            tables = self.memory.tables
+            build = tables.bigram(self.loaded, self.model_key)
+            if tables.inline and not build.finished:
+                while not build.finished and not should_stop():
+                    yield ProgressEvent("table", build.done, build.total, BUILDING_TABLE)
+                    build.step()
+                if build.finished:
+                    yield ProgressEvent("table", build.total, build.total, "Bigram table ready")
+            elif not build.finished:
+                yield ProgressEvent("table", build.done, build.total, TABLE_IN_BACKGROUND)
+            bigram = build.table
         drafter.attach_model(
             self.model_key,
             bigram=bigram,
@@ -285,7 +300,7 @@ class ChatSession:
         drafter_started = time.perf_counter()
         self._prepare_drafter(tokens, request)
         stats.drafter_s += time.perf_counter() - drafter_started
-        yield from self._attach_model()
+        yield from self._attach_model(should_stop)
         policy = None
         named = request.draft.cost_curve.curve() if request.draft.cost_curve is not None else None
         if request.draft.adaptive and loaded.speculates:

@@ -6,6 +6,9 @@
 - ``move_aside(path)`` renames ``x.json`` to ``x.json.corrupt-<date>-<time>`` beside it (the
   app's chat database and settings use the same names) and returns the new path; it raises
   OSError when the folder does not allow it, and the caller must then leave the file alone.
+- ``set_aside(path, what, problem, then)``: a cache file that cannot be used is moved aside
+  (or left in place when the folder does not allow it) and named once in a warning that
+  says what was wrong and what happens instead.
 - ``write_atomic(path, data)`` writes a temporary file beside ``path``, flushes it to disk
   (fsync), renames it into place and flushes the folder, so neither a crash nor a power cut
   leaves half a file.
@@ -18,6 +21,8 @@ import stat
 import tempfile
 import time
 from pathlib import Path
+
+from .errors import warn
 
 
 def aside_path(path, label: str = "corrupt") -> Path:
@@ -36,6 +41,16 @@ def move_aside(path, label: str = "corrupt") -> Path:
     target = aside_path(path, label)
     Path(path).rename(target)
     return target
+
+
+def set_aside(path, what: str, problem, then: str) -> None:
+    """Warn (once) that the ``what`` ``path`` is ignored because of ``problem``, say where
+    it was kept, and what happens ``then`` ("it will be computed again")."""
+    try:
+        kept = f"kept as {move_aside(path).name}"
+    except OSError as move_error:
+        kept = f"left in place ({move_error})"
+    warn(f"Ignoring the {what} {path} ({problem}); it was {kept} and {then}.")
 
 
 def read_regular_file(path, max_bytes: int) -> bytes:

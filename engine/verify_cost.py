@@ -27,7 +27,6 @@ from __future__ import annotations
 import bisect
 import json
 import logging
-import math
 import random
 import time
 from dataclasses import dataclass
@@ -35,9 +34,9 @@ from pathlib import Path
 
 from . import _blas
 from .decode import Target
-from .errors import EngineError, warn
+from .errors import EngineError
 from .paths import cache_dir
-from .untrusted import move_aside, read_regular_file, write_atomic
+from .untrusted import read_regular_file, set_aside, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +278,7 @@ def validated_cost_points(data) -> dict[int, float]:
         if (
             not isinstance(value, (int, float))
             or isinstance(value, bool)
-            or not math.isfinite(value)
+            # fails for NaN and infinities too (math.isfinite would overflow on 10**400)
             or not 0 < value <= MAX_PASS_SECONDS
         ):
             raise ValueError(
@@ -305,13 +304,8 @@ def load_cost_curve(model_key: str) -> CostCurve | None:
         data = read_regular_file(path, MAX_COST_FILE_BYTES).decode("utf-8")
         return CostCurve(validated_cost_points(json.loads(data)))
     except (OSError, ValueError, RecursionError) as error:
-        try:
-            kept = f"kept as {move_aside(path).name}"
-        except OSError as move_error:
-            kept = f"left in place ({move_error})"
-        warn(
-            f"Ignoring the verify-cost file {path} ({error}); it was {kept} and this "
-            "machine's verify speed will be measured again."
+        set_aside(
+            path, "verify-cost file", error, "this machine's verify speed will be measured again"
         )
         return None
 

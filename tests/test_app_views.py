@@ -525,6 +525,24 @@ def test_measuring_during_the_first_answer_is_a_quiet_status_line(app, qtbot):
     assert app.window.transcript.views[-1].text == "Hello there, friend."
 
 
+def test_a_table_built_in_the_background_is_said_while_the_answer_runs(app, qtbot):
+    from engine.events import ProgressEvent
+    from engine.session import TABLE_IN_BACKGROUND
+
+    gate = asyncio.Event()
+    # the engine says it once, before the answer's passes, and never says it is done
+    app.scripted.queue(
+        [ProgressEvent("table", 0, 259, TABLE_IN_BACKGROUND), gate] + answer_events(SIMPLE)
+    )
+    task = app.window.send("a question for ngrammys")
+    qtbot.waitUntil(lambda: "bigram table" in app.window.statusBar().currentMessage())
+    assert app.window.progress is None or not app.window.progress.isVisible()
+    gate.set()
+    wait(qtbot, task)
+    assert app.window.statusBar().currentMessage() == ""  # over with the answer
+    assert app.window.transcript.views[-1].text == "Hello there, friend."
+
+
 def test_the_gauge_scale_is_logarithmic_so_small_gains_show_under_a_large_cap(qtbot):
     from app.gauge import Gauge
 

@@ -8,7 +8,7 @@ from mlx_lm.sample_utils import make_logits_processors
 
 from engine.decode import Target, TokenChooser, speculative_decode
 from engine.drafters import make_drafter
-from engine.model_ngrams import bigram_table_steps
+from engine.model_ngrams import bigram_table
 from engine.settings import DraftSettings, SamplingSettings
 
 from .tiny_model import make_tiny_llama
@@ -42,7 +42,7 @@ def decode(model, drafter, sampling=None, logprobs=TOP, count=40):
         DraftSettings(drafter=drafter, draft_count=6, ngram_order=3, ngram_min=1, adaptive=False)
     )
     if drafts.wants_model_bigram:
-        *_, (_, _, table) = bigram_table_steps(model, "tiny-logprobs")
+        table = bigram_table(model, "tiny-logprobs")
         drafts.attach_model("tiny-logprobs", bigram=table)
     drafts.reset(history)
     chooser = TokenChooser(sampling or SamplingSettings(), logprobs)

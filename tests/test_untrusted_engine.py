@@ -286,6 +286,7 @@ def test_healthy_weights_load(tiny_loaded):
         '{"version":1,"seconds":{}}',
         '[1, 2]',
         '{"version":1,"seconds":{"-1":0.05}}',
+        '{"version":1,"seconds":{"1":1' + "0" * 400 + "}}",  # too large for a float
     ],
 )
 def test_a_bad_verify_cost_file_is_set_aside_and_measured_again(

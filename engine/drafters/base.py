@@ -20,7 +20,8 @@ Around that, with defaults here, so nobody probes a drafter for optional parts:
   model, before the first proposal, with token data only: the model's identity (names
   files), its bigram table when ``wants_model_bigram`` says so, and the service's
   ``DrafterStores`` (memory that outlives a chat). ``attached_model`` says which model a
-  drafter has; a drafter keeps what it needs in ``use_model``.
+  drafter has, ``attached_bigram`` whether it got the table (one still being built comes
+  in a later call); a drafter keeps what it needs in ``use_model``.
 - ``multi_row`` / ``rows_per_pass``: whether proposals may hold several rows (verified as
   a tree) and at most how many, so an adaptive policy pays for every row.
 - ``drafts``: False for a drafter that never proposes (``none``), so the loop may run
@@ -86,6 +87,7 @@ class Drafter(ABC):
     options: ClassVar[dict[str, Option]] = {}
 
     attached_model: str | None = None
+    attached_bigram: bool = False
 
     def __init__(self, settings: DraftConfig):
         self.settings = settings
@@ -121,6 +123,7 @@ class Drafter(ABC):
     ) -> None:
         """The session hands over the model's token data (see the module docstring)."""
         self.attached_model = model_key
+        self.attached_bigram = bigram is not None
         self.use_model(model_key, bigram=bigram, stores=stores, vocab_size=vocab_size)
 
     def use_model(

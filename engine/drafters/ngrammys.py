@@ -12,9 +12,9 @@ Rows, as in the paper's mixed strategy (section 4.3):
 2. **the extended model bigram** (section 4.1) fills the remaining rows: for the last
    token x, the model's top next tokens given x alone (``p_M(·|x)``), each extended
    greedily to w tokens by repeatedly applying the bigram's top-1. The table is computed
-   by the engine (``engine.model_ngrams.bigram_table``) once per model, cached on disk,
-   and handed to the drafter as token data (``attach_model``); a drafter never sees the
-   model. Without a table only context rows are drafted.
+   by the engine (``engine.model_ngrams``) once per model, between requests, cached on
+   disk, and handed to the drafter as token data (``attach_model``); a drafter never sees
+   the model. Without a table (not built yet) only context rows are drafted.
 
 Settings: k = option ``rows`` (default 10), w = ``draft_count`` (tokens per row; the
 paper's default (k, w) = (10, 10) is ``rows=10, draft_count=10``), q = option ``query``

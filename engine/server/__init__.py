@@ -146,6 +146,7 @@ def run_serve(args) -> int:
         service = EngineService()
     try:
         model = load(service, args.model, log)
+        service.build_tables_for(defaults.draft)  # between requests, from now
         app = create_app(
             service,
             ServerOptions(
@@ -165,17 +166,21 @@ def run_serve(args) -> int:
             f"serving {model.name} on http://{args.host}:{args.port}/v1 "
             f"({'API key required' if api_key else 'no API key'})"
         )
-        serve_http(app, args, api_key)
+        serve_http(app, args, api_key, service.stop_jobs)
     finally:
         service.shutdown()
     return 0
 
 
-def serve_http(app, args, api_key: str | None) -> None:
-    """uvicorn with the connection guards of ``guard.py`` and a rate-limited log."""
+def serve_http(app, args, api_key: str | None, on_exit=None) -> None:
+    """uvicorn with the connection guards of ``guard.py`` and a rate-limited log.
+    ``on_exit()`` runs when the server is told to stop (Ctrl-C, SIGTERM), before uvicorn
+    waits for the open requests: it ends them (the engine's answers stop at their next
+    step), so they close cleanly instead of being cut off after the graceful timeout."""
     import copy
     import logging
     import resource
+    import signal
 
     import uvicorn
 
@@ -218,7 +223,18 @@ def serve_http(app, args, api_key: str | None) -> None:
     )
     for handler in logging.getLogger("engine").handlers:
         handler.addFilter(RateLimitFilter())
-    uvicorn.Server(config).run()
+    # uvicorn raises the signal that stopped it again once it has stopped; for SIGTERM
+    # that would end the process before the engine saves its n-gram memory, so SIGTERM
+    # takes Ctrl-C's way out (KeyboardInterrupt: the caller shuts the engine down)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            if on_exit is not None:
+                on_exit()
+            super().handle_exit(sig, frame)
+
+    Server(config).run()
 
 
 def load(service, model: str | None, log):
