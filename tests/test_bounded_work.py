@@ -180,8 +180,8 @@ def test_a_planted_npz_does_not_fail_requests_to_the_service(tiny_model_dir, tin
         assert [p.read_bytes() for p in path.parent.glob(path.name + ".corrupt-*")] == [planted]
         wait_until(path.exists, "the table was never built again")
         second = run(service.generate(chat(tiny_model_dir, chat_id="after")))
-        assert service._sessions["after"].drafter.attached_bigram
-        assert (service._sessions["after"].drafter.bigram == good).all()
+        assert service._sessions[(None, "after")].drafter.attached_bigram
+        assert (service._sessions[(None, "after")].drafter.bigram == good).all()
         assert second[-1].tokens == first[-1].tokens  # lossless with or without it
     finally:
         service.shutdown()
@@ -200,7 +200,7 @@ def test_the_first_request_answers_without_the_table_and_a_later_one_gets_it(
         assert isinstance(first[-1], DoneEvent) and first[-1].finish_reason == "length"
         (note,) = table_notes(first)
         assert note.done == 0 and note.total == 259 and "background" in note.message
-        assert not service._sessions["c"].drafter.attached_bigram  # it answered without
+        assert not service._sessions[(None, "c")].drafter.attached_bigram  # it answered without
         wait_until(lambda: steps and steps[-1][0] == 259, "the table was never built")
         assert len(steps) == 17 and table_path(tiny_loaded).exists()
         assert all(requests == 0 for _, requests in steps), steps  # never inside a request
@@ -208,7 +208,7 @@ def test_the_first_request_answers_without_the_table_and_a_later_one_gets_it(
         fresh = run(service.generate(chat(tiny_model_dir, chat_id="d")))
         for chat_id, events in (("c", again), ("d", fresh)):
             assert table_notes(events) == []
-            drafter = service._sessions[chat_id].drafter
+            drafter = service._sessions[(None, chat_id)].drafter
             assert drafter.attached_bigram and (drafter.bigram == good).all()
             assert events[-1].tokens == first[-1].tokens  # lossless with or without it
         assert len(steps) == 17  # built once
@@ -296,7 +296,7 @@ def test_the_server_builds_its_default_drafters_table_after_loading(tiny_model_d
         service.build_tables_for(NGRAMMYS)
         wait_until(path.exists, "the table was never built")
         events = run(service.generate(chat(tiny_model_dir, chat_id="c")))
-        assert table_notes(events) == [] and service._sessions["c"].drafter.attached_bigram
+        assert table_notes(events) == [] and service._sessions[(None, "c")].drafter.attached_bigram
     finally:
         service.shutdown()
 
