@@ -70,9 +70,17 @@ class HindsightDrafter(Drafter):
 
     def __init__(self, inner: Drafter, answers: Sequence[Sequence[int]], curve: CostCurve):
         super().__init__(None)
-        self.inner, self.truth = inner, OracleDrafter(answers)
-        self.rate = lambda sent: (sent + 1) / curve.base(sent + 1)  # tokens per second
+        self.inner, self.truth, self.curve = inner, OracleDrafter(answers), curve
+        self.best: list[tuple[float, int]] = [(1 / curve.base(1), 0)]  # [m]: (rate, length)
         self.row = 0  # the inner row sent last
+
+    def _best(self, matched: int) -> tuple[float, int]:
+        """The most tokens per second when the first ``matched`` drafts would be kept, and
+        how many to send for it (a table, so that choosing costs the replay no time)."""
+        while len(self.best) <= matched:
+            sent = len(self.best)
+            self.best.append(max(self.best[-1], ((sent + 1) / self.curve.base(sent + 1), sent)))
+        return self.best[matched]
 
     def attach_model(self, model_key: str, **data) -> None:
         super().attach_model(model_key, **data)
@@ -88,11 +96,9 @@ class HindsightDrafter(Drafter):
 
     def propose(self, k: int) -> Proposal:
         proposal = self.inner.propose(k)
-        said = len(self.truth.said)
-        best = (self.rate(0), 0, 0)  # (tokens per second, length, row): nothing sent
+        said, best = len(self.truth.said), (0.0, 0, 0)  # (tokens per second, length, row)
         for row, draft in enumerate(proposal.rows):
-            matched = matched_length(draft[:k], self.truth.answer, said)
-            best = max([best] + [(self.rate(n), n, row) for n in range(1, matched + 1)])
+            best = max(best, (*self._best(matched_length(draft[:k], self.truth.answer, said)), row))
         _, length, self.row = best
         if not length:
             return Proposal()
