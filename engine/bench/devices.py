@@ -12,24 +12,41 @@ peers, each drafting as its own code does with its default sizes: ``hf-prompt-lo
 charged) and llama.cpp's ``ngram-simple`` and ``ngram-map-k`` (Draftless's drafters of those
 names follow llama.cpp's rules); ``suffix`` drafting a fixed
 16 with no policy; ``prompt-lookup`` with the curve deciding up to 32 tokens; and the
-``oracle`` (the answer itself, up to 32 tokens a pass: the limit on that curve).
+``hindsight`` (the default drafter's own rows, each pass cut knowing the answer to the row
+and length that pay most on the curve, or nothing: what a better policy could make of them)
+and the ``oracle`` (the answer itself, up to 32 tokens a pass: the limit on that curve).
 Draftless's strategies draft what a json-schema answer's schema forces, as the engine does;
-the peers' code does not.
+the peers' code does not. A strategy with no policy drafts the same on every curve: it is
+replayed once and its passes costed on each.
+
+``--conversations FILE [--json]`` replays real answers instead (``conversations.py``: the
+file's format and the public sources): each assistant message, in order, on the prompt the
+embedded model's chat template makes from the messages before it. ``--json`` prints
+``{"conversations", "answer_tokens", "curves": {CURVE: {STRATEGY: {"peer", "all",
+"categories": {CATEGORY: x}}}}}``: geometric means over all conversations and each category's.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
+import math
 import os
 import sys
 import time
+from collections import Counter
 
+from dataclasses import replace
+
+from ..drafters import make_drafter, measurement_options
+from ..errors import EngineError
 from ..settings import DraftSettings
-from ..verify_cost import curve_from_spec, named_curves
-from .oracle import OracleDrafter
+from ..verify_cost import NamedCurve, curve_from_spec, named_curves
+from .conversations import read_conversations, replay_chats
+from .oracle import HindsightDrafter, OracleDrafter
 from .peer_drafters import PEER_DRAFTERS
-from .tune import geomean, predict, reference_answers
+from .tune import geomean, model_identity, per_task, recost, reference_answers, replays
 
 COPY_HEAVY = ("code-edit", "edit-session", "edit-memory", "rag", "structured")
 OPEN = ("open-question", "novel")
@@ -41,8 +58,9 @@ def _plan(drafter: str, count: int, adaptive: bool = False, **more) -> dict:
     return {"drafter_name": drafter, "draft_count": count, "adaptive": adaptive, **more}
 
 
-def strategies(eos: int) -> dict[str, dict]:
-    """name -> ``tune.predict`` plan; ``peer``: counted as a peer for the goals."""
+def strategies(eos: int, named: NamedCurve) -> dict[str, dict]:
+    """name -> ``tune.predict`` plan on the curve ``named``; ``peer``: counted as a peer for
+    the goals; ``on_curve``: its drafts depend on the curve though it has no policy."""
     default = DraftSettings().validated()
     plans = {"default": _plan(default.drafter, default.draft_count, default.adaptive)}
     for name, cls in PEER_DRAFTERS.items():
@@ -56,33 +74,107 @@ def strategies(eos: int) -> dict[str, dict]:
     plans["suffix fixed 16, no policy"] = _plan("suffix", 16)
     plans["prompt-lookup cap 32"] = _plan("prompt-lookup", 32, adaptive=True)
 
-    def oracle(chat, run):
-        return OracleDrafter([t["answer"] + [eos] * t.get("stop", True) for t in chat["turns"]])
+    def answers(chat) -> list[list[int]]:
+        return [t["answer"] + [eos] * t.get("stop", True) for t in chat["turns"]]
 
+    def hindsight(chat, run):
+        options = measurement_options(default.drafter)
+        inner = make_drafter(replace(default, adaptive=False, options=options))
+        return HindsightDrafter(inner, answers(chat), named.curve())
+
+    plans["hindsight"] = _plan(default.drafter, default.draft_count, make=hindsight, on_curve=True)
+    oracle = lambda chat, run: OracleDrafter(answers(chat))  # noqa: E731
     plans["oracle"] = _plan("oracle", 32, make=oracle, grammar=False)
     return plans
 
 
 def device_table(chats: dict, key: str, eos: int, curves) -> list[str]:
-    tasks, plans = sorted({c["task"] for c in chats.values()}), strategies(eos)
-    lines = []
-    for named in curves:
+    tasks, lines = sorted({c["task"] for c in chats.values()}), []
+    for named, plans in zip(curves, strategy_figures(chats, key, eos, curves)):
         tree = f" A tree pass costs {named.tree_extra_s * 1e3:.2f} ms more than c(its nodes)."
         lines += [f"\n### {named.name}\n", named.source + tree, ""]
         lines += ["| strategy | " + " | ".join(tasks) + " | copy-heavy | all |"]
         lines += ["|---" * (len(tasks) + 3) + "|"]
-        rows, replay = {}, dict(charge_drafter=True, tree_extra=named.tree_extra_s, repeats=REPLAYS)
-        for label, plan in plans.items():
-            gc.collect()  # each strategy's drafter timed without the earlier ones' garbage
-            gc.freeze()
-            values = predict(chats, key, eos, named.seconds, plan, **replay)
+        rows = {}
+        for label, (_, values) in plans.items():
             copy = geomean(values[t] for t in COPY_HEAVY if t in values)
             rows[label] = {**values, "copy-heavy": copy, "all": geomean(values.values())}
             cells = [f"{rows[label][t]:.2f}" for t in tasks + ["copy-heavy", "all"]]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
-            print(lines[-1], file=sys.stderr, flush=True)
-        lines += ["", *goal_lines(rows, tasks, plans)]
+        lines += ["", *goal_lines(rows, tasks, {label: plan for label, (plan, _) in plans.items()})]
     return lines
+
+
+def strategy_figures(chats: dict, key: str, eos: int, curves) -> list[dict]:
+    """Per curve, {strategy: (plan, predicted speed-up per task)}. A strategy whose drafts
+    no curve changes (no policy) is replayed once, its passes costed on each curve."""
+    figures, once = [], {}
+    for named in curves:
+        figures.append({})
+        for label, plan in strategies(eos, named).items():
+            charged = plan.get("charge", True)
+            if plan["adaptive"] or plan.get("on_curve"):
+                kept = _replays(chats, key, eos, named, plan, charged)
+            else:
+                if label not in once:
+                    once[label] = _replays(chats, key, eos, named, plan, charged)
+                kept = {name: recost(r, named.curve()) for name, r in once[label].items()}
+            figures[-1][label] = (plan, per_task(chats, kept, charged))
+            overall = geomean(figures[-1][label][1].values())
+            print(f"{named.name}: {label} {overall:.2f}", file=sys.stderr, flush=True)
+    return figures
+
+
+def _replays(chats, key, eos, named: NamedCurve, plan: dict, charged: bool) -> dict:
+    gc.collect()  # each strategy's drafter timed without the earlier ones' garbage
+    gc.freeze()
+    return replays(
+        chats, key, eos, named.seconds, plan, False, False, charged, named.tree_extra_s, REPLAYS
+    )
+
+
+def conversation_figures(chats: dict, key: str, eos: int, curves) -> dict:
+    """``--conversations``' JSON: per curve and strategy, the geometric mean of the
+    predicted speed-ups over all conversations and over each category's."""
+    counts = Counter(chat["task"] for chat in chats.values())
+    figures: dict = {}
+    for named, plans in zip(curves, strategy_figures(chats, key, eos, curves)):
+        for label, (plan, values) in plans.items():
+            logs = sum(counts[category] * math.log(x) for category, x in values.items())
+            overall = round(math.exp(logs / len(chats)), 4)
+            categories = {category: round(x, 4) for category, x in sorted(values.items())}
+            entry = {"peer": bool(plan.get("peer")), "all": overall, "categories": categories}
+            figures.setdefault(named.name, {})[label] = entry
+    tokens = sum(len(turn["answer"]) for chat in chats.values() for turn in chat["turns"])
+    return {"conversations": len(chats), "answer_tokens": tokens, "curves": figures}
+
+
+def conversation_lines(figures: dict, counts: Counter) -> list[str]:
+    """Markdown: per curve, the default, the best peer, the hindsight bound and the oracle."""
+    lines = ["", "| curve | default | best peer | hindsight | oracle | default / best peer |"]
+    lines += ["|---|---|---|---|---|---|"]
+    for curve, rows in figures["curves"].items():
+        peer = max((p for p in rows if rows[p]["peer"]), key=lambda p: rows[p]["all"])
+        cells = [rows["default"]["all"], rows[peer]["all"], rows["hindsight"]["all"]]
+        cells = [f"{x:.2f}" for x in cells + [rows["oracle"]["all"]]]
+        cells[1] += f" ({peer})"
+        ratio = rows["default"]["all"] / rows[peer]["all"]
+        lines.append(f"| {curve} | " + " | ".join(cells) + f" | {ratio:.2f} |")
+    for curve, rows in figures["curves"].items():
+        lines += [f"\n### {curve}\n", "| category (conversations) | default | best peer "]
+        lines[-1] += "| hindsight | oracle |"
+        lines.append("|---|---|---|---|---|")
+        for category in sorted(counts):
+            peer = max((p for p in rows if rows[p]["peer"]), key=lambda p: _at(rows[p], category))
+            cells = [f"{_at(rows[s], category):.2f}" for s in ("default", peer, "hindsight")]
+            cells[1] += f" ({peer})"
+            cells.append(f"{_at(rows['oracle'], category):.2f}")
+            lines.append(f"| {category} ({counts[category]}) | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _at(row: dict, category: str) -> float:
+    return row["categories"][category]
 
 
 def goal_lines(rows: dict[str, dict], tasks: list[str], plans: dict) -> list[str]:
@@ -107,31 +199,40 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.bench.devices", description=__doc__)
     parser.add_argument("--split", default="check", choices=("tuning", "check"))
     parser.add_argument(
+        "--conversations",
+        metavar="FILE",
+        help="replay these conversations' answers instead (engine/bench/conversations.py)",
+    )
+    parser.add_argument(
         "--cost-curve",
         action="append",
         metavar="NAME|FILE",
         help="a curve to predict on (repeatable; default: every shipped curve)",
     )
-    parser.add_argument("--max-tokens", type=int, default=512)
+    parser.add_argument(
+        "--max-tokens", type=int, help="answer cap (default: 512; conversations: whole answers)"
+    )
     parser.add_argument("--cached-only", action="store_true", help="decode nothing new")
+    parser.add_argument("--json", action="store_true", help="with --conversations: print JSON")
     parser.add_argument("--out", help="also write the table to this Markdown file")
     args = parser.parse_args(argv)
-    specs = args.cost_curve
-    curves = [curve_from_spec(s) for s in specs] if specs else list(named_curves().values())
-    chats, key, eos = reference_answers(args.split, args.max_tokens, cached_only=args.cached_only)
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    started = time.perf_counter()
+    loads = ", ".join(f"{x:.2f}" for x in load) if load else "n/a"
+    print(f"load average at start: {loads}", file=sys.stderr)
     command = " ".join(argv if argv is not None else sys.argv[1:])
-    tokens = sum(len(t["answer"]) for c in chats.values() for t in c["turns"])
-    header = [
-        f"# Device table ({args.split} set: {len(chats)} chats, {tokens} answer tokens)",
-        "",
-        f"`python -m engine.bench.devices {command}`; load average at start "
-        f"{', '.join(f'{x:.2f}' for x in load) if load else 'n/a'} (only the drafters' own "
-        "time per pass depends on it). Predicted speed-up over plain decoding on each curve, "
-        "geometric mean over a task's chats; copy-heavy = " + ", ".join(COPY_HEAVY) + ".",
-    ]
-    lines = header + device_table(chats, key, eos, curves)
+    started = time.perf_counter()
+    try:
+        specs = args.cost_curve
+        curves = [curve_from_spec(s) for s in specs] if specs else list(named_curves().values())
+        if args.conversations:
+            lines = conversations_main(args, curves, f"{command}`; load average at start {loads}")
+            if lines is None:
+                return 0
+        else:
+            lines = device_main(args, curves, f"{command}`; load average at start {loads}")
+    except EngineError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     lines.append(f"\n(replayed in {time.perf_counter() - started:.0f} s)")
     text = "\n".join(lines) + "\n"
     print(text)
@@ -139,6 +240,42 @@ def main(argv=None) -> int:
         with open(args.out, "w", encoding="utf-8") as out:
             out.write(text)
     return 0
+
+
+def device_main(args, curves, run: str) -> list[str]:
+    max_tokens = args.max_tokens or 512
+    chats, key, eos = reference_answers(args.split, max_tokens, cached_only=args.cached_only)
+    tokens = sum(len(t["answer"]) for c in chats.values() for t in c["turns"])
+    header = [
+        f"# Device table ({args.split} set: {len(chats)} chats, {tokens} answer tokens)",
+        "",
+        f"`python -m engine.bench.devices {run} (only the drafters' own "
+        "time per pass depends on it). Predicted speed-up over plain decoding on each curve, "
+        "geometric mean over a task's chats; copy-heavy = " + ", ".join(COPY_HEAVY) + ".",
+    ]
+    return header + device_table(chats, key, eos, curves)
+
+
+def conversations_main(args, curves, run: str) -> list[str] | None:
+    """``--conversations``: JSON printed (None returned) or the Markdown lines."""
+    from ..models import load_model
+
+    conversations = read_conversations(args.conversations)
+    loaded = load_model(None)
+    chats = replay_chats(conversations, loaded, args.max_tokens)
+    figures = conversation_figures(chats, *model_identity(loaded), curves)
+    if args.json:
+        print(json.dumps(figures))
+        return None
+    counts = Counter(chat["task"] for chat in chats.values())
+    return [
+        f"# Real answers ({args.conversations}: {figures['conversations']} conversations, "
+        f"{figures['answer_tokens']} answer tokens)",
+        "",
+        f"`python -m engine.bench.devices {run}. Predicted speed-up over plain decoding, "
+        "geometric mean over the conversations; best peer: the peer strategy highest there.",
+        *conversation_lines(figures, counts),
+    ]
 
 
 if __name__ == "__main__":

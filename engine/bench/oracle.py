@@ -1,4 +1,5 @@
-"""The oracle: a drafter handed the plain run's own answer (benchmark only).
+"""The oracle and the hindsight bound: drafters handed the plain run's own answer (benchmark
+only).
 
 It drafts the rest of the known answer, so every draft is accepted and a pass costs only
 the verify of its length: the speed-up it reaches is the limit of n-gram speculation on
@@ -6,6 +7,10 @@ that machine or curve for that answer (drafting for free, every guess right). It
 the drafter registry, so the app and the CLI never offer it; the suite runs it through
 ``OracleSession``, a ``ChatSession`` that installs it instead of a registered drafter, and
 the replays hand it every turn's answer up front.
+
+``HindsightDrafter`` bounds what a better policy could make of the default drafter's own
+drafts: each pass it sends, knowing the answer, the row of that drafter's proposal and the
+length that give the most tokens per second on the curve, or nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..drafters.base import Drafter, Proposal
+from ..replay import matched_length
 from ..session import ChatSession
 from ..verify_cost import CostCurve
 
@@ -50,6 +56,60 @@ class OracleDrafter(Drafter):
 
     def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None) -> None:
         self.said.extend(int(t) for t in emitted)
+
+
+class HindsightDrafter(Drafter):
+    """``inner``'s rows, each pass cut to the one row and length that pay most knowing the
+    answer. One row suffices: a tree keeps no more than its best row and costs at least
+    that row's pass; no length past the row's match pays, as c(n) never falls (``CostCurve``
+    makes it non-decreasing). Each pass is best alone; the whole answer's least time could
+    differ, as a pass's choice changes where the next one starts."""
+
+    name = "hindsight"
+    summary = "benchmark only: the default drafter's rows, cut knowing the answer"
+
+    def __init__(self, inner: Drafter, answers: Sequence[Sequence[int]], curve: CostCurve):
+        super().__init__(None)
+        self.inner, self.truth, self.curve = inner, OracleDrafter(answers), curve
+        self.best: list[tuple[float, int]] = [(1 / curve.base(1), 0)]  # [m]: (rate, length)
+        self.row = 0  # the inner row sent last
+
+    def _best(self, matched: int) -> tuple[float, int]:
+        """The most tokens per second when the first ``matched`` drafts would be kept, and
+        how many to send for it (a table, so that choosing costs the replay no time)."""
+        while len(self.best) <= matched:
+            sent = len(self.best)
+            self.best.append(max(self.best[-1], ((sent + 1) / self.curve.base(sent + 1), sent)))
+        return self.best[matched]
+
+    def attach_model(self, model_key: str, **data) -> None:
+        super().attach_model(model_key, **data)
+        self.inner.attach_model(model_key, **data)
+
+    def reset(self, prompt_tokens: Sequence[int]) -> None:
+        self.truth.reset(prompt_tokens)
+        self.inner.reset(prompt_tokens)
+
+    def extend(self, tokens: Sequence[int]) -> None:
+        self.truth.extend(tokens)
+        self.inner.extend(tokens)
+
+    def propose(self, k: int) -> Proposal:
+        proposal = self.inner.propose(k)
+        said, best = len(self.truth.said), (0.0, 0, 0)  # (tokens per second, length, row)
+        for row, draft in enumerate(proposal.rows):
+            best = max(best, (*self._best(matched_length(draft[:k], self.truth.answer, said)), row))
+        _, length, self.row = best
+        if not length:
+            return Proposal()
+        return Proposal([proposal.rows[self.row][:length]], proposal.match_length)
+
+    def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None) -> None:
+        self.truth.observe(emitted)
+        self.inner.observe(emitted, accepted=accepted, drafted=drafted, row=self.row)
+
+    def flush(self) -> None:
+        self.inner.flush()
 
 
 class OracleSession(ChatSession):

@@ -72,6 +72,7 @@ def simulate(
     if policy is not None:
         memory.curves[model_key] = policy.curve = curve
     plain = spec = drafter_s = 0.0
+    sizes: list[tuple[int, bool]] = []  # per pass: tokens verified + 1, a tree or not
     passes = emitted_total = 0
     history: list[int] = []
     for turn in chat:
@@ -89,6 +90,7 @@ def simulate(
             if passes and policy is not None and policy.gives_up(draft_count):
                 left = len(answer) - produced  # the loop decodes the rest plainly
                 spec += left * curve.base(1)
+                sizes += [(1, False)] * left
                 passes, emitted_total = passes + left, emitted_total + left
                 history.extend(answer[produced:])
                 break
@@ -114,6 +116,7 @@ def simulate(
             emitted = answer[produced : produced + accepted + 1]
             cost = curve.base(sent + 1) + (tree_extra if tree else 0.0)
             spec += cost
+            sizes.append((sent + 1, tree))
             started = time.perf_counter()
             mine = not plan.grammar  # the grammar's draft is not the drafter's
             drafter.observe(emitted, accepted=accepted * mine, drafted=len(draft) * mine, row=row)
@@ -144,7 +147,16 @@ def simulate(
         "passes": passes,
         "emitted": emitted_total,
         "drafter_s": drafter_s,
+        "sizes": sizes,
     }
+
+
+def recost(result: dict, curve: CostCurve) -> dict:
+    """``simulate``'s result with the same passes costed on another curve (a replay whose
+    drafts the curve does not change: no policy, nothing planned on it)."""
+    trees = sum(tree for _, tree in result["sizes"])
+    spec = sum(curve.base(n) for n, _ in result["sizes"]) + trees * curve.tree_extra
+    return {**result, "plain_s": result["emitted"] * curve.base(1), "spec_s": spec}
 
 
 def geomean(values) -> float:
@@ -174,9 +186,16 @@ def predict(
     least of ``repeats`` whole replays per chat (the replay is deterministic: only the host's
     timing varies, and a pause of this machine's is not the drafter's cost);
     ``tree_extra``: seconds a tree pass costs beyond c(its nodes)."""
-    charge_drafter = charge_drafter and plan.get("charge", True)
+    charged = charge_drafter and plan.get("charge", True)
+    options = (cold, cross_chat, charged, tree_extra, repeats)
+    return per_task(chats, replays(chats, key, eos, seconds, plan, *options), charged)
+
+
+def replays(chats, key, eos, seconds, plan, cold, cross_chat, charged, tree_extra, repeats):
+    """``predict``'s replay: each chat's ``simulate`` result, the least drafter time of
+    ``repeats`` whole replays where the drafter's time is ``charged``."""
     kept: dict[str, dict] = {}
-    for _ in range(repeats if charge_drafter else 1):
+    for _ in range(repeats if charged else 1):
         memory, run = AdaptiveMemory(), {}
         for name, chat in chats.items():
             memory = AdaptiveMemory() if cold else memory
@@ -188,11 +207,16 @@ def predict(
             result = simulate(chat["turns"], *arguments, memory, key, seconds, eos, **extra)
             if name not in kept or result["drafter_s"] < kept[name]["drafter_s"]:
                 kept[name] = result
-    per_task: dict[str, list[float]] = {}
+    return kept
+
+
+def per_task(chats: dict, kept: dict[str, dict], charged: bool) -> dict[str, float]:
+    """Predicted speed-up per task, the geometric mean over its chats' ``replays``."""
+    speedups: dict[str, list[float]] = {}
     for name, result in kept.items():
-        spent = result["spec_s"] + (result["drafter_s"] if charge_drafter else 0.0)
-        per_task.setdefault(chats[name]["task"], []).append(result["plain_s"] / spent)
-    return {task: geomean(values) for task, values in per_task.items()}
+        spent = result["spec_s"] + (result["drafter_s"] if charged else 0.0)
+        speedups.setdefault(chats[name]["task"], []).append(result["plain_s"] / spent)
+    return {task: geomean(values) for task, values in speedups.items()}
 
 
 def taught_memory(chats: dict, chat: dict, plan: dict, key: str, seconds: dict, eos: int) -> dict:
@@ -208,12 +232,18 @@ def taught_memory(chats: dict, chat: dict, plan: dict, key: str, seconds: dict, 
     return {"options": {}, "stores": stores}
 
 
+def model_identity(loaded) -> tuple[str, int]:
+    """What the replay needs of a model: its key (names the drafters' files), its end token."""
+    from ..model_ngrams import model_key
+
+    return model_key(loaded), sorted(loaded.tokenizer.eos_token_ids)[0]
+
+
 def reference_answers(
     split: str, max_tokens: int, tasks=None, per_task: int = 2, cached_only: bool = False
 ) -> tuple[dict, str, int]:
     """Every chat of a split decoded plainly once (cached): ({chat: {"task", "turns",
     "after"}}, model key, eos id)."""
-    from ..model_ngrams import model_key as key_of
     from ..grammar import GrammarConstraint, json_schema_grammar
     from ..models import load_model
     from ..paths import cache_dir
@@ -224,7 +254,7 @@ def reference_answers(
     from .workloads import TASK_ORDER, select_workloads
 
     loaded = load_model(None)
-    key, eos = key_of(loaded), sorted(loaded.tokenizer.eos_token_ids)[0]
+    key, eos = model_identity(loaded)
     path = cache_dir() / "tuning" / f"answers-{key}-{split}.json"
     cached = json.loads(path.read_text()) if path.exists() else {}
     workloads, _ = select_workloads(list(tasks or TASK_ORDER), per_task, split)

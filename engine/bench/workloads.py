@@ -15,6 +15,7 @@ each line naming its ``source``), and ``open-question`` and ``novel``: nothing t
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,15 +55,7 @@ def load_prompts(path: Path) -> list[Workload]:
     messages; ``source``: where a prompt was taken from). A bad line raises ValueError naming
     the file and the line."""
     workloads = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as error:
-            raise ValueError(f"{path}, line {number}: not JSON ({error})") from None
-        if not isinstance(row, dict):
-            raise ValueError(f"{path}, line {number}: not a JSON object")
+    for number, row in json_lines(path.read_text(encoding="utf-8"), str(path)):
         missing = [k for k in ("id", "split", "prompt") if k not in row]
         unknown = sorted(set(row) - set(FIELDS))
         wrong = [k for k, kind in FIELDS.items() if k in row and not isinstance(row[k], kind)]
@@ -78,6 +71,22 @@ def load_prompts(path: Path) -> list[Workload]:
         source, prompt = row.get("source", WRITTEN), [{"role": "user", "content": row["prompt"]}]
         workloads.append(Workload(path.stem, row["id"], prompt, source, **extra))
     return workloads
+
+
+def json_lines(text: str, where: str, error=ValueError) -> Iterator[tuple[int, dict]]:
+    """Each non-blank line of a JSONL text: (its number, the JSON object on it); ``error``
+    raised with ``where`` and the line's number for a line that holds no JSON object."""
+    # split at newlines only: JSON text may hold U+2028 and more that splitlines breaks at
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as problem:
+            raise error(f"{where}, line {number}: not JSON ({problem})") from None
+        if not isinstance(row, dict):
+            raise error(f"{where}, line {number}: not a JSON object")
+        yield number, row
 
 
 def written_workloads() -> dict[str, list[Workload]]:

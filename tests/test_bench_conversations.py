@@ -1,0 +1,197 @@
+"""Real conversations as the yardstick: the replay's input file, the public sources' loaders and
+splits, the hindsight bound, and ``python -m engine.bench.devices --conversations``."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import Counter
+
+import pytest
+
+from engine.bench import conversations as conv
+from engine.bench.conversations import ConversationError, read_conversations
+
+CURVE = "h100-7b-bf16"
+
+
+def _write(tmp_path, lines) -> str:
+    path = tmp_path / "chats.jsonl"
+    path.write_text(
+        "".join(line if isinstance(line, str) else json.dumps(line) + "\n" for line in lines)
+    )
+    return str(path)
+
+
+def _chat(name="a", category="prose", messages=None) -> dict:
+    messages = messages or [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello"},
+    ]
+    return {"id": name, "category": category, "messages": messages}
+
+
+def test_a_json_array_cut_short_yields_its_complete_elements():
+    items = [{"id": n, "text": "x\u2028y" * n, "list": [1, {"a": "]"}]} for n in range(40)]
+    whole = json.dumps(items, indent=1)
+    cut = whole[: whole.index('"id": 31') + 3]  # inside element 31
+    assert list(conv.complete_items(io.StringIO(cut), chunk=37)) == items[:31]
+    assert list(conv.complete_items(io.StringIO(whole), chunk=37)) == items
+    assert list(conv.complete_items(io.StringIO("[]"))) == []
+
+
+@pytest.mark.parametrize(
+    "lines, message",
+    [
+        ([_chat(), "{not json\n"], "line 2: not JSON"),
+        (["[1, 2]\n"], "line 1: not a JSON object"),
+        ([{"id": "a", "messages": []}], "line 1: needs a string id and category"),
+        ([_chat(messages=[{"role": "tool", "content": "x"}])], "line 1: message 1 has role 'tool'"),
+        ([_chat(messages=[{"role": "user", "content": ["x"]}])], "line 1: message 1 needs text"),
+        ([_chat(messages=[{"role": "user", "content": "Hi"}])], "line 1: no assistant message"),
+        ([_chat(), "\n", _chat()], "line 3: id 'a' is already on line 1"),
+        ([_chat(category="")], "line 1: id must not be empty, category 1 to 40"),
+        (["\n"], "holds no conversation"),
+    ],
+)
+def test_a_bad_conversations_file_is_refused_naming_the_line(tmp_path, lines, message):
+    with pytest.raises(ConversationError, match=message):
+        read_conversations(_write(tmp_path, lines))
+
+
+def test_a_missing_or_oversized_file_is_refused(tmp_path, monkeypatch):
+    with pytest.raises(ConversationError, match="Cannot read the conversations file"):
+        read_conversations(tmp_path / "nowhere.jsonl")
+    path = _write(tmp_path, [_chat()])
+    monkeypatch.setattr(conv, "MAX_FILE_BYTES", 10)
+    with pytest.raises(ConversationError, match="larger than 10 bytes"):
+        read_conversations(path)
+
+
+def test_the_replay_command_says_what_is_wrong_without_a_traceback(tmp_path, capsys):
+    from engine.bench.devices import main
+
+    path = _write(tmp_path, [_chat(), {"id": "b", "category": "x", "messages": "no"}])
+    assert main(["--conversations", path, "--cost-curve", CURVE, "--json"]) == 2
+    error = capsys.readouterr().err
+    assert f"error: {path}, line 2: needs a string id" in error and "Traceback" not in error
+
+
+def test_splits_are_a_fixed_hash_of_the_conversation():
+    splits = Counter(conv.split_of("sharegpt", f"chat{n}") for n in range(10_000))
+    assert [round(splits[s] / 10_000, 1) for s in ("tuning", "dev", "rest")] == [0.4, 0.4, 0.2]
+    assert conv.split_of("sharegpt", "chat7") == conv.split_of("sharegpt", "chat7")
+    assert conv.main(["--source", "humaneval", "--split", "rest", "--out", "x.jsonl"]) == 2
+
+
+def test_passes_costed_on_another_curve_equal_a_replay_on_it():
+    """A strategy with no policy drafts the same on every curve: its replay is costed again."""
+    from engine.adaptive import AdaptiveMemory
+    from engine.bench.tune import recost, simulate
+    from engine.verify_cost import CostCurve
+
+    prompt = [5, 6, 7, 8, 9, 5, 6, 7, 10, 11, 5, 6, 7, 8, 12] * 3
+    turns = [{"prompt": prompt, "answer": [5, 6, 7, 8, 9, 13, 5, 6, 7, 10, 11, 14] * 2}]
+    steep = {1: 0.01, 2: 0.02, 8: 0.05, 65: 0.4}
+    flat = {1: 0.01, 65: 0.012}
+
+    def replay(seconds, extra):
+        memory = AdaptiveMemory()
+        return simulate(turns, "suffix", 8, False, memory, "k", seconds, 0, tree_extra=extra)
+
+    on_steep = replay(steep, 0.003)
+    assert any(tree for _, tree in on_steep["sizes"])  # tree passes are costed too
+    again = recost(replay(flat, 0.0), CostCurve(steep, tree_extra=0.003))
+    assert again["spec_s"] == pytest.approx(on_steep["spec_s"])
+    assert again["plain_s"] == pytest.approx(on_steep["plain_s"])
+
+
+class _Rows:
+    """A drafter stub proposing fixed rows and recording what it observes."""
+
+    multi_row = True
+
+    def __init__(self, rows):
+        self.rows, self.seen = rows, []
+
+    def propose(self, k):
+        from engine.drafters.base import Proposal
+
+        return Proposal([r[:k] for r in self.rows], 2)
+
+    def observe(self, emitted, **details):
+        self.seen.append(details["row"])
+
+    def reset(self, prompt):
+        pass
+
+
+def test_hindsight_sends_the_row_and_length_that_pay_most_or_nothing():
+    from engine.bench.oracle import HindsightDrafter
+    from engine.verify_cost import CostCurve
+
+    answer = [1, 2, 3, 4, 5, 6]
+    inner = _Rows([[1, 2, 9, 9], [1, 2, 3, 4, 9]])  # the second row matches 4 tokens
+    flat = HindsightDrafter(inner, [answer], CostCurve({1: 1.0, 8: 1.1}))
+    flat.reset([0])
+    proposal = flat.propose(8)
+    assert proposal.rows == [[1, 2, 3, 4]] and proposal.match_length == 2
+    flat.observe([1, 2, 3, 4, 5], accepted=4, drafted=4, row=0)
+    assert inner.seen == [1]  # the inner drafter learns which of its rows went out
+    steep = HindsightDrafter(_Rows([[1, 9]]), [answer], CostCurve({1: 1.0, 2: 2.5, 8: 9.0}))
+    steep.reset([0])
+    assert steep.propose(8).rows == []  # one token kept for 2.5x a pass: nothing pays
+    stepped = HindsightDrafter(_Rows([[1, 2, 3, 9]]), [answer], CostCurve({1: 1, 3: 1, 4: 4}))
+    stepped.reset([0])
+    assert stepped.propose(8).rows == [[1, 2]]  # 3 tokens for c(3); the third draft costs 4x
+
+
+@pytest.mark.embedded
+def test_each_source_writes_conversations_that_replay(embedded_loaded, tmp_path, capsys):
+    """A few short dev conversations of each source, replayed on one curve."""
+    from engine.bench.devices import main
+
+    chosen = []
+    for source, categories in [
+        ("sharegpt", {"code", "prose", "non-english"}),
+        ("mt-bench", {"code", "math", "reasoning"}),
+        ("humaneval", {"code"}),
+    ]:
+        sample = conv.sample(source, "dev", 6, embedded_loaded)
+        assert len(sample) == 6 and {c["category"] for c in sample} <= categories
+        tuning = conv.sample(source, "tuning", 6, embedded_loaded)
+        assert not {c["id"] for c in sample} & {c["id"] for c in tuning}
+        chosen += sorted(sample, key=lambda c: len(json.dumps(c)))[:2]
+    path = tmp_path / "dev.jsonl"
+    conv.write_conversations(chosen, path)
+    assert [c["id"] for c in read_conversations(path)] == [c["id"] for c in chosen]
+    assert main(["--conversations", str(path), "--cost-curve", CURVE, "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    answers = sum(m["role"] == "assistant" for c in chosen for m in c["messages"])
+    assert figures["conversations"] == 6 and figures["answer_tokens"] > answers * 5
+    rows = figures["curves"][CURVE]
+    assert {"default", "hindsight", "oracle", "vllm-suffix"} <= set(rows)
+    assert rows["vllm-suffix"]["peer"] and not rows["default"]["peer"]
+    categories = {c["category"] for c in chosen}
+    for name, row in rows.items():
+        assert set(row["categories"]) == categories, name
+        values = row["categories"].values()
+        assert min(values) - 1e-3 <= row["all"] <= max(values) + 1e-3, name
+    default, hindsight, oracle = rows["default"], rows["hindsight"], rows["oracle"]
+    assert oracle["all"] >= hindsight["all"] >= default["all"] > 0.5
+    for category in categories:
+        at = [r["categories"][category] for r in (oracle, hindsight, default)]
+        assert at[0] >= at[1] >= at[2] > 0.5, category
+
+
+@pytest.mark.embedded
+def test_a_conversation_over_the_context_is_refused_naming_it(embedded_loaded, tmp_path):
+    long = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "word " * 9000}]
+    conversations = read_conversations(_write(tmp_path, [_chat(), _chat("b", messages=long)]))
+    with pytest.raises(ConversationError, match=r"line 2, message 2: .* over .* context of 8192"):
+        conv.replay_chats(conversations, embedded_loaded)
+    with pytest.raises(ConversationError, match="at least 1"):
+        conv.replay_chats(conversations, embedded_loaded, max_tokens=0)
+    chats = conv.replay_chats(conversations, embedded_loaded, max_tokens=100)
+    assert [len(t["answer"]) for t in chats["b"]["turns"]] == [100]
+    assert chats["b"]["turns"][0]["stop"] is False and chats["a"]["turns"][0]["stop"] is True
