@@ -582,23 +582,29 @@ class Answer:
                 break
         yield _sse("[DONE]")
 
-    async def whole(self) -> dict:
+    async def collect(self) -> tuple[str, list[TokenEvent], list[dict], Piece]:
+        """The whole answer once it is done: (its text, tokens, tool calls, the last
+        piece, whose event is the DoneEvent); an engine error is a 500."""
         texts: list[str] = []
         tokens: list[TokenEvent] = []
         calls: list[dict] = []
         async for piece in self.read():
-            event = piece.event
             texts.append(piece.text)
             tokens += piece.tokens
             calls += piece.calls
-            if isinstance(event, DoneEvent):
-                return self.shaper.whole(
-                    "".join(texts),
-                    self.finish(event, bool(calls)),
-                    tokens,
-                    usage(event.timing.get("prompt_tokens", 0), event, piece.completion_tokens),
-                    calls,
-                )
-            if isinstance(event, ErrorEvent):
-                raise ApiError(500, event.message, "server_error")
+            if isinstance(piece.event, DoneEvent):
+                return "".join(texts), tokens, calls, piece
+            if isinstance(piece.event, ErrorEvent):
+                raise ApiError(500, piece.event.message, "server_error")
         raise ApiError(500, "The engine ended the answer without a result.", "server_error")
+
+    async def whole(self) -> dict:
+        text, tokens, calls, last = await self.collect()
+        done = last.event
+        return self.shaper.whole(
+            text,
+            self.finish(done, bool(calls)),
+            tokens,
+            usage(done.timing.get("prompt_tokens", 0), done, last.completion_tokens),
+            calls,
+        )

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 
 from ..events import DoneEvent, ErrorEvent, PassEvent
 from ..models import size_text
-from .requests import ApiError, checked_schema, typed
+from .requests import ApiError, check_fields, checked_schema, typed
 from .responses import SafeJSONResponse, Shaper
 
 # the Ollama API version whose shapes these routes follow (clients compare against it)
@@ -92,14 +92,7 @@ def now() -> str:
 
 def translate(body, chat: bool) -> tuple[dict, bool]:
     """(the OpenAI body an Ollama body means, whether it is a chat)."""
-    if not isinstance(body, dict):
-        raise _bad("The request body must be a JSON object.")
-    unknown = set(body) - set(FIELDS)
-    if unknown:
-        raise _bad(f"Unsupported field(s): {', '.join(sorted(unknown))}.")
-    for name, kind in FIELDS.items():
-        if kind is not None and name in body:
-            typed(body[name], kind, name)
+    check_fields(body, FIELDS)
     for name in ("images", "suffix", "template", "context"):
         if body.get(name):
             raise _bad(f"'{name}' is not supported by this server.", name)
@@ -233,20 +226,11 @@ async def lines(answer, shaper: OllamaShaper):
 
 
 async def whole(answer, shaper: OllamaShaper) -> dict:
-    texts, tokens, calls = [], [], []
-    async for piece in answer.read():
-        event = piece.event
-        texts.append(piece.text)
-        tokens += piece.tokens
-        calls += piece.calls
-        if isinstance(event, DoneEvent):
-            body = shaper.body("".join(texts), tokens[: piece.completion_tokens], calls)
-            return shaper.done(
-                body, event, answer.finish(event, bool(calls)), piece.completion_tokens
-            )
-        if isinstance(event, ErrorEvent):
-            raise ApiError(500, event.message, "server_error")
-    raise ApiError(500, "The engine ended the answer without a result.", "server_error")
+    text, tokens, calls, last = await answer.collect()
+    body = shaper.body(text, tokens[: last.completion_tokens], calls)
+    return shaper.done(
+        body, last.event, answer.finish(last.event, bool(calls)), last.completion_tokens
+    )
 
 
 def model_details(facts: dict) -> dict:

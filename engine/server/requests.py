@@ -448,16 +448,22 @@ def _unsupported_asks(body: dict) -> None:
         )
 
 
-def parse(body, chat: bool, defaults: Defaults, peer: str | None) -> ParsedRequest:
-    """Validate an OpenAI body; raise ApiError (400) for anything the engine cannot honour."""
+def check_fields(body, fields: dict) -> None:
+    """A 400 unless ``body`` is a JSON object whose every field is one of ``fields``, of the
+    JSON type named there (None: checked where it is read)."""
     if not isinstance(body, dict):
         raise _bad("The request body must be a JSON object.")
-    unknown = set(body) - set(FIELD_TYPES)
+    unknown = set(body) - set(fields)
     if unknown:
         raise _bad(f"Unsupported field(s): {', '.join(sorted(unknown))}.")
-    for name, kind in FIELD_TYPES.items():
+    for name, kind in fields.items():
         if kind is not None and name in body:
             typed(body[name], kind, name)
+
+
+def parse(body, chat: bool, defaults: Defaults, peer: str | None) -> ParsedRequest:
+    """Validate an OpenAI body; raise ApiError (400) for anything the engine cannot honour."""
+    check_fields(body, FIELD_TYPES)
     _unsupported_asks(body)
     if chat:
         messages, prompt = messages_of(body.get("messages")), None
