@@ -271,6 +271,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--stop-chars", type=int, default=900_000)
     parser.add_argument("--server-args", default="", help="more `engine serve` arguments")
     args = parser.parse_args(argv)
+    import mlx_lm  # noqa: F401  (importing it sets the open-file limit to (2048, 4096): first)
+
     raise_fd_limit(args.stalled + args.slow_bodies + 512)
     with tempfile.TemporaryDirectory(prefix="hostile-load-") as folder:
         model = args.model

@@ -439,6 +439,27 @@ def test_a_body_deadline_that_is_not_positive_is_refused_at_start(capsys):
     assert "--body-seconds must be positive" in capsys.readouterr().err
 
 
+def test_more_connections_than_the_process_may_open_files_for_is_refused_at_start(
+    capsys, monkeypatch
+):
+    """Past the open-file limit accept() fails and asyncio stops accepting for a second,
+    /health included; so the cap must fit the limit with a backlog's burst to spare."""
+    import resource
+
+    from engine.__main__ import main
+    from engine.server import open_file_budget, raise_open_file_limit
+
+    monkeypatch.setattr(resource, "getrlimit", lambda kind: (2048, 4096))
+    raised = []
+    monkeypatch.setattr(resource, "setrlimit", lambda kind, limits: raised.append(limits))
+    assert main(["serve", "--max-connections", "5000"]) == 2
+    error = capsys.readouterr().err
+    assert "--max-connections 5000 needs up to" in error and "at most 4096" in error
+    assert "Traceback" not in error and raised == []
+    raise_open_file_limit(1000)  # the default fits, with the soft limit raised to the budget
+    assert raised == [(open_file_budget(1000), 4096)] and open_file_budget(1000) > 2048
+
+
 def scripted_app(service, **options):
     return create_app(
         service,

@@ -24,6 +24,35 @@ API_KEY_VARIABLE = "DRAFTLESS_API_KEY"
 # connections the kernel may hold before the server accepts them; a client whose connection
 # finds the queue full tries again only after a second, so it is not small
 BACKLOG = 1024
+# files the process holds besides its connections: the model's, the engine's, the log
+OTHER_FILES = 256
+
+
+def open_file_budget(max_connections: int) -> int:
+    """The open files a server with ``max_connections`` may need at once: its connections,
+    a backlog of new ones accepted in one wake-up before the cap closes any (asyncio accepts
+    a whole backlog at a time), the backlog before it whose closing has not finished, and its
+    other files (measured: 2,000 stalled connections and 1,000 slow bodies at once ran out of
+    files with one backlog to spare). Past the limit, accept() fails and asyncio stops
+    accepting for a second, /health included."""
+    return max_connections + 2 * BACKLOG + OTHER_FILES
+
+
+def raise_open_file_limit(max_connections: int) -> None:
+    """Raise this process's open-file limit to ``open_file_budget``; a clear error where the
+    hard limit is below it (importing mlx-lm sets it to 4,096)."""
+    import resource
+
+    wanted = open_file_budget(max_connections)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < wanted:
+        raise EngineError(
+            f"--max-connections {max_connections} needs up to {wanted} open files, and this "
+            f"process may open at most {hard}: lower --max-connections to "
+            f"{max(1, hard - 2 * BACKLOG - OTHER_FILES)} or less."
+        )
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -123,6 +152,7 @@ def run_serve(args) -> int:
         raise EngineError("--max-queue must be from 1 to 10000.")
     if not 1 <= args.max_connections <= 100_000:
         raise EngineError("--max-connections must be from 1 to 100000.")
+    raise_open_file_limit(args.max_connections)
     if not (args.max_request_seconds > 0 and args.header_seconds > 0 and args.body_seconds > 0):
         raise EngineError(
             "--max-request-seconds, --header-seconds and --body-seconds must be positive."
@@ -179,20 +209,12 @@ def serve_http(app, args, api_key: str | None, on_exit=None) -> None:
     step), so they close cleanly instead of being cut off after the graceful timeout."""
     import copy
     import logging
-    import resource
     import signal
 
     import uvicorn
 
     from .guard import RateLimitFilter, guarded_protocol
 
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = args.max_connections + 256  # room for the model's files and the engine's own
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        resource.setrlimit(
-            resource.RLIMIT_NOFILE,
-            (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard),
-        )
     log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
     log_config["filters"] = {"limit": {"()": RateLimitFilter}}
     for handler in log_config["handlers"].values():

@@ -25,7 +25,7 @@ from starlette.requests import ClientDisconnect
 from ..events import DoneEvent, ErrorEvent, PassEvent, TokenEvent, ToolCallEvent
 from . import ollama
 from .chats import CHAT_ID_HEADER, ChatIds, client_identity
-from .guard import Guard, bearer_token
+from .guard import Guard, KeyCheck, bearer_token
 from .queue import FairQueue, QueueFull
 from .requests import ApiError, Defaults, ParsedRequest, parse, typed
 from .responses import (
@@ -143,19 +143,7 @@ def create_app(service, options: ServerOptions) -> FastAPI:
             )
         )
 
-    @app.middleware("http")
-    async def authorize(request: Request, call_next):
-        if request.url.path != "/health" and not authorized(request):
-            failure = ollama.error if request.url.path.startswith("/api/") else _error
-            return failure(
-                ApiError(
-                    401,
-                    "Missing or wrong API key: send 'Authorization: Bearer <key>'.",
-                    "authentication_error",
-                    "invalid_api_key",
-                )
-            )
-        return await call_next(request)
+    app.add_middleware(KeyCheck, api_key=options.api_key)
 
     if options.cors_origins:
         app.add_middleware(

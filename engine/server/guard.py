@@ -18,6 +18,7 @@ import hmac
 import json
 import logging
 import time
+from collections import OrderedDict
 
 from .requests import ApiError
 
@@ -46,17 +47,19 @@ def allowed_hosts(host: str, port: int) -> set[str] | None:
     return {f"{name}:{port}" for name in names} | (names if port == 80 else set())
 
 
-def _error_response(error: ApiError) -> tuple[list[tuple[bytes, bytes]], bytes]:
-    """The headers and body of ``error`` as a JSON response."""
-    body = json.dumps(error.body()).encode()
+def _error_response(error: ApiError, path: str = "") -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """The headers and body of ``error`` as a JSON response: OpenAI's shape, or Ollama's
+    ``{"error": …}`` on its ``/api/`` routes."""
+    shaped = {"error": error.message} if path.startswith("/api/") else error.body()
+    body = json.dumps(shaped).encode()
     return [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
     ], body
 
 
-async def _send_error(send, error: ApiError) -> None:
-    headers, body = _error_response(error)
+async def _send_error(send, error: ApiError, path: str = "") -> None:
+    headers, body = _error_response(error, path)
     await send({"type": "http.response.start", "status": error.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -74,7 +77,7 @@ class Guard:
             return await self.app(scope, receive, send)
         error = self.check(scope)
         if error is not None:
-            return await _send_error(send, error)
+            return await _send_error(send, error, scope["path"])
         started = False
 
         async def tracked(message):
@@ -96,6 +99,7 @@ class Guard:
                         "server_error",
                         "timeout",
                     ),
+                    scope["path"],
                 )
 
     def check(self, scope) -> ApiError | None:
@@ -156,6 +160,35 @@ def bearer_key_matches(authorization: bytes | None, api_key: str | None) -> bool
     return bool(api_key) and hmac.compare_digest(token.encode(), api_key.encode())
 
 
+class KeyCheck:
+    """ASGI middleware: with an API key set, every route but ``/health`` needs
+    ``Authorization: Bearer <key>`` (401 otherwise). Plain ASGI, so a request body streams
+    through it untouched (Starlette's function middleware wraps every body message in a
+    task group: a thousand slow bodies then cost the event loop a second at a time)."""
+
+    def __init__(self, app, api_key: str | None):
+        self.app, self.api_key = app, api_key
+
+    async def __call__(self, scope, receive, send):
+        if (
+            scope["type"] != "http"
+            or not self.api_key
+            or scope["path"] == "/health"
+            or bearer_key_matches(dict(scope["headers"]).get(b"authorization"), self.api_key)
+        ):
+            return await self.app(scope, receive, send)
+        await _send_error(
+            send,
+            ApiError(
+                401,
+                "Missing or wrong API key: send 'Authorization: Bearer <key>'.",
+                "authentication_error",
+                "invalid_api_key",
+            ),
+            scope["path"],
+        )
+
+
 def guarded_protocol(
     header_seconds: float, body_seconds: float, max_connections: int, api_key: str | None
 ):
@@ -179,11 +212,18 @@ def guarded_protocol(
     if all of them are complete, is itself answered 503. So strangers never fill the last
     few slots, even with requests that are complete: /health or a key holder's request
     finds room there, if need be by closing a connection still waiting for headers.
+
+    A flood makes every new connection choose one to close, so the choice must not walk all
+    of them: the connections waiting for headers are kept oldest first, and the strangers'
+    requests in a set (a superset: a connection leaves it when it leaves the request).
     """
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     stranger_slots = max_connections - reserved_slots(max_connections)
+    waiting: OrderedDict = OrderedDict()  # connections waiting for headers, oldest first
+    strangers: set = set()  # every stranger's connection in a request (and some just out)
+    closed: set = set()  # connections closed here that have not left yet
 
     class GuardedH11Protocol(H11Protocol):
         header_timer: asyncio.TimerHandle | None = None
@@ -198,24 +238,31 @@ def guarded_protocol(
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
             self._await_headers()
-            if len(self.connections) > max_connections:  # (closing ones leave it soon)
-                open_ones = [c for c in self.connections if not c.transport.is_closing()]
-                if len(open_ones) > max_connections:
-                    self._make_room(open_ones)
+            if len(self.connections) - len(closed) > max_connections:
+                self._make_room()
 
-        def _make_room(self, open_ones) -> None:
-            waiting = [c for c in open_ones if c.header_timer is not None and c is not self]
-            longest = min(waiting, key=lambda c: c.waiting_since, default=None)
+        def close(self) -> None:
+            """Close this connection; it counts as gone from now on."""
+            closed.add(self)
+            self._stop_timers()
+            self.transport.close()
+
+        def _make_room(self) -> None:
+            longest = next(
+                (c for c in waiting if c is not self and not c.transport.is_closing()), None
+            )
             if longest is not None and self.waiting_since - longest.waiting_since > (
                 HEADER_GRACE_SECONDS
             ):
-                longest.transport.close()
-            elif not self._close_body_furthest_behind(open_ones):
-                (longest or self).transport.close()
+                longest.close()
+            elif not self._close_body_furthest_behind(strangers):
+                (longest or self).close()
 
         def _await_headers(self) -> None:
             self.waiting_since = time.monotonic()
-            self.header_timer = self.loop.call_later(header_seconds, self.transport.close)
+            self.header_timer = self.loop.call_later(header_seconds, self.close)
+            waiting[self] = None
+            strangers.discard(self)
 
         def in_request(self) -> bool:
             """Headers in, connection open: receiving the body or complete."""
@@ -241,7 +288,7 @@ def guarded_protocol(
             ]
             if not bodies:
                 return False
-            max(bodies, key=lambda c: c.behind()).transport.close()
+            max(bodies, key=lambda c: c.behind()).close()
             log.warning("Connections are full: closed the request body furthest behind.")
             return True
 
@@ -280,13 +327,16 @@ def guarded_protocol(
             if self.conn.their_state is h11.SEND_BODY:
                 self.body_timer = self.loop.call_later(body_seconds, self._body_overdue)
             if not self.trusted:
+                strangers.add(self)
                 self._keep_reserve()
 
         def _keep_reserve(self) -> None:
-            strangers = [c for c in self.connections if c.in_request() and not c.trusted]
-            if len(strangers) <= stranger_slots:
+            if len(strangers) <= stranger_slots:  # (a superset: fewer are in a request)
                 return
-            if not self._close_body_furthest_behind(strangers):
+            in_request = [c for c in strangers if c.in_request() and not c.trusted]
+            if len(in_request) <= stranger_slots:
+                return
+            if not self._close_body_furthest_behind(in_request):
                 self._refuse(
                     ApiError(
                         503,
@@ -319,7 +369,7 @@ def guarded_protocol(
             if cycle is not None and not cycle.response_started:
                 cycle.disconnected = True
                 cycle.message_event.set()
-                headers, body = _error_response(error)
+                headers, body = _error_response(error, self.scope["path"])
                 events = (
                     h11.Response(
                         status_code=error.status, headers=[*headers, (b"connection", b"close")]
@@ -332,16 +382,19 @@ def guarded_protocol(
                         self.transport.write(self.conn.send(event))
                 except h11.LocalProtocolError:  # the connection cannot take an answer now
                     pass
-            self.transport.close()
+            self.close()
 
         def _stop_timers(self) -> None:
             for timer in (self.header_timer, self.body_timer):
                 if timer is not None:
                     timer.cancel()
             self.header_timer = self.body_timer = None
+            waiting.pop(self, None)
 
         def connection_lost(self, exc) -> None:
             self._stop_timers()
+            strangers.discard(self)
+            closed.discard(self)
             super().connection_lost(exc)
 
     return GuardedH11Protocol
