@@ -71,6 +71,10 @@ def test_foreign_origin_other_host_and_non_json_posts_are_refused(server):
         server.port, "POST", CHAT, body, {**json_type, "Host": f"evil.example:{server.port}"}
     )
     assert status == 403 and answer["error"]["code"] == "bad_host"
+    status, _, answer = raw(
+        server.port, "POST", "/api/chat", body, {**json_type, "Origin": "http://evil.example"}
+    )
+    assert status == 403 and set(answer) == {"error"}  # Ollama's shape on its routes
     status, _, _ = raw(server.port, "GET", "/health", headers={"Host": "rebound.example"})
     assert status == 403
     status, _, answer = raw(
