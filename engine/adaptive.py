@@ -64,7 +64,7 @@ from .drafters.base import ONCE, USUAL
 from .verify_cost import (
     CostCurve,
     load_cost_curve,
-    measure_cost_curve,
+    measurement_steps,
     prior_cost_curve,
     save_cost_curve,
 )
@@ -204,7 +204,7 @@ class AdaptiveMemory:
         self.trackers: dict[tuple[str, str, bool], dict[int, AcceptanceTracker]] = {}
 
     def curve(self, model_key: str) -> CostCurve:
-        """In memory, else on disk, else the prior shape (measure it with ``measure``)."""
+        """In memory, else on disk, else the prior shape (``measure_in_steps`` measures it)."""
         curve = self.curves.get(model_key)
         if curve is None:
             curve = self.curves[model_key] = load_cost_curve(model_key) or prior_cost_curve()
@@ -219,9 +219,15 @@ class AdaptiveMemory:
         save_cost_curve(model_key, curve)
         return curve
 
-    def measure(self, model_key: str, target) -> CostCurve:
-        """Measure the model's curve now on ``target`` (blocking; the service does it in steps)."""
-        return self.use_measurement(model_key, measure_cost_curve(target))
+    def measure_in_steps(self, model_key: str, target, context: int):
+        """Measure the model's curve on ``target`` (a cache of its own, never a chat's) after
+        ``context`` tokens of context, one pass per step (``measurement_steps``): a generator
+        the service runs between requests. Its last step makes the least time of each length
+        the model's curve and saves it; stopped before that, the curve is left as it was."""
+        samples: dict[int, list[float]] = {}
+        for samples in measurement_steps(target, context):
+            yield
+        self.use_measurement(model_key, {n: min(times) for n, times in samples.items()})
 
     def forget_acceptance(self) -> None:
         self.trackers.clear()

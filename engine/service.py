@@ -46,7 +46,7 @@ from .replay import replay_request
 from .session import ChatSession
 from .settings import DraftSettings, GenerationRequest
 from .stats import with_wait
-from .verify_cost import MEASURE_CONTEXT, measurement_steps
+from .verify_cost import MEASURE_CONTEXT
 
 log = logging.getLogger(__name__)
 
@@ -431,25 +431,20 @@ class EngineService:
             await asyncio.sleep(0)
 
     async def _calibrate(self, loaded) -> None:
-        """Measure in short steps (``measurement_steps``) between requests."""
-        key = model_key(loaded)
+        """Measure in short steps (``AdaptiveMemory.measure_in_steps``) between requests."""
         target = self._new_target(loaded.model)
         context = min(MEASURE_CONTEXT, loaded.context_length // 2)
-        steps = measurement_steps(target, context)
-        samples: dict = {}
+        steps = self.memory.adaptive.measure_in_steps(model_key(loaded), target, context)
+
+        finished = object()
 
         def step() -> bool:
-            nonlocal samples
-            taken = next(steps, None)
-            if taken is None:
-                return True
-            samples = taken
-            return False
+            """One pass; True once the curve is measured and saved."""
+            return next(steps, finished) is finished
 
         try:
             if not await self._between_requests(loaded, step):
                 return
-            self.memory.adaptive.use_measurement(key, {n: min(v) for n, v in samples.items()})
             log.info("Verify cost of %s measured in the background.", loaded.name)
         except asyncio.CancelledError:
             raise

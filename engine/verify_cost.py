@@ -1,10 +1,17 @@
-"""Verify cost c(n): seconds for one target pass over n tokens. This module owns the curve,
-its file and its timing; ``engine.adaptive`` only plans with a curve it is given.
+"""Verify cost c(n): seconds for one target pass over n tokens. This module defines the
+curve, its file (parse, load, save) and its timing (``timing_steps``); ``AdaptiveMemory``
+holds each model's curve and is the one path that measures it (``measure_in_steps``, which
+the service runs between answers), and ``engine.adaptive`` plans with a curve it is given.
 
-- **Measured for this model on this machine** (``measure_cost_curve``, or the service in
-  short steps between answers, ``measurement_steps``), at ``MEASURE_CONTEXT`` tokens of
-  context, and cached on disk ($DRAFTLESS_CACHE_DIR or the user cache dir,
-  ``verify-cost/<model>.json``; a file that is not a sane curve is kept aside as
+Timing a pass needs MLX, everything else here is plain Python: ``mlx.core`` is imported
+inside ``timing_steps`` only, so the policy (``engine.adaptive``), which imports this
+module, never loads MLX. The timing stays here rather than
+in a module of its own because it is a few lines that only make sense next to the curve
+they fill, and the service and the benchmark (``engine.bench.runner``) both call it.
+
+- **Measured for this model on this machine** (by the service, in short steps between
+  answers, ``measurement_steps``), at ``MEASURE_CONTEXT`` tokens of context, and cached on
+  disk ($DRAFTLESS_CACHE_DIR or the user cache dir, ``verify-cost/<model>.json``; a file that is not a sane curve is kept aside as
   ``.corrupt-<stamp>``, reported once and measured again).
 - **Before that**, a prior shape (``PRIOR_RATIOS``), put in seconds by the first pass it
   sees. A speed-up estimated on it is a guess and says so (``CostCurve.source``).
@@ -33,7 +40,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import _blas
-from .decode import Target
 from .errors import EngineError
 from .paths import cache_dir
 from .untrusted import read_regular_file, set_aside, write_atomic
@@ -236,20 +242,6 @@ def measurement_steps(target, context: int, lengths=COST_LENGTHS, repeats: int =
         yield {}
     for _, _, samples in timing_steps(target, lengths, repeats):
         yield samples
-
-
-def measure_cost_curve(target, lengths=COST_LENGTHS, repeats: int = 3) -> dict[int, float]:
-    """The least time of each length (see ``timing_steps``) at the chat's context length.
-
-    The passes run on a cache of their own (the same context length, at most
-    ``MEASURE_CONTEXT`` tokens), never the chat's: a chat's cache is left as it was.
-    """
-    probe = Target(target.model)
-    probe.prefill([0] * min(target.offset, MEASURE_CONTEXT))
-    samples: dict[int, list[float]] = {}
-    for _, _, samples in timing_steps(probe, lengths, repeats):
-        pass
-    return {n: min(values) for n, values in samples.items()}
 
 
 MAX_COST_LENGTH = 1 << 16

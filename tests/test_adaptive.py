@@ -214,18 +214,31 @@ def test_policy_follows_a_switch_from_copying_to_new_text():
     assert policy.draft_length(8) == 0
 
 
+def measure(memory: adaptive.AdaptiveMemory, model_key: str, model) -> CostCurve:
+    """Measure as the service does between answers: a cache of its own, a short context."""
+    for _ in memory.measure_in_steps(model_key, Target(model), context=37):
+        pass
+    return memory.curve(model_key)
+
+
 def test_cost_curve_is_measured_once_and_cached_on_disk(tmp_path):
-    model = make_tiny_llama(seed=3)
-    target = Target(model)
-    target.prefill(list(range(3, 40)))
-    before = target.offset
     memory = adaptive.AdaptiveMemory()
     assert not memory.measured("tiny-key")  # nothing on disk: the prior shape
-    curve = memory.measure("tiny-key", target)
-    assert target.offset == before  # measuring leaves the cache as it was
+    curve = measure(memory, "tiny-key", make_tiny_llama(seed=3))
+    assert curve.measured and curve.lengths == list(verify_cost.COST_LENGTHS)
     assert verify_cost.cost_path("tiny-key").exists()
     again = adaptive.AdaptiveMemory().curve("tiny-key")  # from disk, no target needed
     assert again.measured and again.lengths == curve.lengths
+
+
+def test_a_measurement_stopped_before_its_end_leaves_the_curve_alone():
+    memory = adaptive.AdaptiveMemory()
+    steps = memory.measure_in_steps("stopped", Target(make_tiny_llama(seed=3)), context=37)
+    for _ in range(5):
+        next(steps)
+    steps.close()  # another model was loaded, or the service stopped
+    assert not memory.measured("stopped")
+    assert not verify_cost.cost_path("stopped").exists()
 
 
 def test_corrupt_cost_file_is_reported_and_measured_again(caplog):
@@ -234,11 +247,9 @@ def test_corrupt_cost_file_is_reported_and_measured_again(caplog):
     path.write_text("{]")
     assert verify_cost.load_cost_curve("broken") is None
     assert "Ignoring the verify-cost file" in caplog.text
-    target = Target(make_tiny_llama(seed=3))
-    target.prefill([5, 6, 7])
     memory = adaptive.AdaptiveMemory()
     assert not memory.measured("broken")
-    memory.measure("broken", target)
+    measure(memory, "broken", make_tiny_llama(seed=3))
     assert json.loads(path.read_text())["version"] == verify_cost.COST_VERSION
 
 

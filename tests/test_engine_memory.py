@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from engine import adaptive, service as service_module, verify_cost
+from engine import adaptive, verify_cost
 from engine.events import DoneEvent, PassEvent, ProgressEvent, TokenEvent
 from engine.memory import EngineMemory
 from engine.model_ngrams import model_key
@@ -38,8 +38,7 @@ def test_first_answer_without_a_cost_file_starts_at_once(tiny_loaded, tmp_path, 
     def no_measuring(*args, **kwargs):
         raise AssertionError("an answer must not wait for the verify-cost measurement")
 
-    monkeypatch.setattr(verify_cost, "timing_steps", no_measuring)
-    monkeypatch.setattr(adaptive, "measure_cost_curve", no_measuring)
+    monkeypatch.setattr(adaptive, "measurement_steps", no_measuring)  # the one measuring path
     memory = EngineMemory()
     events = list(ChatSession(tiny_loaded, memory).generate(chat().validated()))
     first_token = next(i for i, e in enumerate(events) if isinstance(e, TokenEvent))
@@ -58,14 +57,14 @@ def test_service_measures_between_answers_and_answers_meanwhile(
     prompt = tiny_loaded.tokenizer.apply_chat_template(chat().messages, add_generation_prompt=True)
     plain = reference_greedy(tiny_loaded.model, prompt, 30)
     steps = []
-    real_steps = service_module.measurement_steps
+    real_steps = adaptive.measurement_steps
 
     def counted(*args, **kwargs):
         for step in real_steps(*args, **kwargs):
             steps.append(len(steps))
             yield step
 
-    monkeypatch.setattr(service_module, "measurement_steps", counted)
+    monkeypatch.setattr(adaptive, "measurement_steps", counted)
     service = EngineService()
     try:
         first = asyncio.run(collect(service.generate(chat(tiny_model_dir))))
@@ -141,7 +140,7 @@ def test_no_measuring_step_starts_while_a_request_waits_or_runs(
 ):
     monkeypatch.setenv("DRAFTLESS_CACHE_DIR", str(tmp_path / "cache"))
     log = []  # ("step", begun) / ("step end",) / ("sent",) / ("answer", begun) / ("answered",)
-    real_steps = service_module.measurement_steps
+    real_steps = adaptive.measurement_steps
 
     def logged(*args, **kwargs):
         steps = real_steps(*args, **kwargs)
@@ -161,7 +160,7 @@ def test_no_measuring_step_starts_while_a_request_waits_or_runs(
         yield from real_generate(self, *args, **kwargs)
         log.append(("answered",))
 
-    monkeypatch.setattr(service_module, "measurement_steps", logged)
+    monkeypatch.setattr(adaptive, "measurement_steps", logged)
     monkeypatch.setattr(ChatSession, "generate", answered)
     service = EngineService()
     try:

@@ -5,6 +5,7 @@ app. See tests/import_graph.py."""
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,14 @@ def test_the_duplicates_check_sees_a_repeat(tmp_path):
         text = f"def {name}(value):\n    total = 0\n{body}    return total\n"
         (tmp_path / "engine" / f"{name}.py").write_text(text)
     assert len(engine_duplicates(tmp_path)) == 1
+
+
+@pytest.mark.parametrize("module", ["engine.adaptive", "engine.drafters"])
+def test_planning_and_drafting_load_no_mlx(module):
+    """The policy and the drafters are plain Python: MLX is for the passes alone (the cost
+    curve's timing imports it inside its function)."""
+    check = f"import sys, {module}; print('mlx.core' in sys.modules)"
+    ran = subprocess.run(
+        [sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert ran.stdout.strip() == "False"
