@@ -325,8 +325,9 @@ class DraftPlan:
         return max(accepted - self.sure, 0), max(depth - self.sure, 0)
 
 
-def _cut_at_eos(draft: list[int], eos_tokens: set[int]) -> list[int]:
-    """A draft never runs past end-of-sequence."""
+def cut_at_eos(draft: list[int], eos_tokens: set[int]) -> list[int]:
+    """A draft never runs past end-of-sequence (the loop, the replay and the tuning replay
+    all cut with this)."""
     for i, token in enumerate(draft):
         if token in eos_tokens:
             return draft[: i + 1]
@@ -399,13 +400,13 @@ def speculative_decode(
         # draft
         limit = min(draft_count, max_tokens - produced - 1) if speculate else 0
         proposal = drafter.propose(limit) if limit > 0 else Proposal()
-        rows = [_cut_at_eos(list(r[:limit]), eos_tokens) for r in gate.rows(proposal.rows)]
+        rows = [cut_at_eos(list(r[:limit]), eos_tokens) for r in gate.rows(proposal.rows)]
         forced: list[int] = []  # what the grammar forces next
         if chooser.constraint is not None and limit > 0:  # a token it forbids is never sent
             rows = [r[: chooser.constraint.allowed(r)] for r in rows[:1]]
             if drafter.drafts:  # (plain decoding, drafter none, stays plain)
                 forced = gate.rows([chooser.constraint.forced()[:limit]])[0]
-                forced = _cut_at_eos(forced, eos_tokens)
+                forced = cut_at_eos(forced, eos_tokens)
         drafted = [row for row in rows if row]
         follows = proposal.follows_for(drafted)
         plan = DraftPlan.of(drafted, proposal.match_length, policy, forced, follows)

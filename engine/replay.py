@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from .adaptive import AdaptiveMemory
+from .decode import cut_at_eos
 from .drafters import DRAFTERS, make_drafter, measurement_options
 from .events import DoneEvent
 from .model_ngrams import model_key
@@ -116,7 +117,7 @@ def replay(
     while produced < len(target):
         limit = min(settings.draft_count, max_tokens - produced - 1)
         rows = drafter.propose(limit).rows if limit > 0 else []
-        rows = [row for row in (_cut(list(r[:limit]), ends) for r in rows) if row]
+        rows = [row for row in (cut_at_eos(list(r[:limit]), ends) for r in rows) if row]
         is_tree = len(rows) > 1 and drafter.multi_row and tree
         if is_tree:
             matches = [matched_length(row, target, produced) for row in rows]
@@ -145,13 +146,6 @@ def replay(
         visible = len(emitted) - int(ended)
         from_draft.extend(i < kept for i in range(visible))
     return ReplayResult(settings, stats, from_draft, _estimate_notes(drafter, asked, greedy))
-
-
-def _cut(draft: list[int], ends: set[int]) -> list[int]:
-    for i, token in enumerate(draft):
-        if token in ends:
-            return draft[: i + 1]
-    return draft
 
 
 def replay_many(

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .. import adaptive as adaptive_module
 from ..adaptive import AdaptiveMemory, match_class
-from ..decode import DraftPlan, FixedDraftLength, _cut_at_eos
+from ..decode import DraftPlan, FixedDraftLength, cut_at_eos
 from ..drafters import make_drafter, measurement_options
 from ..drafters.base import Proposal
 from ..replay import matched_length, tree_size
@@ -97,7 +97,7 @@ def simulate(
             started = time.perf_counter()
             limit = min(draft_count, len(answer) - produced - 1)
             proposal = drafter.propose(limit) if limit > 0 else Proposal()
-            rows = [r for r in (_cut_at_eos(list(r[:limit]), {eos}) for r in proposal.rows) if r]
+            rows = [r for r in (cut_at_eos(list(r[:limit]), {eos}) for r in proposal.rows) if r]
             schema = "forced" in turn  # what it forces is drafted as the loop drafts it
             rows = rows if drafter.multi_row and not schema else rows[:1]
             forced = turn["forced"][produced][:limit] if schema and grammar and limit > 0 else []
