@@ -50,8 +50,16 @@ def load_tool_tokenizer(folder: Path):
 class ToolService:
     """Answers each request with the next queued text, through a real ``ChatSession``."""
 
-    def __init__(self, folder: Path, model=None):
-        self.tokenizer = load_tool_tokenizer(folder)
+    def __init__(self, folder: Path, model=None, tool_template: bool = True):
+        """``tool_template`` False: the byte tokenizer's plain ChatML template (no tools),
+        so the engine uses the generic format."""
+        if tool_template:
+            self.tokenizer = load_tool_tokenizer(folder)
+        else:
+            from mlx_lm.tokenizer_utils import load as load_tokenizer
+
+            write_byte_tokenizer(folder)
+            self.tokenizer = load_tokenizer(folder)
         self.folder = folder
         self.model = model  # a real model instead of the scripted answers
         self.answers: list[str] = []
@@ -85,7 +93,7 @@ class ToolService:
 class InProcessServer:
     """The real app under uvicorn in a thread, on a free 127.0.0.1 port."""
 
-    def __init__(self, service, name="tool-model"):
+    def __init__(self, service, name="tool-model", model_facts: dict | None = None):
         import uvicorn
 
         from engine.server.app import ServerOptions, create_app
@@ -94,7 +102,13 @@ class InProcessServer:
 
         self.port = free_port()
         app = create_app(
-            service, ServerOptions(name, Defaults(), hosts=allowed_hosts("127.0.0.1", self.port))
+            service,
+            ServerOptions(
+                name,
+                Defaults(),
+                hosts=allowed_hosts("127.0.0.1", self.port),
+                model_facts=model_facts or {},
+            ),
         )
         self.server = uvicorn.Server(
             uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
