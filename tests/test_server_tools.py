@@ -432,3 +432,56 @@ def test_the_model_card_says_which_tool_format_the_model_uses(generic):
     assert card.model_extra["draftless"]["tool_format"] == "generic"
     shown = ollama.Client(host=server.url.removesuffix("/v1")).show("tool-model")
     assert "tools" in shown.capabilities
+
+
+@pytest.mark.embedded
+def test_the_embedded_model_runs_a_langchain_bind_tools_agent_loop(embedded_loaded):
+    """The embedded model's template has no tools: the generic format carries LangChain's
+    agent loop (auto tool choice): a call with JSON arguments for a listed tool, streamed
+    or not, then after the tool's result a final answer. (About 5 s here.)"""
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+
+    from .tool_model import LoadedService
+
+    @tool
+    def get_weather(city: str) -> str:
+        """The current weather in a city."""
+        return f"22 C and sunny in {city}"
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    listed = {"get_weather": get_weather, "add": add}
+    assert embedded_loaded.facts["tool_format"] == "generic"
+    service = LoadedService(embedded_loaded)
+    with InProcessServer(service, model_facts=embedded_loaded.facts) as server:
+        model = ChatOpenAI(
+            base_url=server.url, api_key="unused", model="default", temperature=0, max_tokens=100
+        )
+        agent = model.bind_tools(list(listed.values()))
+        messages = [HumanMessage("Call the get_weather tool to find the weather in Paris.")]
+        streamed = None
+        for chunk in agent.stream(messages):
+            streamed = chunk if streamed is None else streamed + chunk
+        for _ in range(3):
+            answer = agent.invoke(messages)
+            messages.append(answer)
+            if not answer.tool_calls:
+                break
+            assert answer.response_metadata["finish_reason"] == "tool_calls"
+            for call in answer.tool_calls:
+                assert call["name"] in listed and isinstance(call["args"], dict)
+                result = listed[call["name"]].invoke(call["args"])  # valid arguments
+                messages.append(ToolMessage(str(result), tool_call_id=call["id"]))
+    calls = [m for m in messages if getattr(m, "tool_calls", None)]
+    assert calls, "the model never called a tool"
+    assert [(c["name"], c["args"]) for c in streamed.tool_calls] == [
+        (c["name"], c["args"]) for c in calls[0].tool_calls
+    ]
+    final = messages[-1]
+    assert not final.tool_calls and final.content.strip()
+    assert isinstance(messages[-2], ToolMessage)

@@ -47,6 +47,33 @@ def load_tool_tokenizer(folder: Path):
     return load_tokenizer(folder)
 
 
+def error_stream(error: Exception) -> ScriptedStream:
+    from engine.events import ErrorEvent
+
+    return ScriptedStream([ErrorEvent(str(error))])
+
+
+def answer_stream(loaded: LoadedModel, request) -> ScriptedStream:
+    """The engine's whole answer to ``request``, through a real ``ChatSession``."""
+    try:
+        return ScriptedStream(list(ChatSession(loaded).generate(request)))
+    except Exception as error:
+        return error_stream(error)
+
+
+class LoadedService:
+    """Answers each request with a loaded model (a fresh ``ChatSession`` each)."""
+
+    def __init__(self, loaded: LoadedModel):
+        self.loaded = loaded
+
+    def generate(self, request):
+        return answer_stream(self.loaded, request)
+
+    def shutdown(self):
+        pass
+
+
 class ToolService:
     """Answers each request with the next queued text, through a real ``ChatSession``."""
 
@@ -79,12 +106,9 @@ class ToolService:
                     prompt + answer + [self.tokenizer.eos_token_id] * 80, vocab_size=259
                 )
             self.prompts.append(self.tokenizer.decode(prompt))
-            events = list(ChatSession(loaded).generate(request))
         except Exception as error:
-            from engine.events import ErrorEvent
-
-            events = [ErrorEvent(str(error))]
-        return ScriptedStream(events)
+            return error_stream(error)
+        return answer_stream(loaded, request)
 
     def shutdown(self):
         pass
