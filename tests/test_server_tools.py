@@ -24,6 +24,21 @@ WEATHER = {
 }
 CALL = 'Let me look. <tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
 ASK = [{"role": "user", "content": "Weather in Paris?"}]
+# the conversation after a call to get_weather and its result
+CALLED = ASK + [
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 24 C"},
+]
 
 
 @pytest.fixture(scope="module")
@@ -112,21 +127,7 @@ def test_a_plain_stream_has_no_empty_chunk_but_the_last(tools):
 def test_the_tool_result_goes_back_through_the_template(tools):
     service, server = tools
     service.answers.append("It is sunny in Paris.")
-    history = ASK + [
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": "call_1",
-                    "type": "function",
-                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 24 C"},
-    ]
-    whole = chat(server).create(messages=history, tools=[WEATHER], **SETTINGS)
+    whole = chat(server).create(messages=CALLED, tools=[WEATHER], **SETTINGS)
     assert whole.choices[0].message.content == "It is sunny in Paris."
     assert whole.choices[0].finish_reason == "stop" and not whole.choices[0].message.tool_calls
     prompt = service.prompts[-1]
@@ -386,28 +387,14 @@ def test_a_generic_format_answer_that_is_no_json_is_refused_by_the_grammar(gener
 def test_generic_format_history_renders_calls_and_results_as_plain_messages(generic):
     service, server = generic
     service.answers.append('{"response": "Sunny."}')
-    history = ASK + [
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": "call_1",
-                    "type": "function",
-                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "call_1", "content": "22 C, sunny"},
-    ]
-    answer = chat(server).create(messages=history, tools=[WEATHER], **SETTINGS)
+    answer = chat(server).create(messages=CALLED, tools=[WEATHER], **SETTINGS)
     assert answer.choices[0].message.content == "Sunny."
     prompt = service.prompts[-1]
     assert (
         '<|im_start|>assistant\n{"tool_call": {"name": "get_weather", "arguments": '
         '{"city": "Paris"}}}<|im_end|>' in prompt
     )
-    assert "<|im_start|>user\nTool result: 22 C, sunny<|im_end|>" in prompt
+    assert "<|im_start|>user\nTool result: sunny, 24 C<|im_end|>" in prompt
 
 
 def test_a_forced_generic_call_takes_only_the_call_form(generic):
