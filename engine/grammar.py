@@ -20,6 +20,7 @@ import mlx.core as mx
 import numpy as np
 
 from .errors import EngineError
+from .generic_tools import answer_schema
 from .schemas import check_schema, forced_call_schema
 
 log = logging.getLogger(__name__)
@@ -50,17 +51,20 @@ def _matcher_class(field: str):
     return LLMatcher
 
 
-def json_schema_grammar(schema: dict) -> str:
-    """The grammar of one-line JSON following ``schema`` (within engine/schemas.py's limits)."""
-    check_schema(schema, "response_format")
+def json_schema_grammar(schema: dict, field: str = "response_format") -> str:
+    """The grammar of one-line JSON following ``schema`` (within engine/schemas.py's
+    limits); ``field``: the request field the schema came from, named in errors."""
+    check_schema(schema, field)
     try:
-        return _matcher_class("response_format").grammar_from_json_schema(
-            schema, defaults=JSON_LAYOUT
-        )
+        return _matcher_class(field).grammar_from_json_schema(schema, defaults=JSON_LAYOUT)
     except (ValueError, TypeError) as error:
-        raise EngineError(
-            f"'response_format' has a schema this server cannot follow: {error}"
-        ) from None
+        raise EngineError(f"'{field}' has a schema this server cannot follow: {error}") from None
+
+
+def generic_tool_grammar(tools: list[dict], forced: Sequence[str] | None) -> str:
+    """The grammar of a generic-format answer (engine/generic_tools.py): a call to one of
+    the tools (``forced``: to one of those), or where none is forced, a call or a reply."""
+    return json_schema_grammar(answer_schema(tools, forced), "tools")
 
 
 def tool_call_grammar(tokenizer, tools: list[dict], names: Sequence[str]) -> str:

@@ -165,9 +165,38 @@ def _resolve(schema, reference: str):
     return value
 
 
+# the keywords whose values are schemas, lists of schemas, or maps of names to schemas
+SCHEMA_KEYS = ("items", "not", "if", "then", "else", "contains", "additionalProperties")
+SCHEMA_LIST_KEYS = ("prefixItems", "anyOf", "oneOf")
+SCHEMA_MAP_KEYS = ("properties", "patternProperties", "$defs", "definitions")
+
+
+def closed_objects(schema, closable: bool = True):
+    """A copy of ``schema`` whose objects that list their properties and say nothing of
+    others get ``additionalProperties: false`` (OpenAI strict mode's closed objects): a
+    forced call then writes only the keys its tool names. A free-form object (no
+    ``properties``) stays open, and so do ``allOf`` parts, which other parts extend."""
+    if isinstance(schema, list):
+        return [closed_objects(part, closable) for part in schema]
+    if not isinstance(schema, dict):
+        return schema
+    closed = dict(schema)
+    for key in SCHEMA_KEYS + SCHEMA_LIST_KEYS:
+        if key in closed:
+            closed[key] = closed_objects(closed[key])
+    for key in SCHEMA_MAP_KEYS:
+        if isinstance(closed.get(key), dict):
+            closed[key] = {name: closed_objects(part) for name, part in closed[key].items()}
+    if isinstance(closed.get("allOf"), list):
+        closed["allOf"] = [closed_objects(part, closable=False) for part in closed["allOf"]]
+    if closable and isinstance(closed.get("properties"), dict):
+        closed.setdefault("additionalProperties", False)
+    return closed
+
+
 def forced_call_schema(tools: list[dict], names) -> dict:
     """The schema of a call to one of the tools ``names``: its name and its arguments,
-    which follow the tool's parameter schema."""
+    which follow the tool's parameter schema with its objects closed (``closed_objects``)."""
     calls = [
         {
             "type": "object",
@@ -175,7 +204,9 @@ def forced_call_schema(tools: list[dict], names) -> dict:
             "required": ["name", "arguments"],
             "properties": {
                 "name": {"const": tool["function"]["name"]},
-                "arguments": tool["function"].get("parameters") or {"type": "object"},
+                "arguments": closed_objects(
+                    tool["function"].get("parameters") or {"type": "object"}
+                ),
             },
         }
         for tool in tools

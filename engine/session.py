@@ -27,14 +27,20 @@ from .events import (
     TokenLogprob,
     ToolCallEvent,
 )
-from .grammar import GrammarConstraint, json_schema_grammar, tool_call_grammar
+from .generic_tools import GenericAnswerScanner, generic_messages
+from .grammar import (
+    GrammarConstraint,
+    generic_tool_grammar,
+    json_schema_grammar,
+    tool_call_grammar,
+)
 from .memory import EngineMemory
 from .model_ngrams import model_key
 from .models import LoadedModel
 from .settings import GenerationRequest
 from .stats import DecodeStats
 from .tokens import check_prompt, output_size
-from .tool_calls import ToolCallScanner, tool_call_support
+from .tool_calls import ToolCallScanner, tool_format
 
 
 FIRST_PREFILL_STEP = 128
@@ -66,13 +72,14 @@ def prompt_tokens(loaded: LoadedModel, request: GenerationRequest) -> list[int]:
     if request.messages is not None:
         if getattr(tokenizer, "chat_template", None) is None:
             raise EngineError(f"{loaded.name} has no chat template; send a raw prompt instead.")
-        tools = {}
-        if request.tools:
-            tool_call_support(tokenizer, loaded.name)
+        messages, tools = request.messages, {}
+        if request.tools and tool_format(tokenizer) == "template":
             tools = {"tools": request.tools}
+        elif request.tools:
+            messages = generic_messages(messages, request.tools, request.forced_tools)
         try:
             start = list(
-                tokenizer.apply_chat_template(request.messages, add_generation_prompt=True, **tools)
+                tokenizer.apply_chat_template(messages, add_generation_prompt=True, **tools)
             )
         except Exception as error:  # the template is the model folder's code (Jinja), untrusted
             raise EngineError(
@@ -266,7 +273,20 @@ class ChatSession:
         if request.sampling.seed is not None:
             mx.random.seed(request.sampling.seed)
         constraint = None
-        if request.forced_tools:
+        if request.tools and tool_format(loaded.tokenizer) == "generic":
+            if request.json_schema is not None:
+                raise EngineError(
+                    f"'tools' and a JSON 'response_format' cannot both hold with "
+                    f"{loaded.name}: its answers with tools are JSON of their own (its chat "
+                    "template has no tool calling)."
+                )
+            constraint = GrammarConstraint(
+                loaded.tokenizer,
+                generic_tool_grammar(request.tools, request.forced_tools),
+                output_size(loaded.model),
+                "tools",
+            )
+        elif request.forced_tools:
             constraint = GrammarConstraint(
                 loaded.tokenizer,
                 tool_call_grammar(loaded.tokenizer, request.tools, request.forced_tools),
@@ -325,7 +345,11 @@ class ChatSession:
         primed = start_detokenizer(detokenizer, self.history[-1] if request.raw else None)
         out_tokens: list[int] = []
         from_draft: list[bool] = []
-        scanner = ToolCallScanner(tokenizer, request.tools) if request.tools else None
+        scanner = None
+        if request.tools and tool_format(tokenizer) == "generic":
+            scanner = GenericAnswerScanner(request.tools)
+        elif request.tools:
+            scanner = ToolCallScanner.for_model(tokenizer, request.tools)
         finish = "length"
         decoder = speculative_decode(
             self.target,

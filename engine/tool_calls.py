@@ -16,16 +16,11 @@ import json
 import re
 import uuid
 
-from .errors import EngineError
 
-
-def tool_call_support(tokenizer, name: str) -> None:
-    """Raise EngineError (naming ``tools``) unless the model's chat template takes tools."""
-    if not getattr(tokenizer, "has_tool_calling", False):
-        raise EngineError(
-            f"'tools' cannot be used with {name}: its chat template has no tool "
-            "calling support (no tool-call markers mlx-lm knows)."
-        )
+def tool_format(tokenizer) -> str:
+    """How a model calls tools: "template" where its chat template takes tools and mlx-lm
+    knows its call markup, else "generic" (engine/generic_tools.py's JSON answers)."""
+    return "template" if getattr(tokenizer, "has_tool_calling", False) else "generic"
 
 
 def _held_prefix(text: str, marker: str) -> int:
@@ -59,14 +54,25 @@ def json_value_prefix(text: str) -> tuple[int, bool]:
 
 
 class ToolCallScanner:
-    def __init__(self, tokenizer, tools: list[dict]):
-        self.start, self.end = tokenizer.tool_call_start, tokenizer.tool_call_end or ""
-        self.parser = tokenizer.tool_parser
+    """``start`` and ``end``: the text around a call (no end: a call runs to the end of the
+    answer); ``parser(text, tools)``: the call (or calls) between them, as mlx-lm's tool
+    parsers give it."""
+
+    def __init__(self, tools: list[dict], start: str, end: str, parser):
+        self.start, self.end = start, end
+        self.parser = parser
         self.tools = tools
         self.held = ""
         self.inside = False
         self.count = 0  # calls streamed so far: the next call's index
         self.streaming: dict | None = None  # the call under way: index, id, arguments sent
+
+    @classmethod
+    def for_model(cls, tokenizer, tools: list[dict]) -> ToolCallScanner:
+        """The scanner of the call markup mlx-lm names for the model's tokenizer."""
+        return cls(
+            tools, tokenizer.tool_call_start, tokenizer.tool_call_end or "", tokenizer.tool_parser
+        )
 
     def feed(self, text: str) -> tuple[str, list[dict], list[dict]]:
         """(the text outside tool calls that is known now, the calls that closed, the

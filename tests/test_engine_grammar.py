@@ -344,3 +344,42 @@ def test_a_grammar_failing_mid_answer_is_an_internal_error_logged_with_the_gramm
         constraint.masks([], 1)
     with pytest.raises(EngineError, match="^Internal error"):
         GrammarConstraint(tokenizer, grammar, VOCAB).masks(opening, 2)
+
+
+def test_a_forced_call_writes_only_the_keys_its_tool_names(tmp_path):
+    """A parameters schema without ``additionalProperties`` is closed for a forced call:
+    the grammar refuses an invented key at its first character, nested objects too, and
+    allows the call that keeps to the schema; a free-form object stays open."""
+    from engine.grammar import tool_call_grammar
+
+    from .tool_model import load_tool_tokenizer
+
+    tokenizer = load_tool_tokenizer(tmp_path)
+    where = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "near": {"type": "object", "properties": {}}},
+        "required": ["city"],
+    }
+    weather = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {**where, "properties": {**where["properties"], "extra": {}}},
+        },
+    }
+
+    def allowed(arguments: str) -> tuple[int, int]:
+        grammar = tool_call_grammar(tokenizer, [weather], ["get_weather"])
+        constraint = GrammarConstraint(tokenizer, grammar, VOCAB, "tool_choice")
+        text = f'<tool_call>{{"name": "get_weather", "arguments": {arguments}}}</tool_call>'
+        tokens = list(tokenizer.encode(text, add_special_tokens=False))
+        return constraint.allowed(tokens), len(tokens)
+
+    good = '{"city": "x", "near": {}, "extra": {"any": 1}}'
+    assert allowed(good)[0] == allowed(good)[1]
+    prefix = '<tool_call>{"name": "get_weather", "arguments": '
+    for invented, kept in (
+        ('{"city": "x", "country": "y"}', '{"city": "x", "'),  # no key begins with "c"
+        ('{"city": "x", "near": {"zip": 1}}', '{"city": "x", "near": {'),  # only "}"
+    ):
+        assert allowed(invented)[0] == len(prefix) + len(kept)

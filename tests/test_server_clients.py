@@ -295,7 +295,7 @@ def test_ollama_logprobs_tags_show_version_and_errors(server, tiny_model_dir):
     )
     assert len(answer.logprobs) == 6 and all(len(p.top_logprobs) == 3 for p in answer.logprobs)
     assert [m.model for m in llama.list().models] == [tiny_model_dir.name]
-    assert llama.show(tiny_model_dir.name + ":latest").capabilities == ["completion"]
+    assert llama.show(tiny_model_dir.name + ":latest").capabilities == ["completion", "tools"]
     status, version = request_json(server, "GET", "/api/version")
     assert status == 200 and version["version"]
     with pytest.raises(ollama.ResponseError) as caught:
@@ -316,7 +316,7 @@ def test_ollama_show_ps_older_name_key_curl_bodies_and_error_shape(server, tiny_
     config = json.loads((tiny_model_dir / "config.json").read_text())
     llama = ollama.Client(host=f"http://127.0.0.1:{server.port}")
     shown = llama.show("default")
-    assert shown.capabilities == ["completion"]  # the tiny model's template takes no tools
+    assert shown.capabilities == ["completion", "tools"]  # the generic format's
     assert shown.details.family == config["model_type"]
     assert shown.details.parameter_size and shown.details.quantization_level
     info = shown.modelinfo
@@ -356,12 +356,15 @@ def post_raw(server, path, body: dict, content_type: str | None):
     return response.status, parsed
 
 
-def test_ollama_capabilities_name_tools_where_the_template_takes_them():
+def test_ollama_capabilities_name_tools_in_either_tool_format():
     from engine.server import ollama as ollama_routes
 
-    facts = {"architecture": "qwen2", "parameters": 7_600_000_000, "tools": True}
+    facts = {"architecture": "qwen2", "parameters": 7_600_000_000, "tool_format": "template"}
     assert ollama_routes.show(facts)["capabilities"] == ["completion", "tools"]
-    assert ollama_routes.show({**facts, "tools": False})["capabilities"] == ["completion"]
+    assert ollama_routes.show({**facts, "tool_format": "generic"})["capabilities"] == [
+        "completion",
+        "tools",
+    ]
 
 
 def request_json(server, method, path):

@@ -24,6 +24,21 @@ WEATHER = {
 }
 CALL = 'Let me look. <tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
 ASK = [{"role": "user", "content": "Weather in Paris?"}]
+# the conversation after a call to get_weather and its result
+CALLED = ASK + [
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 24 C"},
+]
 
 
 @pytest.fixture(scope="module")
@@ -112,21 +127,7 @@ def test_a_plain_stream_has_no_empty_chunk_but_the_last(tools):
 def test_the_tool_result_goes_back_through_the_template(tools):
     service, server = tools
     service.answers.append("It is sunny in Paris.")
-    history = ASK + [
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": "call_1",
-                    "type": "function",
-                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 24 C"},
-    ]
-    whole = chat(server).create(messages=history, tools=[WEATHER], **SETTINGS)
+    whole = chat(server).create(messages=CALLED, tools=[WEATHER], **SETTINGS)
     assert whole.choices[0].message.content == "It is sunny in Paris."
     assert whole.choices[0].finish_reason == "stop" and not whole.choices[0].message.tool_calls
     prompt = service.prompts[-1]
@@ -294,7 +295,7 @@ def test_the_scanner_holds_back_only_what_may_open_a_call(tmp_path):
 
     from .tool_model import load_tool_tokenizer
 
-    scanner = ToolCallScanner(load_tool_tokenizer(tmp_path), [WEATHER])
+    scanner = ToolCallScanner.for_model(load_tool_tokenizer(tmp_path), [WEATHER])
     pieces = [scanner.feed(c) for c in 'a <tool_ca']
     assert "".join(text for text, _, _ in pieces) == "a " and scanner.held == "<tool_ca"
     text, calls, deltas = scanner.feed('ll>{"name": "f", "arguments": {}}</tool_call> b')
@@ -309,7 +310,7 @@ def test_the_scanner_streams_a_calls_arguments_as_they_are_written(tmp_path):
 
     from .tool_model import load_tool_tokenizer
 
-    scanner = ToolCallScanner(load_tool_tokenizer(tmp_path), [WEATHER])
+    scanner = ToolCallScanner.for_model(load_tool_tokenizer(tmp_path), [WEATHER])
     body = '<tool_call>{"name": "get_weather", "arguments": {"city": "Pa\\"ris}"}}</tool_call>'
     deltas, calls = [], []
     for char in body:
@@ -321,3 +322,153 @@ def test_the_scanner_streams_a_calls_arguments_as_they_are_written(tmp_path):
     assert streamed == '{"city": "Pa\\"ris}"}' == calls[0]["arguments"]  # not the outer }
     assert json_value_prefix('{"a": "}"} tail') == (10, True)
     assert json_value_prefix('[1, {"b"') == (8, False)
+
+
+@pytest.fixture(scope="module")
+def generic(tmp_path_factory):
+    """The byte tokenizer with plain ChatML (no tool calling): the generic format."""
+    service = ToolService(tmp_path_factory.mktemp("generic-model"), tool_template=False)
+    facts = {"architecture": "llama", "tool_format": "generic"}
+    with InProcessServer(service, model_facts=facts) as server:
+        yield service, server
+
+
+GENERIC_CALL = '{"tool_call": {"name": "get_weather", "arguments": {"city": "Pa\\"ris"}}}'
+
+
+def test_a_model_without_tool_template_calls_tools_in_the_generic_format(generic):
+    """The preamble lists the tools in the system message; the JSON call the model writes
+    (under the grammar) is OpenAI's tool_calls with null content, streamed as OpenAI
+    streams them: first the id and name, then the arguments in pieces."""
+    service, server = generic
+    service.answers.append(GENERIC_CALL)
+    choice = chat(server).create(messages=ASK, tools=[WEATHER], **SETTINGS).choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    (call,) = choice.message.tool_calls
+    assert call.function.name == "get_weather" and call.id.startswith("call_")
+    assert json.loads(call.function.arguments) == {"city": 'Pa"ris'}
+    assert service.prompts[-1].startswith("<|im_start|>system\nYou can call these tools:")
+    assert '{"name": "get_weather"' in service.prompts[-1]
+
+    service.answers.append(GENERIC_CALL)
+    chunks = list(chat(server).create(messages=ASK, tools=[WEATHER], stream=True, **SETTINGS))
+    assert not any(c.choices[0].delta.content for c in chunks)
+    deltas = [d for c in chunks for d in (c.choices[0].delta.tool_calls or [])]
+    assert deltas[0].id.startswith("call_") and deltas[0].function.name == "get_weather"
+    assert all(d.id is None and d.function.name is None for d in deltas[1:])
+    pieces = [d.function.arguments for d in deltas if d.function.arguments]
+    assert len(pieces) > 3 and json.loads("".join(pieces)) == {"city": 'Pa"ris'}
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_a_generic_format_reply_is_plain_content_streamed_as_it_decodes(generic):
+    service, server = generic
+    reply = 'It is \\"sunny\\"\\n é😀.'  # (the grammar's strings take \\u only for controls)
+    service.answers.append(f'{{"response": "{reply}"}}')
+    choice = chat(server).create(messages=ASK, tools=[WEATHER], **SETTINGS).choices[0]
+    assert choice.finish_reason == "stop" and not choice.message.tool_calls
+    assert choice.message.content == 'It is "sunny"\n é😀.'
+    service.answers.append(f'{{"response": "{reply}"}}')
+    chunks = list(chat(server).create(messages=ASK, tools=[WEATHER], stream=True, **SETTINGS))
+    texts = [c.choices[0].delta.content for c in chunks if c.choices[0].delta.content]
+    assert "".join(texts) == 'It is "sunny"\n é😀.' and len(texts) > 5  # as it decodes
+    assert chunks[-1].choices[0].finish_reason == "stop"
+
+
+def test_a_generic_format_answer_that_is_no_json_is_refused_by_the_grammar(generic):
+    """The grammar allows only the call or the reply: a scripted answer in other text is
+    cut at its first character (the model's only allowed tokens then are the grammar's)."""
+    service, server = generic
+    service.answers.append("Sure! " + GENERIC_CALL)
+    choice = chat(server).create(messages=ASK, tools=[WEATHER], **SETTINGS).choices[0]
+    assert not (choice.message.content or "").startswith("Sure")
+
+
+def test_generic_format_history_renders_calls_and_results_as_plain_messages(generic):
+    service, server = generic
+    service.answers.append('{"response": "Sunny."}')
+    answer = chat(server).create(messages=CALLED, tools=[WEATHER], **SETTINGS)
+    assert answer.choices[0].message.content == "Sunny."
+    prompt = service.prompts[-1]
+    assert (
+        '<|im_start|>assistant\n{"tool_call": {"name": "get_weather", "arguments": '
+        '{"city": "Paris"}}}<|im_end|>' in prompt
+    )
+    assert "<|im_start|>user\nTool result: sunny, 24 C<|im_end|>" in prompt
+
+
+def test_a_forced_generic_call_takes_only_the_call_form(generic):
+    from engine.grammar import GrammarConstraint, generic_tool_grammar
+
+    service, server = generic
+    service.answers.append(GENERIC_CALL)
+    forced = {"type": "function", "function": {"name": "get_weather"}}
+    answer = chat(server).create(messages=ASK, tools=[WEATHER], tool_choice=forced, **SETTINGS)
+    assert answer.choices[0].message.tool_calls[0].function.name == "get_weather"
+    assert "Answer by calling one of get_weather" in service.prompts[-1]
+    reply = list(service.tokenizer.encode('{"response": "no"}', add_special_tokens=False))
+    for choice, allowed in ((("get_weather",), len('{"')), (None, len(reply))):
+        grammar = generic_tool_grammar([WEATHER], choice)
+        assert GrammarConstraint(service.tokenizer, grammar, 259, "tools").allowed(reply) == allowed
+
+
+def test_the_model_card_says_which_tool_format_the_model_uses(generic):
+    service, server = generic
+    models = openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0).models
+    card = models.retrieve("tool-model")
+    assert card.model_extra["draftless"]["tool_format"] == "generic"
+    shown = ollama.Client(host=server.url.removesuffix("/v1")).show("tool-model")
+    assert "tools" in shown.capabilities
+
+
+@pytest.mark.embedded
+def test_the_embedded_model_runs_a_langchain_bind_tools_agent_loop(embedded_loaded):
+    """The embedded model's template has no tools: the generic format carries LangChain's
+    agent loop (auto tool choice): a call with JSON arguments for a listed tool, streamed
+    or not, then after the tool's result a final answer. (About 5 s here.)"""
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+
+    from .tool_model import LoadedService
+
+    @tool
+    def get_weather(city: str) -> str:
+        """The current weather in a city."""
+        return f"22 C and sunny in {city}"
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    listed = {"get_weather": get_weather, "add": add}
+    assert embedded_loaded.facts["tool_format"] == "generic"
+    service = LoadedService(embedded_loaded)
+    with InProcessServer(service, model_facts=embedded_loaded.facts) as server:
+        model = ChatOpenAI(
+            base_url=server.url, api_key="unused", model="default", temperature=0, max_tokens=100
+        )
+        agent = model.bind_tools(list(listed.values()))
+        messages = [HumanMessage("Call the get_weather tool to find the weather in Paris.")]
+        streamed = None
+        for chunk in agent.stream(messages):
+            streamed = chunk if streamed is None else streamed + chunk
+        for _ in range(3):
+            answer = agent.invoke(messages)
+            messages.append(answer)
+            if not answer.tool_calls:
+                break
+            assert answer.response_metadata["finish_reason"] == "tool_calls"
+            for call in answer.tool_calls:
+                assert call["name"] in listed and isinstance(call["args"], dict)
+                result = listed[call["name"]].invoke(call["args"])  # valid arguments
+                messages.append(ToolMessage(str(result), tool_call_id=call["id"]))
+    calls = [m for m in messages if getattr(m, "tool_calls", None)]
+    assert calls, "the model never called a tool"
+    assert [(c["name"], c["args"]) for c in streamed.tool_calls] == [
+        (c["name"], c["args"]) for c in calls[0].tool_calls
+    ]
+    final = messages[-1]
+    assert not final.tool_calls and final.content.strip()
+    assert isinstance(messages[-2], ToolMessage)

@@ -47,11 +47,46 @@ def load_tool_tokenizer(folder: Path):
     return load_tokenizer(folder)
 
 
+def error_stream(error: Exception) -> ScriptedStream:
+    from engine.events import ErrorEvent
+
+    return ScriptedStream([ErrorEvent(str(error))])
+
+
+def answer_stream(loaded: LoadedModel, request) -> ScriptedStream:
+    """The engine's whole answer to ``request``, through a real ``ChatSession``."""
+    try:
+        return ScriptedStream(list(ChatSession(loaded).generate(request)))
+    except Exception as error:
+        return error_stream(error)
+
+
+class LoadedService:
+    """Answers each request with a loaded model (a fresh ``ChatSession`` each)."""
+
+    def __init__(self, loaded: LoadedModel):
+        self.loaded = loaded
+
+    def generate(self, request):
+        return answer_stream(self.loaded, request)
+
+    def shutdown(self):
+        pass
+
+
 class ToolService:
     """Answers each request with the next queued text, through a real ``ChatSession``."""
 
-    def __init__(self, folder: Path, model=None):
-        self.tokenizer = load_tool_tokenizer(folder)
+    def __init__(self, folder: Path, model=None, tool_template: bool = True):
+        """``tool_template`` False: the byte tokenizer's plain ChatML template (no tools),
+        so the engine uses the generic format."""
+        if tool_template:
+            self.tokenizer = load_tool_tokenizer(folder)
+        else:
+            from mlx_lm.tokenizer_utils import load as load_tokenizer
+
+            write_byte_tokenizer(folder)
+            self.tokenizer = load_tokenizer(folder)
         self.folder = folder
         self.model = model  # a real model instead of the scripted answers
         self.answers: list[str] = []
@@ -71,12 +106,9 @@ class ToolService:
                     prompt + answer + [self.tokenizer.eos_token_id] * 80, vocab_size=259
                 )
             self.prompts.append(self.tokenizer.decode(prompt))
-            events = list(ChatSession(loaded).generate(request))
         except Exception as error:
-            from engine.events import ErrorEvent
-
-            events = [ErrorEvent(str(error))]
-        return ScriptedStream(events)
+            return error_stream(error)
+        return answer_stream(loaded, request)
 
     def shutdown(self):
         pass
@@ -85,7 +117,7 @@ class ToolService:
 class InProcessServer:
     """The real app under uvicorn in a thread, on a free 127.0.0.1 port."""
 
-    def __init__(self, service, name="tool-model"):
+    def __init__(self, service, name="tool-model", model_facts: dict | None = None):
         import uvicorn
 
         from engine.server.app import ServerOptions, create_app
@@ -94,7 +126,13 @@ class InProcessServer:
 
         self.port = free_port()
         app = create_app(
-            service, ServerOptions(name, Defaults(), hosts=allowed_hosts("127.0.0.1", self.port))
+            service,
+            ServerOptions(
+                name,
+                Defaults(),
+                hosts=allowed_hosts("127.0.0.1", self.port),
+                model_facts=model_facts or {},
+            ),
         )
         self.server = uvicorn.Server(
             uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")

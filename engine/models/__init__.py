@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EngineError, describe_error
+from ..tool_calls import tool_format
 from ..untrusted import read_regular_file
 from .embedded import EMBEDDED_NAME, ensure_embedded_model
 from .gguf_convert import ProgressCallback
@@ -178,8 +179,8 @@ def describe(facts: dict) -> str:
 
 def model_facts(model, config: dict, tokenizer) -> dict:
     """What a client asks about a model: ``architecture``, ``parameters`` (a count),
-    ``bytes`` (the weights' size in memory), ``weights`` (format or quantization), ``context_length``, ``tools`` (whether its chat
-    template takes tools)."""
+    ``bytes`` (the weights' size in memory), ``weights`` (format or quantization),
+    ``context_length``, ``tool_format`` (how it calls tools: ``tool_calls.tool_format``)."""
     import mlx.core as mx
     from mlx.utils import tree_flatten
 
@@ -204,7 +205,7 @@ def model_facts(model, config: dict, tokenizer) -> dict:
         "bytes": size,  # the weights in memory
         "weights": weights,
         "context_length": int(config.get("max_position_embeddings") or 0) or None,
-        "tools": bool(getattr(tokenizer, "has_tool_calling", False)),
+        "tool_format": tool_format(tokenizer),
     }
 
 

@@ -112,7 +112,10 @@ def create_app(service, options: ServerOptions) -> FastAPI:
         "object": "model",
         "created": 0,
         "owned_by": "draftless",
-        "draftless": {"speculation": options.speculation},
+        "draftless": {
+            "speculation": options.speculation,
+            "tool_format": options.model_facts.get("tool_format"),
+        },
     }
 
     def presented_key(request: Request) -> str:

@@ -268,7 +268,8 @@ def running_entry(name: str, facts: dict) -> dict:
 
 
 def capabilities(facts: dict) -> list[str]:
-    return ["completion", "tools"] if facts.get("tools") else ["completion"]
+    """Every model calls tools: through its chat template or the generic format."""
+    return ["completion", "tools"] if facts.get("tool_format") else ["completion"]
 
 
 def show(facts: dict) -> dict:
