@@ -3,8 +3,10 @@
 With ``--cors-origin`` naming the page's origin, the page gets the answer both whole and
 streamed (read from the response body as server-sent events), and the two are the same
 text. Without it the browser's preflight is refused, the page's fetch fails and the server
-generates nothing. Needs Debian's ``chromium`` (``packaging/dev.sh test`` installs it when
-``DRAFTLESS_SYSTEM_PACKAGES=1``); skipped without it.
+generates nothing. A page on the official openai JS SDK (``npm install``-ed once into the
+user's cache; skipped without npm) streams a chat with an API key, both by iterating the
+stream and with the SDK's stream helper. Needs Debian's ``chromium`` (``packaging/dev.sh
+test`` installs it when ``DRAFTLESS_SYSTEM_PACKAGES=1``); skipped without it.
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ import json
 import queue
 import shutil
 import subprocess
+import tempfile
 import threading
+from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import platformdirs
 import pytest
 
 from .server_process import Server, free_port
@@ -70,20 +75,28 @@ async function streamed() {
 
 
 class Page:
-    """Serves the page on its own origin and receives what the page reports."""
+    """Serves the page on its own origin and receives what the page reports; with
+    ``modules``, also serves that folder's files under ``/node_modules/``."""
 
-    def __init__(self, api_port: int):
+    def __init__(self, api_port: int, page: str = PAGE, modules: Path | None = None, **fields):
         self.port = free_port()
         self.results: queue.Queue = queue.Queue()
-        html = (PAGE % {"api": f"http://127.0.0.1:{api_port}"}).encode()
+        html = (page % {"api": f"http://127.0.0.1:{api_port}", **fields}).encode()
         results = self.results
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
+                body, kind = html, "text/html; charset=utf-8"
+                if modules is not None and self.path.startswith("/node_modules/"):
+                    file = (modules / self.path.removeprefix("/node_modules/")).resolve()
+                    if not file.is_relative_to(modules) or not file.is_file():
+                        self.send_error(404)
+                        return
+                    body, kind = file.read_bytes(), "text/javascript; charset=utf-8"
                 self.send_response(200)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Type", kind)
                 self.end_headers()
-                self.wfile.write(html)
+                self.wfile.write(body)
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
@@ -151,3 +164,106 @@ def test_without_cors_the_page_cannot_call_and_nothing_is_generated(tiny_model_d
         server.stop()
     assert result == {"error": "TypeError: Failed to fetch"}
     assert not health.get("finished"), health
+
+
+# The official openai JS SDK, major version 6: since v5 it has no dependencies and ships
+# ES modules whose imports are all relative, so a page can import it straight from
+# node_modules with no bundler.
+OPENAI_SDK = "openai@6"
+SDK_CACHE = Path(platformdirs.user_cache_dir("Draftless")) / "test-npm" / "openai-6"
+NPM_INSTALL_SECONDS = 180  # about 2 s from a fast registry; generous for a slow network
+
+
+@pytest.fixture(scope="session")
+def openai_sdk_modules() -> Path:
+    """A node_modules folder holding the openai JS SDK, installed once with npm into the
+    user's cache (a new folder is renamed into place, so a failed install leaves none)."""
+    modules = SDK_CACHE / "node_modules"
+    if (modules / "openai" / "index.mjs").is_file():
+        return modules.resolve()
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip("npm is not installed: the openai JS SDK test installs the SDK with it")
+    SDK_CACHE.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="openai-6-", dir=SDK_CACHE.parent))
+    try:
+        installed = subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(staging), OPENAI_SDK],
+            capture_output=True,
+            text=True,
+            timeout=NPM_INSTALL_SECONDS,
+        )
+    except subprocess.TimeoutExpired:
+        shutil.rmtree(staging, ignore_errors=True)
+        pytest.skip(f"npm install {OPENAI_SDK} took over {NPM_INSTALL_SECONDS} s")
+    if installed.returncode != 0 or not (staging / "node_modules/openai/index.mjs").is_file():
+        shutil.rmtree(staging, ignore_errors=True)
+        pytest.skip(f"npm install {OPENAI_SDK} failed: {installed.stderr.strip()[-500:]}")
+    try:
+        staging.rename(SDK_CACHE)
+    except OSError:  # another run installed it meanwhile, or left a broken folder
+        shutil.rmtree(staging, ignore_errors=True)
+    if not (modules / "openai" / "index.mjs").is_file():
+        pytest.skip(f"{SDK_CACHE} is there but holds no openai SDK: remove it to reinstall")
+    return modules.resolve()
+
+
+SDK_PAGE = """<!doctype html><meta charset="utf-8"><title>Draftless from the openai SDK</title>
+<script type="module">
+import OpenAI from "/node_modules/openai/index.mjs";
+const KEY = "%(key)s";
+const client = new OpenAI({
+  baseURL: "%(api)s/v1", apiKey: KEY, dangerouslyAllowBrowser: true, maxRetries: 0});
+const chat = {messages: [{role: "user", content: "abcabcabc"}], max_tokens: 12};
+const report = (result) => fetch("/result", {method: "POST", body: JSON.stringify(result)});
+
+(async () => {
+  const result = {};
+  try {
+    const plain = await fetch("%(api)s/v1/chat/completions", {
+      method: "POST", body: JSON.stringify(chat),
+      headers: {"Content-Type": "application/json", "Authorization": `Bearer ${KEY}`}});
+    result.fetched = (await plain.json()).choices[0].message.content;
+    let text = "", chunks = 0;
+    for await (const chunk of await client.chat.completions.create({...chat, stream: true})) {
+      text += chunk.choices[0]?.delta?.content ?? ""; chunks += 1;
+    }
+    result.streamed = {text, chunks};
+    const helper = client.chat.completions.stream(chat);
+    let pieces = "";
+    helper.on("content", (delta) => { pieces += delta; });
+    const final = await helper.finalChatCompletion();
+    result.helper = {pieces, final: final.choices[0].message.content};
+  } catch (error) {
+    result.error = String(error);
+  }
+  await report(result);
+})();
+</script>
+"""
+
+
+def test_a_page_on_the_official_openai_js_sdk_streams_a_chat(
+    tiny_model_dir, tmp_path, openai_sdk_modules
+):
+    api_port, key = free_port(), "page-key"
+    page = Page(api_port, SDK_PAGE, modules=openai_sdk_modules, key=key)
+    server = Server(
+        "--model",
+        str(tiny_model_dir),
+        "--cors-origin",
+        page.origin,
+        "--api-key",
+        key,
+        port=api_port,
+    )
+    try:
+        server.wait_ready()
+        result = page.open_in_chromium(tmp_path)
+    finally:
+        server.stop()
+    assert "error" not in result, result  # e.g. "Error: Connection error." from the SDK
+    assert result["fetched"], result
+    assert result["streamed"]["text"] == result["fetched"]
+    assert result["streamed"]["chunks"] > 1
+    assert result["helper"] == {"pieces": result["fetched"], "final": result["fetched"]}
