@@ -351,6 +351,7 @@ class ChatSession:
         elif request.tools:
             scanner = ToolCallScanner.for_model(tokenizer, request.tools)
         finish = "length"
+        single_call_ended = False  # parallel_tool_calls false, and the one call has closed
         decoder = speculative_decode(
             self.target,
             self.drafter,
@@ -394,6 +395,12 @@ class ChatSession:
                         text, closed, moved = scanner.feed(text)
                         calls += closed
                         deltas += moved
+                        if closed and not request.parallel_tool_calls:
+                            # one call only: the answer ends with it (the rest of the pass,
+                            # and any further call in the same markup, are dropped)
+                            calls = calls[:1]
+                            deltas = [d for d in deltas if d["index"] == 0]
+                            finish, final, single_call_ended = "stop", True, True
                     yield TokenEvent(
                         token,
                         text,
@@ -403,8 +410,11 @@ class ChatSession:
                         stats.drafter,
                         *self._logprobs(result.logprobs, position, token),
                     )
+                    if single_call_ended:
+                        break
                 if scanner is not None:
-                    held, closed, moved = scanner.flush() if final else ("", [], [])
+                    ends = final and not single_call_ended
+                    held, closed, moved = scanner.flush() if ends else ("", [], [])
                     if calls or closed or held or deltas or moved:
                         yield ToolCallEvent(calls + closed, held, deltas + moved)
                 yield PassEvent(

@@ -120,6 +120,9 @@ class GenerationRequest:
     # names of ``tools`` one of which the answer must call (constrained decoding); None: the
     # model decides
     forced_tools: tuple[str, ...] | None = None
+    # False: at most one tool call (OpenAI's ``parallel_tool_calls``): the answer ends as
+    # the first call closes
+    parallel_tool_calls: bool = True
     # the answer so far, as the model's token ids, to be continued (after it stopped at
     # its token limit): the prompt is the chat with these tokens as the answer's start
     continue_tokens: tuple[int, ...] | None = None

@@ -100,6 +100,49 @@ def test_a_tool_call_streams_in_openais_incremental_shape(tools):
     assert json.loads(call.function.arguments) == {"city": "Paris"}
 
 
+# two calls in one answer, then text: the second call repeats the first's markup, so the
+# prompt-lookup drafter drafts it and the first call closes inside a pass of several tokens
+TWO_CALLS = CALL + CALL.removeprefix("Let me look. ").replace("Paris", "Rome") + " Done."
+
+
+def calls_of(server, stream: bool, **fields) -> tuple[list[tuple[int, str, dict]], str, str]:
+    """([(index, name, arguments)] of the answer's calls, its text, its finish reason)."""
+    answer = chat(server).create(messages=ASK, tools=[WEATHER], stream=stream, **SETTINGS, **fields)
+    if not stream:
+        choice = answer.choices[0]
+        calls = [
+            (index, call.function.name, json.loads(call.function.arguments))
+            for index, call in enumerate(choice.message.tool_calls or [])
+        ]
+        return calls, choice.message.content or "", choice.finish_reason
+    chunks = list(answer)
+    deltas = [d for c in chunks for d in (c.choices[0].delta.tool_calls or [])]
+    indices = sorted({d.index for d in deltas})
+    calls = [
+        (
+            index,
+            next(d.function.name for d in deltas if d.index == index),
+            json.loads("".join(d.function.arguments or "" for d in deltas if d.index == index)),
+        )
+        for index in indices
+    ]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks)
+    return calls, text, chunks[-1].choices[0].finish_reason
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_parallel_tool_calls_false_ends_the_answer_with_its_first_call(tools, stream):
+    service, server = tools
+    service.answers.append(TWO_CALLS)
+    calls, text, finish = calls_of(server, stream, parallel_tool_calls=False)
+    assert calls == [(0, "get_weather", {"city": "Paris"})]
+    assert (text, finish) == ("Let me look. ", "tool_calls")  # nothing after the call
+    service.answers.append(TWO_CALLS)
+    calls, text, finish = calls_of(server, stream)  # parallel calls by default
+    assert calls == [(0, "get_weather", {"city": "Paris"}), (1, "get_weather", {"city": "Rome"})]
+    assert (text, finish) == ("Let me look.  Done.", "tool_calls")
+
+
 def test_a_stream_that_opens_with_a_tool_call_has_null_content(tools):
     service, server = tools
     service.answers.append(CALL.removeprefix("Let me look. "))

@@ -496,6 +496,7 @@ def parse(body, chat: bool, defaults: Defaults, peer: str | None) -> ParsedReque
         logprobs=_logprobs(body, chat),
         tools=tools,
         forced_tools=forced,
+        parallel_tool_calls=body.get("parallel_tool_calls") is not False,
         json_schema=json_schema,
     )
     try:
