@@ -143,6 +143,23 @@ def test_parallel_tool_calls_false_ends_the_answer_with_its_first_call(tools, st
     assert (text, finish) == ("Let me look.  Done.", "tool_calls")
 
 
+def test_the_openai_stream_helper_sees_a_calls_arguments_grow(tools):
+    """The openai SDK's stream helper (what partial-streaming clients build on) reports the
+    arguments as they arrive, then the whole call."""
+    service, server = tools
+    service.answers.append(CALL)
+    pieces = []
+    with chat(server).stream(messages=ASK, tools=[WEATHER], **SETTINGS) as stream:
+        for event in stream:
+            if event.type == "tool_calls.function.arguments.delta":
+                pieces.append(event.arguments_delta)
+        final = stream.get_final_completion()
+    assert len(pieces) > 3 and json.loads("".join(pieces)) == {"city": "Paris"}
+    (call,) = final.choices[0].message.tool_calls
+    assert call.function.name == "get_weather"
+    assert json.loads(call.function.arguments) == {"city": "Paris"}
+
+
 def test_a_stream_that_opens_with_a_tool_call_has_null_content(tools):
     service, server = tools
     service.answers.append(CALL.removeprefix("Let me look. "))
