@@ -60,7 +60,8 @@ from __future__ import annotations
 
 import math
 
-from .drafters.base import ONCE, USUAL
+from .draft_policy import Choice, MatchClass, NO_DRAFT, PassOutcome
+from .drafters.base import ONCE, USUAL, Proposal
 from .verify_cost import (
     CostCurve,
     load_cost_curve,
@@ -78,40 +79,54 @@ ROW_SLACK = 0.05  # rows beyond a tree's second may make its pass this much dear
 GUESS_MARGIN = 1.1  # on a curve not measured for the model, a draft must promise 10% more
 HOPELESS = 0.9  # passes costing this share of their length in one-token passes never pay
 PRIOR_REJECT = 0.5
-# Cold start, per drafter and match class (0: not said, then 1-2, 3-5, 6-11, 12+ tokens, 5
-# and 6 as ``match_class`` says): the prior (accept, reject) pseudo-counts of position 0, so
-# a first answer drafts as much as such matches usually earn instead of paying for learning.
-# Fitted on the benchmark's tuning prompts (python -m engine.bench.tune), checked on its
-# check prompts; for suffix's usual short matches (class 5) 0.9 gave the most tokens per
-# second on the tuning set (0.51, 0.6 and 0.8 did less well), and for those seen once
-# (class 6) 0.39, 0.45 and 0.6 did the same within 0.1%.
-CLASS_PRIORS: dict[str, dict[int, tuple[float, float]]] = {
+# Cold start, per drafter and match class (``MatchClass``, as ``match_class`` sorts): the
+# prior (accept, reject) pseudo-counts of position 0, so a first answer drafts as much as
+# such matches usually earn instead of paying for learning. ``AdaptiveMemory`` hands them to
+# its policies (a benchmark may hand others). Fitted on the benchmark's tuning prompts
+# (python -m engine.bench.tune), checked on its check prompts; for suffix's usual short
+# matches 0.9 gave the most tokens per second on the tuning set (0.51, 0.6 and 0.8 did less
+# well), and for those seen once 0.39, 0.45 and 0.6 did the same within 0.1%.
+Priors = dict[str, dict[MatchClass, tuple[float, float]]]
+CLASS_PRIORS: Priors = {
     "suffix": {
-        1: (0.16, 0.84),
-        2: (0.8, 0.2),
-        3: (0.84, 0.16),
-        4: (0.98, 0.02),
-        5: (0.9, 0.1),
-        6: (0.39, 0.61),
+        MatchClass.SHORT: (0.16, 0.84),
+        MatchClass.MEDIUM: (0.8, 0.2),
+        MatchClass.COPY: (0.84, 0.16),
+        MatchClass.LONG_COPY: (0.98, 0.02),
+        MatchClass.USUAL_SHORT: (0.9, 0.1),
+        MatchClass.ONCE_SHORT: (0.39, 0.61),
     },
-    "prompt-lookup": {1: (0.34, 0.66), 2: (0.71, 0.29), 3: (0.77, 0.23), 4: (0.96, 0.04)},
-    "ngram-cache": {0: (0.79, 0.21)},
+    "prompt-lookup": {
+        MatchClass.SHORT: (0.34, 0.66),
+        MatchClass.MEDIUM: (0.71, 0.29),
+        MatchClass.COPY: (0.77, 0.23),
+        MatchClass.LONG_COPY: (0.96, 0.04),
+    },
+    "ngram-cache": {MatchClass.NOT_SAID: (0.79, 0.21)},
 }
 # Per drafter and match class: tokens a tree pass accepted beyond its first row per token of
 # its first row, over the tuning prompts' tree passes (every row sent, draft count 16;
 # python -m engine.bench.tune).
-TREE_BONUS_PRIORS: dict[str, dict[int, float]] = {
-    "suffix": {1: 0.078, 2: 0.06, 3: 0.112, 4: 0.074, 5: 0.03, 6: 0.073}
+BonusPriors = dict[str, dict[MatchClass, float]]
+TREE_BONUS_PRIORS: BonusPriors = {
+    "suffix": {
+        MatchClass.SHORT: 0.078,
+        MatchClass.MEDIUM: 0.06,
+        MatchClass.COPY: 0.112,
+        MatchClass.LONG_COPY: 0.074,
+        MatchClass.USUAL_SHORT: 0.03,
+        MatchClass.ONCE_SHORT: 0.073,
+    }
 }
 TREE_BONUS_WEIGHT = 2.0  # pseudo-observations of the prior: trees
 TREE_BONUS_LENGTH = 16  # of this many tokens a row
 DEPTH_PRIOR = 1.0  # pseudo-observations at the estimate of the position before
 POOLED_FROM = 2  # in copies' classes, positions from here on share one acceptance rate
-COPY_CLASSES = (3, 4)  # copies: matches of 6-11 and of 12 or more tokens
-MATCH_CLASS_STARTS = (1, 3, 6, 12)  # match lengths where a class begins (0: not said)
-USUAL_SHORT_CLASS = 5  # a 1-2-token match whose drafted token usually followed it
-ONCE_SHORT_CLASS = 6  # a 1-2-token match seen once before, whose drafted token followed it
-SHORT_CLASSES = {USUAL: USUAL_SHORT_CLASS, ONCE: ONCE_SHORT_CLASS}  # by ``Proposal.follows``
+COPY_CLASSES = (MatchClass.COPY, MatchClass.LONG_COPY)  # matches of 6 or more tokens
+# match lengths where SHORT, MEDIUM, COPY and LONG_COPY begin (below the first: NOT_SAID)
+MATCH_CLASS_STARTS = (1, 3, 6, 12)
+# a short match's class by ``Proposal.follows``
+SHORT_CLASSES = {USUAL: MatchClass.USUAL_SHORT, ONCE: MatchClass.ONCE_SHORT}
 
 
 class AcceptanceTracker:
@@ -185,23 +200,29 @@ class AcceptanceTracker:
         return values
 
 
-def match_class(match_length: int, follows: str = "") -> int:
-    """0 when the drafter does not say, else 1.. for ever longer matches; a short match
-    whose drafted token usually followed it (``follows``, as ``Proposal.follows``):
-    ``USUAL_SHORT_CLASS``; one whose drafted token followed its only earlier occurrence:
-    ``ONCE_SHORT_CLASS``."""
-    klass = sum(1 for start in MATCH_CLASS_STARTS if match_length >= start)
-    return SHORT_CLASSES.get(follows, klass) if klass == 1 else klass
+def match_class(match_length: int, follows: str = "") -> MatchClass:
+    """``NOT_SAID`` when the drafter does not say, else ever longer matches' classes; a short
+    match whose drafted token usually followed it (``follows``, as ``Proposal.follows``):
+    ``USUAL_SHORT``; one whose drafted token followed its only earlier occurrence:
+    ``ONCE_SHORT``."""
+    klass = MatchClass(sum(1 for start in MATCH_CLASS_STARTS if match_length >= start))
+    return SHORT_CLASSES.get(follows, klass) if klass == MatchClass.SHORT else klass
 
 
 class AdaptiveMemory:
     """Cost curves (per model) and acceptance trackers (per model, drafter, and whether the
     answers are constrained) of one owner: the service keeps one for the process, a
-    benchmark one per run. Never module globals."""
+    benchmark one per run. Never module globals. ``priors`` and ``bonus_priors``: the
+    cold-start priors per drafter its policies start from (``CLASS_PRIORS``,
+    ``TREE_BONUS_PRIORS``; a benchmark may compare others)."""
 
-    def __init__(self):
+    def __init__(
+        self, priors: Priors = CLASS_PRIORS, bonus_priors: BonusPriors = TREE_BONUS_PRIORS
+    ):
         self.curves: dict[str, CostCurve] = {}
-        self.trackers: dict[tuple[str, str, bool], dict[int, AcceptanceTracker]] = {}
+        self.trackers: dict[tuple[str, str, bool], dict[MatchClass, AcceptanceTracker]] = {}
+        self.priors = priors
+        self.bonus_priors = bonus_priors
 
     def curve(self, model_key: str) -> CostCurve:
         """In memory, else on disk, else the prior shape (``measure_in_steps`` measures it)."""
@@ -243,34 +264,33 @@ class AdaptiveMemory:
             curve or self.curve(model_key),
             trackers,
             drafter.rows_per_pass,
-            CLASS_PRIORS.get(drafter.name),
-            drafter.name,
+            self.priors.get(drafter.name),
+            self.bonus_priors.get(drafter.name),
         )
 
 
 class AdaptivePolicy:
-    """The decode loop's policy: after the drafter proposed, ``draft_length(limit,
-    match_length)`` says how much of the proposal to send; ``record`` after the pass."""
+    """The decode loop's policy (a ``draft_policy.DraftPolicy``): after the drafter proposed,
+    ``choose`` says how much of the proposal to send; ``record`` learns from the pass.
+    ``priors`` and ``bonus_priors``: per match class, the cold-start acceptance (accept,
+    reject) of position 0 and the tokens a tree's other rows add per first-row token."""
 
     def __init__(
         self,
         curve: CostCurve,
-        trackers: dict[int, AcceptanceTracker] | None = None,
+        trackers: dict[MatchClass, AcceptanceTracker] | None = None,
         rows: int = 1,
-        priors: dict[int, tuple[float, float]] | None = None,
-        drafter_name: str = "",
+        priors: dict[MatchClass, tuple[float, float]] | None = None,
+        bonus_priors: dict[MatchClass, float] | None = None,
     ):
         self.curve = curve
         self.priors = priors or {}
         self.trackers = trackers if trackers is not None else {}
         self.rows = max(1, rows)
-        self.bonus_priors = TREE_BONUS_PRIORS.get(drafter_name, {})
-        self.last_choice = 0
-        self.last_rows = 1
-        self.last_class = 0
-        self.idle: dict[int, int] = {}  # per class: passes with a proposal but no draft
+        self.bonus_priors = bonus_priors or {}
+        self.idle: dict[MatchClass, int] = {}  # per class: passes with a proposal but no draft
 
-    def tracker(self, klass: int) -> AcceptanceTracker:
+    def tracker(self, klass: MatchClass) -> AcceptanceTracker:
         """The acceptance memory of one match class."""
         tracker = self.trackers.get(klass)
         if tracker is None:
@@ -280,33 +300,25 @@ class AdaptivePolicy:
             tracker = self.trackers[klass] = AcceptanceTracker(*prior, bonus, pooled=copies)
         return tracker
 
-    def draft_length(
-        self,
-        limit: int,
-        match_length: int = 0,
-        rows: int = 1,
-        follows: str = "",
-        first: int = 0,
-    ) -> int:
-        """The draft length to send of a proposal of ``rows`` rows (the longest ``limit``
-        tokens; ``first``: the first row's own length where it is shorter) resting on a match
-        of ``match_length`` (``follows``: see ``match_class``); ``row_budget`` then
-        says how many. The first row earns only on tokens it has: a longer length pays, if at
-        all, through the other rows."""
+    def choose(self, proposal: Proposal, limit: int) -> Choice:
+        """The draft length and rows to send of ``proposal`` (its longest row ``limit``
+        tokens; its first row perhaps shorter) resting on a match of its ``match_length``
+        (``follows``: see ``match_class``). The first row earns only on tokens it has: a
+        longer length pays, if at all, through the other rows."""
         if limit <= 0 or not self.curve.anchored:  # a guess: one plain pass gives c(1) first
-            return 0
-        available = min(rows, self.rows)
-        first = min(first or limit, limit)
-        self.last_class = match_class(match_length, follows)
-        tracker = self.tracker(self.last_class)
+            return NO_DRAFT
+        available = min(max(len(proposal.rows), 1), self.rows)
+        first = min((len(proposal.rows[0]) if proposal.rows else 0) or limit, limit)
+        kind = match_class(proposal.match_length, proposal.follows)
+        tracker = self.tracker(kind)
         expected = tracker.expected_tokens(min(limit, MAX_POSITIONS))
         plain = best_rate = expected[0] / self.curve(1)
-        best, self.last_rows = 0, 1
+        best, rows = 0, 1
         for length in range(1, len(expected)):
             own = expected[min(length, first)]
             rate = own / self.curve(1 + length)
             if length <= first and rate > best_rate * 1.0001:
-                best, best_rate, self.last_rows = length, rate, 1
+                best, best_rate, rows = length, rate, 1
             if available < 2:
                 continue
             tokens = own + tracker.tree_bonus(length)
@@ -315,17 +327,15 @@ class AdaptivePolicy:
             width = self.tree_rows(length, available)
             rate = tokens / self.curve.tree_cost(1 + width * length)
             if rate > best_rate * 1.0001:
-                best, best_rate, self.last_rows = length, rate, width
+                best, best_rate, rows = length, rate, width
         guess = self.curve.guess  # a curve not measured for this model: draft only clear wins
         if guess and best_rate < plain * GUESS_MARGIN:
-            best, self.last_rows = 0, 1
-        if best == 0 and not guess:
-            idle = self.idle.get(self.last_class, 0) + 1
-            self.idle[self.last_class] = idle
-            if idle > self.probe_interval():
-                best, self.last_rows = 1, 1
-        self.last_choice = best
-        return best
+            best, rows = 0, 1
+        if best == 0 and not guess:  # one more idle pass, unless it is time for a probe
+            if self.idle.get(kind, 0) + 1 > self.probe_interval():
+                return Choice(1, 1, kind)
+            return Choice(0, 1, kind, idle=True)
+        return Choice(best, rows, kind)
 
     def forced_length(self, available: int) -> int:
         """How many of ``available`` grammar-forced tokens to send (kept nearly always):
@@ -348,10 +358,6 @@ class AdaptivePolicy:
             self.curve(1 + n) >= HOPELESS * (1 + n) * one for n in range(1, max(limit, 1) + 1)
         )
 
-    def row_budget(self, length: int) -> int:
-        """How many rows of the ``length`` tokens ``draft_length`` chose to send."""
-        return self.last_rows if length == self.last_choice else 1
-
     def tree_rows(self, length: int, available: int) -> int:
         """The rows of a tree of ``length``-token rows: two, and more (of ``available``) while
         each makes the pass at most ``ROW_SLACK`` dearer than two (on a flat curve all, on a
@@ -364,27 +370,21 @@ class AdaptivePolicy:
             rows += 1
         return rows
 
-    def record(
-        self,
-        drafted: int,
-        accepted: int,
-        seconds: float,
-        depth: int | None = None,
-        tree: bool = False,
-        first_row: tuple[int, int] | None = None,
-    ) -> None:
-        """``first_row``: a tree pass's first row (its length, its tokens accepted)."""
-        depth = drafted if depth is None else depth
-        if depth:
-            tracker = self.tracker(self.last_class)
+    def record(self, choice: Choice, outcome: PassOutcome) -> None:
+        """Learn the acceptance of the class ``choice`` judged (where the pass judged the
+        drafter's tokens) and the pass's cost."""
+        if outcome.depth and choice.kind is not None:
+            tracker = self.tracker(choice.kind)
             tracker.decay()
-            if tree and first_row is not None:
-                tracker.record(*first_row)
-                tracker.record_tree(first_row[0], accepted - first_row[1])
+            if outcome.tree and outcome.first_row is not None:
+                tracker.record(*outcome.first_row)
+                tracker.record_tree(outcome.first_row[0], outcome.accepted - outcome.first_row[1])
             else:
-                tracker.record(depth, accepted)
-            self.idle[self.last_class] = 0
-        if tree:
-            self.curve.observe_tree(drafted + 1, seconds)
+                tracker.record(outcome.depth, outcome.accepted)
+            self.idle[choice.kind] = 0
+        elif choice.idle:
+            self.idle[choice.kind] = self.idle.get(choice.kind, 0) + 1
+        if outcome.tree:
+            self.curve.observe_tree(outcome.verified + 1, outcome.seconds)
         else:
-            self.curve.observe(drafted + 1, seconds)
+            self.curve.observe(outcome.verified + 1, outcome.seconds)

@@ -13,6 +13,10 @@ Plain decoding (drafter ``none``) on a cache that can be cut back runs pipelined
 (``pipelined_plain_decode``): each pass is queued before the previous token is read, so
 the host's work overlaps the device's, as in mlx-lm's ``generate_step``.
 
+Each pass the policy (``draft_policy.DraftPolicy``: a fixed draft length, or the adaptive
+one) chooses how much of the drafter's proposal goes out and is handed back its choice with
+the pass's outcome (``DraftPlan``).
+
 Multi-row drafters verify all their rows in one pass as a prefix tree (``engine/tree.py``)
 where the model allows it; which caches can be rolled back, and how, is decided per model
 in ``engine/models/caches.py`` (sliding windows, recurrent state).
@@ -35,6 +39,7 @@ from dataclasses import dataclass
 import mlx.core as mx
 from mlx_lm.sample_utils import make_logits_processors, make_sampler
 
+from .draft_policy import NO_DRAFT, Choice, DraftPolicy, FixedDraftLength, PassOutcome
 from .drafters.base import Drafter, Proposal
 from .models.caches import (
     TRIM,
@@ -259,50 +264,25 @@ class PassResult:
     tree: bool = False  # several rows verified in one tree pass
 
 
-class FixedDraftLength:
-    """Draft exactly what the settings ask for (adaptive policies replace this)."""
-
-    def draft_length(self, limit: int, *proposal, **about_proposal) -> int:
-        """All of it: what the proposal rests on (``AdaptivePolicy.draft_length``) is ignored."""
-        return limit
-
-    def row_budget(self, length: int) -> int:
-        return 1 << 30  # every row the drafter proposed
-
-    def gives_up(self, limit: int) -> bool:
-        return False
-
-    def forced_length(self, available: int) -> int:
-        return available
-
-    def record(self, drafted: int, accepted: int, seconds: float, **details) -> None:
-        pass
-
-
 @dataclass
 class DraftPlan:
     """What one pass sends: ``rows``; ``grammar``: they are the grammar's own draft;
-    ``sure``: how many leading tokens of the drafter's row the grammar forces."""
+    ``sure``: how many leading tokens of the drafter's row the grammar forces; ``choice``:
+    what the policy chose of the drafter's tokens (handed back to it with the outcome)."""
 
     rows: list[list[int]]
     grammar: bool = False
     sure: int = 0
+    choice: Choice = NO_DRAFT
 
     @classmethod
-    def of(
-        cls,
-        rows: list[list[int]],
-        match_length: int,
-        policy,
-        forced=(),
-        follows: str = "",
-    ) -> "DraftPlan":
-        """As much of the proposal's ``rows`` as the policy says pays (``match_length`` and
-        ``follows`` as the proposal says). Where the grammar forces the next tokens
-        (``forced``, kept nearly always) at least those go out: the policy then judges only the
-        drafter's tokens after them, or, where the drafter's row does not begin with them, they
-        are the draft (as much of them as pays on the curve)."""
-        sure = len(forced)
+    def of(cls, proposal: Proposal, policy: DraftPolicy, forced=()) -> "DraftPlan":
+        """As much of ``proposal`` (the rows the loop would send, and what they rest on) as
+        the policy says pays. Where the grammar forces the next tokens (``forced``, kept
+        nearly always) at least those go out: the policy then judges only the drafter's tokens
+        after them (of its first row), or, where that row does not begin with them, they are
+        the draft (as much of them as pays on the curve)."""
+        rows, sure = proposal.rows, len(forced)
         if sure and not (rows and rows[0][:sure] == list(forced)):
             row = list(forced[: policy.forced_length(sure)])
             return cls([row] if row else [], grammar=True)
@@ -310,19 +290,33 @@ class DraftPlan:
             return cls([])
         longest = max(len(r) for r in rows)
         if sure:
-            more = policy.draft_length(longest - sure, match_length + sure) if longest > sure else 0
-            length = sure + more if more else policy.forced_length(sure)
-            return cls([rows[0][:length]] if length else [], sure=min(sure, length))
-        length = policy.draft_length(longest, match_length, len(rows), follows, len(rows[0]))
-        return cls([r[:length] for r in rows[: policy.row_budget(length)]] if length > 0 else [])
+            after = Proposal([rows[0][sure:]], proposal.match_length + sure)
+            choice = policy.choose(after, longest - sure) if longest > sure else NO_DRAFT
+            length = sure + choice.length if choice.length else policy.forced_length(sure)
+            return cls([rows[0][:length]] if length else [], sure=min(sure, length), choice=choice)
+        choice = policy.choose(proposal, longest)
+        sent = [r[: choice.length] for r in rows[: choice.rows]] if choice.length > 0 else []
+        return cls(sent, choice=choice)
 
-    def learned(self, accepted: int, depth: int | None) -> tuple[int, int]:
-        """(accepted, depth) for the policy's acceptance memory: the drafter's tokens only
-        (depth 0: the pass's cost alone)."""
+    def outcome(
+        self,
+        verified: int,
+        accepted: int,
+        seconds: float,
+        depth: int | None = None,
+        tree: bool = False,
+        first_row: tuple[int, int] | None = None,
+    ) -> PassOutcome:
+        """The pass as the policy learns from it: ``verified`` draft tokens in ``seconds``,
+        ``accepted`` of them kept out of ``depth`` (a tree's deepest row; default: the rows'
+        tokens), counting the drafter's tokens only (depth 0: the pass's cost alone);
+        ``tree``: a tree pass, ``first_row`` its first row (its length, its tokens kept)."""
         depth = sum(map(len, self.rows)) if depth is None else depth
         if self.grammar:
-            return accepted, 0
-        return max(accepted - self.sure, 0), max(depth - self.sure, 0)
+            learned, depth = accepted, 0
+        else:
+            learned, depth = max(accepted - self.sure, 0), max(depth - self.sure, 0)
+        return PassOutcome(verified, learned, seconds, depth, tree, first_row)
 
 
 def cut_at_eos(draft: list[int], eos_tokens: set[int]) -> list[int]:
@@ -372,7 +366,7 @@ def speculative_decode(
     draft_count: int,
     eos_tokens: set[int],
     speculate: bool = True,
-    policy=None,
+    policy: DraftPolicy | None = None,
 ) -> Iterator[PassResult]:
     """Decode after ``history`` (whose last token is not yet in the cache).
 
@@ -408,8 +402,8 @@ def speculative_decode(
                 forced = gate.rows([chooser.constraint.forced()[:limit]])[0]
                 forced = cut_at_eos(forced, eos_tokens)
         drafted = [row for row in rows if row]
-        follows = proposal.follows_for(drafted)
-        plan = DraftPlan.of(drafted, proposal.match_length, policy, forced, follows)
+        sendable = Proposal(drafted, proposal.match_length, proposal.follows_for(drafted))
+        plan = DraftPlan.of(sendable, policy, forced)
         rows = plan.rows
         drafted_at = time.perf_counter()
 
@@ -444,15 +438,11 @@ def speculative_decode(
         )
         done_at = time.perf_counter()
         tree = verdict.depth is not None
-        learned, depth = plan.learned(verdict.accepted, verdict.depth)
-        policy.record(
-            verdict.drafted,
-            learned,
-            verified_at - drafted_at,
-            depth=depth,
-            tree=tree,
-            first_row=verdict.first_row,
+        seconds = verified_at - drafted_at
+        outcome = plan.outcome(
+            verdict.drafted, verdict.accepted, seconds, verdict.depth, tree, verdict.first_row
         )
+        policy.record(plan.choice, outcome)
         produced += len(emitted)
         yield PassResult(
             emitted,

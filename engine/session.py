@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 
 import mlx.core as mx
 
+from .adaptive import AdaptivePolicy
 from .decode import PREFILL_STEP, Target, TokenChooser, speculative_decode
 from .drafters import make_drafter
 from .errors import EngineError, describe_error
@@ -122,7 +123,7 @@ class AnswerPlan:
     """What ``ChatSession._prepare`` set up for one answer's decoding."""
 
     stats: DecodeStats
-    policy: object | None  # an AdaptivePolicy, or None: a fixed draft count
+    policy: AdaptivePolicy | None  # None: a fixed draft count
     curve: object | None  # the curve the speed-up is estimated on (None: no estimate)
     constraint: object | None  # a GrammarConstraint for JSON output or a forced tool call
 

@@ -6,12 +6,14 @@ import pytest
 
 from engine import adaptive, verify_cost
 from engine.adaptive import AcceptanceTracker, AdaptivePolicy, CostCurve
-from engine.decode import FixedDraftLength, Target, TokenChooser, speculative_decode
+from engine.decode import Target, TokenChooser, speculative_decode
+from engine.draft_policy import Choice, DraftPolicy, FixedDraftLength, MatchClass
 from engine.drafters import make_drafter
 from engine.drafters.base import ONCE, USUAL, Drafter, Proposal
 from engine.settings import DraftSettings, SamplingSettings
 
 from .identity import reference_greedy
+from .policy_steps import choose, length, passed
 from .tiny_model import make_tiny_llama
 
 
@@ -46,12 +48,12 @@ def trained(probability: float, passes: int = 200, depth: int = 8) -> Acceptance
 
 def test_policy_drafts_nothing_when_drafts_are_rejected():
     policy = AdaptivePolicy(CostCurve(CURVE), {0: trained(0.05)})
-    assert policy.draft_length(8) == 0
+    assert length(policy, 8) == 0
 
 
 def test_policy_drafts_long_when_drafts_are_accepted():
     policy = AdaptivePolicy(CostCurve(CURVE), {0: trained(0.95)})
-    assert policy.draft_length(16) >= 8
+    assert length(policy, 16) >= 8
 
 
 FLAT = {1: 0.010, 64: 0.0102, 96: 0.012}
@@ -65,7 +67,7 @@ def with_bonus(tracker: AcceptanceTracker, per_token: float) -> AcceptanceTracke
 
 
 def chosen_rows(policy: AdaptivePolicy, limit: int = 16, rows: int = 10) -> int:
-    return policy.row_budget(policy.draft_length(limit, 0, rows))
+    return choose(policy, limit, rows=rows).rows
 
 
 def test_a_tree_goes_out_only_where_its_rows_earn_more_than_they_cost():
@@ -74,15 +76,14 @@ def test_a_tree_goes_out_only_where_its_rows_earn_more_than_they_cost():
     multi = AdaptivePolicy(CostCurve(CURVE), {0: with_bonus(trained(0.6), 0.3)}, rows=10)
     assert chosen_rows(multi) <= 2
     small = AdaptivePolicy(CostCurve(CURVE), {0: with_bonus(trained(0.6), 0.01)}, rows=10)
-    length = small.draft_length(16, 0, 10)
-    assert small.row_budget(length) == 1
-    assert length == AdaptivePolicy(CostCurve(CURVE), {0: trained(0.6)}, rows=1).draft_length(16)
+    choice = choose(small, 16, rows=10)
+    assert choice.rows == 1
+    assert choice.length == length(AdaptivePolicy(CostCurve(CURVE), {0: trained(0.6)}, rows=1), 16)
     # a flat curve: rows that add a little ride along, as many as cost at most 5% more than two
     policy = AdaptivePolicy(CostCurve(FLAT), {0: with_bonus(trained(0.6), 0.05)}, rows=10)
-    length = policy.draft_length(16, 0, 10)
-    rows = policy.row_budget(length)
-    assert rows > 1 and policy.curve(1 + rows * length) <= 1.05 * policy.curve(1 + 2 * length)
-    assert policy.row_budget(length + 1) == 1  # a length it did not choose: one row
+    choice = choose(policy, 16, rows=10)
+    cost = policy.curve(1 + choice.rows * choice.length)
+    assert choice.rows > 1 and cost <= 1.05 * policy.curve(1 + 2 * choice.length)
     assert chosen_rows(policy, rows=1) == 1  # a proposal of one row is sent as one row
     # rows that add nothing stay home even where they are free
     idle = AdaptivePolicy(CostCurve(FLAT), {0: with_bonus(trained(0.6), 0.0)}, rows=10)
@@ -94,12 +95,12 @@ def test_a_short_first_row_earns_only_on_its_own_tokens():
     # through the second row's bonus, not through first-row tokens that do not exist
     steps = {1: 0.010, 3: 0.011, 33: 0.016}
 
-    def length(first: int) -> int:
+    def sent(first: int) -> int:
         policy = AdaptivePolicy(CostCurve(steps), {0: with_bonus(trained(0.9), 0.05)}, rows=2)
-        return policy.draft_length(16, 0, 2, first=first)
+        return length(policy, 16, rows=2, first=first)
 
-    assert length(first=2) == 2  # 30 more nodes for 0.8 more tokens: no
-    assert length(first=16) > 2  # both rows long: the first row's own tokens pay
+    assert sent(first=2) == 2  # 30 more nodes for 0.8 more tokens: no
+    assert sent(first=16) > 2  # both rows long: the first row's own tokens pay
 
 
 def test_a_tree_pays_for_what_it_costs_beyond_its_nodes():
@@ -114,8 +115,8 @@ def test_a_tree_pays_for_what_it_costs_beyond_its_nodes():
 
 def test_a_tree_pass_teaches_its_first_row_and_what_the_others_added():
     policy = AdaptivePolicy(CostCurve(FLAT), rows=4)
-    policy.draft_length(8, 0, 4)
-    policy.record(20, 5, 0.0101, depth=8, tree=True, first_row=(8, 1))
+    choice = choose(policy, 8, rows=4)
+    passed(policy, choice, 20, 5, 0.0101, depth=8, tree=True, first_row=(8, 1))
     tracker = policy.tracker(0)
     assert tracker.reached[:3] == [1.0, 1.0, 0.0] and tracker.accepted[:2] == [1.0, 0.0]
     assert tracker.bonus == [4.0, 8.0]  # 4 tokens beyond a first row of 8
@@ -126,10 +127,11 @@ def test_a_tree_pass_teaches_its_first_row_and_what_the_others_added():
 def test_tree_passes_teach_the_curve_their_extra_cost_and_leave_c_of_n_alone():
     curve = CostCurve(FLAT)
     policy = AdaptivePolicy(curve, {0: with_bonus(trained(0.6), 0.02)}, rows=4)
-    assert chosen_rows(policy, rows=4) == 4
+    choice = choose(policy, 16, rows=4)
+    assert choice.rows == 4
     chain = curve(17)
-    for _ in range(60):
-        policy.record(16, 3, chain + 0.003, depth=4, tree=True)  # 3 ms more than 17 tokens
+    for _ in range(60):  # 3 ms more than 17 tokens
+        passed(policy, choice, 16, 3, chain + 0.003, depth=4, tree=True)
     assert curve.tree_extra == pytest.approx(0.003, rel=0.05)
     assert curve(17) == pytest.approx(chain) and curve.scale == 1.0
     assert chosen_rows(policy, rows=4) == 1
@@ -142,28 +144,51 @@ def test_policy_probes_again_after_a_while():
     policy = AdaptivePolicy(CostCurve(CURVE), {0: trained(0.0)})
     assert policy.probe_interval() >= adaptive.PROBE_INTERVAL
     for _ in range(policy.probe_interval()):
-        assert policy.draft_length(4) == 0
-        policy.record(0, 0, 0.086)
-    assert policy.draft_length(4) == 1  # a one-token probe
-    policy.record(1, 0, 0.09)  # rejected: quiet again
-    assert policy.draft_length(4) == 0
+        choice = choose(policy, 4)
+        assert choice.length == 0
+        passed(policy, choice, 0, 0, 0.086)
+    probe = choose(policy, 4)
+    assert probe.length == 1  # a one-token probe
+    passed(policy, probe, 1, 0, 0.09)  # rejected: quiet again
+    assert length(policy, 4) == 0
 
 
 def test_policy_judges_long_matches_apart_from_short_ones():
     policy = AdaptivePolicy(CostCurve(CURVE), {adaptive.match_class(1): trained(0.0)})
-    assert policy.draft_length(8, match_length=1) == 0  # short guesses failed
-    assert policy.draft_length(8, match_length=24) >= 2  # a long copy starts from the prior
-    assert adaptive.match_class(0) == 0 and adaptive.match_class(2) < adaptive.match_class(12)
+    assert length(policy, 8, match_length=1) == 0  # short guesses failed
+    assert length(policy, 8, match_length=24) >= 2  # a long copy starts from the prior
+    assert adaptive.match_class(0) is MatchClass.NOT_SAID
+    assert adaptive.match_class(2) is MatchClass.SHORT
+    assert adaptive.match_class(12) is MatchClass.LONG_COPY
+
+
+def test_the_policy_keeps_nothing_between_choosing_and_recording():
+    """Each choice carries its own class: a pass recorded after another choice was made
+    teaches the class it drafted in, not the latest one asked about."""
+    policy = AdaptivePolicy(CostCurve(CURVE))
+    copy = choose(policy, 8, match_length=24)
+    short = choose(policy, 8, match_length=1)
+    assert (copy.kind, short.kind) == (MatchClass.LONG_COPY, MatchClass.SHORT)
+    assert choose(policy, 8, match_length=1) == short  # asking again changes nothing
+    passed(policy, copy, copy.length, 0, 0.15)
+    assert policy.tracker(MatchClass.LONG_COPY).reached[0] == 1.0
+    assert policy.tracker(MatchClass.SHORT).reached[0] == 0.0
+
+
+def test_both_policies_answer_the_loops_protocol():
+    for policy in (FixedDraftLength(), AdaptivePolicy(CostCurve(CURVE))):
+        assert isinstance(policy, DraftPolicy)
+    assert choose(FixedDraftLength(), 5, rows=3) == Choice(5, 3)  # every row, all of it
 
 
 def test_policy_judges_a_usual_short_match_apart_from_other_short_ones():
     usual = adaptive.match_class(1, USUAL)
-    assert usual != adaptive.match_class(1) and adaptive.match_class(4, USUAL) == 2
+    assert usual is MatchClass.USUAL_SHORT and adaptive.match_class(4, USUAL) is MatchClass.MEDIUM
     policy = AdaptivePolicy(
         CostCurve(CURVE), {adaptive.match_class(1): trained(0.0), usual: trained(1.0)}
     )
-    assert policy.draft_length(8, match_length=1) == 0  # other short guesses failed
-    assert policy.draft_length(8, match_length=1, follows=USUAL) >= 2  # these were kept
+    assert length(policy, 8, match_length=1) == 0  # other short guesses failed
+    assert length(policy, 8, match_length=1, follows=USUAL) >= 2  # these were kept
 
 
 def test_policy_judges_a_short_match_seen_once_apart_from_usual_and_other_short_ones():
@@ -172,8 +197,8 @@ def test_policy_judges_a_short_match_seen_once_apart_from_usual_and_other_short_
     assert len({once, usual, adaptive.match_class(1)}) == 3
     assert adaptive.match_class(4, ONCE) == adaptive.match_class(4)
     policy = AdaptivePolicy(CostCurve(CURVE), {usual: trained(1.0), once: trained(0.0)})
-    assert policy.draft_length(8, match_length=1, follows=ONCE) == 0  # these failed lately
-    assert policy.draft_length(8, match_length=1, follows=USUAL) >= 2  # not because of them
+    assert length(policy, 8, match_length=1, follows=ONCE) == 0  # these failed lately
+    assert length(policy, 8, match_length=1, follows=USUAL) >= 2  # not because of them
 
 
 def test_positions_not_reached_lately_follow_the_ones_that_were():
@@ -207,11 +232,11 @@ def test_positions_of_a_copy_from_the_third_on_share_one_rate():
 
 def test_policy_follows_a_switch_from_copying_to_new_text():
     policy = AdaptivePolicy(CostCurve(CURVE), {0: trained(0.95)})
-    assert policy.draft_length(8) >= 4
+    assert length(policy, 8) >= 4
     for _ in range(25):
-        length = policy.draft_length(8)
-        policy.record(length, 0, 0.15)
-    assert policy.draft_length(8) == 0
+        choice = choose(policy, 8)
+        passed(policy, choice, choice.length, 0, 0.15)
+    assert length(policy, 8) == 0
 
 
 def measure(memory: adaptive.AdaptiveMemory, model_key: str, model) -> CostCurve:
@@ -345,12 +370,9 @@ class TwoTokens(FixedDraftLength):
     def __init__(self):
         self.asked = []
 
-    def draft_length(self, limit, match_length=0, rows=1, follows="", first=0):
-        self.asked.append((limit, match_length))
-        return 2
-
-    def record(self, drafted, accepted, seconds, **details):
-        pass
+    def choose(self, proposal, limit):
+        self.asked.append((limit, proposal.match_length))
+        return Choice(2)
 
 
 def test_policy_sees_the_proposal_and_its_match_then_trims_it():
@@ -400,8 +422,7 @@ def test_memories_of_two_owners_are_apart():
     first, second = adaptive.AdaptiveMemory(), adaptive.AdaptiveMemory()
     drafter = make_drafter(DraftSettings(drafter="prompt-lookup"))
     policy = first.policy("model", drafter)
-    policy.draft_length(4)
-    policy.record(4, 4, 0.1)
+    passed(policy, choose(policy, 4), 4, 4, 0.1)
     assert first.trackers and not second.trackers
     assert first.curve("model") is not second.curve("model")
 
@@ -413,7 +434,11 @@ def test_probes_cost_at_most_a_share_of_the_idle_passes():
     steep = CostCurve({1: 0.010, 2: 0.017, 8: 0.020})
     for curve, interval in ((flat, 16), (steep, 70)):
         policy = AdaptivePolicy(curve, priors={1: (0.0, 50.0)})  # matches that never pay
-        sent = [policy.draft_length(4, match_length=1) for _ in range(interval + 1)]
+        sent = []
+        for _ in range(interval + 1):
+            choice = choose(policy, 4, match_length=1)
+            passed(policy, choice, choice.length, 0, curve(1 + choice.length))
+            sent.append(choice.length)
         assert sent == [0] * interval + [1]
 
 
@@ -432,16 +457,14 @@ def test_constrained_answers_learn_acceptance_apart_from_free_text():
     curve = CostCurve({1: 0.010, 2: 0.016, 16: 0.017})  # a draft costs 1.6 passes, then flat
     prose = memory.policy("model", drafter, curve=curve)
     for _ in range(60):
-        prose.draft_length(16, match_length=4)
-        prose.record(8, 0, 0.016, depth=8)
-    assert memory.policy("model", drafter, curve=curve).draft_length(16, match_length=4) == 0
+        passed(prose, choose(prose, 16, match_length=4), 8, 0, 0.016)
+    assert length(memory.policy("model", drafter, curve=curve), 16, match_length=4) == 0
     schema = memory.policy("model", drafter, curve=curve, constrained=True)
-    assert schema.draft_length(16, match_length=4) > 0  # the class prior: such copies pay
+    assert length(schema, 16, match_length=4) > 0  # the class prior: such copies pay
     for _ in range(60):
-        schema.draft_length(16, match_length=4)
-        schema.record(8, 0, 0.016, depth=8)
+        passed(schema, choose(schema, 16, match_length=4), 8, 0, 0.016)
     again = memory.policy("model", drafter, curve=curve, constrained=True)
-    assert again.draft_length(16, match_length=4) == 0
+    assert length(again, 16, match_length=4) == 0
 
 
 def test_a_session_plans_an_answer_under_a_schema_with_the_constrained_counts(tiny_loaded):

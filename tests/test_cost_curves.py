@@ -14,6 +14,8 @@ from engine.settings import DraftSettings, GenerationRequest
 from engine.stats import summary_line
 from engine.verify_cost import CostCurve, curve_from_spec, named_curves, timing_steps
 
+from .policy_steps import length
+
 pytestmark = pytest.mark.usefixtures("private_dirs")
 
 
@@ -200,21 +202,22 @@ def test_on_a_steep_guess_nothing_is_drafted_and_a_hopeless_curve_gives_up():
 
     curve = prior_cost_curve()
     policy = AdaptivePolicy(curve, rows=1, priors={0: (0.98, 0.02)})
-    assert policy.draft_length(8) == 0  # not anchored: a plain first pass gives c(1)
+    assert length(policy, 8) == 0  # not anchored: a plain first pass gives c(1)
     curve.observe_span(100, 9.0)  # 4-bit on MLX's CPU backend: a pass costs its length
     curve.observe(1, 0.12)
-    assert policy.draft_length(8) == 0 and policy.gives_up(8)
+    assert length(policy, 8) == 0 and policy.gives_up(8)
     flat = prior_cost_curve()  # a GPU: the prompt is read at a fraction of a pass a token
     flat.observe_span(100, 0.05)
     flat.observe(1, 0.005)
     sure = AdaptivePolicy(flat, rows=1, priors={0: (0.98, 0.02)})
-    assert sure.draft_length(8) == 8 and not sure.gives_up(8)
+    assert length(sure, 8) == 8 and not sure.gives_up(8)
 
 
 def test_a_hopeless_curve_decodes_plainly_pipelined_with_the_same_tokens(tiny_loaded, monkeypatch):
     from engine import decode
     from engine.adaptive import AdaptivePolicy
-    from engine.decode import FixedDraftLength, Target, TokenChooser, speculative_decode
+    from engine.decode import Target, TokenChooser, speculative_decode
+    from engine.draft_policy import FixedDraftLength
     from engine.drafters import make_drafter
     from engine.settings import SamplingSettings
     from engine.verify_cost import CostCurve

@@ -23,9 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-from .. import adaptive as adaptive_module
-from ..adaptive import AdaptiveMemory, match_class
-from ..decode import DraftPlan, FixedDraftLength, cut_at_eos
+from ..adaptive import CLASS_PRIORS, AdaptiveMemory, BonusPriors, Priors, match_class
+from ..decode import DraftPlan, cut_at_eos
+from ..draft_policy import FixedDraftLength
 from ..drafters import make_drafter, measurement_options
 from ..drafters.base import Proposal
 from ..replay import matched_length, tree_size
@@ -102,9 +102,8 @@ def simulate(
             rows = rows if drafter.multi_row and not schema else rows[:1]
             forced = turn["forced"][produced][:limit] if schema and grammar and limit > 0 else []
             follows = proposal.follows_for(rows)
-            plan = DraftPlan.of(
-                rows, proposal.match_length, policy or FixedDraftLength(), forced, follows
-            )
+            sendable = Proposal(rows, proposal.match_length, follows)
+            plan = DraftPlan.of(sendable, policy or FixedDraftLength(), forced)
             rows = plan.rows
             drafter_s += time.perf_counter() - started
             matches = [matched_length(r, answer, produced) for r in rows]
@@ -123,8 +122,8 @@ def simulate(
             drafter_s += time.perf_counter() - started
             if policy is not None:
                 first = (len(rows[0]), matches[0]) if tree else None
-                learned, depth = plan.learned(accepted, max(map(len, rows)) if tree else None)
-                policy.record(sent, learned, cost, depth=depth, tree=tree, first_row=first)
+                depth = max(map(len, rows)) if tree else None
+                policy.record(plan.choice, plan.outcome(sent, accepted, cost, depth, tree, first))
             if classes is not None and rows and not plan.grammar:  # per match class, the first
                 # row's [reached, accepted] per position, then [trees' first-row tokens, beyond]
                 counts = classes.setdefault(
@@ -180,8 +179,9 @@ def predict(
     ``drafter_name``, ``draft_count``, ``adaptive``; ``make``: a function of the chat and a
     dict kept for the run, giving a drafter instance instead; ``charge``: False where its host
     time is not charged; ``grammar``: False for a peer, whose code drafts nothing a schema
-    forces). One process answering the chats in order (acceptance memory carried) unless
-    ``cold``; ``cross_chat``: a chat that follows another starts with a
+    forces; ``priors``: the adaptive policy's cold-start priors, default ``CLASS_PRIORS``).
+    One process answering the chats in order (acceptance memory carried) unless ``cold``;
+    ``cross_chat``: a chat that follows another starts with a
     drafter memory taught that chat; ``charge_drafter``: the drafter's own time counts, the
     least of ``repeats`` whole replays per chat (the replay is deterministic: only the host's
     timing varies, and a pause of this machine's is not the drafter's cost);
@@ -196,9 +196,10 @@ def replays(chats, key, eos, seconds, plan, cold, cross_chat, charged, tree_extr
     ``repeats`` whole replays where the drafter's time is ``charged``."""
     kept: dict[str, dict] = {}
     for _ in range(repeats if charged else 1):
-        memory, run = AdaptiveMemory(), {}
+        priors = plan.get("priors", CLASS_PRIORS)
+        memory, run = AdaptiveMemory(priors), {}
         for name, chat in chats.items():
-            memory = AdaptiveMemory() if cold else memory
+            memory = AdaptiveMemory(priors) if cold else memory
             extra = {"drafter": plan["make"](chat, run)} if "make" in plan else {}
             if cross_chat and not extra:
                 extra = taught_memory(chats, chat, plan, key, seconds, eos)
@@ -290,8 +291,8 @@ def class_acceptance(chats: dict, key: str, eos: int, seconds: dict, drafters, c
     adaptive policy's cold-start priors are fitted to. Prints it and returns fitted priors."""
     print(f"\nper match class, fixed draft count {cap}: passes, P(position i of the first row kept")
     print("| earlier kept) for i = 0, 1, 2, 3, 7, 15")
-    fitted: dict[str, dict[int, tuple[float, float]]] = {}
-    bonus: dict[str, dict[int, float]] = {}
+    fitted: Priors = {}
+    bonus: BonusPriors = {}
     for name in drafters:
         classes: dict = {}
         for chat in chats.values():
@@ -303,7 +304,7 @@ def class_acceptance(chats: dict, key: str, eos: int, seconds: dict, drafters, c
                 bonus.setdefault(name, {})[klass] = round(beyond / first_rows, 3)
             rates = [f"{a / r:.2f}" if r else "  – " for r, a in counts]
             picks = [rates[i] for i in (0, 1, 2, 3, 7, 15) if i < len(rates)]
-            print(f"  {name:14} class {klass}: {counts[0][0]:5} passes  " + " ".join(picks))
+            print(f"  {name:14} {klass.name:11}: {counts[0][0]:5} passes  " + " ".join(picks))
             p0 = counts[0][1] / counts[0][0]
             prior = (round(PRIOR_STRENGTH * p0, 2), round(PRIOR_STRENGTH * (1 - p0), 2))
             fitted.setdefault(name, {})[klass] = prior
@@ -336,7 +337,7 @@ def main(argv=None) -> int:
     fitted = class_acceptance(chats, key, eos, seconds, drafters)
     # priors fitted here are only a candidate on the tuning set; on the check set the
     # engine's own are compared with flat ones, nothing is fitted to it
-    variants = {"": adaptive_module.CLASS_PRIORS, " flat-priors": {}}
+    variants = {"": CLASS_PRIORS, " flat-priors": {}}
     if args.split == "tuning":
         variants[" fitted-priors"] = fitted
     tasks = sorted({c["task"] for c in chats.values()})
@@ -351,11 +352,8 @@ def main(argv=None) -> int:
                 for adaptive in (True, False) if args.fixed else (True,):
                     for label, priors in variants.items() if adaptive else [("", {})]:
                         plan = {"drafter_name": name, "draft_count": cap, "adaptive": adaptive}
-                        saved, adaptive_module.CLASS_PRIORS = adaptive_module.CLASS_PRIORS, priors
-                        try:
-                            values = predict(chats, key, eos, seconds, plan, cold, cross_chat=True)
-                        finally:
-                            adaptive_module.CLASS_PRIORS = saved
+                        plan["priors"] = priors
+                        values = predict(chats, key, eos, seconds, plan, cold, cross_chat=True)
                         row = f"{name}@{cap}{'' if adaptive else ' fixed'}{label}"
                         cells = "".join(f"{values[t]:13.2f}" for t in tasks)
                         print(f"{row:28}{cells}{geomean(values.values()):10.2f}", flush=True)

@@ -1,0 +1,25 @@
+"""Asking a draft policy as the decode loop does, in one line each (tests only)."""
+
+from engine.draft_policy import Choice, PassOutcome
+from engine.drafters.base import Proposal
+
+
+def choose(policy, limit: int, match_length=0, rows=1, follows="", first=0) -> Choice:
+    """The policy's choice of a proposal of ``rows`` rows of ``limit`` tokens (the first
+    ``first`` long where given) resting on a match of ``match_length`` (``follows`` as
+    ``Proposal.follows``). The tokens themselves do not matter to a policy."""
+    shape = [first or limit] + [limit] * (rows - 1)
+    return policy.choose(Proposal([[1] * n for n in shape], match_length, follows), limit)
+
+
+def length(policy, limit: int, **proposal) -> int:
+    """The draft length ``choose`` sends."""
+    return choose(policy, limit, **proposal).length
+
+
+def passed(policy, choice: Choice, verified, accepted, seconds, depth=None, **tree) -> None:
+    """``record`` a pass that sent ``choice``: ``verified`` draft tokens in ``seconds``,
+    ``accepted`` kept out of ``depth`` (default: ``verified``); ``tree``: ``tree=True`` and
+    its ``first_row``."""
+    depth = verified if depth is None else depth
+    policy.record(choice, PassOutcome(verified, accepted, seconds, depth, **tree))
