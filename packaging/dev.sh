@@ -46,6 +46,15 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
+# The browser test's page runs the official openai JS SDK; set-up installs it with npm
+# where npm is found (the tests themselves run offline, and skip that test without it).
+sdk=.venv/npm/openai-6
+if [ "$command" = "test" ] && command -v npm >/dev/null 2>&1 \
+   && [ ! -f "$sdk/node_modules/openai/index.mjs" ]; then
+  npm install --silent --no-audit --no-fund --prefix "$sdk" openai@6 >/dev/null 2>&1 \
+    || echo "note: npm could not install openai@6; the browser SDK test will be skipped" >&2
+fi
+
 export TRANSFORMERS_VERBOSITY="${TRANSFORMERS_VERBOSITY:-error}"
 case "$command" in
   run)  exec .venv/bin/python -m app "$@" ;;

@@ -3,8 +3,8 @@
 With ``--cors-origin`` naming the page's origin, the page gets the answer both whole and
 streamed (read from the response body as server-sent events), and the two are the same
 text. Without it the browser's preflight is refused, the page's fetch fails and the server
-generates nothing. A page on the official openai JS SDK (``npm install``-ed once into the
-user's cache; skipped without npm) streams a chat with an API key, both by iterating the
+generates nothing. A page on the official openai JS SDK (installed with npm by the test
+set-up; skipped without it) streams a chat with an API key, both by iterating the
 stream and with the SDK's stream helper. Needs Debian's ``chromium`` (``packaging/dev.sh
 test`` installs it when ``DRAFTLESS_SYSTEM_PACKAGES=1``); skipped without it.
 """
@@ -15,12 +15,11 @@ import json
 import queue
 import shutil
 import subprocess
-import tempfile
+import sys
 import threading
 from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import platformdirs
 import pytest
 
 from .server_process import Server, free_port
@@ -170,41 +169,19 @@ def test_without_cors_the_page_cannot_call_and_nothing_is_generated(tiny_model_d
 # ES modules whose imports are all relative, so a page can import it straight from
 # node_modules with no bundler.
 OPENAI_SDK = "openai@6"
-SDK_CACHE = Path(platformdirs.user_cache_dir("Draftless")) / "test-npm" / "openai-6"
-NPM_INSTALL_SECONDS = 180  # about 2 s from a fast registry; generous for a slow network
+# where `packaging/dev.sh test` installs it (npm, at set-up: the tests themselves run offline)
+SDK_FOLDER = Path(sys.prefix) / "npm" / "openai-6"
 
 
 @pytest.fixture(scope="session")
 def openai_sdk_modules() -> Path:
-    """A node_modules folder holding the openai JS SDK, installed once with npm into the
-    user's cache (a new folder is renamed into place, so a failed install leaves none)."""
-    modules = SDK_CACHE / "node_modules"
-    if (modules / "openai" / "index.mjs").is_file():
-        return modules.resolve()
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.skip("npm is not installed: the openai JS SDK test installs the SDK with it")
-    SDK_CACHE.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix="openai-6-", dir=SDK_CACHE.parent))
-    try:
-        installed = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(staging), OPENAI_SDK],
-            capture_output=True,
-            text=True,
-            timeout=NPM_INSTALL_SECONDS,
-        )
-    except subprocess.TimeoutExpired:
-        shutil.rmtree(staging, ignore_errors=True)
-        pytest.skip(f"npm install {OPENAI_SDK} took over {NPM_INSTALL_SECONDS} s")
-    if installed.returncode != 0 or not (staging / "node_modules/openai/index.mjs").is_file():
-        shutil.rmtree(staging, ignore_errors=True)
-        pytest.skip(f"npm install {OPENAI_SDK} failed: {installed.stderr.strip()[-500:]}")
-    try:
-        staging.rename(SDK_CACHE)
-    except OSError:  # another run installed it meanwhile, or left a broken folder
-        shutil.rmtree(staging, ignore_errors=True)
+    """The node_modules folder holding the openai JS SDK, as the test set-up installed it."""
+    modules = SDK_FOLDER / "node_modules"
     if not (modules / "openai" / "index.mjs").is_file():
-        pytest.skip(f"{SDK_CACHE} is there but holds no openai SDK: remove it to reinstall")
+        pytest.skip(
+            f"the openai JS SDK is not in {SDK_FOLDER}: `bash packaging/dev.sh test` installs it "
+            f"where npm is found (npm install --prefix {SDK_FOLDER} {OPENAI_SDK})"
+        )
     return modules.resolve()
 
 
