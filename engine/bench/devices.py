@@ -19,11 +19,15 @@ Draftless's strategies draft what a json-schema answer's schema forces, as the e
 the peers' code does not. A strategy with no policy drafts the same on every curve: it is
 replayed once and its passes costed on each.
 
-``--conversations FILE [--json]`` replays real answers instead (``conversations.py``: the
-file's format and the public sources): each assistant message, in order, on the prompt the
-embedded model's chat template makes from the messages before it. ``--json`` prints
-``{"conversations", "answer_tokens", "curves": {CURVE: {STRATEGY: {"peer", "all",
-"categories": {CATEGORY: x}}}}}``: geometric means over all conversations and each category's.
+``--conversations FILE`` replays real answers instead (``conversations.py``: the file's
+format and the public sources): each assistant message, in order, on the prompt the embedded
+model's chat template makes from the messages before it.
+
+``--json`` prints the figures instead of Markdown (``--out`` still writes the Markdown):
+``{"chats" or "conversations", "answer_tokens", "curves": {CURVE: {STRATEGY: {"peer", "all",
+"categories": {CATEGORY: x}}}}}``, geometric means over all chats and over each category's (a
+task's, in the device table, which adds "copy-heavy"). ``python -m engine bench --render``
+plots the ``devices.json`` saved so beside ``results.json``.
 """
 
 from __future__ import annotations
@@ -88,20 +92,42 @@ def strategies(eos: int, named: NamedCurve) -> dict[str, dict]:
     return plans
 
 
-def device_table(chats: dict, key: str, eos: int, curves) -> list[str]:
-    tasks, lines = sorted({c["task"] for c in chats.values()}), []
+def device_figures(chats: dict, key: str, eos: int, curves) -> dict:
+    """The device table as data (``--json``), in ``--conversations``' shape: per curve and
+    strategy, ``peer``, the predicted speed-up per task (``categories``, a geometric mean over
+    its chats) and the geometric means over the copy-heavy tasks and over all tasks."""
+    figures: dict = {}
     for named, plans in zip(curves, strategy_figures(chats, key, eos, curves)):
+        for label, (plan, values) in plans.items():
+            figures.setdefault(named.name, {})[label] = {
+                "peer": bool(plan.get("peer")),
+                "all": geomean(values.values()),
+                "copy-heavy": geomean(values[t] for t in COPY_HEAVY if t in values),
+                "categories": dict(sorted(values.items())),
+            }
+    tokens = sum(len(turn["answer"]) for chat in chats.values() for turn in chat["turns"])
+    return {"chats": len(chats), "answer_tokens": tokens, "curves": figures}
+
+
+def device_table(figures: dict, curves) -> list[str]:
+    """Markdown: per curve, every strategy's speed-up per task, then the goals."""
+    lines = []
+    for named in curves:
+        strategies = figures["curves"][named.name]
+        tasks = sorted({task for row in strategies.values() for task in row["categories"]})
         tree = f" A tree pass costs {named.tree_extra_s * 1e3:.2f} ms more than c(its nodes)."
         lines += [f"\n### {named.name}\n", named.source + tree, ""]
         lines += ["| strategy | " + " | ".join(tasks) + " | copy-heavy | all |"]
         lines += ["|---" * (len(tasks) + 3) + "|"]
-        rows = {}
-        for label, (_, values) in plans.items():
-            copy = geomean(values[t] for t in COPY_HEAVY if t in values)
-            rows[label] = {**values, "copy-heavy": copy, "all": geomean(values.values())}
-            cells = [f"{rows[label][t]:.2f}" for t in tasks + ["copy-heavy", "all"]]
+        rows = {
+            label: {**row["categories"], "copy-heavy": row["copy-heavy"], "all": row["all"]}
+            for label, row in strategies.items()
+        }
+        for label, values in rows.items():
+            cells = [f"{values[t]:.2f}" for t in tasks + ["copy-heavy", "all"]]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
-        lines += ["", *goal_lines(rows, tasks, {label: plan for label, (plan, _) in plans.items()})]
+        peers = {label: {"peer": row["peer"]} for label, row in strategies.items()}
+        lines += ["", *goal_lines(rows, tasks, peers)]
     return lines
 
 
@@ -213,8 +239,8 @@ def main(argv=None) -> int:
         "--max-tokens", type=int, help="answer cap (default: 512; conversations: whole answers)"
     )
     parser.add_argument("--cached-only", action="store_true", help="decode nothing new")
-    parser.add_argument("--json", action="store_true", help="with --conversations: print JSON")
-    parser.add_argument("--out", help="also write the table to this Markdown file")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--out", help="also write the Markdown table to this file")
     args = parser.parse_args(argv)
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     loads = ", ".join(f"{x:.2f}" for x in load) if load else "n/a"
@@ -224,51 +250,47 @@ def main(argv=None) -> int:
     try:
         specs = args.cost_curve
         curves = [curve_from_spec(s) for s in specs] if specs else list(named_curves().values())
-        if args.conversations:
-            lines = conversations_main(args, curves, f"{command}`; load average at start {loads}")
-            if lines is None:
-                return 0
-        else:
-            lines = device_main(args, curves, f"{command}`; load average at start {loads}")
+        run = f"{command}`; load average at start {loads}"
+        main_of = conversations_main if args.conversations else device_main
+        figures, lines = main_of(args, curves, run)
     except EngineError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     lines.append(f"\n(replayed in {time.perf_counter() - started:.0f} s)")
     text = "\n".join(lines) + "\n"
-    print(text)
+    print(json.dumps(figures) if args.json else text)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as out:
             out.write(text)
     return 0
 
 
-def device_main(args, curves, run: str) -> list[str]:
+def device_main(args, curves, run: str) -> tuple[dict, list[str]]:
+    """The device table: its figures and its Markdown lines."""
     max_tokens = args.max_tokens or 512
     chats, key, eos = reference_answers(args.split, max_tokens, cached_only=args.cached_only)
-    tokens = sum(len(t["answer"]) for c in chats.values() for t in c["turns"])
+    figures = device_figures(chats, key, eos, curves)
     header = [
-        f"# Device table ({args.split} set: {len(chats)} chats, {tokens} answer tokens)",
+        f"# Device table ({args.split} set: {figures['chats']} chats, "
+        f"{figures['answer_tokens']} answer tokens)",
         "",
         f"`python -m engine.bench.devices {run} (only the drafters' own "
         "time per pass depends on it). Predicted speed-up over plain decoding on each curve, "
         "geometric mean over a task's chats; copy-heavy = " + ", ".join(COPY_HEAVY) + ".",
     ]
-    return header + device_table(chats, key, eos, curves)
+    return figures, header + device_table(figures, curves)
 
 
-def conversations_main(args, curves, run: str) -> list[str] | None:
-    """``--conversations``: JSON printed (None returned) or the Markdown lines."""
+def conversations_main(args, curves, run: str) -> tuple[dict, list[str]]:
+    """``--conversations``: the figures and the Markdown lines."""
     from ..models import load_model
 
     conversations = read_conversations(args.conversations)
     loaded = load_model(None)
     chats = replay_chats(conversations, loaded, args.max_tokens)
     figures = conversation_figures(chats, *model_identity(loaded), curves)
-    if args.json:
-        print(json.dumps(figures))
-        return None
     counts = Counter(chat["task"] for chat in chats.values())
-    return [
+    return figures, [
         f"# Real answers ({args.conversations}: {figures['conversations']} conversations, "
         f"{figures['answer_tokens']} answer tokens)",
         "",
