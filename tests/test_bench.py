@@ -39,7 +39,8 @@ def test_bench_writes_report_and_checks_identity(tiny_model_dir, tmp_path, bench
 
     out = tmp_path / "report"
     assert Suite(tiny_config(out, tiny_model_dir)).run() == 0
-    assert sorted(p.name for p in out.iterdir()) == ["report.md", "results.json"]
+    plots = ["speedup.png", "tokens_per_pass.png", "verify_cost.png"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(["report.md", "results.json", *plots])
     results = json.loads((out / "results.json").read_text())
     assert results["failures"] == []
     configs = {run["config"] for run in results["runs"]}

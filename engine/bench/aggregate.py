@@ -129,3 +129,20 @@ def aggregate(suite) -> dict:
         "ranking": ranking,
         "default_drafter": suite.default_drafter,
     }
+
+
+def columns(summary: dict) -> list[tuple[str, dict]]:
+    """(config, figures) of the configs that ran, in the report's order: the default drafter,
+    the other drafters, the oracle, mlx-lm."""
+    per = {c: f for c, f in summary["per"].items() if f.get("all")}  # configs that ran
+    default = summary.get("default_drafter")
+    order = [default] + [c for c in summary["ranking"] if c != default] + ["oracle", "mlx-lm"]
+    return [(key, per[key]) for key in order if key in per]
+
+
+def column_name(key: str, summary: dict, quote: str = "`") -> str:
+    """A config's name in the report: Draftless (`suffix`), `prompt-lookup`, oracle (limit)."""
+    if key == summary.get("default_drafter"):
+        return f"Draftless ({quote}{key}{quote})"
+    names = {"oracle": "oracle (limit)", "mlx-lm": "mlx-lm plain"}
+    return names.get(key, f"{quote}{key}{quote}")

@@ -8,10 +8,12 @@ import sys
 from pathlib import Path
 
 from ..errors import EngineError
+from .plots import MissingSection
 from .report import render
 from .suite import QUICK_TASKS, BenchConfig, Suite
 from .workloads import TASK_ORDER
 
+DEVICES_FILE = "devices.json"  # beside results.json: the device table's figures, if saved
 OPTIONS = {  # BenchConfig field: (type, help); a list is comma-separated
     "drafters": (list, "drafters, or `all` (default: the default drafter and a few others)"),
     "tasks": (list, "tasks (default: all): " + ", ".join(TASK_ORDER)),
@@ -30,7 +32,11 @@ OPTIONS = {  # BenchConfig field: (type, help); a list is comma-separated
 def add_bench_arguments(parser) -> None:
     parser.add_argument("--quick", action="store_true", help="4 chats, 1 round, 128 tokens")
     parser.add_argument("--out", help="report folder (default: bench-report)")
-    parser.add_argument("--render", metavar="RESULTS", help="report.md again from a results.json")
+    parser.add_argument(
+        "--render",
+        metavar="RESULTS",
+        help="report.md and its plots again from a results.json (and devices.json beside it)",
+    )
     for name, (kind, text) in OPTIONS.items():
         flag = "--prompts-per-task" if name == "per_task" else "--" + name.replace("_", "-")
         choices = ("check", "tuning") if name == "split" else None
@@ -59,21 +65,38 @@ def config_from_args(args) -> BenchConfig:
     return cfg
 
 
-def render_results(path: str, out: str | None) -> int:
-    """Render a results.json (a committed run) into report.md."""
-    source = Path(path)
+def _read_json(source: Path, what: str) -> dict:
     try:
-        results = json.loads(source.read_text(encoding="utf-8"))
+        data = json.loads(source.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
-        raise EngineError(f"Cannot read the benchmark results {source}: {error}") from None
+        raise EngineError(f"Cannot read the {what} {source}: {error}") from None
+    if not isinstance(data, dict):
+        raise EngineError(f"{source} is not {what} (a JSON object was expected).")
+    return data
+
+
+def render_results(path: str, out: str | None) -> int:
+    """Render a results.json (a committed run) into report.md and its plots; a
+    ``devices.json`` beside it (``python -m engine.bench.devices --json``) adds the device
+    table's plot."""
+    source = Path(path)
+    results = _read_json(source, "benchmark results")
+    beside = source.parent / DEVICES_FILE
+    devices = _read_json(beside, "device table") if beside.is_file() else None
     folder = Path(out) if out else source.parent
     try:
-        render(results, folder)
-    except (KeyError, TypeError, AttributeError, ValueError) as error:
+        render(results, folder, devices)
+    except MissingSection as error:
         raise EngineError(
-            f"{source} is not a results.json written by `python -m engine bench` "
-            f"({type(error).__name__}: {error})."
+            f"{source} {error}: run `python -m engine bench` again to write it."
         ) from None
+    except (KeyError, TypeError, AttributeError, ValueError) as error:
+        what = "a results.json written by `python -m engine bench`"
+        if devices is not None:
+            what += f", with a {DEVICES_FILE} by `python -m engine.bench.devices --json` beside it"
+        raise EngineError(f"{source} is not {what} ({type(error).__name__}: {error}).") from None
+    if devices is None:
+        print(f"no {beside}: the device table's plot is left out", file=sys.stderr)
     print(f"report: {folder / 'report.md'}", file=sys.stderr)
     return 0
 

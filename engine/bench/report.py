@@ -1,11 +1,13 @@
-"""report.md, rendered from a suite's ``results.json`` alone, so a committed run can be
-rendered again without measuring: ``python -m engine bench --render results.json``."""
+"""report.md and its plots (``plots.py``), rendered from a suite's ``results.json`` alone, so a
+committed run can be rendered again without measuring: ``python -m engine bench --render
+results.json``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .aggregate import BOOTSTRAP_RESAMPLES, paired_ratios, ratio_interval
+from .aggregate import BOOTSTRAP_RESAMPLES, column_name, columns, paired_ratios, ratio_interval
+from .plots import draw
 
 HOW_IT_IS_MEASURED = """\
 Every chat is first decoded plainly (the reference). Then, in each of {repeats} rounds, every \
@@ -17,6 +19,12 @@ is max / min of its plain rounds; a gain is claimed only when the slowest round 
 `edit-memory` chats run after their predecessor was taught to a fresh cross-chat memory. This \
 guards wall-clock speed on the machine that ran it; peers are compared on named device curves \
 (`python -m engine.bench.devices`)."""
+
+DEVICE_NOTE = """\
+Predicted speed-up over plain decoding when the check set's answers are replayed on each named \
+verify-cost curve (`devices.json`, written by `python -m engine.bench.devices --json`; every \
+strategy and task: [devices.md](devices.md)). Best peer: the peer strategy highest over all \
+tasks on that curve."""
 
 SPEEDUP_CELLS = """\
 Cells: the median of the rounds' speed-ups with their min–max. "no change": the range \
@@ -55,20 +63,14 @@ def speedup_cell(figures: dict | None) -> str:
 
 
 def _task_table(summary: dict, cell) -> str:
-    """One row per task (and all), one column per config: ``cell(key, figures, task)``.
-    Columns: Draftless (the default drafter), the other drafters, the oracle, mlx-lm."""
-    per = {c: f for c, f in summary["per"].items() if f.get("all")}  # configs that ran
-    default = summary.get("default_drafter")
-    columns = [(f"Draftless (`{default}`)", default)] if default in per else []
-    columns += [(f"`{c}`", c) for c in summary["ranking"] if c != default]
-    columns += [("oracle (limit)", "oracle"), ("mlx-lm plain", "mlx-lm")]
-    columns = [(heading, key, per[key]) for heading, key in columns if key in per]
+    """One row per task (and all), one column per config (``columns``):
+    ``cell(key, figures, task)``."""
+    ran = columns(summary)
     rows = [
-        ["**all**" if task == "all" else task]
-        + [cell(key, figures, task) for _, key, figures in columns]
+        ["**all**" if task == "all" else task] + [cell(key, figures, task) for key, figures in ran]
         for task in summary["tasks"] + ["all"]
     ]
-    return _table(["task"] + [name for name, *_ in columns], rows)
+    return _table(["task"] + [column_name(key, summary) for key, _ in ran], rows)
 
 
 def ratio_cell(ratios: list[float]) -> str:
@@ -127,12 +129,14 @@ def header_lines(results: dict) -> list[str]:
     ]
 
 
-def render(results: dict, out: Path) -> None:
-    """Write report.md into ``out``."""
+def render(results: dict, out: Path, devices: dict | None = None) -> None:
+    """Write the plots (``plots.py``; the device table's with ``devices``, a
+    ``python -m engine.bench.devices --json``) and report.md into ``out``."""
     if results.get("format", 1) < 2:
         raise ValueError("written before report format 2: run the benchmark again")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    images = {file: f"![{caption}]({file})" for file, caption in draw(results, devices, out)}
     summary, failures = results["summary"], results["failures"]
     ratios = paired_ratios(results)
     speedups = _task_table(summary, lambda key, figures, task: speedup_cell(figures.get(task)))
@@ -140,13 +144,18 @@ def render(results: dict, out: Path) -> None:
     oracle = ORACLE_NOTE.format(**results) if "oracle" in summary["per"] else ""
     lines = header_lines(results)
     lines += ["## Speed-up per task against plain decoding", "", SPEEDUP_CELLS + oracle, ""]
-    lines += [speedups, "", "## Paired per-answer time ratios", "", RATIO_CELLS, "", pairs, ""]
+    lines += [speedups, "", images["speedup.png"], ""]
+    lines += ["## Paired per-answer time ratios", "", RATIO_CELLS, "", pairs, ""]
     lines += ["## Speed, acceptance, identity (all answers)", "", identity_table(summary), ""]
+    lines += [images["tokens_per_pass.png"], ""]
     lines += ["## How it is measured", "", HOW_IT_IS_MEASURED.format(**results["settings"]), ""]
     curve = results["verify_cost"]
     ratio_row = ["c(n)/c(1) median"] + [_f(x) for x in curve["ratio"].values()]
     ms_row = ["c(n) ms median"] + [_f(x * 1000, "{:.1f}") for x in curve["median_s"].values()]
     lines += ["## Verify cost", "", _table(["n"] + list(curve["ratio"]), [ratio_row, ms_row]), ""]
+    lines += [images["verify_cost.png"], ""]
+    if "devices.png" in images:
+        lines += ["## Device table", "", DEVICE_NOTE, "", images["devices.png"], ""]
     lines += ["## Workloads", ""]
     for p in results["provenance"]:
         note = f" ({p['note']})" if p.get("note") else ""

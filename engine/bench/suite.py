@@ -281,8 +281,9 @@ class Suite:
         self.env["total_s"] = round(time.perf_counter() - self.started, 1)
         results = self.results()
         out = Path(cfg.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps(results, indent=1))  # kept if drawing fails
         report.render(results, out)
-        (out / "results.json").write_text(json.dumps(results, indent=1))
         log(f"{self.elapsed()} report: {out / 'report.md'}")
         if self.failures:
             log("FAILED checks:\n" + "\n".join(f"  {f}" for f in self.failures))
