@@ -81,7 +81,8 @@ class EngineService:
         greedy: bool | None = None,
     ) -> GenerationStream:
         """Replay drafter settings ``configs`` over a finished answer to ``request``:
-        one ``ReplayEvent``, then ``DoneEvent(finish_reason="replayed")``."""
+        one ``ReplayEvent`` (its ``ReplayOutcome``s, best first), then
+        ``DoneEvent(finish_reason="replayed")``."""
 
         async def job(should_stop, push):
             checked = request.validated()
@@ -99,7 +100,7 @@ class EngineService:
             if should_stop():  # some configurations were not replayed
                 push(DoneEvent("cancelled", "", [], []))
                 return
-            push(ReplayEvent([result.to_dict() for result in results]))
+            push(ReplayEvent([result.outcome() for result in results]))
             push(DoneEvent("replayed", "", [], []))
 
         return GenerationStream(self.engine_thread, job)
