@@ -22,6 +22,7 @@ from engine.events import (
     PassEvent,
     ProgressEvent,
     ReplayEvent,
+    ReplayOutcome,
     TokenEvent,
 )
 from engine.replay import configurations
@@ -103,7 +104,7 @@ class ChatController(QObject):
     answerFinished = Signal(object)  # Answer
     busyChanged = Signal(bool)
     settingsChanged = Signal(object)  # AppSettings
-    replayFinished = Signal(int, object)  # message id, list of replay result dicts (best first)
+    replayFinished = Signal(int, object)  # message id, list of ReplayOutcome (best first)
     replayFailed = Signal(int, str)  # message id, why
     problem = Signal(str)  # a message for the person (errors, notices)
     status = Signal(str)  # quiet engine work during an answer ("" when it is over)
@@ -581,22 +582,22 @@ class ChatController(QObject):
         base = DraftSettings(ngram_min=self.settings.ngram_min)
         return self.replay(message_id, configurations(names, draft_counts, ngram_orders, base))
 
-    def use_replayed_settings(self, result: dict) -> str:
+    def use_replayed_settings(self, result: ReplayOutcome) -> str:
         """Answer from now on with a replayed configuration, as it was replayed (a fixed
         draft count); returns what to tell the person."""
-        order = int(result["ngram_order"])
+        order = result.ngram_order
         self.update_settings(
             replace(
                 self.settings,
-                drafter=result["drafter"],
-                draft_count=int(result["draft_count"]),
+                drafter=result.drafter,
+                draft_count=result.draft_count,
                 ngram_order=order,
                 ngram_min=min(self.settings.ngram_min, order),
                 adaptive=False,
             )
         )
         return (
-            f"Next answers use {result['drafter']}, {result['draft_count']} drafts (fixed), "
+            f"Next answers use {result.drafter}, {result.draft_count} drafts (fixed), "
             f"n-gram order {order}"
         )
 

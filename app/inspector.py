@@ -29,6 +29,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.events import ReplayOutcome
+
 from . import theme
 
 
@@ -247,7 +249,7 @@ class ReplayPanel(QWidget):
         self.status.setWordWrap(True)
         layout.addWidget(self.status)
         self.message_id: int | None = None
-        self.results: list[dict] = []
+        self.results: list[ReplayOutcome] = []
         self._selected()
 
     def set_message(self, message_id: int | None) -> None:
@@ -266,8 +268,8 @@ class ReplayPanel(QWidget):
         self.run_button.setEnabled(False)
         self.replayRequested.emit(self.message_id, counts, orders)
 
-    def show_results(self, message_id: int | None, results: list[dict]) -> None:
-        """``results``: ``ReplayResult.to_dict()`` each, best first."""
+    def show_results(self, message_id: int | None, results: list[ReplayOutcome]) -> None:
+        """``results``: best first."""
         if message_id is not None and message_id != self.message_id:
             return
         self.run_button.setEnabled(self.message_id is not None)
@@ -275,11 +277,11 @@ class ReplayPanel(QWidget):
         self.table.setSortingEnabled(False)
         self.table.setRowCount(len(results))
         for row, result in enumerate(results):
-            stats = result["stats"]
+            stats = result.stats
             speedup = stats.get("estimated_speedup")
             cells = [
-                QTableWidgetItem(f"{result['drafter']} k={result['draft_count']}"),
-                NumberItem(str(result["ngram_order"]), result["ngram_order"]),
+                QTableWidgetItem(f"{result.drafter} k={result.draft_count}"),
+                NumberItem(str(result.ngram_order), result.ngram_order),
                 NumberItem(f"{stats['tokens_per_pass']:.2f}", stats["tokens_per_pass"]),
                 NumberItem(f"{stats['acceptance_rate']:.0%}", stats["acceptance_rate"]),
                 NumberItem(
@@ -289,29 +291,29 @@ class ReplayPanel(QWidget):
             ]
             tip = (
                 "Exact: what a greedy run with these settings would have done"
-                if result["exact"]
-                else "Estimate: " + ", ".join(result["notes"])
+                if result.exact
+                else "Estimate: " + ", ".join(result.notes)
             )
-            name = f"{result['drafter']}, draft count {result['draft_count']}, n-gram order "
+            name = f"{result.drafter}, draft count {result.draft_count}, n-gram order "
             for column, cell in enumerate(cells):
                 cell.setData(Qt.UserRole, row)
-                cell.setToolTip(f"{name}{result['ngram_order']}\n{tip}")
-                if not result["exact"]:  # estimates in italics; the tooltip says why
+                cell.setToolTip(f"{name}{result.ngram_order}\n{tip}")
+                if not result.exact:  # estimates in italics; the tooltip says why
                     font = cell.font()
                     font.setItalic(True)
                     cell.setFont(font)
                 self.table.setItem(row, column, cell)
         self.table.setSortingEnabled(True)
         self.table.sortItems(4, Qt.DescendingOrder)  # best first, as the engine ranks them
-        self.table.setColumnHidden(1, len({r["ngram_order"] for r in results}) <= 1)
+        self.table.setColumnHidden(1, len({r.ngram_order for r in results}) <= 1)
         if results:
             self.table.selectRow(0)
             best = results[0]
-            speedup = best["stats"].get("estimated_speedup")
-            common = [n for n in best["notes"] if all(n in r["notes"] for r in results)]
+            speedup = best.stats.get("estimated_speedup")
+            common = [n for n in best.notes if all(n in r.notes for r in results)]
             self.status.setText(
-                f"Best: <b>{best['drafter']}</b> k={best['draft_count']} n={best['ngram_order']}, "
-                f"{best['stats']['tokens_per_pass']:.2f} tokens/pass"
+                f"Best: <b>{best.drafter}</b> k={best.draft_count} n={best.ngram_order}, "
+                f"{best.stats['tokens_per_pass']:.2f} tokens/pass"
                 + (
                     f", ≈{speedup:.2f}× faster than plain (estimate from this machine's "
                     "verify-cost curve)"
@@ -332,7 +334,7 @@ class ReplayPanel(QWidget):
         self.show_results(None, [])
         self.status.setText(message)
 
-    def chosen(self) -> dict | None:
+    def chosen(self) -> ReplayOutcome | None:
         rows = self.table.selectionModel().selectedRows()
         if not rows:
             return None

@@ -622,14 +622,14 @@ class MainWindow(QMainWindow):
             view.show_overlay(None)
             self._show_gauge()
             return
-        label = f"{result['drafter']} k={result['draft_count']} n={result['ngram_order']}"
+        label = result.label
         try:
-            overlay = view.provenance.with_flags(result["from_draft"], label + " (replay)")
+            overlay = view.provenance.with_flags(result.from_draft, label + " (replay)")
         except ValueError as error:
             self.banner.show_message(f"Cannot show that replay on this answer ({error}).")
             return
-        view.show_overlay(overlay, label, result["stats"])
-        self.speculation_bar.show_replay(result["stats"], result["draft_count"], label)
+        view.show_overlay(overlay, label, result.stats)
+        self.speculation_bar.show_replay(result.stats, result.draft_count, label)
 
     def apply_replay_settings(self, result) -> None:
         self.statusBar().showMessage(self.controller.use_replayed_settings(result), 4000)

@@ -11,7 +11,9 @@ prompt's own words are missing, so every result is marked as an estimate.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
+from engine.events import ReplayOutcome
 from engine.replay import replay_many
 
 NO_PROMPT = "prompt not recorded: replayed after this chat's earlier answers only"
@@ -19,14 +21,13 @@ NO_PROMPT = "prompt not recorded: replayed after this chat's earlier answers onl
 
 def replay_recorded(
     earlier: Sequence[int], answer: Sequence[int], ended: bool, configs, greedy: bool
-) -> list[dict]:
+) -> list[ReplayOutcome]:
     """Replay ``configs`` over ``answer`` after ``earlier`` (best-effort prompt tokens).
 
     ``ended``: the answer stopped at its end-of-answer token. Which token that was is not
     recorded, so it stands for an id no drafter has seen (it can only come from the
-    target, as in a run whose drafter never guessed the end). Results are
-    ``ReplayResult.to_dict()``, best first by tokens per pass (no verify-cost curve: the
-    machine that answered is not this one)."""
+    target, as in a run whose drafter never guessed the end). Results are best first by
+    tokens per pass (no verify-cost curve: the machine that answered is not this one)."""
     end = max([*earlier, *answer], default=0) + 1 if ended else None
     results = replay_many(
         list(earlier),
@@ -36,8 +37,4 @@ def replay_recorded(
         max_tokens=None if ended else len(answer),
         greedy=greedy,
     )
-    out = []
-    for result in results:
-        result.notes.insert(0, NO_PROMPT)
-        out.append(result.to_dict())
-    return out
+    return [replace(result.outcome(), notes=(NO_PROMPT, *result.notes)) for result in results]

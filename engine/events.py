@@ -93,11 +93,42 @@ class DoneEvent:
 
 
 @dataclass(frozen=True)
-class ReplayEvent:
-    """Drafters replayed over a finished answer (``engine.replay``), best first; each
-    ``ReplayResult.to_dict()``."""
+class ReplayOutcome:
+    """One drafter configuration replayed over a finished answer (``engine.replay``)."""
 
-    results: list[dict]
+    drafter: str
+    draft_count: int
+    ngram_order: int
+    stats: dict  # ``DecodeStats.to_dict()``, as in a DoneEvent
+    from_draft: tuple[bool, ...]  # per answer token (the end-of-answer token excluded)
+    notes: tuple[str, ...] = ()  # why it is an estimate; empty: exact
+
+    @property
+    def exact(self) -> bool:
+        return not self.notes
+
+    @property
+    def label(self) -> str:
+        return f"{self.drafter} k={self.draft_count} n={self.ngram_order}"
+
+    def to_dict(self) -> dict:
+        """Plain data for JSON (the command line's ``replay --json``)."""
+        return {
+            "drafter": self.drafter,
+            "draft_count": self.draft_count,
+            "ngram_order": self.ngram_order,
+            "exact": self.exact,
+            "notes": list(self.notes),
+            "from_draft": list(self.from_draft),
+            "stats": dict(self.stats),
+        }
+
+
+@dataclass(frozen=True)
+class ReplayEvent:
+    """Drafters replayed over a finished answer (``engine.replay``), best first."""
+
+    results: list[ReplayOutcome]
 
 
 @dataclass(frozen=True)

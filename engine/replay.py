@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from .adaptive import AdaptiveMemory
 from .decode import cut_at_eos
 from .drafters import DRAFTERS, make_drafter, measurement_options
-from .events import DoneEvent
+from .events import DoneEvent, ReplayOutcome
 from .model_ngrams import model_key
 from .models import load_model
 from .session import ChatSession
@@ -41,26 +41,27 @@ class ReplayResult:
     from_draft: list[bool]  # per answer token (the end-of-answer token excluded)
     notes: list[str] = field(default_factory=list)  # why it is an estimate; empty: exact
 
+    def outcome(self) -> ReplayOutcome:
+        """What travels to the caller: the settings replayed and the figures, as data."""
+        return ReplayOutcome(
+            drafter=self.settings.drafter,
+            draft_count=self.settings.draft_count,
+            ngram_order=self.settings.ngram_order,
+            stats=self.stats.to_dict(),
+            from_draft=tuple(self.from_draft),
+            notes=tuple(self.notes),
+        )
+
     @property
     def exact(self) -> bool:
         return not self.notes
 
     @property
     def label(self) -> str:
-        return (
-            f"{self.settings.drafter} k={self.settings.draft_count} n={self.settings.ngram_order}"
-        )
+        return self.outcome().label
 
     def to_dict(self) -> dict:
-        return {
-            "drafter": self.settings.drafter,
-            "draft_count": self.settings.draft_count,
-            "ngram_order": self.settings.ngram_order,
-            "exact": self.exact,
-            "notes": list(self.notes),
-            "from_draft": list(self.from_draft),
-            "stats": self.stats.to_dict(),
-        }
+        return self.outcome().to_dict()
 
 
 def _estimate_notes(drafter, asked: DraftSettings, greedy: bool) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 
 import mlx.core as mx
 
@@ -42,6 +42,7 @@ from .settings import GenerationRequest
 from .stats import DecodeStats
 from .tokens import check_prompt, output_size
 from .tool_calls import ToolCallScanner, tool_format
+from .verify_cost import CostCurve
 
 
 FIRST_PREFILL_STEP = 128
@@ -124,8 +125,8 @@ class AnswerPlan:
 
     stats: DecodeStats
     policy: AdaptivePolicy | None  # None: a fixed draft count
-    curve: object | None  # the curve the speed-up is estimated on (None: no estimate)
-    constraint: object | None  # a GrammarConstraint for JSON output or a forced tool call
+    curve: CostCurve | None  # the curve the speed-up is estimated on (None: no estimate)
+    constraint: GrammarConstraint | None  # for JSON output or a forced tool call
 
 
 class ChatSession:
@@ -210,7 +211,9 @@ class ChatSession:
             self.drafter.reset(tokens)
             self.drafter_key = key
 
-    def _read_prompt(self, pending: list[int], should_stop: Callable[[], bool]) -> Iterator[Event]:
+    def _read_prompt(
+        self, pending: list[int], should_stop: Callable[[], bool]
+    ) -> Generator[Event, None, bool]:
         """Run ``pending`` into the cache in chunks of about ``PREFILL_CHUNK_SECONDS`` (one
         progress event each), checking ``should_stop`` between chunks; return whether all
         of it was read."""
@@ -256,7 +259,9 @@ class ChatSession:
         if plan is not None:
             yield from self._decode(request, plan, should_stop)
 
-    def _prepare(self, request: GenerationRequest, should_stop) -> Iterator[Event]:
+    def _prepare(
+        self, request: GenerationRequest, should_stop: Callable[[], bool]
+    ) -> Generator[Event, None, AnswerPlan | None]:
         """Check the prompt, read it into the cache, set up the drafter and the policy;
         return the ``AnswerPlan``, or None when stopped while reading (after a Done)."""
         loaded = self.loaded
@@ -334,7 +339,7 @@ class ChatSession:
         return AnswerPlan(stats, policy, named or (policy.curve if policy else None), constraint)
 
     def _decode(
-        self, request: GenerationRequest, plan: "AnswerPlan", should_stop
+        self, request: GenerationRequest, plan: AnswerPlan, should_stop: Callable[[], bool]
     ) -> Iterator[Event]:
         """Decode speculatively and turn each pass into Token (and ToolCall) and Pass events."""
         loaded, stats, policy = self.loaded, plan.stats, plan.policy

@@ -116,7 +116,7 @@ class ScriptedService:
         self.replays.append(configs)
         results = replay_many([], answer_tokens, configs, end_token=1 if ended else None)
         return ScriptedStream(
-            [ReplayEvent([r.to_dict() for r in results]), DoneEvent("replayed", "", [], [])]
+            [ReplayEvent([r.outcome() for r in results]), DoneEvent("replayed", "", [], [])]
         )
 
     def drafters(self):

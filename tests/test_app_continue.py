@@ -3,6 +3,8 @@ numbers of the whole answer. Views fed scripted engine events (no model)."""
 
 from __future__ import annotations
 
+from engine.events import ReplayOutcome
+
 from .scripted_engine import END, answer_events
 from .test_app_views import app, ask, loop, wait  # noqa: F401
 
@@ -83,7 +85,7 @@ def test_the_window_leaves_rules_to_the_controller(app, qtbot):
     grid = {(c.drafter, c.draft_count, c.ngram_order) for c in app.scripted.replays[-1]}
     assert grid == {(d, k, 3) for d in ("ngram-cache", "prompt-lookup", "suffix") for k in (2, 6)}
     said = controller.use_replayed_settings(
-        {"drafter": "suffix", "draft_count": 6, "ngram_order": 3}
+        ReplayOutcome(drafter="suffix", draft_count=6, ngram_order=3, stats={}, from_draft=())
     )
     settings = controller.settings
     assert (settings.drafter, settings.draft_count, settings.adaptive) == ("suffix", 6, False)

@@ -3,20 +3,20 @@ answer's footer and the gauge while its highlights are on."""
 
 from __future__ import annotations
 
+from engine.events import ReplayOutcome
+
 from .scripted_engine import END, answer_events
 from .test_app_views import app, ask, loop  # noqa: F401
 
 
 def replay_result(drafter, draft_count, tokens_per_pass):
-    return {
-        "drafter": drafter,
-        "draft_count": draft_count,
-        "ngram_order": 4,
-        "exact": True,
-        "notes": [],
-        "from_draft": [],
-        "stats": {"tokens_per_pass": tokens_per_pass, "acceptance_rate": 0.5, "drafted": 10},
-    }
+    return ReplayOutcome(
+        drafter=drafter,
+        draft_count=draft_count,
+        ngram_order=4,
+        stats={"tokens_per_pass": tokens_per_pass, "acceptance_rate": 0.5, "drafted": 10},
+        from_draft=(),
+    )
 
 
 def test_the_replay_table_shows_drafter_names_whole_in_a_narrow_panel(qtbot):
@@ -64,14 +64,14 @@ def test_the_footer_and_gauge_show_the_replay_while_its_highlights_are_on(app, q
     qtbot.waitUntil(lambda: panel.table.rowCount() > 0)
     best = panel.chosen()
     panel.highlight_button.click()
-    label = f"{best['drafter']} k=6 n={best['ngram_order']}"
+    label = f"{best.drafter} k=6 n={best.ngram_order}"
     footer = view.footer.text()
     assert footer.startswith(f"Replay {label}: ")
-    assert f"{best['stats']['tokens_per_pass']:.1f} tokens/pass" in footer
-    assert f"of {best['stats']['drafted']} drafts accepted" in footer
+    assert f"{best.stats['tokens_per_pass']:.1f} tokens/pass" in footer
+    assert f"of {best.stats['drafted']} drafts accepted" in footer
     assert bar.replaying == label and "replay" in bar.current_label.text()
-    assert f"{best['stats']['acceptance_rate']:.0%}" in bar.acceptance_label.text()
-    assert bar.gauge.mean == best["stats"]["tokens_per_pass"]
+    assert f"{best.stats['acceptance_rate']:.0%}" in bar.acceptance_label.text()
+    assert bar.gauge.mean == best.stats["tokens_per_pass"]
     panel.actual_button.click()
     assert view.footer.text() == real_footer
     assert bar.replaying is None and bar.acceptance_label.text() == real_gauge

@@ -225,14 +225,14 @@ def test_replay_table_switches_highlights_and_applies_the_best_settings(app, qtb
     assert sorted({(c.drafter, c.draft_count, c.ngram_order) for c in configs}) == [
         (d, k, 2) for d in ("ngram-cache", "prompt-lookup", "suffix") for k in (2, 6)
     ]
-    per_pass = [r["stats"]["tokens_per_pass"] for r in panel.results]
+    per_pass = [r.stats["tokens_per_pass"] for r in panel.results]
     assert per_pass == sorted(per_pass, reverse=True) and per_pass[0] > 1.5
     assert float(panel.table.item(0, 2).text()) == pytest.approx(per_pass[0], abs=0.01)
 
     best = panel.chosen()
     assert best is panel.results[0]
     panel.highlight_button.click()
-    flags = best["from_draft"]
+    flags = best.from_draft
     assert any(flags) and "replay" in view.who.text()
     painted = set(highlighted_positions(view.body.document()))
     expected = {i for i, token in enumerate(view.provenance.tokens) if flags[i]}
@@ -249,12 +249,12 @@ def test_replay_table_switches_highlights_and_applies_the_best_settings(app, qtb
     panel.apply_button.click()
     settings = app.controller.settings
     assert (settings.drafter, settings.draft_count, settings.ngram_order, settings.adaptive) == (
-        best["drafter"],
-        best["draft_count"],
+        best.drafter,
+        best.draft_count,
         2,
         False,
     )  # exactly what was replayed
-    assert window.settings_panel.draft_count.value() == best["draft_count"]
+    assert window.settings_panel.draft_count.value() == best.draft_count
 
 
 # 5 and 9. code blocks and the accepted-draft highlight --------------------------------------

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from engine import errors
+from engine.calibration import Calibrator
 from engine.events import DoneEvent, ErrorEvent, ProgressEvent
 from engine.memory import EngineMemory
 from engine.model_ngrams import BigramBuild, bigram_table, model_key, start_prefix
@@ -71,7 +72,7 @@ def logged_steps(monkeypatch, service_of=lambda: None, pause=0.0):
 
     def step(self, rows=SMALL_STEP):
         service = service_of()
-        requests = service._requests if service is not None else None
+        requests = service.engine_thread.requests if service is not None else None
         finished = real_step(self, rows)
         time.sleep(pause)
         steps.append((self.done, requests))
@@ -180,8 +181,8 @@ def test_a_planted_npz_does_not_fail_requests_to_the_service(tiny_model_dir, tin
         assert [p.read_bytes() for p in path.parent.glob(path.name + ".corrupt-*")] == [planted]
         wait_until(path.exists, "the table was never built again")
         second = run(service.generate(chat(tiny_model_dir, chat_id="after")))
-        assert service._sessions[(None, "after")].drafter.attached_bigram
-        assert (service._sessions[(None, "after")].drafter.bigram == good).all()
+        assert service.sessions.kept(None, "after").drafter.attached_bigram
+        assert (service.sessions.kept(None, "after").drafter.bigram == good).all()
         assert second[-1].tokens == first[-1].tokens  # lossless with or without it
     finally:
         service.shutdown()
@@ -200,7 +201,7 @@ def test_the_first_request_answers_without_the_table_and_a_later_one_gets_it(
         assert isinstance(first[-1], DoneEvent) and first[-1].finish_reason == "length"
         (note,) = table_notes(first)
         assert note.done == 0 and note.total == 259 and "background" in note.message
-        assert not service._sessions[(None, "c")].drafter.attached_bigram  # it answered without
+        assert not service.sessions.kept(None, "c").drafter.attached_bigram  # it answered without
         wait_until(lambda: steps and steps[-1][0] == 259, "the table was never built")
         assert len(steps) == 17 and table_path(tiny_loaded).exists()
         assert all(requests == 0 for _, requests in steps), steps  # never inside a request
@@ -208,7 +209,7 @@ def test_the_first_request_answers_without_the_table_and_a_later_one_gets_it(
         fresh = run(service.generate(chat(tiny_model_dir, chat_id="d")))
         for chat_id, events in (("c", again), ("d", fresh)):
             assert table_notes(events) == []
-            drafter = service._sessions[(None, chat_id)].drafter
+            drafter = service.sessions.kept(None, chat_id).drafter
             assert drafter.attached_bigram and (drafter.bigram == good).all()
             assert events[-1].tokens == first[-1].tokens  # lossless with or without it
         assert len(steps) == 17  # built once
@@ -236,7 +237,7 @@ def test_a_request_sent_during_the_build_waits_at_most_one_step(tiny_model_dir, 
 
     monkeypatch.setattr(BigramBuild, "step", step)
     monkeypatch.setattr(ChatSession, "generate", answered)
-    monkeypatch.setattr(EngineService, "_calibrate_later", lambda self: None)  # tables only
+    monkeypatch.setattr(Calibrator, "measure_later", lambda self: None)  # tables only
     service = EngineService()
     try:
         run(service.generate(chat(tiny_model_dir)))  # asks for the table
@@ -260,7 +261,7 @@ def test_shutdown_during_the_build_stops_it_after_the_running_step(
     tiny_model_dir, tiny_loaded, monkeypatch
 ):
     steps = logged_steps(monkeypatch, pause=0.02)
-    monkeypatch.setattr(EngineService, "_calibrate_later", lambda self: None)  # tables only
+    monkeypatch.setattr(Calibrator, "measure_later", lambda self: None)  # tables only
     service = EngineService()
     try:
         run(service.generate(chat(tiny_model_dir)))
@@ -296,7 +297,9 @@ def test_the_server_builds_its_default_drafters_table_after_loading(tiny_model_d
         service.build_tables_for(NGRAMMYS)
         wait_until(path.exists, "the table was never built")
         events = run(service.generate(chat(tiny_model_dir, chat_id="c")))
-        assert table_notes(events) == [] and service._sessions[(None, "c")].drafter.attached_bigram
+        assert (
+            table_notes(events) == [] and service.sessions.kept(None, "c").drafter.attached_bigram
+        )
     finally:
         service.shutdown()
 

@@ -99,7 +99,7 @@ def test_shutdown_cancels_the_running_job_and_waits_for_the_thread(tiny_model_di
     from engine.settings import GenerationRequest
 
     service = EngineService()
-    thread = service._thread
+    thread = service.engine_thread.thread
 
     async def start_then_leave():
         stream = service.generate(
@@ -113,5 +113,5 @@ def test_shutdown_cancels_the_running_job_and_waits_for_the_thread(tiny_model_di
     service.shutdown()
     assert not thread.is_alive()
     assert not Path(f"/proc/self/task/{thread.native_id}").exists()
-    assert service._loop.is_closed()
+    assert service.engine_thread.loop.is_closed()
     service.shutdown()  # a second call (as at exit) does nothing

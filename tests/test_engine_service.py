@@ -147,15 +147,15 @@ def test_a_failed_load_keeps_the_previous_model_and_load_always_names_it(tiny_mo
 
 
 def test_a_client_opening_many_chats_evicts_its_own_not_anothers(tiny_loaded):
-    from collections import OrderedDict
+    from engine.session_cache import MAX_KEPT_CHATS, SessionCache
 
-    from engine.memory import EngineMemory
-    from engine.service import MAX_KEPT_CHATS
+    sessions = SessionCache()
 
-    service = EngineService.__new__(EngineService)  # the session table alone, no thread
-    service._sessions, service._loaded, service.memory = OrderedDict(), tiny_loaded, EngineMemory()
-    victim = service._session(GenerationRequest(prompt="x", chat_id="work", client="alice"))
+    def new():
+        return ChatSession(tiny_loaded)
+
+    victim = sessions.session("alice", "work", new)
     for n in range(3 * MAX_KEPT_CHATS):
-        service._session(GenerationRequest(prompt="x", chat_id=f"probe-{n}", client="mallory"))
-    assert service._sessions.get(("alice", "work")) is victim
-    assert len(service._sessions) == MAX_KEPT_CHATS
+        sessions.session("mallory", f"probe-{n}", new)
+    assert sessions.kept("alice", "work") is victim
+    assert len(sessions) == MAX_KEPT_CHATS

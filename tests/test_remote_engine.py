@@ -176,7 +176,7 @@ def test_app_chat_runs_on_the_server_with_highlights_gauge_and_inspector(
     panel.run_button.click()
     qtbot.waitUntil(panel.run_button.isEnabled, timeout=30000)
     assert panel.table.rowCount() > 0, panel.status.text()
-    assert all(not r["exact"] and len(r["from_draft"]) == len(done.tokens) for r in panel.results)
+    assert all(not r.exact and len(r.from_draft) == len(done.tokens) for r in panel.results)
 
     # back to this machine's engine from the menu
     finish(qtbot, controller.models.use_engine(controller.models.local_service), 60)
