@@ -28,6 +28,7 @@ from engine.replay import configurations
 from engine.settings import DraftSettings
 from engine.stats import DecodeStats
 
+from .continuable import can_go_on
 from .export import export_text
 from .livestats import LiveStats
 from .model_control import ModelControl
@@ -321,18 +322,18 @@ class ChatController(QObject):
 
     @property
     def can_continue(self) -> bool:
-        """The last answer stopped at its token limit, so it can go on."""
+        """The last answer stopped at its token limit or was stopped, so it can go on."""
         last = self.messages[-1] if self.messages else None
         return (
             last is not None
             and last.role == "assistant"
-            and last.finish_reason == "length"
+            and can_go_on(last.finish_reason)
             and last.provenance is not None
             and bool(last.provenance.tokens)
         )
 
     def continue_answer(self) -> asyncio.Task | None:
-        """Go on with the last answer where its token limit stopped it: the new text is
+        """Go on with the last answer where its token limit or Stop ended it: the new text is
         appended to the same message, with the numbers of the whole."""
         if self.busy or not self.can_continue:
             return None
