@@ -43,6 +43,7 @@ from .server_dialog import ServerDialog
 from .sessions_panel import SessionsPanel
 from .settings import VARIED_TEMPERATURE
 from .settings_panel import SettingsPanel
+from .system_prompt import SystemPromptBar
 from .transcript import TranscriptView, copy_text
 
 
@@ -138,6 +139,8 @@ class MainWindow(QMainWindow):
         column.addWidget(self.speculation_bar)
         self.banner = Banner()
         column.addWidget(self.banner)
+        self.system_prompt_bar = SystemPromptBar(self.controller)
+        column.addWidget(self.system_prompt_bar)
         self.transcript = TranscriptView()
         column.addWidget(self.transcript, 1)
         self.editing: int | None = None  # the question being edited, if any
