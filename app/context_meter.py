@@ -96,7 +96,9 @@ class ContextMeter(QProgressBar):
         self.setTextVisible(True)
         self.setAlignment(Qt.AlignCenter)
         self.setMaximumHeight(18)
-        self.setMinimumWidth(170)
+        # as wide as its longest text (six-digit counts, warning), not the status bar's rest
+        longest = ContextUse(888_888, 888_888, 0).text() + " — nearly full"
+        self.setFixedWidth(self.fontMetrics().horizontalAdvance(longest) + 24)
         self.use = ContextUse(0, None, 0)
         self.controller = controller
         if controller is not None:
