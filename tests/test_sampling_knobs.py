@@ -35,13 +35,8 @@ def test_greedy_with_the_apps_repeat_penalty_is_lossless_with_speculation():
     assert plain != reference_greedy(model, prompt, 40), "the penalty must change the output"
     accepted = 0
     for drafter in ("prompt-lookup", "frequency"):
-        got, results = speculative(
-            model,
-            prompt,
-            40,
-            DraftSettings(drafter=drafter, draft_count=4, adaptive=False),
-            sampling.validated(),
-        )
+        draft = DraftSettings(drafter=drafter, draft_count=4, adaptive=False)
+        got, results = speculative(model, prompt, 40, draft, sampling.validated())
         assert got == plain
         accepted += sum(r.accepted for r in results)
     assert accepted > 0, "no draft was accepted: the test would prove nothing"
