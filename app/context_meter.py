@@ -10,13 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, Qt
-from PySide6.QtWidgets import QProgressBar
+from PySide6.QtWidgets import QLabel, QProgressBar, QVBoxLayout, QWidget
 
 from . import theme
 
 # past this share of the window the meter warns: at 85 % a 8,192-token model has about
 # 1,200 tokens left, two or three more exchanges of a typical chat answer
 WARN_SHARE = 0.85
+BAR_HEIGHT = 4  # a thin line under the count: the status bar keeps its one-line height
 
 
 @dataclass(frozen=True)
@@ -87,18 +88,26 @@ def chat_use(messages, streaming=None) -> int:
     return used
 
 
-class ContextMeter(QProgressBar):
-    """A thin bar, '1,234 / 8,192 tokens', that turns amber and says so when nearly full."""
+class ContextMeter(QWidget):
+    """'1,234 / 8,192 tokens' over a thin bar; amber, and saying so, when nearly full."""
 
     def __init__(self, controller=None, parent=None):
         super().__init__(parent)
         self.setObjectName("contextMeter")
-        self.setTextVisible(True)
-        self.setAlignment(Qt.AlignCenter)
-        self.setMaximumHeight(18)
+        column = QVBoxLayout(self)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(1)
+        self.label = QLabel()
+        self.label.setObjectName("contextMeterText")
+        self.label.setAlignment(Qt.AlignCenter)
+        self.bar = QProgressBar()
+        self.bar.setTextVisible(False)
+        self.bar.setFixedHeight(BAR_HEIGHT)
+        column.addWidget(self.label)
+        column.addWidget(self.bar)
         # as wide as its longest text (six-digit counts, warning), not the status bar's rest
         longest = ContextUse(888_888, 888_888, 0).text() + " — nearly full"
-        self.setFixedWidth(self.fontMetrics().horizontalAdvance(longest) + 24)
+        self.setFixedWidth(self.label.fontMetrics().horizontalAdvance(longest) + 16)
         self.use = ContextUse(0, None, 0)
         self.controller = controller
         if controller is not None:
@@ -110,6 +119,9 @@ class ContextMeter(QProgressBar):
             controller.settingsChanged.connect(lambda _: self.refresh())
             controller.models.modelChanged.connect(lambda *_: self.refresh())
             self.refresh()
+
+    def text(self) -> str:
+        return self.label.text()
 
     def refresh(self, answer=None) -> None:
         """Count the open chat again (``answer``: one being written)."""
@@ -133,15 +145,16 @@ class ContextMeter(QProgressBar):
 
     def show_use(self, use: ContextUse) -> None:
         self.use = use
-        self.setRange(0, use.window or max(use.used, 1))
-        self.setValue(min(use.used, use.window or use.used))
-        self.setFormat(use.text())
+        self.bar.setRange(0, use.window or max(use.used, 1))
+        self.bar.setValue(min(use.used, use.window or use.used))
+        self.label.setText(use.text())
         self.setToolTip(use.tooltip())
         self.setProperty("warning", use.warning)
         colors = theme.current()
         chunk = colors.mark if use.warning else colors.accent
-        sheet = f"QProgressBar#contextMeter::chunk {{ background: {chunk}; }}" + (
-            f"QProgressBar#contextMeter {{ color: {colors.mark}; }}" if use.warning else ""
-        )
-        if sheet != self.styleSheet():  # a new sheet changes the palette: set it only once
-            self.setStyleSheet(sheet)
+        sheet = f"QProgressBar::chunk {{ background: {chunk}; }}"
+        if sheet != self.bar.styleSheet():  # a new sheet changes the palette: set it only once
+            self.bar.setStyleSheet(sheet)
+        label_sheet = f"color: {colors.mark}; font-weight: bold;" if use.warning else ""
+        if label_sheet != self.label.styleSheet():
+            self.label.setStyleSheet(label_sheet)

@@ -108,7 +108,9 @@ class SystemPromptBar(QFrame):
 
     def _summarize(self) -> None:
         text = " ".join(self._prompt.split())
-        self.summary.setVisible(not self.toggle.isChecked())
+        if self.toggle.isChecked():  # the editor shows it whole
+            self.summary.clear()
+            return
         if not text:
             self.summary.setText("none")
             self.summary.setToolTip("")

@@ -193,16 +193,16 @@ def test_the_context_meter_counts_the_engines_tokens_and_warns_near_the_end(app,
     panel = window.settings_panel
     panel.max_tokens.setValue(64)
     load_model_with_window(app, 1000)
-    assert meter.format() == "0 / 1,000 tokens" and meter.isVisible()
+    assert meter.text() == "0 / 1,000 tokens" and meter.isVisible()
     ask(qtbot, app, "hi", answer_events(STOPPED, prompt_tokens=600))
-    assert meter.format() == "602 / 1,000 tokens"  # 600 prompt tokens, 2 written
+    assert meter.text() == "602 / 1,000 tokens"  # 600 prompt tokens, 2 written
     assert not meter.property("warning")
     assert "602 of the 1,000 tokens" in meter.toolTip()
     ask(qtbot, app, "more", answer_events(STOPPED, prompt_tokens=860))
-    assert meter.format() == "862 / 1,000 tokens — nearly full" and meter.property("warning")
+    assert meter.text() == "862 / 1,000 tokens — nearly full" and meter.property("warning")
     assert "refuses to answer" in meter.toolTip() and "new chat" in meter.toolTip()
     window.new_chat()
-    assert meter.format() == "0 / 1,000 tokens" and not meter.property("warning")
+    assert meter.text() == "0 / 1,000 tokens" and not meter.property("warning")
 
 
 def test_the_meter_warns_when_max_tokens_would_not_fit(app, qtbot):
@@ -219,4 +219,4 @@ def test_the_meter_warns_when_max_tokens_would_not_fit(app, qtbot):
 def test_the_meter_says_tokens_alone_when_the_model_gives_no_window(app, qtbot):
     meter = app.window.context_meter
     ask(qtbot, app, "hi", answer_events(STOPPED, prompt_tokens=40))
-    assert meter.format() == "42 tokens" and "does not say" in meter.toolTip()
+    assert meter.text() == "42 tokens" and "does not say" in meter.toolTip()
