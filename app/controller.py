@@ -28,7 +28,9 @@ from engine.events import (
 from engine.replay import configurations
 from engine.settings import DraftSettings
 from engine.stats import DecodeStats
+from engine.stop_strings import StopMatcher
 
+from .continuable import can_go_on
 from .export import export_text
 from .livestats import LiveStats
 from .model_control import ModelControl
@@ -66,9 +68,10 @@ def unsaved(error: Exception, what: str, then: str) -> str:
 class Answer:
     """The assistant message being written: text with provenance, live numbers, state."""
 
-    def __init__(self, session_id: str, request):
+    def __init__(self, session_id: str, request, stop_strings: tuple[str, ...] = ()):
         self.session_id = session_id
         self.request = request
+        self.stop = StopMatcher(stop_strings)  # the server's matcher, on this answer's text
         self.provenance = Provenance()
         self.live = LiveStats()
         self.finish_reason: str | None = None
@@ -82,6 +85,26 @@ class Answer:
     @property
     def text(self) -> str:
         return self.provenance.text
+
+    def take(self, event: TokenEvent) -> bool:
+        """Add a token unless a stop string has ended the answer; True once one has (the
+        text is then cut before it and the engine should stop)."""
+        if self.stop.stopped:
+            return False
+        start = len(self.provenance.text) - self.stop.returned - len(self.stop.held)
+        self.provenance.add_event(event)
+        self.stop.feed(event.text)
+        if self.stop.stopped:
+            self.provenance.cut(start + self.stop.returned)
+        return self.stop.stopped
+
+    def ending(self, done: DoneEvent) -> DoneEvent:
+        """``done`` as the person sees it: a stop string ends the answer with "stop" and
+        the text before it."""
+        if not self.stop.stopped:
+            return done
+        earlier = len(self.continues.content) if self.continues else 0
+        return replace(done, finish_reason="stop", text=self.provenance.text[earlier:])
 
     @property
     def draft_count(self) -> int:
@@ -104,6 +127,7 @@ class ChatController(QObject):
     answerFinished = Signal(object)  # Answer
     busyChanged = Signal(bool)
     settingsChanged = Signal(object)  # AppSettings
+    systemPromptChanged = Signal(str)  # the open chat's system prompt
     replayFinished = Signal(int, object)  # message id, list of ReplayOutcome (best first)
     replayFailed = Signal(int, str)  # message id, why
     problem = Signal(str)  # a message for the person (errors, notices)
@@ -117,6 +141,7 @@ class ChatController(QObject):
         self.settings: AppSettings = settings_store.load()
         self.session: Session | None = None
         self.messages: list[Message] = []
+        self.system_prompt = self.settings.system_prompt  # the open chat's
         self.answer: Answer | None = None
         self.answer_task: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
@@ -169,6 +194,7 @@ class ChatController(QObject):
             return self.session
         try:
             session = self.store.create_session()
+            self.store.set_system_prompt(session.id, self.settings.system_prompt)
         except (sqlite3.Error, OSError) as error:
             self.problem.emit(
                 unsaved(
@@ -188,7 +214,30 @@ class ChatController(QObject):
             return
         self.session = session
         self.messages = self.store.messages(session_id)
+        own = self.store.system_prompt(session_id)
+        self.system_prompt = self.settings.system_prompt if own is None else own
+        self.systemPromptChanged.emit(self.system_prompt)
         self.sessionOpened.emit(session)
+
+    def set_system_prompt(self, text: str) -> None:
+        """The open chat's system prompt from now on (a new chat is made when none is open);
+        the default for new chats stays in the settings."""
+        if text == self.system_prompt and self.session is not None:
+            return
+        if self.session is None and self.new_session() is None:
+            return  # the banner says why
+        try:
+            self.store.set_system_prompt(self.session.id, text)
+        except (sqlite3.Error, OSError) as error:
+            self.problem.emit(
+                unsaved(
+                    error,
+                    "The chat's system prompt was not saved: the chat history could not be changed",
+                    "it applies to this chat until you quit.",
+                )
+            )
+        self.system_prompt = text
+        self.systemPromptChanged.emit(text)
 
     def rename_session(self, session_id: str, title: str) -> None:
         title = " ".join(title.split())
@@ -230,6 +279,8 @@ class ChatController(QObject):
             if remaining:
                 self.open_session(remaining[0].id)
             else:
+                self.system_prompt = self.settings.system_prompt  # the next chat's
+                self.systemPromptChanged.emit(self.system_prompt)
                 self.sessionOpened.emit(None)
         self.sessionsChanged.emit()
 
@@ -322,18 +373,18 @@ class ChatController(QObject):
 
     @property
     def can_continue(self) -> bool:
-        """The last answer stopped at its token limit, so it can go on."""
+        """The last answer stopped at its token limit or was stopped, so it can go on."""
         last = self.messages[-1] if self.messages else None
         return (
             last is not None
             and last.role == "assistant"
-            and last.finish_reason == "length"
+            and can_go_on(last.finish_reason)
             and last.provenance is not None
             and bool(last.provenance.tokens)
         )
 
     def continue_answer(self) -> asyncio.Task | None:
-        """Go on with the last answer where its token limit stopped it: the new text is
+        """Go on with the last answer where its token limit or Stop ended it: the new text is
         appended to the same message, with the numbers of the whole."""
         if self.busy or not self.can_continue:
             return None
@@ -407,16 +458,14 @@ class ChatController(QObject):
         self, temperature: float | None = None, continuing: Message | None = None
     ) -> asyncio.Task:
         turns = [{"role": m.role, "content": m.content} for m in self.messages if m.content]
-        settings = (
-            self.settings
-            if temperature is None
-            else replace(self.settings, temperature=temperature)
-        )
+        settings = self._chat_settings()
+        if temperature is not None:
+            settings = replace(settings, temperature=temperature)
         request = settings.request(turns, chat_id=self.session.id)
         if continuing is not None:
             tokens = tuple(t.token for t in continuing.provenance.tokens)
             request = replace(request, continue_tokens=tokens)
-        answer = Answer(self.session.id, request)
+        answer = Answer(self.session.id, request, settings.stop_strings)
         if continuing is not None:
             answer.continues = continuing
             answer.provenance = Provenance.continuing(continuing.provenance)
@@ -427,6 +476,10 @@ class ChatController(QObject):
         self.busyChanged.emit(True)
         self.answer_task = self._spawn(self._consume(answer))
         return self.answer_task
+
+    def _chat_settings(self) -> AppSettings:
+        """The settings with the open chat's own system prompt."""
+        return replace(self.settings, system_prompt=self.system_prompt)
 
     def _spawn(self, coroutine) -> asyncio.Task:
         task = asyncio.ensure_future(coroutine)
@@ -445,7 +498,8 @@ class ChatController(QObject):
                         not isinstance(event, ErrorEvent), getattr(event, "message", "")
                     )
                 if isinstance(event, TokenEvent):
-                    answer.provenance.add_event(event)
+                    if answer.take(event):
+                        answer.stream.cancel()  # a stop string: the rest is not wanted
                     self.answerUpdated.emit(answer)
                 elif isinstance(event, PassEvent):
                     answer.live.record(event)
@@ -480,6 +534,7 @@ class ChatController(QObject):
                 self._fail(answer, "The engine stopped without finishing the answer.")
 
     def _finish(self, answer: Answer, done: DoneEvent) -> None:
+        done = answer.ending(done)
         earlier = answer.continues
         answer.provenance.finish((earlier.content if earlier else "") + done.text)
         answer.live.finish(done.stats, done.timing)
@@ -636,7 +691,7 @@ class ChatController(QObject):
         turns = [{"role": m.role, "content": m.content} for m in self.messages[:index] if m.content]
         try:
             stream = self.models.service.replay(
-                self.settings.request(turns), tokens, ended, configs, greedy
+                self._chat_settings().request(turns), tokens, ended, configs, greedy
             )
         except Exception as error:
             log.exception("replay failed")

@@ -42,7 +42,9 @@ from .remote_engine import api_base
 from .server_dialog import ServerDialog
 from .sessions_panel import SessionsPanel
 from .settings import VARIED_TEMPERATURE
+from .context_meter import ContextMeter
 from .settings_panel import SettingsPanel
+from .system_prompt import SystemPromptBar
 from .transcript import TranscriptView, copy_text
 
 
@@ -138,6 +140,8 @@ class MainWindow(QMainWindow):
         column.addWidget(self.speculation_bar)
         self.banner = Banner()
         column.addWidget(self.banner)
+        self.system_prompt_bar = SystemPromptBar(self.controller)
+        column.addWidget(self.system_prompt_bar)
         self.transcript = TranscriptView()
         column.addWidget(self.transcript, 1)
         self.editing: int | None = None  # the question being edited, if any
@@ -181,6 +185,8 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.server_label)
         self.download_bar = DownloadBar()
         self.statusBar().addPermanentWidget(self.download_bar)
+        self.context_meter = ContextMeter(self.controller)  # under the composer, at the right
+        self.statusBar().addPermanentWidget(self.context_meter)
 
     def _init_docks(self, drafters: dict[str, str], default_drafter: str) -> None:
         """The chat list on the left, settings and inspector tabbed on the right."""

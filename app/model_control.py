@@ -57,6 +57,7 @@ class ModelControl(QObject):
         self.model_path = ""
         self.speculation = ""
         self.model_details = ""  # architecture · size · quantization
+        self.facts: dict = {}  # the loaded model's (``ModelEvent.facts``): context_length…
         self.loading = False
         self._load_stream = None  # the running explicit load, for cancel_load
         self.download_stream = None  # the running download (one at a time)
@@ -209,4 +210,5 @@ class ModelControl(QObject):
             event.speculation,
         )
         self.model_details = event.details
+        self.facts = dict(event.facts or {})
         self.modelChanged.emit(event.name, event.path, event.speculation)

@@ -17,7 +17,7 @@ to rebuild the highlighting when a session is reopened.
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 DRAFT, TARGET, MIXED = "draft", "target", "mixed"
 
@@ -118,6 +118,18 @@ class Provenance:
                     self._release(final_text[last.start :])
                 else:
                     self.text = final_text
+
+    def cut(self, length: int) -> None:
+        """Keep the first ``length`` characters and the tokens that wrote them (a stop
+        string ended the answer there); tokens whose text is still pending go."""
+        kept = [
+            replace(t, end=min(t.end, length))
+            for t in self.tokens[: self._pending_from]
+            if t.start < length
+        ]
+        cut = Provenance.from_tokens(self.text[:length], kept)
+        self.text, self.tokens, self._pending_from = cut.text, cut.tokens, cut._pending_from
+        self._runs, self._run_starts = cut._runs, cut._run_starts
 
     def _release(self, text: str) -> None:
         start, end = len(self.text), len(self.text) + len(text)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
@@ -20,15 +21,23 @@ from engine.errors import EngineError
 from engine.settings import (
     DRAFT_COUNT_RANGE,
     MAX_TOKENS_RANGE,
+    MIN_P_RANGE,
     NGRAM_ORDER_RANGE,
+    REPETITION_PENALTY_RANGE,
+    TOP_K_RANGE,
     DraftSettings,
     GenerationRequest,
     SamplingSettings,
 )
+from engine.stop_strings import MAX_STOP_CHARS, MAX_STOPS, valid_stop_strings
 from engine.untrusted import aside_path, move_aside, write_atomic
 
 TEMPERATURE_RANGE = (0.0, 5.0)
 TOP_P_RANGE = (0.0, 1.0)
+# 1 is off (the logits as they are); under 1 would reward repeating, which no chat wants
+REPEAT_PENALTY_RANGE = (1.0, REPETITION_PENALTY_RANGE[1])
+REPEAT_PENALTY_OFF = 1.0
+STOP_STRINGS_RULE = f"at most {MAX_STOPS} stop strings, each 1 to {MAX_STOP_CHARS} characters"
 ZOOM_RANGE = (0.5, 3.0)  # the transcript's text size, a factor of the normal size
 VARIED_TEMPERATURE = 0.7  # "Regenerate with temperature 0.7": one answer that can differ
 SETTINGS_FILE = "settings.json"
@@ -43,6 +52,10 @@ class AppSettings:
     adaptive: bool = DraftSettings.adaptive
     temperature: float = 0.0
     top_p: float = 1.0
+    top_k: int = 0  # 0: off
+    min_p: float = 0.0  # 0: off
+    repetition_penalty: float = REPEAT_PENALTY_OFF
+    stop_strings: tuple[str, ...] = ()  # the answer ends before the first one it writes
     max_tokens: int = 512
     system_prompt: str = "You are a helpful assistant."
     model: str | None = None  # None: the embedded default; else a folder or a hub id
@@ -57,6 +70,9 @@ class AppSettings:
         "max_tokens": MAX_TOKENS_RANGE,
         "temperature": TEMPERATURE_RANGE,
         "top_p": TOP_P_RANGE,
+        "top_k": TOP_K_RANGE,
+        "min_p": MIN_P_RANGE,
+        "repetition_penalty": REPEAT_PENALTY_RANGE,
         "zoom": ZOOM_RANGE,
     }
 
@@ -69,6 +85,8 @@ class AppSettings:
                 found.append(f"{name} must be from {low} to {high} (was {value!r})")
         if self.ngram_min > self.ngram_order:
             found.append(f"ngram_min ({self.ngram_min}) exceeds ngram_order ({self.ngram_order})")
+        if not valid_stop_strings(self.stop_strings):
+            found.append(f"stop strings: {STOP_STRINGS_RULE}")
         return found
 
     def request(
@@ -90,8 +108,39 @@ class AppSettings:
                 ngram_min=self.ngram_min,
                 adaptive=self.adaptive,
             ),
-            sampling=SamplingSettings(temperature=float(self.temperature), top_p=float(self.top_p)),
+            sampling=SamplingSettings(
+                temperature=float(self.temperature),
+                top_p=float(self.top_p),
+                top_k=self.top_k,
+                min_p=float(self.min_p),
+                repetition_penalty=(
+                    None
+                    if self.repetition_penalty == REPEAT_PENALTY_OFF
+                    else float(self.repetition_penalty)
+                ),
+            ),
         )
+
+
+# how the settings panel writes a stop string on one line: a line break as \n, a tab as \t
+# and a backslash as \\
+_ESCAPES = {"n": "\n", "t": "\t", "\\": "\\"}
+
+
+def stop_strings_from_text(text: str) -> tuple[str, ...]:
+    """The stop strings the panel's box holds: one a line, escapes as ``_ESCAPES`` says."""
+    return tuple(
+        re.sub(r"\\([nt\\])", lambda m: _ESCAPES[m.group(1)], line)
+        for line in text.split("\n")
+        if line
+    )
+
+
+def stop_strings_text(stops) -> str:
+    """The panel's box for ``stops`` (``stop_strings_from_text`` reads it back)."""
+    return "\n".join(
+        s.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t") for s in stops
+    )
 
 
 def _coerce(field_type, value):
@@ -109,6 +158,10 @@ def _coerce(field_type, value):
     elif kind == "str":
         if isinstance(value, str):
             return value
+    elif kind.startswith("tuple"):  # the stop strings
+        if valid_stop_strings(value):
+            return tuple(value)
+        raise ValueError(f"{value!r} is not a list of {STOP_STRINGS_RULE}")
     elif "None" in kind:  # str | None
         if value is None or isinstance(value, str):
             return value or None
@@ -216,8 +269,8 @@ def _validated(data: dict) -> tuple[AppSettings, list[str]]:
     return settings, bad
 
 
-# Presets set the drafting and sampling fields only; the model, the system prompt and the
-# view (highlight, zoom) stay as they are.
+# Presets set the drafting and sampling fields only; the model, the system prompt, the stop
+# strings and the view (highlight, zoom) stay as they are.
 PRESET_FIELDS = (
     "drafter",
     "draft_count",
@@ -226,6 +279,9 @@ PRESET_FIELDS = (
     "adaptive",
     "temperature",
     "top_p",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
     "max_tokens",
 )
 BALANCED = "Balanced"
@@ -243,6 +299,9 @@ PRESETS: dict[str, dict] = {
         "adaptive": True,
         "temperature": 0.0,
         "top_p": 1.0,
+        "top_k": 0,
+        "min_p": 0.0,
+        "repetition_penalty": REPEAT_PENALTY_OFF,  # a copy repeats on purpose
         "max_tokens": 2048,
     },
     # Sampled text repeats its context less and a sampled token can differ from a drafted
@@ -255,6 +314,9 @@ PRESETS: dict[str, dict] = {
         "adaptive": True,
         "temperature": 0.8,
         "top_p": 0.95,
+        "top_k": 0,
+        "min_p": 0.0,
+        "repetition_penalty": REPEAT_PENALTY_OFF,
         "max_tokens": 1024,
     },
 }

@@ -29,11 +29,15 @@ from PySide6.QtWidgets import (
 from .flow_layout import FlowLayout
 from .settings import (
     PRESETS,
+    REPEAT_PENALTY_RANGE,
+    STOP_STRINGS_RULE,
     TEMPERATURE_RANGE,
     TOP_P_RANGE,
     AppSettings,
     preset_of,
     reset_to_defaults,
+    stop_strings_from_text,
+    stop_strings_text,
     with_preset,
 )
 
@@ -142,16 +146,46 @@ class SettingsPanel(QScrollArea):
         form.addRow("Temperature", self.temperature)
         self.top_p = self._double(*TOP_P_RANGE, 0.05, "Nucleus sampling threshold")
         form.addRow("Top-p", self.top_p)
+        low, high = AppSettings.RANGES["top_k"]
+        self.top_k = self._spin(low, high, "Sample from the k most likely tokens only; 0 = off")
+        self.top_k.setSpecialValueText("Off")
+        form.addRow("Top-k", self.top_k)
+        self.min_p = self._double(
+            *AppSettings.RANGES["min_p"],
+            0.01,
+            "Drop tokens less likely than this share of the most likely one; 0 = off",
+        )
+        self.min_p.setSpecialValueText("Off")
+        form.addRow("Min-p", self.min_p)
+        self.repetition_penalty = self._double(
+            *REPEAT_PENALTY_RANGE,
+            0.05,
+            "Make tokens already in the chat less likely (1.1 is a light touch); 1 = off",
+        )
+        self.repetition_penalty.setSpecialValueText("Off")
+        form.addRow("Repeat penalty", self.repetition_penalty)
+        self.stop_strings = QPlainTextEdit()
+        self.stop_strings.setObjectName("stopStrings")
+        self.stop_strings.setPlaceholderText("One a line; \\n is a line break")
+        self.stop_strings.setToolTip(
+            "The answer ends before the first of these it writes; "
+            f"{STOP_STRINGS_RULE}. Write a line break as \\n, a tab as \\t, a backslash as \\\\."
+        )
+        self.stop_strings.setFixedHeight(56)
+        form.addRow("Stop strings", self.stop_strings)
         low, high = AppSettings.RANGES["max_tokens"]
         self.max_tokens = self._spin(low, high, "Longest answer, in tokens")
         self.max_tokens.setSingleStep(64)
         form.addRow("Max tokens", self.max_tokens)
         layout.addWidget(sample_box)
 
-        prompt_box = QGroupBox("System prompt")
+        prompt_box = QGroupBox("System prompt for new chats")
         prompt_layout = QVBoxLayout(prompt_box)
         self.system_prompt = QPlainTextEdit()
         self.system_prompt.setPlaceholderText("Optional instructions sent before the chat")
+        self.system_prompt.setToolTip(
+            "What a new chat starts with; each chat changes its own in the line above it"
+        )
         self.system_prompt.setFixedHeight(84)
         prompt_layout.addWidget(self.system_prompt)
         layout.addWidget(prompt_box)
@@ -173,10 +207,14 @@ class SettingsPanel(QScrollArea):
             self.max_tokens,
             self.temperature,
             self.top_p,
+            self.top_k,
+            self.min_p,
+            self.repetition_penalty,
         ):
             spin.valueChanged.connect(self._emit)
         self.adaptive.toggled.connect(self._emit)
         self.system_prompt.textChanged.connect(self._prompt_timer.start)
+        self.stop_strings.textChanged.connect(self._prompt_timer.start)
         self.ngram_order.valueChanged.connect(lambda v: self.ngram_min.setMaximum(v))
 
     def _spin(self, low: int, high: int, tip: str) -> QSpinBox:
@@ -211,7 +249,12 @@ class SettingsPanel(QScrollArea):
         self.adaptive.setChecked(settings.adaptive)
         self.temperature.setValue(settings.temperature)
         self.top_p.setValue(settings.top_p)
+        self.top_k.setValue(settings.top_k)
+        self.min_p.setValue(settings.min_p)
+        self.repetition_penalty.setValue(settings.repetition_penalty)
         self.max_tokens.setValue(settings.max_tokens)
+        if stop_strings_from_text(self.stop_strings.toPlainText()) != settings.stop_strings:
+            self.stop_strings.setPlainText(stop_strings_text(settings.stop_strings))
         if self.system_prompt.toPlainText() != settings.system_prompt:
             self.system_prompt.setPlainText(settings.system_prompt)
         self._prompt_timer.stop()
@@ -247,6 +290,10 @@ class SettingsPanel(QScrollArea):
             adaptive=self.adaptive.isChecked(),
             temperature=round(self.temperature.value(), 2),
             top_p=round(self.top_p.value(), 2),
+            top_k=self.top_k.value(),
+            min_p=round(self.min_p.value(), 2),
+            repetition_penalty=round(self.repetition_penalty.value(), 2),
+            stop_strings=stop_strings_from_text(self.stop_strings.toPlainText()),
             max_tokens=self.max_tokens.value(),
             system_prompt=self.system_prompt.toPlainText(),
         )
@@ -259,7 +306,7 @@ class SettingsPanel(QScrollArea):
             self.settingsEdited.emit(self._settings)
 
     def flush(self) -> None:
-        """Apply a system prompt still waiting for its typing pause."""
+        """Apply a system prompt or stop strings still waiting for their typing pause."""
         if self._prompt_timer.isActive():
             self._prompt_timer.stop()
             self._emit()

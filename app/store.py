@@ -29,7 +29,7 @@ from engine.untrusted import move_aside
 from .provenance import Provenance, TokenInfo
 
 DB_FILE = "draftless.sqlite3"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: chat_system_prompts (a version-1 file gains the table on opening)
 LOCK_WAIT_S = 5.0  # how long to wait for another program's lock before giving up
 
 SCHEMA = """
@@ -75,6 +75,12 @@ CREATE TABLE IF NOT EXISTS branch_choices (
     child_id INTEGER NOT NULL,
     PRIMARY KEY (session_id, parent_id)
 ) WITHOUT ROWID;
+-- A chat's own system prompt. A chat without a row (written before chats had their own)
+-- is answered with the default system prompt from the settings.
+CREATE TABLE IF NOT EXISTS chat_system_prompts (
+    session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+    text TEXT NOT NULL
+);
 """
 
 
@@ -361,6 +367,19 @@ class Store:
     def delete_session(self, session_id: str) -> None:
         with self._writing():
             self.db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+
+    def system_prompt(self, session_id: str) -> str | None:
+        """The chat's own system prompt; None for a chat that has none of its own."""
+        row = self.db.execute(
+            "SELECT text FROM chat_system_prompts WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        return row[0] if row and isinstance(row[0], str) else None
+
+    def set_system_prompt(self, session_id: str, text: str) -> None:
+        with self._writing():
+            self.db.execute(
+                "INSERT OR REPLACE INTO chat_system_prompts VALUES (?, ?)", (session_id, text)
+            )
 
     # messages -----------------------------------------------------------------------------
     def add_message(self, message: Message) -> Message:

@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 
 from . import theme
 from .code_blocks import COPY_SCHEME
+from .continuable import can_go_on, continue_tip
 from .flow_layout import FlowLayout
 from .livestats import footer_text
 from .provenance import Provenance
@@ -125,7 +126,7 @@ class MessageView(QFrame):
     inspectRequested = Signal(object)  # MessageView
     regenerateRequested = Signal()
     variedRequested = Signal()  # regenerate once at VARIED_TEMPERATURE
-    continueRequested = Signal()  # go on with an answer stopped at its token limit
+    continueRequested = Signal()  # go on with an answer cut at its token limit or stopped
     versionRequested = Signal(int, int)  # message id, -1 previous / +1 next
     editRequested = Signal(int, str)  # message id, its text
 
@@ -161,9 +162,10 @@ class MessageView(QFrame):
         )  # never widens the column
         self.who.setMinimumWidth(60)
         header.addWidget(self.who, 1)
-        self.actions = QWidget(self)  # the buttons wrap to a second row in a narrow chat
+        # the buttons sit under the text, where a long answer's reader ends up, and wrap to a
+        # second row in a narrow chat
+        self.actions = QWidget(self)
         actions = FlowLayout(self.actions)
-        header.addWidget(self.actions, 0, Qt.AlignTop)
         self.previous_button = self._tool("←", "Previous version")
         self.previous_button.clicked.connect(lambda: self._step(-1))
         self.version_label = QLabel()
@@ -192,9 +194,7 @@ class MessageView(QFrame):
         self.inspect_button.clicked.connect(lambda: self.inspectRequested.emit(self))
         self.regenerate_button = self._tool("Regenerate", "Write this answer again")
         self.regenerate_button.clicked.connect(self.regenerateRequested.emit)
-        self.continue_button = self._tool(
-            "Continue", "Write more of this answer: it stopped at the Max tokens limit"
-        )
+        self.continue_button = self._tool("Continue", continue_tip("length"))
         self.continue_button.clicked.connect(self.continueRequested.emit)
         actions.addWidget(self.inspect_button)
         actions.addWidget(self.continue_button)
@@ -211,6 +211,7 @@ class MessageView(QFrame):
         self.footer.setWordWrap(True)
         self.footer.setVisible(False)
         layout.addWidget(self.footer)
+        layout.addWidget(self.actions)
         self.vary_row = QWidget(self)  # under the last answer at temperature 0
         self.vary_layout = row = QBoxLayout(QBoxLayout.LeftToRight, self.vary_row)
         row.setContentsMargins(0, 0, 0, 0)
@@ -630,7 +631,8 @@ class TranscriptView(QScrollArea):
                 view is last_assistant and view is self._views[-1] and self.streaming_view is None
             )
             view.regenerate_button.setVisible(shown)
-            view.continue_button.setVisible(shown and view.finish_reason == "length")
+            view.continue_button.setVisible(shown and can_go_on(view.finish_reason))
+            view.continue_button.setToolTip(continue_tip(view.finish_reason))
             view.regenerate_button.setToolTip(
                 REPEATS_HINT if self.repeats else "Write this answer again"
             )

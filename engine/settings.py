@@ -13,6 +13,10 @@ NGRAM_ORDER_RANGE = (1, 32)
 MAX_TOKENS_RANGE = (1, 32768)
 LOGPROBS_RANGE = (0, 20)  # alternatives per token (OpenAI's top_logprobs bound)
 SEED_RANGE = (0, 2**64 - 1)  # what MLX's random seed takes
+TOP_K_RANGE = (0, 1_000_000)  # 0: off; the largest vocabularies are about 260,000 tokens
+MIN_P_RANGE = (0.0, 1.0)  # a share of the most likely token's probability; 0: off
+# mlx-lm's multiplicative penalty: 1 leaves the logits as they are; 10 all but bans a repeat
+REPETITION_PENALTY_RANGE = (0.01, 10.0)
 
 
 def _check_range(name: str, value, bounds, kind=int) -> None:
@@ -78,10 +82,15 @@ class SamplingSettings:
     def validated(self) -> "SamplingSettings":
         _check_range("temperature", float(self.temperature), (0.0, 5.0), float)
         _check_range("top_p", float(self.top_p), (0.0, 1.0), float)
-        _check_range("min_p", float(self.min_p), (0.0, 1.0), float)
-        _check_range("top_k", self.top_k, (0, 1_000_000))
+        _check_range("min_p", float(self.min_p), MIN_P_RANGE, float)
+        _check_range("top_k", self.top_k, TOP_K_RANGE)
         if self.repetition_penalty is not None:
-            _check_range("repetition_penalty", float(self.repetition_penalty), (0.01, 10.0), float)
+            _check_range(
+                "repetition_penalty",
+                float(self.repetition_penalty),
+                REPETITION_PENALTY_RANGE,
+                float,
+            )
         for name in ("presence_penalty", "frequency_penalty"):
             if getattr(self, name) is not None:
                 _check_range(name, float(getattr(self, name)), (-2.0, 2.0), float)

@@ -16,7 +16,7 @@ from engine.server.app import ServerOptions, create_app
 from engine.server.chats import ChatIds, client_identity
 from engine.server.guard import HEADER_GRACE_SECONDS, RateLimitFilter, allowed_hosts
 from engine.server.requests import Defaults
-from engine.server.responses import StopMatcher
+from engine.stop_strings import StopMatcher
 
 from . import hostile_load
 from .scripted_engine import ScriptedService, answer_events

@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from ..events import DoneEvent, ErrorEvent, PassEvent, TokenEvent, ToolCallEvent
+from ..stop_strings import StopMatcher
 from . import ollama
 from .chats import CHAT_ID_HEADER, ChatIds, client_identity
 from .guard import Guard, KeyCheck, bearer_key_matches, bearer_token
@@ -31,7 +32,6 @@ from .responses import (
     FINISH,
     SafeJSONResponse,
     Shaper,
-    StopMatcher,
     provenance,
     returned_tokens,
     usage,

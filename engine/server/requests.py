@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 from ..errors import EngineError
 from ..schemas import check_schema, forced_call_schema
+from ..stop_strings import MAX_STOP_CHARS, MAX_STOPS, valid_stop_strings
 from ..settings import LOGPROBS_RANGE, DraftSettings, GenerationRequest, SamplingSettings
 
 DRAFT_TYPES = {
@@ -68,8 +69,6 @@ FIELD_TYPES = {
 }
 # what the server answers in: a ``modalities`` list may name only these
 TEXT_MODALITIES = ["text"]
-MAX_STOPS = 4
-MAX_STOP_CHARS = 256
 MAX_CHAT_ID_CHARS = 256
 MAX_TEMPERATURE = 2.0  # OpenAI's bound (the engine itself would take up to 5)
 _JSON_TYPES = {
@@ -279,11 +278,7 @@ def _stop(raw) -> tuple[str, ...]:
         return ()
     if isinstance(raw, str):
         raw = [raw]
-    if (
-        not isinstance(raw, list)
-        or len(raw) > MAX_STOPS
-        or not all(isinstance(s, str) and 0 < len(s) <= MAX_STOP_CHARS for s in raw)
-    ):
+    if not isinstance(raw, list) or not valid_stop_strings(raw):
         raise _bad(
             f"'stop' must be a non-empty string or a list of up to {MAX_STOPS} of them, "
             f"each at most {MAX_STOP_CHARS} characters.",

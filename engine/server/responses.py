@@ -30,52 +30,6 @@ class SafeJSONResponse(JSONResponse):
         ).encode("utf-8", "backslashreplace")
 
 
-class StopMatcher:
-    """Cuts the text at the first stop string, holding back text that may begin one.
-
-    The held text is shorter than the longest stop string, so each ``feed`` scans at most
-    that much old text plus the new text: linear in the answer's length. (Stop strings are
-    bounded by the request checks, so the suffix test below is bounded too.)
-    """
-
-    def __init__(self, stops: tuple[str, ...]):
-        self.stops = stops
-        self.held = ""
-        self.stopped = False
-        self.returned = 0  # characters given out so far
-
-    def feed(self, text: str) -> str:
-        if self.stopped:
-            return ""
-        if not self.stops:
-            return self._out(text)
-        window = self.held + text
-        cuts = [cut for cut in (window.find(s) for s in self.stops) if cut >= 0]
-        if cuts:
-            self.stopped = True
-            self.held = ""
-            return self._out(window[: min(cuts)])
-        keep = max(
-            (
-                k
-                for s in self.stops
-                for k in range(min(len(s) - 1, len(window)), 0, -1)
-                if window.endswith(s[:k])
-            ),
-            default=0,
-        )
-        self.held = window[len(window) - keep :]
-        return self._out(window[: len(window) - keep])
-
-    def flush(self) -> str:
-        out, self.held = self.held, ""
-        return self._out(out)
-
-    def _out(self, text: str) -> str:
-        self.returned += len(text)
-        return text
-
-
 def returned_tokens(tokens: list[TokenEvent], characters: int) -> int:
     """How many of ``tokens`` the first ``characters`` of their text reach into."""
     count = seen = 0

@@ -1,0 +1,160 @@
+"""How much of the model's context window the open chat uses, shown by the composer.
+
+The counts are the engine's: the prompt tokens of the last answer (its ``timing``) plus the
+tokens it wrote, and the context length the loaded model's facts give (``ModelEvent.facts``,
+``engine.models.model_facts``). The app never tokenizes anything itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtCore import QEvent, Qt
+from PySide6.QtWidgets import QLabel, QProgressBar, QVBoxLayout, QWidget
+
+from . import theme
+
+# past this share of the window the meter warns: at 85 % a 8,192-token model has about
+# 1,200 tokens left, two or three more exchanges of a typical chat answer
+WARN_SHARE = 0.85
+BAR_HEIGHT = 4  # a thin line under the count: the status bar keeps its one-line height
+
+
+@dataclass(frozen=True)
+class ContextUse:
+    used: int  # tokens of the chat so far: the last prompt and the answer to it
+    window: int | None  # the model's context length; None when the model does not say
+    max_tokens: int  # what the next answer may add (the Max tokens setting)
+
+    @property
+    def share(self) -> float:
+        return self.used / self.window if self.window else 0.0
+
+    @property
+    def next_refused(self) -> bool:
+        """The engine refuses an answer whose prompt plus Max tokens pass the window."""
+        return bool(self.window) and self.used + self.max_tokens > self.window
+
+    @property
+    def warning(self) -> bool:
+        return self.share >= WARN_SHARE or self.next_refused
+
+    def text(self) -> str:
+        if not self.window:
+            return f"{self.used:,} tokens"
+        return f"{self.used:,} / {self.window:,} tokens" + (
+            " — nearly full" if self.warning else ""
+        )
+
+    def tooltip(self) -> str:
+        if not self.window:
+            return (
+                f"This chat uses {self.used:,} tokens; the model does not say how long its "
+                "context window is."
+            )
+        said = (
+            f"This chat uses {self.used:,} of the {self.window:,} tokens the model reads at "
+            f"once ({self.share:.0%}), counting the last prompt and its answer."
+        )
+        full = (
+            " When the chat and Max tokens no longer fit, the engine refuses to answer: start "
+            "a new chat, or lower Max tokens for a short last answer."
+        )
+        if self.next_refused:
+            return (
+                said
+                + f" The next answer may need {self.max_tokens:,} more: it would not fit."
+                + full
+            )
+        return said + (full if self.warning else "")
+
+
+def chat_use(messages, streaming=None) -> int:
+    """Tokens the chat holds: the last answer's prompt tokens and the tokens it wrote (the
+    engine's counts); with ``streaming`` (an answer being written), its tokens so far on top."""
+    last = next((m for m in reversed(messages) if m.role == "assistant"), None)
+    used = 0
+    if last is not None:
+        written = len(last.provenance.tokens) if last.provenance else 0
+        used = int((last.timing or {}).get("prompt_tokens", 0)) + written
+    if streaming is not None:
+        if streaming.continues is not None:  # its tokens so far include the earlier ones
+            return (
+                chat_use([streaming.continues])
+                + len(streaming.provenance.tokens)
+                - (len(streaming.continues.provenance.tokens))
+            )
+        used += len(streaming.provenance.tokens)
+    return used
+
+
+class ContextMeter(QWidget):
+    """'1,234 / 8,192 tokens' over a thin bar; amber, and saying so, when nearly full."""
+
+    def __init__(self, controller=None, parent=None):
+        super().__init__(parent)
+        self.setObjectName("contextMeter")
+        column = QVBoxLayout(self)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(1)
+        self.label = QLabel()
+        self.label.setObjectName("contextMeterText")
+        self.label.setAlignment(Qt.AlignCenter)
+        self.bar = QProgressBar()
+        self.bar.setTextVisible(False)
+        self.bar.setFixedHeight(BAR_HEIGHT)
+        column.addWidget(self.label)
+        column.addWidget(self.bar)
+        # as wide as its longest text (six-digit counts, warning), not the status bar's rest
+        longest = ContextUse(888_888, 888_888, 0).text() + " — nearly full"
+        self.setFixedWidth(self.label.fontMetrics().horizontalAdvance(longest) + 16)
+        self.use = ContextUse(0, None, 0)
+        self.controller = controller
+        if controller is not None:
+            controller.sessionOpened.connect(lambda _: self.refresh())
+            controller.answerStarted.connect(self.refresh)
+            controller.answerUpdated.connect(self.refresh)
+            controller.answerFinished.connect(lambda _: self.refresh())
+            controller.messageRemoved.connect(lambda _: self.refresh())
+            controller.settingsChanged.connect(lambda _: self.refresh())
+            controller.models.modelChanged.connect(lambda *_: self.refresh())
+            self.refresh()
+
+    def text(self) -> str:
+        return self.label.text()
+
+    def refresh(self, answer=None) -> None:
+        """Count the open chat again (``answer``: one being written)."""
+        c = self.controller
+        streaming = answer if answer is not None and not answer.finished else None
+        if streaming is None and c.busy and c.answering_here:
+            streaming = c.answer
+        window = c.models.facts.get("context_length")
+        self.show_use(
+            ContextUse(
+                chat_use(c.messages, streaming),
+                window if isinstance(window, int) and window > 0 else None,
+                c.settings.max_tokens,
+            )
+        )
+
+    def changeEvent(self, event):
+        super().changeEvent(event)
+        if event.type() == QEvent.PaletteChange:  # light/dark switched: the theme's colours
+            self.show_use(self.use)
+
+    def show_use(self, use: ContextUse) -> None:
+        self.use = use
+        self.bar.setRange(0, use.window or max(use.used, 1))
+        self.bar.setValue(min(use.used, use.window or use.used))
+        self.label.setText(use.text())
+        self.setToolTip(use.tooltip())
+        self.setProperty("warning", use.warning)
+        colors = theme.current()
+        chunk = colors.mark if use.warning else colors.accent
+        sheet = f"QProgressBar::chunk {{ background: {chunk}; }}"
+        if sheet != self.bar.styleSheet():  # a new sheet changes the palette: set it only once
+            self.bar.setStyleSheet(sheet)
+        label_sheet = f"color: {colors.mark}; font-weight: bold;" if use.warning else ""
+        if label_sheet != self.label.styleSheet():
+            self.label.setStyleSheet(label_sheet)
