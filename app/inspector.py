@@ -344,6 +344,9 @@ class ReplayPanel(QWidget):
         self.table.setSortingEnabled(True)
         self.table.sortItems(4, Qt.DescendingOrder)  # best first, as the engine ranks them
         self.table.setColumnHidden(1, len({r["ngram_order"] for r in results}) <= 1)
+        # no verify-cost curve (not measured here yet, a server's answer): no speed column
+        speeds = [r["stats"].get("estimated_speedup") for r in results]
+        self.table.setColumnHidden(len(REPLAY_COLUMNS) - 1, not any(speeds))
         self._fit_columns()
         if results:
             self.table.selectRow(0)

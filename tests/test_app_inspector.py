@@ -83,8 +83,14 @@ def test_the_replay_table_fits_its_panel_at_1280_px(app, qtbot, tmp_path):
     window.resize(1280, 800)
     ask(qtbot, app, "count", answer_events(REPEATING))
     panel = replayed(qtbot, window)
-    qtbot.waitUntil(lambda: panel.table.viewport().width() > 0)
     table, header = panel.table, panel.table.horizontalHeader()
+    assert table.isColumnHidden(4)  # the scripted engine has no verify-cost curve: no speeds
+    results = [
+        {**r, "stats": {**r["stats"], "estimated_speedup": 1.0 + r["stats"]["tokens_per_pass"]}}
+        for r in panel.results
+    ]
+    panel.show_results(panel.message_id, results)  # as a machine whose curve was measured
+    assert not table.isColumnHidden(4) and table.item(0, 4).text().endswith("×")
     shown = [c for c in range(table.columnCount()) if not table.isColumnHidden(c)]
     assert sum(table.columnWidth(c) for c in shown) <= table.viewport().width()
     assert not table.horizontalScrollBar().isVisible()
