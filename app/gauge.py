@@ -23,7 +23,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.stats import estimate_is_guess, speedup_text
+
 from . import theme
+from .livestats import NOT_MEASURED
 
 START_DEG, SPAN_DEG = 210.0, -240.0  # clockwise from lower left to lower right
 
@@ -262,8 +265,12 @@ class SpeculationBar(QFrame):
         self._set(self.current_label, f"{current}" if active else "–")
         self._set(self.speed_label, f"{live.tokens_per_s:.1f}")
         self._set(self.acceptance_label, f"{live.acceptance_rate:.0%}" if live.drafted else "–")
-        speedup = live.estimated_speedup
-        self._set(self.speedup_label, f"≈{speedup:.1f}×" if speedup else "–")
+        self._show_speedup(
+            {
+                "estimated_speedup": live.estimated_speedup,
+                "estimate_curve": live.stats.estimate_curve,
+            }
+        )
         self._wrap_figures()
 
     def show_replay(self, stats: dict, draft_count: int, label: str) -> None:
@@ -278,10 +285,20 @@ class SpeculationBar(QFrame):
         self._set(
             self.acceptance_label, f"{stats.get('acceptance_rate', 0):.0%}" if drafted else "–"
         )
-        speedup = stats.get("estimated_speedup")
-        self._set(self.speedup_label, f"≈{speedup:.1f}×" if speedup else "–")
+        self._show_speedup(stats)
         self.replaying = label
         self._wrap_figures()
+
+    def _show_speedup(self, stats: dict) -> None:
+        """'≈2.1× faster than plain (est.)'; on a curve not measured yet, says so instead of
+        showing the guess (the footer's tooltip still gives it)."""
+        speedup = stats.get("estimated_speedup")
+        if speedup and estimate_is_guess(stats.get("estimate_curve")):
+            self.speedup_label.setText(
+                f"<span style='color:{theme.current().muted}'>{NOT_MEASURED}</span>"
+            )
+        else:
+            self._set(self.speedup_label, speedup_text(speedup) if speedup else "–")
 
     def show_model(self, name: str, speculation: str) -> None:
         state = "speculation on" if speculation == "on" else f"speculation {speculation}"

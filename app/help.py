@@ -38,7 +38,11 @@ Beside it, for the answer being written (or the chat's latest one):
 - *drafts accepted*: the share of guessed tokens the model kept;
 - *faster than plain (est.)*: an estimate of the speed-up over answering one token per
   pass, from this machine's measured cost of a pass of each length. Longer passes cost a
-  little more, so tokens per pass is an upper bound on it.
+  little more, so tokens per pass is an upper bound on it. Until that cost is measured
+  (in the background, between answers) it reads *speed-up not measured yet*.
+
+Under each answer, its speed-up, tokens per pass and drafts accepted; hover there for every
+figure (passes, drafts, tokens per second, time to the first token, the drafter).
 
 ## Going further
 

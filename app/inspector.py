@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from PySide6.QtCore import QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QPainter, QPen
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.events import ReplayOutcome
+from engine.stats import DEFINITIONS, DecodeStats
 
 from . import theme
 
@@ -131,6 +132,31 @@ def length_series(stats: dict) -> list[float]:
     return [c / total for c in counts] if total else []
 
 
+# the figures of engine/stats.py in the words the inspector says them in, for its tooltip
+FIGURE_WORDS = (
+    ("tokens_per_pass", "tokens/pass"),
+    ("passes", "forward passes"),
+    ("drafted", "draft tokens sent"),
+    ("accepted", "draft tokens accepted"),
+    ("gen_drafts", "drafts sent"),
+    ("acc_drafts", "drafts accepted"),
+)
+
+
+def figures_in_words(name: str, stats: dict) -> str:
+    """'<b>#2 · suffix</b>: 98 forward passes · 40 draft tokens sent, 25 accepted (62%) · 11
+    drafts sent, 7 accepted' (a stored answer's figures: untrusted, read by ``DecodeStats``)."""
+    figures = DecodeStats.from_dict(stats)
+    passes = f"{figures.passes} forward pass{'es' if figures.passes != 1 else ''}"
+    if not figures.drafted:
+        return f"<b>{html.escape(name)}</b>: {passes} · no drafts"
+    return (
+        f"<b>{html.escape(name)}</b>: {passes} · {figures.drafted} draft tokens sent, "
+        f"{figures.accepted} accepted ({figures.acceptance_rate:.0%}) · "
+        f"{figures.gen_drafts} drafts sent, {figures.acc_drafts} accepted"
+    )
+
+
 def parse_numbers(text: str, low: int, high: int) -> list[int]:
     """'2, 4,8' → [2, 4, 8]; values outside [low, high] and non-numbers are dropped."""
     values = []
@@ -141,13 +167,14 @@ def parse_numbers(text: str, low: int, high: int) -> list[int]:
     return values
 
 
+MIN_COLUMN = 24  # px: a column stays wide enough to show it is there
 REPLAY_COLUMNS = ("Drafter", "n", "tok/pass", "acc.", "speed")
 REPLAY_TIPS = (
     "Drafter and draft count k",
     "N-gram order",
-    "Tokens per pass",
-    "Drafted tokens accepted",
-    "Estimated speed-up over plain decoding, from this machine's verify-cost curve",
+    DEFINITIONS["tokens_per_pass"],
+    DEFINITIONS["acceptance_rate"],
+    DEFINITIONS["estimated_speedup"],
 )
 
 
@@ -203,8 +230,11 @@ class ReplayPanel(QWidget):
             self.table.horizontalHeaderItem(column).setToolTip(tip)
         self.table.setWordWrap(False)
         # drafter names are shown whole ("ngram-map-k" and "ngram-map-k4v" must stay apart):
-        # the columns take their contents' width and a narrow panel scrolls the table sideways
+        # the figures take their values' width (a header wider than its figures is cut, its
+        # tooltip says it whole), the drafter column the rest, and a panel too narrow for the
+        # names scrolls the table sideways (``_fit_columns``)
         self.table.setTextElideMode(Qt.ElideRight)
+        self.table.viewport().installEventFilter(self)
         self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
         self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarAsNeeded)
         self.table.verticalHeader().setVisible(False)
@@ -214,9 +244,9 @@ class ReplayPanel(QWidget):
         self.table.setSortingEnabled(True)
         self.table.setMinimumHeight(190)
         header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeToContents)
-        header.setStretchLastSection(True)
-        header.setMinimumSectionSize(24)
+        header.setSectionResizeMode(QHeaderView.Fixed)
+        header.setTextElideMode(Qt.ElideRight)
+        header.setMinimumSectionSize(MIN_COLUMN)
         self.table.itemSelectionChanged.connect(self._selected)
         layout.addWidget(self.table, 1)
         buttons = QGridLayout()  # Use settings on a row of its own: the panel fits at 600 px
@@ -244,19 +274,28 @@ class ReplayPanel(QWidget):
         buttons.addWidget(self.actual_button, 0, 1)
         buttons.addWidget(self.apply_button, 1, 0, 1, 2)
         layout.addLayout(buttons)
-        self.status = QLabel("Pick an answer, then Replay.")
+        self.status = QLabel()
         self.status.setObjectName("hint")
         self.status.setWordWrap(True)
         layout.addWidget(self.status)
         self.message_id: int | None = None
+        self.label = ""  # the answer's name in the inspector's list
         self.results: list[ReplayOutcome] = []
-        self._selected()
+        self.show_results(None, [])
 
-    def set_message(self, message_id: int | None) -> None:
+    def set_message(self, message_id: int | None, label: str = "") -> None:
+        """The answer to replay (None: none ticked); its table and "Best" go with it."""
         if message_id != self.message_id:
-            self.message_id = message_id
+            self.message_id, self.label = message_id, label
             self.show_results(None, [])
         self.run_button.setEnabled(message_id is not None)
+
+    def hint(self) -> str:
+        """What to do next, when there are no results to show."""
+        if self.message_id is None:
+            return "Tick an answer above, or press Inspect under one, to replay it."
+        answer = f"<b>{html.escape(self.label)}</b>" if self.label else "the ticked answer"
+        return f"Press Replay to try every drafter on {answer}."
 
     def _request(self) -> None:
         counts = parse_numbers(self.draft_counts.text(), 1, 64)
@@ -306,6 +345,10 @@ class ReplayPanel(QWidget):
         self.table.setSortingEnabled(True)
         self.table.sortItems(4, Qt.DescendingOrder)  # best first, as the engine ranks them
         self.table.setColumnHidden(1, len({r.ngram_order for r in results}) <= 1)
+        # no verify-cost curve (not measured here yet, a server's answer): no speed column
+        speeds = [r.stats.get("estimated_speedup") for r in results]
+        self.table.setColumnHidden(len(REPLAY_COLUMNS) - 1, not any(speeds))
+        self._fit_columns()
         if results:
             self.table.selectRow(0)
             best = results[0]
@@ -325,7 +368,29 @@ class ReplayPanel(QWidget):
             )
         elif message_id is not None:
             self.status.setText("Nothing to replay.")
+        else:
+            self.status.setText(self.hint())
         self._selected()
+
+    def eventFilter(self, watched, event):
+        if watched is self.table.viewport() and event.type() == QEvent.Resize:
+            self._fit_columns()
+        return super().eventFilter(watched, event)
+
+    def _fit_columns(self) -> None:
+        """The drafter names whole; each figure's column as wide as its values, and wider
+        toward its whole header as far as the room allows; the drafter column the rest."""
+        table, header = self.table, self.table.horizontalHeader()
+        shown = [c for c in range(1, len(REPLAY_COLUMNS)) if not table.isColumnHidden(c)]
+        values = {c: max(table.sizeHintForColumn(c), MIN_COLUMN) for c in shown}
+        gaps = {c: max(header.sectionSizeHint(c) - values[c], 0) for c in shown}
+        names = max(table.sizeHintForColumn(0), MIN_COLUMN)
+        spare = max(table.viewport().width() - names - sum(values.values()), 0)
+        share = min(spare / sum(gaps.values()), 1.0) if sum(gaps.values()) else 0.0
+        widths = {c: values[c] + int(gaps[c] * share) for c in shown}
+        widths[0] = max(names, table.viewport().width() - sum(widths.values()))
+        for column, width in widths.items():
+            table.setColumnWidth(column, width)
 
     def show_failure(self, message_id: int | None, message: str) -> None:
         """The replay did not run: say why, and Replay can be pressed again."""
@@ -366,18 +431,19 @@ class Inspector(QWidget):
         layout.addWidget(hint)
         self.list = QListWidget()
         self.list.setMaximumHeight(90)
-        self.list.itemChanged.connect(self._redraw)
+        self.list.itemChanged.connect(self._ticked)
         layout.addWidget(self.list)
         self.positions = BarChart("Acceptance by draft position", "position in the draft")
-        self.positions.setToolTip(
-            "Of the passes that drafted a token at this position, the share where it was accepted"
-        )
+        self.positions.setToolTip(DEFINITIONS["per_position_acceptance"])
         self.lengths = BarChart("Accepted drafts per pass", "drafted tokens accepted in a pass")
-        self.lengths.setToolTip("Share of passes that accepted 0, 1, 2, … drafted tokens")
+        self.lengths.setToolTip(DEFINITIONS["accepted_length_counts"])
         self.summary = QLabel()
         self.summary.setObjectName("hint")
         self.summary.setWordWrap(True)
         self.summary.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.summary.setToolTip(
+            "\n".join(f"{words}: {DEFINITIONS[key]}" for key, words in FIGURE_WORDS)
+        )
         layout.addWidget(self.summary)
         self.replay = ReplayPanel()
         layout.addWidget(self.replay, 2)
@@ -401,10 +467,7 @@ class Inspector(QWidget):
             self.list.addItem(item)
             self._stats[message_id] = stats
         self.list.blockSignals(False)
-        if self.replay.message_id not in self._stats:
-            chosen = [i for i, _, _ in answers if i in previously]
-            self.replay.set_message(chosen[-1] if chosen else None)
-        self._redraw()
+        self._ticked()
 
     def checked_ids(self) -> set[int]:
         return {
@@ -414,19 +477,35 @@ class Inspector(QWidget):
         }
 
     def inspect(self, message_id: int, only: bool = True) -> None:
-        self.replay.set_message(message_id)
         self.list.blockSignals(True)
         for i in range(self.list.count()):
             item = self.list.item(i)
             if item.data(Qt.UserRole) == message_id:
                 item.setCheckState(Qt.Checked)
                 self.list.scrollToItem(item)
+                self.replay.set_message(message_id, item.text())
             elif only:
                 item.setCheckState(Qt.Unchecked)
         self.list.blockSignals(False)
-        self._redraw()
+        self._ticked()
 
-    def _redraw(self, *_):
+    def _ticked(self, *_) -> None:
+        """The replay follows the ticks: it keeps its answer while that stays ticked, else
+        takes the last one ticked (none: it says to tick one)."""
+        ticked = [
+            self.list.item(i)
+            for i in range(self.list.count())
+            if self.list.item(i).checkState() == Qt.Checked
+        ]
+        if self.replay.message_id not in {item.data(Qt.UserRole) for item in ticked}:
+            last = ticked[-1] if ticked else None
+            self.replay.set_message(
+                last.data(Qt.UserRole) if last else None, last.text() if last else ""
+            )
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Draw the ticked answers again (after a theme change, say)."""
         chosen = []
         colors = theme.current()
         self.list.blockSignals(True)
@@ -448,14 +527,5 @@ class Inspector(QWidget):
         self.lengths.set_data(
             [str(i) for i in range(longest)], [Series(name, length_series(s)) for name, s in chosen]
         )
-        lines = []
-        for name, stats in chosen:
-            counters = stats.get("drafter_counters", {})
-            lines.append(
-                f"<b>{name}</b>: {stats.get('passes', 0)} passes, "
-                f"{stats.get('drafted', 0)} drafted, {stats.get('accepted', 0)} accepted "
-                f"({stats.get('acceptance_rate', 0):.0%}); calls {counters.get('calls', 0)}, "
-                f"gen drafts {counters.get('gen_drafts', 0)}, acc drafts "
-                f"{counters.get('acc_drafts', 0)}"
-            )
-        self.summary.setText("<br>".join(lines))
+        self.summary.setText("<br>".join(figures_in_words(name, stats) for name, stats in chosen))
+        self.summary.setVisible(bool(chosen))

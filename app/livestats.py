@@ -2,12 +2,23 @@
 
 No formula lives here: while streaming, each ``PassEvent`` is counted into the engine's own
 ``engine.stats.DecodeStats``; when the answer is done the engine's final figures replace
-them, and the footer is the engine's ``summary_line``.
+them. The footer shows the figures that matter at a glance (``footer_text``) and every
+figure of the engine's ``summary_parts`` on hover (``footer_details``).
 """
 
 from __future__ import annotations
 
-from engine.stats import DecodeStats, stored_figures, summary_line
+from engine.stats import (
+    DecodeStats,
+    estimate_is_guess,
+    estimate_label,
+    finish_text,
+    speedup_text,
+    stored_figures,
+    summary_parts,
+)
+
+NOT_MEASURED = "speed-up not measured yet"
 
 
 class LiveStats:
@@ -66,6 +77,38 @@ class LiveStats:
         return self.stats.estimated_speedup
 
 
+def speedup_phrase(stats: dict) -> str:
+    """'≈2.1× faster than plain' (naming a device curve other than this machine's), 'speed-up
+    not measured yet' for an estimate on a guessed curve, '' without an estimate."""
+    speedup, curve = stats.get("estimated_speedup"), stats.get("estimate_curve")
+    if not speedup:
+        return ""
+    if estimate_is_guess(curve):
+        return NOT_MEASURED
+    named = f" ({estimate_label(curve)})" if curve and curve != "measured" else ""
+    return f"{speedup_text(speedup)} faster than plain{named}"
+
+
 def footer_text(tokens: int, stats: dict, timing: dict, finish_reason: str | None = None) -> str:
-    """The answer's line under it: the engine's ``summary_line``."""
-    return summary_line(stats, timing, finish_reason, tokens)
+    """The answer's line under it, to read at a glance: '≈2.1× faster than plain · 3.4
+    tokens/pass · 62% of drafts accepted', then 'stopped' or 'max tokens reached' when so.
+    Every other figure is in ``footer_details``."""
+    stats, _ = stored_figures(stats)
+    if not stats.get("passes"):  # no figures (or damaged ones): 'N tokens' and no more
+        parts = [summary_parts(stats, timing, None, tokens)[0]]
+    elif not stats.get("drafted"):
+        parts = [f"{stats.get('tokens_per_pass', 0.0):.1f} tokens/pass", "no drafts"]
+    else:
+        parts = [
+            speedup_phrase(stats),
+            f"{stats.get('tokens_per_pass', 0.0):.1f} tokens/pass",
+            f"{stats.get('acceptance_rate', 0.0):.0%} of drafts accepted",
+        ]
+    parts.append(finish_text(finish_reason))
+    return " · ".join(part for part in parts if part)
+
+
+def footer_details(tokens: int, stats: dict, timing: dict, finish_reason: str | None = None) -> str:
+    """Every figure of the answer, one a line (the footer's tooltip): the engine's
+    ``summary_parts``."""
+    return "\n".join(summary_parts(stats, timing, finish_reason, tokens))

@@ -776,5 +776,5 @@ class MainWindow(QMainWindow):
     def follow_color_scheme(self, *_):
         theme.apply(QApplication.instance())
         self.speculation_bar.restyle()
-        self.inspector._redraw()
+        self.inspector.refresh()
         self.transcript.restyle()

@@ -36,7 +36,7 @@ from . import theme
 from .code_blocks import COPY_SCHEME
 from .continuable import can_go_on, continue_tip
 from .flow_layout import FlowLayout
-from .livestats import footer_text
+from .livestats import footer_details, footer_text
 from .provenance import Provenance
 from .render import RenderMap, render
 from .settings import VARIED_TEMPERATURE
@@ -322,11 +322,11 @@ class MessageView(QFrame):
         tokens = len(self.provenance.tokens) if self.provenance else 0
         if self.overlay is not None and self.overlay_stats:
             # a replay has no timing of its own: its passes, drafts and estimate only
-            self.footer.setText(
-                f"Replay {self.overlay_label}: {footer_text(tokens, self.overlay_stats, {})}"
-            )
+            figures, replay = (tokens, self.overlay_stats, {}), f"Replay {self.overlay_label}: "
         else:
-            self.footer.setText(footer_text(tokens, self.stats, self.timing, self.finish_reason))
+            figures, replay = (tokens, self.stats, self.timing, self.finish_reason), ""
+        self.footer.setText(replay + footer_text(*figures))
+        self.footer.setToolTip(replay + footer_details(*figures))
         self.footer.setVisible(True)
 
     def show_overlay(

@@ -336,7 +336,10 @@ class ChatSession:
                 self.model_key, self.drafter, curve=named, constrained=constraint is not None
             )
         stats.prefill_s = time.perf_counter() - started
-        return AnswerPlan(stats, policy, named or (policy.curve if policy else None), constraint)
+        # the speed-up is estimated on the curve the policy plans on, and with a fixed draft
+        # count on that same curve: a setting taken from a replay shows what it gained
+        curve = named or (self.memory.adaptive.curve(self.model_key) if loaded.speculates else None)
+        return AnswerPlan(stats, policy, curve, constraint)
 
     def _decode(
         self, request: GenerationRequest, plan: AnswerPlan, should_stop: Callable[[], bool]

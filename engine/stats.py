@@ -1,33 +1,55 @@
 """Decoding statistics: the one definition used by the CLI, the GUI and the benchmarks.
 
-- passes: target forward passes after prefill.
-- drafted: draft tokens sent to verify (a multi-row drafter's tree counts every node, so
-  its acceptance_rate is per verified token, not per row). accepted: draft tokens kept.
-- emitted: tokens of the answer the passes produced. The end-of-answer token is not part of
-  the answer and is never counted in emitted or accepted (an accepted end-of-answer guess
-  saves no pass: the target would have produced it in that same pass). It still counts in
-  drafted when it was sent to verify. So "N tokens" is always the visible answer.
-- tokens_per_pass = emitted / passes (mean acceptance length of the visible answer).
-- acceptance_rate = accepted / drafted.
-- first_token_s: from the request to the first pass's tokens: waiting, prompt reading and
-  the first pass. waited_s: the part of it the request waited for the engine (another
-  answer, or a step of background work such as measuring the verify cost).
+``DEFINITIONS`` says what each figure is, in the words the app's tooltips and the CLI show;
+below, how the counting treats the cases those words leave open.
+
+- drafted: a multi-row drafter's tree counts every node, so its acceptance_rate is per
+  verified token, not per row.
+- The end-of-answer token is not part of the answer and is never counted in emitted or
+  accepted (an accepted end-of-answer guess saves no pass: the target would have produced
+  it in that same pass). It still counts in drafted when it was sent to verify. So
+  "N tokens" is always the visible answer.
 - pass_sizes[j]: the tokens pass j verified (1 + the draft tokens it sent).
 - tree_passes: passes that verified several draft rows as one tree.
-- estimated_speedup: plain decoding's predicted time over this answer's, from a verify-cost
-  curve c(n) (seconds for one pass over n tokens): (emitted + end) * c(1) over the sum of
-  c(pass_sizes[j]) + tree_passes * the curve's tree_extra + drafter time. An estimate: both
-  sides are predicted.
-  estimate_curve names the curve: "measured" (for this model on this machine), a device
-  curve's name, or a guess (the model's curve was not measured yet).
-- per_position_acceptance[i]: share of passes with a draft at position i where it was accepted.
-- llama.cpp-style drafter counters: calls, gen_drafts, acc_drafts, gen_tokens, acc_tokens.
+- estimated_speedup, from a verify-cost curve c(n) (seconds for one pass over n tokens):
+  (emitted + end) * c(1) over the sum of c(pass_sizes[j]) + tree_passes * the curve's
+  tree_extra + drafter time. Both sides are predicted. estimate_curve names the curve:
+  "measured" (for this model on this machine), a device curve's name, or a guess (the
+  model's curve was not measured yet: ``estimate_is_guess``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+
+
+# Each figure in plain words: the app's tooltips and labels, the CLI's notes (one definition).
+DEFINITIONS = {
+    "emitted": "Tokens of the visible answer.",
+    "passes": "Forward passes of the model after reading the prompt; each one produces at "
+    "least one token (llama.cpp: calls).",
+    "tokens_per_pass": "Tokens of the answer per forward pass (tokens ÷ passes): 1 is plain "
+    "decoding, more means accepted drafts.",
+    "drafted": "Draft tokens the drafter guessed and the model checked (llama.cpp: gen tokens).",
+    "accepted": "Draft tokens the model agreed with and kept (llama.cpp: acc tokens).",
+    "acceptance_rate": "Share of the draft tokens sent that the model accepted (accepted ÷ sent).",
+    "gen_drafts": "Drafts sent: forward passes that checked at least one draft token "
+    "(llama.cpp: gen drafts).",
+    "acc_drafts": "Drafts accepted: forward passes that kept at least one of their draft "
+    "tokens (llama.cpp: acc drafts).",
+    "per_position_acceptance": "Of the passes that drafted a token at this position, the "
+    "share where it was accepted.",
+    "accepted_length_counts": "Share of passes that accepted 0, 1, 2, … drafted tokens.",
+    "estimated_speedup": "Plain decoding's predicted time over this answer's, from the "
+    "verify cost of this model on this machine (seconds per forward pass of 1, 2, … tokens), "
+    "or the device curve named.",
+    "tokens_per_s": "Tokens of the answer per second while writing it (after the prompt was read).",
+    "first_token_s": "From sending to the first tokens: waiting for the engine, reading the "
+    "prompt and the first pass.",
+    "waited_s": "The part of the first-token time spent waiting for the engine (another "
+    "answer, or background work such as measuring the verify cost).",
+}
 
 
 def _is_count(value) -> bool:
@@ -334,15 +356,16 @@ def with_wait(timing: dict, waited_s: float) -> dict:
 SHOWN_WAIT_S = 0.05  # a shorter wait is not worth a word in the summary
 
 
-def summary_line(
+def summary_parts(
     stats: dict,
     timing: dict | None = None,
     finish_reason: str | None = None,
     tokens: int | None = None,
-) -> str:
-    """'143 tokens · 7 passes · 2.7 tokens/pass · 61% of 40 drafts accepted · ≈1.8× faster than
-    plain (estimate) · 18.4 tok/s · first token 0.21 s · ngram-cache': the CLI's and the app's
-    line for one answer, from ``to_dict()``/``timing_dict()`` alone (``stored_figures``)."""
+) -> list[str]:
+    """['143 tokens', '7 passes', '2.7 tokens/pass', '24 of 40 drafts accepted (61%)',
+    '≈1.8× faster than plain (estimate)', '18.4 tok/s', 'first token 0.21 s', 'ngram-cache']:
+    every figure of one answer, from ``to_dict()``/``timing_dict()`` alone
+    (``stored_figures``)."""
     stats, timing = stored_figures(stats, timing)
     emitted = int(stats["emitted"]) if "emitted" in stats else (tokens or 0)
     parts = [f"{emitted} token{'s' if emitted != 1 else ''}"]
@@ -360,7 +383,7 @@ def summary_line(
             parts.append("no drafts")
         if stats.get("estimated_speedup"):
             parts.append(
-                f"≈{stats['estimated_speedup']:.1f}× faster than plain "
+                f"{speedup_text(stats['estimated_speedup'])} faster than plain "
                 f"({estimate_label(stats.get('estimate_curve'))})"
             )
     if "tokens_per_s" in timing:
@@ -373,11 +396,31 @@ def summary_line(
         )
     if stats.get("drafter"):
         parts.append(str(stats["drafter"]))
-    if finish_reason == "cancelled":
-        parts.append("stopped")
-    elif finish_reason == "length":
-        parts.append("max tokens reached")
-    return " · ".join(parts)
+    finished = finish_text(finish_reason)
+    if finished:
+        parts.append(finished)
+    return parts
+
+
+def summary_line(
+    stats: dict,
+    timing: dict | None = None,
+    finish_reason: str | None = None,
+    tokens: int | None = None,
+) -> str:
+    """'143 tokens · 7 passes · 2.7 tokens/pass · …': the CLI's line for one answer, every
+    figure of ``summary_parts``."""
+    return " · ".join(summary_parts(stats, timing, finish_reason, tokens))
+
+
+def finish_text(finish_reason: str | None) -> str:
+    """How an answer that did not end by itself says so ('' when it did)."""
+    return {"cancelled": "stopped", "length": "max tokens reached"}.get(finish_reason or "", "")
+
+
+def speedup_text(speedup: float) -> str:
+    """'≈1.8×': an estimated speed-up, always marked as one."""
+    return f"≈{speedup:.1f}×"
 
 
 def _grow(values: list[int], length: int) -> None:
@@ -385,11 +428,21 @@ def _grow(values: list[int], length: int) -> None:
         values.extend([0] * (length - len(values)))
 
 
+# what an estimate on the prior shape names as its curve (``verify_cost.prior_cost_curve``)
+GUESS_CURVE = "a guess: not measured for this model yet"
+
+
+def estimate_is_guess(curve: str | None) -> bool:
+    """Whether a speed-up was estimated on a curve never measured for the model: a guess,
+    shown as 'not measured yet' rather than as a figure."""
+    return curve == GUESS_CURVE
+
+
 def estimate_label(curve: str | None) -> str:
     """How a speed-up estimate names its curve: 'estimate', 'estimate on the h100-7b-bf16
     curve', or 'a guess: not measured for this model yet'."""
     if not curve or curve == "measured":
         return "estimate"
-    if curve.startswith("a guess"):
+    if estimate_is_guess(curve):
         return curve
     return f"estimate on the {curve}"

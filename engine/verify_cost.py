@@ -42,6 +42,7 @@ from pathlib import Path
 from . import _blas
 from .errors import EngineError
 from .paths import cache_dir
+from .stats import GUESS_CURVE
 from .untrusted import read_regular_file, set_aside, write_atomic
 
 log = logging.getLogger(__name__)
@@ -194,9 +195,7 @@ def cost_path(model_key: str) -> Path:
 
 
 def prior_cost_curve() -> CostCurve:
-    return CostCurve(
-        PRIOR_RATIOS, measured=False, source="a guess: not measured for this model yet"
-    )
+    return CostCurve(PRIOR_RATIOS, measured=False, source=GUESS_CURVE)
 
 
 def timing_steps(target, lengths=COST_LENGTHS, repeats: int = 3, tokens=None):

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from app.livestats import LiveStats, footer_text
+from app.livestats import LiveStats, footer_details, footer_text
 from app.provenance import DRAFT, MIXED, TARGET, Provenance
 from app.render import Palette, align, highlighted_positions, render
 from app.settings import AppSettings, SettingsStore
@@ -236,8 +236,13 @@ def test_live_stats_count_passes_as_the_engine_does():
     assert live.tokens_per_s == pytest.approx(20.0)
     live.finish(engine_stats.to_dict(), {"decode_s": 0.25, "tokens_per_s": 24.0})
     assert live.tokens_per_s == pytest.approx(24.0)
-    line = footer_text(6, engine_stats.to_dict(), {"tokens_per_s": 24.0})
-    assert (
-        line
-        == "6 tokens · 3 passes · 2.0 tokens/pass · 4 of 10 drafts accepted (40%) · 24.0 tok/s · x"
-    )
+    figures = (6, engine_stats.to_dict(), {"tokens_per_s": 24.0})
+    assert footer_text(*figures) == "2.0 tokens/pass · 40% of drafts accepted"
+    assert footer_details(*figures).split("\n") == [
+        "6 tokens",
+        "3 passes",
+        "2.0 tokens/pass",
+        "4 of 10 drafts accepted (40%)",
+        "24.0 tok/s",
+        "x",
+    ]

@@ -68,7 +68,8 @@ def test_the_footer_and_gauge_show_the_replay_while_its_highlights_are_on(app, q
     footer = view.footer.text()
     assert footer.startswith(f"Replay {label}: ")
     assert f"{best.stats['tokens_per_pass']:.1f} tokens/pass" in footer
-    assert f"of {best.stats['drafted']} drafts accepted" in footer
+    assert f"{best.stats['acceptance_rate']:.0%} of drafts accepted" in footer
+    assert f"of {best.stats['drafted']} drafts accepted" in view.footer.toolTip()
     assert bar.replaying == label and "replay" in bar.current_label.text()
     assert f"{best.stats['acceptance_rate']:.0%}" in bar.acceptance_label.text()
     assert bar.gauge.mean == best.stats["tokens_per_pass"]

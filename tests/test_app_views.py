@@ -109,8 +109,9 @@ def test_footer_gauge_and_inspector_show_numbers_that_add_up(app, qtbot):
     passes = [(0, [(c, False)]) for c in "Nine toks"] + [(1, [(END, True)])]
     ask(qtbot, app, "hi", answer_events(passes))
     view = app.window.transcript.views[-1]
-    footer = view.footer.text()
-    assert footer.startswith("9 tokens · 10 passes · 0.9 tokens/pass · 0 of 1 drafts accepted (0%)")
+    assert view.footer.text() == "0.9 tokens/pass · 0% of drafts accepted"
+    details = view.footer.toolTip()  # every figure, one a line, on hover
+    assert details.startswith("9 tokens\n10 passes\n0.9 tokens/pass\n0 of 1 drafts accepted (0%)")
     assert highlighted_positions(view.body.document()) == []
     bar = app.window.speculation_bar
     assert "0%" in bar.acceptance_label.text() and bar.gauge.mean == pytest.approx(0.9)
@@ -119,11 +120,14 @@ def test_footer_gauge_and_inspector_show_numbers_that_add_up(app, qtbot):
     view = app.window.transcript.views[-1]
     stats = view.stats
     assert (stats["emitted"], stats["passes"], stats["accepted"], stats["drafted"]) == (5, 4, 2, 6)
-    assert view.footer.text() == summary_line(stats, view.timing, "stop")
-    assert view.footer.text().startswith(
-        "5 tokens · 4 passes · 1.2 tokens/pass · 2 of 6 drafts accepted (33%)"
+    assert view.footer.toolTip().split("\n") == summary_line(stats, view.timing, "stop").split(
+        " · "
     )
-    assert "first token" in view.footer.text()
+    assert view.footer.toolTip().startswith(
+        "5 tokens\n4 passes\n1.2 tokens/pass\n2 of 6 drafts accepted (33%)"
+    )
+    assert "first token" in view.footer.toolTip()
+    assert view.footer.text() == "1.2 tokens/pass · 33% of drafts accepted"
     assert bar.gauge.mean == pytest.approx(1.25) and "33%" in bar.acceptance_label.text()
     assert "1.2 tokens/pass" in app.window.inspector.list.item(1).text()
     view.inspect_button.click()

@@ -131,6 +131,29 @@ def test_an_estimate_on_a_curve_never_measured_says_it_is_a_guess(tiny_loaded):
     assert "a guess: not measured for this model yet" in summary_line(done.stats, done.timing)
 
 
+def test_a_fixed_draft_count_answer_is_estimated_on_the_models_measured_curve(tiny_loaded):
+    """ "Use settings" answers with a fixed draft count: its answers still say how much faster
+    they were than plain, on the curve measured for the model here."""
+    from engine.memory import EngineMemory
+
+    memory = EngineMemory()
+    session = ChatSession(tiny_loaded, memory)
+    measured = {1: 0.010, 2: 0.011, 4: 0.012, 8: 0.014}
+    memory.adaptive.curves[session.model_key] = curve = CostCurve(measured)
+    request = GenerationRequest(
+        prompt="abcabcabcabcabcabc",
+        raw=True,
+        max_tokens=24,
+        draft=DraftSettings(drafter="prompt-lookup", draft_count=4, adaptive=False),
+    ).validated()
+    done = list(session.generate(request))[-1]
+    stats = done.stats
+    assert stats["estimate_curve"] == "measured" and stats["estimated_speedup"]
+    plain = (stats["emitted"] + int(stats["ended"])) * curve(1)
+    spent = sum(curve(n) for n in stats["pass_sizes"]) + done.timing["drafter_s"]
+    assert stats["estimated_speedup"] == pytest.approx(plain / spent, rel=2e-3)
+
+
 # ------------------------------------------------ the peers' rules, against their algorithms
 def hf_reference(tokens, k=10):
     """transformers' PromptLookupCandidateGenerator: n = 2 then 1, first match, no overlap."""
