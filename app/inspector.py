@@ -424,6 +424,10 @@ class Inspector(QWidget):
         self.list.blockSignals(False)
         self._redraw()
 
+    def restyle(self) -> None:
+        """Draw again in the current theme's colours."""
+        self._redraw()
+
     def _redraw(self, *_):
         chosen = []
         colors = theme.current()
