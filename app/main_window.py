@@ -417,6 +417,10 @@ class MainWindow(QMainWindow):
     def answer_finished(self, answer) -> None:
         if on_screen(self.controller, answer):
             self.transcript.finish_answer(answer.message)
+        if answer.error:
+            self.banner.engine_failed(answer.error)
+        else:
+            self.banner.engine_works()
 
     def set_busy(self, busy: bool) -> None:
         self.send_button.setEnabled(not busy)

@@ -162,6 +162,10 @@ class ModelPresenter(QObject):
         progress.canceled.connect(self.models.cancel_load)
 
     def load_finished(self, ok: bool, message: str) -> None:
+        if ok:  # a refused key or an unreachable server said before no longer holds
+            self.window.banner.engine_works()
+        else:
+            self.window.banner.engine_failed(message)
         if self.progress is not None:
             self.progress.close()
             self.progress.deleteLater()
