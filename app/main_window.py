@@ -140,6 +140,9 @@ class MainWindow(QMainWindow):
         self.stop_action = chat.addAction("Stop", self.controller.stop, QKeySequence("Esc"))
         self.stop_action.setEnabled(False)
         chat.addSeparator()
+        for kind, (name, _) in FORMATS.items():
+            chat.addAction(f"Export chat as {name}…", lambda *_, kind=kind: self.export_open(kind))
+        chat.addSeparator()
         chat.addAction("Quit", self.close, QKeySequence.Quit)
         self.model_menu = self.menuBar().addMenu("&Model")  # filled by the model presenter
         self.settings_action = chat.addAction("Settings…", self.show_settings)
@@ -173,7 +176,7 @@ class MainWindow(QMainWindow):
         self.help_action = help_menu.addAction(
             "How Draftless works", self.show_help, QKeySequence.HelpContents
         )
-        self.about_action = help_menu.addAction("About Draftless", self.show_about)
+        self.about_action = help_menu.addAction("About Draftless", lambda: show_about(self))
         self.about_action.setMenuRole(QAction.AboutRole)  # in the app menu on a Mac
 
     def _connect_signals(self) -> None:
@@ -259,9 +262,6 @@ class MainWindow(QMainWindow):
         self.help_dialog.raise_()
         return self.help_dialog
 
-    def show_about(self):
-        return show_about(self)
-
     def show_settings(self) -> None:
         self.panels.open("side", self.settings_dock)
         self.settings_panel.setFocus()
@@ -296,6 +296,11 @@ class MainWindow(QMainWindow):
         if path and self.controller.export_session(session_id, kind, path):
             self.statusBar().showMessage(f"Exported to {path}", 4000)
 
+    def export_open(self, kind: str) -> None:
+        """Chat ▸ Export: the open chat."""
+        if self.controller.session is not None:
+            self.export_chat(self.controller.session.id, kind)
+
     def ask_save_path(self, title: str, suggested: str, filter_: str) -> str | None:
         path, _ = QFileDialog.getSaveFileName(self, title, suggested, filter_)
         return path or None
@@ -322,7 +327,7 @@ class MainWindow(QMainWindow):
         dialog = ServerDialog(url, key, keychain, self)
         return dialog.values() if dialog.exec() == QDialog.Accepted else None
 
-    # the presenters' entries that tests and ``app.__main__`` call on the window -------------
+    # the model presenter's entries that tests call on the window -------------
     @property
     def progress(self):
         return self.model_presenter.progress
@@ -338,12 +343,6 @@ class MainWindow(QMainWindow):
 
     def engine_changed(self, url: str) -> None:
         self.model_presenter.engine_changed(url)
-
-    def replay(self, message_id: int, draft_counts: list[int], ngram_orders: list[int]):
-        return self.gauges.replay(message_id, draft_counts, ngram_orders)
-
-    def show_replay_highlights(self, message_id: int, result) -> None:
-        self.gauges.show_replay_highlights(message_id, result)
 
     def show_status(self, text: str) -> None:
         """Engine work the answer waits on (measuring, tables): the status bar, no dialog."""

@@ -5,6 +5,8 @@ listed as installed with Load enabled."""
 
 from __future__ import annotations
 
+import json
+
 from engine.events import ErrorEvent
 
 from .scripted_engine import ScriptedStream
@@ -54,3 +56,31 @@ def test_a_failed_answer_message_goes_once_an_answer_arrives_and_other_notices_s
     window.banner.show_message("Settings not applied: temperature")  # not the engine's
     ask(qtbot, app, "three", plain("yes"))
     assert window.banner.isVisible() and "Settings not applied" in window.banner.label.text()
+
+
+# 2. export from the menu, HTML shown as text -------------------------------------------------
+HOSTILE = (
+    "Try <script>alert('x')</script> and <b>bold</b>, AT&T &amp; `<kbd>` inline.\n\n"
+    "```html\n<script>kept()</script>\n```\n"
+)
+
+
+def test_the_open_chat_exports_from_the_chat_menu_with_html_shown_as_text(app, qtbot, tmp_path):
+    window = app.window
+    ask(qtbot, app, "<img src=x onerror=alert(1)>", plain(HOSTILE))
+    window.ask_save_path = lambda title, suggested, filter_: str(tmp_path / suggested)
+    chat_menu = window.menuBar().actions()[0].menu()
+    [action] = [a for a in chat_menu.actions() if a.text() == "Export chat as Markdown…"]
+    action.trigger()
+    [path] = tmp_path.glob("*.md")
+    text = path.read_text(encoding="utf-8")
+    assert "<img" not in text and "&lt;img src=x onerror=alert(1)>" in text
+    prose = text.split("```")[0]
+    assert "<script>" not in prose and "<b>" not in prose
+    assert "&lt;script>alert('x')&lt;/script> and &lt;b>bold&lt;/b>" in prose
+    assert "AT&T &amp;amp; `<kbd>` inline" in prose  # code spans stay as written
+    assert "```html\n<script>kept()</script>\n```" in text  # and code blocks
+    [action] = [a for a in chat_menu.actions() if a.text() == "Export chat as JSON…"]
+    action.trigger()
+    data = json.loads(next(tmp_path.glob("*.json")).read_text(encoding="utf-8"))
+    assert data["messages"][1]["content"] == HOSTILE  # JSON keeps the text as it is
