@@ -68,6 +68,7 @@ class ModelPresenter(QObject):
         dialog = InstalledModelsDialog(self.models.model_path, self.window)
         dialog.setAttribute(Qt.WA_DeleteOnClose)
         dialog.loadRequested.connect(self.models.load_model)
+        dialog.resumeRequested.connect(self.models.choose)  # downloads the rest, then loads
         dialog.open()
         return dialog
 

@@ -84,3 +84,80 @@ def test_the_open_chat_exports_from_the_chat_menu_with_html_shown_as_text(app, q
     action.trigger()
     data = json.loads(next(tmp_path.glob("*.json")).read_text(encoding="utf-8"))
     assert data["messages"][1]["content"] == HOSTILE  # JSON keeps the text as it is
+
+
+# 3. downloads: no "0% of 1 bytes"; a half-downloaded model is not installed -----------------
+def test_a_download_says_starting_until_its_size_is_known(app, qtbot, monkeypatch):
+    import asyncio
+    import socket
+
+    from engine.events import DoneEvent, ProgressEvent
+    from engine.models import download_from_hub
+
+    with socket.socket() as closed:  # a hub address where nothing answers
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    said = []
+    try:
+        download_from_hub("owner/model", lambda *report: said.append(report))
+    except Exception:
+        pass  # no hub: what matters is what it said first
+    gate = asyncio.Event()
+    app.scripted.download_script = [
+        ProgressEvent("download", *said[0]),
+        gate,
+        ProgressEvent("download", 1_000_000, 542_000_000, "Downloading owner/model"),
+        DoneEvent("downloaded", "/downloads/owner--model", [], []),
+    ]
+    app.controller.models.download("owner/model", then_load=False)
+    bar = app.window.download_bar
+    qtbot.waitUntil(lambda: bar.isVisible() and bool(bar.label.text()))
+    assert bar.label.text() == "Downloading owner/model: starting…"
+    assert bar.bar.maximum() == 0  # a busy bar, no share yet
+    gate.set()
+    qtbot.waitUntil(lambda: "0% of 542.0 MB" in bar.label.text() or not bar.isVisible())
+
+
+def test_a_half_downloaded_model_is_listed_as_incomplete_and_cannot_load(
+    app, qtbot, tmp_path, monkeypatch
+):
+    downloads = tmp_path / "downloads"
+    monkeypatch.setenv("DRAFTLESS_DOWNLOADS_DIR", str(downloads))
+    monkeypatch.setenv("DRAFTLESS_MODELS_DIR", str(tmp_path / "models"))
+    half = downloads / "owner--big"  # 1 MB of 542 MB, stopped
+    (half / ".partial").mkdir(parents=True)
+    (half / "config.json").write_text("{}")
+    (half / ".partial" / "model.safetensors.0123456789abcdef.part").write_bytes(b"w" * 1_000_000)
+    sharded = downloads / "owner--sharded"  # marked done, but a shard it names is gone
+    sharded.mkdir()
+    (sharded / ".complete").write_text("")
+    (sharded / "model-1.safetensors").write_bytes(b"w")
+    index = {"weight_map": {"a": "model-1.safetensors", "b": "model-2.safetensors"}}
+    (sharded / "model.safetensors.index.json").write_text(json.dumps(index))
+    whole = downloads / "owner--whole"
+    whole.mkdir()
+    (whole / "model.safetensors").write_bytes(b"w" * 10)
+    (whole / ".complete").write_text("")
+
+    dialog = app.window.show_installed_models()
+    rows = {
+        dialog.table.item(r, 0).text(): dialog.table.item(r, 1).text()
+        for r in range(dialog.table.rowCount())
+    }
+    assert rows == {
+        "owner/big — incomplete download": "1.0 MB so far",
+        "owner/sharded — incomplete download": "73 bytes so far",
+        "owner/whole": "10 bytes",
+    }
+    names = [m.name for m in dialog.models]
+    dialog.table.selectRow(names.index("owner/big"))
+    assert not dialog.load_button.isEnabled() and dialog.resume_button.isEnabled()
+    dialog.load_button.click()  # disabled: nothing happens
+    assert "owner/big" not in app.scripted.loads
+    dialog.table.selectRow(names.index("owner/whole"))
+    assert dialog.load_button.isEnabled() and not dialog.resume_button.isEnabled()
+    dialog.table.selectRow(names.index("owner/big"))
+    dialog.resume_button.click()  # downloads the rest (the engine resumes the part file)
+    qtbot.waitUntil(lambda: app.scripted.downloads[-1:] == ["owner/big"])
+    qtbot.waitUntil(lambda: not app.controller.models.download_stream)
