@@ -161,3 +161,21 @@ def test_a_half_downloaded_model_is_listed_as_incomplete_and_cannot_load(
     dialog.resume_button.click()  # downloads the rest (the engine resumes the part file)
     qtbot.waitUntil(lambda: app.scripted.downloads[-1:] == ["owner/big"])
     qtbot.waitUntil(lambda: not app.controller.models.download_stream)
+
+
+def test_the_catalog_says_which_models_are_here_and_which_resume(app, tmp_path, monkeypatch):
+    from engine.models.catalog import CATALOG
+
+    downloads = tmp_path / "downloads"
+    monkeypatch.setenv("DRAFTLESS_DOWNLOADS_DIR", str(downloads))
+    part = downloads / CATALOG[0].repo.replace("/", "--") / ".partial"
+    part.mkdir(parents=True)
+    (part / "model.safetensors.0123456789abcdef.part").write_bytes(b"w" * 1_000_000)
+    whole = downloads / CATALOG[1].repo.replace("/", "--")
+    whole.mkdir()
+    (whole / "model.safetensors").write_bytes(b"w")
+    (whole / ".complete").write_text("")
+    dialog = app.window.pick_from_catalog()
+    column = [dialog.table.item(r, 3).text() for r in range(3)]
+    assert column[0].endswith(" · 1.0 MB here, resumes") and column[1].endswith(" · here")
+    assert "here" not in column[2]
