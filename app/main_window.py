@@ -1,5 +1,6 @@
 """The main window: chats on the left, the transcript in the middle, settings and the
-inspector on the right. It only wires views to the ``ChatController``."""
+inspector on the right. It wires the chat's views to the ``ChatController``; models and
+engines are ``ModelPresenter``'s, the speculation bar and inspector ``GaugePresenter``'s."""
 
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ class MainWindow(QMainWindow):
         self._init_central()
         self._init_docks(drafters, default_drafter)
         self._menus()
-        self._connect_signals()
+        self._connect_signals()  # before the presenters': the transcript updates first
         self.model_presenter = ModelPresenter(self, controller)
         self.gauges = GaugePresenter(self, controller)
         self.model_presenter.add_menu(self.model_menu)
