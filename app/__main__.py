@@ -179,14 +179,14 @@ async def run_screenshot(args) -> int:
     if args.replay and application.controller.messages:
         answer = application.controller.messages[-1]
         window.inspector.inspect(answer.id)
-        replaying = window.replay(
+        replaying = window.gauges.replay(
             answer.id, [2, 4, 8], [application.controller.settings.ngram_order]
         )
         if replaying is not None:  # None: it could not start (the inspector says why)
             await replaying
         best = window.inspector.replay.chosen()
         if best is not None:
-            window.show_replay_highlights(answer.id, best)
+            window.gauges.show_replay_highlights(answer.id, best)
     if args.panel == "inspector" or args.replay:
         window.inspector_dock.raise_()
     if not args.capture_at or task is None:

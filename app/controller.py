@@ -313,7 +313,7 @@ class ChatController(QObject):
         try:
             session = self.session
             message = self._add_question(
-                Message(None, session.id, "user", text),
+                Message(id=None, session_id=session.id, role="user", content=text),
                 self.messages[-1].id if self.messages else 0,
             )
         except (sqlite3.Error, OSError) as error:
@@ -413,7 +413,10 @@ class ChatController(QObject):
             return None
         old = self.messages[index]
         try:
-            self._add_question(Message(None, old.session_id, "user", text), old.parent_id)
+            self._add_question(
+                Message(id=None, session_id=old.session_id, role="user", content=text),
+                old.parent_id,
+            )
         except (sqlite3.Error, OSError) as error:
             self.problem.emit(
                 unsaved(
@@ -544,15 +547,15 @@ class ChatController(QObject):
                 self._store_continued(earlier, answer, done)
         elif (answer.text or answer.provenance.tokens) and not answer.discarded:
             message = Message(
-                None,
-                answer.session_id,
-                "assistant",
-                answer.text,
-                done.finish_reason,
-                self.models.model_name,
-                dict(done.stats),
-                dict(done.timing),
-                answer.provenance,
+                id=None,
+                session_id=answer.session_id,
+                role="assistant",
+                content=answer.text,
+                finish_reason=done.finish_reason,
+                model=self.models.model_name,
+                stats=dict(done.stats),
+                timing=dict(done.timing),
+                provenance=answer.provenance,
             )
             message.versions = [message.id]
             try:

@@ -1,9 +1,10 @@
 """Model downloads and installed models, without Qt: a download's speed and time left from
-its byte progress, and the model folders on this machine with their sizes (and a delete
-that never leaves the app's own folders)."""
+its byte progress, and the model folders on this machine with their sizes, each complete
+or not (and a delete that never leaves the app's own folders)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections import deque
 from dataclasses import dataclass, field
@@ -11,7 +12,11 @@ from pathlib import Path
 
 from engine import paths as engine_paths
 from engine.models.embedded import EMBEDDED_NAME
+from engine.models.hub_download import COMPLETE
+from engine.untrusted import read_regular_file
 
+INDEX = "model.safetensors.index.json"  # a sharded model's list of its weight files
+INDEX_BYTES = 16 << 20  # far above a real index (a 70B model's is about 100 KB)
 SPEED_WINDOW_S = 5.0  # speed over the last seconds: steady, yet quick to follow a change
 
 
@@ -60,9 +65,10 @@ class DownloadMeter:
         return max(self.total - self.done, 0) / speed
 
     def describe(self, name: str) -> str:
-        """'Downloading owner/model: 45% of 540.0 MB · 12.3 MB/s · about 1 min left'."""
+        """'Downloading owner/model: 45% of 540.0 MB · 12.3 MB/s · about 1 min left';
+        'Downloading owner/model: starting…' while its size is not known (total 0)."""
         if self.total <= 0:
-            return f"Downloading {name}…"
+            return f"Downloading {name}: starting…"
         parts = [f"Downloading {name}: {self.done / self.total:.0%} of {size_text(self.total)}"]
         if self.speed is not None:
             parts.append(f"{size_text(self.speed)}/s")
@@ -77,6 +83,7 @@ class InstalledModel:
     label: str
     path: Path
     size: int  # bytes on disk
+    complete: bool = True  # False: a download that stopped part-way (resume or delete it)
 
 
 def folder_size(folder: Path) -> int:
@@ -105,8 +112,27 @@ def installed_models() -> list[InstalledModel]:
                 label = f"{folder.name} (converted)"
             else:
                 name = label = folder.name.replace("--", "/", 1)
-            found.append(InstalledModel(name, label, folder, folder_size(folder)))
+            complete = bool(kind) or download_complete(folder)
+            found.append(InstalledModel(name, label, folder, folder_size(folder), complete))
     return found
+
+
+def download_complete(folder: Path) -> bool:
+    """The download finished (the engine marks the folder once huggingface_hub has fetched
+    every file) and every weight file is here: all those a sharded model's index names,
+    else at least one."""
+    if not (folder / COMPLETE).is_file():
+        return False
+    try:
+        index = json.loads(read_regular_file(folder / INDEX, INDEX_BYTES))
+        shards = set(index["weight_map"].values())
+    except FileNotFoundError:
+        return any(folder.glob("*.safetensors"))
+    except (OSError, ValueError, RecursionError, KeyError, TypeError, AttributeError):
+        return False  # an index that cannot be read: the model cannot load either
+    return bool(shards) and all(
+        isinstance(s, str) and "/" not in s and (folder / s).is_file() for s in shards
+    )
 
 
 def is_loaded(model: InstalledModel, loaded_path: str | Path | None) -> bool:

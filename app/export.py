@@ -1,6 +1,8 @@
 """A chat as a file: Markdown to read or share, JSON to keep everything.
 
-Both hold the chat as shown (the chosen version of each message). The JSON file also
+Both hold the chat as shown (the chosen version of each message). In the Markdown file,
+HTML a message holds (``<script>``, ``<b>``) is escaped so that a viewer shows it as the
+text it was; code blocks and code spans stay as written. The JSON file also
 carries each answer's statistics and per-token provenance: which tokens were accepted
 drafts, in which pass and at which draft position, and the characters each one made.
 """
@@ -8,7 +10,10 @@ drafts, in which pass and at which draft position, and the characters each one m
 from __future__ import annotations
 
 import json
+import re
 import time
+
+from markdown_it import MarkdownIt
 
 FORMATS = {"markdown": ("Markdown", "md"), "json": ("JSON", "json")}
 
@@ -17,15 +22,52 @@ def _when(seconds: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(seconds)) if seconds else ""
 
 
+CODE_SPAN = re.compile(r"(`+)(?!`).+?(?<!`)\1(?!`)", re.DOTALL)  # CommonMark's code span
+MARKUP = re.compile(r"<|&(?=#?\w+;)")  # what starts a tag or an entity
+ESCAPED = {"<": "&lt;", "&": "&amp;"}
+
+
+def _escape_markup(text: str) -> str:
+    """``text`` with tags and entities escaped outside code spans."""
+    parts, last = [], 0
+    for span in CODE_SPAN.finditer(text):
+        parts += [MARKUP.sub(lambda m: ESCAPED[m.group()], text[last : span.start()]), span.group()]
+        last = span.end()
+    parts.append(MARKUP.sub(lambda m: ESCAPED[m.group()], text[last:]))
+    return "".join(parts)
+
+
+def markdown_text(text: str) -> str:
+    """Markdown in which any HTML shows as text; fenced and indented code blocks and code
+    spans are kept as they are (a viewer shows them literally already). The blocks are
+    found by markdown-it, a CommonMark parser."""
+    lines = text.split("\n")
+    code = set()
+    for token in MarkdownIt("commonmark").parse(text):
+        if token.type in ("fence", "code_block") and token.map:
+            code.update(range(*token.map))
+    out, prose = [], []
+    for number, line in enumerate(lines + [None]):
+        if line is not None and number not in code:
+            prose.append(line)
+            continue
+        if prose:  # a code span may run over several lines of a paragraph
+            out.append(_escape_markup("\n".join(prose)))
+            prose = []
+        if line is not None:
+            out.append(line)
+    return "\n".join(out)
+
+
 def chat_markdown(session, messages) -> str:
-    lines = [f"# {session.title}", ""]
+    lines = [f"# {markdown_text(session.title)}", ""]
     if session.created:
         lines += [f"*Draftless chat, started {_when(session.created)}*", ""]
     for message in messages:
         who = "You" if message.role == "user" else "Draftless"
         if message.role == "assistant" and message.model:
-            who += f" ({message.model})"
-        lines += [f"## {who}", "", message.content.rstrip(), ""]
+            who += f" ({markdown_text(message.model)})"
+        lines += [f"## {who}", "", markdown_text(message.content.rstrip()), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from importlib import metadata
 
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QTextBrowser, QVBoxLayout
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QMessageBox, QTextBrowser, QVBoxLayout
+
+from . import theme
 
 HELP = """\
 # How Draftless works
@@ -85,3 +88,18 @@ class HelpDialog(QDialog):
         buttons = QDialogButtonBox(QDialogButtonBox.Close)
         buttons.rejected.connect(self.close)
         layout.addWidget(buttons)
+
+
+def show_about(parent) -> QMessageBox:
+    box = QMessageBox(
+        QMessageBox.NoIcon,
+        "About Draftless",
+        ABOUT.format(version=version()),
+        QMessageBox.Ok,
+        parent,
+    )
+    box.setObjectName("aboutBox")
+    box.setIconPixmap(theme.app_icon().pixmap(64, 64))
+    box.setAttribute(Qt.WA_DeleteOnClose)
+    box.open()
+    return box

@@ -21,6 +21,8 @@ from PySide6.QtWidgets import (
 
 from engine.models.catalog import CATALOG
 
+from .downloads import installed_models, size_text
+
 COLUMNS = ("Model", "Parameters", "Quantization", "Download", "Licence")
 
 
@@ -45,12 +47,16 @@ class ModelCatalogDialog(QDialog):
         self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        here = {m.name: m for m in installed_models()}
         for row, model in enumerate(CATALOG):
             size = (
                 f"≈{model.download_mb / 1024:.1f} GB"
                 if model.download_mb >= 1024
                 else f"≈{model.download_mb} MB"
             )
+            if model.repo in here:  # downloaded before: whole, or the part a resume goes on from
+                got = here[model.repo]
+                size += " · here" if got.complete else f" · {size_text(got.size)} here, resumes"
             for column, text in enumerate(
                 (model.name, model.parameters, model.quantization, size, model.licence)
             ):

@@ -1,5 +1,6 @@
 """Views of model files: the download bar in the status bar (progress, speed, time left,
-Cancel) and the Installed models dialog (sizes, Load, Delete). The rules are in
+Cancel) and the Installed models dialog (sizes, Load, Resume an incomplete download,
+Delete). The rules are in
 ``app.downloads``; the work is the controller's."""
 
 from __future__ import annotations
@@ -58,9 +59,11 @@ class DownloadBar(QWidget):
 
 
 class InstalledModelsDialog(QDialog):
-    """The models on this machine with their sizes; Load one, or Delete one (asked first)."""
+    """The models on this machine with their sizes; Load one, Resume a download that
+    stopped part-way (it cannot load before), or Delete one (asked first)."""
 
     loadRequested = Signal(str)  # what loads it ("" for the built-in model)
+    resumeRequested = Signal(str)  # the hub id whose download goes on
 
     def __init__(self, loaded_path: str, parent=None):
         super().__init__(parent)
@@ -85,11 +88,14 @@ class InstalledModelsDialog(QDialog):
         layout.addWidget(self.message)
         buttons = QDialogButtonBox(QDialogButtonBox.Close)
         self.load_button = QPushButton("Load")
+        self.resume_button = QPushButton("Resume download")
         self.delete_button = QPushButton("Delete…")
-        buttons.addButton(self.load_button, QDialogButtonBox.ActionRole)
-        buttons.addButton(self.delete_button, QDialogButtonBox.ActionRole)
+        for button in (self.load_button, self.resume_button, self.delete_button):
+            buttons.addButton(button, QDialogButtonBox.ActionRole)
         buttons.rejected.connect(self.reject)
         self.load_button.clicked.connect(self.load_selected)
+        self.resume_button.clicked.connect(self.resume_selected)
+        self.table.itemSelectionChanged.connect(self.show_actions)
         self.delete_button.clicked.connect(self.delete_selected)
         layout.addWidget(buttons)
         self.refresh()
@@ -99,9 +105,14 @@ class InstalledModelsDialog(QDialog):
         self.table.setRowCount(len(self.models))
         for row, model in enumerate(self.models):
             loaded = is_loaded(model, self.loaded_path)
-            name = QTableWidgetItem(model.label + (" — loaded" if loaded else ""))
-            name.setToolTip(str(model.path))
-            size = QTableWidgetItem(size_text(model.size))
+            state = " — loaded" if loaded else "" if model.complete else " — incomplete download"
+            name = QTableWidgetItem(model.label + state)
+            name.setToolTip(
+                str(model.path)
+                if model.complete
+                else f"{model.path}\nThe download stopped part-way: Resume it, or Delete it."
+            )
+            size = QTableWidgetItem(size_text(model.size) + ("" if model.complete else " so far"))
             size.setTextAlignment(Qt.AlignRight | Qt.AlignVCenter)
             self.table.setItem(row, 0, name)
             self.table.setItem(row, 1, size)
@@ -113,6 +124,14 @@ class InstalledModelsDialog(QDialog):
             if self.models
             else "No models yet: the built-in model is prepared at the first launch."
         )
+        self.show_actions()
+
+    def show_actions(self) -> None:
+        """Load a complete model, Resume an incomplete download, Delete either."""
+        model = self.selected()
+        self.load_button.setEnabled(model is not None and model.complete)
+        self.resume_button.setEnabled(model is not None and not model.complete)
+        self.delete_button.setEnabled(model is not None)
 
     def selected(self) -> InstalledModel | None:
         rows = self.table.selectionModel().selectedRows()
@@ -120,8 +139,14 @@ class InstalledModelsDialog(QDialog):
 
     def load_selected(self) -> None:
         model = self.selected()
-        if model is not None:
+        if model is not None and model.complete:
             self.loadRequested.emit(model.name)
+            self.accept()
+
+    def resume_selected(self) -> None:
+        model = self.selected()
+        if model is not None and not model.complete:
+            self.resumeRequested.emit(model.name)
             self.accept()
 
     def delete_selected(self) -> None:

@@ -68,7 +68,9 @@ class SessionsPanel(QWidget):
         layout.addLayout(bottom)
         self._updating = False
 
-    def set_sessions(self, sessions, current_id: str | None) -> None:
+    def set_sessions(self, sessions, current_id: str | None, pinned: bool = False) -> None:
+        """``pinned``: the first chat is listed because it is open, not because it matched
+        the search (it is shown in italics and says so)."""
         self._updating = True
         self.list.clear()
         shown = headers([session.updated for session in sessions], self.now())
@@ -82,6 +84,13 @@ class SessionsPanel(QWidget):
             self.list.addItem(item)
             if session.id == current_id:
                 self.list.setCurrentItem(item)
+        if pinned and sessions:
+            item = self.list.item(0)
+            font = item.font()
+            font.setItalic(True)
+            item.setFont(font)
+            title = sessions[0].title
+            item.setToolTip(f"{title}\n(the open chat; it does not match the search)")
         self._updating = False
         has = self.list.currentItem() is not None
         self.rename_button.setEnabled(has)

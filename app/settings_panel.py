@@ -326,3 +326,7 @@ class SettingsPanel(QScrollArea):
         if loading:
             self.model_name.setText(f"Loading {what}…")
             self.speculation.setText("")
+
+    def show_no_model(self, why: str) -> None:
+        self.model_name.setText("No model loaded")
+        self.speculation.setText(why)

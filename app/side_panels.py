@@ -6,7 +6,7 @@ class applies it to the docks."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QDockWidget, QMainWindow
+from PySide6.QtWidgets import QDockWidget, QFrame, QMainWindow, QScrollArea, QWidget
 
 from .panel_layout import Panel, fitting
 
@@ -99,3 +99,42 @@ class SidePanels:
         self.give_width(dock, group)
         if window.width() > width:  # the panel's minimum pushed the window wider
             window.resize(width, window.height())
+
+
+def make_dock(window: QMainWindow, title: str, widget: QWidget, area) -> QDockWidget:
+    """A closable, movable dock holding ``widget``, scrolled when the window is short."""
+    dock = QDockWidget(title, window)
+    dock.setObjectName(title.lower() + "Dock")
+    scroller = widget
+    if not isinstance(widget, QScrollArea):  # a short window scrolls the panel, never clips it
+        scroller = QScrollArea()
+        scroller.setObjectName(title.lower() + "Scroller")
+        scroller.setWidget(widget)
+        scroller.setWidgetResizable(True)
+        scroller.setFrameShape(QFrame.NoFrame)
+        scroller.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)  # panels fit their width
+    dock.setWidget(scroller)
+    dock.setFeatures(
+        QDockWidget.DockWidgetMovable
+        | QDockWidget.DockWidgetClosable
+        | QDockWidget.DockWidgetFloatable
+    )
+    window.addDockWidget(area, dock)
+    return dock
+
+
+def tab_width(docks: list[QDockWidget], least: int) -> int:
+    """Docks tabbed together share one width: what the widest content needs (its scroll
+    bar included), at least ``least``; each dock gets it as its minimum. Returns it."""
+    needed = max(
+        least,
+        *(
+            dock.widget().widget().minimumSizeHint().width()
+            + dock.widget().verticalScrollBar().sizeHint().width()
+            + 4
+            for dock in docks
+        ),
+    )
+    for dock in docks:
+        dock.setMinimumWidth(needed)
+    return needed

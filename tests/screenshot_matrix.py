@@ -66,12 +66,12 @@ async def capture(width: int, theme: str, out: str) -> None:
     save("chats")
     answer = controller.messages[-1]
     window.transcript.views[-1].inspect_button.click()
-    replaying = window.replay(answer.id, [2, 4, 8], [controller.settings.ngram_order])
+    replaying = window.gauges.replay(answer.id, [2, 4, 8], [controller.settings.ngram_order])
     if replaying is not None:
         await replaying
     best = window.inspector.replay.chosen()
     if best is not None:
-        window.show_replay_highlights(answer.id, best)
+        window.gauges.show_replay_highlights(answer.id, best)
     await settle()
     save("replay")
     meter, total = DownloadMeter(), 1_500_000_000

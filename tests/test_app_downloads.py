@@ -19,7 +19,7 @@ MB = 1_000_000
 
 def test_speed_and_time_left_follow_the_last_seconds():
     meter = DownloadMeter()
-    assert meter.describe("o/m") == "Downloading o/m…"
+    assert meter.describe("o/m") == "Downloading o/m: starting…"
     meter.update(0, 100 * MB, 0.0)
     meter.update(10 * MB, 100 * MB, 1.0)
     assert meter.speed == pytest.approx(10 * MB)
@@ -40,6 +40,7 @@ def folders(tmp_path, monkeypatch):
     (models / "SmolLM2-135M-Instruct-float32-v1" / "model.safetensors").write_bytes(b"x" * 3000)
     (downloads / "owner--small").mkdir(parents=True)
     (downloads / "owner--small" / "model.safetensors").write_bytes(b"y" * 2000)
+    (downloads / "owner--small" / ".complete").write_text("")  # the engine marks a finished one
     outside = tmp_path / "precious"
     outside.mkdir()
     (outside / "thesis.txt").write_text("years of work")

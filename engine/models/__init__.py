@@ -102,7 +102,7 @@ def download_from_hub(
     from .hub_download import download_model
 
     if progress:
-        progress(0, 1, f"Downloading {repo_id} from Hugging Face…")
+        progress(0, 0, f"Downloading {repo_id} from Hugging Face…")  # total 0: size not known yet
     return download_model(
         repo_id,
         downloads_dir() / repo_id.replace("/", "--"),

@@ -1,0 +1,182 @@
+"""What the main window shows of models and engines: picking a model (folder, catalog,
+hub id, installed), connecting to a server, the download bar and the loading dialog.
+
+The work is ``ModelControl``'s (``controller.models``); this presenter turns its signals
+into views and the person's choices into its calls. Questions to the person go through
+the window's ``ask_*`` methods (tests answer them)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, Qt, QTimer
+from PySide6.QtWidgets import QFileDialog, QProgressDialog
+
+from .model_catalog import ModelCatalogDialog
+from .models_view import InstalledModelsDialog
+from .remote_engine import api_base
+
+SHOW_PROGRESS_AFTER_MS = 400  # quick loads never flash a dialog
+NEVER_MS = 24 * 3600 * 1000  # QProgressDialog's own timer never shows it: _show_progress does
+
+
+class ModelPresenter(QObject):
+    def __init__(self, window, controller):
+        super().__init__(window)
+        self.window = window
+        self.controller = controller
+        self.models = controller.models
+        self.progress: QProgressDialog | None = None
+        models = self.models
+        models.modelChanged.connect(self.model_changed)
+        models.loadStarted.connect(self.load_started)
+        models.loadProgress.connect(self.load_progress)
+        models.loadFinished.connect(self.load_finished)
+        models.downloadProgress.connect(self.download_progress)
+        models.downloadFinished.connect(self.download_finished)
+        models.engineChanged.connect(self.engine_changed)
+        window.download_bar.cancelRequested.connect(models.cancel_download)
+        panel = window.settings_panel
+        panel.openFolderRequested.connect(self.pick_folder)
+        panel.hubRequested.connect(self.pick_hub)
+        panel.embeddedRequested.connect(lambda: models.load_model(None))
+
+    def add_menu(self, menu) -> None:
+        """The Model menu's entries."""
+        models = self.models
+        menu.addAction("Open model folder…", self.pick_folder)
+        menu.addAction("Download a model…", self.pick_from_catalog)
+        menu.addAction("Hugging Face model…", self.pick_hub)
+        menu.addAction("Built-in model", lambda: models.load_model(None))
+        menu.addAction("Installed models…", self.show_installed_models)
+        menu.addSeparator()
+        menu.addAction("Connect to server…", self.connect_server)
+        menu.addAction("Use this machine's engine", lambda: models.use_engine(models.local_service))
+
+    # picking a model ----------------------------------------------------------------------
+    def pick_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self.window, "Choose an mlx-lm model folder")
+        if folder:
+            self.models.load_model(folder)
+
+    def pick_from_catalog(self) -> ModelCatalogDialog:
+        dialog = ModelCatalogDialog(self.window)
+        dialog.setAttribute(Qt.WA_DeleteOnClose)
+        dialog.chosen.connect(self.models.choose)
+        dialog.open()
+        return dialog
+
+    def show_installed_models(self) -> InstalledModelsDialog:
+        dialog = InstalledModelsDialog(self.models.model_path, self.window)
+        dialog.setAttribute(Qt.WA_DeleteOnClose)
+        dialog.loadRequested.connect(self.models.load_model)
+        dialog.resumeRequested.connect(self.models.choose)  # downloads the rest, then loads
+        dialog.open()
+        return dialog
+
+    def pick_hub(self) -> None:
+        repo = self.window.ask_text(
+            "Hugging Face model", "Model id (for example mlx-community/SmolLM2-360M-Instruct):", ""
+        )
+        if repo and repo.strip():
+            self.models.choose(repo.strip())
+
+    def download_progress(self, repo: str, text: str) -> None:
+        meter = self.models.download_meter
+        self.window.download_bar.show_progress(text, meter.done, meter.total)
+
+    def download_finished(self, repo: str, ok: bool, why: str) -> None:
+        self.window.download_bar.finish()
+        if not ok:
+            self.window.banner.show_message(why)
+
+    # engines ------------------------------------------------------------------------------
+    def connect_server(self):
+        """Model → Connect to server…: the address (remembered) and the key (keychain)."""
+        url = self.controller.settings.server_url
+        keys = self.models.server_keys
+        answer = self.window.ask_server(
+            url, keys.get(api_base(url)) if url else None, keys.persistent
+        )
+        if answer is None or not answer[0]:
+            return None
+        return self.models.connect_server(*answer)
+
+    def engine_changed(self, url: str) -> None:
+        """Say in the status bar, for as long as it lasts, that a server answers."""
+        label = self.window.server_label
+        label.setText(f"Answers from the server at {url}" if url else "")
+        label.setToolTip(
+            f"Answers come from the Draftless server at {url}. Model → Use this machine's "
+            "engine switches back."
+            if url
+            else ""
+        )
+        label.setVisible(bool(url))
+
+    # loading ------------------------------------------------------------------------------
+    def model_changed(self, name: str, path: str, speculation: str) -> None:
+        self.window.settings_panel.show_model(name, path, speculation, self.models.model_details)
+        self.window.speculation_bar.show_model(name, speculation)
+
+    def load_started(self, what: str) -> None:
+        self.window.settings_panel.set_loading(True, what)
+        self.window.send_button.setEnabled(False)
+        if self.progress is None:
+            self.progress = QProgressDialog(f"Loading {what}…", None, 0, 0, self.window)
+            self.progress.setWindowTitle("Draftless")
+            self.progress.setMinimumDuration(NEVER_MS)
+            self.progress.setAutoClose(False)
+            self.progress.setAutoReset(False)
+            self.progress.setWindowModality(Qt.WindowModal)
+            self.progress.setMinimumWidth(420)
+        self.progress.setLabelText(
+            f"Loading {what}…"
+            if what != "the built-in model"
+            else "Preparing the built-in model…\nThe first launch converts it "
+            "once; this can take a minute."
+        )
+        self.progress.setRange(0, 0)
+        self.progress.setValue(0)
+        QTimer.singleShot(SHOW_PROGRESS_AFTER_MS, self._show_progress)
+
+    def _show_progress(self) -> None:
+        if self.progress is not None and (self.models.loading or self.controller.busy):
+            self.progress.show()
+
+    def load_progress(self, event) -> None:
+        if event.stage == "prefill":
+            return
+        if self.progress is None:  # a load that happens inside a chat request
+            self.load_started("the model")
+        self.progress.setLabelText(event.message)
+        if event.stage == "download" and self.models.loading:
+            self._offer_cancel(self.progress)
+        if event.total > 0:
+            self.progress.setRange(0, event.total)
+            self.progress.setValue(min(event.done, event.total))
+
+    def _offer_cancel(self, progress: QProgressDialog) -> None:
+        """A download can be stopped; choosing the model again resumes it."""
+        if progress.property("cancellable"):
+            return
+        progress.setProperty("cancellable", True)
+        progress.setCancelButtonText("Cancel")
+        progress.canceled.connect(self.models.cancel_load)
+
+    def load_finished(self, ok: bool, message: str) -> None:
+        if ok:  # a refused key or an unreachable server said before no longer holds
+            self.window.banner.engine_works()
+        else:
+            self.window.banner.engine_failed(message)
+        if self.progress is not None:
+            self.progress.close()
+            self.progress.deleteLater()
+            self.progress = None
+        panel = self.window.settings_panel
+        panel.set_loading(False)
+        self.window.send_button.setEnabled(not self.controller.busy)
+        if self.models.model_name:
+            self.model_changed(
+                self.models.model_name, self.models.model_path, self.models.speculation
+            )
+        elif not ok:
+            panel.show_no_model(message)
