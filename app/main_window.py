@@ -80,12 +80,10 @@ class MainWindow(QMainWindow):
         column = QVBoxLayout(central)
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(0)
-        self.speculation_bar = SpeculationBar()
-        column.addWidget(self.speculation_bar)
-        self.banner = Banner()
-        column.addWidget(self.banner)
+        self.speculation_bar, self.banner = SpeculationBar(), Banner()
         self.system_prompt_bar = SystemPromptBar(self.controller)
-        column.addWidget(self.system_prompt_bar)
+        for part in (self.speculation_bar, self.banner, self.system_prompt_bar):
+            column.addWidget(part)
         self.transcript = TranscriptView()
         column.addWidget(self.transcript, 1)
         self.editing: int | None = None  # the question being edited, if any
