@@ -65,6 +65,21 @@ def unsaved(error: Exception, what: str, then: str) -> str:
     return f"{what} ({text}). {fix}; {then}"
 
 
+def chat_turns(messages: list[Message]) -> list[dict]:
+    """The chat as the engine gets it: one turn per message with text, a run of messages
+    of one role (left by a deleted message or a failed answer) joined into one turn, so a
+    template that insists on alternating user and assistant turns takes every chat."""
+    turns: list[dict] = []
+    for message in messages:
+        if not message.content:
+            continue
+        if turns and turns[-1]["role"] == message.role:
+            turns[-1]["content"] += "\n\n" + message.content
+        else:
+            turns.append({"role": message.role, "content": message.content})
+    return turns
+
+
 class Answer:
     """The assistant message being written: text with provenance, live numbers, state."""
 
@@ -460,7 +475,7 @@ class ChatController(QObject):
     def _start_answer(
         self, temperature: float | None = None, continuing: Message | None = None
     ) -> asyncio.Task:
-        turns = [{"role": m.role, "content": m.content} for m in self.messages if m.content]
+        turns = chat_turns(self.messages)
         settings = self._chat_settings()
         if temperature is not None:
             settings = replace(settings, temperature=temperature)
@@ -691,7 +706,7 @@ class ChatController(QObject):
             return self._spawn(
                 self._replay_recorded(message_id, earlier, tokens, ended, configs, greedy)
             )
-        turns = [{"role": m.role, "content": m.content} for m in self.messages[:index] if m.content]
+        turns = chat_turns(self.messages[:index])
         try:
             stream = self.models.service.replay(
                 self._chat_settings().request(turns), tokens, ended, configs, greedy

@@ -19,6 +19,11 @@ from engine.stats import (
 )
 
 NOT_MEASURED = "speed-up not measured yet"
+EDITED = "edited"  # the finish reason of an answer whose text the person changed
+EDITED_DETAILS = (
+    "You edited this answer. Its highlights and speed figures belonged to the text the "
+    "model wrote, so they were dropped."
+)
 
 
 class LiveStats:
@@ -92,7 +97,9 @@ def speedup_phrase(stats: dict) -> str:
 def footer_text(tokens: int, stats: dict, timing: dict, finish_reason: str | None = None) -> str:
     """The answer's line under it, to read at a glance: '≈2.1× faster than plain · 3.4
     tokens/pass · 62% of drafts accepted', then 'stopped' or 'max tokens reached' when so.
-    Every other figure is in ``footer_details``."""
+    Every other figure is in ``footer_details``. An edited answer says 'edited' only."""
+    if finish_reason == EDITED:
+        return EDITED
     stats, _ = stored_figures(stats)
     if not stats.get("passes"):  # no figures (or damaged ones): 'N tokens' and no more
         parts = [summary_parts(stats, timing, None, tokens)[0]]
@@ -111,4 +118,6 @@ def footer_text(tokens: int, stats: dict, timing: dict, finish_reason: str | Non
 def footer_details(tokens: int, stats: dict, timing: dict, finish_reason: str | None = None) -> str:
     """Every figure of the answer, one a line (the footer's tooltip): the engine's
     ``summary_parts``."""
+    if finish_reason == EDITED:
+        return EDITED_DETAILS
     return "\n".join(summary_parts(stats, timing, finish_reason, tokens))

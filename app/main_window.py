@@ -29,6 +29,7 @@ from .gauge import SpeculationBar
 from .gauge_presenter import GaugePresenter, on_screen
 from .help import HelpDialog, show_about
 from .inspector import Inspector
+from .message_actions import MessageMenu
 from .model_presenter import ModelPresenter
 from .models_view import DownloadBar
 from .server_dialog import ServerDialog
@@ -61,6 +62,7 @@ class MainWindow(QMainWindow):
         self._connect_signals()  # before the presenters': the transcript updates first
         self.model_presenter = ModelPresenter(self, controller)
         self.gauges = GaugePresenter(self, controller)
+        self.message_menu = MessageMenu(self, controller)  # edit, delete, fork any message
         self.model_presenter.add_menu(self.model_menu)
 
         self.settings_panel.set_settings(controller.settings)
@@ -88,7 +90,6 @@ class MainWindow(QMainWindow):
         column.addWidget(self.transcript, 1)
         self.editing: int | None = None  # the question being edited, if any
         self.edit_bar = EditBar()
-        self.cancel_edit_button = self.edit_bar.cancel_button
         column.addWidget(self.edit_bar)
         composer = Composer()
         self.input = composer.input
@@ -203,7 +204,7 @@ class MainWindow(QMainWindow):
         self.transcript.continueRequested.connect(self.continue_answer)
         self.transcript.versionRequested.connect(c.show_version)
         self.transcript.editRequested.connect(self.start_edit)
-        self.cancel_edit_button.clicked.connect(self.cancel_edit)
+        self.edit_bar.cancel_button.clicked.connect(self.cancel_edit)
         c.sessionsChanged.connect(self.refresh_sessions)
         c.sessionOpened.connect(self.show_session)
         c.messageAdded.connect(self.message_added)

@@ -473,6 +473,86 @@ class Store:
                     (session_id, row[0], message_id),
                 )
 
+    def delete_message(self, message_id: int) -> None:
+        """Remove one message (its tokens too): what followed it now follows the message
+        before it, and the branch shown there goes on through it."""
+        row = self.db.execute(
+            "SELECT m.session_id, l.parent_id FROM messages m "
+            "LEFT JOIN message_links l ON l.message_id = m.id WHERE m.id = ?",
+            (message_id,),
+        ).fetchone()
+        if row is None:
+            return
+        session_id, parent = row
+        if parent is None:  # unlinked: it follows the message before it (see ``messages``)
+            parent = self.db.execute(
+                "SELECT coalesce(max(id), 0) FROM messages WHERE session_id = ? AND id < ?",
+                (session_id, message_id),
+            ).fetchone()[0]
+        after = self.db.execute(  # the next message, if it is unlinked it follows this one
+            "SELECT min(id) FROM messages WHERE session_id = ? AND id > ?",
+            (session_id, message_id),
+        ).fetchone()[0]
+        with self._writing():
+            if after is not None:
+                self.db.execute(
+                    "INSERT OR IGNORE INTO message_links VALUES (?, ?)", (after, message_id)
+                )
+            self.db.execute(
+                "UPDATE message_links SET parent_id = ? WHERE parent_id = ?", (parent, message_id)
+            )
+            chosen = self.db.execute(
+                "SELECT child_id FROM branch_choices WHERE session_id = ? AND parent_id = ?",
+                (session_id, message_id),
+            ).fetchone()
+            self.db.execute(
+                "DELETE FROM branch_choices WHERE session_id = ? AND parent_id = ?",
+                (session_id, message_id),
+            )
+            if chosen is not None:
+                self.db.execute(
+                    "UPDATE branch_choices SET child_id = ? "
+                    "WHERE session_id = ? AND parent_id = ? AND child_id = ?",
+                    (chosen[0], session_id, parent, message_id),
+                )
+            self.db.execute("DELETE FROM branch_choices WHERE child_id = ?", (message_id,))
+            self.db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
+
+    def fork_chat(self, session_id: str, message_ids: list[int], title: str) -> Session:
+        """A new chat holding copies of ``message_ids`` of ``session_id``, one after
+        another (tokens and figures included), and the chat's own system prompt."""
+        now = time.time()
+        fork = Session(uuid.uuid4().hex, title, now, now)
+        with self._writing():
+            self.db.execute("INSERT INTO sessions VALUES (?, ?, ?, ?)", (fork.id, title, now, now))
+            parent = 0
+            for message_id in message_ids:
+                copied = self.db.execute(
+                    "INSERT INTO messages (session_id, role, content, finish_reason, model, "
+                    "stats, timing, created) SELECT ?, role, content, finish_reason, model, "
+                    "stats, timing, created FROM messages WHERE id = ? AND session_id = ?",
+                    (fork.id, message_id, session_id),
+                )
+                if copied.rowcount != 1:
+                    continue  # not a message of that chat
+                copy = copied.lastrowid
+                self.db.execute(
+                    "INSERT INTO tokens SELECT ?, idx, token, start, end, from_draft, "
+                    "pass_index, draft_position, drafter FROM tokens WHERE message_id = ?",
+                    (copy, message_id),
+                )
+                self.db.execute("INSERT INTO message_links VALUES (?, ?)", (copy, parent))
+                self.db.execute(
+                    "INSERT INTO branch_choices VALUES (?, ?, ?)", (fork.id, parent, copy)
+                )
+                parent = copy
+            self.db.execute(
+                "INSERT INTO chat_system_prompts SELECT ?, text FROM chat_system_prompts "
+                "WHERE session_id = ?",
+                (fork.id, session_id),
+            )
+        return fork
+
     def messages(self, session_id: str) -> list[Message]:
         """The chat as shown: from the first message, each step the chosen (else newest)
         of the messages that follow; each carries its alternatives in ``versions``."""

@@ -129,6 +129,7 @@ class MessageView(QFrame):
     continueRequested = Signal()  # go on with an answer cut at its token limit or stopped
     versionRequested = Signal(int, int)  # message id, -1 previous / +1 next
     editRequested = Signal(int, str)  # message id, its text
+    menuRequested = Signal(object, object)  # MessageView; QPoint on its text, None: the ⋯
 
     def __init__(self, role: str, parent=None):
         super().__init__(parent)
@@ -199,12 +200,17 @@ class MessageView(QFrame):
         actions.addWidget(self.inspect_button)
         actions.addWidget(self.continue_button)
         actions.addWidget(self.regenerate_button)
+        self.more_button = self._tool("⋯", "More: edit, delete, fork the chat from here")
+        self.more_button.clicked.connect(lambda: self.menuRequested.emit(self, None))
+        actions.addWidget(self.more_button)  # the entries: app.message_actions
         self.inspect_button.setVisible(role == "assistant")
         self.regenerate_button.setVisible(False)
         self.continue_button.setVisible(False)
         layout.addLayout(header)
         self.body = MessageBody(self)
         self.body.codeCopyRequested.connect(self.copyRequested)
+        self.body.setContextMenuPolicy(Qt.CustomContextMenu)  # the text's menu gains the ⋯'s
+        self.body.customContextMenuRequested.connect(lambda at: self.menuRequested.emit(self, at))
         layout.addWidget(self.body)
         self.footer = QLabel()
         self.footer.setObjectName("messageFooter")
@@ -362,6 +368,7 @@ class TranscriptView(QScrollArea):
     variedRequested = Signal()
     versionRequested = Signal(int, int)
     editRequested = Signal(int, str)
+    menuRequested = Signal(object, object)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -553,6 +560,7 @@ class TranscriptView(QScrollArea):
         view.continueRequested.connect(self.continueRequested)
         view.versionRequested.connect(self.versionRequested)
         view.editRequested.connect(self.editRequested)
+        view.menuRequested.connect(self.menuRequested)
         if older:
             self.layout_.insertWidget(1, view)  # below the (hidden) placeholder
             self._views.insert(0, view)

@@ -1,0 +1,238 @@
+"""Edit, delete and fork from any message of the open chat (the card's "⋯" menu).
+
+``MessageActions`` changes the chat through the controller's store and tells the views
+with the controller's signals; ``MessageMenu`` is the menu on each card (its "⋯" button,
+or a right-click / the Menu key on its text) and the dialogs it asks with.
+
+- Editing a question puts it in the composer: sending it branches the chat there (the
+  controller's ``edit``). Editing an answer replaces its text in place. Its highlights
+  and figures described the tokens the model wrote, so they are dropped, and its finish
+  reason becomes ``EDITED`` (the footer says "edited"). Later questions get it as edited.
+- Deleting removes just that message, as LM Studio does: what followed it follows the
+  message before it. Two messages of one role can then stand in a row. ``chat_turns``
+  joins such a run into one turn, so a chat template that insists on alternating user and
+  assistant turns still takes the chat (``app.controller.chat_turns``).
+- Forking copies the chat as shown, up to and including the message, with its system
+  prompt, into a new chat titled "<title> (fork)", and opens it. The original is
+  untouched.
+
+Editing and deleting wait for no one: while an answer is being written they are refused
+with a line in the banner (the answer's place in the chat must not move under it).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from PySide6.QtCore import QObject, QPoint, Qt
+from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QLabel,
+    QMenu,
+    QMessageBox,
+    QPlainTextEdit,
+    QVBoxLayout,
+)
+
+from .controller import unsaved
+from .livestats import EDITED
+from .provenance import Provenance
+from .store import Message, Session
+
+BUSY = "Wait for the answer to finish, or stop it, before editing or deleting messages."
+FORK_SUFFIX = " (fork)"
+
+
+class MessageActions(QObject):
+    """Edit an answer, delete a message, fork the chat (the open chat's messages)."""
+
+    def __init__(self, controller, parent=None):
+        super().__init__(parent)
+        self.controller = controller
+
+    def _find(self, message_id: int) -> int | None:
+        return next((i for i, m in enumerate(self.controller.messages) if m.id == message_id), None)
+
+    def _refused(self) -> bool:
+        if self.controller.busy:
+            self.controller.problem.emit(BUSY)
+            return True
+        return False
+
+    def _reload(self) -> None:
+        c = self.controller
+        c.messages = c.store.messages(c.session.id)
+        c.sessionOpened.emit(c.session)
+        c.sessionsChanged.emit()
+
+    def _failed(self, error: Exception, what: str) -> None:
+        self.controller.problem.emit(
+            unsaved(error, f"{what}: the chat history could not be changed", "then try again.")
+        )
+
+    def edit_answer(self, message_id: int, text: str) -> bool:
+        """Replace an answer's text with ``text``; False (the banner says why) when not."""
+        index = self._find(message_id)
+        if index is None or self._refused():
+            return False
+        message = self.controller.messages[index]
+        if message.role != "assistant" or not text.strip() or text == message.content:
+            return False
+        edited = Message(
+            id=message.id,
+            session_id=message.session_id,
+            role="assistant",
+            content=text,
+            finish_reason=EDITED,
+            model=message.model,
+            provenance=Provenance.from_tokens(text, []),
+        )
+        try:
+            self.controller.store.update_message(edited)
+        except (sqlite3.Error, OSError) as error:
+            self._failed(error, "The answer was not changed")
+            return False
+        self._reload()
+        return True
+
+    def delete(self, message_id: int) -> bool:
+        """Delete one message of the open chat; False (the banner says why) when not."""
+        if self._find(message_id) is None or self._refused():
+            return False
+        try:
+            self.controller.store.delete_message(message_id)
+        except (sqlite3.Error, OSError) as error:
+            self._failed(error, "The message was not deleted")
+            return False
+        self._reload()
+        return True
+
+    def fork(self, message_id: int) -> Session | None:
+        """A new chat with the open chat's messages up to and including ``message_id``,
+        opened; None (the banner says why) when it could not be made."""
+        c = self.controller
+        index = self._find(message_id)
+        if index is None:
+            return None
+        upto = [m.id for m in c.messages[: index + 1] if m.id is not None]
+        try:
+            fork = c.store.fork_chat(c.session.id, upto, c.session.title + FORK_SUFFIX)
+        except (sqlite3.Error, OSError) as error:
+            self._failed(error, "The chat was not forked")
+            return None
+        c.open_session(fork.id)
+        c.sessionsChanged.emit()
+        return fork
+
+
+class MessageMenu(QObject):
+    """The card's menu: Edit, Delete, Fork chat from here (``MessageActions``)."""
+
+    def __init__(self, window, controller):
+        super().__init__(window)
+        self.window = window
+        self.controller = controller
+        self.actions = MessageActions(controller, self)
+        window.transcript.menuRequested.connect(self.show_menu)
+
+    def menu_for(self, view, extra: QMenu | None = None) -> QMenu:
+        """The menu for a card (``extra``: the text's own menu, Copy and Select all, that
+        the entries join)."""
+        menu = extra or QMenu(self.window)
+        menu.setObjectName("messageMenu")
+        if extra is not None:
+            menu.addSeparator()
+        idle = not self.controller.busy
+        stored = view.message_id is not None and not view.streaming
+        what = "question" if view.role == "user" else "answer"
+        entries = (
+            (f"Edit {what}…", lambda: self.edit(view), idle),
+            (f"Delete {what}…", lambda: self.delete(view), idle),
+            ("Fork chat from here", lambda: self.fork(view), True),
+        )
+        for text, slot, enabled in entries:
+            action = menu.addAction(text, slot)
+            action.setEnabled(stored and enabled)
+        if not idle:
+            note = menu.addAction("(editing waits until the answer is written)")
+            note.setEnabled(False)
+        return menu
+
+    def show_menu(self, view, where: QPoint | None) -> None:
+        """Pop the menu under the card's "⋯" button, or at ``where`` (a right-click or the
+        Menu key on the text, with the text's own entries)."""
+        if where is None:
+            menu = self.menu_for(view)
+            where = view.more_button.mapToGlobal(view.more_button.rect().bottomLeft())
+        else:
+            menu = self.menu_for(view, view.body.createStandardContextMenu(where))
+            where = view.body.viewport().mapToGlobal(where)
+        menu.setAttribute(Qt.WA_DeleteOnClose)
+        menu.popup(where)
+
+    # the entries --------------------------------------------------------------------------
+    def edit(self, view) -> None:
+        if view.role == "user":
+            self.window.start_edit(view.message_id, view.text)
+            return
+        text = self.ask_edited_answer(view.text)
+        if text is not None:
+            self.actions.edit_answer(view.message_id, text)
+
+    def delete(self, view) -> None:
+        what = "question" if view.role == "user" else "answer"
+        if self.confirm_delete_message(what, view.text):
+            self.actions.delete(view.message_id)
+
+    def fork(self, view) -> None:
+        if self.actions.fork(view.message_id) is not None:
+            self.window.input.setFocus()
+
+    # asking (tests replace these) ---------------------------------------------------------
+    def confirm_delete_message(self, what: str, text: str) -> bool:
+        start = " ".join(text.split())
+        start = start if len(start) <= 80 else start[:79] + "…"
+        box = QMessageBox(
+            QMessageBox.Warning,
+            f"Delete {what}",
+            f"Delete this {what} (“{start}”)? The messages after it stay. This cannot be undone.",
+            QMessageBox.Cancel,
+            self.window,
+        )
+        box.setObjectName("confirmDeleteMessage")
+        delete = box.addButton("Delete", QMessageBox.DestructiveRole)
+        box.setDefaultButton(QMessageBox.Cancel)
+        box.exec()
+        return box.clickedButton() is delete
+
+    def ask_edited_answer(self, text: str) -> str | None:
+        dialog = AnswerEditor(text, self.window)
+        return dialog.editor.toPlainText() if dialog.exec() == QDialog.Accepted else None
+
+
+class AnswerEditor(QDialog):
+    """An answer's text to change; Save (Ctrl+Enter) or Cancel (Esc)."""
+
+    def __init__(self, text: str, parent=None):
+        super().__init__(parent)
+        self.setObjectName("answerEditor")
+        self.setWindowTitle("Edit answer")
+        self.resize(640, 420)
+        column = QVBoxLayout(self)
+        note = QLabel(
+            "The edited text replaces the answer and is what the model reads next. Its "
+            "highlights and speed figures belong to the text the model wrote, so they go."
+        )
+        note.setWordWrap(True)
+        column.addWidget(note)
+        self.editor = QPlainTextEdit(text)
+        column.addWidget(self.editor, 1)
+        buttons = QDialogButtonBox(QDialogButtonBox.Save | QDialogButtonBox.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        column.addWidget(buttons)
+        for keys in ("Ctrl+Return", "Ctrl+Enter"):
+            QShortcut(QKeySequence(keys), self, self.accept)
+        self.editor.setFocus()

@@ -1,0 +1,180 @@
+"""Issue 44: edit or delete any message, assistant ones included, and fork a chat from any
+message (the card's "⋯" menu, ``app.message_actions``). Views fed scripted engine events."""
+
+from __future__ import annotations
+
+import asyncio
+
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtWidgets import QApplication, QMenu
+
+from app.livestats import EDITED
+from app.message_actions import BUSY
+from app.render import highlighted_positions
+from app.store import Store
+
+from .scripted_engine import answer_events
+from .test_app_views import SIMPLE, app, ask, loop, plain, texts, wait  # noqa: F401
+
+
+def entry(menu: QMenu, text: str):
+    [action] = [a for a in menu.actions() if a.text() == text]
+    return action
+
+
+def open_menu(qtbot, view) -> QMenu:
+    """The card's menu as the keyboard opens it: Tab to "⋯", then Space."""
+    view.more_button.setFocus()
+    qtbot.keyClick(view.more_button, Qt.Key_Space)
+    qtbot.waitUntil(lambda: isinstance(QApplication.activePopupWidget(), QMenu))
+    return QApplication.activePopupWidget()
+
+
+def choose(qtbot, view, text: str) -> None:
+    menu = open_menu(qtbot, view)
+    action = entry(menu, text)
+    menu.close()
+    action.trigger()
+
+
+def test_an_edited_answer_loses_its_highlights_and_is_what_the_model_reads_next(app, qtbot):
+    window = app.window
+    ask(qtbot, app, "first question", answer_events(SIMPLE))
+    answer = window.transcript.views[-1]
+    assert highlighted_positions(answer.body.document())  # the run's accepted drafts
+    window.message_menu.ask_edited_answer = lambda text: "Hello, edited friend."
+    choose(qtbot, answer, "Edit answer…")
+
+    answer = window.transcript.views[-1]
+    assert answer.text == "Hello, edited friend." and answer.footer.text() == EDITED
+    assert highlighted_positions(answer.body.document()) == []
+    [stored] = [m for m in app.store.messages(app.controller.session.id) if m.role == "assistant"]
+    assert stored.content == "Hello, edited friend." and stored.finish_reason == EDITED
+    assert stored.provenance.tokens == [] and stored.stats == {}
+
+    ask(qtbot, app, "second question", plain("ok"))
+    assert app.scripted.requests[-1].messages[-3:] == [
+        {"role": "user", "content": "first question"},
+        {"role": "assistant", "content": "Hello, edited friend."},
+        {"role": "user", "content": "second question"},
+    ]
+
+
+def test_a_deleted_message_is_gone_after_a_restart_and_the_chat_stays_valid(app, qtbot):
+    window = app.window
+    ask(qtbot, app, "one", plain("answer one"))
+    ask(qtbot, app, "two", plain("answer two"))
+    asked = []
+    window.message_menu.confirm_delete_message = lambda what, text: asked.append(text) or False
+    choose(qtbot, window.transcript.views[1], "Delete answer…")
+    assert asked == ["answer one"] and len(texts(window)) == 4  # Cancel keeps it
+
+    window.message_menu.confirm_delete_message = lambda what, text: True
+    choose(qtbot, window.transcript.views[1], "Delete answer…")
+    expected = [("user", "one"), ("user", "two"), ("assistant", "answer two")]
+    assert texts(window) == expected
+    session_id = app.controller.session.id
+    restarted = Store(app.store.path)
+    try:
+        assert [(m.role, m.content) for m in restarted.messages(session_id)] == expected
+    finally:
+        restarted.close()
+
+    # two questions in a row reach the engine as one turn (strict templates alternate)
+    ask(qtbot, app, "three", plain("answer three"))
+    assert app.scripted.requests[-1].messages[-3:] == [
+        {"role": "user", "content": "one\n\ntwo"},
+        {"role": "assistant", "content": "answer two"},
+        {"role": "user", "content": "three"},
+    ]
+
+
+def test_deleting_a_shown_version_shows_the_other_and_keeps_what_follows(app, qtbot):
+    window = app.window
+    ask(qtbot, app, "one", plain("first try"))
+    app.scripted.queue(plain("second try"))
+    wait(qtbot, window.regenerate())
+    ask(qtbot, app, "two", plain("answer two"))
+    window.message_menu.confirm_delete_message = lambda what, text: True
+    choose(qtbot, window.transcript.views[0], "Delete question…")
+    assert texts(window) == [
+        ("assistant", "second try"),
+        ("user", "two"),
+        ("assistant", "answer two"),
+    ]
+    choose(qtbot, window.transcript.views[0], "Delete answer…")
+    assert texts(window) == [("user", "two"), ("assistant", "answer two")]
+
+
+def test_fork_copies_the_chat_up_to_a_message_and_opens_it(app, qtbot):
+    window, controller = app.window, app.controller
+    controller.set_system_prompt("Answer in French.")
+    ask(qtbot, app, "one", answer_events(SIMPLE))
+    ask(qtbot, app, "two", plain("answer two"))
+    original = controller.session
+    before = [(m.role, m.content) for m in app.store.messages(original.id)]
+    tokens = [t.token for t in controller.messages[1].provenance.tokens]
+
+    choose(qtbot, window.transcript.views[1], "Fork chat from here")
+    fork = controller.session
+    assert fork.id != original.id and fork.title == "one (fork)"
+    assert texts(window) == [("user", "one"), ("assistant", "Hello there, friend.")]
+    assert [t.token for t in controller.messages[1].provenance.tokens] == tokens
+    assert highlighted_positions(window.transcript.views[1].body.document())
+    assert controller.system_prompt == "Answer in French."
+    assert app.store.system_prompt(fork.id) == "Answer in French."
+    assert [(m.role, m.content) for m in app.store.messages(original.id)] == before
+    assert window.sessions_panel.list.count() == 2
+
+    ask(qtbot, app, "three", plain("answer three"))  # the fork goes on by itself
+    assert [m["content"] for m in app.scripted.requests[-1].messages] == [
+        "Answer in French.",
+        "one",
+        "Hello there, friend.",
+        "three",
+    ]
+    assert len(app.store.messages(original.id)) == 4
+
+
+def test_editing_or_deleting_while_an_answer_is_written_is_refused(app, qtbot):
+    window, controller = app.window, app.controller
+    ask(qtbot, app, "one", plain("answer one"))
+    gate = asyncio.Event()
+    events = plain("answer two")
+    app.scripted.queue(events[:2] + [gate] + events[2:])  # held after its first token
+    task = window.send("two")
+    qtbot.waitUntil(lambda: controller.answer is not None and controller.answer.text != "")
+    first_answer = window.transcript.views[1]
+    menu = open_menu(qtbot, first_answer)
+    assert not entry(menu, "Edit answer…").isEnabled()
+    assert not entry(menu, "Delete answer…").isEnabled()
+    assert entry(menu, "Fork chat from here").isEnabled()
+    menu.close()
+    actions = window.message_menu.actions
+    assert not actions.edit_answer(first_answer.message_id, "changed")
+    assert not actions.delete(first_answer.message_id)
+    assert window.banner.messages[-1] == BUSY
+    gate.set()
+    wait(qtbot, task)
+    stored = [(m.role, m.content) for m in app.store.messages(controller.session.id)]
+    assert stored == [
+        ("user", "one"),
+        ("assistant", "answer one"),
+        ("user", "two"),
+        ("assistant", "answer two"),
+    ]
+
+
+def test_the_text_menu_keeps_copy_and_edits_a_question_in_the_composer(app, qtbot):
+    window = app.window
+    ask(qtbot, app, "a question", plain("an answer"))
+    question = window.transcript.views[0]
+    question.body.customContextMenuRequested.emit(QPoint(4, 4))  # right-click or Menu key
+    qtbot.waitUntil(lambda: isinstance(QApplication.activePopupWidget(), QMenu))
+    menu = QApplication.activePopupWidget()
+    names = [a.text().replace("&", "").split("\t")[0] for a in menu.actions()]
+    assert "Select All" in names and "Edit question…" in names
+    action = entry(menu, "Edit question…")
+    menu.close()
+    action.trigger()
+    assert window.edit_bar.isVisible() and window.input.toPlainText() == "a question"
