@@ -167,7 +167,9 @@ class MessageMenu(QObject):
             menu = self.menu_for(view)
             where = view.more_button.mapToGlobal(view.more_button.rect().bottomLeft())
         else:
-            menu = self.menu_for(view, view.body.createStandardContextMenu(where))
+            own = view.body.createStandardContextMenu(where)
+            own.setParent(self.window, own.windowFlags())  # styled as the window's menus
+            menu = self.menu_for(view, own)
             where = view.body.viewport().mapToGlobal(where)
         menu.setAttribute(Qt.WA_DeleteOnClose)
         menu.popup(where)

@@ -36,7 +36,7 @@ from . import theme
 from .code_blocks import COPY_SCHEME
 from .continuable import can_go_on, continue_tip
 from .flow_layout import FlowLayout
-from .livestats import footer_details, footer_text
+from .livestats import EDITED, footer_details, footer_text
 from .provenance import Provenance
 from .render import RenderMap, render
 from .settings import VARIED_TEMPERATURE
@@ -276,6 +276,7 @@ class MessageView(QFrame):
         self.finish_reason = message.finish_reason
         self.message_id = message.id
         self.streaming = False
+        self.inspect_button.setVisible(self.role == "assistant" and self.finish_reason != EDITED)
         self.refresh()
         self.set_versions(list(message.versions))
 

@@ -3,9 +3,9 @@ built-in model, to look at after a change to the views:
 
     QT_QPA_PLATFORM=offscreen python -m tests.screenshot_matrix --out /tmp/shots
 
-Per size and theme: an answer stopped at Max tokens (Continue shown), the settings panel, the
-chat list, a replay overlay in the inspector, a download in the status bar, and the Installed
-models dialog. Each size and theme runs in a process of its own, with throw-away data and
+Per size and theme: an answer stopped at Max tokens (Continue shown), its card's ⋯ menu, the
+settings panel, the chat list, a replay overlay in the inspector, a download in the status bar,
+and the Installed models dialog. Each size and theme runs in a process of its own, with throw-away data and
 settings folders.
 """
 
@@ -36,6 +36,9 @@ async def settle(rounds: int = 6) -> None:
 
 
 async def capture(width: int, theme: str, out: str) -> None:
+    from PySide6.QtGui import QPainter
+    from PySide6.QtWidgets import QApplication
+
     from app.__main__ import Application, _save
     from app.downloads import DownloadMeter
     from app.models_view import InstalledModelsDialog
@@ -57,6 +60,15 @@ async def capture(width: int, theme: str, out: str) -> None:
         _save(window, f"{out}/{width}-{theme}-{state}.png")
 
     save("answer")
+    window.transcript.views[-1].more_button.click()  # the card's menu: edit, delete, fork
+    await settle()
+    menu = QApplication.activePopupWidget()
+    shot = window.grab()
+    painter = QPainter(shot)
+    painter.drawPixmap(window.mapFromGlobal(menu.pos()), menu.grab())
+    painter.end()
+    shot.save(f"{out}/{width}-{theme}-menu.png")
+    menu.close()
     window.show_settings()
     await settle()
     save("settings")

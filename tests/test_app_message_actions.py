@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QApplication, QMenu
 from app.livestats import EDITED
 from app.message_actions import BUSY
 from app.render import highlighted_positions
-from app.store import Store
+from app.store import Message, Store
 
 from .scripted_engine import answer_events
 from .test_app_views import SIMPLE, app, ask, loop, plain, texts, wait  # noqa: F401
@@ -48,6 +48,7 @@ def test_an_edited_answer_loses_its_highlights_and_is_what_the_model_reads_next(
     answer = window.transcript.views[-1]
     assert answer.text == "Hello, edited friend." and answer.footer.text() == EDITED
     assert highlighted_positions(answer.body.document()) == []
+    assert answer.inspect_button.isHidden()  # no figures left to inspect
     [stored] = [m for m in app.store.messages(app.controller.session.id) if m.role == "assistant"]
     assert stored.content == "Hello, edited friend." and stored.finish_reason == EDITED
     assert stored.provenance.tokens == [] and stored.stats == {}
@@ -178,3 +179,17 @@ def test_the_text_menu_keeps_copy_and_edits_a_question_in_the_composer(app, qtbo
     menu.close()
     action.trigger()
     assert window.edit_bar.isVisible() and window.input.toPlainText() == "a question"
+
+
+def test_deleting_from_a_chat_written_before_branches_keeps_its_order(tmp_path):
+    store = Store(tmp_path / "history.sqlite3")
+    session = store.create_session()
+    ids = [  # unlinked messages: each follows the one before it
+        store.add_message(Message(None, session.id, role, text)).id
+        for role, text in (("user", "a"), ("assistant", "b"), ("user", "c"), ("assistant", "d"))
+    ]
+    store.delete_message(ids[1])
+    assert [m.content for m in store.messages(session.id)] == ["a", "c", "d"]
+    store.delete_message(ids[0])
+    assert [m.content for m in store.messages(session.id)] == ["c", "d"]
+    store.close()
