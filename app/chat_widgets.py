@@ -8,6 +8,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QMessageBox,
     QPlainTextEdit,
     QPushButton,
     QToolButton,
@@ -121,3 +122,13 @@ class Banner(QFrame):
         if self.label.text() in self.engine_failures:
             self.hide()
         self.engine_failures.clear()
+
+
+def ask_to_delete(parent, title: str, question: str) -> bool:
+    """Ask ``question`` with Delete and Cancel (the default); True when Delete was pressed."""
+    box = QMessageBox(QMessageBox.Warning, title, question, QMessageBox.Cancel, parent)
+    box.setObjectName("confirmDelete")
+    delete = box.addButton("Delete", QMessageBox.DestructiveRole)
+    box.setDefaultButton(QMessageBox.Cancel)
+    box.exec()
+    return box.clickedButton() is delete

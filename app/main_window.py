@@ -15,13 +15,12 @@ from PySide6.QtWidgets import (
     QInputDialog,
     QLabel,
     QMainWindow,
-    QMessageBox,
     QVBoxLayout,
     QWidget,
 )
 
 from . import theme
-from .chat_widgets import Banner, Composer, EditBar
+from .chat_widgets import Banner, Composer, EditBar, ask_to_delete
 from .context_meter import ContextMeter
 from .controller import ChatController
 from .export import FORMATS
@@ -312,18 +311,8 @@ class MainWindow(QMainWindow):
         return path or None
 
     def confirm_delete(self, title: str) -> bool:
-        box = QMessageBox(
-            QMessageBox.Warning,
-            "Delete chat",
-            f"Delete “{title}” and all its messages? This cannot be undone.",
-            QMessageBox.Cancel,
-            self,
-        )
-        box.setObjectName("confirmDelete")
-        delete = box.addButton("Delete", QMessageBox.DestructiveRole)
-        box.setDefaultButton(QMessageBox.Cancel)
-        box.exec()
-        return box.clickedButton() is delete
+        question = f"Delete “{title}” and all its messages? This cannot be undone."
+        return ask_to_delete(self, "Delete chat", question)
 
     def ask_text(self, title: str, label: str, text: str = "") -> str | None:
         value, ok = QInputDialog.getText(self, title, label, text=text)

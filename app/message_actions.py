@@ -31,11 +31,11 @@ from PySide6.QtWidgets import (
     QDialogButtonBox,
     QLabel,
     QMenu,
-    QMessageBox,
     QPlainTextEdit,
     QVBoxLayout,
 )
 
+from .chat_widgets import ask_to_delete
 from .controller import unsaved
 from .livestats import EDITED
 from .provenance import Provenance
@@ -43,6 +43,7 @@ from .store import Message, Session
 
 BUSY = "Wait for the answer to finish, or stop it, before editing or deleting messages."
 FORK_SUFFIX = " (fork)"
+QUOTED = 80  # characters of a message quoted in the delete question (about one line)
 
 
 class MessageActions(QObject):
@@ -67,6 +68,17 @@ class MessageActions(QObject):
         c.sessionOpened.emit(c.session)
         c.sessionsChanged.emit()
 
+    def _change(self, write, what: str) -> bool:
+        """Run ``write`` on the store and show the chat as it is now; False (the banner says
+        ``what`` did not happen, and why) when the store failed."""
+        try:
+            write()
+        except (sqlite3.Error, OSError) as error:
+            self._failed(error, what)
+            return False
+        self._reload()
+        return True
+
     def _failed(self, error: Exception, what: str) -> None:
         self.controller.problem.emit(
             unsaved(error, f"{what}: the chat history could not be changed", "then try again.")
@@ -89,25 +101,15 @@ class MessageActions(QObject):
             model=message.model,
             provenance=Provenance.from_tokens(text, []),
         )
-        try:
-            self.controller.store.update_message(edited)
-        except (sqlite3.Error, OSError) as error:
-            self._failed(error, "The answer was not changed")
-            return False
-        self._reload()
-        return True
+        store = self.controller.store
+        return self._change(lambda: store.update_message(edited), "The answer was not changed")
 
     def delete(self, message_id: int) -> bool:
         """Delete one message of the open chat; False (the banner says why) when not."""
         if self._find(message_id) is None or self._refused():
             return False
-        try:
-            self.controller.store.delete_message(message_id)
-        except (sqlite3.Error, OSError) as error:
-            self._failed(error, "The message was not deleted")
-            return False
-        self._reload()
-        return True
+        store = self.controller.store
+        return self._change(lambda: store.delete_message(message_id), "The message was not deleted")
 
     def fork(self, message_id: int) -> Session | None:
         """A new chat with the open chat's messages up to and including ``message_id``,
@@ -195,19 +197,12 @@ class MessageMenu(QObject):
     # asking (tests replace these) ---------------------------------------------------------
     def confirm_delete_message(self, what: str, text: str) -> bool:
         start = " ".join(text.split())
-        start = start if len(start) <= 80 else start[:79] + "…"
-        box = QMessageBox(
-            QMessageBox.Warning,
+        start = start if len(start) <= QUOTED else start[: QUOTED - 1] + "…"
+        return ask_to_delete(
+            self.window,
             f"Delete {what}",
             f"Delete this {what} (“{start}”)? The messages after it stay. This cannot be undone.",
-            QMessageBox.Cancel,
-            self.window,
         )
-        box.setObjectName("confirmDeleteMessage")
-        delete = box.addButton("Delete", QMessageBox.DestructiveRole)
-        box.setDefaultButton(QMessageBox.Cancel)
-        box.exec()
-        return box.clickedButton() is delete
 
     def ask_edited_answer(self, text: str) -> str | None:
         dialog = AnswerEditor(text, self.window)
