@@ -158,7 +158,7 @@ class MessageMenu(QObject):
             action = menu.addAction(text, slot)
             action.setEnabled(stored and enabled)
         if not idle:
-            note = menu.addAction("(editing waits until the answer is written)")
+            note = menu.addAction("Edit and Delete work once the answer is written")
             note.setEnabled(False)
         return menu
 
@@ -187,8 +187,10 @@ class MessageMenu(QObject):
 
     def delete(self, view) -> None:
         what = "question" if view.role == "user" else "answer"
-        if self.confirm_delete_message(what, view.text):
-            self.actions.delete(view.message_id)
+        message_id = view.message_id
+        if self.confirm_delete_message(what, view.text) and self.actions.delete(message_id):
+            if self.window.editing == message_id:  # the question in the composer is gone
+                self.window.cancel_edit()
 
     def fork(self, view) -> None:
         if self.actions.fork(view.message_id) is not None:

@@ -201,6 +201,7 @@ class MessageView(QFrame):
         actions.addWidget(self.continue_button)
         actions.addWidget(self.regenerate_button)
         self.more_button = self._tool("⋯", "More: edit, delete, fork the chat from here")
+        self.more_button.setAccessibleName("More actions")
         self.more_button.clicked.connect(lambda: self.menuRequested.emit(self, None))
         actions.addWidget(self.more_button)  # the entries: app.message_actions
         self.inspect_button.setVisible(role == "assistant")

@@ -33,6 +33,7 @@ def entry(menu: QMenu, text: str):
 
 def open_menu(qtbot, view) -> QMenu:
     """The card's menu as the keyboard opens it: Tab to "⋯", then Space."""
+    assert view.more_button.focusPolicy() & Qt.TabFocus
     view.more_button.setFocus()
     qtbot.keyClick(view.more_button, Qt.Key_Space)
     qtbot.waitUntil(lambda: isinstance(QApplication.activePopupWidget(), QMenu))
@@ -188,6 +189,9 @@ def test_the_text_menu_keeps_copy_and_edits_a_question_in_the_composer(app, qtbo
     menu.close()
     action.trigger()
     assert window.edit_bar.isVisible() and window.input.toPlainText() == "a question"
+    window.message_menu.confirm_delete_message = lambda what, text: True
+    choose(qtbot, window.transcript.views[0], "Delete question…")  # the one being edited
+    assert not window.edit_bar.isVisible() and texts(window) == [("assistant", "an answer")]
 
 
 def test_deleting_from_a_chat_written_before_branches_keeps_its_order(tmp_path):
