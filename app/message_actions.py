@@ -9,15 +9,15 @@ or a right-click / the Menu key on its text) and the dialogs it asks with.
   and figures described the tokens the model wrote, so they are dropped, and its finish
   reason becomes ``EDITED`` (the footer says "edited"). Later questions get it as edited.
 - Deleting removes just that message, as LM Studio does: what followed it follows the
-  message before it. Two messages of one role can then stand in a row. ``chat_turns``
-  joins such a run into one turn, so a chat template that insists on alternating user and
-  assistant turns still takes the chat (``app.controller.chat_turns``).
+  message before it. Two messages of one role can then stand in a row;
+  ``app.controller.chat_turns`` joins such a run into one turn, so a chat template that
+  insists on alternating user and assistant turns still takes the chat.
 - Forking copies the chat as shown, up to and including the message, with its system
   prompt, into a new chat titled "<title> (fork)", and opens it. The original is
   untouched.
 
-Editing and deleting wait for no one: while an answer is being written they are refused
-with a line in the banner (the answer's place in the chat must not move under it).
+While an answer is being written, Edit and Delete are refused with a line in the banner:
+the answer is stored after the chat's last message, which must not change under it.
 """
 
 from __future__ import annotations

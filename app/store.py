@@ -98,7 +98,7 @@ class Message:
     session_id: str
     role: str  # "user" or "assistant"
     content: str
-    finish_reason: str | None = None  # "stop", "length", "cancelled", "error"
+    finish_reason: str | None = None  # "stop", "length", "cancelled", "error", "edited"
     model: str | None = None
     stats: dict = field(default_factory=dict)
     timing: dict = field(default_factory=dict)
