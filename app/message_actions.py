@@ -167,7 +167,8 @@ class MessageMenu(QObject):
         Menu key on the text, with the text's own entries)."""
         if where is None:
             menu = self.menu_for(view)
-            where = view.more_button.mapToGlobal(view.more_button.rect().bottomLeft())
+            corner = view.more_button.mapToGlobal(view.more_button.rect().bottomRight())
+            where = corner - QPoint(menu.sizeHint().width(), 0)  # under ⋯, inside the card
         else:
             own = view.body.createStandardContextMenu(where)
             own.setParent(self.window, own.windowFlags())  # styled as the window's menus
