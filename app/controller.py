@@ -38,6 +38,7 @@ from .provenance import Provenance
 from .recorded_replay import replay_recorded
 from .settings import AppSettings, SettingsStore
 from .store import Message, Session, Store
+from .thinking import without_thinking
 
 log = logging.getLogger(__name__)
 TITLE_LENGTH = 48
@@ -460,7 +461,9 @@ class ChatController(QObject):
     def _start_answer(
         self, temperature: float | None = None, continuing: Message | None = None
     ) -> asyncio.Task:
-        turns = [{"role": m.role, "content": m.content} for m in self.messages if m.content]
+        turns = without_thinking(
+            [{"role": m.role, "content": m.content} for m in self.messages if m.content]
+        )
         settings = self._chat_settings()
         if temperature is not None:
             settings = replace(settings, temperature=temperature)
@@ -691,7 +694,9 @@ class ChatController(QObject):
             return self._spawn(
                 self._replay_recorded(message_id, earlier, tokens, ended, configs, greedy)
             )
-        turns = [{"role": m.role, "content": m.content} for m in self.messages[:index] if m.content]
+        turns = without_thinking(
+            [{"role": m.role, "content": m.content} for m in self.messages[:index] if m.content]
+        )
         try:
             stream = self.models.service.replay(
                 self._chat_settings().request(turns), tokens, ended, configs, greedy

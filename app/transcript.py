@@ -40,6 +40,7 @@ from .livestats import footer_details, footer_text
 from .provenance import Provenance
 from .render import RenderMap, render
 from .settings import VARIED_TEMPERATURE
+from .thinking import ThinkingPanel, split
 
 REFRESH_MS = 80
 REPEATS_HINT = (
@@ -203,6 +204,9 @@ class MessageView(QFrame):
         self.regenerate_button.setVisible(False)
         self.continue_button.setVisible(False)
         layout.addLayout(header)
+        self.thinking = ThinkingPanel(MessageBody(self), self)  # a reasoning model's <think>
+        self.thinking.body.codeCopyRequested.connect(self.copyRequested)
+        layout.addWidget(self.thinking)
         self.body = MessageBody(self)
         self.body.codeCopyRequested.connect(self.copyRequested)
         layout.addWidget(self.body)
@@ -296,14 +300,17 @@ class MessageView(QFrame):
         shown = self.overlay or self.provenance
         self.body.provenance = shown
         text = self.text if self.text or not self.streaming else self._waiting_text()
-        self.body.render_map = render(
-            self.body.document(),
-            text,
-            shown,
-            markdown=self.markdown,
-            highlight=self.highlight,
-            palette=theme.current().palette(),
-        )
+        palette = theme.current().palette()
+        parts = split(text if self.role == "assistant" and self.text else "")
+        look = dict(markdown=self.markdown, highlight=self.highlight, palette=palette)
+        font = self.body.document().defaultFont()
+        self.thinking.show_parts(parts, shown, writing=self.streaming, font=font, **look)
+        if parts.thinking is not None:
+            text, origin = parts.answer_text, parts.answer_origin
+        else:
+            origin = None
+        self.body.setVisible(bool(text.strip()) or parts.thinking is None)
+        self.body.render_map = render(self.body.document(), text, shown, origin=origin, **look)
         self.body._fit()
         self._update_footer()
 
