@@ -2,8 +2,8 @@
 
 A formula delimited by ``\\( … \\)``, ``\\[ … \\]``, ``$$ … $$`` or ``$ … $`` is shown as
 Unicode text made by pylatexenc's ``LatexNodes2Text`` (``\\alpha \\leq \\beta`` shows as
-"α≤β"), with simple sub- and superscripts as Unicode scripts (``x_1 \\cdot y^2`` shows as
-"x₁ ·y²") and a fraction of longer parts with its parentheses (``\\frac{a+b}{2}`` shows as
+"α ≤ β"), with simple sub- and superscripts as Unicode scripts (``x_1 \\cdot y^2`` shows as
+"x₁ · y²") and a fraction of longer parts with its parentheses (``\\frac{a+b}{2}`` shows as
 "(a+b)/2"). The delimiters are not shown. The text is backslash-escaped before the Markdown
 importer sees it, so ``*`` or ``_`` in it stay as they are.
 
@@ -39,6 +39,12 @@ FENCE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})")
 CODE_SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)", re.DOTALL)
 PUNCTUATION = set("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 SCRIPT = re.compile(r"(?<!\\)([_^])(\{[^{}]*\}|\\[A-Za-z]+|[^\s{}\\])")
+# relations and binary operators are set with space around them, as TeX sets them
+SPACED = {
+    "approx": "≈", "leq": "≤", "le": "≤", "geq": "≥", "ge": "≥", "neq": "≠", "ne": "≠",
+    "equiv": "≡", "sim": "∼", "to": "→", "rightarrow": "→", "Rightarrow": "⇒", "mapsto": "↦",
+    "in": "∈", "cdot": "·", "times": "×", "pm": "±",
+}  # fmt: skip
 SUPERSCRIPTS = dict(zip("0123456789+-=()ni", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿⁱ"))
 SUBSCRIPTS = dict(zip("0123456789+-=()aehijklmnoprstuvx", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ"))
 
@@ -84,8 +90,11 @@ def _fraction(node, l2tobj) -> str:
 @lru_cache(maxsize=1)
 def _converter() -> LatexNodes2Text:
     context = get_default_latex_context_db()
+    spaced = [MacroTextSpec(name, f" {symbol} ") for name, symbol in SPACED.items()]
     context.add_context_category(
-        "draftless", prepend=True, macros=[MacroTextSpec("frac", simplify_repl=_fraction)]
+        "draftless",
+        prepend=True,
+        macros=[MacroTextSpec("frac", simplify_repl=_fraction), *spaced],
     )
     return LatexNodes2Text(latex_context=context, math_mode="text", strict_latex_spaces=False)
 
@@ -104,7 +113,8 @@ def _script(match: re.Match) -> str:
 def formula_text(latex: str) -> str:
     """``latex`` (a formula's content) as Unicode text; as written if it cannot be read."""
     try:
-        return _converter().latex_to_text(SCRIPT.sub(_script, latex)).strip() or latex
+        text = _converter().latex_to_text(SCRIPT.sub(_script, latex))
+        return " ".join(text.split()) or latex
     except Exception:  # pylatexenc is tolerant; anything it still rejects shows as written
         return latex
 

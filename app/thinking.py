@@ -171,8 +171,10 @@ class ThinkingPanel(QWidget):
         if self.body.document().defaultFont() != font:
             self.body.document().setDefaultFont(font)
         muted = (palette.muted or QColor("gray")).name()
-        self.body.setStyleSheet(  # the reasoning reads as an aside: muted, ruled at the left
-            f"#thinkingText {{ color: {muted}; border-left: 2px solid {muted}; padding-left: 6px; }}"
+        # an aside, ruled at the left; its text keeps the answer's colour, which stays
+        # readable on the accepted-draft colour in both themes (grey on it did not, in dark)
+        self.body.setStyleSheet(
+            f"#thinkingText {{ border-left: 2px solid {muted}; padding-left: 6px; }}"
         )
         self._update()
 
