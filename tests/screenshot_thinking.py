@@ -6,15 +6,10 @@ LaTeX math in it, in light and dark at 600 and 1280 px, from a scripted engine (
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import os
-import subprocess
 import sys
-import tempfile
 
 from .scripted_engine import END, ScriptedService, answer_events
-from .screenshot_matrix import settle
+from .screenshot_matrix import main, settle
 
 SIZES = (600, 1280)
 THEMES = ("light", "dark")
@@ -52,35 +47,5 @@ async def capture(width: int, theme: str, out: str) -> None:
     await application.close()
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="folder for the PNG files")
-    parser.add_argument("--one", metavar="WIDTH:THEME", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    os.makedirs(args.out, exist_ok=True)
-    if args.one:
-        import qasync
-        from PySide6.QtWidgets import QApplication
-
-        width, theme = args.one.split(":")
-        app = QApplication(sys.argv[:1])
-        loop = qasync.QEventLoop(app)
-        asyncio.set_event_loop(loop)
-        with loop:
-            loop.run_until_complete(capture(int(width), theme, args.out))
-        return 0
-    for width in SIZES:
-        for theme in THEMES:
-            with tempfile.TemporaryDirectory(prefix="draftless-shots-") as scratch:
-                env = dict(
-                    os.environ,
-                    DRAFTLESS_DATA_DIR=f"{scratch}/data",
-                    DRAFTLESS_CONFIG_DIR=f"{scratch}/config",
-                )
-                command = [sys.executable, "-m", "tests.screenshot_thinking", "--out", args.out]
-                subprocess.run([*command, "--one", f"{width}:{theme}"], env=env, check=True)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main("tests.screenshot_thinking", SIZES, capture))
