@@ -10,7 +10,9 @@ importer sees it, so ``*`` or ``_`` in it stay as they are.
 Single dollars follow Pandoc's rule, so that prices stay text: the opening ``$`` has a
 non-space character right after it and no word character or backslash right before it,
 the closing ``$`` has a non-space character right before it and no digit right after it,
-and both are on one line. "$5 and $10" and "$5-$10" are text; "$x^2$" is a formula.
+and both are on one line. And what is between them must look like math: one character, or
+one of ``\\ ^ _ { } = + < > ( )`` in it (so that "$HOME/$USER" outside code stays text).
+"$5 and $10" and "$5-$10" are text; "$x$" and "$x^2$" are formulas.
 
 Code spans and fenced code blocks are left alone: they are shown verbatim.
 
@@ -35,6 +37,7 @@ FORMULA = re.compile(
     r"|(?<![\\$\w])\$(?=[^\s$])(?P<dollars>[^$\n]+?)(?<=\S)(?<!\\)\$(?![\d$])",
     re.DOTALL,
 )
+LOOKS_LIKE_MATH = re.compile(r"^\S$|[\\^_{}=+<>()]")  # what single dollars must hold
 FENCE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})")
 CODE_SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)", re.DOTALL)
 PUNCTUATION = set("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
@@ -153,6 +156,8 @@ def show_math(markdown: str) -> ShownMath:
     out, formulas, last, length = [], [], 0, 0
     for start, end in _prose(markdown):
         for match in FORMULA.finditer(markdown, start, end):
+            if match.group("dollars") and not LOOKS_LIKE_MATH.search(match.group("dollars")):
+                continue
             content = next(name for name, value in match.groupdict().items() if value)
             shown = _escaped(formula_text(match.group(content)))
             out.append(markdown[last : match.start()])

@@ -67,7 +67,13 @@ def test_formulas_read_as_unicode_math(latex, shown):
 
 
 def test_dollar_amounts_stay_text_and_dollar_math_is_a_formula():
-    for money in ("It costs $5 and $10.", "$5-$10 a day", "US$5 or US$6", "a \\$x$ sign"):
+    for money in (
+        "It costs $5 and $10.",
+        "$5-$10 a day",
+        "US$5 or US$6",
+        "a \\$x$ sign",
+        "$HOME/$USER",
+    ):
         assert show_math(money).markdown == money and not show_math(money).formulas
     shown = show_math("Let $x^2$ and $$y_1$$ be")
     assert shown.markdown == "Let x² and y₁ be" and len(shown.formulas) == 2
