@@ -62,6 +62,7 @@ class Formula:
     source_start: int
     source_end: int
     shift_after: int  # shown index minus source index for the text after this formula
+    display: bool = False  # \\[ … \\] or $$ … $$: centred when it is a paragraph of its own
 
 
 @dataclass
@@ -169,6 +170,7 @@ def show_math(markdown: str) -> ShownMath:
                     match.start(content),
                     match.end(content),
                     length + len(shown) - match.end(),
+                    content.startswith("display"),
                 )
             )
             out.append(shown)

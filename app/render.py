@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import (
     QColor,
     QFontDatabase,
@@ -125,7 +126,10 @@ def render(
         positions.extend(utf16_positions(block_text, block.position()))
         block = block.next()
     rendered = "".join(chars)
-    mapping = _source_indices(align(shown.markdown, rendered), shown, provenance, origin)
+    shown_indices = align(shown.markdown, rendered)
+    if any(f.display for f in shown.formulas):
+        _centre_display_math(document, shown, dict(zip(positions, shown_indices)))
+    mapping = _source_indices(shown_indices, shown, provenance, origin)
     result = RenderMap(
         {p: s for p, s in zip(positions, mapping) if p is not None and s is not None}
     )
@@ -150,6 +154,26 @@ def render(
             result.by_position = _shifted(result.by_position, inserted)
         batch.endEditBlock()
     return result
+
+
+def _centre_display_math(
+    document: QTextDocument, shown: ShownMath, by_position: dict[int | None, int | None]
+) -> None:
+    """Centre each paragraph that is one display formula and nothing else."""
+    cursor, centred = QTextCursor(document), QTextBlockFormat()
+    centred.setAlignment(Qt.AlignHCenter)
+    block = document.begin()
+    while block.isValid():
+        found = {
+            shown.text_index(by_position[p])
+            for p in range(block.position(), block.position() + block.length() - 1)
+            if by_position.get(p) is not None and not document.characterAt(p).isspace()
+        }
+        formula = found.pop() if len(found) == 1 else None
+        if isinstance(formula, Formula) and formula.display:
+            cursor.setPosition(block.position())
+            cursor.mergeBlockFormat(centred)
+        block = block.next()
 
 
 def _source_indices(

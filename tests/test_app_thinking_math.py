@@ -184,3 +184,24 @@ def test_export_marks_the_thinking(app, qtbot):
     answer = data["messages"][1]
     assert answer["thinking"] == "\nLet me add them.\n" and answer["answer"] == "The sum is 4."
     assert answer["content"].startswith("<think>")
+
+
+def test_a_display_formula_on_its_own_is_centred(qapp):
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QTextDocument
+
+    from app.render import render
+
+    document = QTextDocument()
+    render(document, "Before:\n\n\\[a = b\\]\n\n$$c$$ and more.\n\nLast \\(d\\)", None)
+    blocks = []
+    block = document.begin()
+    while block.isValid():
+        blocks.append((block.text(), bool(block.blockFormat().alignment() & Qt.AlignHCenter)))
+        block = block.next()
+    assert blocks == [
+        ("Before:", False),
+        ("a = b", True),
+        ("c and more.", False),
+        ("Last d", False),
+    ]
