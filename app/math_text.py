@@ -114,6 +114,7 @@ def _script(match: re.Match) -> str:
     return "{}" + scripted  # "{}" ends a command before it: \sum_i is \sum then ᵢ
 
 
+@lru_cache(maxsize=4096)  # a streaming answer is re-rendered often: each formula read once
 def formula_text(latex: str) -> str:
     """``latex`` (a formula's content) as Unicode text; as written if it cannot be read."""
     try:

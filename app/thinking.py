@@ -162,8 +162,10 @@ class ThinkingPanel(QWidget):
         palette: Palette,
     ) -> None:
         """Show the thinking of ``parts`` (hidden when there is none)."""
-        self.setVisible(parts.thinking is not None)
-        if parts.thinking is None:
+        # an empty block that is closed (Qwen3 with thinking off) is not worth a toggle
+        empty = parts.closed and not parts.thinking_text.strip()
+        self.setVisible(parts.thinking is not None and not empty)
+        if parts.thinking is None or empty:
             self._shown = None
             return
         self._label = heading(parts, thinking_tokens(parts, provenance), writing)

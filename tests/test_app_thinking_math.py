@@ -151,8 +151,12 @@ def test_a_think_block_opened_by_the_template_and_one_cut_off(app, qtbot):
     cut = app.window.transcript.views[-1]
     assert cut.thinking.toggle.text() == "▸ Thought for 2 tokens, cut off before an answer"
     assert not cut.body.isVisible()
+    empty = [(0, [("<think>\n\n</think>\n\n", False), ("Hi.", False)]), (0, [(END, False)])]
+    ask(qtbot, app, "No thinking?", answer_events(empty))  # Qwen3 with thinking off
+    quiet = app.window.transcript.views[-1]
+    assert not quiet.thinking.isVisible() and quiet.body.toPlainText() == "Hi."
     sent = app.scripted.requests[-1].messages
-    assert [m["content"] for m in sent if m["role"] == "assistant"] == ["Yes."]
+    assert [m["content"] for m in sent if m["role"] == "assistant"] == ["Yes.", ""]
 
 
 def test_latex_renders_as_math_and_a_formula_is_highlighted_only_if_all_drafted(app, qtbot):
