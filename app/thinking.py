@@ -21,6 +21,7 @@ DeepSeek-R1's chat templates do with earlier answers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from PySide6.QtCore import Qt
@@ -118,11 +119,22 @@ def heading(parts: Parts, tokens: int | None, writing: bool) -> str:
 
 class ThinkingPanel(QWidget):
     """A card's thinking: a toggle line ("▸ Thought for 412 tokens") over the thinking
-    text, which is shown (and rendered) only while expanded."""
+    text, which is shown (and rendered) only while expanded. The toggle and the text view
+    are built when a message first has thinking: most cards never need them, and a long
+    chat builds hundreds of cards (built with each card, they made it 2.7–3.7 ms instead of
+    1.9–2.2 ms here, 300 cards, offscreen)."""
 
-    def __init__(self, body: QTextBrowser, parent=None):
+    def __init__(self, make_body: Callable[[], QTextBrowser], parent=None):
         super().__init__(parent)
         self.setObjectName("thinkingPanel")
+        self.setVisible(False)
+        self._make_body = make_body
+        self.toggle: QToolButton | None = None
+        self.body: QTextBrowser | None = None
+        self._shown: tuple | None = None  # what to render when expanded
+        self._label = ""
+
+    def _build(self) -> None:
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
@@ -135,20 +147,18 @@ class ThinkingPanel(QWidget):
         self.toggle.setToolTip("Show or hide the model's reasoning before its answer")
         self.toggle.toggled.connect(self._toggled)
         layout.addWidget(self.toggle, 0, Qt.AlignLeft)
-        self.body = body
+        self.body = self._make_body()
         self.body.setObjectName("thinkingText")
-        layout.addWidget(body)
-        body.setVisible(False)
-        self.setVisible(False)
-        self._shown: tuple | None = None  # what to render when expanded
-        self._label = ""
+        self.body.setVisible(False)
+        layout.addWidget(self.body)
 
     @property
     def expanded(self) -> bool:
-        return self.toggle.isChecked()
+        return self.toggle is not None and self.toggle.isChecked()
 
     def set_expanded(self, on: bool) -> None:
-        self.toggle.setChecked(on)
+        if self.toggle is not None:
+            self.toggle.setChecked(on)
 
     def show_parts(
         self,
@@ -168,6 +178,8 @@ class ThinkingPanel(QWidget):
         if parts.thinking is None or empty:
             self._shown = None
             return
+        if self.toggle is None:
+            self._build()
         self._label = heading(parts, thinking_tokens(parts, provenance), writing)
         self._shown = (parts, provenance, markdown, highlight, palette)
         if self.body.document().defaultFont() != font:

@@ -204,8 +204,7 @@ class MessageView(QFrame):
         self.regenerate_button.setVisible(False)
         self.continue_button.setVisible(False)
         layout.addLayout(header)
-        self.thinking = ThinkingPanel(MessageBody(self), self)  # a reasoning model's <think>
-        self.thinking.body.codeCopyRequested.connect(self.copyRequested)
+        self.thinking = ThinkingPanel(self._thinking_body, self)  # a reasoning model's <think>
         layout.addWidget(self.thinking)
         self.body = MessageBody(self)
         self.body.codeCopyRequested.connect(self.copyRequested)
@@ -240,6 +239,11 @@ class MessageView(QFrame):
         self.vary_layout.setDirection(
             QBoxLayout.LeftToRight if side_by_side else QBoxLayout.TopToBottom
         )
+
+    def _thinking_body(self) -> MessageBody:
+        body = MessageBody(self)
+        body.codeCopyRequested.connect(self.copyRequested)
+        return body
 
     def _tool(self, text: str, tip: str) -> QToolButton:
         button = QToolButton(self)
