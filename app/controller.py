@@ -38,6 +38,7 @@ from .provenance import Provenance
 from .recorded_replay import replay_recorded
 from .settings import AppSettings, SettingsStore
 from .store import Message, Session, Store
+from .thinking import without_thinking
 
 log = logging.getLogger(__name__)
 TITLE_LENGTH = 48
@@ -68,7 +69,8 @@ def unsaved(error: Exception, what: str, then: str) -> str:
 def chat_turns(messages: list[Message]) -> list[dict]:
     """The chat as the engine gets it: one turn per message with text, a run of messages
     of one role (left by a deleted message or a failed answer) joined into one turn, so a
-    template that insists on alternating user and assistant turns takes every chat."""
+    template that insists on alternating user and assistant turns takes every chat. Answers
+    before the last question go without their thinking (``thinking.without_thinking``)."""
     turns: list[dict] = []
     for message in messages:
         if not message.content:
@@ -77,7 +79,7 @@ def chat_turns(messages: list[Message]) -> list[dict]:
             turns[-1]["content"] += "\n\n" + message.content
         else:
             turns.append({"role": message.role, "content": message.content})
-    return turns
+    return without_thinking(turns)
 
 
 class Answer:

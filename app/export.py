@@ -3,6 +3,9 @@
 Both hold the chat as shown (the chosen version of each message). In the Markdown file,
 HTML a message holds (``<script>``, ``<b>``) is escaped so that a viewer shows it as the
 text it was; code blocks and code spans stay as written. The JSON file also
+A reasoning model's thinking (its ``<think>`` block) is
+marked as such: a quoted block headed "Thinking" above the answer in Markdown, a
+``thinking`` field beside the full ``content`` in JSON. The JSON file also
 carries each answer's statistics and per-token provenance: which tokens were accepted
 drafts, in which pass and at which draft position, and the characters each one made.
 """
@@ -14,6 +17,8 @@ import re
 import time
 
 from markdown_it import MarkdownIt
+
+from .thinking import split
 
 FORMATS = {"markdown": ("Markdown", "md"), "json": ("JSON", "json")}
 
@@ -67,7 +72,15 @@ def chat_markdown(session, messages) -> str:
         who = "You" if message.role == "user" else "Draftless"
         if message.role == "assistant" and message.model:
             who += f" ({markdown_text(message.model)})"
-        lines += [f"## {who}", "", markdown_text(message.content.rstrip()), ""]
+        lines += [f"## {who}", ""]
+        parts = split(message.content) if message.role == "assistant" else None
+        if parts is not None and parts.thinking is not None:
+            thinking = markdown_text(parts.thinking_text.strip()).split("\n")
+            lines += ["> **Thinking**", ">", *[f"> {line}".rstrip() for line in thinking], ""]
+            content = parts.answer_text
+        else:
+            content = message.content
+        lines += [markdown_text(content.rstrip()), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -81,6 +94,9 @@ def chat_json(session, messages) -> str:
                 stats=message.stats,
                 timing=message.timing,
             )
+            parts = split(message.content)
+            if parts.thinking is not None:
+                item.update(thinking=parts.thinking_text, answer=parts.answer_text)
             if message.provenance is not None:
                 item["tokens"] = [
                     {

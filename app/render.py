@@ -12,8 +12,10 @@ highlighting does not change when the answer completes or the session is reopene
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import (
     QColor,
     QFontDatabase,
@@ -25,7 +27,7 @@ from PySide6.QtGui import (
 )
 
 from .code_blocks import add_headers, code_blocks, colour
-from .math_text import protect_math
+from .math_text import Formula, ShownMath, show_math
 from .text_positions import utf16_len, utf16_positions
 from .provenance import DRAFT, Provenance
 
@@ -103,10 +105,14 @@ def render(
     markdown: bool = True,
     highlight: bool = True,
     palette: Palette | None = None,
+    origin: Sequence[int] | None = None,
 ) -> RenderMap:
+    """Render ``text`` into ``document``. ``origin[i]`` is the index in the provenance's
+    text of ``text[i]`` (a part of the answer shown on its own); None: ``text`` is all of it."""
     document.clear()
+    shown = show_math(text) if markdown else ShownMath(text)
     if markdown:
-        document.setMarkdown(protect_math(text), MARKDOWN)
+        document.setMarkdown(shown.markdown, MARKDOWN)
     else:
         document.setPlainText(text)
     chars, positions = [], []
@@ -120,7 +126,10 @@ def render(
         positions.extend(utf16_positions(block_text, block.position()))
         block = block.next()
     rendered = "".join(chars)
-    mapping = align(text, rendered)
+    shown_indices = align(shown.markdown, rendered)
+    if any(f.display for f in shown.formulas):
+        _centre_display_math(document, shown, dict(zip(positions, shown_indices)))
+    mapping = _source_indices(shown_indices, shown, provenance, origin)
     result = RenderMap(
         {p: s for p, s in zip(positions, mapping) if p is not None and s is not None}
     )
@@ -145,6 +154,56 @@ def render(
             result.by_position = _shifted(result.by_position, inserted)
         batch.endEditBlock()
     return result
+
+
+def _centre_display_math(
+    document: QTextDocument, shown: ShownMath, by_position: dict[int | None, int | None]
+) -> None:
+    """Centre each paragraph that is one display formula and nothing else."""
+    cursor, centred = QTextCursor(document), QTextBlockFormat()
+    centred.setAlignment(Qt.AlignHCenter)
+    block = document.begin()
+    while block.isValid():
+        found = {
+            shown.text_index(by_position[p])
+            for p in range(block.position(), block.position() + block.length() - 1)
+            if by_position.get(p) is not None and not document.characterAt(p).isspace()
+        }
+        formula = found.pop() if len(found) == 1 else None
+        if isinstance(formula, Formula) and formula.display:
+            cursor.setPosition(block.position())
+            cursor.mergeBlockFormat(centred)
+        block = block.next()
+
+
+def _source_indices(
+    mapping: list[int | None],
+    shown: ShownMath,
+    provenance: Provenance | None,
+    origin: Sequence[int] | None,
+) -> list[int | None]:
+    """Rendered character → index in the provenance's text. Every character of a formula
+    maps to one index of its content: the first that was not an accepted draft, or the
+    first if all were, so a formula is highlighted only if all of it was drafted."""
+
+    def place(index: int) -> int:
+        return origin[index] if origin is not None else index
+
+    units: dict[Formula, int] = {}
+    out: list[int | None] = []
+    for index in mapping:
+        where = None if index is None else shown.text_index(index)
+        if isinstance(where, Formula):
+            if where not in units:
+                content = [place(i) for i in range(where.source_start, where.source_end)]
+                units[where] = next(
+                    (i for i in content if provenance and provenance.kind_at(i) != DRAFT),
+                    content[0],
+                )
+            out.append(units[where])
+        else:
+            out.append(None if where is None else place(where))
+    return out
 
 
 def _shifted(by_position: dict[int, int], inserted: list[tuple[int, int]]) -> dict[int, int]:

@@ -40,6 +40,7 @@ from .livestats import EDITED, footer_details, footer_text
 from .provenance import Provenance
 from .render import RenderMap, render
 from .settings import VARIED_TEMPERATURE
+from .thinking import ThinkingPanel, split
 
 REFRESH_MS = 80
 REPEATS_HINT = (
@@ -208,6 +209,8 @@ class MessageView(QFrame):
         self.regenerate_button.setVisible(False)
         self.continue_button.setVisible(False)
         layout.addLayout(header)
+        self.thinking = ThinkingPanel(self._thinking_body, self)  # a reasoning model's <think>
+        layout.addWidget(self.thinking)
         self.body = MessageBody(self)
         self.body.codeCopyRequested.connect(self.copyRequested)
         self.body.setContextMenuPolicy(Qt.CustomContextMenu)  # the text's menu gains the ⋯'s
@@ -243,6 +246,11 @@ class MessageView(QFrame):
         self.vary_layout.setDirection(
             QBoxLayout.LeftToRight if side_by_side else QBoxLayout.TopToBottom
         )
+
+    def _thinking_body(self) -> MessageBody:
+        body = MessageBody(self)
+        body.codeCopyRequested.connect(self.copyRequested)
+        return body
 
     def _tool(self, text: str, tip: str) -> QToolButton:
         button = QToolButton(self)
@@ -304,14 +312,17 @@ class MessageView(QFrame):
         shown = self.overlay or self.provenance
         self.body.provenance = shown
         text = self.text if self.text or not self.streaming else self._waiting_text()
-        self.body.render_map = render(
-            self.body.document(),
-            text,
-            shown,
-            markdown=self.markdown,
-            highlight=self.highlight,
-            palette=theme.current().palette(),
-        )
+        palette = theme.current().palette()
+        parts = split(text if self.role == "assistant" and self.text else "")
+        look = dict(markdown=self.markdown, highlight=self.highlight, palette=palette)
+        font = self.body.document().defaultFont()
+        self.thinking.show_parts(parts, shown, writing=self.streaming, font=font, **look)
+        if parts.thinking is not None:
+            text, origin = parts.answer_text, parts.answer_origin
+        else:
+            origin = None
+        self.body.setVisible(bool(text.strip()) or parts.thinking is None)
+        self.body.render_map = render(self.body.document(), text, shown, origin=origin, **look)
         self.body._fit()
         self._update_footer()
 

@@ -101,7 +101,7 @@ async def capture(width: int, theme: str, out: str) -> None:
     await application.close()
 
 
-def run_one(width: int, theme: str, out: str) -> None:
+def run_one(width: int, theme: str, out: str, capture=capture) -> None:
     import qasync
     from PySide6.QtWidgets import QApplication
 
@@ -112,17 +112,19 @@ def run_one(width: int, theme: str, out: str) -> None:
         loop.run_until_complete(capture(width, theme, out))
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(module: str = "tests.screenshot_matrix", sizes=SIZES, capture=capture) -> int:
+    """Each size and theme in a process of its own (``module --one``), with throw-away data
+    and settings folders."""
+    parser = argparse.ArgumentParser(description=f"Screenshots by {module}")
     parser.add_argument("--out", required=True, help="folder for the PNG files")
     parser.add_argument("--one", metavar="WIDTH:THEME", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     if args.one:
         width, theme = args.one.split(":")
-        run_one(int(width), theme, args.out)
+        run_one(int(width), theme, args.out, capture)
         return 0
-    for width in SIZES:
+    for width in sizes:
         for theme in THEMES:
             with tempfile.TemporaryDirectory(prefix="draftless-shots-") as scratch:
                 env = dict(
@@ -130,7 +132,7 @@ def main() -> int:
                     DRAFTLESS_DATA_DIR=f"{scratch}/data",
                     DRAFTLESS_CONFIG_DIR=f"{scratch}/config",
                 )
-                command = [sys.executable, "-m", "tests.screenshot_matrix", "--out", args.out]
+                command = [sys.executable, "-m", module, "--out", args.out]
                 subprocess.run([*command, "--one", f"{width}:{theme}"], env=env, check=True)
             print(f"{width} px, {theme}: saved in {args.out}")
     return 0

@@ -420,24 +420,6 @@ def test_zooming_a_long_chat_renders_what_is_in_view_first(app, qtbot):
 
 
 # 5. more of what chat apps do -----------------------------------------------------------------
-def test_latex_shows_as_written_and_its_characters_keep_their_highlights(app, qtbot):
-    from app.render import highlighted_positions
-
-    answer = [
-        (0, [("Area: ", False)]),
-        (2, [("\\(", True), ("\\pi r^2", True), ("\\)", False)]),
-        (0, [(" and \\[a_1 * b_2\\]", False)]),
-        (0, [(" in code `\\(x\\)`.", False)]),
-        (0, [(END, False)]),
-    ]
-    ask(qtbot, app, "latex", answer_events(answer))
-    view = app.window.transcript.views[-1]
-    shown = view.body.toPlainText()
-    assert shown == "Area: \\(\\pi r^2\\) and \\[a_1 * b_2\\] in code \\(x\\)."
-    painted = "".join(shown[p] for p in highlighted_positions(view.body.document()))
-    assert painted == "\\(\\pi r^2"
-
-
 def settled_at_bottom(qtbot, transcript):
     """Wait until the chat's layout has given the scroll bar its range and the view follows
     the bottom. Message heights settle over several layout passes (each text document lays
