@@ -1,10 +1,12 @@
-"""Small parts of the main window: the composer (text box, Send and Stop), the bar shown
-while an earlier question is edited, and the banner above the transcript."""
+"""Small parts of the main window: the composer (text box, attached files, Send and Stop),
+the chips that show a message's files, the bar shown while an earlier question is edited,
+and the banner above the transcript."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
+    QFileDialog,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -12,13 +14,41 @@ from PySide6.QtWidgets import (
     QPushButton,
     QToolButton,
     QVBoxLayout,
+    QWidget,
 )
+
+from .attachments import (
+    MAX_CHARS_UNKNOWN_WINDOW,
+    Attachment,
+    AttachmentError,
+    budget_chars,
+    compose,
+    fits,
+    read_attachment,
+    split_message,
+)
+from .context_meter import context_use
+from .flow_layout import FlowLayout
+
+ATTACH_FILTER = (
+    "Text, Markdown or PDF (*.txt *.md *.markdown *.pdf *.csv *.json *.log *.py *.rst);;"
+    "All files (*)"
+)
+PREVIEW_CHARS = 600  # of a file's text in its chip's tooltip: about ten lines
+
+
+def local_files(mime) -> list[str]:
+    """The local files a drag carries (none for text or web links)."""
+    if not mime.hasUrls():
+        return []
+    return [url.toLocalFile() for url in mime.urls() if url.isLocalFile()]
 
 
 class ChatInput(QPlainTextEdit):
-    """Enter sends, Shift+Enter starts a new line."""
+    """Enter sends, Shift+Enter starts a new line; files dropped on it are attached."""
 
     submitted = Signal(str)
+    filesDropped = Signal(list)  # paths
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -35,16 +65,112 @@ class ChatInput(QPlainTextEdit):
             return
         super().keyPressEvent(event)
 
+    def canInsertFromMimeData(self, source) -> bool:  # noqa: N802 (Qt's name)
+        return bool(local_files(source)) or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source) -> None:  # noqa: N802
+        files = local_files(source)
+        if files:  # attached, not pasted as a path
+            self.filesDropped.emit(files)
+        else:
+            super().insertFromMimeData(source)
+
+
+class FileChip(QFrame):
+    """One attached file: its name and size, its first lines on hover, ✕ when removable."""
+
+    removeRequested = Signal()
+
+    def __init__(self, attachment: Attachment, removable: bool, parent=None):
+        super().__init__(parent)
+        self.setObjectName("fileChip")
+        row = QHBoxLayout(self)
+        row.setContentsMargins(8, 2, 2 if removable else 8, 2)
+        row.setSpacing(2)
+        self.label = QLabel(f"📄 {attachment.label}")
+        self.label.setTextFormat(Qt.PlainText)  # a file's name is shown as it is
+        row.addWidget(self.label)
+        preview = attachment.text[:PREVIEW_CHARS]
+        more = "\n…" if len(attachment.text) > PREVIEW_CHARS else ""
+        self.setToolTip(
+            f"{attachment.name} ({len(attachment.text):,} characters)\n\n{preview}{more}"
+        )
+        if removable:
+            remove = QToolButton()
+            remove.setText("✕")
+            remove.setAutoRaise(True)
+            remove.setToolTip(f"Remove {attachment.name}")
+            remove.clicked.connect(self.removeRequested.emit)
+            row.addWidget(remove)
+            self.remove_button = remove
+
+
+class FileChips(QWidget):
+    """A row of file chips that wraps; hidden when there are none."""
+
+    removeRequested = Signal(int)  # the index of the file to take off
+
+    def __init__(self, removable: bool, parent=None):
+        super().__init__(parent)
+        self.removable = removable
+        self.flow = FlowLayout(self, spacing=6, align_right=False)
+        self.chips: list[FileChip] = []
+        self.hide()
+
+    def show_files(self, attachments: list[Attachment]) -> None:
+        for chip in self.chips:
+            self.flow.removeWidget(chip)
+            chip.deleteLater()
+        self.chips = [FileChip(a, self.removable, self) for a in attachments]
+        for index, chip in enumerate(self.chips):
+            chip.removeRequested.connect(lambda index=index: self.removeRequested.emit(index))
+            self.flow.addWidget(chip)
+        self.setVisible(bool(attachments))
+
+    def show_message(self, content: str) -> str:
+        """Chips for the files at the start of a stored message; the rest of its text."""
+        text, files = split_message(content)
+        if files or self.chips:
+            self.show_files(files)
+        return text
+
 
 class Composer(QFrame):
-    """The message box with Send and Stop beside it."""
+    """The message box with Send and Stop beside it, the paperclip that attaches files, and
+    the attached files' chips above it. A file must fit in what the ``controller``'s open
+    chat leaves of the model's context window (``app.attachments.budget_chars``)."""
 
-    def __init__(self, parent=None):
+    def __init__(self, controller=None, parent=None):
         super().__init__(parent)
         self.setObjectName("composer")
-        row = QHBoxLayout(self)
-        row.setContentsMargins(12, 8, 12, 10)
+        self.setAcceptDrops(True)
+        self.controller = controller
+        self.attachments: list[Attachment] = []
+        column = QVBoxLayout(self)
+        column.setContentsMargins(12, 8, 12, 10)
+        column.setSpacing(4)
+        self.chips = FileChips(removable=True)
+        self.chips.removeRequested.connect(self.remove_file)
+        column.addWidget(self.chips)
+        self.notice = QLabel()  # why a file was refused
+        self.notice.setObjectName("attachNotice")
+        self.notice.setWordWrap(True)
+        self.notice.setTextFormat(Qt.PlainText)
+        self.notice.hide()
+        column.addWidget(self.notice)
+        row = QHBoxLayout()
+        column.addLayout(row)
+        self.attach_button = QToolButton()
+        self.attach_button.setObjectName("attachButton")
+        self.attach_button.setText("📎")
+        self.attach_button.setToolTip(
+            "Attach a text, Markdown or PDF file: its text goes into your message "
+            "(or drop files on the message box)"
+        )
+        self.attach_button.clicked.connect(self.pick_files)
+        row.addWidget(self.attach_button, 0, Qt.AlignTop)
         self.input = ChatInput()
+        self.input.filesDropped.connect(self.attach_files)
         row.addWidget(self.input, 1)
         buttons = QVBoxLayout()
         self.send_button = QPushButton("Send")
@@ -57,6 +183,67 @@ class Composer(QFrame):
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)
         row.addLayout(buttons)
+
+    # attached files -----------------------------------------------------------------------
+    def pick_files(self) -> None:
+        paths, _ = QFileDialog.getOpenFileNames(self, "Attach files", "", ATTACH_FILTER)
+        self.attach_files(paths)
+
+    def attach_files(self, paths) -> None:
+        """Read and attach each file that can be; say why for the first one refused."""
+        refused = []
+        for path in paths:
+            try:
+                attachment = read_attachment(path)
+                why = fits([*self.attachments, attachment], self.budget())
+            except AttachmentError as error:
+                why = str(error)
+            if why:
+                refused.append(why)
+            else:
+                self.attachments.append(attachment)
+        self.chips.show_files(self.attachments)
+        self.notice.setText("\n".join(refused))
+        self.notice.setVisible(bool(refused))
+
+    def remove_file(self, index: int) -> None:
+        del self.attachments[index]
+        self.chips.show_files(self.attachments)
+        self.notice.hide()
+
+    def dragEnterEvent(self, event):  # noqa: N802 (Qt's name)
+        if local_files(event.mimeData()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event):  # noqa: N802
+        self.attach_files(local_files(event.mimeData()))
+        event.acceptProposedAction()
+
+    def budget(self) -> int:
+        """Characters of files the next message can hold."""
+        if self.controller is None:
+            return MAX_CHARS_UNKNOWN_WINDOW
+        use = context_use(self.controller)
+        return budget_chars(use.window, use.used, use.max_tokens)
+
+    # the message --------------------------------------------------------------------------
+    def message(self, text: str) -> str:
+        """What Send sends: the attached files' text, then ``text``."""
+        return compose(text, self.attachments)
+
+    def set_message(self, content: str) -> None:
+        """Put a stored message back (Edit): its files as chips, its words in the box."""
+        text, self.attachments = split_message(content)
+        self.chips.show_files(self.attachments)
+        self.notice.hide()
+        self.input.setPlainText(text)
+
+    def clear(self) -> None:
+        """After sending: an empty box and no files."""
+        self.input.clear()
+        self.attachments = []
+        self.chips.show_files([])
+        self.notice.hide()
 
 
 class EditBar(QFrame):
