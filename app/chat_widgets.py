@@ -4,7 +4,8 @@ and the banner above the transcript."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, QSize, Qt, Signal
+from PySide6.QtGui import QIcon, QPixmap
 from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
@@ -17,6 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from . import theme
 from .attachments import (
     MAX_CHARS_UNKNOWN_WINDOW,
     Attachment,
@@ -35,6 +37,29 @@ ATTACH_FILTER = (
     "All files (*)"
 )
 PREVIEW_CHARS = 600  # of a file's text in its chip's tooltip: about ten lines
+# Feather icons' "paperclip" and "file-text" outlines (MIT licence), drawn in the theme's
+# muted colour: no font here or on a Mac is needed for them, unlike emoji
+PAPERCLIP = (
+    "M21.44 11.05l-9.19 9.19a6 6 0 0 1-8.49-8.49l9.19-9.19a4 4 0 0 1 5.66 5.66"
+    "l-9.2 9.19a2 2 0 0 1-2.83-2.83l8.49-8.48"
+)
+DOCUMENT = (
+    "M14 2H6a2 2 0 0 0-2 2v16a2 2 0 0 0 2 2h12a2 2 0 0 0 2-2V8z M14 2v6h6 M16 13H8 M16 17H8 M10 9H8"
+)
+ICON_PIXELS = 48  # drawn at twice the 24-unit outline: sharp on a Retina screen too
+
+
+def line_icon(outline: str) -> QIcon:
+    """An outline icon (SVG path data on a 24-unit grid) in the theme's muted colour."""
+    svg = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{ICON_PIXELS}" '
+        f'height="{ICON_PIXELS}" viewBox="0 0 24 24" fill="none" '
+        f'stroke="{theme.current().muted}" stroke-width="2" stroke-linecap="round" '
+        f'stroke-linejoin="round"><path d="{outline}"/></svg>'
+    )
+    pixmap = QPixmap()
+    pixmap.loadFromData(svg.encode(), "SVG")
+    return QIcon(pixmap)
 
 
 def local_files(mime) -> list[str]:
@@ -86,8 +111,10 @@ class FileChip(QFrame):
         self.setObjectName("fileChip")
         row = QHBoxLayout(self)
         row.setContentsMargins(8, 2, 2 if removable else 8, 2)
-        row.setSpacing(2)
-        self.label = QLabel(f"📄 {attachment.label}")
+        row.setSpacing(4)
+        self.icon = QLabel()
+        row.addWidget(self.icon)
+        self.label = QLabel(attachment.label)
         self.label.setTextFormat(Qt.PlainText)  # a file's name is shown as it is
         row.addWidget(self.label)
         preview = attachment.text[:PREVIEW_CHARS]
@@ -103,6 +130,16 @@ class FileChip(QFrame):
             remove.clicked.connect(self.removeRequested.emit)
             row.addWidget(remove)
             self.remove_button = remove
+        self.restyle()
+
+    def restyle(self) -> None:
+        size = self.label.fontMetrics().height()
+        self.icon.setPixmap(line_icon(DOCUMENT).pixmap(QSize(size, size)))
+
+    def changeEvent(self, event):  # noqa: N802 (Qt's name)
+        super().changeEvent(event)
+        if event.type() == QEvent.PaletteChange:  # light/dark switched
+            self.restyle()
 
 
 class FileChips(QWidget):
@@ -162,7 +199,8 @@ class Composer(QFrame):
         column.addLayout(row)
         self.attach_button = QToolButton()
         self.attach_button.setObjectName("attachButton")
-        self.attach_button.setText("📎")
+        self.attach_button.setIcon(line_icon(PAPERCLIP))
+        self.attach_button.setIconSize(QSize(20, 20))
         self.attach_button.setToolTip(
             "Attach a text, Markdown or PDF file: its text goes into your message "
             "(or drop files on the message box)"
@@ -183,6 +221,11 @@ class Composer(QFrame):
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)
         row.addLayout(buttons)
+
+    def changeEvent(self, event):  # noqa: N802 (Qt's name)
+        super().changeEvent(event)
+        if event.type() == QEvent.PaletteChange:  # light/dark switched
+            self.attach_button.setIcon(line_icon(PAPERCLIP))
 
     # attached files -----------------------------------------------------------------------
     def pick_files(self) -> None:

@@ -23,7 +23,7 @@ def test_an_attached_markdown_file_reaches_the_engine_and_shows_as_a_chip(app, q
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(path))])
     composer.input.insertFromMimeData(mime)  # a drop on the message box attaches the file
-    assert [chip.label.text() for chip in composer.chips.chips] == ["📄 report.md · 64 bytes"]
+    assert [chip.label.text() for chip in composer.chips.chips] == ["report.md · 64 bytes"]
     assert composer.input.toPlainText() == ""  # not pasted as a path
     ask(qtbot, app, "What fell?", answer_events(SIMPLE))
     sent = app.scripted.requests[-1].messages[-1]["content"]
@@ -33,13 +33,14 @@ def test_an_attached_markdown_file_reaches_the_engine_and_shows_as_a_chip(app, q
         "and [31mfell[0m in April.\n````\n\nWhat fell?"
     )
     assert composer.attachments == [] and not composer.chips.isVisible()  # sent: cleared
+    assert app.controller.session.title == "What fell?"  # named by the words, not the file
     question = window.transcript.views[-2]
-    assert [c.label.text() for c in question.files.chips] == ["📄 report.md · 64 bytes"]
+    assert [c.label.text() for c in question.files.chips] == ["report.md · 64 bytes"]
     shown = question.body.toPlainText()
     assert shown.strip() == "What fell?" and "Sales" not in shown  # folded, not dumped
     window.show_session(app.controller.session)  # the chat drawn again from the store
     question = window.transcript.views[-2]
-    assert [c.label.text() for c in question.files.chips] == ["📄 report.md · 64 bytes"]
+    assert [c.label.text() for c in question.files.chips] == ["report.md · 64 bytes"]
     question.edit_button.click()  # Edit puts the file back as a chip
     assert composer.input.toPlainText() == "What fell?" and len(composer.attachments) == 1
     ask(qtbot, app, "What rose?", answer_events(SIMPLE))
@@ -57,6 +58,7 @@ def test_a_file_only_message_is_sent_and_a_chip_removes_its_file(app, qtbot, tmp
     assert app.scripted.requests[-1].messages[-1]["content"] == (
         "Attached file b.txt (4 bytes):\n```\nbeta\n```\n\n"
     )
+    assert app.controller.session.title == "b.txt"
 
 
 def test_binary_and_oversized_files_are_refused_with_a_reason(app, tmp_path, monkeypatch):
