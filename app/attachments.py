@@ -65,8 +65,11 @@ class Attachment:
         return f"{self.name} · {self.size}"
 
 
-def read_attachment(path) -> Attachment:
-    """The text of the file at ``path``; AttachmentError when it cannot be used."""
+def read_attachment(path, room: int = MAX_CHARS_UNKNOWN_WINDOW) -> Attachment:
+    """The text of the file at ``path`` if its block fits in ``room`` characters (what the
+    context window leaves, ``budget_chars``); AttachmentError when it cannot be used. A PDF
+    is read only until it is past ``room``: a long book is refused in a fraction of the
+    time reading it whole takes."""
     path = Path(path)
     name = clean_name(path.name)
     try:
@@ -78,22 +81,36 @@ def read_attachment(path) -> Attachment:
     except OSError as error:
         raise AttachmentError(f"{name} cannot be read: {error.strerror or error}.") from None
     if data.startswith(b"%PDF-") or path.suffix.lower() == ".pdf":
-        text = pdf_text(data, name)
+        text, pages_read, pages = pdf_text(data, name, room)
     elif b"\0" in data[:BINARY_PROBE_BYTES]:
         raise AttachmentError(
             f"{name} is not a text file. Attach text, Markdown or PDF files; for other "
             "documents, save or export them as text first."
         )
     else:
-        text = data.decode("utf-8", errors="replace")
-    text = clean_text(text)
-    if not text.strip():
+        text, pages_read, pages = data.decode("utf-8", errors="replace"), 1, 1
+    attachment = Attachment(name, size_text(len(data)), clean_text(text))
+    if not attachment.text.strip():
         raise AttachmentError(f"{name} is empty: there is nothing in it to attach.")
-    return Attachment(name, size_text(len(data)), text)
+    if len(wrap(attachment)) > room:
+        tokens = -(-len(attachment.text) // CHARS_PER_TOKEN)  # rounded up
+        how_long = (
+            f"about {tokens:,} tokens"
+            if pages_read == pages
+            else f"over {tokens:,} tokens in its first {pages_read} of {pages} pages"
+        )
+        raise AttachmentError(
+            f"{name} is too long for the model's context window: {how_long}, and about "
+            f"{room // CHARS_PER_TOKEN:,} are left for attached files (the chat so far and "
+            "Max tokens take the rest). Attach a shorter file or the part you need, start a "
+            "new chat, or lower Max tokens."
+        )
+    return attachment
 
 
-def pdf_text(data: bytes, name: str) -> str:
-    """The text layer of a PDF's pages, a blank line between pages."""
+def pdf_text(data: bytes, name: str, room: int) -> tuple[str, int, int]:
+    """The text layer of a PDF's pages, a blank line between pages, read until it is longer
+    than ``room``; the pages read and the pages in all."""
     from pypdf import PdfReader
     from pypdf.errors import DependencyError, FileNotDecryptedError, PyPdfError
 
@@ -101,7 +118,13 @@ def pdf_text(data: bytes, name: str) -> str:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):  # "" opens owner-only locks
             raise FileNotDecryptedError("password")
-        pages = [page.extract_text() or "" for page in reader.pages]
+        pages, length = [], 0
+        for page in reader.pages:
+            pages.append((page.extract_text() or "").strip())
+            length += len(pages[-1]) + 2
+            if length > room:
+                break
+        total = len(reader.pages)
     except (FileNotDecryptedError, DependencyError):
         raise AttachmentError(
             f"{name} is protected by a password. Open it in a PDF viewer and save a copy "
@@ -113,13 +136,13 @@ def pdf_text(data: bytes, name: str) -> str:
             f"{name} could not be read as a PDF ({error or type(error).__name__}); it may "
             "be damaged. Try saving it again from the program that made it."
         ) from None
-    text = "\n\n".join(page.strip() for page in pages).strip()
+    text = "\n\n".join(pages).strip()
     if not text:
         raise AttachmentError(
             f"{name} has no text layer (its pages are probably scanned pictures). Run it "
             "through text recognition (OCR) first, or paste the text you need."
         )
-    return text
+    return text, len(pages), total
 
 
 def clean_name(name: str) -> str:
@@ -168,22 +191,6 @@ def split_message(content: str) -> tuple[str, list[Attachment]]:
         files.append(Attachment(header["name"], header["size"], body))
         position = end + len(fence) + 3
     return content[position:], files
-
-
-def fits(attachments: list[Attachment], budget_chars: int) -> str | None:
-    """None when the files fit in ``budget_chars``; else why not and what to do."""
-    total = sum(len(wrap(a)) for a in attachments)
-    if total <= budget_chars:
-        return None
-    newest = attachments[-1]
-    tokens = -(-len(newest.text) // CHARS_PER_TOKEN)
-    left = max(0, budget_chars - (total - len(wrap(newest)))) // CHARS_PER_TOKEN
-    return (
-        f"{newest.name} is too long for the model's context window: about {tokens:,} tokens, "
-        f"and about {left:,} are left for attached files (the chat so far and Max tokens "
-        "take the rest). Attach a shorter file or the part you need, start a new chat, or "
-        "lower Max tokens."
-    )
 
 
 def budget_chars(window: int | None, used: int, max_tokens: int) -> int:

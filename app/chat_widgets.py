@@ -7,6 +7,7 @@ from __future__ import annotations
 from PySide6.QtCore import QEvent, QSize, Qt, Signal
 from PySide6.QtGui import QIcon, QPixmap
 from PySide6.QtWidgets import (
+    QApplication,
     QFileDialog,
     QFrame,
     QHBoxLayout,
@@ -25,9 +26,9 @@ from .attachments import (
     AttachmentError,
     budget_chars,
     compose,
-    fits,
     read_attachment,
     split_message,
+    wrap,
 )
 from .context_meter import context_use
 from .flow_layout import FlowLayout
@@ -235,16 +236,17 @@ class Composer(QFrame):
     def attach_files(self, paths) -> None:
         """Read and attach each file that can be; say why for the first one refused."""
         refused = []
-        for path in paths:
-            try:
-                attachment = read_attachment(path)
-                why = fits([*self.attachments, attachment], self.budget())
-            except AttachmentError as error:
-                why = str(error)
-            if why:
-                refused.append(why)
-            else:
-                self.attachments.append(attachment)
+        budget = self.budget()
+        QApplication.setOverrideCursor(Qt.WaitCursor)  # a PDF's pages take ~35 ms each here
+        try:
+            for path in paths:
+                room = budget - sum(len(wrap(a)) for a in self.attachments)
+                try:
+                    self.attachments.append(read_attachment(path, room))
+                except AttachmentError as error:
+                    refused.append(str(error))
+        finally:
+            QApplication.restoreOverrideCursor()
         self.chips.show_files(self.attachments)
         self.notice.setText("\n".join(refused))
         self.notice.setVisible(bool(refused))

@@ -1,5 +1,5 @@
-"""Small PDFs built in the tests: one page of text (Helvetica), a page with no text layer,
-and a password-protected copy (pypdf writes the last two)."""
+"""Small PDFs built in the tests: one page of text (Helvetica), several such pages, a page
+with no text layer, and a password-protected copy (pypdf writes all but the first)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,17 @@ def text_pdf(line: str) -> bytes:
         xref,
     )
     return bytes(out)
+
+
+def pages_pdf(line: str, count: int) -> bytes:
+    """``count`` pages, each with ``line`` as its text."""
+    from pypdf import PdfReader, PdfWriter
+
+    page = PdfReader(io.BytesIO(text_pdf(line))).pages[0]
+    writer = PdfWriter()
+    for _ in range(count):
+        writer.add_page(page)
+    return _written(writer)
 
 
 def blank_pdf() -> bytes:

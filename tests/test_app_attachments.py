@@ -8,7 +8,7 @@ from PySide6.QtCore import QMimeData, QUrl
 from app import attachments
 from app.attachments import read_attachment, split_message
 
-from .pdf_bytes import blank_pdf, locked_pdf, text_pdf
+from .pdf_bytes import blank_pdf, locked_pdf, pages_pdf, text_pdf
 from .scripted_engine import answer_events
 from .test_app_views import SIMPLE, app, ask, loop  # noqa: F401
 
@@ -98,10 +98,17 @@ def test_a_pdf_gives_its_text_and_bad_pdfs_say_what_is_wrong(tmp_path):
         "locked.pdf": (locked_pdf("hidden", "pw"), "locked.pdf is protected by a password"),
         "broken.pdf": (b"%PDF-1.4\nnot really", "broken.pdf could not be read as a PDF"),
     }
+    line = "x" * 90  # 90 characters a page: a 200-character room is passed on page 3 of 50
+    (tmp_path / "book.pdf").write_bytes(pages_pdf(line, 50))
+    refusals["book.pdf"] = (
+        pages_pdf(line, 50),
+        "book.pdf is too long for the model's context window: over 92 tokens in its first 3 "
+        "of 50 pages, and about 66 are left",
+    )
     for name, (data, reason) in refusals.items():
         (tmp_path / name).write_bytes(data)
         try:
-            read_attachment(tmp_path / name)
+            read_attachment(tmp_path / name, room=200)
         except attachments.AttachmentError as error:
             assert str(error).startswith(reason), error
         else:
