@@ -37,7 +37,8 @@ ATTACH_FILTER = (
     "Text, Markdown or PDF (*.txt *.md *.markdown *.pdf *.csv *.json *.log *.py *.rst);;"
     "All files (*)"
 )
-PREVIEW_CHARS = 600  # of a file's text in its chip's tooltip: about ten lines
+PREVIEW_LINES = 10  # of a file's text in its chip's tooltip
+PREVIEW_WIDTH = 100  # characters: a file of one huge line still gives a tooltip that fits
 # Feather icons' "paperclip" and "file-text" outlines (MIT licence), drawn in the theme's
 # muted colour: no font here or on a Mac is needed for them, unlike emoji
 PAPERCLIP = (
@@ -118,8 +119,11 @@ class FileChip(QFrame):
         self.label = QLabel(attachment.label)
         self.label.setTextFormat(Qt.PlainText)  # a file's name is shown as it is
         row.addWidget(self.label)
-        preview = attachment.text[:PREVIEW_CHARS]
-        more = "\n…" if len(attachment.text) > PREVIEW_CHARS else ""
+        preview = "\n".join(
+            line[:PREVIEW_WIDTH] + ("…" if len(line) > PREVIEW_WIDTH else "")
+            for line in attachment.text.splitlines()[:PREVIEW_LINES]
+        )
+        more = "\n…" if attachment.text.count("\n") >= PREVIEW_LINES else ""
         self.setToolTip(
             f"{attachment.name} ({len(attachment.text):,} characters)\n\n{preview}{more}"
         )

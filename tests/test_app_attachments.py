@@ -25,6 +25,8 @@ def test_an_attached_markdown_file_reaches_the_engine_and_shows_as_a_chip(app, q
     composer.input.insertFromMimeData(mime)  # a drop on the message box attaches the file
     assert [chip.label.text() for chip in composer.chips.chips] == ["report.md · 64 bytes"]
     assert composer.input.toPlainText() == ""  # not pasted as a path
+    assert composer.chips.chips[0].toolTip().startswith("report.md (")  # its first lines
+    assert "\n\n# Report\n\nSales rose" in composer.chips.chips[0].toolTip()
     ask(qtbot, app, "What fell?", answer_events(SIMPLE))
     sent = app.scripted.requests[-1].messages[-1]["content"]
     # the file's own ``` cannot close its block: the fence is longer; the escape is gone
@@ -50,8 +52,12 @@ def test_an_attached_markdown_file_reaches_the_engine_and_shows_as_a_chip(app, q
 def test_a_file_only_message_is_sent_and_a_chip_removes_its_file(app, qtbot, tmp_path):
     (tmp_path / "a.txt").write_text("alpha")
     (tmp_path / "b.txt").write_text("beta")
+    (tmp_path / "wide.txt").write_text("w" * 50_000)  # one huge line
     composer = app.window.composer
     composer.attach_files([tmp_path / "a.txt", tmp_path / "b.txt"])
+    composer.attach_files([tmp_path / "wide.txt"])
+    assert max(map(len, composer.chips.chips[2].toolTip().splitlines())) <= 101  # cut, with …
+    composer.chips.chips[2].remove_button.click()
     composer.chips.chips[0].remove_button.click()
     assert [a.name for a in composer.attachments] == ["b.txt"]
     ask(qtbot, app, "", answer_events(SIMPLE))
