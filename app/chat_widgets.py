@@ -59,9 +59,8 @@ def line_icon(outline: str) -> QIcon:
         f'stroke="{theme.current().muted}" stroke-width="2" stroke-linecap="round" '
         f'stroke-linejoin="round"><path d="{outline}"/></svg>'
     )
-    pixmap = QPixmap()
-    pixmap.loadFromData(svg.encode(), "SVG")
-    return QIcon(pixmap)
+    pixmap = QPixmap()  # a null icon where Qt's SVG image plugin is missing
+    return QIcon(pixmap) if pixmap.loadFromData(svg.encode(), "SVG") else QIcon()
 
 
 def local_files(mime) -> list[str]:
@@ -206,6 +205,8 @@ class Composer(QFrame):
         self.attach_button.setObjectName("attachButton")
         self.attach_button.setIcon(line_icon(PAPERCLIP))
         self.attach_button.setIconSize(QSize(20, 20))
+        if self.attach_button.icon().isNull():
+            self.attach_button.setText("Attach")
         self.attach_button.setToolTip(
             "Attach a text, Markdown or PDF file: its text goes into your message "
             "(or drop files on the message box)"
