@@ -1,5 +1,5 @@
-"""Files attached to a message as context: read as untrusted input, limited in size, and
-put into the message text itself.
+"""Files attached to a message as context: read as untrusted input, limited to what the
+model's context window leaves, and put into the message text itself.
 
 A message with files reads, for the model and in the chat database::
 
@@ -18,8 +18,9 @@ database needs nothing new, and a regenerated or continued answer reads the same
 
 ``read_attachment`` reads a file once (``engine.untrusted.read_regular_file``: only a
 regular file, at most ``MAX_FILE_BYTES``), takes a PDF's text layer with pypdf, decodes
-anything else as UTF-8 with bad bytes replaced, refuses binary files, and drops control
-characters. Every refusal is an ``AttachmentError`` whose text says what to do.
+anything else as UTF-8 with bad bytes replaced, refuses binary files, drops control
+characters, and refuses a file whose block does not fit the room it is given. Every
+refusal is an ``AttachmentError`` whose text says what to do.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ BINARY_PROBE_BYTES = 8000
 # Characters per token, to judge before sending whether a file fits the context window
 # (the app does not tokenize). The built-in SmolLM2 tokenizer gives 3.2 characters a token
 # on this project's README and 3.8 on its Python source; 3 keeps the guess on the safe side.
+# Chinese or Japanese text runs nearer 1 character a token: there the engine's own check
+# (it refuses a prompt that leaves no room for Max tokens) has the last word.
 CHARS_PER_TOKEN = 3
 # With no window to go by (a server that does not say): 32,768 tokens, a common window
 MAX_CHARS_UNKNOWN_WINDOW = 32_768 * CHARS_PER_TOKEN

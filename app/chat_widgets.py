@@ -203,6 +203,7 @@ class Composer(QFrame):
         column.addLayout(row)
         self.attach_button = QToolButton()
         self.attach_button.setObjectName("attachButton")
+        self.attach_button.setAccessibleName("Attach files")  # an icon: screen readers need words
         self.attach_button.setIcon(line_icon(PAPERCLIP))
         self.attach_button.setIconSize(QSize(20, 20))
         if self.attach_button.icon().isNull():
