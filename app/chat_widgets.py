@@ -1,10 +1,14 @@
-"""Small parts of the main window: the composer (text box, Send and Stop), the bar shown
-while an earlier question is edited, and the banner above the transcript."""
+"""Small parts of the main window: the composer (text box, attached files, Send and Stop),
+the chips that show a message's files, the bar shown while an earlier question is edited,
+and the banner above the transcript."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, QSize, Qt, Signal
+from PySide6.QtGui import QIcon, QPixmap
 from PySide6.QtWidgets import (
+    QApplication,
+    QFileDialog,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -13,13 +17,65 @@ from PySide6.QtWidgets import (
     QPushButton,
     QToolButton,
     QVBoxLayout,
+    QWidget,
 )
+
+from . import theme
+from .attachments import (
+    MAX_CHARS_UNKNOWN_WINDOW,
+    Attachment,
+    AttachmentError,
+    budget_chars,
+    compose,
+    read_attachment,
+    split_message,
+    wrap,
+)
+from .context_meter import context_use
+from .flow_layout import FlowLayout
+
+ATTACH_FILTER = (
+    "Text, Markdown or PDF (*.txt *.md *.markdown *.pdf *.csv *.json *.log *.py *.rst);;"
+    "All files (*)"
+)
+PREVIEW_LINES = 10  # of a file's text in its chip's tooltip
+PREVIEW_WIDTH = 100  # characters: a file of one huge line still gives a tooltip that fits
+# Feather icons' "paperclip" and "file-text" outlines (MIT licence), drawn in the theme's
+# muted colour: no font here or on a Mac is needed for them, unlike emoji
+PAPERCLIP = (
+    "M21.44 11.05l-9.19 9.19a6 6 0 0 1-8.49-8.49l9.19-9.19a4 4 0 0 1 5.66 5.66"
+    "l-9.2 9.19a2 2 0 0 1-2.83-2.83l8.49-8.48"
+)
+DOCUMENT = (
+    "M14 2H6a2 2 0 0 0-2 2v16a2 2 0 0 0 2 2h12a2 2 0 0 0 2-2V8z M14 2v6h6 M16 13H8 M16 17H8 M10 9H8"
+)
+ICON_PIXELS = 48  # drawn at twice the 24-unit outline: sharp on a Retina screen too
+
+
+def line_icon(outline: str) -> QIcon:
+    """An outline icon (SVG path data on a 24-unit grid) in the theme's muted colour."""
+    svg = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{ICON_PIXELS}" '
+        f'height="{ICON_PIXELS}" viewBox="0 0 24 24" fill="none" '
+        f'stroke="{theme.current().muted}" stroke-width="2" stroke-linecap="round" '
+        f'stroke-linejoin="round"><path d="{outline}"/></svg>'
+    )
+    pixmap = QPixmap()  # a null icon where Qt's SVG image plugin is missing
+    return QIcon(pixmap) if pixmap.loadFromData(svg.encode(), "SVG") else QIcon()
+
+
+def local_files(mime) -> list[str]:
+    """The local files a drag carries (none for text or web links)."""
+    if not mime.hasUrls():
+        return []
+    return [url.toLocalFile() for url in mime.urls() if url.isLocalFile()]
 
 
 class ChatInput(QPlainTextEdit):
-    """Enter sends, Shift+Enter starts a new line."""
+    """Enter sends, Shift+Enter starts a new line; files dropped on it are attached."""
 
     submitted = Signal(str)
+    filesDropped = Signal(list)  # paths
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -36,16 +92,131 @@ class ChatInput(QPlainTextEdit):
             return
         super().keyPressEvent(event)
 
+    def canInsertFromMimeData(self, source) -> bool:  # noqa: N802 (Qt's name)
+        return bool(local_files(source)) or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source) -> None:  # noqa: N802
+        files = local_files(source)
+        if files:  # attached, not pasted as a path
+            self.filesDropped.emit(files)
+        else:
+            super().insertFromMimeData(source)
+
+
+class FileChip(QFrame):
+    """One attached file: its name and size, its first lines on hover, ✕ when removable."""
+
+    removeRequested = Signal()
+
+    def __init__(self, attachment: Attachment, removable: bool, parent=None):
+        super().__init__(parent)
+        self.setObjectName("fileChip")
+        row = QHBoxLayout(self)
+        row.setContentsMargins(8, 2, 2 if removable else 8, 2)
+        row.setSpacing(4)
+        self.icon = QLabel()
+        row.addWidget(self.icon)
+        self.label = QLabel(attachment.label)
+        self.label.setTextFormat(Qt.PlainText)  # a file's name is shown as it is
+        row.addWidget(self.label)
+        preview = "\n".join(
+            line[:PREVIEW_WIDTH] + ("…" if len(line) > PREVIEW_WIDTH else "")
+            for line in attachment.text.splitlines()[:PREVIEW_LINES]
+        )
+        more = "\n…" if attachment.text.count("\n") >= PREVIEW_LINES else ""
+        self.setToolTip(
+            f"{attachment.name} ({len(attachment.text):,} characters)\n\n{preview}{more}"
+        )
+        if removable:
+            remove = QToolButton()
+            remove.setText("✕")
+            remove.setAutoRaise(True)
+            remove.setToolTip(f"Remove {attachment.name}")
+            remove.clicked.connect(self.removeRequested.emit)
+            row.addWidget(remove)
+            self.remove_button = remove
+        self.restyle()
+
+    def restyle(self) -> None:
+        size = self.label.fontMetrics().height()
+        self.icon.setPixmap(line_icon(DOCUMENT).pixmap(QSize(size, size)))
+
+    def changeEvent(self, event):  # noqa: N802 (Qt's name)
+        super().changeEvent(event)
+        if event.type() == QEvent.PaletteChange:  # light/dark switched
+            self.restyle()
+
+
+class FileChips(QWidget):
+    """A row of file chips that wraps; hidden when there are none."""
+
+    removeRequested = Signal(int)  # the index of the file to take off
+
+    def __init__(self, removable: bool, parent=None):
+        super().__init__(parent)
+        self.removable = removable
+        self.flow = FlowLayout(self, spacing=6, align_right=False)
+        self.chips: list[FileChip] = []
+        self.hide()
+
+    def show_files(self, attachments: list[Attachment]) -> None:
+        for chip in self.chips:
+            self.flow.removeWidget(chip)
+            chip.deleteLater()
+        self.chips = [FileChip(a, self.removable, self) for a in attachments]
+        for index, chip in enumerate(self.chips):
+            chip.removeRequested.connect(lambda index=index: self.removeRequested.emit(index))
+            self.flow.addWidget(chip)
+        self.setVisible(bool(attachments))
+
+    def show_message(self, content: str) -> str:
+        """Chips for the files at the start of a stored message; the rest of its text."""
+        text, files = split_message(content)
+        if files or self.chips:
+            self.show_files(files)
+        return text
+
 
 class Composer(QFrame):
-    """The message box with Send and Stop beside it."""
+    """The message box with Send and Stop beside it, the paperclip that attaches files, and
+    the attached files' chips above it. A file must fit in what the ``controller``'s open
+    chat leaves of the model's context window (``app.attachments.budget_chars``)."""
 
-    def __init__(self, parent=None):
+    def __init__(self, controller=None, parent=None):
         super().__init__(parent)
         self.setObjectName("composer")
-        row = QHBoxLayout(self)
-        row.setContentsMargins(12, 8, 12, 10)
+        self.setAcceptDrops(True)
+        self.controller = controller
+        self.attachments: list[Attachment] = []
+        column = QVBoxLayout(self)
+        column.setContentsMargins(12, 8, 12, 10)
+        column.setSpacing(4)
+        self.chips = FileChips(removable=True)
+        self.chips.removeRequested.connect(self.remove_file)
+        column.addWidget(self.chips)
+        self.notice = QLabel()  # why a file was refused
+        self.notice.setObjectName("attachNotice")
+        self.notice.setWordWrap(True)
+        self.notice.setTextFormat(Qt.PlainText)
+        self.notice.hide()
+        column.addWidget(self.notice)
+        row = QHBoxLayout()
+        column.addLayout(row)
+        self.attach_button = QToolButton()
+        self.attach_button.setObjectName("attachButton")
+        self.attach_button.setAccessibleName("Attach files")  # an icon: screen readers need words
+        self.attach_button.setIcon(line_icon(PAPERCLIP))
+        self.attach_button.setIconSize(QSize(20, 20))
+        if self.attach_button.icon().isNull():
+            self.attach_button.setText("Attach")
+        self.attach_button.setToolTip(
+            "Attach a text, Markdown or PDF file: its text goes into your message "
+            "(or drop files on the message box)"
+        )
+        self.attach_button.clicked.connect(self.pick_files)
+        row.addWidget(self.attach_button, 0, Qt.AlignTop)
         self.input = ChatInput()
+        self.input.filesDropped.connect(self.attach_files)
         row.addWidget(self.input, 1)
         buttons = QVBoxLayout()
         self.send_button = QPushButton("Send")
@@ -58,6 +229,73 @@ class Composer(QFrame):
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)
         row.addLayout(buttons)
+
+    def changeEvent(self, event):  # noqa: N802 (Qt's name)
+        super().changeEvent(event)
+        if event.type() == QEvent.PaletteChange:  # light/dark switched
+            self.attach_button.setIcon(line_icon(PAPERCLIP))
+
+    # attached files -----------------------------------------------------------------------
+    def pick_files(self) -> None:
+        paths, _ = QFileDialog.getOpenFileNames(self, "Attach files", "", ATTACH_FILTER)
+        self.attach_files(paths)
+
+    def attach_files(self, paths) -> None:
+        """Read and attach each file that can be; say why for the first one refused."""
+        refused = []
+        budget = self.budget()
+        QApplication.setOverrideCursor(Qt.WaitCursor)  # a PDF's pages take ~35 ms each here
+        try:
+            for path in paths:
+                room = budget - sum(len(wrap(a)) for a in self.attachments)
+                try:
+                    self.attachments.append(read_attachment(path, room))
+                except AttachmentError as error:
+                    refused.append(str(error))
+        finally:
+            QApplication.restoreOverrideCursor()
+        self.chips.show_files(self.attachments)
+        self.notice.setText("\n".join(refused))
+        self.notice.setVisible(bool(refused))
+
+    def remove_file(self, index: int) -> None:
+        del self.attachments[index]
+        self.chips.show_files(self.attachments)
+        self.notice.hide()
+
+    def dragEnterEvent(self, event):  # noqa: N802 (Qt's name)
+        if local_files(event.mimeData()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event):  # noqa: N802
+        self.attach_files(local_files(event.mimeData()))
+        event.acceptProposedAction()
+
+    def budget(self) -> int:
+        """Characters of files the next message can hold."""
+        if self.controller is None:
+            return MAX_CHARS_UNKNOWN_WINDOW
+        use = context_use(self.controller)
+        return budget_chars(use.window, use.used, use.max_tokens)
+
+    # the message --------------------------------------------------------------------------
+    def message(self, text: str) -> str:
+        """What Send sends: the attached files' text, then ``text``."""
+        return compose(text, self.attachments)
+
+    def set_message(self, content: str) -> None:
+        """Put a stored message back (Edit): its files as chips, its words in the box."""
+        text, self.attachments = split_message(content)
+        self.chips.show_files(self.attachments)
+        self.notice.hide()
+        self.input.setPlainText(text)
+
+    def clear(self) -> None:
+        """After sending: an empty box and no files."""
+        self.input.clear()
+        self.attachments = []
+        self.chips.show_files([])
+        self.notice.hide()
 
 
 class EditBar(QFrame):

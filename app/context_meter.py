@@ -88,6 +88,20 @@ def chat_use(messages, streaming=None) -> int:
     return used
 
 
+def context_use(c, answer=None) -> ContextUse:
+    """How much of the window the controller ``c``'s open chat uses (``answer``: one being
+    written)."""
+    streaming = answer if answer is not None and not answer.finished else None
+    if streaming is None and c.busy and c.answering_here:
+        streaming = c.answer
+    window = c.models.facts.get("context_length")
+    return ContextUse(
+        chat_use(c.messages, streaming),
+        window if isinstance(window, int) and window > 0 else None,
+        c.settings.max_tokens,
+    )
+
+
 class ContextMeter(QWidget):
     """'1,234 / 8,192 tokens' over a thin bar; amber, and saying so, when nearly full."""
 
@@ -125,18 +139,7 @@ class ContextMeter(QWidget):
 
     def refresh(self, answer=None) -> None:
         """Count the open chat again (``answer``: one being written)."""
-        c = self.controller
-        streaming = answer if answer is not None and not answer.finished else None
-        if streaming is None and c.busy and c.answering_here:
-            streaming = c.answer
-        window = c.models.facts.get("context_length")
-        self.show_use(
-            ContextUse(
-                chat_use(c.messages, streaming),
-                window if isinstance(window, int) and window > 0 else None,
-                c.settings.max_tokens,
-            )
-        )
+        self.show_use(context_use(self.controller, answer))
 
     def changeEvent(self, event):
         super().changeEvent(event)

@@ -30,6 +30,7 @@ from engine.settings import DraftSettings
 from engine.stats import DecodeStats
 from engine.stop_strings import StopMatcher
 
+from .attachments import split_message
 from .continuable import can_go_on
 from .export import export_text
 from .livestats import LiveStats
@@ -46,12 +47,14 @@ LOADING_STAGES = {"convert", "load", "download"}  # progress of a model load (a 
 
 
 def session_title(text: str) -> str:
-    """A chat's default name: the first line of prose of its first message."""
+    """A chat's default name: the first line of prose of its first message, else the names
+    of the files attached to it."""
+    text, files = split_message(text)
     for line in text.splitlines():
         line = line.strip().lstrip("#>*-+ ").strip()
         if line and not line.startswith("```"):
             return " ".join(line.split())
-    return " ".join(text.split()) or "New chat"
+    return " ".join(text.split()) or ", ".join(f.name for f in files) or "New chat"
 
 
 def unsaved(error: Exception, what: str, then: str) -> str:

@@ -90,7 +90,7 @@ class MainWindow(QMainWindow):
         self.editing: int | None = None  # the question being edited, if any
         self.edit_bar = EditBar()
         column.addWidget(self.edit_bar)
-        composer = Composer()
+        self.composer = composer = Composer(self.controller)
         self.input = composer.input
         self.send_button, self.stop_button = composer.send_button, composer.stop_button
         column.addWidget(composer)
@@ -223,14 +223,14 @@ class MainWindow(QMainWindow):
     # chat actions -------------------------------------------------------------------------
     def send(self, text: str):
         self.settings_panel.flush()
-        if not text.strip():
+        if not (text := self.composer.message(text)).strip():  # with the attached files
             return None
         if self.editing is not None:
             task = self.controller.edit(self.editing, text)
         else:
             task = self.controller.send(text)
         if task is not None:
-            self.input.clear()
+            self.composer.clear()
             self.cancel_edit()
         self.input.setFocus()  # sent or not, the next words typed go into the composer
         return task
@@ -238,7 +238,7 @@ class MainWindow(QMainWindow):
     def start_edit(self, message_id: int, text: str) -> None:
         """Put an earlier question in the composer; sending it branches the chat there."""
         self.editing = message_id
-        self.input.setPlainText(text)
+        self.composer.set_message(text)
         self.input.setFocus()
         self.edit_bar.show()
 

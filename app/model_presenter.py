@@ -1,5 +1,6 @@
 """What the main window shows of models and engines: picking a model (folder, catalog,
-hub id, installed), connecting to a server, the download bar and the loading dialog.
+hub id, installed; the picker at the top of the chat), connecting to a server, the download
+bar and the loading dialog.
 
 The work is ``ModelControl``'s (``controller.models``); this presenter turns its signals
 into views and the person's choices into its calls. Questions to the person go through
@@ -11,6 +12,7 @@ from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QFileDialog, QProgressDialog
 
 from .model_catalog import ModelCatalogDialog
+from .model_picker import ModelPicker
 from .models_view import InstalledModelsDialog
 from .remote_engine import api_base
 
@@ -38,6 +40,13 @@ class ModelPresenter(QObject):
         panel.openFolderRequested.connect(self.pick_folder)
         panel.hubRequested.connect(self.pick_hub)
         panel.embeddedRequested.connect(lambda: models.load_model(None))
+        self.picker = ModelPicker()  # above the gauge: the first thing of the chat's column
+        window.centralWidget().layout().insertWidget(0, self.picker)
+        self.picker.loadRequested.connect(models.load_model)
+        self.picker.downloadRequested.connect(self.pick_from_catalog)
+        self.picker.folderRequested.connect(self.pick_folder)
+        self.picker.serverRequested.connect(self.connect_server)
+        controller.busyChanged.connect(self.enable_picker)
 
     def add_menu(self, menu) -> None:
         """The Model menu's entries."""
@@ -114,12 +123,20 @@ class ModelPresenter(QObject):
 
     # loading ------------------------------------------------------------------------------
     def model_changed(self, name: str, path: str, speculation: str) -> None:
-        self.window.settings_panel.show_model(name, path, speculation, self.models.model_details)
+        details = self.models.model_details
+        self.window.settings_panel.show_model(name, path, speculation, details)
         self.window.speculation_bar.show_model(name, speculation)
+        self.picker.show_model(name, path, self.models.facts, details)
+
+    def enable_picker(self, *_) -> None:
+        """Another model can be chosen while no answer runs and no model loads."""
+        self.picker.button.setEnabled(not self.controller.busy and not self.models.loading)
 
     def load_started(self, what: str) -> None:
         self.window.settings_panel.set_loading(True, what)
         self.window.send_button.setEnabled(False)
+        self.picker.show_loading(what)
+        self.enable_picker()
         if self.progress is None:
             self.progress = QProgressDialog(f"Loading {what}…", None, 0, 0, self.window)
             self.progress.setWindowTitle("Draftless")
@@ -174,9 +191,12 @@ class ModelPresenter(QObject):
         panel = self.window.settings_panel
         panel.set_loading(False)
         self.window.send_button.setEnabled(not self.controller.busy)
+        self.enable_picker()
         if self.models.model_name:
             self.model_changed(
                 self.models.model_name, self.models.model_path, self.models.speculation
             )
-        elif not ok:
-            panel.show_no_model(message)
+        else:
+            self.picker.show_model("", "", {}, "")
+            if not ok:
+                panel.show_no_model(message)

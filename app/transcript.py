@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from . import theme
+from .chat_widgets import FileChips
 from .code_blocks import COPY_SCHEME
 from .continuable import can_go_on, continue_tip
 from .flow_layout import FlowLayout
@@ -209,6 +210,8 @@ class MessageView(QFrame):
         self.regenerate_button.setVisible(False)
         self.continue_button.setVisible(False)
         layout.addLayout(header)
+        self.files = FileChips(removable=False, parent=self)  # a question's attached files
+        layout.addWidget(self.files)
         self.thinking = ThinkingPanel(self._thinking_body, self)  # a reasoning model's <think>
         layout.addWidget(self.thinking)
         self.body = MessageBody(self)
@@ -312,6 +315,8 @@ class MessageView(QFrame):
         shown = self.overlay or self.provenance
         self.body.provenance = shown
         text = self.text if self.text or not self.streaming else self._waiting_text()
+        if self.role == "user":  # attached files show as chips, not as their text
+            text = self.files.show_message(text)
         palette = theme.current().palette()
         parts = split(text if self.role == "assistant" and self.text else "")
         look = dict(markdown=self.markdown, highlight=self.highlight, palette=palette)

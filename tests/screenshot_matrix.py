@@ -3,9 +3,10 @@ built-in model, to look at after a change to the views:
 
     QT_QPA_PLATFORM=offscreen python -m tests.screenshot_matrix --out /tmp/shots
 
-Per size and theme: an answer stopped at Max tokens (Continue shown), its card's ⋯ menu, the
-settings panel, the chat list, a replay overlay in the inspector, a download in the status bar,
-and the Installed models dialog. Each size and theme runs in a process of its own, with throw-away data and
+Per size and theme: an answer stopped at Max tokens (Continue shown), its card's ⋯ menu, files
+attached in the composer (one refused), the model picker's menu, the settings panel, the chat list,
+a replay overlay in the inspector, a download in the status bar, and the Installed models dialog.
+Each size and theme runs in a process of its own, with throw-away data and
 settings folders.
 """
 
@@ -69,6 +70,19 @@ async def capture(width: int, theme: str, out: str) -> None:
     painter.end()
     shot.save(f"{out}/{width}-{theme}-menu.png")
     menu.close()
+    files = tempfile.mkdtemp(prefix="draftless-files-")
+    for name, data in (("report.md", b"# Q3\n\nSales rose.\n" * 40), ("scan.jpg", b"\xff\0" * 9)):
+        with open(f"{files}/{name}", "wb") as file:
+            file.write(data)
+    window.composer.attach_files([f"{files}/report.md", f"{files}/scan.jpg"])  # one refused
+    await settle()
+    save("attach")  # the composer's chips and the refusal under them
+    window.composer.clear()
+    picker = window.model_presenter.picker
+    picker.menu.popup(picker.button.mapToGlobal(picker.button.rect().bottomLeft()))
+    await settle()
+    picker.menu.grab().save(f"{out}/{width}-{theme}-picker-menu.png")
+    picker.menu.close()
     window.show_settings()
     await settle()
     save("settings")

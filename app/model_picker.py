@@ -1,0 +1,86 @@
+"""The model picker at the top of the chat: the loaded model's name on a button whose menu
+lists the installed models and the other ways to get one.
+
+A view only: it says what the person chose through its signals, and ``ModelPresenter``
+loads it the way Model → Installed models → Load does (progress dialog, Cancel).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QMenu, QSizePolicy, QToolButton
+
+from .downloads import installed_models, is_loaded
+
+MAX_NAME_CHARS = 40  # a long hub id keeps the button within a 600 px chat
+
+
+def short_name(name: str, facts: dict) -> str:
+    """'SmolLM2-135M-Instruct · float32': the model's own name (no owner) and its weights."""
+    short = name.rstrip("/").rsplit("/", 1)[-1] or name  # a hub id's or a folder's last part
+    if len(short) > MAX_NAME_CHARS:
+        short = short[: MAX_NAME_CHARS - 1] + "…"
+    weights = str(facts.get("weights") or "").split(" (")[0]  # "4-bit (group 64)" → "4-bit"
+    return f"{short} · {weights}" if weights and weights != "unknown" else short
+
+
+class ModelPicker(QFrame):
+    """A thin bar above the transcript with the model button in its middle."""
+
+    loadRequested = Signal(str)  # an installed model: what loads it ("" for the built-in)
+    downloadRequested = Signal()
+    folderRequested = Signal()
+    serverRequested = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("modelPickerBar")
+        row = QHBoxLayout(self)
+        row.setContentsMargins(12, 4, 12, 0)
+        self.button = QToolButton()
+        self.button.setObjectName("modelPicker")
+        self.button.setPopupMode(QToolButton.InstantPopup)
+        self.button.setToolButtonStyle(Qt.ToolButtonTextOnly)
+        self.button.setSizePolicy(QSizePolicy.Maximum, QSizePolicy.Fixed)
+        self.menu = QMenu(self.button)
+        self.menu.aboutToShow.connect(self.fill_menu)
+        self.button.setMenu(self.menu)
+        row.addStretch(1)
+        row.addWidget(self.button)
+        row.addStretch(1)
+        self.loaded_path = ""
+        self.show_model("", "", {}, "")
+
+    def show_model(self, name: str, path: str, facts: dict, details: str) -> None:
+        """The loaded model (``name`` "" while none is)."""
+        self.loaded_path = path
+        self.button.setText((short_name(name, facts) if name else "Choose a model") + "  ▾")
+        self.button.setToolTip(
+            f"{name}\n{details}\nChoose another model to load it" if name else "Load a model"
+        )
+
+    def show_loading(self, what: str) -> None:
+        self.button.setText(f"Loading {what}…")
+
+    def fill_menu(self) -> None:
+        """The installed models (the loaded one ticked) and the other ways to get one."""
+        self.menu.clear()
+        complete = [m for m in installed_models() if m.complete]
+        for model in complete:
+            action = self.menu.addAction(
+                model.label, lambda name=model.name: self.loadRequested.emit(name)
+            )
+            action.setCheckable(True)
+            action.setChecked(is_loaded(model, self.loaded_path))
+            action.setToolTip(str(model.path))
+        if not complete:
+            self.menu.addAction("No models installed yet").setEnabled(False)
+        self.menu.addSeparator()
+        self.menu.addAction("Download a model…", self.downloadRequested.emit)
+        self.menu.addAction("Open a folder…", self.folderRequested.emit)
+        self.menu.addAction("Connect to server…", self.serverRequested.emit)
+
+    def actions_by_text(self) -> dict:
+        """The menu's entries as they are now (filled first), by their text."""
+        self.fill_menu()
+        return {action.text(): action for action in self.menu.actions() if action.text()}

@@ -1,0 +1,121 @@
+"""Files attached to a message: read as untrusted input, limited by the model's context
+window, sent inside the message and shown as chips."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QMimeData, QUrl
+
+from app import attachments
+from app.attachments import read_attachment, split_message
+
+from .pdf_bytes import blank_pdf, locked_pdf, pages_pdf, text_pdf
+from .scripted_engine import answer_events
+from .test_app_views import SIMPLE, app, ask, loop  # noqa: F401
+
+REPORT = "# Report\n\nSales rose in ```March``` and \x1b[31mfell\x1b[0m in April.\n"
+
+
+def test_an_attached_markdown_file_reaches_the_engine_and_shows_as_a_chip(app, qtbot, tmp_path):
+    path = tmp_path / "report.md"
+    path.write_text(REPORT)
+    window = app.window
+    composer = window.composer
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(path))])
+    composer.input.insertFromMimeData(mime)  # a drop on the message box attaches the file
+    assert [chip.label.text() for chip in composer.chips.chips] == ["report.md · 64 bytes"]
+    assert composer.input.toPlainText() == ""  # not pasted as a path
+    assert composer.chips.chips[0].toolTip().startswith("report.md (")  # its first lines
+    assert "\n\n# Report\n\nSales rose" in composer.chips.chips[0].toolTip()
+    ask(qtbot, app, "What fell?", answer_events(SIMPLE))
+    sent = app.scripted.requests[-1].messages[-1]["content"]
+    # the file's own ``` cannot close its block: the fence is longer; the escape is gone
+    assert sent == (
+        "Attached file report.md (64 bytes):\n````\n# Report\n\nSales rose in ```March``` "
+        "and [31mfell[0m in April.\n````\n\nWhat fell?"
+    )
+    assert composer.attachments == [] and not composer.chips.isVisible()  # sent: cleared
+    assert app.controller.session.title == "What fell?"  # named by the words, not the file
+    question = window.transcript.views[-2]
+    assert [c.label.text() for c in question.files.chips] == ["report.md · 64 bytes"]
+    shown = question.body.toPlainText()
+    assert shown.strip() == "What fell?" and "Sales" not in shown  # folded, not dumped
+    window.show_session(app.controller.session)  # the chat drawn again from the store
+    question = window.transcript.views[-2]
+    assert [c.label.text() for c in question.files.chips] == ["report.md · 64 bytes"]
+    question.edit_button.click()  # Edit puts the file back as a chip
+    assert composer.input.toPlainText() == "What fell?" and len(composer.attachments) == 1
+    ask(qtbot, app, "What rose?", answer_events(SIMPLE))
+    assert "Sales rose" in app.scripted.requests[-1].messages[-1]["content"]
+
+
+def test_a_file_only_message_is_sent_and_a_chip_removes_its_file(app, qtbot, tmp_path):
+    (tmp_path / "a.txt").write_text("alpha")
+    (tmp_path / "b.txt").write_text("beta")
+    (tmp_path / "wide.txt").write_text("w" * 50_000)  # one huge line
+    composer = app.window.composer
+    composer.attach_files([tmp_path / "a.txt", tmp_path / "b.txt"])
+    composer.attach_files([tmp_path / "wide.txt"])
+    assert max(map(len, composer.chips.chips[2].toolTip().splitlines())) <= 101  # cut, with …
+    composer.chips.chips[2].remove_button.click()
+    composer.chips.chips[0].remove_button.click()
+    assert [a.name for a in composer.attachments] == ["b.txt"]
+    ask(qtbot, app, "", answer_events(SIMPLE))
+    assert app.scripted.requests[-1].messages[-1]["content"] == (
+        "Attached file b.txt (4 bytes):\n```\nbeta\n```\n\n"
+    )
+    assert app.controller.session.title == "b.txt"
+
+
+def test_binary_and_oversized_files_are_refused_with_a_reason(app, tmp_path, monkeypatch):
+    composer = app.window.composer
+    (tmp_path / "photo.jpg").write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" * 50)
+    composer.attach_files([tmp_path / "photo.jpg"])
+    assert composer.attachments == []
+    assert composer.notice.text().startswith("photo.jpg is not a text file.")
+    assert not composer.notice.isHidden()
+
+    app.controller.models.facts = {"context_length": 2048}  # the loaded model's window
+    (tmp_path / "book.txt").write_text("word " * 4000)  # 20,000 characters: ~6,700 tokens
+    composer.attach_files([tmp_path / "book.txt"])
+    assert composer.attachments == []
+    assert composer.notice.text().startswith(
+        "book.txt is too long for the model's context window: about 6,667 tokens"
+    )
+    assert "lower Max tokens" in composer.notice.text()
+    (tmp_path / "note.txt").write_text("short note")
+    composer.attach_files([tmp_path / "note.txt"])  # a file that fits is taken
+    assert [a.name for a in composer.attachments] == ["note.txt"]
+    assert composer.notice.isHidden()
+
+    monkeypatch.setattr(attachments, "MAX_FILE_BYTES", 100)  # a file past the read limit
+    (tmp_path / "big.md").write_text("x" * 101)
+    composer.attach_files([tmp_path / "big.md"])
+    assert "big.md cannot be attached: it is larger than 100 bytes" in composer.notice.text()
+
+
+def test_a_pdf_gives_its_text_and_bad_pdfs_say_what_is_wrong(tmp_path):
+    (tmp_path / "figures.pdf").write_bytes(text_pdf("Quarterly figures rose by 12 percent"))
+    attachment = read_attachment(tmp_path / "figures.pdf")
+    assert attachment.text == "Quarterly figures rose by 12 percent"
+    assert split_message(attachments.compose("?", [attachment])) == ("?", [attachment])
+    refusals = {
+        "scan.pdf": (blank_pdf(), "scan.pdf has no text layer"),
+        "locked.pdf": (locked_pdf("hidden", "pw"), "locked.pdf is protected by a password"),
+        "broken.pdf": (b"%PDF-1.4\nnot really", "broken.pdf could not be read as a PDF"),
+    }
+    line = "x" * 90  # 90 characters a page: a 200-character room is passed on page 3 of 50
+    (tmp_path / "book.pdf").write_bytes(pages_pdf(line, 50))
+    refusals["book.pdf"] = (
+        pages_pdf(line, 50),
+        "book.pdf is too long for the model's context window: over 92 tokens in its first 3 "
+        "of 50 pages, and about 66 are left",
+    )
+    for name, (data, reason) in refusals.items():
+        (tmp_path / name).write_bytes(data)
+        try:
+            read_attachment(tmp_path / name, room=200)
+        except attachments.AttachmentError as error:
+            assert str(error).startswith(reason), error
+        else:
+            raise AssertionError(f"{name} was attached")
