@@ -4,7 +4,8 @@ For a greedy answer the target's choice at every position is the answer itself, 
 decode loop can be re-enacted exactly: each pass the drafter proposes, the longest prefix
 that matches the answer is accepted (over all rows for a multi-row drafter, as the tree
 verification does), the next answer token is the target's own, and the drafter observes
-what the pass emitted. Tokens per pass, acceptance, per-position acceptance and which
+what the pass emitted: the loop's own pass steps (``engine.passes``), with the answer as the
+target's verdict. Tokens per pass, acceptance, per-position acceptance and which
 tokens came from accepted drafts then equal what a real greedy run with that drafter and
 a fixed draft count would have produced (tested against real decoding).
 

@@ -1,9 +1,9 @@
 """Replaying greedy answers: speed-ups predicted on a verify-cost curve, free of load.
 
 A greedy answer is fixed, so a draft is accepted as far as it equals the answer. ``simulate``
-runs the decode loop's logic (propose, the policy trims, verify, observe, record) against a
-known answer with no model and charges each pass c(tokens verified + 1) of a curve (a tree
-pass also the curve's tree extra): predicted speed-up = plain passes x c(1) / Σ cost.
+runs the decode loop's own pass steps (``engine.passes``: plan, judge by the answer, learn)
+against a known answer with no model and charges each pass c(tokens verified + 1) of a curve
+(a tree pass also the curve's tree extra): predicted speed-up = plain passes x c(1) / Σ cost.
 ``predict`` replays a set of chats; the device table (``devices.py``) runs it on every
 named curve.
 
