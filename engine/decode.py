@@ -15,7 +15,8 @@ the host's work overlaps the device's, as in mlx-lm's ``generate_step``.
 
 Each pass the policy (``draft_policy.DraftPolicy``: a fixed draft length, or the adaptive
 one) chooses how much of the drafter's proposal goes out and is handed back its choice with
-the pass's outcome (``DraftPlan``).
+the pass's outcome: ``passes.plan_pass`` and ``passes.learn_pass``, the steps the replays
+share.
 
 Multi-row drafters verify all their rows in one pass as a prefix tree (``engine/tree.py``)
 where the model allows it; which caches can be rolled back, and how, is decided per model
@@ -24,7 +25,7 @@ in ``engine/models/caches.py`` (sliding windows, recurrent state).
 A grammar (``engine/grammar.py``) masks the logits after the processors; its drafts are
 cut at the first token it forbids and verified one row at a time. Where the grammar forces
 what comes next (a schema's keys, quotes and separators), those tokens go out whatever the
-policy's acceptance memory says (``DraftPlan``): ahead of the drafter's row where it begins
+policy's acceptance memory says (``passes.DraftPlan``): ahead of the drafter's row where it begins
 with them, alone where it does not (then neither the drafter nor that memory learns from the
 pass).
 """
@@ -39,8 +40,8 @@ from dataclasses import dataclass
 import mlx.core as mx
 from mlx_lm.sample_utils import make_logits_processors, make_sampler
 
-from .draft_policy import NO_DRAFT, Choice, DraftPolicy, FixedDraftLength, PassOutcome
-from .drafters.base import Drafter, Proposal
+from .draft_policy import DraftPolicy, FixedDraftLength
+from .drafters.base import Drafter
 from .models.caches import (
     TRIM,
     restore,
@@ -49,6 +50,7 @@ from .models.caches import (
     speculation_cache,
     speculation_for,
 )
+from .passes import learn_pass, plan_pass
 from .settings import SamplingSettings
 from .tokens import DraftGate, output_size
 from .tree import DraftTree, Verdict, forward_tree, keep_path, verify_tree
@@ -264,70 +266,6 @@ class PassResult:
     tree: bool = False  # several rows verified in one tree pass
 
 
-@dataclass
-class DraftPlan:
-    """What one pass sends: ``rows``; ``grammar``: they are the grammar's own draft;
-    ``sure``: how many leading tokens of the drafter's row the grammar forces; ``choice``:
-    what the policy chose of the drafter's tokens (handed back to it with the outcome)."""
-
-    rows: list[list[int]]
-    grammar: bool = False
-    sure: int = 0
-    choice: Choice = NO_DRAFT
-
-    @classmethod
-    def of(cls, proposal: Proposal, policy: DraftPolicy, forced=()) -> "DraftPlan":
-        """As much of ``proposal`` (the rows the loop would send, and what they rest on) as
-        the policy says pays. Where the grammar forces the next tokens (``forced``, kept
-        nearly always) at least those go out: the policy then judges only the drafter's tokens
-        after them (of its first row), or, where that row does not begin with them, they are
-        the draft (as much of them as pays on the curve)."""
-        rows, sure = proposal.rows, len(forced)
-        if sure and not (rows and rows[0][:sure] == list(forced)):
-            row = list(forced[: policy.forced_length(sure)])
-            return cls([row] if row else [], grammar=True)
-        if not rows:
-            return cls([])
-        longest = max(len(r) for r in rows)
-        if sure:
-            after = Proposal([rows[0][sure:]], proposal.match_length + sure)
-            choice = policy.choose(after, longest - sure) if longest > sure else NO_DRAFT
-            length = sure + choice.length if choice.length else policy.forced_length(sure)
-            return cls([rows[0][:length]] if length else [], sure=min(sure, length), choice=choice)
-        choice = policy.choose(proposal, longest)
-        sent = [r[: choice.length] for r in rows[: choice.rows]] if choice.length > 0 else []
-        return cls(sent, choice=choice)
-
-    def outcome(
-        self,
-        verified: int,
-        accepted: int,
-        seconds: float,
-        depth: int | None = None,
-        tree: bool = False,
-        first_row: tuple[int, int] | None = None,
-    ) -> PassOutcome:
-        """The pass as the policy learns from it: ``verified`` draft tokens in ``seconds``,
-        ``accepted`` of them kept out of ``depth`` (a tree's deepest row; default: the rows'
-        tokens), counting the drafter's tokens only (depth 0: the pass's cost alone);
-        ``tree``: a tree pass, ``first_row`` its first row (its length, its tokens kept)."""
-        depth = sum(map(len, self.rows)) if depth is None else depth
-        if self.grammar:
-            learned, depth = accepted, 0
-        else:
-            learned, depth = max(accepted - self.sure, 0), max(depth - self.sure, 0)
-        return PassOutcome(verified, learned, seconds, depth, tree, first_row)
-
-
-def cut_at_eos(draft: list[int], eos_tokens: set[int]) -> list[int]:
-    """A draft never runs past end-of-sequence (the loop, the replay and the tuning replay
-    all cut with this)."""
-    for i, token in enumerate(draft):
-        if token in eos_tokens:
-            return draft[: i + 1]
-    return draft
-
-
 def top_k_tokens(logits: mx.array, k: int, count: int) -> list[list[int]]:
     """The target's ``k`` most likely tokens at the first ``count`` positions."""
     rows = logits[:count]
@@ -393,17 +331,20 @@ def speculative_decode(
         started = time.perf_counter()
         # draft
         limit = min(draft_count, max_tokens - produced - 1) if speculate else 0
-        proposal = drafter.propose(limit) if limit > 0 else Proposal()
-        rows = [cut_at_eos(list(r[:limit]), eos_tokens) for r in gate.rows(proposal.rows)]
-        forced: list[int] = []  # what the grammar forces next
-        if chooser.constraint is not None and limit > 0:  # a token it forbids is never sent
-            rows = [r[: chooser.constraint.allowed(r)] for r in rows[:1]]
-            if drafter.drafts:  # (plain decoding, drafter none, stays plain)
-                forced = gate.rows([chooser.constraint.forced()[:limit]])[0]
-                forced = cut_at_eos(forced, eos_tokens)
-        drafted = [row for row in rows if row]
-        sendable = Proposal(drafted, proposal.match_length, proposal.follows_for(drafted))
-        plan = DraftPlan.of(sendable, policy, forced)
+        constraint = chooser.constraint  # a grammar: a token it forbids is never sent
+        forced: list[int] = []  # what the grammar forces next (drafter none stays plain)
+        if constraint is not None and limit > 0 and drafter.drafts:
+            forced = gate.rows([constraint.forced()[:limit]])[0]
+        plan = plan_pass(
+            drafter,
+            limit,
+            eos_tokens,
+            policy,
+            forced=forced,
+            first_row_only=constraint is not None,
+            admit=gate.rows,  # no id outside the vocabulary
+            allowed=constraint.allowed if constraint is not None else None,
+        )
         rows = plan.rows
         drafted_at = time.perf_counter()
 
@@ -412,14 +353,14 @@ def speculative_decode(
             verdict = verify_tree(target, rows, chooser, history, eos_tokens)
         else:
             verdict = verify_row(target, rows[0] if rows else [], chooser, history, eos_tokens)
-        emitted, accepted = verdict.emitted, min(verdict.accepted, len(verdict.emitted))
+        emitted = verdict.emitted
         logprobs = (
             chooser.token_logprobs(verdict.logits, history, emitted)
             if chooser.logprobs is not None
             else None
         )
-        if chooser.constraint is not None:
-            chooser.constraint.accept(emitted)
+        if constraint is not None:
+            constraint.accept(emitted)
         history.extend(emitted)
         verified_at = time.perf_counter()
 
@@ -429,20 +370,10 @@ def speculative_decode(
             if drafter.wants_target_topk
             else None
         )
-        drafter.observe(  # the grammar's draft is not the drafter's: it learns no acceptance
-            emitted,
-            accepted=0 if plan.grammar else accepted,
-            drafted=len(rows[verdict.row]) if rows and not plan.grammar else 0,
-            row=verdict.row,
-            target_topk=topk,
-        )
+        seconds = verified_at - drafted_at
+        accepted = learn_pass(drafter, policy, plan, verdict, seconds, target_topk=topk)
         done_at = time.perf_counter()
         tree = verdict.depth is not None
-        seconds = verified_at - drafted_at
-        outcome = plan.outcome(
-            verdict.drafted, verdict.accepted, seconds, verdict.depth, tree, verdict.first_row
-        )
-        policy.record(plan.choice, outcome)
         produced += len(emitted)
         yield PassResult(
             emitted,

@@ -2,7 +2,7 @@
 policy learns from the pass. Pure Python (no MLX), so planning can be tested and replayed
 without a model.
 
-Each pass the loop (``decode.DraftPlan``, and the tuning replay through it) asks
+Each pass the loop (``passes.plan_pass``, and the replays through it) asks
 ``choose(proposal, limit)`` once, sends what the returned ``Choice`` says, and hands the same
 ``Choice`` back to ``record`` with the pass's ``PassOutcome``: everything ``record`` needs
 travels in those two values, nothing is left on the policy between the calls.

@@ -4,7 +4,8 @@ For a greedy answer the target's choice at every position is the answer itself, 
 decode loop can be re-enacted exactly: each pass the drafter proposes, the longest prefix
 that matches the answer is accepted (over all rows for a multi-row drafter, as the tree
 verification does), the next answer token is the target's own, and the drafter observes
-what the pass emitted. Tokens per pass, acceptance, per-position acceptance and which
+what the pass emitted: the loop's own pass steps (``engine.passes``), with the answer as the
+target's verdict. Tokens per pass, acceptance, per-position acceptance and which
 tokens came from accepted drafts then equal what a real greedy run with that drafter and
 a fixed draft count would have produced (tested against real decoding).
 
@@ -22,11 +23,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from .adaptive import AdaptiveMemory
-from .decode import cut_at_eos
+from .draft_policy import FixedDraftLength
 from .drafters import DRAFTERS, make_drafter, measurement_options
 from .events import DoneEvent, ReplayOutcome
 from .model_ngrams import model_key
 from .models import load_model
+from .passes import judge_by_answer, learn_pass, plan_pass
 from .session import ChatSession
 from .session import prompt_tokens as request_tokens
 from .settings import DraftSettings, GenerationRequest
@@ -77,18 +79,6 @@ def _estimate_notes(drafter, asked: DraftSettings, greedy: bool) -> list[str]:
     return notes
 
 
-def matched_length(row: Sequence[int], target: Sequence[int], start: int) -> int:
-    n = 0
-    while n < len(row) and start + n < len(target) and row[n] == target[start + n]:
-        n += 1
-    return n
-
-
-def tree_size(rows: Sequence[Sequence[int]]) -> int:
-    """Draft tokens a tree verification sends: the nodes of the rows' prefix tree."""
-    return len({tuple(row[:j]) for row in rows for j in range(1, len(row) + 1)})
-
-
 def replay(
     prompt_tokens: Sequence[int],
     answer_tokens: Sequence[int],
@@ -110,41 +100,20 @@ def replay(
     target = list(answer_tokens) + ([end_token] if end_token is not None else [])
     max_tokens = len(target) if max_tokens is None else max_tokens
     ends = {end_token} if end_token is not None else set()
-    history = list(prompt_tokens)
-    drafter.reset(history)
-    stats = DecodeStats(drafter=settings.drafter, prompt_tokens=len(history))
+    drafter.reset(list(prompt_tokens))
+    stats = DecodeStats(drafter=settings.drafter, prompt_tokens=len(prompt_tokens))
+    policy = FixedDraftLength()
+    tree = tree and drafter.multi_row  # several rows verified in one pass
     from_draft: list[bool] = []
     produced = 0
     while produced < len(target):
         limit = min(settings.draft_count, max_tokens - produced - 1)
-        rows = drafter.propose(limit).rows if limit > 0 else []
-        rows = [row for row in (cut_at_eos(list(r[:limit]), ends) for r in rows) if row]
-        is_tree = len(rows) > 1 and drafter.multi_row and tree
-        if is_tree:
-            matches = [matched_length(row, target, produced) for row in rows]
-            accepted = max(matches)
-            row = matches.index(accepted)
-            drafted = tree_size(rows)
-        else:
-            row = 0
-            accepted = matched_length(rows[0], target, produced) if rows else 0
-            drafted = len(rows[0]) if rows else 0
-        emitted = target[produced : produced + accepted]
-        if not (emitted and emitted[-1] in ends):
-            emitted.append(target[produced + accepted])
-        drafter.observe(
-            emitted,
-            accepted=min(accepted, len(emitted)),
-            drafted=len(rows[row]) if rows else 0,
-            row=row,
-        )
-        history.extend(emitted)
+        plan = plan_pass(drafter, limit, ends, policy, first_row_only=not tree)
+        verdict = judge_by_answer(plan.rows, target, produced, ends, tree)
+        emitted = verdict.emitted
+        kept = learn_pass(drafter, policy, plan, verdict, 0.0, stats=stats, eos_tokens=ends)
         produced += len(emitted)
-        ended = emitted[-1] in ends
-        kept, _ = stats.record_pass(
-            drafted, min(accepted, len(emitted)), len(emitted), 0.0, ended, is_tree
-        )
-        visible = len(emitted) - int(ended)
+        visible = len(emitted) - int(emitted[-1] in ends)
         from_draft.extend(i < kept for i in range(visible))
     return ReplayResult(settings, stats, from_draft, _estimate_notes(drafter, asked, greedy))
 

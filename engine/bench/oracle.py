@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..drafters.base import Drafter, Proposal
-from ..replay import matched_length
+from ..passes import matched_length
 from ..session import ChatSession
 from ..verify_cost import CostCurve
 

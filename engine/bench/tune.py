@@ -1,9 +1,9 @@
 """Replaying greedy answers: speed-ups predicted on a verify-cost curve, free of load.
 
 A greedy answer is fixed, so a draft is accepted as far as it equals the answer. ``simulate``
-runs the decode loop's logic (propose, the policy trims, verify, observe, record) against a
-known answer with no model and charges each pass c(tokens verified + 1) of a curve (a tree
-pass also the curve's tree extra): predicted speed-up = plain passes x c(1) / Σ cost.
+runs the decode loop's own pass steps (``engine.passes``: plan, judge by the answer, learn)
+against a known answer with no model and charges each pass c(tokens verified + 1) of a curve
+(a tree pass also the curve's tree extra): predicted speed-up = plain passes x c(1) / Σ cost.
 ``predict`` replays a set of chats; the device table (``devices.py``) runs it on every
 named curve.
 
@@ -24,11 +24,9 @@ import time
 from pathlib import Path
 
 from ..adaptive import CLASS_PRIORS, AdaptiveMemory, BonusPriors, Priors, match_class
-from ..decode import DraftPlan, cut_at_eos
 from ..draft_policy import FixedDraftLength
 from ..drafters import make_drafter, measurement_options
-from ..drafters.base import Proposal
-from ..replay import matched_length, tree_size
+from ..passes import judge_by_answer, learn_pass, plan_pass
 from ..settings import DraftSettings
 from ..verify_cost import CostCurve
 from .scratch import FolderStores
@@ -68,9 +66,11 @@ def simulate(
         drafter = make_drafter(settings.validated())
     drafter.attach_model(model_key, stores=stores if stores is not None else FolderStores())
     constrained = any("forced" in turn for turn in chat)  # a schema's answers
-    policy = memory.policy(model_key, drafter, constrained=constrained) if adaptive else None
-    if policy is not None:
+    policy = FixedDraftLength()
+    if adaptive:
+        policy = memory.policy(model_key, drafter, constrained=constrained)
         memory.curves[model_key] = policy.curve = curve
+    ends = {eos}
     plain = spec = drafter_s = 0.0
     sizes: list[tuple[int, bool]] = []  # per pass: tokens verified + 1, a tree or not
     passes = emitted_total = 0
@@ -87,7 +87,7 @@ def simulate(
         history, produced = list(prompt), 0
         plain += len(answer) * curve.base(1)
         while produced < len(answer):
-            if passes and policy is not None and policy.gives_up(draft_count):
+            if passes and policy.gives_up(draft_count):
                 left = len(answer) - produced  # the loop decodes the rest plainly
                 spec += left * curve.base(1)
                 sizes += [(1, False)] * left
@@ -96,49 +96,42 @@ def simulate(
                 break
             started = time.perf_counter()
             limit = min(draft_count, len(answer) - produced - 1)
-            proposal = drafter.propose(limit) if limit > 0 else Proposal()
-            rows = [r for r in (cut_at_eos(list(r[:limit]), {eos}) for r in proposal.rows) if r]
             schema = "forced" in turn  # what it forces is drafted as the loop drafts it
-            rows = rows if drafter.multi_row and not schema else rows[:1]
-            forced = turn["forced"][produced][:limit] if schema and grammar and limit > 0 else []
-            follows = proposal.follows_for(rows)
-            sendable = Proposal(rows, proposal.match_length, follows)
-            plan = DraftPlan.of(sendable, policy or FixedDraftLength(), forced)
+            forced = turn["forced"][produced] if schema and grammar and limit > 0 else ()
+            plan = plan_pass(
+                drafter,
+                limit,
+                ends,
+                policy,
+                forced=forced,
+                first_row_only=schema or not drafter.multi_row,
+            )
             rows = plan.rows
             drafter_s += time.perf_counter() - started
-            matches = [matched_length(r, answer, produced) for r in rows]
-            accepted = max(matches, default=0)
-            row = matches.index(accepted) if rows else 0
-            draft = rows[row] if rows else []
-            tree = len(rows) > 1
-            sent = tree_size(rows) if tree else len(draft)  # tokens verified
-            emitted = answer[produced : produced + accepted + 1]
-            cost = curve.base(sent + 1) + (tree_extra if tree else 0.0)
+            verdict = judge_by_answer(rows, answer, produced, ends, tree=True)
+            tree = verdict.depth is not None
+            cost = curve.base(verdict.drafted + 1) + (tree_extra if tree else 0.0)
             spec += cost
-            sizes.append((sent + 1, tree))
+            sizes.append((verdict.drafted + 1, tree))
             started = time.perf_counter()
-            mine = not plan.grammar  # the grammar's draft is not the drafter's
-            drafter.observe(emitted, accepted=accepted * mine, drafted=len(draft) * mine, row=row)
+            learn_pass(drafter, policy, plan, verdict, cost)
             drafter_s += time.perf_counter() - started
-            if policy is not None:
-                first = (len(rows[0]), matches[0]) if tree else None
-                depth = max(map(len, rows)) if tree else None
-                policy.record(plan.choice, plan.outcome(sent, accepted, cost, depth, tree, first))
             if classes is not None and rows and not plan.grammar:  # per match class, the first
                 # row's [reached, accepted] per position, then [trees' first-row tokens, beyond]
+                matches, judged = verdict.matches, plan.proposal
                 counts = classes.setdefault(
-                    match_class(proposal.match_length, follows),
+                    match_class(judged.match_length, judged.follows),
                     [[0, 0] for _ in range(draft_count + 1)],
                 )
                 for i in range(min(matches[0] + 1, len(rows[0]))):
                     counts[i][0] += 1
                     counts[i][1] += i < matches[0]
                 counts[-1][0] += len(rows[0]) if tree else 0
-                counts[-1][1] += accepted - matches[0]
-            history.extend(emitted)
-            produced += len(emitted)
+                counts[-1][1] += verdict.accepted - matches[0]
+            history.extend(verdict.emitted)
+            produced += len(verdict.emitted)
             passes += 1
-            emitted_total += len(emitted)
+            emitted_total += len(verdict.emitted)
     drafter.flush()
     return {
         "plain_s": plain,
