@@ -71,6 +71,7 @@ def strategies(eos: int, named: NamedCurve) -> dict[str, dict]:
         )
     for mode in ("ngram-simple", "ngram-map-k"):  # llama.cpp's --draft-max default: 16
         plans[f"llama.cpp {mode}"] = _plan(mode, 16, peer=True, grammar=False)
+    plans["suffix-static"] = _plan("suffix-static", default.draft_count, default.adaptive)
     plans["suffix fixed 16, no policy"] = _plan("suffix", 16)
     plans["prompt-lookup cap 32"] = _plan("prompt-lookup", 32, adaptive=True)
 
