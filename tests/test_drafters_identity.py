@@ -29,6 +29,7 @@ NEW = {
     "nasd": {"filler_top_k": 3},
     "ngrammys": {"rows": 4},
     "suffix": {},
+    "suffix-static": {},
 }
 
 
@@ -217,6 +218,7 @@ def test_greedy_identity_on_the_embedded_model(embedded_loaded):
     for name, options in (
         ("ngrammys", {"rows": 4, "model_bigram": False}),
         ("suffix", {}),
+        ("suffix-static", {}),  # with the table shipped for this model
         ("ngram-cache", {"dynamic": False}),
     ):
         settings = DraftSettings(drafter=name, draft_count=6, adaptive=False, options=options)

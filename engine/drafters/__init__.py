@@ -14,6 +14,7 @@ from .ngrammys import NgrammysDrafter
 from .none import NoDrafter
 from .prompt_lookup import PromptLookupDrafter
 from .suffix import SuffixDrafter
+from .suffix_static import SuffixStaticDrafter
 
 DRAFTERS: dict[str, type[Drafter]] = {
     cls.name: cls
@@ -28,6 +29,7 @@ DRAFTERS: dict[str, type[Drafter]] = {
         NasdDrafter,
         NgrammysDrafter,
         SuffixDrafter,
+        SuffixStaticDrafter,
     )
 }
 

@@ -297,6 +297,17 @@ class _DynamicStore:
             warn(f"Could not save the n-gram memory {self.path}: {error}")
 
 
+def shared_dynamic_store(
+    stores: DrafterStores, model_key: str, vocab_size: int | None
+) -> _DynamicStore:
+    """The cross-chat memory of ``model_key`` that ``stores`` keeps (one per file, shared by
+    every drafter that reads it)."""
+    return stores.get(
+        dynamic_cache_path(model_key, stores.folder),
+        lambda path: _DynamicStore(path if stores.persistent else None, vocab_size),
+    )
+
+
 def _try_draft(
     cache: NgramCounts,
     ngrams: list[tuple],
@@ -386,12 +397,7 @@ class NgramCacheDrafter(Drafter):
         if self.store is None:
             if self.model_key is None:
                 return None
-            self.store = self.stores.get(
-                dynamic_cache_path(self.model_key, self.stores.folder),
-                lambda path: _DynamicStore(
-                    path if self.stores.persistent else None, self.vocab_size
-                ),
-            )
+            self.store = shared_dynamic_store(self.stores, self.model_key, self.vocab_size)
         return self.store
 
     def flush(self) -> None:

@@ -1,0 +1,181 @@
+"""`suffix-static`: the suffix drafter, plus one row from what public answers and this user's
+earlier chats usually say next (llama.cpp's lookup static cache, REST's datastore idea).
+
+The conversation's own matches draft first, as ``suffix`` does. While they leave a row free
+(fewer than ``rows``), one more row is chained token by token after the history's last
+tokens, from
+- **this user's earlier chats**: the n-gram memory the ``ngram-cache`` drafter keeps across
+  chats (the same file, counted in here too), with llama.cpp's strict thresholds; else
+- **the static table** shipped for the model (``STATIC_TABLES``; built from the tuning split
+  of public answers by ``python -m engine.bench.static_table``): the most frequent follower
+  of the last 3 tokens, else of the last 2,
+
+stopping before the product of the followers' shares falls below ``min_prob``. A proposal
+that rests on this row alone says no match length (``match_length`` 0): the adaptive policy
+judges its acceptance apart from the conversation's own matches, and sends it only as far as
+the verify-cost curve makes it pay.
+
+A model with no table of its own (another tokenizer) drafts as ``suffix`` plus its memory,
+said once; so does a table file that cannot be read (the message names the file and how to
+rebuild it). Options: ``suffix``'s, ``table`` (default true), ``memory`` (default true: read
+and grow the cross-chat memory).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import warn
+from ._options import Option
+from ._static_table import StaticTable, StaticTableError
+from .base import Proposal
+from .ngram_cache import (
+    MIN_PERCENT_STRICT,
+    MIN_SAMPLE_STRICT,
+    NGRAM_MAX,
+    _DynamicStore,
+    shared_dynamic_store,
+)
+from .stores import DrafterStores
+from .suffix import SuffixDrafter
+
+TABLES_DIR = Path(__file__).resolve().parents[2] / "resources" / "ngrams"
+MEMORY_MIN = 2  # the shortest n-gram of the user's memory used (ngram-cache's strict rules)
+
+
+def static_table_path(model_key: str) -> Path | None:
+    """The shipped table whose model name begins ``model_key`` (``model_ngrams.model_key``:
+    the model's name, then a digest), or None."""
+    folder = TABLES_DIR
+    if folder.is_dir():
+        for path in sorted(folder.glob("*.npz")):
+            if model_key.startswith(path.stem + "-"):
+                return path
+    return None
+
+
+class SuffixStaticDrafter(SuffixDrafter):
+    name = "suffix-static"
+    summary = "suffix, plus a row from a static n-gram table of public answers and the user's chats"
+    measurement_options = {"memory": False}
+    options = {**SuffixDrafter.options, "table": Option(True), "memory": Option(True)}
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.table: StaticTable | None = None
+        self.model_key: str | None = None
+        self.vocab_size: int | None = None
+        self.stores = DrafterStores()  # the service's, once attached
+        self.store: _DynamicStore | None = None
+
+    def use_model(self, model_key, *, bigram=None, stores=None, vocab_size=None) -> None:
+        self.model_key, self.vocab_size = model_key, vocab_size
+        if stores is not None and stores is not self.stores:
+            if self.store is not None:
+                self.store.save()
+            self.stores, self.store = stores, None
+        self.table = self._load_table(model_key, vocab_size) if self.option["table"] else None
+
+    @staticmethod
+    def _load_table(model_key: str, vocab_size: int | None) -> StaticTable | None:
+        path = static_table_path(model_key)
+        if path is None:
+            warn(f"suffix-static: no static n-gram table for {model_key}; drafting without one.")
+            return None
+        try:
+            stat = path.stat()
+            table = _read_table(path, stat.st_mtime_ns, stat.st_size)
+        except (StaticTableError, OSError) as error:
+            warn(f"{error} suffix-static drafts without it.")
+            return None
+        if vocab_size is not None and table.vocab_size != vocab_size:
+            warn(
+                f"suffix-static: the table {path} is for a vocabulary of {table.vocab_size} "
+                f"tokens, this model has {vocab_size}; drafting without it."
+            )
+            return None
+        return table
+
+    def _memory(self) -> _DynamicStore | None:
+        if not self.option["memory"] or self.model_key is None:
+            return None
+        if self.store is None:
+            self.store = shared_dynamic_store(self.stores, self.model_key, self.vocab_size)
+        return self.store
+
+    def flush(self) -> None:
+        if self.store is not None:
+            self.store.save()
+
+    def reset(self, prompt_tokens):
+        self.flush()
+        super().reset(prompt_tokens)
+
+    def extend(self, tokens):
+        self.flush()
+        super().extend(tokens)
+
+    def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
+        super().observe(emitted, accepted=accepted, drafted=drafted, row=row)
+        store = self._memory()
+        if store is not None and emitted:
+            tokens = self.sam.tokens
+            store.counts.update(tokens, max(0, len(tokens) - len(emitted)), 1, NGRAM_MAX)
+            store.dirty = True
+            store.bound(len(emitted))
+
+    def propose(self, k):
+        proposal = super().propose(k)
+        if len(proposal.rows) >= self.rows or k <= 0:
+            return proposal
+        row = self._usual_row(k)
+        if not row or any(taken[: len(row)] == row for taken in proposal.rows):
+            return proposal
+        if proposal.rows:
+            return Proposal(proposal.rows + [row], proposal.match_length, proposal.follows)
+        return Proposal([row])
+
+    def _usual_row(self, k: int) -> list[int]:
+        """Up to ``k`` tokens, each the usual follower of the tokens before it (the user's
+        memory first, then the table), while the product of their shares is ``min_prob``
+        or more."""
+        store = self._memory()
+        memory = store.counts if store is not None and len(store.counts) else None
+        if memory is None and self.table is None:
+            return []
+        seq = self.sam.tokens[-NGRAM_MAX:]
+        row: list[int] = []
+        prob = 1.0
+        while len(row) < k:
+            found = memory_follower(memory, seq) if memory is not None else None
+            if found is None and self.table is not None:
+                found = self.table.follower(seq)
+            if found is None:
+                break
+            prob *= found[1]
+            if prob < self.min_prob:
+                break
+            row.append(found[0])
+            seq = seq[1:] + [found[0]]
+        return row
+
+
+# A shipped file, read-only: read once per process (0.08 s and 13 MB, measured here), not
+# once per chat; a file changed on disk (other time or size) is read again.
+@lru_cache(maxsize=2)
+def _read_table(path: Path, mtime_ns: int, size: int) -> StaticTable:
+    return StaticTable.load(path)
+
+
+def memory_follower(memory, seq) -> tuple[int, float] | None:
+    """(usual follower, share) of the longest n-gram ending ``seq`` that the memory has seen
+    often enough, by llama.cpp's strict thresholds, or None."""
+    for n in range(min(NGRAM_MAX, len(seq)), MEMORY_MIN - 1, -1):
+        best = memory.best.get(tuple(seq[-n:]))
+        if best is None:
+            continue
+        total, token, top = best
+        if total >= MIN_SAMPLE_STRICT[n - 1] and 100 * top >= MIN_PERCENT_STRICT[n - 1] * total:
+            return token, top / total
+    return None

@@ -1,0 +1,108 @@
+"""`suffix-static`: a row from the static n-gram table of public answers, merged with the
+user's earlier chats; a bad table file is named and drafting goes on; lossless as always."""
+
+import logging
+
+import numpy as np
+import pytest
+
+from engine.bench.static_table import count_followers
+from engine.drafters import make_drafter, suffix_static
+from engine.drafters._static_table import StaticTable, StaticTableError
+from engine.drafters.stores import DrafterStores
+from engine.settings import DraftSettings
+
+from .identity import reference_greedy, speculative
+from .tiny_model import make_tiny_llama
+
+pytestmark = pytest.mark.usefixtures("private_dirs")  # conftest: a data and cache folder per test
+
+MODEL_KEY = "test-model"  # tests/identity.py's key; a table named test.npz is this model's
+VOCAB = 256
+
+
+def write_table(folder, answers, vocab=VOCAB, min_count=2):
+    arrays = [np.asarray(a, dtype=np.uint64) for a in answers]
+    orders = {n: count_followers(arrays, n, min_count, 0.3) for n in (3, 2)}
+    StaticTable("test", vocab, orders).save(folder / "test.npz")
+
+
+@pytest.fixture
+def tables(tmp_path, monkeypatch):
+    folder = tmp_path / "ngrams"
+    folder.mkdir()
+    monkeypatch.setattr(suffix_static, "TABLES_DIR", folder)
+    return folder
+
+
+def drafter(stores=None, **options):
+    settings = DraftSettings(drafter="suffix-static", draft_count=8, ngram_min=1, options=options)
+    made = make_drafter(settings.validated())
+    made.attach_model(MODEL_KEY, stores=stores, vocab_size=VOCAB)
+    return made
+
+
+def test_the_extra_row_is_the_tables_continuation(tables):
+    write_table(tables, [[1, 2, 3, 4, 5, 6, 7]] * 3)
+    chat = drafter()
+    chat.reset([9, 1, 2, 3])  # "1 2 3" never occurred before in this chat: suffix has nothing
+    proposal = chat.propose(8)
+    assert proposal.rows == [[4, 5, 6, 7]]
+    assert proposal.match_length == 0  # judged apart from the chat's own matches
+    assert make_drafter(DraftSettings(drafter="suffix", ngram_min=1)).propose(8).rows == []
+
+
+def test_the_users_earlier_chats_come_before_the_table(tables, tmp_path):
+    write_table(tables, [[1, 2, 3, 4, 5, 6, 7]] * 3)
+    stores = DrafterStores(tmp_path / "data")
+    earlier = drafter(stores)
+    earlier.reset([50])
+    for _ in range(3):
+        earlier.observe([1, 2, 3, 8, 60])
+    earlier.flush()
+    # a new service reads the memory back from its file
+    chat = drafter(DrafterStores(tmp_path / "data"))
+    chat.reset([9, 1, 2, 3])
+    assert chat.propose(8).rows[0][0] == 8
+    without = drafter(DrafterStores(tmp_path / "data"), memory=False)
+    without.reset([9, 1, 2, 3])
+    assert without.propose(8).rows == [[4, 5, 6, 7]]
+
+
+def test_a_corrupt_table_is_named_and_drafting_goes_on(tables, caplog):
+    (tables / "test.npz").write_bytes(b"not a table")
+    with pytest.raises(StaticTableError, match="python -m engine.bench.static_table"):
+        StaticTable.load(tables / "test.npz")
+    with caplog.at_level(logging.WARNING, logger="engine"):
+        chat = drafter()
+    assert str(tables / "test.npz") in caplog.text and "drafts without it" in caplog.text
+    chat.reset([9, 1, 2, 3, 7, 1, 2])
+    assert chat.propose(8).rows == [[3, 7, 1, 2]]  # suffix's own row still drafts
+
+
+def test_a_table_with_ids_outside_its_vocabulary_is_refused(tables, caplog):
+    write_table(tables, [[1, 2, 3, 200]] * 3, vocab=100)
+    with pytest.raises(StaticTableError, match="not all below its vocabulary size 100"):
+        StaticTable.load(tables / "test.npz")
+    write_table(tables, [[1, 2, 3, 4]] * 3, vocab=100)  # sound, but not this model's vocabulary
+    with caplog.at_level(logging.WARNING, logger="engine"):
+        chat = drafter()
+    assert "vocabulary of 100 tokens, this model has 256" in caplog.text
+    chat.reset([9, 1, 2, 3])
+    assert chat.propose(8).rows == []
+
+
+def test_greedy_output_with_table_rows_equals_plain(tables):
+    model = make_tiny_llama(seed=1)
+    prompt = [(i * 37 + 11) % 250 + 3 for i in range(30)]
+    expected = reference_greedy(model, prompt, 40)
+    # a table that knows stretches of the answer, and one stretch it gets wrong
+    wrong = [expected[10], expected[11], expected[12], (expected[13] + 1) % VOCAB]
+    write_table(tables, [expected[:10] + expected[14:30]] * 2 + [wrong] * 3)
+    for adaptive in (False, True):
+        settings = DraftSettings(
+            drafter="suffix-static", draft_count=6, ngram_min=1, adaptive=adaptive
+        )
+        got, results = speculative(model, prompt, 40, settings)
+        assert got == expected, adaptive
+        assert sum(r.accepted for r in results) > 0, "no table row was ever accepted"
