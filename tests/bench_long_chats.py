@@ -1,0 +1,246 @@
+"""How long chats feel: event-loop blocking while opening, scrolling and zooming, and memory.
+
+Run: ``QT_QPA_PLATFORM=offscreen python -m tests.bench_long_chats [--sizes 500 5000]``.
+Not a pytest file (its name does not start with ``test_``): the figures depend on the
+machine, so they are printed, each with the load average it was measured under, not asserted.
+
+Event-loop blocking is the longest gap between the ticks of a 5 ms QTimer heartbeat: the
+longest time the window could not react to anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+HEARTBEAT_MS = 5  # finer than any goal (50 ms), coarse enough not to load the loop itself
+SETTLE_S = 1.0  # after an action, how long the heartbeat keeps watching the later turns
+WINDOW = (1000, 800)  # a laptop window's transcript, in pixels
+SCROLL_STEP_MS = 16  # one scroll step per display frame (60 Hz)
+
+ANSWER = """Here is **one** way to do it, step by step (answer {n}).
+
+1. Read the input and check that it is *what you expect*: a list of numbers.
+2. Add them up with `sum`, which handles an empty list as well.
+3. Print the result, or return it to the caller.
+
+```python
+def total(numbers: list[float]) -> float:
+    \"\"\"The sum of ``numbers`` ({n}).\"\"\"
+    if not all(isinstance(x, (int, float)) for x in numbers):
+        raise TypeError("numbers only")
+    return sum(numbers)
+
+
+print(total([1, 2, 3.5]))
+```
+
+That prints `6.5`. For very long lists of floats `math.fsum` is more accurate, since it
+keeps the rounding errors that a running sum drops; see the [docs](https://docs.python.org).
+"""
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def load() -> str:
+    return "load %.2f %.2f %.2f" % os.getloadavg()
+
+
+def write_chat(store, messages: int):
+    """A chat of ``messages`` messages (questions and ~400-token answers with code)."""
+    from app.provenance import Provenance
+    from app.store import Message
+    from engine.events import TokenEvent
+
+    session = store.create_session(f"A chat of {messages} messages")
+    parent = 0
+    with store.db:  # one transaction: thousands of commits would take minutes
+        writing, store._writing = store._writing, _no_commit(store)
+        try:
+            for turn in range(messages // 2):
+                question = Message(None, session.id, "user", f"Question {turn}: how do I add?")
+                store.add_message(question)
+                store.link(question, parent)
+                text = ANSWER.format(n=turn)
+                provenance = Provenance()
+                pieces = [text[i : i + 4] for i in range(0, len(text), 4)]
+                for i, piece in enumerate(pieces):
+                    drafted = i % 3 != 0
+                    event = TokenEvent(1000 + i, piece, drafted, i // 2, 0 if drafted else None, "s")
+                    provenance.add_event(event)
+                provenance.finish(text)
+                stats = {"drafter": "suffix", "tokens_per_pass": 2.1, "passes": len(pieces) // 2}
+                answer = Message(
+                    None, session.id, "assistant", text, "stop", "m", stats, {}, provenance
+                )
+                store.add_message(answer)
+                store.link(answer, question.id)
+                parent = answer.id
+        finally:
+            store._writing = writing
+    return session
+
+
+def _no_commit(store):
+    from contextlib import contextmanager
+
+    @contextmanager
+    def writing():
+        yield store.db
+
+    return writing
+
+
+class Heartbeat:
+    """The longest gap between ticks of a fast timer while it runs."""
+
+    def __init__(self):
+        from PySide6.QtCore import QTimer
+
+        self.timer = QTimer()
+        self.timer.setInterval(HEARTBEAT_MS)
+        self.timer.timeout.connect(self._tick)
+        self.ticks: list[float] = []
+
+    def _tick(self):
+        self.ticks.append(time.perf_counter())
+
+    def start(self):
+        self.ticks = [time.perf_counter()]
+        self.timer.start()
+
+    def stop(self) -> float:
+        """The longest gap in ms, counting the time up to now."""
+        self.timer.stop()
+        self.ticks.append(time.perf_counter())
+        return max(b - a for a, b in zip(self.ticks, self.ticks[1:])) * 1000
+
+
+def run_loop(seconds: float) -> None:
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    loop = QEventLoop()
+    QTimer.singleShot(int(seconds * 1000), loop.quit)
+    loop.exec()
+
+
+def scroll_through(transcript, heartbeat, limit_s: float) -> tuple[float, int]:
+    """Scroll from the bottom to the top, then back to the bottom, a page per frame (the
+    stretch up is capped at ``limit_s``); the longest event-loop gap and the steps taken."""
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    bar = transcript.verticalScrollBar()
+    loop = QEventLoop()
+    steps = [0]
+    direction = [-1]
+    started = time.perf_counter()
+
+    def step():
+        steps[0] += 1
+        page = bar.pageStep()
+        if direction[0] < 0:
+            if bar.value() <= bar.minimum() or time.perf_counter() - started > limit_s:
+                direction[0] = 1
+            bar.setValue(bar.value() - page)
+        else:
+            if bar.value() >= bar.maximum():
+                timer.stop()
+                loop.quit()
+                return
+            bar.setValue(bar.value() + page)
+
+    timer = QTimer()
+    timer.setInterval(SCROLL_STEP_MS)
+    timer.timeout.connect(step)
+    heartbeat.start()
+    timer.start()
+    loop.exec()
+    return heartbeat.stop(), steps[0]
+
+
+def measure(size: int, scroll_limit_s: float) -> dict:
+    from PySide6.QtWidgets import QApplication
+
+    from app import open_chat
+    from app.store import Store
+    from app.transcript import TranscriptView
+
+    app = QApplication.instance() or QApplication([])
+    folder = Path(tempfile.mkdtemp(prefix="draftless-bench-"))
+    store = Store(folder / "chats.sqlite3")
+    made = time.perf_counter()
+    session = write_chat(store, size)
+    print(f"  wrote {size} messages in {time.perf_counter() - made:.1f} s")
+    transcript = TranscriptView()
+    transcript.resize(*WINDOW)
+    transcript.show()
+    run_loop(0.2)
+    gc.collect()
+    before_mb = rss_mb()
+    heartbeat = Heartbeat()
+    result = {"size": size}
+
+    started = time.perf_counter()
+    store.messages(session.id)
+    result["store_ms"] = (time.perf_counter() - started) * 1000, load()
+
+    heartbeat.start()
+    started = time.perf_counter()
+    open_chat.show_chat(store, session.id, transcript)
+    result["open_call_ms"] = (time.perf_counter() - started) * 1000, load()
+    run_loop(SETTLE_S)
+    result["open_block_ms"] = heartbeat.stop(), load()
+    bar = transcript.verticalScrollBar()
+    result["at_bottom"] = bar.value() == bar.maximum() > 0
+
+    gap, steps = scroll_through(transcript, heartbeat, scroll_limit_s)
+    result["scroll_ms"] = gap, load()
+    result["scroll_steps"] = steps
+
+    heartbeat.start()
+    started = time.perf_counter()
+    transcript.zoom(1)
+    result["zoom_call_ms"] = (time.perf_counter() - started) * 1000, load()
+    run_loop(SETTLE_S)
+    result["zoom_block_ms"] = heartbeat.stop(), load()
+    gc.collect()
+    result["memory_mb"] = rss_mb() - before_mb, load()
+    transcript.close()
+    transcript.deleteLater()
+    store.close()
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[500, 5000])
+    parser.add_argument(
+        "--scroll-limit",
+        type=float,
+        default=60.0,
+        help="seconds of scrolling up before turning back down (a 5,000-message chat is "
+        "about 2,000 pages)",
+    )
+    args = parser.parse_args()
+    print(f"{os.cpu_count()} CPUs, {load()}")
+    for size in args.sizes:
+        print(f"{size} messages:")
+        result = measure(size, args.scroll_limit)
+        for key, value in result.items():
+            if isinstance(value, tuple):
+                print(f"  {key:14} {value[0]:8.0f}   ({value[1]})")
+            else:
+                print(f"  {key:14} {value}")
+
+
+if __name__ == "__main__":
+    main()
