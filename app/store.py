@@ -525,14 +525,19 @@ class Store:
         return result
 
     def _provenance(self, message_id: int, text: str) -> Provenance:
-        """A stored answer's provenance, from its tokens."""
-        tokens = [
-            TokenInfo(token, bool(from_draft), pass_index, draft_position, drafter, start, end)
-            for token, start, end, from_draft, pass_index, draft_position, drafter in self.db.execute(
+        """A stored answer's provenance, from its tokens; without them (no highlights) when
+        they cannot be read any more (the history was closed as the app quits)."""
+        try:
+            rows = self.db.execute(
                 "SELECT token, start, end, from_draft, pass_index, draft_position, drafter "
                 "FROM tokens WHERE message_id = ? ORDER BY idx",
                 (message_id,),
-            )
+            ).fetchall()
+        except sqlite3.Error:
+            rows = []
+        tokens = [
+            TokenInfo(token, bool(from_draft), pass_index, draft_position, drafter, start, end)
+            for token, start, end, from_draft, pass_index, draft_position, drafter in rows
         ]
         return Provenance.from_tokens(text, tokens)
 
