@@ -75,7 +75,9 @@ def write_chat(store, messages: int):
                 pieces = [text[i : i + 4] for i in range(0, len(text), 4)]
                 for i, piece in enumerate(pieces):
                     drafted = i % 3 != 0
-                    event = TokenEvent(1000 + i, piece, drafted, i // 2, 0 if drafted else None, "s")
+                    event = TokenEvent(
+                        1000 + i, piece, drafted, i // 2, 0 if drafted else None, "s"
+                    )
                     provenance.add_event(event)
                 provenance.finish(text)
                 stats = {"drafter": "suffix", "tokens_per_pass": 2.1, "passes": len(pieces) // 2}
@@ -172,12 +174,9 @@ def scroll_through(transcript, heartbeat, limit_s: float) -> tuple[float, int]:
 
 
 def measure(size: int, scroll_limit_s: float) -> dict:
-    from PySide6.QtWidgets import QApplication
-
     from app.store import Store
     from app.transcript import TranscriptView
 
-    app = QApplication.instance() or QApplication([])
     folder = Path(tempfile.mkdtemp(prefix="draftless-bench-"))
     store = Store(folder / "chats.sqlite3")
     made = time.perf_counter()
@@ -234,6 +233,9 @@ def main() -> None:
         "about 2,000 pages)",
     )
     args = parser.parse_args()
+    from PySide6.QtWidgets import QApplication
+
+    application = QApplication([])
     print(f"{os.cpu_count()} CPUs, {load()}")
     for size in args.sizes:
         print(f"{size} messages:")
@@ -243,6 +245,7 @@ def main() -> None:
                 print(f"  {key:14} {value[0]:8.0f}   ({value[1]})")
             else:
                 print(f"  {key:14} {value}")
+    application.quit()
 
 
 if __name__ == "__main__":
