@@ -90,8 +90,9 @@ class Session:
 class StoredProvenance:
     """``Message.provenance``: a stored answer's tokens are read on first use, so opening a
     long chat reads only its text (measured: building every answer's provenance was 90% of
-    ``Store.messages``, 1.8 s for 5,000 messages of ~260 tokens). Assigning a value replaces
-    what would have been read."""
+    ``Store.messages``, 1.8 s for 5,000 messages of ~260 tokens). What was read can be
+    dropped (``Message.drop_read_provenance``) and is read again when next used. Assigning
+    a value replaces what would have been read, for good."""
 
     def __set_name__(self, owner, name: str) -> None:
         self.attribute = "_" + name
@@ -99,10 +100,10 @@ class StoredProvenance:
     def __get__(self, message, owner=None) -> Provenance | None:
         if message is None:  # the dataclass asks the class for the field's default
             return None
-        read = message.__dict__.pop("_read_provenance", None)
-        if read is not None:
-            message.__dict__[self.attribute] = read()
-        return message.__dict__.get(self.attribute)
+        values = message.__dict__
+        if self.attribute not in values and "_read_provenance" in values:
+            values[self.attribute] = values["_read_provenance"]()
+        return values.get(self.attribute)
 
     def __set__(self, message, value: Provenance | None) -> None:
         message.__dict__.pop("_read_provenance", None)
@@ -125,6 +126,17 @@ class Message:
     versions: list[int] = field(
         default_factory=list
     )  # ids of it and its alternatives, oldest first
+
+    def read_provenance_when_used(self, read: Callable[[], Provenance]) -> None:
+        """``provenance`` is ``read()`` on first use (and again after it is dropped)."""
+        self.__dict__.pop("_provenance", None)
+        self._read_provenance = read
+
+    def drop_read_provenance(self) -> None:
+        """Free the provenance read from the store (a long chat's card that scrolled far
+        away); it is read again when next used. A provenance that was assigned stays."""
+        if "_read_provenance" in self.__dict__:
+            self.__dict__.pop("_provenance", None)
 
 
 class Damaged(sqlite3.DatabaseError):
@@ -520,7 +532,9 @@ class Store:
             stats, timing = stored_figures(_json(row[6]), _json(row[7]))  # figures of their kind
             message = Message(*row[:6], stats, timing, None, row[8])
             if message.role == "assistant":
-                message._read_provenance = partial(self._provenance, message.id, message.content)
+                message.read_provenance_when_used(
+                    partial(self._provenance, message.id, message.content)
+                )
             result.append(message)
         return result
 

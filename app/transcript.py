@@ -392,7 +392,8 @@ class Slot(QWidget):
         self.layout().addWidget(view)
 
     def release(self) -> None:
-        """Drop the card, keeping its height."""
+        """Drop the card, keeping its height, and the highlights read for it."""
+        self.message.drop_read_provenance()
         height = self.height()
         view, self.view = self.view, None
         self.layout().removeWidget(view)

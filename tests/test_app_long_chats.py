@@ -27,10 +27,13 @@ def test_opening_a_chat_reads_an_answers_tokens_only_when_it_is_used(tmp_path):
     assert answer.provenance.text == "".join(ANSWER_PIECES) and spans
     assert len(answer.provenance.tokens) == len(ANSWER_PIECES)
     assert answer.provenance.draft_spans() == spans and token_reads(statements) == 1  # kept
+    answer.drop_read_provenance()  # its card scrolled far away
+    assert answer.provenance.draft_spans() == spans and token_reads(statements) == 2
 
     replaced = messages[3]
     replaced.provenance = None  # a value given replaces what would have been read
-    assert replaced.provenance is None and token_reads(statements) == 1
+    replaced.drop_read_provenance()
+    assert replaced.provenance is None and token_reads(statements) == 2
     assert messages[0].provenance is None  # a question has none
 
 
