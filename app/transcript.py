@@ -669,9 +669,9 @@ class TranscriptView(QScrollArea):
             return
         if self._stale or (self._pending and self._near_top()) or self._wanted():
             self._step_queued = True
-            QTimer.singleShot(0, self._build_older)
+            QTimer.singleShot(0, self._queued_step)
 
-    def _build_older(self) -> None:
+    def _queued_step(self) -> None:
         self._step_queued = False
         self._step(STEP_S)
 

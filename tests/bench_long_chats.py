@@ -124,7 +124,11 @@ class Heartbeat:
         """The longest gap in ms, counting the time up to now."""
         self.timer.stop()
         self.ticks.append(time.perf_counter())
-        return max(b - a for a, b in zip(self.ticks, self.ticks[1:])) * 1000
+        return max(self.gaps())
+
+    def gaps(self) -> list[float]:
+        """Every gap between ticks, in ms."""
+        return [(b - a) * 1000 for a, b in zip(self.ticks, self.ticks[1:])]
 
 
 def run_loop(seconds: float) -> None:
@@ -207,6 +211,8 @@ def measure(size: int, scroll_limit_s: float) -> dict:
     gap, steps = scroll_through(transcript, heartbeat, scroll_limit_s)
     result["scroll_ms"] = gap, load()
     result["scroll_steps"] = steps
+    gaps = heartbeat.gaps()
+    result["scroll_over_50"] = f"{sum(g > 50 for g in gaps)} of {len(gaps)} gaps over 50 ms"
 
     heartbeat.start()
     started = time.perf_counter()
