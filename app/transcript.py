@@ -57,6 +57,7 @@ STEP_S = 0.015  # GUI-thread time per step of building or re-rendering a long ch
 AHEAD_SCREENS = 2  # older messages get their boxes while the reader is this near the top
 BUILD_SCREENS = 1  # cards are built this many screens above and below the view...
 RELEASE_SCREENS = 4  # ...and released beyond this many (a margin, so scrolling back is free)
+RELEASES = 4  # cards released per step at most: a fling leaves dozens behind at once
 BATCH = 40  # older messages boxed per step: at the estimated ~150 px each, several screens
 CARD_SPACING = 10  # pixels between cards
 QWIDGETSIZE_MAX = 16777215  # Qt's "no maximum" for a widget's size
@@ -398,7 +399,7 @@ class Slot(QWidget):
         height = self.height()
         view, self.view = self.view, None
         self.layout().removeWidget(view)
-        view.setParent(None)
+        view.hide()
         view.deleteLater()
         self.setFixedHeight(height)
 
@@ -459,6 +460,7 @@ class TranscriptView(QScrollArea):
         # the box at the top of the view and how far into it the reader is: kept in place
         # while boxes and cards above it come, go and change height
         self._anchor: tuple[Slot, int] | None = None
+        self._release_left = False  # far cards wait to be released in a later step
         self._restoring = False  # the scroll bar is being moved back to the anchor
         self._step_queued = False
         self.busy = False
@@ -637,15 +639,21 @@ class TranscriptView(QScrollArea):
         return first, last
 
     def _release_far(self, just_built: list[Slot]) -> None:
-        """Drop the cards more than ``RELEASE_SCREENS`` from the view (their boxes stay). The
-        answer being written and a card showing a replay keep theirs."""
+        """Drop up to ``RELEASES`` cards more than ``RELEASE_SCREENS`` from the view (their
+        boxes stay; the rest go in later steps). The answer being written and a card showing
+        a replay keep theirs."""
         screen = max(self.viewport().height(), 1)
         top = self.verticalScrollBar().value()
         first, last = self._slots_between(
             top - RELEASE_SCREENS * screen, top + (1 + RELEASE_SCREENS) * screen
         )
+        released = 0
+        self._release_left = False
         for index, slot in enumerate(self._slots):
             view = slot.view
+            if released == RELEASES:
+                self._release_left = True
+                break
             if (
                 view is None
                 or first <= index < last
@@ -658,6 +666,7 @@ class TranscriptView(QScrollArea):
             if view in self._stale:
                 self._stale.remove(view)
             slot.release()
+            released += 1
 
     def _near_top(self) -> bool:
         bar = self.verticalScrollBar()
@@ -667,12 +676,18 @@ class TranscriptView(QScrollArea):
         """Another step in a later turn, if there is work the reader may soon see."""
         if self._step_queued:
             return
-        if self._stale or (self._pending and self._near_top()) or self._wanted():
+        if (
+            self._stale
+            or self._release_left
+            or (self._pending and self._near_top())
+            or self._wanted()
+        ):
             self._step_queued = True
             QTimer.singleShot(0, self._queued_step)
 
     def _queued_step(self) -> None:
         self._step_queued = False
+        self._release_left = False
         self._step(STEP_S)
 
     def _refresh_all(self) -> None:

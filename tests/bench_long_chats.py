@@ -23,6 +23,7 @@ HEARTBEAT_MS = 5  # finer than any goal (50 ms), coarse enough not to load the l
 SETTLE_S = 1.0  # after an action, how long the heartbeat keeps watching the later turns
 WINDOW = (1000, 800)  # a laptop window's transcript, in pixels
 SCROLL_STEP_MS = 16  # one scroll step per display frame (60 Hz)
+WHEEL_PX = 120  # a fast mouse wheel: two notches of Qt's 3 lines a frame, 7,500 px/s
 
 ANSWER = """Here is **one** way to do it, step by step (answer {n}).
 
@@ -139,34 +140,28 @@ def run_loop(seconds: float) -> None:
     loop.exec()
 
 
-def scroll_through(transcript, heartbeat, limit_s: float) -> tuple[float, int]:
-    """Scroll from the bottom to the top, then back to the bottom, a page per frame (the
-    stretch up is capped at ``limit_s``); the longest event-loop gap and the steps taken."""
+def scroll(transcript, heartbeat, up: bool, pixels: int | None, limit_s: float) -> dict:
+    """Scroll by ``pixels`` a frame (None: a page), up to the top (every message boxed) or
+    down to the bottom, for at most ``limit_s``; the event loop's gaps meanwhile."""
     from PySide6.QtCore import QEventLoop, QTimer
 
     bar = transcript.verticalScrollBar()
     loop = QEventLoop()
-    steps = [0]
-    direction = [-1]
-    top = [0]
+    frames, at_end = [0], [0]
     started = time.perf_counter()
 
     def step():
-        steps[0] += 1
-        page = bar.pageStep()
-        if direction[0] < 0:
-            # at the top with every message boxed, for a few frames (boxes arriving above
-            # move the reader down with what it reads)
-            top[0] = top[0] + 1 if bar.value() == 0 and not transcript._pending else 0
-            if top[0] >= 3 or time.perf_counter() - started > limit_s:
-                direction[0] = 1
-            bar.setValue(bar.value() - page)
-        else:
-            if bar.value() >= bar.maximum():
-                timer.stop()
-                loop.quit()
-                return
-            bar.setValue(bar.value() + page)
+        frames[0] += 1
+        # at the end for a few frames: boxes arriving above move the reader down with
+        # what it reads, so the top is reached when it stays there
+        end = bar.value() == 0 and not transcript._pending if up else bar.value() >= bar.maximum()
+        at_end[0] = at_end[0] + 1 if end else 0
+        if at_end[0] >= 3 or time.perf_counter() - started > limit_s:
+            timer.stop()
+            loop.quit()
+            return
+        distance = pixels or bar.pageStep()
+        bar.setValue(bar.value() - distance if up else bar.value() + distance)
 
     timer = QTimer()
     timer.setInterval(SCROLL_STEP_MS)
@@ -174,7 +169,13 @@ def scroll_through(transcript, heartbeat, limit_s: float) -> tuple[float, int]:
     heartbeat.start()
     timer.start()
     loop.exec()
-    return heartbeat.stop(), steps[0]
+    longest = heartbeat.stop()
+    gaps = heartbeat.gaps()
+    return {
+        "longest_ms": (longest, load()),
+        "over_50_ms": f"{sum(g > 50 for g in gaps)} of {len(gaps)} gaps, {frames[0]} frames, "
+        f"{time.perf_counter() - started:.0f} s, reached the end: {at_end[0] >= 3}",
+    }
 
 
 def measure(size: int, scroll_limit_s: float) -> dict:
@@ -208,11 +209,10 @@ def measure(size: int, scroll_limit_s: float) -> dict:
     bar = transcript.verticalScrollBar()
     result["at_bottom"] = bar.value() == bar.maximum() > 0
 
-    gap, steps = scroll_through(transcript, heartbeat, scroll_limit_s)
-    result["scroll_ms"] = gap, load()
-    result["scroll_steps"] = steps
-    gaps = heartbeat.gaps()
-    result["scroll_over_50"] = f"{sum(g > 50 for g in gaps)} of {len(gaps)} gaps over 50 ms"
+    for key, value in scroll(transcript, heartbeat, True, None, scroll_limit_s).items():
+        result[f"up_pages_{key}"] = value  # a fling to the top, a page a frame
+    for key, value in scroll(transcript, heartbeat, False, WHEEL_PX, scroll_limit_s).items():
+        result[f"down_wheel_{key}"] = value  # back down, a fast wheel
 
     heartbeat.start()
     started = time.perf_counter()
@@ -235,8 +235,8 @@ def main() -> None:
         "--scroll-limit",
         type=float,
         default=60.0,
-        help="seconds of scrolling up before turning back down (a 5,000-message chat is "
-        "about 2,000 pages)",
+        help="most seconds of each scroll: up a page a frame, then down a wheel step a frame "
+        "(a 5,000-message chat is about 2,000 pages)",
     )
     args = parser.parse_args()
     from PySide6.QtWidgets import QApplication
