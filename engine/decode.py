@@ -402,7 +402,7 @@ def speculative_decode(
                 forced = gate.rows([chooser.constraint.forced()[:limit]])[0]
                 forced = cut_at_eos(forced, eos_tokens)
         drafted = [row for row in rows if row]
-        sendable = Proposal(drafted, proposal.match_length, proposal.follows_for(drafted))
+        sendable = proposal.sendable(drafted)
         plan = DraftPlan.of(sendable, policy, forced)
         rows = plan.rows
         drafted_at = time.perf_counter()

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from ..adaptive import CLASS_PRIORS, AdaptiveMemory, BonusPriors, Priors, match_class
+from ..calibrated_policy import PolicyMemory
 from ..decode import DraftPlan, cut_at_eos
 from ..draft_policy import FixedDraftLength
 from ..drafters import make_drafter, measurement_options
@@ -101,8 +102,8 @@ def simulate(
             schema = "forced" in turn  # what it forces is drafted as the loop drafts it
             rows = rows if drafter.multi_row and not schema else rows[:1]
             forced = turn["forced"][produced][:limit] if schema and grammar and limit > 0 else []
-            follows = proposal.follows_for(rows)
-            sendable = Proposal(rows, proposal.match_length, follows)
+            sendable = proposal.sendable(rows)
+            follows = sendable.follows
             plan = DraftPlan.of(sendable, policy or FixedDraftLength(), forced)
             rows = plan.rows
             drafter_s += time.perf_counter() - started
@@ -196,10 +197,10 @@ def replays(chats, key, eos, seconds, plan, cold, cross_chat, charged, tree_extr
     ``repeats`` whole replays where the drafter's time is ``charged``."""
     kept: dict[str, dict] = {}
     for _ in range(repeats if charged else 1):
-        priors = plan.get("priors", CLASS_PRIORS)
-        memory, run = AdaptiveMemory(priors), {}
+        priors, kind = plan.get("priors", CLASS_PRIORS), plan.get("policy", "adaptive")
+        memory, run = PolicyMemory(priors, policy_kind=kind), {}
         for name, chat in chats.items():
-            memory = AdaptiveMemory(priors) if cold else memory
+            memory = PolicyMemory(priors, policy_kind=kind) if cold else memory
             extra = {"drafter": plan["make"](chat, run)} if "make" in plan else {}
             if cross_chat and not extra:
                 extra = taught_memory(chats, chat, plan, key, seconds, eos)

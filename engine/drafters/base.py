@@ -33,7 +33,7 @@ Around that, with defaults here, so nobody probes a drafter for optional parts:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
@@ -56,12 +56,26 @@ class Proposal:
     # row's first token follows the match. A short match that says either is judged apart
     # from the other short matches.
     follows: str = ""
+    # how many earlier occurrences the match has (0: not said), and the share of them the
+    # first row's first token followed (a drafter that counts continuations says so)
+    support: int = 0
+    frequency: float = 0.0
 
     def follows_for(self, rows: DraftRows) -> str:
         """``follows`` for the rows actually sent (cut by the loop's gates): it speaks of the
         proposal's first token, so only while the first row sent still begins with it."""
-        sent = bool(rows and rows[0]) and rows[0][0] == self.rows[0][0]
-        return self.follows if sent else ""
+        return self.follows if self._same_first(rows) else ""
+
+    def sendable(self, rows: DraftRows) -> "Proposal":
+        """This proposal with the rows actually sent: what speaks of its first token
+        (``follows``, ``frequency``) only while the first row sent still begins with it."""
+        same = self._same_first(rows)
+        if same:
+            return replace(self, rows=rows)
+        return replace(self, rows=rows, follows="", frequency=0.0)
+
+    def _same_first(self, rows: DraftRows) -> bool:
+        return bool(rows and rows[0]) and rows[0][0] == self.rows[0][0]
 
 
 class DraftConfig(Protocol):

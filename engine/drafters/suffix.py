@@ -232,14 +232,15 @@ class SuffixDrafter(Drafter):
                 rows.append(row)
                 sources.append(end)
         earlier = self.sam.count[state] - 1  # the occurrence at the very end has no follower yet
-        followed = bool(rows) and earlier > 0 and self._followed(state, rows[0][0], earlier)
-        return Proposal(rows, match, (USUAL if earlier > 1 else ONCE) if followed else "")
+        share = self._share(state, rows[0][0], earlier) if rows and earlier > 0 else 0.0
+        followed = share >= USUAL_SHARE
+        follows = (USUAL if earlier > 1 else ONCE) if followed else ""
+        return Proposal(rows, match, follows, max(earlier, 0), share)
 
-    def _followed(self, state: int, token: int, earlier: int) -> bool:
-        """Whether ``token`` followed at least ``USUAL_SHARE`` of the ``earlier`` occurrences
-        of ``state``'s context."""
+    def _share(self, state: int, token: int, earlier: int) -> float:
+        """The share of the ``earlier`` occurrences of ``state``'s context ``token`` followed."""
         child = self.sam.next[state].get(token)
-        return child is not None and self.sam.count[child] >= USUAL_SHARE * earlier
+        return 0.0 if child is None else min(1.0, self.sam.count[child] / earlier)
 
     def _near_cursor(self, shortest: int) -> tuple[int, int] | None:
         """(length, end) of the longest match of the history's suffix, at least ``shortest``

@@ -1,0 +1,234 @@
+"""A calibrated draft policy: the acceptance of each draft token from a small logistic model
+per source (drafter), learned online as the chat runs, instead of hand-set match classes
+and prior tables.
+
+- **Inputs**: what the drafter already says of its proposal: the match length it rests on
+  (0: not said), how its first token follows the match (``Proposal.follows``: ``USUAL``, the
+  continuation that followed most of two or more earlier occurrences; ``ONCE``, the one
+  that followed the only earlier occurrence), whether it offers several rows (its earlier
+  occurrences disagree), and the draft position i.
+- **Model**: P(token i kept | tokens before it were) = σ(w · x(i)), ``x`` as
+  ``FEATURES`` names them. ``w`` starts from weights fitted on the tuning split
+  (``FITTED``, ``python -m engine.bench.calibrate``); each pass that judged the drafter's
+  tokens takes one stochastic-gradient step per position it reached (``LEARNING_RATE``),
+  pulled back toward the fitted weights (``PULL``), so the model follows a chat that copies
+  more (or less) than the tuning chats did and forgets a regime that has ended.
+- **Trees**: the tokens a tree's other rows add per first-row token, as the adaptive
+  policy learns them (``adaptive.AcceptanceTracker.tree_bonus``), one rate per source from a
+  fitted prior.
+- **Choice**: the adaptive policy's own (``adaptive.AdaptivePolicy.choose``): the length and
+  rows that maximise expected tokens per unit of verify cost on the curve, probing and giving
+  up as it does; only the acceptance estimate differs.
+
+Select it with ``DraftSettings(policy="calibrated")`` (``--policy calibrated``); pure Python,
+no MLX.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from .adaptive import DECAY, AcceptanceTracker, AdaptiveMemory, AdaptivePolicy, match_class
+from .draft_policy import Choice, MatchClass, PassOutcome
+from .drafters.base import ONCE, USUAL, Proposal
+from .verify_cost import CostCurve
+
+POLICY_KINDS = ("adaptive", "calibrated")  # ``DraftSettings.policy``'s values
+FEATURES = (
+    "bias",
+    "log2(1 + match length)",
+    "match length not said",
+    "usual continuation",
+    "seen once before",
+    "several rows",
+    "recent first tokens kept (logit)",
+    "log2(1 + earlier occurrences of the match)",
+    "share of them the first token followed",
+    "log2(1 + position)",
+    "first position",
+    "log2(1 + match length) x log2(1 + position)",
+)
+# Fitted on the tuning split (python -m engine.bench.calibrate on the ShareGPT, MT-bench and
+# HumanEval tuning samples; see that module): per drafter, the weights in ``FEATURES``' order
+# and the tree bonus (tokens a tree's other rows added per first-row token).
+# Tuning samples: ShareGPT 40 conversations, MT-bench 24, HumanEval 30 (--limit 40/30/30),
+# draft count 64; suffix: 31,876 first-row positions. A weight of 0 is a feature the drafter
+# does not say.
+FITTED: dict[str, tuple[tuple[float, ...], float]] = {
+    "suffix": (
+        (-3.022, 0.655, 0.0, -0.258, -0.48, -0.005, 0.311, 0.158, 1.962, 0.947, 0.15, -0.13),
+        0.025,
+    ),
+    "prompt-lookup": (
+        (-1.861, 0.955, 0.0, 0.0, 0.0, 0.0, 0.295, 0.0, 0.0, 0.966, -0.093, -0.18),
+        0.0,
+    ),
+}
+# A drafter not fitted: every token even odds (Beta(0.5, 0.5)'s mean, the adaptive policy's
+# flat prior), learned from its first pass on.
+UNFITTED = ((0.0,) * len(FEATURES), 0.0)
+# Per reached position and pass, and the share of the way back to the fitted weights per
+# step: on the tuning samples (4 curves x 3 sources, tokens per pass only) 0.01 and 0.01 gave
+# 1.008x the adaptive policy (geometric mean), 0.003 gave 1.005x, 0.02 1.004x, 0.05 0.999x,
+# 0.2 0.968x, and the fitted weights alone (0) 0.998x; a pull of 0 or 0.1 did no better.
+LEARNING_RATE = 0.01
+PULL = 0.01
+BASE_END = 9  # ``FEATURES`` 1 to 8 are the proposal's (``proposal_features``)
+FIRST_PRIOR = 0.5  # pseudo-counts of recent first tokens, kept and not: Beta(0.5, 0.5)
+MAX_LOGIT = 30.0  # σ of this is 1 to float precision: exp() never overflows
+
+
+def proposal_features(proposal: Proposal, recent: float) -> tuple[float, ...]:
+    """The proposal's own inputs (``FEATURES`` 1-8, ``recent`` the source's
+    ``AcceptanceModel.recent_logit``): the same for every position."""
+    length = proposal.match_length
+    return (
+        math.log2(1 + length),
+        float(length == 0),
+        float(proposal.follows == USUAL),
+        float(proposal.follows == ONCE),
+        float(len(proposal.rows) > 1),
+        recent,
+        math.log2(1 + proposal.support),
+        proposal.frequency,
+    )
+
+
+def position_features(base: tuple[float, ...], i: int) -> list[float]:
+    """``x(i)``: the proposal's inputs with position ``i``'s."""
+    where = math.log2(1 + i)
+    return [1.0, *base, where, float(i == 0), base[0] * where]
+
+
+def sigmoid(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-max(-MAX_LOGIT, min(MAX_LOGIT, z))))
+
+
+class AcceptanceModel:
+    """One source's online logistic model of per-position acceptance, and its tree bonus."""
+
+    def __init__(self, weights=UNFITTED[0], bonus: float = UNFITTED[1]):
+        if len(weights) != len(FEATURES):
+            raise ValueError(f"{len(FEATURES)} weights expected, got {len(weights)}")
+        self.fitted = tuple(weights)
+        self.weights = list(weights)
+        self.rows = AcceptanceTracker(prior_bonus=bonus)
+        self.recent = [0.0, 0.0]  # decayed [first tokens kept, first tokens sent]
+
+    def recent_logit(self) -> float:
+        """The log-odds of the first draft token kept lately (``FIRST_PRIOR`` pseudo-counts
+        at even odds; 0 before any pass)."""
+        kept, sent = self.recent
+        return math.log((kept + FIRST_PRIOR) / (sent - kept + FIRST_PRIOR))
+
+    def observe_first(self, kept: bool) -> None:
+        """A pass sent a first draft token: ``kept`` or not (fading as the adaptive's counts)."""
+        self.recent = [self.recent[0] * DECAY + kept, self.recent[1] * DECAY + 1.0]
+
+    def probabilities(self, base: tuple[float, ...], length: int) -> list[float]:
+        """P(draft token i kept | tokens before it were) for i < ``length``."""
+        w = self.weights
+        fixed = w[0] + sum(wk * xk for wk, xk in zip(w[1:BASE_END], base))
+        slope = w[BASE_END] + w[BASE_END + 2] * base[0]
+        first = w[BASE_END + 1]
+        return [
+            sigmoid(fixed + slope * math.log2(1 + i) + (first if i == 0 else 0.0))
+            for i in range(length)
+        ]
+
+    def learn(self, base: tuple[float, ...], depth: int, accepted: int) -> None:
+        """One step per position the pass reached: ``accepted`` kept of ``depth`` sent."""
+        w, fitted = self.weights, self.fitted
+        if depth:
+            self.observe_first(accepted > 0)
+        for i in range(min(accepted + 1, depth)):
+            x = position_features(base, i)
+            error = float(i < accepted) - sigmoid(sum(wk * xk for wk, xk in zip(w, x)))
+            for k, xk in enumerate(x):
+                w[k] += LEARNING_RATE * error * xk - PULL * (w[k] - fitted[k])
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What the choice reads of one proposal (as ``adaptive.AcceptanceTracker`` offers it)."""
+
+    model: AcceptanceModel
+    base: tuple[float, ...]
+
+    def expected_tokens(self, length: int) -> list[float]:
+        """[E[emitted tokens | draft length L] for L = 0..length]."""
+        values, total, survive = [1.0], 1.0, 1.0
+        for p in self.model.probabilities(self.base, length):
+            survive *= p
+            total += survive
+            values.append(total)
+        return values
+
+    def tree_bonus(self, length: int) -> float:
+        return self.model.rows.tree_bonus(length)
+
+
+class CalibratedPolicy(AdaptivePolicy):
+    """The adaptive policy's choice on the calibrated model's acceptance (a
+    ``draft_policy.DraftPolicy``); ``model`` is shared by the policies of one source."""
+
+    def __init__(self, curve: CostCurve, model: AcceptanceModel, rows: int = 1):
+        super().__init__(curve, rows=rows)
+        self.model = model
+
+    def judge(self, proposal: Proposal) -> tuple[MatchClass, Estimate]:
+        kind = match_class(proposal.match_length, proposal.follows)  # probes are per class
+        return kind, Estimate(self.model, proposal_features(proposal, self.model.recent_logit()))
+
+    def choose(self, proposal: Proposal, limit: int) -> Choice:
+        choice = super().choose(proposal, limit)
+        if choice.kind is None:
+            return choice
+        return replace(choice, features=proposal_features(proposal, self.model.recent_logit()))
+
+    def learn(self, choice: Choice, outcome: PassOutcome) -> None:
+        if not choice.features:
+            return
+        if outcome.tree and outcome.first_row is not None:
+            self.model.learn(choice.features, *outcome.first_row)
+            beyond = outcome.accepted - outcome.first_row[1]
+            self.model.rows.record_tree(outcome.first_row[0], beyond)
+        else:
+            self.model.learn(choice.features, outcome.depth, outcome.accepted)
+
+
+def fitted_model(drafter_name: str) -> AcceptanceModel:
+    """A fresh model for ``drafter_name`` from its fitted weights (``UNFITTED`` if none)."""
+    return AcceptanceModel(*FITTED.get(drafter_name, UNFITTED))
+
+
+class PolicyMemory(AdaptiveMemory):
+    """The adaptive memory (curves, match-class counts) with the calibrated policies' models
+    beside it, per (model, drafter, constrained or not); ``policy_kind``: the kind ``policy``
+    makes unless told (``POLICY_KINDS``)."""
+
+    def __init__(self, *args, policy_kind: str = "adaptive", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.policy_kind = policy_kind
+        self.models: dict[tuple[str, str, bool], AcceptanceModel] = {}
+
+    def forget_acceptance(self) -> None:
+        super().forget_acceptance()
+        self.models.clear()
+
+    def policy(
+        self,
+        model_key: str,
+        drafter,
+        curve: CostCurve | None = None,
+        constrained: bool = False,
+        kind: str | None = None,
+    ) -> AdaptivePolicy:
+        """``AdaptiveMemory.policy``, or with ``kind`` (default ``policy_kind``)
+        ``calibrated`` a ``CalibratedPolicy`` on the source's shared model."""
+        if (kind or self.policy_kind) != "calibrated":
+            return super().policy(model_key, drafter, curve, constrained)
+        key = (model_key, drafter.name, constrained)
+        model = self.models.get(key) or self.models.setdefault(key, fitted_model(drafter.name))
+        return CalibratedPolicy(curve or self.curve(model_key), model, drafter.rows_per_pass)
