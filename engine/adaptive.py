@@ -192,12 +192,18 @@ class AcceptanceTracker:
 
     def expected_tokens(self, length: int) -> list[float]:
         """[E[emitted tokens | draft length L] for L = 0..length]."""
-        values, total, survive = [1.0], 1.0, 1.0
-        for p in self.probabilities(length):
-            survive *= p
-            total += survive
-            values.append(total)
-        return values
+        return expected_tokens(self.probabilities(length))
+
+
+def expected_tokens(probabilities: list[float]) -> list[float]:
+    """[E[emitted tokens | draft length L] for L = 0..len(probabilities)], ``probabilities[i]``
+    the chance draft token i is kept when those before it were."""
+    values, total, survive = [1.0], 1.0, 1.0
+    for p in probabilities:
+        survive *= p
+        total += survive
+        values.append(total)
+    return values
 
 
 def match_class(match_length: int, follows: str = "") -> MatchClass:

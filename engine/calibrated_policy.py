@@ -29,7 +29,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .adaptive import DECAY, AcceptanceTracker, AdaptiveMemory, AdaptivePolicy, match_class
+from .adaptive import (
+    DECAY,
+    AcceptanceTracker,
+    AdaptiveMemory,
+    AdaptivePolicy,
+    expected_tokens,
+    match_class,
+)
 from .draft_policy import Choice, MatchClass, PassOutcome
 from .drafters.base import ONCE, USUAL, Proposal
 from .verify_cost import CostCurve
@@ -158,12 +165,7 @@ class Estimate:
 
     def expected_tokens(self, length: int) -> list[float]:
         """[E[emitted tokens | draft length L] for L = 0..length]."""
-        values, total, survive = [1.0], 1.0, 1.0
-        for p in self.model.probabilities(self.base, length):
-            survive *= p
-            total += survive
-            values.append(total)
-        return values
+        return expected_tokens(self.model.probabilities(self.base, length))
 
     def tree_bonus(self, length: int) -> float:
         return self.model.rows.tree_bonus(length)
