@@ -50,11 +50,12 @@ FEATURES = (
     "seen once before",
     "several rows",
     "recent first tokens kept (logit)",
-    "log2(1 + earlier occurrences of the match)",
-    "share of them the first token followed",
     "log2(1 + position)",
     "first position",
     "log2(1 + match length) x log2(1 + position)",
+    "share of the earlier occurrences the token followed",
+    "log2(1 + the occurrences that share rests on)",
+    "token past what the drafter counted",
 )
 # Fitted on the tuning split (python -m engine.bench.calibrate on the ShareGPT, MT-bench and
 # HumanEval tuning samples; see that module): per drafter, the weights in ``FEATURES``' order
@@ -64,11 +65,25 @@ FEATURES = (
 # does not say.
 FITTED: dict[str, tuple[tuple[float, ...], float]] = {
     "suffix": (
-        (-3.022, 0.655, 0.0, -0.258, -0.48, -0.005, 0.311, 0.158, 1.962, 0.947, 0.15, -0.13),
+        (
+            -4.963,
+            0.599,
+            0.0,
+            -0.168,
+            -0.484,
+            0.099,
+            0.311,
+            0.696,
+            0.118,
+            -0.072,
+            3.785,
+            0.484,
+            2.427,
+        ),
         0.025,
     ),
     "prompt-lookup": (
-        (-1.861, 0.955, 0.0, 0.0, 0.0, 0.0, 0.295, 0.0, 0.0, 0.966, -0.093, -0.18),
+        (-0.93, 0.955, 0.0, 0.0, 0.0, 0.0, 0.295, 0.966, -0.093, -0.18, 0.0, 0.0, -0.93),
         0.0,
     ),
 }
@@ -81,31 +96,43 @@ UNFITTED = ((0.0,) * len(FEATURES), 0.0)
 # 0.2 0.968x, and the fitted weights alone (0) 0.998x; a pull of 0 or 0.1 did no better.
 LEARNING_RATE = 0.01
 PULL = 0.01
-BASE_END = 9  # ``FEATURES`` 1 to 8 are the proposal's (``proposal_features``)
+BASE_END = 7  # ``FEATURES`` 1 to 6 are the proposal's, the same at every position
 FIRST_PRIOR = 0.5  # pseudo-counts of recent first tokens, kept and not: Beta(0.5, 0.5)
 MAX_LOGIT = 30.0  # σ of this is 1 to float precision: exp() never overflows
 
 
-def proposal_features(proposal: Proposal, recent: float) -> tuple[float, ...]:
-    """The proposal's own inputs (``FEATURES`` 1-8, ``recent`` the source's
-    ``AcceptanceModel.recent_logit``): the same for every position."""
+def proposal_features(proposal: Proposal, recent: float) -> tuple:
+    """What the model reads of a proposal: (``FEATURES`` 1-6, the same at every position,
+    ``recent`` the source's ``AcceptanceModel.recent_logit``; the first row's
+    ``Proposal.continuation``)."""
     length = proposal.match_length
-    return (
+    base = (
         math.log2(1 + length),
         float(length == 0),
         float(proposal.follows == USUAL),
         float(proposal.follows == ONCE),
         float(len(proposal.rows) > 1),
         recent,
-        math.log2(1 + proposal.support),
-        proposal.frequency,
     )
+    return base, proposal.continuation
 
 
-def position_features(base: tuple[float, ...], i: int) -> list[float]:
+def position_features(features: tuple, i: int) -> list[float]:
     """``x(i)``: the proposal's inputs with position ``i``'s."""
+    base, continuation = features
     where = math.log2(1 + i)
-    return [1.0, *base, where, float(i == 0), base[0] * where]
+    counted = [*continuation[i], 0.0] if i < len(continuation) else [0.0, 0, 1.0]
+    share, occurrences, past = counted
+    return [
+        1.0,
+        *base,
+        where,
+        float(i == 0),
+        base[0] * where,
+        share,
+        math.log2(1 + occurrences),
+        past,
+    ]
 
 
 def sigmoid(z: float) -> float:
@@ -133,24 +160,30 @@ class AcceptanceModel:
         """A pass sent a first draft token: ``kept`` or not (fading as the adaptive's counts)."""
         self.recent = [self.recent[0] * DECAY + kept, self.recent[1] * DECAY + 1.0]
 
-    def probabilities(self, base: tuple[float, ...], length: int) -> list[float]:
-        """P(draft token i kept | tokens before it were) for i < ``length``."""
-        w = self.weights
+    def probabilities(self, features: tuple, length: int) -> list[float]:
+        """P(draft token i kept | tokens before it were) for i < ``length`` (``x(i)`` of
+        ``position_features``, its parts summed apart: this runs every pass)."""
+        w, (base, continuation) = self.weights, features
         fixed = w[0] + sum(wk * xk for wk, xk in zip(w[1:BASE_END], base))
         slope = w[BASE_END] + w[BASE_END + 2] * base[0]
-        first = w[BASE_END + 1]
-        return [
-            sigmoid(fixed + slope * math.log2(1 + i) + (first if i == 0 else 0.0))
-            for i in range(length)
-        ]
+        share, occurrences, past = w[BASE_END + 3 :]
+        values = []
+        for i in range(length):
+            z = fixed + slope * math.log2(1 + i) + (w[BASE_END + 1] if i == 0 else 0.0)
+            if i < len(continuation):
+                z += share * continuation[i][0] + occurrences * math.log2(1 + continuation[i][1])
+            else:
+                z += past
+            values.append(sigmoid(z))
+        return values
 
-    def learn(self, base: tuple[float, ...], depth: int, accepted: int) -> None:
+    def learn(self, features: tuple, depth: int, accepted: int) -> None:
         """One step per position the pass reached: ``accepted`` kept of ``depth`` sent."""
         w, fitted = self.weights, self.fitted
         if depth:
             self.observe_first(accepted > 0)
         for i in range(min(accepted + 1, depth)):
-            x = position_features(base, i)
+            x = position_features(features, i)
             error = float(i < accepted) - sigmoid(sum(wk * xk for wk, xk in zip(w, x)))
             for k, xk in enumerate(x):
                 w[k] += LEARNING_RATE * error * xk - PULL * (w[k] - fitted[k])
@@ -161,11 +194,11 @@ class Estimate:
     """What the choice reads of one proposal (as ``adaptive.AcceptanceTracker`` offers it)."""
 
     model: AcceptanceModel
-    base: tuple[float, ...]
+    features: tuple
 
     def expected_tokens(self, length: int) -> list[float]:
         """[E[emitted tokens | draft length L] for L = 0..length]."""
-        return expected_tokens(self.model.probabilities(self.base, length))
+        return expected_tokens(self.model.probabilities(self.features, length))
 
     def tree_bonus(self, length: int) -> float:
         return self.model.rows.tree_bonus(length)

@@ -43,7 +43,7 @@ class Choice:
     rows: int = 1
     kind: MatchClass | None = None
     idle: bool = False
-    features: tuple[float, ...] = ()
+    features: tuple = ()
 
 
 NO_DRAFT = Choice(0)

@@ -89,7 +89,7 @@ def observe(chats: dict, key: str, eos: int, drafter: str, count: int) -> _Recor
 
 def fit(counts: dict) -> np.ndarray:
     """Logistic regression weights (``FEATURES``' order) over [reached, kept] counts."""
-    rows = [(position_features(base, i), n, k) for (base, i), (n, k) in counts.items()]
+    rows = [(position_features(seen, i), n, k) for (seen, i), (n, k) in counts.items()]
     x = np.array([r[0] for r in rows])
     n = np.array([r[1] for r in rows], dtype=float)
     kept = np.array([r[2] for r in rows], dtype=float)

@@ -56,10 +56,10 @@ class Proposal:
     # row's first token follows the match. A short match that says either is judged apart
     # from the other short matches.
     follows: str = ""
-    # how many earlier occurrences the match has (0: not said), and the share of them the
-    # first row's first token followed (a drafter that counts continuations says so)
-    support: int = 0
-    frequency: float = 0.0
+    # per token of the first row, as far as the drafter counted (a drafter that counts
+    # continuations says so): (the share of the earlier occurrences of everything before it
+    # that it followed, how many occurrences that share rests on)
+    continuation: tuple[tuple[float, int], ...] = ()
 
     def follows_for(self, rows: DraftRows) -> str:
         """``follows`` for the rows actually sent (cut by the loop's gates): it speaks of the
@@ -67,12 +67,11 @@ class Proposal:
         return self.follows if self._same_first(rows) else ""
 
     def sendable(self, rows: DraftRows) -> "Proposal":
-        """This proposal with the rows actually sent: what speaks of its first token
-        (``follows``, ``frequency``) only while the first row sent still begins with it."""
-        same = self._same_first(rows)
-        if same:
+        """This proposal with the rows actually sent: what speaks of its first row
+        (``follows``, ``continuation``) only while the first row sent still begins with it."""
+        if self._same_first(rows):
             return replace(self, rows=rows)
-        return replace(self, rows=rows, follows="", frequency=0.0)
+        return replace(self, rows=rows, follows="", continuation=())
 
     def _same_first(self, rows: DraftRows) -> bool:
         return bool(rows and rows[0]) and rows[0][0] == self.rows[0][0]

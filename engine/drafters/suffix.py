@@ -232,15 +232,24 @@ class SuffixDrafter(Drafter):
                 rows.append(row)
                 sources.append(end)
         earlier = self.sam.count[state] - 1  # the occurrence at the very end has no follower yet
-        share = self._share(state, rows[0][0], earlier) if rows and earlier > 0 else 0.0
-        followed = share >= USUAL_SHARE
+        continuation = self._counted(state, rows[0]) if rows else ()
+        followed = bool(continuation) and continuation[0][0] >= USUAL_SHARE
         follows = (USUAL if earlier > 1 else ONCE) if followed else ""
-        return Proposal(rows, match, follows, max(earlier, 0), share)
+        return Proposal(rows, match, follows, continuation)
 
-    def _share(self, state: int, token: int, earlier: int) -> float:
-        """The share of the ``earlier`` occurrences of ``state``'s context ``token`` followed."""
-        child = self.sam.next[state].get(token)
-        return 0.0 if child is None else min(1.0, self.sam.count[child] / earlier)
+    def _counted(self, state: int, row: list[int]) -> tuple[tuple[float, int], ...]:
+        """(share, occurrences) per token of ``row`` after ``state``'s context: the share of
+        the earlier occurrences of the context so far that the token followed, as far as the
+        row extends a context seen before."""
+        sam, counted = self.sam, []
+        denominator = sam.count[state] - 1  # the occurrence at the very end has no follower yet
+        for token in row:
+            child = sam.next[state].get(token)
+            if child is None or denominator <= 0:
+                break
+            counted.append((min(1.0, sam.count[child] / denominator), denominator))
+            state, denominator = child, sam.count[child]
+        return tuple(counted)
 
     def _near_cursor(self, shortest: int) -> tuple[int, int] | None:
         """(length, end) of the longest match of the history's suffix, at least ``shortest``
