@@ -15,7 +15,7 @@ from engine.verify_cost import CostCurve
 
 # a curve where a pass of 16 tokens costs twice a one-token pass: length is a real choice
 CURVE = {1: 0.010, 2: 0.011, 4: 0.012, 8: 0.015, 16: 0.020, 32: 0.030, 65: 0.050}
-PROPOSAL = Proposal([list(range(100, 132))], match_length=3, support=2, frequency=0.5)
+PROPOSAL = Proposal([list(range(100, 132))], match_length=3, continuation=((0.5, 2), (1.0, 1)))
 
 
 class _Drafter:
@@ -92,3 +92,16 @@ def test_the_policy_imports_no_mlx():
     code = "import sys, engine.calibrated_policy; print('mlx.core' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_suffix_counts_how_each_drafted_token_followed_its_context():
+    from engine.drafters import make_drafter
+
+    drafter = make_drafter(DraftSettings(drafter="suffix", options={"rows": 1, "locality": 0}))
+    drafter.reset([1, 2, 3, 9, 5, 1, 2, 3, 9, 6, 1, 2, 3, 8, 7, 1, 2, 3])
+    proposal = drafter.propose(4)
+    assert proposal.rows[0][0] == 8  # the most recent occurrence drafts
+    share, occurrences = proposal.continuation[0]
+    assert (round(share, 3), occurrences) == (0.333, 3)  # 8 followed one of three
+    assert proposal.continuation[1] == (1.0, 1)
+    assert proposal.sendable([[9]]).continuation == ()  # another first token: not its counts
