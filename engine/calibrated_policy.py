@@ -6,7 +6,10 @@ and prior tables.
   (0: not said), how its first token follows the match (``Proposal.follows``: ``USUAL``, the
   continuation that followed most of two or more earlier occurrences; ``ONCE``, the one
   that followed the only earlier occurrence), whether it offers several rows (its earlier
-  occurrences disagree), and the draft position i.
+  occurrences disagree), and per draft token (``Proposal.continuation``) the share of the
+  earlier occurrences of its context that it followed and how many occurrences that share
+  rests on; besides them the draft position i and how often the source's first draft
+  tokens were kept lately.
 - **Model**: P(token i kept | tokens before it were) = σ(w · x(i)), ``x`` as
   ``FEATURES`` names them. ``w`` starts from weights fitted on the tuning split
   (``FITTED``, ``python -m engine.bench.calibrate``); each pass that judged the drafter's
@@ -92,8 +95,9 @@ FITTED: dict[str, tuple[tuple[float, ...], float]] = {
 UNFITTED = ((0.0,) * len(FEATURES), 0.0)
 # Per reached position and pass, and the share of the way back to the fitted weights per
 # step: on the tuning samples (4 curves x 3 sources, tokens per pass only) 0.01 and 0.01 gave
-# 1.008x the adaptive policy (geometric mean), 0.003 gave 1.005x, 0.02 1.004x, 0.05 0.999x,
-# 0.2 0.968x, and the fitted weights alone (0) 0.998x; a pull of 0 or 0.1 did no better.
+# 1.008x the adaptive policy (geometric mean), 0.003 gave 1.006x and the fitted weights alone
+# (0) 1.001x; with the first token's counts alone as inputs, 0.02 gave 1.004x, 0.05 0.999x and
+# 0.2 0.968x, and a pull of 0 or 0.1 did no better than 0.01.
 LEARNING_RATE = 0.01
 PULL = 0.01
 BASE_END = 7  # ``FEATURES`` 1 to 6 are the proposal's, the same at every position

@@ -42,7 +42,9 @@ Usual continuation: the proposal says whether the first row's first token follow
 60% of the match's earlier occurrences, of which there were at least two (``Proposal.follows``
 is ``USUAL``), or whether the match occurred only once before, followed by that token
 (``ONCE``); the adaptive policy judges short matches of either kind apart from the other short
-matches.
+matches. Per token of the first row, as far as the row extends a context seen before, it also
+says what share of that context's earlier occurrences the token followed and how many there
+were (``Proposal.continuation``): the calibrated policy's inputs.
 
 Options: ``max_spec_factor`` (default 8.0), ``min_prob`` (default 0.1), ``max_tokens``,
 ``rows`` (default 4; 1 drafts a single row), ``locality`` (default 32; 0 turns the cursor
