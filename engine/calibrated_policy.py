@@ -6,7 +6,8 @@ and prior tables.
   (0: not said), how its first token follows the match (``Proposal.follows``: ``USUAL``, the
   continuation that followed most of two or more earlier occurrences; ``ONCE``, the one
   that followed the only earlier occurrence), whether it offers several rows (its earlier
-  occurrences disagree), and per draft token (``Proposal.continuation``) the share of the
+  occurrences disagree), where its first row comes from (``Proposal.source``: at the copy
+  cursor or not), and per draft token (``Proposal.continuation``) the share of the
   earlier occurrences of its context that it followed and how many occurrences that share
   rests on; besides them the draft position i and how often the source's first draft
   tokens were kept lately.
@@ -41,7 +42,7 @@ from .adaptive import (
     match_class,
 )
 from .draft_policy import Choice, MatchClass, PassOutcome
-from .drafters.base import ONCE, USUAL, Proposal
+from .drafters.base import AT_CURSOR, ONCE, USUAL, Proposal
 from .verify_cost import CostCurve
 
 POLICY_KINDS = ("adaptive", "calibrated")  # ``DraftSettings.policy``'s values
@@ -53,6 +54,7 @@ FEATURES = (
     "seen once before",
     "several rows",
     "recent first tokens kept (logit)",
+    "first row at the copy cursor",
     "log2(1 + position)",
     "first position",
     "log2(1 + match length) x log2(1 + position)",
@@ -69,24 +71,25 @@ FEATURES = (
 FITTED: dict[str, tuple[tuple[float, ...], float]] = {
     "suffix": (
         (
-            -4.963,
-            0.599,
+            -5.12,
+            0.658,
             0.0,
-            -0.168,
-            -0.484,
-            0.099,
-            0.311,
+            -0.109,
+            -0.418,
+            0.095,
+            0.301,
+            0.346,
             0.696,
-            0.118,
-            -0.072,
-            3.785,
-            0.484,
-            2.427,
+            0.145,
+            -0.076,
+            3.755,
+            0.444,
+            2.121,
         ),
         0.025,
     ),
     "prompt-lookup": (
-        (-0.93, 0.955, 0.0, 0.0, 0.0, 0.0, 0.295, 0.966, -0.093, -0.18, 0.0, 0.0, -0.93),
+        (-0.93, 0.955, 0.0, 0.0, 0.0, 0.0, 0.295, 0.0, 0.966, -0.093, -0.18, 0.0, 0.0, -0.93),
         0.0,
     ),
 }
@@ -95,18 +98,18 @@ FITTED: dict[str, tuple[tuple[float, ...], float]] = {
 UNFITTED = ((0.0,) * len(FEATURES), 0.0)
 # Per reached position and pass, and the share of the way back to the fitted weights per
 # step: on the tuning samples (4 curves x 3 sources, tokens per pass only) 0.01 and 0.01 gave
-# 1.008x the adaptive policy (geometric mean), 0.003 gave 1.006x and the fitted weights alone
-# (0) 1.001x; with the first token's counts alone as inputs, 0.02 gave 1.004x, 0.05 0.999x and
-# 0.2 0.968x, and a pull of 0 or 0.1 did no better than 0.01.
+# 1.009x the adaptive policy (geometric mean). Without the copy-cursor input: 0.01 gave 1.008x,
+# 0.003 1.006x and the fitted weights alone (0) 1.001x; with the first token's counts alone as
+# inputs, 0.02 gave 1.004x, 0.05 0.999x and 0.2 0.968x, and a pull of 0 or 0.1 did no better.
 LEARNING_RATE = 0.01
 PULL = 0.01
-BASE_END = 7  # ``FEATURES`` 1 to 6 are the proposal's, the same at every position
+BASE_END = 8  # ``FEATURES`` 1 to 7 are the proposal's, the same at every position
 FIRST_PRIOR = 0.5  # pseudo-counts of recent first tokens, kept and not: Beta(0.5, 0.5)
 MAX_LOGIT = 30.0  # σ of this is 1 to float precision: exp() never overflows
 
 
 def proposal_features(proposal: Proposal, recent: float) -> tuple:
-    """What the model reads of a proposal: (``FEATURES`` 1-6, the same at every position,
+    """What the model reads of a proposal: (``FEATURES`` 1-7, the same at every position,
     ``recent`` the source's ``AcceptanceModel.recent_logit``; the first row's
     ``Proposal.continuation``)."""
     length = proposal.match_length
@@ -117,6 +120,7 @@ def proposal_features(proposal: Proposal, recent: float) -> tuple:
         float(proposal.follows == ONCE),
         float(len(proposal.rows) > 1),
         recent,
+        float(proposal.source == AT_CURSOR),
     )
     return base, proposal.continuation
 

@@ -105,3 +105,20 @@ def test_suffix_counts_how_each_drafted_token_followed_its_context():
     assert (round(share, 3), occurrences) == (0.333, 3)  # 8 followed one of three
     assert proposal.continuation[1] == (1.0, 1)
     assert proposal.sendable([[9]]).continuation == ()  # another first token: not its counts
+
+
+def test_suffix_says_when_its_first_row_goes_on_at_the_copy_cursor():
+    from engine.drafters import make_drafter
+    from engine.drafters.base import AT_CURSOR
+
+    # the passage 10..17, then elsewhere 14 followed by 70, 71 (the most recent 14)
+    prompt = [10, 11, 12, 13, 14, 15, 16, 17, 8, 14, 70, 71, 8]
+    drafter = make_drafter(DraftSettings(drafter="suffix"))
+    drafter.reset(prompt)
+    drafter.observe([10])
+    assert drafter.propose(2).source == ""  # nothing copied yet
+    drafter.observe([11, 12, 99], accepted=2, drafted=2, row=0)  # an edit: 99 for 13
+    drafter.observe([14])  # back to the passage
+    proposal = drafter.propose(3)
+    assert proposal.rows[0] == [15, 16, 17] and proposal.source == AT_CURSOR
+    assert proposal.sendable([[70]]).source == ""

@@ -44,6 +44,7 @@ DraftRows = list[list[int]]
 # How the first row's first token follows the match (``Proposal.follows``)
 USUAL = "usual"  # it followed at least 60% of the match's earlier occurrences, two or more
 ONCE = "once"  # the match occurred once before, followed by it
+AT_CURSOR = "cursor"  # ``Proposal.source``: the first row goes on where the last copy was
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,9 @@ class Proposal:
     # continuations says so): (the share of the earlier occurrences of everything before it
     # that it followed, how many occurrences that share rests on)
     continuation: tuple[tuple[float, int], ...] = ()
+    # where the first row was copied from, where the drafter says (``AT_CURSOR``: right after
+    # the place the last accepted draft was copied from)
+    source: str = ""
 
     def follows_for(self, rows: DraftRows) -> str:
         """``follows`` for the rows actually sent (cut by the loop's gates): it speaks of the
@@ -71,7 +75,7 @@ class Proposal:
         (``follows``, ``continuation``) only while the first row sent still begins with it."""
         if self._same_first(rows):
             return replace(self, rows=rows)
-        return replace(self, rows=rows, follows="", continuation=())
+        return replace(self, rows=rows, follows="", continuation=(), source="")
 
     def _same_first(self, rows: DraftRows) -> bool:
         return bool(rows and rows[0]) and rows[0][0] == self.rows[0][0]

@@ -36,7 +36,8 @@ most recent occurrence of a short match elsewhere says nothing. So the drafter k
 cursor: the source position of the last accepted draft token, moved on while the model's own
 tokens go on following the source, dropped at a new turn. Among matches at most one token
 shorter than the longest, the one ending nearest after the cursor (within ``locality``
-tokens) drafts the first row, copied as far as its length allows.
+tokens) drafts the first row, copied as far as its length allows, and the proposal says so
+(``Proposal.source`` is ``AT_CURSOR``).
 
 Usual continuation: the proposal says whether the first row's first token followed at least
 60% of the match's earlier occurrences, of which there were at least two (``Proposal.follows``
@@ -56,7 +57,7 @@ from __future__ import annotations
 import math
 
 from ._options import Option
-from .base import ONCE, USUAL, Drafter, Proposal, matched_before
+from .base import AT_CURSOR, ONCE, USUAL, Drafter, Proposal, matched_before
 
 CHAIN_UPDATES = 32
 LOCAL_MATCH_MAX = 16  # the longest match measured at a position near the cursor
@@ -237,7 +238,7 @@ class SuffixDrafter(Drafter):
         continuation = self._counted(state, rows[0]) if rows else ()
         followed = bool(continuation) and continuation[0][0] >= USUAL_SHARE
         follows = (USUAL if earlier > 1 else ONCE) if followed else ""
-        return Proposal(rows, match, follows, continuation)
+        return Proposal(rows, match, follows, continuation, AT_CURSOR if local else "")
 
     def _counted(self, state: int, row: list[int]) -> tuple[tuple[float, int], ...]:
         """(share, occurrences) per token of ``row`` after ``state``'s context: the share of
