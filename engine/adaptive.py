@@ -195,12 +195,18 @@ class AcceptanceTracker:
 
     def expected_tokens(self, length: int) -> list[float]:
         """[E[emitted tokens | draft length L] for L = 0..length]."""
-        values, total, survive = [1.0], 1.0, 1.0
-        for p in self.probabilities(length):
-            survive *= p
-            total += survive
-            values.append(total)
-        return values
+        return expected_tokens(self.probabilities(length))
+
+
+def expected_tokens(probabilities: list[float]) -> list[float]:
+    """[E[emitted tokens | draft length L] for L = 0..len(probabilities)], ``probabilities[i]``
+    the chance draft token i is kept when those before it were."""
+    values, total, survive = [1.0], 1.0, 1.0
+    for p in probabilities:
+        survive *= p
+        total += survive
+        values.append(total)
+    return values
 
 
 def match_class(match_length: int, follows: str = "") -> MatchClass:
@@ -312,8 +318,7 @@ class AdaptivePolicy:
             return NO_DRAFT
         available = min(max(len(proposal.rows), 1), self.rows)
         first = min((len(proposal.rows[0]) if proposal.rows else 0) or limit, limit)
-        kind = match_class(proposal.match_length, proposal.follows)
-        tracker = self.tracker(kind)
+        kind, tracker = self.judge(proposal)
         expected = tracker.expected_tokens(min(limit, MAX_POSITIONS))
         plain = best_rate = expected[0] / self.curve(1)
         best, rows = 0, 1
@@ -340,6 +345,12 @@ class AdaptivePolicy:
             return Choice(0, 1, kind, idle=True)
         return Choice(best, rows, kind)
 
+    def judge(self, proposal: Proposal) -> tuple[MatchClass, AcceptanceTracker]:
+        """The proposal's match class and what is expected of its draft tokens
+        (``expected_tokens``, ``tree_bonus``): here the class's acceptance memory."""
+        kind = match_class(proposal.match_length, proposal.follows)
+        return kind, self.tracker(kind)
+
     def forced_length(self, available: int) -> int:
         """How many of ``available`` grammar-forced tokens to send (kept nearly always):
         the count that gives the most tokens per second on the curve."""
@@ -361,6 +372,16 @@ class AdaptivePolicy:
             self.curve(1 + n) >= HOPELESS * (1 + n) * one for n in range(1, max(limit, 1) + 1)
         )
 
+    def learn(self, choice: Choice, outcome: PassOutcome) -> None:
+        """The acceptance of a pass that judged the drafter's tokens, in its class's memory."""
+        tracker = self.tracker(choice.kind)
+        tracker.decay()
+        if outcome.tree and outcome.first_row is not None:
+            tracker.record(*outcome.first_row)
+            tracker.record_tree(outcome.first_row[0], outcome.accepted - outcome.first_row[1])
+        else:
+            tracker.record(outcome.depth, outcome.accepted)
+
     def tree_rows(self, length: int, available: int) -> int:
         """The rows of a tree of ``length``-token rows: two, and more (of ``available``) while
         each makes the pass at most ``ROW_SLACK`` dearer than two (on a flat curve all, on a
@@ -377,13 +398,7 @@ class AdaptivePolicy:
         """Learn the acceptance of the class ``choice`` judged (where the pass judged the
         drafter's tokens) and the pass's cost."""
         if outcome.depth and choice.kind is not None:
-            tracker = self.tracker(choice.kind)
-            tracker.decay()
-            if outcome.tree and outcome.first_row is not None:
-                tracker.record(*outcome.first_row)
-                tracker.record_tree(outcome.first_row[0], outcome.accepted - outcome.first_row[1])
-            else:
-                tracker.record(outcome.depth, outcome.accepted)
+            self.learn(choice, outcome)
             self.idle[choice.kind] = 0
         elif choice.idle:
             self.idle[choice.kind] = self.idle.get(choice.kind, 0) + 1

@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from .events import ProgressEvent
+from .calibrated_policy import POLICY_KINDS
 from .settings import DraftSettings, GenerationRequest, SamplingSettings
 from .verify_cost import curve_from_spec
 
@@ -36,6 +37,13 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
         help="let the engine choose each pass's draft length from the measured "
         "verify cost and acceptance (default); --no-adaptive drafts a fixed "
         "--draft-count",
+    )
+    parser.add_argument(
+        "--policy",
+        choices=POLICY_KINDS,
+        default=DraftSettings.policy,
+        help="how the adaptive policy judges acceptance: per match class (adaptive) or a "
+        "logistic model learned as the chat runs (calibrated) (default %(default)s)",
     )
     parser.add_argument(
         "--ngram-order",
@@ -89,6 +97,7 @@ def request_from_args(args, prompt: str, raw: bool) -> GenerationRequest:
             ngram_order=args.ngram_order,
             ngram_min=args.ngram_min,
             adaptive=args.adaptive,
+            policy=args.policy,
             cost_curve=curve_from_spec(args.cost_curve) if args.cost_curve else None,
         ),
         sampling=SamplingSettings(temperature=args.temperature, top_p=args.top_p, seed=args.seed),

@@ -36,12 +36,14 @@ class Choice:
     """What to send of one proposal: its first ``length`` tokens of each of its first
     ``rows`` rows (``length`` 0: nothing). ``kind``: the match class judged (None where the
     policy judged no class); ``idle``: a proposal that was there but did not pay, which
-    counts toward the next probe."""
+    counts toward the next probe; ``features``: what a calibrated policy judged the proposal
+    by (``calibrated_policy.proposal_features``), learned from with the outcome."""
 
     length: int
     rows: int = 1
     kind: MatchClass | None = None
     idle: bool = False
+    features: tuple = ()
 
 
 NO_DRAFT = Choice(0)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from .adaptive import AdaptiveMemory
+from .calibrated_policy import PolicyMemory
 from .drafters.stores import DrafterStores
 from .model_ngrams import ModelTables
 
@@ -27,7 +27,7 @@ MAX_CLIENT_STORES = 8
 
 @dataclass
 class EngineMemory:
-    adaptive: AdaptiveMemory = field(default_factory=AdaptiveMemory)
+    adaptive: PolicyMemory = field(default_factory=PolicyMemory)
     stores: DrafterStores = field(default_factory=DrafterStores)
     client_stores: OrderedDict[str, DrafterStores] = field(default_factory=OrderedDict)
     tables: ModelTables = field(default_factory=ModelTables)

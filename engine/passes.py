@@ -118,7 +118,7 @@ def plan_pass(
     if allowed is not None:
         rows = [row[: allowed(row)] for row in rows]
     drafted = [row for row in rows if row]
-    sendable = Proposal(drafted, proposal.match_length, proposal.follows_for(drafted))
+    sendable = proposal.sendable(drafted)
     return DraftPlan.of(sendable, policy, cut_at_eos(list(forced[:limit]), eos_tokens))
 
 

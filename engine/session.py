@@ -333,7 +333,11 @@ class ChatSession:
             # never measured on this machine: a guess built from this model's own passes
             # (the service measures between answers); or the device curve asked for
             policy = self.memory.adaptive.policy(
-                self.model_key, self.drafter, curve=named, constrained=constraint is not None
+                self.model_key,
+                self.drafter,
+                curve=named,
+                constrained=constraint is not None,
+                kind=request.draft.policy,
             )
         stats.prefill_s = time.perf_counter() - started
         # the speed-up is estimated on the curve the policy plans on, and with a fixed draft

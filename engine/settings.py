@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .calibrated_policy import POLICY_KINDS
 from .drafters import DRAFTERS, resolve_drafter_name
 from .errors import EngineError
 
@@ -41,6 +42,10 @@ class DraftSettings:
     ngram_order: int = 4
     ngram_min: int = 1
     adaptive: bool = True  # off: draft exactly draft_count tokens whenever the drafter can
+    # how the adaptive policy judges acceptance (``adaptive.POLICY_KINDS``): ``adaptive``, per
+    # match class from fitted prior tables; ``calibrated``, a logistic model per drafter
+    # learned online (``calibrated_policy``)
+    policy: str = "adaptive"
     options: dict[str, Any] = field(default_factory=dict)
     # a device curve to plan with and to estimate on (``engine.verify_cost.NamedCurve``, from
     # the command line's --cost-curve); None: this model's curve measured on this machine
@@ -57,6 +62,9 @@ class DraftSettings:
             )
         if not isinstance(self.adaptive, bool):
             raise EngineError(f"adaptive must be true or false; got {self.adaptive!r}.")
+        if self.policy not in POLICY_KINDS:
+            kinds = " or ".join(POLICY_KINDS)
+            raise EngineError(f"policy must be {kinds}; got {self.policy!r}.")
         drafter = resolve_drafter_name(self.drafter)
         DRAFTERS[drafter].check_options(self.options)
         return replace(self, drafter=drafter)

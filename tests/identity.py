@@ -22,6 +22,13 @@ def speculative(
 
     ``bigram``: a model bigram table handed to drafters that use one (ngrammys).
     """
+    return run_with_policy(model, prompt, max_tokens, settings, None, sampling, eos, bigram)
+
+
+def run_with_policy(
+    model, prompt, max_tokens, settings, policy, sampling=None, eos=(), bigram=None
+):
+    """``speculative`` with a draft policy (None: the settings' fixed draft count)."""
     target = Target(model)
     history = list(prompt)
     target.prefill(history[:-1])
@@ -38,6 +45,7 @@ def speculative(
             max_tokens=max_tokens,
             draft_count=settings.draft_count,
             eos_tokens=set(eos),
+            policy=policy,
         )
     )
     assert target.offset == len(history) - 1  # the cache holds exactly the history but its last

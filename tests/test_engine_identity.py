@@ -127,3 +127,25 @@ def test_every_registered_drafter_is_identity_tested():
     from .test_drafters_identity import NEW
 
     assert set(DRAFTERS) == set(BASE_DRAFTERS) | set(NEW)
+
+
+@pytest.mark.parametrize("drafter", ["suffix", "prompt-lookup"])
+def test_greedy_identity_with_the_calibrated_policy(tiny_models, drafter):
+    """The calibrated policy only chooses how much to send: output stays plain greedy."""
+    from engine.calibrated_policy import PolicyMemory
+    from engine.drafters import make_drafter
+    from engine.verify_cost import CostCurve
+
+    from .identity import run_with_policy
+
+    accepted = 0
+    memory = PolicyMemory(policy_kind="calibrated")
+    for model in tiny_models:
+        for prompt in tiny_prompts().values():
+            settings = DraftSettings(drafter=drafter, draft_count=8, policy="calibrated")
+            flat = CostCurve({1: 0.010, 8: 0.011, 64: 0.012})  # drafts pay: the policy sends
+            policy = memory.policy("tiny", make_drafter(settings), flat)
+            got, results = run_with_policy(model, prompt, 48, settings, policy)
+            assert got == reference_greedy(model, prompt, 48)
+            accepted += sum(r.accepted for r in results)
+    assert accepted > 0, "no draft was ever accepted: the test would prove nothing"

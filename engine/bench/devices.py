@@ -44,6 +44,7 @@ from collections import Counter
 
 from dataclasses import replace
 
+from ..calibrated_policy import POLICY_KINDS
 from ..drafters import make_drafter, measurement_options
 from ..errors import EngineError
 from ..settings import DraftSettings
@@ -67,7 +68,13 @@ def strategies(eos: int, named: NamedCurve) -> dict[str, dict]:
     """name -> ``tune.predict`` plan on the curve ``named``; ``peer``: counted as a peer for
     the goals; ``on_curve``: its drafts depend on the curve though it has no policy."""
     default = DraftSettings().validated()
-    plans = {"default": _plan(default.drafter, default.draft_count, default.adaptive)}
+    plans = {
+        "default": _plan(
+            default.drafter, default.draft_count, default.adaptive, policy=default.policy
+        )
+    }
+    other = next(kind for kind in POLICY_KINDS if kind != default.policy)
+    plans[f"{other} policy"] = _plan(default.drafter, default.draft_count, True, policy=other)
     for name, cls in PEER_DRAFTERS.items():
         charge = getattr(cls, "charge_host_time", True)
         make = lambda chat, run, cls=cls: cls.for_run(run)  # noqa: E731

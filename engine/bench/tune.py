@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from ..adaptive import CLASS_PRIORS, AdaptiveMemory, BonusPriors, Priors, match_class
+from ..calibrated_policy import PolicyMemory
 from ..draft_policy import FixedDraftLength
 from ..drafters import make_drafter, measurement_options
 from ..passes import judge_by_answer, learn_pass, plan_pass
@@ -189,10 +190,10 @@ def replays(chats, key, eos, seconds, plan, cold, cross_chat, charged, tree_extr
     ``repeats`` whole replays where the drafter's time is ``charged``."""
     kept: dict[str, dict] = {}
     for _ in range(repeats if charged else 1):
-        priors = plan.get("priors", CLASS_PRIORS)
-        memory, run = AdaptiveMemory(priors), {}
+        priors, kind = plan.get("priors", CLASS_PRIORS), plan.get("policy", "adaptive")
+        memory, run = PolicyMemory(priors, policy_kind=kind), {}
         for name, chat in chats.items():
-            memory = AdaptiveMemory(priors) if cold else memory
+            memory = PolicyMemory(priors, policy_kind=kind) if cold else memory
             extra = {"drafter": plan["make"](chat, run)} if "make" in plan else {}
             if cross_chat and not extra:
                 extra = taught_memory(chats, chat, plan, key, seconds, eos)

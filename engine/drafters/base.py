@@ -33,7 +33,7 @@ Around that, with defaults here, so nobody probes a drafter for optional parts:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
@@ -44,6 +44,7 @@ DraftRows = list[list[int]]
 # How the first row's first token follows the match (``Proposal.follows``)
 USUAL = "usual"  # it followed at least 60% of the match's earlier occurrences, two or more
 ONCE = "once"  # the match occurred once before, followed by it
+AT_CURSOR = "cursor"  # ``Proposal.source``: the first row goes on where the last copy was
 
 
 @dataclass(frozen=True)
@@ -56,12 +57,28 @@ class Proposal:
     # row's first token follows the match. A short match that says either is judged apart
     # from the other short matches.
     follows: str = ""
+    # per token of the first row, as far as the drafter counted (a drafter that counts
+    # continuations says so): (the share of the earlier occurrences of everything before it
+    # that it followed, how many occurrences that share rests on)
+    continuation: tuple[tuple[float, int], ...] = ()
+    # where the first row was copied from, where the drafter says (``AT_CURSOR``: right after
+    # the place the last accepted draft was copied from)
+    source: str = ""
 
     def follows_for(self, rows: DraftRows) -> str:
         """``follows`` for the rows actually sent (cut by the loop's gates): it speaks of the
         proposal's first token, so only while the first row sent still begins with it."""
-        sent = bool(rows and rows[0]) and rows[0][0] == self.rows[0][0]
-        return self.follows if sent else ""
+        return self.follows if self._same_first(rows) else ""
+
+    def sendable(self, rows: DraftRows) -> "Proposal":
+        """This proposal with the rows actually sent: what speaks of its first row
+        (``follows``, ``continuation``) only while the first row sent still begins with it."""
+        if self._same_first(rows):
+            return replace(self, rows=rows)
+        return replace(self, rows=rows, follows="", continuation=(), source="")
+
+    def _same_first(self, rows: DraftRows) -> bool:
+        return bool(rows and rows[0]) and rows[0][0] == self.rows[0][0]
 
 
 class DraftConfig(Protocol):

@@ -36,13 +36,16 @@ most recent occurrence of a short match elsewhere says nothing. So the drafter k
 cursor: the source position of the last accepted draft token, moved on while the model's own
 tokens go on following the source, dropped at a new turn. Among matches at most one token
 shorter than the longest, the one ending nearest after the cursor (within ``locality``
-tokens) drafts the first row, copied as far as its length allows.
+tokens) drafts the first row, copied as far as its length allows, and the proposal says so
+(``Proposal.source`` is ``AT_CURSOR``).
 
 Usual continuation: the proposal says whether the first row's first token followed at least
 60% of the match's earlier occurrences, of which there were at least two (``Proposal.follows``
 is ``USUAL``), or whether the match occurred only once before, followed by that token
 (``ONCE``); the adaptive policy judges short matches of either kind apart from the other short
-matches.
+matches. Per token of the first row, as far as the row extends a context seen before, it also
+says what share of that context's earlier occurrences the token followed and how many there
+were (``Proposal.continuation``): the calibrated policy's inputs.
 
 Options: ``max_spec_factor`` (default 8.0), ``min_prob`` (default 0.1), ``max_tokens``,
 ``rows`` (default 4; 1 drafts a single row), ``locality`` (default 32; 0 turns the cursor
@@ -54,7 +57,7 @@ from __future__ import annotations
 import math
 
 from ._options import Option
-from .base import ONCE, USUAL, Drafter, Proposal, matched_before
+from .base import AT_CURSOR, ONCE, USUAL, Drafter, Proposal, matched_before
 
 CHAIN_UPDATES = 32
 LOCAL_MATCH_MAX = 16  # the longest match measured at a position near the cursor
@@ -232,14 +235,24 @@ class SuffixDrafter(Drafter):
                 rows.append(row)
                 sources.append(end)
         earlier = self.sam.count[state] - 1  # the occurrence at the very end has no follower yet
-        followed = bool(rows) and earlier > 0 and self._followed(state, rows[0][0], earlier)
-        return Proposal(rows, match, (USUAL if earlier > 1 else ONCE) if followed else "")
+        continuation = self._counted(state, rows[0]) if rows else ()
+        followed = bool(continuation) and continuation[0][0] >= USUAL_SHARE
+        follows = (USUAL if earlier > 1 else ONCE) if followed else ""
+        return Proposal(rows, match, follows, continuation, AT_CURSOR if local else "")
 
-    def _followed(self, state: int, token: int, earlier: int) -> bool:
-        """Whether ``token`` followed at least ``USUAL_SHARE`` of the ``earlier`` occurrences
-        of ``state``'s context."""
-        child = self.sam.next[state].get(token)
-        return child is not None and self.sam.count[child] >= USUAL_SHARE * earlier
+    def _counted(self, state: int, row: list[int]) -> tuple[tuple[float, int], ...]:
+        """(share, occurrences) per token of ``row`` after ``state``'s context: the share of
+        the earlier occurrences of the context so far that the token followed, as far as the
+        row extends a context seen before."""
+        sam, counted = self.sam, []
+        denominator = sam.count[state] - 1  # the occurrence at the very end has no follower yet
+        for token in row:
+            child = sam.next[state].get(token)
+            if child is None or denominator <= 0:
+                break
+            counted.append((min(1.0, sam.count[child] / denominator), denominator))
+            state, denominator = child, sam.count[child]
+        return tuple(counted)
 
     def _near_cursor(self, shortest: int) -> tuple[int, int] | None:
         """(length, end) of the longest match of the history's suffix, at least ``shortest``

@@ -16,6 +16,7 @@ DRAFT_TYPES = {
     "ngram_order": "integer",
     "ngram_min": "integer",
     "adaptive": "boolean",
+    "policy": "string",
     "options": "object",
 }
 ROLES = {"system", "user", "assistant", "developer", "tool"}
