@@ -30,6 +30,7 @@ NEW = {
     "ngrammys": {"rows": 4},
     "suffix": {},
     "suffix-static": {},
+    "token-recycling": {},
 }
 
 

@@ -1,0 +1,89 @@
+"""Token Recycling's matrix and tree (``engine/drafters/token_recycling.py``)."""
+
+import mlx.core as mx
+import numpy as np
+
+from engine.decode import top_k_tokens
+from engine.drafters import make_drafter
+from engine.drafters.stores import DrafterStores
+from engine.drafters.token_recycling import (
+    EMPTY,
+    LEAVES,
+    TEMPLATE,
+    RecyclingMatrix,
+    template_leaves,
+)
+from engine.settings import DraftSettings
+
+SMALL = [(0,), (1,), (0, 0), (0, 1), (1, 0), (0, 0, 0)]  # the docstring's example, k = 2
+
+
+def small_matrix() -> RecyclingMatrix:
+    matrix = RecyclingMatrix(vocab_size=12, top=2)
+    matrix.update(5, [7, 9])
+    matrix.update(7, [3, 4])
+    matrix.update(3, [5, 7])
+    return matrix
+
+
+def test_the_docstring_example_tree():
+    leaves = template_leaves(SMALL)
+    assert leaves == [(0, 0, 0), (0, 1), (1, 0)]
+    # (1, 0) has no token: row 9 is empty, so that leaf stops at [9]
+    assert small_matrix().tree_rows(5, leaves, limit=8) == [[7, 3, 5], [7, 4], [9]]
+    # cut at two tokens, [7, 3] and [7, 4] stay, nothing repeated
+    assert small_matrix().tree_rows(5, leaves, limit=2) == [[7, 3], [7, 4], [9]]
+    # a token whose row is empty drafts nothing
+    assert small_matrix().tree_rows(9, leaves, limit=8) == []
+
+
+def test_the_papers_template():
+    assert len(TEMPLATE) == 80 and len(set(TEMPLATE)) == 80
+    assert max(map(len, TEMPLATE)) == 6 and max(max(p) for p in TEMPLATE) == 7
+    assert all(path[:-1] in TEMPLATE for path in TEMPLATE if len(path) > 1)
+    assert LEAVES[0] == (0,) * 6 and len(LEAVES) == 40
+
+
+def drafter(vocab_size=12, stores=None):
+    drafter = make_drafter(DraftSettings(drafter="token-recycling", draft_count=8, adaptive=False))
+    drafter.attach_model(
+        "m", stores=stores if stores is not None else DrafterStores(), vocab_size=vocab_size
+    )
+    return drafter
+
+
+def test_a_pass_replaces_the_row_of_the_token_read_at_each_position():
+    recycler = drafter()
+    recycler.reset([1, 5])
+    # the pass read 5 then 7 (the accepted draft); the target ranked [7, 9] after 5 and [2, 8]
+    # after 7
+    recycler.observe([7, 2], accepted=1, drafted=1, target_topk=[[7, 9, 1], [2, 8, 11]])
+    rows = recycler.matrix.rows
+    assert rows[5].tolist() == [7, 9, 1] + [EMPTY] * 5
+    assert rows[7].tolist()[:3] == [2, 8, 11]
+    assert rows[2].tolist() == [EMPTY] * 8  # the last emitted token was not read yet
+    recycler.observe([4], target_topk=[[4, 99, 3]])  # 99: outside the vocabulary, dropped
+    assert rows[2].tolist()[:3] == [4, 3, EMPTY]
+    recycler.observe([6], target_topk=[[6, 1]])  # a newer ranking replaces the row
+    assert rows[4].tolist()[:2] == [6, 1]
+    recycler.observe([9])  # nothing from the target: the last token moves on, no row changes
+    assert recycler.propose(8).rows == []
+
+
+def test_the_matrix_outlives_the_chat_within_one_stores():
+    stores = DrafterStores()
+    first = drafter(stores=stores)
+    first.reset([3, 5])
+    first.observe([7], target_topk=[[7, 9]])
+    second = drafter(stores=stores)
+    second.reset([0, 5])  # another chat of the same service
+    assert second.propose(8).rows == [[7], [9]]
+    assert drafter().propose(8).rows == []  # another service's stores know nothing
+
+
+def test_target_topk_comes_best_first():
+    logits = mx.array([[0.0, 5.0, 1.0, 4.0, 2.0, 3.0, -1.0, 6.0]])
+    assert top_k_tokens(logits, 4, 1) == [[7, 1, 3, 5]]
+    values = np.random.default_rng(0).standard_normal((3, 500)).astype(np.float32)
+    got = top_k_tokens(mx.array(values), 8, 3)
+    assert got == np.argsort(-values, axis=-1)[:, :8].tolist()
