@@ -31,6 +31,7 @@ NEW = {
     "suffix": {},
     "suffix-static": {},
     "token-recycling": {},
+    "suffix-recycling": {},
 }
 
 

@@ -87,3 +87,40 @@ def test_target_topk_comes_best_first():
     values = np.random.default_rng(0).standard_normal((3, 500)).astype(np.float32)
     got = top_k_tokens(mx.array(values), 8, 3)
     assert got == np.argsort(-values, axis=-1)[:, :8].tolist()
+
+
+def test_suffix_recycling_adds_recycled_rows_after_the_suffix_rows():
+    def made(name):
+        drafter = make_drafter(DraftSettings(drafter=name, draft_count=8, adaptive=False))
+        drafter.attach_model("m", stores=DrafterStores(), vocab_size=12)
+        drafter.reset([1, 2, 3, 4, 1, 2])
+        return drafter
+
+    combined, suffix = made("suffix-recycling"), made("suffix")
+    for drafter in (combined, suffix):
+        drafter.observe([3], target_topk=[[3, 5]])  # read 2: the target ranks 3, then 5
+    # the suffix drafts what followed [1, 2, 3] before (4, 1, ..); the tree after 3 knows
+    # nothing yet
+    own = suffix.propose(4).rows
+    assert own and combined.propose(4).rows == own
+    combined.observe([7], target_topk=[[7, 4]])  # read 3: 7, then 4
+    suffix.observe([7])
+    combined.observe([9], target_topk=[[9, 3]])  # read 7: 9, then 3
+    suffix.observe([9])
+    # [.., 3, 7, 9] matches nowhere: the recycled rows alone, on no match length
+    assert suffix.propose(4).rows == []
+    combined.observe([3], target_topk=[[3, 1]])  # read 9: 3, then 1
+    suffix.observe([3])
+    # after 3 the suffix drafts what followed 3 before, and the tree from 3 adds what
+    # no suffix row holds: 3 -> 5 (its second best), and the 3 -> 7 path the suffix has
+    own = suffix.propose(4).rows
+    rows = combined.propose(4).rows
+    assert rows[: len(own)] == own
+    recycled = rows[len(own) :]
+    assert recycled and all(not any(s[: len(r)] == r for s in own) for r in recycled)
+    assert recycled == [r for r in combined.recycler.rows(4) if r in recycled]
+    combined.reset([11])  # no suffix match: the recycled rows alone, no match length
+    combined.observe([2], target_topk=[[2, 0]])
+    alone = combined.propose(4)
+    assert alone.match_length == 0 and alone.rows == combined.recycler.rows(4)[:8]
+    assert alone.rows[0] == [3, 7, 9, 3]  # 2 -> 3 -> 7 -> 9 -> 3, every step the best

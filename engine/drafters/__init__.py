@@ -15,7 +15,7 @@ from .none import NoDrafter
 from .prompt_lookup import PromptLookupDrafter
 from .suffix import SuffixDrafter
 from .suffix_static import SuffixStaticDrafter
-from .token_recycling import TokenRecyclingDrafter
+from .token_recycling import SuffixRecyclingDrafter, TokenRecyclingDrafter
 
 DRAFTERS: dict[str, type[Drafter]] = {
     cls.name: cls
@@ -32,6 +32,7 @@ DRAFTERS: dict[str, type[Drafter]] = {
         SuffixDrafter,
         SuffixStaticDrafter,
         TokenRecyclingDrafter,
+        SuffixRecyclingDrafter,
     )
 }
 

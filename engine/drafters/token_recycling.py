@@ -41,6 +41,7 @@ import numpy as np
 from ._options import Option
 from .base import Drafter, Proposal
 from .stores import DrafterStores
+from .suffix import SuffixDrafter
 
 TOP_K = 8  # the paper's k: each token's 8 best followers (the template's widest node has 8)
 EMPTY = -1
@@ -173,6 +174,38 @@ def shared_matrix(stores: DrafterStores, model_key: str, vocab_size: int | None)
     return stores.get(path, lambda _: RecyclingMatrix(vocab_size))
 
 
+class Recycler:
+    """Token Recycling's state in one chat: the (shared) matrix and the last token read."""
+
+    def __init__(self, seed_from_bigram: bool = False):
+        self.seed_from_bigram = seed_from_bigram
+        self.matrix = RecyclingMatrix()  # private until a service's stores come
+        self.last: int | None = None
+
+    def use_model(self, model_key: str, bigram, stores, vocab_size) -> None:
+        self.matrix = shared_matrix(
+            stores if stores is not None else DrafterStores(), model_key, vocab_size
+        )
+        if bigram is not None and self.seed_from_bigram:
+            self.matrix.seed(bigram)
+
+    def read(self, tokens) -> None:
+        """Context the target read without ranking it here (a prompt, a user turn)."""
+        if len(tokens):
+            self.last = int(tokens[-1])
+
+    def observe(self, emitted, target_topk) -> None:
+        for i, token in enumerate(emitted):
+            if target_topk is not None and self.last is not None and i < len(target_topk):
+                self.matrix.update(self.last, target_topk[i])
+            self.last = int(token)
+
+    def rows(self, k: int) -> list[list[int]]:
+        if k <= 0 or self.last is None:
+            return []
+        return self.matrix.tree_rows(self.last, LEAVES, k)
+
+
 class TokenRecyclingDrafter(Drafter):
     name = "token-recycling"
     summary = (
@@ -183,9 +216,11 @@ class TokenRecyclingDrafter(Drafter):
 
     def __init__(self, settings):
         super().__init__(settings)
-        self.seed_from_bigram = self.option["model_bigram"]
-        self.matrix = RecyclingMatrix()  # private until a service's stores come
-        self.last: int | None = None
+        self.recycler = Recycler(self.option["model_bigram"])
+
+    @property
+    def matrix(self) -> RecyclingMatrix:
+        return self.recycler.matrix
 
     @property
     def wants_target_topk(self) -> int:
@@ -193,33 +228,77 @@ class TokenRecyclingDrafter(Drafter):
 
     @property
     def wants_model_bigram(self) -> bool:
-        return self.seed_from_bigram
+        return self.recycler.seed_from_bigram
 
     @property
     def rows_per_pass(self) -> int:
         return len(LEAVES)
 
     def use_model(self, model_key: str, *, bigram=None, stores=None, vocab_size=None) -> None:
-        self.matrix = shared_matrix(
-            stores if stores is not None else DrafterStores(), model_key, vocab_size
-        )
-        if bigram is not None and self.seed_from_bigram:
-            self.matrix.seed(bigram)
+        self.recycler.use_model(model_key, bigram, stores, vocab_size)
 
     def reset(self, prompt_tokens):
-        self.last = int(prompt_tokens[-1]) if len(prompt_tokens) else None
+        self.recycler.last = None
+        self.recycler.read(prompt_tokens)
 
     def extend(self, tokens):
-        if len(tokens):
-            self.last = int(tokens[-1])
+        self.recycler.read(tokens)
 
     def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
-        for i, token in enumerate(emitted):
-            if target_topk is not None and self.last is not None and i < len(target_topk):
-                self.matrix.update(self.last, target_topk[i])
-            self.last = int(token)
+        self.recycler.observe(emitted, target_topk)
 
     def propose(self, k):
-        if k <= 0 or self.last is None:
-            return Proposal()
-        return Proposal(self.matrix.tree_rows(self.last, LEAVES, k))
+        return Proposal(self.recycler.rows(k))
+
+
+class SuffixRecyclingDrafter(SuffixDrafter):
+    """``suffix``'s rows first; Token Recycling's tree fills up to ``recycled_rows`` more (its
+    rows that no suffix row already holds). A proposal of recycled rows alone says no match
+    length, so the adaptive policy judges them apart from the conversation's matches."""
+
+    name = "suffix-recycling"
+    summary = "suffix, plus rows of Token Recycling's tree (the target's own top-8 per token)"
+    options = {**SuffixDrafter.options, "recycled_rows": Option(8, 1, len(LEAVES))}
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.recycler = Recycler()
+        self.recycled_rows = self.option["recycled_rows"]
+
+    @property
+    def wants_target_topk(self) -> int:
+        return TOP_K
+
+    @property
+    def rows_per_pass(self) -> int:
+        return self.rows + self.recycled_rows
+
+    def use_model(self, model_key: str, *, bigram=None, stores=None, vocab_size=None) -> None:
+        self.recycler.use_model(model_key, None, stores, vocab_size)
+
+    def reset(self, prompt_tokens):
+        super().reset(prompt_tokens)
+        self.recycler.last = None
+        self.recycler.read(prompt_tokens)
+
+    def extend(self, tokens):
+        super().extend(tokens)
+        self.recycler.read(tokens)
+
+    def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
+        super().observe(emitted, accepted=accepted, drafted=drafted, row=row)
+        self.recycler.observe(emitted, target_topk)
+
+    def propose(self, k):
+        proposal = super().propose(k)
+        own = proposal.rows
+        recycled = [
+            row
+            for row in self.recycler.rows(k)
+            if not any(taken[: len(row)] == row for taken in own)
+        ][: self.recycled_rows]
+        if not recycled:
+            return proposal
+        if own:
+            return Proposal(own + recycled, proposal.match_length, proposal.follows)
+        return Proposal(recycled)
