@@ -184,11 +184,7 @@ def table(result: dict) -> list[str]:
     lines.append("|---" * (len(categories) + 1) + "|")
     for curve, rows in result.items():
         cells = [
-            " / ".join(
-                f"{rows[s][1].get(c, float('nan')):.2f}"
-                for s in ("default", "suffix-static", "token-recycling")
-            )
-            for c in categories
+            " / ".join(f"{rows[s][1].get(c, float('nan')):.2f}" for s in SHOWN) for c in categories
         ]
         lines.append(f"| {curve} | " + " | ".join(cells) + " |")
     return lines
