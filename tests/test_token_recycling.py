@@ -1,8 +1,13 @@
 """Token Recycling's matrix and tree (``engine/drafters/token_recycling.py``)."""
 
+from types import SimpleNamespace
+
 import mlx.core as mx
 import numpy as np
+import pytest
 
+from engine.bench.recycling import TopkFeed, teacher_topk
+from engine.bench.tune import simulate
 from engine.decode import top_k_tokens
 from engine.drafters import make_drafter
 from engine.drafters.stores import DrafterStores
@@ -14,6 +19,9 @@ from engine.drafters.token_recycling import (
     template_leaves,
 )
 from engine.settings import DraftSettings
+
+from .identity import speculative
+from .tiny_model import make_tiny_llama
 
 SMALL = [(0,), (1,), (0, 0), (0, 1), (1, 0), (0, 0, 0)]  # the docstring's example, k = 2
 
@@ -124,3 +132,29 @@ def test_suffix_recycling_adds_recycled_rows_after_the_suffix_rows():
     alone = combined.propose(4)
     assert alone.match_length == 0 and alone.rows == combined.recycler.rows(4)[:8]
     assert alone.rows[0] == [3, 7, 9, 3]  # 2 -> 3 -> 7 -> 9 -> 3, every step the best
+
+
+@pytest.mark.parametrize("name", ["token-recycling", "suffix-recycling"])
+def test_the_replay_fed_teacher_forced_topk_equals_a_real_greedy_run(name):
+    """``engine.bench.recycling``'s claim: with the target's top-k read along a greedy answer
+    in one teacher-forced pass, the replay makes the real loop's passes."""
+    model = make_tiny_llama(seed=1)
+    prompt = [40 + (i % 9) for i in range(40)] + [(i * 37 + 11) % 250 + 3 for i in range(20)]
+    settings = DraftSettings(
+        drafter=name,
+        draft_count=6,
+        adaptive=False,
+        options={"table": False, "memory": False} if name == "suffix-recycling" else {},
+    )
+    tokens, results = speculative(model, prompt, 60, settings)
+    assert sum(r.accepted for r in results) > 0, "no draft was accepted: the test proves nothing"
+    turn = {"prompt": prompt, "answer": tokens, "stop": False}
+    tops = teacher_topk(SimpleNamespace(model=model), [turn])
+    fed = TopkFeed(make_drafter(settings), tops, DrafterStores())
+    seconds = {n: 1.0 for n in range(1, 300)}
+    replayed = simulate([turn], name, 6, False, None, "tiny", seconds, eos=-1, drafter=fed)
+    assert replayed["passes"] == len(results)
+    assert [n - 1 for n, _ in replayed["sizes"]] == [r.drafted for r in results]
+    # the control: replayed without the top-k (as ``engine.replay`` must), it drafts otherwise
+    blind = simulate([turn], name, 6, False, None, "tiny", seconds, eos=-1)
+    assert blind["sizes"] != replayed["sizes"]

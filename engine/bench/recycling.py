@@ -35,7 +35,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..drafters import make_drafter
+from ..drafters import make_drafter, measurement_options
 from ..drafters.base import Drafter
 from ..drafters.stores import DrafterStores
 from ..drafters.token_recycling import TOP_K
@@ -51,7 +51,13 @@ CURVES = (
     "cpu-epyc-2core-135m-f32",
 )
 COMPARED = ("default", "suffix-static", "hindsight", "oracle")
-SHOWN = ("default", "suffix-static", "token-recycling", "suffix-recycling")
+SHOWN = (
+    "default",
+    "suffix-static",
+    "token-recycling",
+    "suffix-recycling, no table",
+    "suffix-recycling",
+)
 FORWARD_CHUNK = 256  # answer tokens per teacher-forced pass: 256 x 49,152 float32 logits, 50 MB
 
 
@@ -125,20 +131,26 @@ def recycling_plans(tops: dict[str, list[np.ndarray]]) -> dict[str, dict]:
     count 6, the template's depth); the paper's whole tree every pass (no policy); and
     ``suffix-recycling`` (the default's drafter, count and policy, recycled rows added)."""
 
-    def fed(drafter: str, count: int, adaptive: bool, **more) -> dict:
-        settings = DraftSettings(drafter=drafter, draft_count=count, adaptive=adaptive)
+    def fed(drafter: str, count: int, adaptive: bool, **options) -> dict:
+        options = {**measurement_options(drafter), **options}
+        settings = DraftSettings(
+            drafter=drafter, draft_count=count, adaptive=adaptive, options=options
+        )
 
         def make(chat, run):
             stores = run.setdefault("stores", DrafterStores())
             return TopkFeed(make_drafter(settings.validated()), tops[chat["id"]], stores)
 
-        return _plan(drafter, count, adaptive, make=make, **more)
+        return _plan(drafter, count, adaptive, make=make)
 
     default = DraftSettings().validated()
     return {
         "token-recycling": fed("token-recycling", 6, True),
         "token-recycling, whole tree": fed("token-recycling", 6, False),
         "suffix-recycling": fed("suffix-recycling", default.draft_count, True),
+        "suffix-recycling, no table": fed(
+            "suffix-recycling", default.draft_count, True, table=False
+        ),
     }
 
 
@@ -190,12 +202,32 @@ def table(result: dict) -> list[str]:
     return lines
 
 
+def cached_topk(path: str | None, loaded, chats: dict) -> dict[str, list[np.ndarray]]:
+    """``teacher_topk`` of every chat, read from ``path`` where an earlier run kept them for
+    the same chats and answers (else computed, and kept there)."""
+    answers = [t["answer"] for c in chats.values() for t in c["turns"]]
+    fingerprint = np.asarray([len(a) for a in answers] + [sum(map(sum, answers))], np.int64)
+    if path and os.path.exists(path):
+        with np.load(path) as kept:
+            if np.array_equal(kept["fingerprint"], fingerprint):
+                return {
+                    name: [kept[f"{name}/{i}"] for i in range(len(chat["turns"]))]
+                    for name, chat in chats.items()
+                }
+    tops = {name: teacher_topk(loaded, chat["turns"]) for name, chat in chats.items()}
+    if path:
+        arrays = {f"{n}/{i}": top for n, turns in tops.items() for i, top in enumerate(turns)}
+        np.savez(path, fingerprint=fingerprint, **arrays)
+    return tops
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.bench.recycling", description=__doc__)
     parser.add_argument("--split", default="check", choices=("tuning", "check"))
     parser.add_argument("--conversations", metavar="FILE", help="public answers (an estimate)")
     parser.add_argument("--limit", type=int, help="replay only the first N chats")
     parser.add_argument("--cost-curve", action="append", metavar="NAME", help="default: four")
+    parser.add_argument("--topk-cache", metavar="FILE.npz", help="keep the top-k here, reuse it")
     args = parser.parse_args(argv)
     from ..models import load_model
     from .conversations import read_conversations, replay_chats
@@ -212,7 +244,7 @@ def main(argv=None) -> int:
     chats = dict(list(chats.items())[: args.limit])
     for name, chat in chats.items():
         chat["id"] = name
-    tops = {name: teacher_topk(loaded, chat["turns"]) for name, chat in chats.items()}
+    tops = cached_topk(args.topk_cache, loaded, chats)
     tokens = sum(len(t["answer"]) for c in chats.values() for t in c["turns"])
     print(
         f"teacher-forced top-{TOP_K} of {tokens} answer tokens in "

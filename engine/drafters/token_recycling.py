@@ -41,7 +41,7 @@ import numpy as np
 from ._options import Option
 from .base import Drafter, Proposal
 from .stores import DrafterStores
-from .suffix import SuffixDrafter
+from .suffix_static import SuffixStaticDrafter
 
 TOP_K = 8  # the paper's k: each token's 8 best followers (the template's widest node has 8)
 EMPTY = -1
@@ -251,14 +251,18 @@ class TokenRecyclingDrafter(Drafter):
         return Proposal(self.recycler.rows(k))
 
 
-class SuffixRecyclingDrafter(SuffixDrafter):
-    """``suffix``'s rows first; Token Recycling's tree fills up to ``recycled_rows`` more (its
-    rows that no suffix row already holds). A proposal of recycled rows alone says no match
-    length, so the adaptive policy judges them apart from the conversation's matches."""
+class SuffixRecyclingDrafter(SuffixStaticDrafter):
+    """``suffix-static``'s rows first (``suffix``'s, then the static table's usual row;
+    option ``table`` false: ``suffix``'s alone); Token Recycling's tree fills up to
+    ``recycled_rows`` more (its rows that no earlier row already holds). A proposal of
+    recycled rows alone says no match length, so the adaptive policy judges them apart from
+    the conversation's matches."""
 
     name = "suffix-recycling"
-    summary = "suffix, plus rows of Token Recycling's tree (the target's own top-8 per token)"
-    options = {**SuffixDrafter.options, "recycled_rows": Option(8, 1, len(LEAVES))}
+    summary = (
+        "suffix-static, plus rows of Token Recycling's tree (the target's own top-8 per token)"
+    )
+    options = {**SuffixStaticDrafter.options, "recycled_rows": Option(8, 1, len(LEAVES))}
 
     def __init__(self, settings):
         super().__init__(settings)
@@ -274,6 +278,7 @@ class SuffixRecyclingDrafter(SuffixDrafter):
         return self.rows + self.recycled_rows
 
     def use_model(self, model_key: str, *, bigram=None, stores=None, vocab_size=None) -> None:
+        super().use_model(model_key, stores=stores, vocab_size=vocab_size)
         self.recycler.use_model(model_key, None, stores, vocab_size)
 
     def reset(self, prompt_tokens):
