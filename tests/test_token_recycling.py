@@ -158,3 +158,20 @@ def test_the_replay_fed_teacher_forced_topk_equals_a_real_greedy_run(name):
     # the control: replayed without the top-k (as ``engine.replay`` must), it drafts otherwise
     blind = simulate([turn], name, 6, False, None, "tiny", seconds, eos=-1)
     assert blind["sizes"] != replayed["sizes"]
+
+
+def test_the_bigram_table_seeds_only_empty_rows_and_only_when_asked():
+    bigram = np.array([[1, 2, 3], [2, 0, 1], [0, 1, 2], [1, 0, 2]], dtype=np.int32)
+    asked = make_drafter(
+        DraftSettings(drafter="token-recycling", adaptive=False, options={"model_bigram": True})
+    )
+    assert asked.wants_model_bigram
+    stores = DrafterStores()
+    recycler = drafter(vocab_size=4, stores=stores)
+    recycler.reset([1])
+    recycler.observe([3], target_topk=[[3, 0]])  # row 1 is the target's own now
+    asked.attach_model("m", bigram=bigram, stores=stores, vocab_size=4)
+    rows = asked.matrix.rows
+    assert rows[1].tolist()[:3] == [3, 0, EMPTY]  # kept: the target's ranking wins
+    assert rows[0].tolist()[:4] == [1, 2, 3, EMPTY] and rows[3].tolist()[:3] == [1, 0, 2]
+    assert not drafter().wants_model_bigram  # by default it starts empty
