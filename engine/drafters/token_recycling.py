@@ -21,6 +21,11 @@ tokens, best first, as the target itself last computed them:
 
 Where the paper updates from every node of the verified tree, the engine hands over the
 top-k of the kept positions only (the rejected nodes' logits are not passed to drafters).
+A server's other clients get stores of their own, so one client's matrix never drafts from
+another's text.
+
+`suffix-recycling` (``SuffixRecyclingDrafter``): ``suffix-static``'s rows first, then up to
+``recycled_rows`` (default 8) rows of this tree that no earlier row holds.
 
 Worked example (k = 2 for brevity; the real k is 8), last token 5 and
 ``M[5] = [7, 9]``, ``M[7] = [3, 4]``, ``M[9] = [-1, -1]`` (empty), ``M[3] = [5, 7]``:
