@@ -104,8 +104,9 @@ CLASS_PRIORS: Priors = {
     },
     "ngram-cache": {MatchClass.NOT_SAID: (0.79, 0.21)},
 }
-# suffix-static drafts suffix's rows first: its matches are suffix's
+# suffix-static and suffix-recycling draft suffix's rows first: their matches are suffix's
 CLASS_PRIORS["suffix-static"] = CLASS_PRIORS["suffix"]
+CLASS_PRIORS["suffix-recycling"] = CLASS_PRIORS["suffix"]
 # Per drafter and match class: tokens a tree pass accepted beyond its first row per token of
 # its first row, over the tuning prompts' tree passes (every row sent, draft count 16;
 # python -m engine.bench.tune).
@@ -121,6 +122,7 @@ TREE_BONUS_PRIORS: BonusPriors = {
     }
 }
 TREE_BONUS_PRIORS["suffix-static"] = TREE_BONUS_PRIORS["suffix"]
+TREE_BONUS_PRIORS["suffix-recycling"] = TREE_BONUS_PRIORS["suffix"]
 TREE_BONUS_WEIGHT = 2.0  # pseudo-observations of the prior: trees
 TREE_BONUS_LENGTH = 16  # of this many tokens a row
 DEPTH_PRIOR = 1.0  # pseudo-observations at the estimate of the position before

@@ -267,9 +267,11 @@ class PassResult:
 
 
 def top_k_tokens(logits: mx.array, k: int, count: int) -> list[list[int]]:
-    """The target's ``k`` most likely tokens at the first ``count`` positions."""
+    """The target's ``k`` most likely tokens at the first ``count`` positions, best first."""
     rows = logits[:count]
-    return mx.argpartition(-rows, kth=k - 1, axis=-1)[:, :k].tolist()
+    top = mx.argpartition(-rows, kth=k - 1, axis=-1)[:, :k]
+    order = mx.argsort(-mx.take_along_axis(rows, top, axis=-1), axis=-1)
+    return mx.take_along_axis(top, order, axis=-1).tolist()
 
 
 def verify_row(

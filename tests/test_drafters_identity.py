@@ -30,6 +30,8 @@ NEW = {
     "ngrammys": {"rows": 4},
     "suffix": {},
     "suffix-static": {},
+    "token-recycling": {},
+    "suffix-recycling": {},
 }
 
 

@@ -15,6 +15,7 @@ from .none import NoDrafter
 from .prompt_lookup import PromptLookupDrafter
 from .suffix import SuffixDrafter
 from .suffix_static import SuffixStaticDrafter
+from .token_recycling import SuffixRecyclingDrafter, TokenRecyclingDrafter
 
 DRAFTERS: dict[str, type[Drafter]] = {
     cls.name: cls
@@ -30,6 +31,8 @@ DRAFTERS: dict[str, type[Drafter]] = {
         NgrammysDrafter,
         SuffixDrafter,
         SuffixStaticDrafter,
+        TokenRecyclingDrafter,
+        SuffixRecyclingDrafter,
     )
 }
 
