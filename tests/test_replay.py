@@ -15,6 +15,7 @@ from .tiny_model import make_tiny_llama
 
 OPTIONS = {
     "ngram-cache": {"dynamic": False},
+    "suffix-static": {"memory": False},  # a replay never reads the cross-chat memory
     "ngrammys": {"rows": 4, "model_bigram": False},
     "ngram-simple": {"n": 2, "m": 8},
     "ngram-map-k": {"n": 2, "m": 2},
