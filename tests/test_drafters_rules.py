@@ -280,8 +280,11 @@ def test_suffix_says_when_its_draft_is_what_usually_followed_the_match():
     proposal = d.propose(4)
     assert proposal.rows[0][0] == 3 and proposal.match_length == 1 and proposal.follows == USUAL
     # it speaks of the first token: it holds while the first row sent still begins with it
-    assert proposal.follows_for([[3]]) == USUAL and proposal.follows_for([[3, 7], [1]]) == USUAL
-    assert not proposal.follows_for([]) and not proposal.follows_for([[1, 8]])
+    assert (
+        proposal.sendable([[3]]).follows == USUAL
+        and proposal.sendable([[3, 7], [1]]).follows == USUAL
+    )
+    assert not proposal.sendable([]).follows and not proposal.sendable([[1, 8]]).follows
 
 
 def test_suffix_says_when_its_match_occurred_only_once_before():
@@ -290,7 +293,7 @@ def test_suffix_says_when_its_match_occurred_only_once_before():
     proposal = d.propose(4)
     assert proposal.rows[0][0] == 5 and proposal.match_length == 1
     assert proposal.follows == ONCE
-    assert proposal.follows_for([[5, 1]]) == ONCE and not proposal.follows_for([[1]])
+    assert proposal.sendable([[5, 1]]).follows == ONCE and not proposal.sendable([[1]]).follows
     d.reset([9, 5, 1, 9, 5, 2, 9])  # twice before, both followed by 5
     proposal = d.propose(4)
     assert proposal.follows == USUAL

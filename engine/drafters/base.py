@@ -65,11 +65,6 @@ class Proposal:
     # the place the last accepted draft was copied from)
     source: str = ""
 
-    def follows_for(self, rows: DraftRows) -> str:
-        """``follows`` for the rows actually sent (cut by the loop's gates): it speaks of the
-        proposal's first token, so only while the first row sent still begins with it."""
-        return self.follows if self._same_first(rows) else ""
-
     def sendable(self, rows: DraftRows) -> "Proposal":
         """This proposal with the rows actually sent: what speaks of its first row
         (``follows``, ``continuation``) only while the first row sent still begins with it."""
