@@ -77,6 +77,35 @@ def test_the_replay_command_says_what_is_wrong_without_a_traceback(tmp_path, cap
     assert f"error: {path}, line 2: needs a string id" in error and "Traceback" not in error
 
 
+@pytest.mark.parametrize(
+    "tool, extra, expected",
+    [
+        ("calibrate", [], "line 2: needs a string id"),
+        ("calibrate", ["--drafter", "nope"], "Unknown drafter 'nope'"),
+        ("calibrate", ["--draft-count", "0"], "draft_count must be an integer from 1 to 64"),
+        ("recycling", [], "line 2: needs a string id"),
+        ("recycling", ["--cost-curve", "no-such-curve"], "no-such-curve"),
+    ],
+)
+def test_the_fitting_and_recycling_tools_check_their_input_before_loading_a_model(
+    tmp_path, capsys, monkeypatch, tool, extra, expected
+):
+    import importlib
+
+    import engine.models
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("bad input must not load the model")
+
+    monkeypatch.setattr(engine.models, "load_model", no_loading)
+    bad = [_chat(), {"id": "b", "category": "x", "messages": "no"}]
+    path = _write(tmp_path, [_chat()] if extra else bad)  # extra: the file is fine
+    main = importlib.import_module(f"engine.bench.{tool}").main
+    assert main(["--conversations", path, *extra]) == 2
+    error = capsys.readouterr().err
+    assert "error: " in error and expected in error and "Traceback" not in error
+
+
 def test_splits_are_a_fixed_hash_of_the_conversation():
     splits = Counter(conv.split_of("sharegpt", f"chat{n}") for n in range(10_000))
     assert [round(splits[s] / 10_000, 1) for s in ("tuning", "dev", "rest")] == [0.4, 0.4, 0.2]

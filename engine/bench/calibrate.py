@@ -26,6 +26,8 @@ from ..calibrated_policy import (
 )
 from ..draft_policy import Choice, PassOutcome
 from ..drafters.base import Proposal
+from ..errors import EngineError
+from ..settings import DraftSettings
 from .conversations import read_conversations, replay_chats
 from .tune import model_identity, simulate
 
@@ -110,16 +112,22 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     from ..models import load_model
 
-    loaded = load_model(None)
-    key, eos = model_identity(loaded)
     total = _RecordingMemory()
-    for path in args.conversations:
-        chats = replay_chats(read_conversations(path), loaded)
-        memory = observe(chats, key, eos, args.drafter, args.draft_count)
-        for seen, (n, k) in memory.counts.items():
-            total.counts[seen][0] += n
-            total.counts[seen][1] += k
-        total.trees = [a + b for a, b in zip(total.trees, memory.trees)]
+    try:  # the inputs checked before the model loads
+        DraftSettings(drafter=args.drafter, draft_count=args.draft_count).validated()
+        conversations = [read_conversations(path) for path in args.conversations]
+        loaded = load_model(None)
+        key, eos = model_identity(loaded)
+        for read in conversations:
+            chats = replay_chats(read, loaded)
+            memory = observe(chats, key, eos, args.drafter, args.draft_count)
+            for seen, (n, k) in memory.counts.items():
+                total.counts[seen][0] += n
+                total.counts[seen][1] += k
+            total.trees = [a + b for a, b in zip(total.trees, memory.trees)]
+    except EngineError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     weights = fit(total.counts)
     observations = sum(n for n, _ in total.counts.values())
     bonus = total.trees[0] / total.trees[1] if total.trees[1] else 0.0

@@ -39,8 +39,9 @@ from ..drafters import make_drafter, measurement_options
 from ..drafters.base import Drafter
 from ..drafters.stores import DrafterStores
 from ..drafters.token_recycling import TOP_K
+from ..errors import EngineError
 from ..settings import DraftSettings
-from ..verify_cost import curve_from_spec
+from ..verify_cost import NamedCurve, curve_from_spec
 from .devices import _plan, _replays, strategies
 from .tune import per_task, geomean
 
@@ -154,11 +155,11 @@ def recycling_plans(tops: dict[str, list[np.ndarray]]) -> dict[str, dict]:
     }
 
 
-def figures(chats: dict, key: str, eos: int, curve_names: Sequence[str], tops) -> dict:
+def figures(chats: dict, key: str, eos: int, curves: Sequence[NamedCurve], tops) -> dict:
     """{curve: {strategy: (geometric mean over chats, {category: geometric mean})}}."""
     result: dict = {}
-    for name in curve_names:
-        named = curve_from_spec(name)
+    for named in curves:
+        name = named.name
         base = strategies(eos, named)
         plans = {label: base[label] for label in COMPARED}
         plans["ngrammys"] = _plan("ngrammys", 10, True)
@@ -235,23 +236,29 @@ def main(argv=None) -> int:
 
     print(f"at start: {load()}", file=sys.stderr)
     started = time.perf_counter()
-    loaded = load_model(None)
-    key, eos = model_identity(loaded)
-    if args.conversations:
-        chats = replay_chats(read_conversations(args.conversations), loaded)
-    else:
-        chats, key, eos = reference_answers(args.split, 512, cached_only=True)
-    chats = dict(list(chats.items())[: args.limit])
-    for name, chat in chats.items():
-        chat["id"] = name
-    tops = cached_topk(args.topk_cache, loaded, chats)
-    tokens = sum(len(t["answer"]) for c in chats.values() for t in c["turns"])
-    print(
-        f"teacher-forced top-{TOP_K} of {tokens} answer tokens in "
-        f"{time.perf_counter() - started:.0f} s ({load()})",
-        file=sys.stderr,
-    )
-    result = figures(chats, key, eos, args.cost_curve or CURVES, tops)
+    try:  # the inputs checked before the model loads
+        curves = [curve_from_spec(name) for name in args.cost_curve or CURVES]
+        conversations = read_conversations(args.conversations) if args.conversations else None
+        loaded = load_model(None)
+        key, eos = model_identity(loaded)
+        if conversations is not None:
+            chats = replay_chats(conversations, loaded)
+        else:
+            chats, key, eos = reference_answers(args.split, 512, cached_only=True)
+        chats = dict(list(chats.items())[: args.limit])
+        for name, chat in chats.items():
+            chat["id"] = name
+        tops = cached_topk(args.topk_cache, loaded, chats)
+        tokens = sum(len(t["answer"]) for c in chats.values() for t in c["turns"])
+        print(
+            f"teacher-forced top-{TOP_K} of {tokens} answer tokens in "
+            f"{time.perf_counter() - started:.0f} s ({load()})",
+            file=sys.stderr,
+        )
+        result = figures(chats, key, eos, curves, tops)
+    except EngineError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     source = args.conversations or f"the {args.split} split's greedy answers (exact)"
     print(
         f"{len(chats)} chats, {tokens} answer tokens from {source}; {load()} at the end; "
