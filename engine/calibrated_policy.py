@@ -219,16 +219,20 @@ class CalibratedPolicy(AdaptivePolicy):
     def __init__(self, curve: CostCurve, model: AcceptanceModel, rows: int = 1):
         super().__init__(curve, rows=rows)
         self.model = model
+        self._judged: tuple = ()  # the features of the proposal ``judge`` saw last
 
     def judge(self, proposal: Proposal) -> tuple[MatchClass, Estimate]:
         kind = match_class(proposal.match_length, proposal.follows)  # probes are per class
-        return kind, Estimate(self.model, proposal_features(proposal, self.model.recent_logit()))
+        self._judged = proposal_features(proposal, self.model.recent_logit())
+        return kind, Estimate(self.model, self._judged)
 
     def choose(self, proposal: Proposal, limit: int) -> Choice:
+        """The adaptive choice; one with a match class judged ``proposal`` (``judge``), and
+        carries the features it was judged by, to learn from with the outcome."""
         choice = super().choose(proposal, limit)
         if choice.kind is None:
             return choice
-        return replace(choice, features=proposal_features(proposal, self.model.recent_logit()))
+        return replace(choice, features=self._judged)
 
     def learn(self, choice: Choice, outcome: PassOutcome) -> None:
         if not choice.features:
