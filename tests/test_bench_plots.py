@@ -7,6 +7,8 @@ import json
 import struct
 from pathlib import Path
 
+import pytest
+
 from .test_bench import COMMITTED, markdown_tables
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -126,6 +128,24 @@ def test_results_without_a_plot_section_are_a_message(tmp_path, capsys):
     assert "lacks the `verify_cost` section that the verify cost plot is drawn from" in error
     assert "Traceback" not in error
     assert not list(source.parent.glob("*.png")) and not (source.parent / "report.md").exists()
+
+
+@pytest.mark.parametrize(
+    "devices, expected",
+    [
+        ("{not json", "Cannot read the device table"),
+        ({"curves": {"h100": {"default": {"all": 1.5}}}}, "with a devices.json by"),
+    ],
+)
+def test_a_bad_devices_file_is_a_message(tmp_path, capsys, devices, expected):
+    from engine.__main__ import main
+
+    source = write(tmp_path / "run", small_results())
+    text = devices if isinstance(devices, str) else json.dumps(devices)
+    (source.parent / "devices.json").write_text(text)
+    assert main(["bench", "--render", str(source)]) == 2
+    error = capsys.readouterr().err
+    assert expected in error and "devices.json" in error and "Traceback" not in error
 
 
 def test_a_missing_results_file_is_a_message(tmp_path, capsys):
