@@ -213,8 +213,7 @@ class ChatController(QObject):
             self.open_session(self.session.id)
             return self.session
         try:
-            session = self.store.create_session()
-            self.store.set_system_prompt(session.id, self.settings.system_prompt)
+            session = self.store.create_session(system_prompt=self.settings.system_prompt)
         except (sqlite3.Error, OSError) as error:
             self.problem.emit(
                 unsaved(

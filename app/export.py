@@ -2,11 +2,10 @@
 
 Both hold the chat as shown (the chosen version of each message). In the Markdown file,
 HTML a message holds (``<script>``, ``<b>``) is escaped so that a viewer shows it as the
-text it was; code blocks and code spans stay as written. The JSON file also
-A reasoning model's thinking (its ``<think>`` block) is
-marked as such: a quoted block headed "Thinking" above the answer in Markdown, a
-``thinking`` field beside the full ``content`` in JSON. The JSON file also
-carries each answer's statistics and per-token provenance: which tokens were accepted
+text it was; code blocks and code spans stay as written. A reasoning model's thinking
+(its ``<think>`` block) is marked as such: a quoted block headed "Thinking" above the
+answer in Markdown, a ``thinking`` field beside the full ``content`` in JSON. The JSON
+file also carries each answer's statistics and per-token provenance: which tokens were accepted
 drafts, in which pass and at which draft position, and the characters each one made.
 """
 

@@ -74,7 +74,7 @@ class ShownMath:
 
     def text_index(self, shown_index: int) -> int | Formula:
         """The source index of a character of ``markdown``, or the formula it is part of."""
-        at = bisect_right([f.shown_start for f in self.formulas], shown_index) - 1
+        at = bisect_right(self.formulas, shown_index, key=lambda f: f.shown_start) - 1
         if at < 0:
             return shown_index
         formula = self.formulas[at]

@@ -361,7 +361,9 @@ class Store:
         self.db.close()
 
     # sessions -----------------------------------------------------------------------------
-    def create_session(self, title: str = "New chat") -> Session:
+    def create_session(self, title: str = "New chat", system_prompt: str | None = None) -> Session:
+        """A new chat, with its own ``system_prompt`` when one is given (one write: a chat
+        is never left without the prompt it was made with)."""
         now = time.time()
         session = Session(uuid.uuid4().hex, title, now, now)
         with self._writing():
@@ -369,6 +371,10 @@ class Store:
                 "INSERT INTO sessions VALUES (?, ?, ?, ?)",
                 (session.id, session.title, session.created, session.updated),
             )
+            if system_prompt is not None:
+                self.db.execute(
+                    "INSERT INTO chat_system_prompts VALUES (?, ?)", (session.id, system_prompt)
+                )
         return session
 
     def sessions(self, search: str = "") -> list[Session]:

@@ -187,9 +187,9 @@ class ThinkingPanel(QWidget):
         muted = (palette.muted or QColor("gray")).name()
         # an aside, ruled at the left; its text keeps the answer's colour, which stays
         # readable on the accepted-draft colour in both themes (grey on it did not, in dark)
-        self.body.setStyleSheet(
-            f"#thinkingText {{ border-left: 2px solid {muted}; padding-left: 6px; }}"
-        )
+        sheet = f"#thinkingText {{ border-left: 2px solid {muted}; padding-left: 6px; }}"
+        if self.body.styleSheet() != sheet:  # Qt re-polishes on every set, even the same one
+            self.body.setStyleSheet(sheet)
         self._update()
 
     def _toggled(self, _on: bool) -> None:

@@ -840,13 +840,15 @@ class TranscriptView(QScrollArea):
         return next((slot for slot in self._slots if slot.view is view), None)
 
     def remove_view(self, view: MessageView) -> None:
-        slot = self._slot_of(view)
+        self._remove(self._slot_of(view))
+
+    def _remove(self, slot: Slot | None) -> None:
         if slot is not None:
             self._slots.remove(slot)
             if self._anchor is not None and self._anchor[0] is slot:
                 self._anchor = None
-            if view in self._stale:
-                self._stale.remove(view)
+            if slot.view in self._stale:
+                self._stale.remove(slot.view)
             slot.setParent(None)
             slot.deleteLater()
         self.placeholder.setVisible(not self._slots and not self._pending)
@@ -870,9 +872,9 @@ class TranscriptView(QScrollArea):
         return slot.view
 
     def remove_message(self, message_id: int) -> None:
-        view = self.view_of(message_id)
-        if view is not None:
-            self.remove_view(view)
+        """Take ``message_id`` out of the chat shown; a card not built is not built for it."""
+        self._pending = [m for m in self._pending if m.id != message_id]
+        self._remove(next((s for s in self._slots if s.message_id == message_id), None))
 
     def _update_regenerate(self) -> None:
         last = self._slots[-1] if self._slots else None

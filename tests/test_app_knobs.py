@@ -155,6 +155,23 @@ def test_a_new_chat_starts_with_the_settings_default(app, qtbot):
     assert app.store.system_prompt(controller.session.id) == "Be brief."
 
 
+def test_a_new_chat_and_its_system_prompt_are_stored_in_one_write(app, monkeypatch):
+    import sqlite3
+
+    controller, store = app.controller, app.store
+
+    def unwritable(*_):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    # a second write for the prompt could fail after the chat was stored, leaving a chat
+    # without its prompt behind a banner saying no chat was started
+    monkeypatch.setattr(store, "set_system_prompt", unwritable)
+    session = controller.new_session()
+    assert session is not None
+    assert store.system_prompt(session.id) == controller.settings.system_prompt
+    assert all(store.system_prompt(s.id) is not None for s in store.sessions())
+
+
 def test_a_history_file_from_before_chat_prompts_opens_with_the_default(tmp_path):
     import sqlite3
 

@@ -557,3 +557,22 @@ def test_an_older_answer_can_be_inspected_before_it_was_scrolled_to(app, qtbot):
     assert len(transcript._views) < 40  # the messages between got boxes, not cards
     second = controller.messages[3]
     assert transcript.view_of(second.id).message_id == second.id
+
+
+def test_removing_a_message_builds_no_card_for_it(app, qtbot, monkeypatch):
+    window, controller = app.window, app.controller
+    controller.open_session(long_chat(app.store, 100).id)
+    transcript = window.transcript
+    settled_at_bottom(qtbot, transcript)
+    built = []
+    fill = transcript._fill
+    monkeypatch.setattr(transcript, "_fill", lambda slot, *a: built.append(slot) or fill(slot, *a))
+    boxed = transcript._slots[0].message  # a box above the view, its card never built
+    pending = transcript._pending[0]  # a message not even boxed yet
+    assert transcript._slots[0].view is None
+    for message in (boxed, pending):
+        transcript.remove_message(message.id)
+    assert built == []
+    assert boxed not in [s.message for s in transcript._slots]
+    assert pending not in transcript._pending
+    assert len(transcript.views) == 198  # the rest of the chat is all there

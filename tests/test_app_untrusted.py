@@ -269,3 +269,19 @@ def test_damaged_figures_of_a_stored_answer_read_as_absent_and_the_rest_shows(tm
     assert DecodeStats.from_dict(damaged, {"decode_s": "slow"}).passes == 0
     assert footer_text(9, damaged, {"tokens_per_s": "x"}).startswith("9 tokens")
     store.close()
+
+
+def test_a_chat_system_prompt_that_is_not_text_reads_as_none_so_the_default_answers(tmp_path):
+    """A hand-edited history whose chat prompt is bytes: the chat reads as having no prompt
+    of its own (the settings' default answers it), and so does a fork of it."""
+    store = Store(tmp_path / "history.db")
+    session = store.create_session("odd prompt", system_prompt="Be brief.")
+    with store.db:
+        store.db.execute(
+            "UPDATE chat_system_prompts SET text = ? WHERE session_id = ?",
+            (b"\x00\xff", session.id),
+        )
+    assert store.system_prompt(session.id) is None
+    fork = store.fork_chat(session.id, [], "odd prompt (fork)")
+    assert store.system_prompt(fork.id) is None
+    store.close()
