@@ -73,7 +73,7 @@ def test_the_installed_models_dialog_deletes_after_asking(app, qtbot, folders, m
     models, downloads, _ = folders
     loaded = models / "SmolLM2-135M-Instruct-float32-v1"
     app.controller.models.model_path = str(loaded)
-    dialog = app.window.show_installed_models()
+    dialog = app.window.model_presenter.show_installed_models()
     assert dialog.table.rowCount() == 2
     assert dialog.table.item(0, 0).text().endswith("— loaded")
     assert dialog.table.item(1, 1).text() == "2.0 KB" and "5.0 KB in all" in dialog.total.text()
