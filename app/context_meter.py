@@ -98,7 +98,7 @@ def context_use(c, answer=None) -> ContextUse:
     """How much of the window the controller ``c``'s open chat uses (``answer``: one being
     written)."""
     streaming = answer if answer is not None and not answer.finished else None
-    if streaming is None and c.busy and c.answering_here:
+    if streaming is None and c.answering_here:
         streaming = c.answer
     window = c.models.facts.get("context_length")
     return ContextUse(

@@ -366,10 +366,8 @@ class MainWindow(QMainWindow):
     def show_session(self, session) -> None:
         c = self.controller
         self.transcript.set_messages([] if session is None else c.messages)
-        if session is not None:
-            answer = c.answer
-            if answer is not None and c.busy and answer.session_id == session.id:
-                self.transcript.start_answer(answer.provenance)
+        if session is not None and c.answering_here:
+            self.transcript.start_answer(c.answer.provenance)
         self.transcript.set_busy(c.busy)
         self._show_stop()
         self.refresh_sessions()
