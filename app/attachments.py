@@ -196,9 +196,10 @@ def split_message(content: str) -> tuple[str, list[Attachment]]:
     return content[position:], files
 
 
-def budget_chars(window: int | None, used: int, max_tokens: int) -> int:
-    """Characters of attached files the next message can hold: the context window less the
-    chat so far and the answer's Max tokens (``app.context_meter.ContextUse``)."""
-    if not window:
+def budget_chars(use) -> int:
+    """Characters of attached files the next message can hold: what the context window
+    leaves after the chat so far and the answer's Max tokens
+    (``app.context_meter.ContextUse.tokens_left``)."""
+    if use.tokens_left is None:
         return MAX_CHARS_UNKNOWN_WINDOW
-    return max(0, window - used - max_tokens) * CHARS_PER_TOKEN
+    return max(0, use.tokens_left) * CHARS_PER_TOKEN

@@ -275,8 +275,7 @@ class Composer(QFrame):
         """Characters of files the next message can hold."""
         if self.controller is None:
             return MAX_CHARS_UNKNOWN_WINDOW
-        use = context_use(self.controller)
-        return budget_chars(use.window, use.used, use.max_tokens)
+        return budget_chars(context_use(self.controller))
 
     # the message --------------------------------------------------------------------------
     def message(self, text: str) -> str:

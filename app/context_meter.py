@@ -31,9 +31,15 @@ class ContextUse:
         return self.used / self.window if self.window else 0.0
 
     @property
+    def tokens_left(self) -> int | None:
+        """Tokens the next message can add: the window less the chat so far and Max tokens
+        (below 0: the next answer would not fit); None when the model gives no window."""
+        return self.window - self.used - self.max_tokens if self.window else None
+
+    @property
     def next_refused(self) -> bool:
         """The engine refuses an answer whose prompt plus Max tokens pass the window."""
-        return bool(self.window) and self.used + self.max_tokens > self.window
+        return self.tokens_left is not None and self.tokens_left < 0
 
     @property
     def warning(self) -> bool:
@@ -92,7 +98,7 @@ def context_use(c, answer=None) -> ContextUse:
     """How much of the window the controller ``c``'s open chat uses (``answer``: one being
     written)."""
     streaming = answer if answer is not None and not answer.finished else None
-    if streaming is None and c.busy and c.answering_here:
+    if streaming is None and c.answering_here:
         streaming = c.answer
     window = c.models.facts.get("context_length")
     return ContextUse(

@@ -322,23 +322,6 @@ class MainWindow(QMainWindow):
         dialog = ServerDialog(url, key, keychain, self)
         return dialog.values() if dialog.exec() == QDialog.Accepted else None
 
-    # the model presenter's entries that tests call on the window -------------
-    @property
-    def progress(self):
-        return self.model_presenter.progress
-
-    def pick_from_catalog(self):
-        return self.model_presenter.pick_from_catalog()
-
-    def show_installed_models(self):
-        return self.model_presenter.show_installed_models()
-
-    def connect_server(self):
-        return self.model_presenter.connect_server()
-
-    def engine_changed(self, url: str) -> None:
-        self.model_presenter.engine_changed(url)
-
     def show_status(self, text: str) -> None:
         """Engine work the answer waits on (measuring, tables): the status bar, no dialog."""
         if text:
@@ -383,10 +366,8 @@ class MainWindow(QMainWindow):
     def show_session(self, session) -> None:
         c = self.controller
         self.transcript.set_messages([] if session is None else c.messages)
-        if session is not None:
-            answer = c.answer
-            if answer is not None and c.busy and answer.session_id == session.id:
-                self.transcript.start_answer(answer.provenance)
+        if session is not None and c.answering_here:
+            self.transcript.start_answer(c.answer.provenance)
         self.transcript.set_busy(c.busy)
         self._show_stop()
         self.refresh_sessions()

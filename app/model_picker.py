@@ -79,8 +79,3 @@ class ModelPicker(QFrame):
         self.menu.addAction("Download a model…", self.downloadRequested.emit)
         self.menu.addAction("Open a folder…", self.folderRequested.emit)
         self.menu.addAction("Connect to server…", self.serverRequested.emit)
-
-    def actions_by_text(self) -> dict:
-        """The menu's entries as they are now (filled first), by their text."""
-        self.fill_menu()
-        return {action.text(): action for action in self.menu.actions() if action.text()}

@@ -40,6 +40,7 @@ from .settings import (
     stop_strings_text,
     with_preset,
 )
+from .system_prompt import EDITOR_HEIGHT, TYPING_PAUSE_MS
 
 CUSTOM = "Custom"  # shown in the preset list once a value differs from every preset
 
@@ -186,7 +187,7 @@ class SettingsPanel(QScrollArea):
         self.system_prompt.setToolTip(
             "What a new chat starts with; each chat changes its own in the line above it"
         )
-        self.system_prompt.setFixedHeight(84)
+        self.system_prompt.setFixedHeight(EDITOR_HEIGHT)
         prompt_layout.addWidget(self.system_prompt)
         layout.addWidget(prompt_box)
         note = QLabel("Changes apply to the next message.")
@@ -197,7 +198,7 @@ class SettingsPanel(QScrollArea):
 
         self._prompt_timer = QTimer(self)
         self._prompt_timer.setSingleShot(True)
-        self._prompt_timer.setInterval(400)
+        self._prompt_timer.setInterval(TYPING_PAUSE_MS)
         self._prompt_timer.timeout.connect(self._emit)
         self.drafter.currentIndexChanged.connect(self._emit)
         for spin in (

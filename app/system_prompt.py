@@ -18,8 +18,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-TYPING_PAUSE_MS = 400  # the settings panel's pause too: a prompt is saved once typing stops
-EDITOR_HEIGHT = 84  # about four lines of the default font, as the settings panel's box
+TYPING_PAUSE_MS = 400  # a prompt is saved once typing stops (the settings panel uses it too)
+EDITOR_HEIGHT = 84  # about four lines of the default font (the settings panel's box too)
 
 
 class SystemPromptBar(QFrame):

@@ -3,6 +3,8 @@ window, sent inside the message and shown as chips."""
 
 from __future__ import annotations
 
+import os
+
 from PySide6.QtCore import QMimeData, QUrl
 
 from app import attachments
@@ -115,6 +117,29 @@ def test_a_pdf_gives_its_text_and_bad_pdfs_say_what_is_wrong(tmp_path):
         (tmp_path / name).write_bytes(data)
         try:
             read_attachment(tmp_path / name, room=200)
+        except attachments.AttachmentError as error:
+            assert str(error).startswith(reason), error
+        else:
+            raise AssertionError(f"{name} was attached")
+
+
+def test_a_fifo_a_folder_a_missing_or_empty_file_is_refused_with_a_reason(tmp_path):
+    """A path from a drop or the file dialog may name anything: nothing but a regular file
+    with text is read, and a FIFO is refused at once rather than waiting for a writer."""
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "empty.txt").write_text("\n\n")
+    (tmp_path / "to-pipe.txt").symlink_to(tmp_path / "pipe")  # a link is judged by its target
+    refusals = {
+        "pipe": "pipe cannot be attached: it is not a regular file.",
+        "to-pipe.txt": "to-pipe.txt cannot be attached: it is not a regular file.",
+        "folder": "folder cannot be read: Is a directory.",
+        "gone.md": "gone.md cannot be read: No such file or directory.",
+        "empty.txt": "empty.txt is empty: there is nothing in it to attach.",
+    }
+    for name, reason in refusals.items():
+        try:
+            read_attachment(tmp_path / name)
         except attachments.AttachmentError as error:
             assert str(error).startswith(reason), error
         else:

@@ -40,10 +40,10 @@ def test_a_refused_key_message_goes_once_the_right_key_connects(app, qtbot, monk
     controller.models.server_keys = ServerKeys(None)  # never the real keychain
     refusing_server(monkeypatch, right_key="right")
     window.ask_server = lambda *args: ("studio.local:8080", "wrong")
-    wait(qtbot, window.connect_server())
+    wait(qtbot, window.model_presenter.connect_server())
     assert window.banner.isVisible() and "refused the API key" in window.banner.label.text()
     window.ask_server = lambda *args: ("studio.local:8080", "right")
-    wait(qtbot, window.connect_server())
+    wait(qtbot, window.model_presenter.connect_server())
     assert controller.models.server_url and not window.banner.isVisible()
 
 
@@ -140,7 +140,7 @@ def test_a_half_downloaded_model_is_listed_as_incomplete_and_cannot_load(
     (whole / "model.safetensors").write_bytes(b"w" * 10)
     (whole / ".complete").write_text("")
 
-    dialog = app.window.show_installed_models()
+    dialog = app.window.model_presenter.show_installed_models()
     rows = {
         dialog.table.item(r, 0).text(): dialog.table.item(r, 1).text()
         for r in range(dialog.table.rowCount())
@@ -175,7 +175,7 @@ def test_the_catalog_says_which_models_are_here_and_which_resume(app, tmp_path, 
     whole.mkdir()
     (whole / "model.safetensors").write_bytes(b"w")
     (whole / ".complete").write_text("")
-    dialog = app.window.pick_from_catalog()
+    dialog = app.window.model_presenter.pick_from_catalog()
     column = [dialog.table.item(r, 3).text() for r in range(3)]
     assert column[0].endswith(" · 1.0 MB here, resumes") and column[1].endswith(" · here")
     assert "here" not in column[2]

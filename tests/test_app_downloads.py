@@ -4,12 +4,19 @@ and can be deleted (never the loaded one, never outside the app's folders)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 
 import pytest
 from PySide6.QtWidgets import QMessageBox
 
-from app.downloads import DownloadMeter, delete_installed, installed_models
+from app.downloads import (
+    INDEX,
+    DownloadMeter,
+    delete_installed,
+    download_complete,
+    installed_models,
+)
 from engine.events import DoneEvent, ErrorEvent, ProgressEvent
 
 from .test_app_views import app, ask, loop, plain  # noqa: F401
@@ -73,7 +80,7 @@ def test_the_installed_models_dialog_deletes_after_asking(app, qtbot, folders, m
     models, downloads, _ = folders
     loaded = models / "SmolLM2-135M-Instruct-float32-v1"
     app.controller.models.model_path = str(loaded)
-    dialog = app.window.show_installed_models()
+    dialog = app.window.model_presenter.show_installed_models()
     assert dialog.table.rowCount() == 2
     assert dialog.table.item(0, 0).text().endswith("— loaded")
     assert dialog.table.item(1, 1).text() == "2.0 KB" and "5.0 KB in all" in dialog.total.text()
@@ -129,3 +136,39 @@ def test_a_cancelled_download_says_so_and_loads_nothing(app, qtbot):
     qtbot.waitUntil(lambda: not window.download_bar.isVisible())
     qtbot.waitUntil(lambda: "cancelled" in window.banner.label.text())
     assert len(app.scripted.loads) == loads
+
+
+@pytest.mark.parametrize(
+    "index,complete",
+    [
+        ({"weight_map": {"a": "model-1.safetensors"}}, True),
+        (None, True),  # no index: one weights file is enough
+        ({"weight_map": {"a": "model-1.safetensors", "b": "model-2.safetensors"}}, False),
+        ({"weight_map": {"a": "../outside.safetensors"}}, False),  # names a file elsewhere
+        ({"weight_map": {"a": 7}}, False),
+        ({"weight_map": {}}, False),
+        ({"weight_map": ["model-1.safetensors"]}, False),
+        ([], False),
+        ("{not json", False),
+        ("fifo", False),  # not a regular file: refused, never waited on
+    ],
+)
+def test_a_marked_download_is_complete_only_when_its_index_names_files_it_holds(
+    tmp_path, index, complete
+):
+    """The index is read from the download folder: whatever it holds gives a yes or no."""
+    folder = tmp_path / "owner--model"
+    folder.mkdir()
+    (folder / ".complete").write_text("")
+    (folder / "model-1.safetensors").write_bytes(b"w")
+    (tmp_path / "outside.safetensors").write_bytes(b"w")
+    path = folder / INDEX
+    if index == "fifo":
+        os.mkfifo(path)
+    elif isinstance(index, str):
+        path.write_text(index)
+    elif index is not None:
+        path.write_text(json.dumps(index))
+    assert download_complete(folder) is complete
+    (folder / ".complete").unlink()  # huggingface_hub did not finish: never complete
+    assert download_complete(folder) is False

@@ -632,12 +632,21 @@ def test_a_model_download_can_be_cancelled_and_resumes_when_chosen_again(
         task = controller.models.load_model(repo)
         qtbot.waitUntil(lambda: ("GET", weights, None) in hub.requests, timeout=30000)
         qtbot.waitUntil(
-            lambda: window.progress is not None and window.progress.property("cancellable"),
+            lambda: (
+                window.model_presenter.progress is not None
+                and window.model_presenter.progress.property("cancellable")
+            ),
             timeout=10000,
         )
-        started = window.progress.value()
-        qtbot.waitUntil(lambda: window.progress.value() > started, timeout=10000)  # mid-file
-        cancel = [b for b in window.progress.findChildren(QPushButton) if b.text() == "Cancel"]
+        started = window.model_presenter.progress.value()
+        qtbot.waitUntil(
+            lambda: window.model_presenter.progress.value() > started, timeout=10000
+        )  # mid-file
+        cancel = [
+            b
+            for b in window.model_presenter.progress.findChildren(QPushButton)
+            if b.text() == "Cancel"
+        ]
         cancel[0].click()
         finish(qtbot, task, 30)
         assert "cancelled" in window.banner.messages[-1]

@@ -13,6 +13,12 @@ from .test_app_downloads import folders  # noqa: F401
 from .test_app_views import SIMPLE, app, ask, loop, wait  # noqa: F401
 
 
+def menu_entries(picker) -> dict:
+    """The picker menu's entries as they are now (filled first), by their text."""
+    picker.fill_menu()
+    return {action.text(): action for action in picker.menu.actions() if action.text()}
+
+
 def test_the_name_is_the_models_own_and_its_weights():
     facts = {"weights": "4-bit (group 64)"}
     assert short_name("mlx-community/SmolLM2-135M-Instruct", facts) == (
@@ -31,7 +37,7 @@ def test_the_picker_lists_installed_models_and_loads_the_one_chosen(app, qtbot, 
     loaded = models / "SmolLM2-135M-Instruct-float32-v1"
     app.controller.models.model_path = str(loaded)
     picker.loaded_path = str(loaded)
-    entries = picker.actions_by_text()
+    entries = menu_entries(picker)
     assert list(entries) == [
         "SmolLM2-135M-Instruct-float32-v1 (converted)",
         "owner/small",
@@ -56,7 +62,7 @@ def test_the_picker_offers_the_other_ways_to_get_a_model(app, qtbot, monkeypatch
     from app.model_catalog import ModelCatalogDialog
 
     window = app.window
-    entries = window.model_presenter.picker.actions_by_text()
+    entries = menu_entries(window.model_presenter.picker)
     monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a: str(tmp_path))
     entries["Open a folder…"].trigger()
     qtbot.waitUntil(lambda: app.scripted.loads[-1] == str(tmp_path))

@@ -227,7 +227,7 @@ def test_a_server_connection_is_shown_remembered_and_its_key_kept_out_of_setting
     controller.models.server_keys = ServerKeys(keychain)
     seen = []
     fill_server_dialog(seen, "studio.local:8080", "s3cret")
-    wait(qtbot, window.connect_server())
+    wait(qtbot, window.model_presenter.connect_server())
     assert seen[0][2] == QLineEdit.Password and "keychain" in seen[0][3]
     assert controller.models.service is made[0] and made[0].api_key == "s3cret"
     label = window.server_label
@@ -237,7 +237,7 @@ def test_a_server_connection_is_shown_remembered_and_its_key_kept_out_of_setting
     assert "studio.local:8080" in saved and "s3cret" not in saved
 
     fill_server_dialog(seen, "studio.local:8080", "s3cret")  # the next time: filled in
-    wait(qtbot, window.connect_server())
+    wait(qtbot, window.model_presenter.connect_server())
     assert seen[1][:2] == ("studio.local:8080", "s3cret")
 
     window.settings_panel.embeddedRequested.emit()  # "Built-in" while connected
@@ -259,7 +259,7 @@ def test_without_a_keychain_the_key_lasts_the_session_and_the_dialog_says_so(
     controller.models.server_keys = ServerKeys(None)
     seen = []
     fill_server_dialog(seen, "http://10.0.0.2:8080", "k3y")
-    wait(qtbot, window.connect_server())
+    wait(qtbot, window.model_presenter.connect_server())
     assert "until Draftless quits" in seen[0][3]
     assert controller.models.server_keys.get("http://10.0.0.2:8080/v1") == "k3y"
     assert "k3y" not in controller.settings_store.path.read_text(encoding="utf-8")

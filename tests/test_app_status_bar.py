@@ -15,11 +15,11 @@ def test_status_messages_never_shift_the_layout(app, qtbot):
     before = (window.transcript.geometry(), window.input.geometry(), bar.geometry())
     window.copy_message("x")  # "Copied to the clipboard", the first message of many sessions
     window.show_status("Measuring this machine's verify-cost curve (once per model)…")
-    window.engine_changed("http://127.0.0.1:8080")  # the permanent server label
+    window.model_presenter.engine_changed("http://127.0.0.1:8080")  # the permanent server label
     qtbot.wait(50)
     assert bar.currentMessage().startswith("Measuring")
     assert (window.transcript.geometry(), window.input.geometry(), bar.geometry()) == before
     window.show_status("")
-    window.engine_changed("")
+    window.model_presenter.engine_changed("")
     qtbot.wait(50)
     assert (window.transcript.geometry(), window.input.geometry(), bar.geometry()) == before

@@ -492,7 +492,7 @@ def test_dark_theme_check_boxes_stand_out(qapp):
 def test_the_model_catalog_lists_the_curated_models_and_loads_the_chosen_one(app, qtbot):
     from engine.models.catalog import CATALOG
 
-    dialog = app.window.pick_from_catalog()
+    dialog = app.window.model_presenter.pick_from_catalog()
     assert dialog.table.rowCount() == len(CATALOG)
     assert not dialog.download_button.isEnabled()
     row = [dialog.table.item(0, c).text() for c in range(dialog.table.columnCount())]
@@ -520,7 +520,10 @@ def test_measuring_during_the_first_answer_is_a_quiet_status_line(app, qtbot):
     task = app.window.send("first ever question")
     qtbot.waitUntil(lambda: "Measuring" in app.window.statusBar().currentMessage())
     qtbot.wait(500)  # longer than the dialog's 400 ms grace
-    assert app.window.progress is None or not app.window.progress.isVisible()
+    assert (
+        app.window.model_presenter.progress is None
+        or not app.window.model_presenter.progress.isVisible()
+    )
     assert not app.window.settings_panel.model_name.text().startswith("Loading")
     assert app.window.input.isEnabled()
     gate.set()
@@ -540,7 +543,10 @@ def test_a_table_built_in_the_background_is_said_while_the_answer_runs(app, qtbo
     )
     task = app.window.send("a question for ngrammys")
     qtbot.waitUntil(lambda: "bigram table" in app.window.statusBar().currentMessage())
-    assert app.window.progress is None or not app.window.progress.isVisible()
+    assert (
+        app.window.model_presenter.progress is None
+        or not app.window.model_presenter.progress.isVisible()
+    )
     gate.set()
     wait(qtbot, task)
     assert app.window.statusBar().currentMessage() == ""  # over with the answer

@@ -187,7 +187,7 @@ def test_connect_to_an_unreachable_server_keeps_the_local_engine(make_app, qtbot
     application = make_app()
     window, controller = application.window, application.controller
     window.ask_server = lambda *args: (f"http://127.0.0.1:{free_port()}", None)
-    window.connect_server()
+    window.model_presenter.connect_server()
     qtbot.waitUntil(lambda: not controller.models.loading and not controller._tasks, timeout=30000)
     assert controller.models.service is controller.models.local_service
     assert any("Cannot reach the Draftless server" in m for m in window.banner.messages)
