@@ -78,6 +78,12 @@ PRIOR_ACCEPT = 0.5
 ROW_SLACK = 0.05  # rows beyond a tree's second may make its pass this much dearer
 GUESS_MARGIN = 1.1  # on a curve not measured for the model, a draft must promise 10% more
 HOPELESS = 0.9  # passes costing this share of their length in one-token passes never pay
+# A curve not yet in seconds opens the answer with this many plain, pipelined tokens: c(1)
+# is then plain decoding's own pace, not a lone pass's, which also waits for the host's
+# work (4-bit on this CPU: 95 ms a token pipelined, 100-105 ms alone, so a curve whose
+# passes cost their length looked 5-10% cheaper than plain and was never given up on). The
+# first step also fills the pipeline; the least of three is the steady pace.
+PLAIN_OPENING = 3
 PRIOR_REJECT = 0.5
 # Cold start, per drafter and match class (``MatchClass``, as ``match_class`` sorts): the
 # prior (accept, reject) pseudo-counts of position 0, so a first answer drafts as much as
@@ -364,6 +370,10 @@ class AdaptivePolicy:
         (c(2) - c(1)) would be more than ``PROBE_SHARE`` of those passes' time."""
         extra = max(self.curve(2) - self.curve(1), 0.0)
         return max(PROBE_INTERVAL, math.ceil(extra / (PROBE_SHARE * self.curve(1))))
+
+    def plain_opening(self) -> int:
+        """``PLAIN_OPENING`` tokens while the curve is a guess not yet in seconds, else 0."""
+        return 0 if self.curve.anchored else PLAIN_OPENING
 
     def gives_up(self, limit: int) -> bool:
         """Whether no draft of up to ``limit`` tokens can pay on this curve even if all were

@@ -11,7 +11,10 @@ mlx-lm's generate.py. Invariants, pinned by tests:
 
 Plain decoding (drafter ``none``) on a cache that can be cut back runs pipelined
 (``pipelined_plain_decode``): each pass is queued before the previous token is read, so
-the host's work overlaps the device's, as in mlx-lm's ``generate_step``.
+the host's work overlaps the device's, as in mlx-lm's ``generate_step``. So does the
+speculative loop where drafting cannot pay: from the pass after which the policy gives up,
+and for the first tokens of an answer whose cost curve is still a guess (the policy's
+``plain_opening``: it learns plain decoding's own pace from them).
 
 Each pass the policy (``draft_policy.DraftPolicy``: a fixed draft length, or the adaptive
 one) chooses how much of the drafter's proposal goes out and is handed back its choice with
@@ -40,7 +43,7 @@ from dataclasses import dataclass
 import mlx.core as mx
 from mlx_lm.sample_utils import make_logits_processors, make_sampler
 
-from .draft_policy import DraftPolicy, FixedDraftLength
+from .draft_policy import NO_DRAFT, DraftPolicy, FixedDraftLength, PassOutcome
 from .drafters.base import Drafter
 from .models.caches import (
     TRIM,
@@ -317,19 +320,35 @@ def speculative_decode(
     assert target.offset == len(history) - 1, "cache must hold the history but its last token"
     policy = policy or FixedDraftLength()
     speculate = speculate and target.speculation.on  # no exact rollback: plain decoding
-    if (
-        not (speculate and drafter.drafts)
-        and target.pipelines
-        and target.trimmable
-        and chooser.queueable
-    ):
+    pipelines = target.pipelines and target.trimmable and chooser.queueable
+    if not (speculate and drafter.drafts) and pipelines:
         yield from pipelined_plain_decode(
             target, drafter, chooser, history, max_tokens=max_tokens, eos_tokens=eos_tokens
         )
         return
     produced = 0
+    if pipelines and policy.plain_opening():  # plain decoding's own pace, for the policy
+        opening = min(policy.plain_opening(), max_tokens)
+        for result in pipelined_plain_decode(
+            target, drafter, chooser, history, max_tokens=opening, eos_tokens=eos_tokens
+        ):
+            policy.record(NO_DRAFT, PassOutcome(0, 0, result.seconds, 0))
+            produced += 1
+            yield result
+            if result.tokens[-1] in eos_tokens:
+                return
     gate = DraftGate(output_size(target.model), drafter.name)  # no id outside the vocabulary
     while produced < max_tokens:
+        if produced and pipelines and policy.gives_up(draft_count):
+            yield from pipelined_plain_decode(
+                target,
+                drafter,
+                chooser,
+                history,
+                max_tokens=max_tokens - produced,
+                eos_tokens=eos_tokens,
+            )
+            return
         started = time.perf_counter()
         # draft
         limit = min(draft_count, max_tokens - produced - 1) if speculate else 0
@@ -388,22 +407,6 @@ def speculative_decode(
             tree,
         )
         if emitted[-1] in eos_tokens:
-            return
-        if (
-            produced < max_tokens
-            and policy.gives_up(draft_count)
-            and target.pipelines
-            and target.trimmable
-            and chooser.queueable
-        ):
-            yield from pipelined_plain_decode(
-                target,
-                drafter,
-                chooser,
-                history,
-                max_tokens=max_tokens - produced,
-                eos_tokens=eos_tokens,
-            )
             return
 
 

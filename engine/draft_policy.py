@@ -80,6 +80,11 @@ class DraftPolicy(Protocol):
         """Whether no draft of up to ``limit`` tokens can pay: decode plainly from here."""
         ...
 
+    def plain_opening(self) -> int:
+        """How many tokens to decode plainly, pipelined, before the first pass that may draft
+        (each is recorded as a pass that sent nothing: plain decoding's own pace)."""
+        ...
+
     def record(self, choice: Choice, outcome: PassOutcome) -> None:
         """Learn from the pass that sent what ``choice`` said."""
         ...
@@ -94,6 +99,9 @@ class FixedDraftLength:
 
     def gives_up(self, limit: int) -> bool:
         return False
+
+    def plain_opening(self) -> int:
+        return 0
 
     def forced_length(self, available: int) -> int:
         return available

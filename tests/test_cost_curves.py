@@ -283,6 +283,62 @@ def test_a_hopeless_curve_decodes_plainly_pipelined_with_the_same_tokens(tiny_lo
     assert all(p.drafted == 0 for p in passes) and len(passes) == 20
 
 
+def test_a_guess_opens_plainly_pipelined_and_gives_up_on_plain_decodings_own_pace(
+    tiny_loaded, monkeypatch
+):
+    """4-bit on this CPU: prompt tokens 70 ms each, a token 95 ms pipelined, 105 ms in a lone
+    pass. Judged against the lone pass, passes costing their length looked 5-10% cheaper
+    than plain and the answer drafted on, unpipelined; against the pipelined pace it gives
+    up at once."""
+    from engine import decode
+    from engine.adaptive import PLAIN_OPENING, AdaptivePolicy
+    from engine.decode import Target, TokenChooser, speculative_decode
+    from engine.drafters import make_drafter
+    from engine.settings import SamplingSettings
+    from engine.verify_cost import prior_cost_curve
+
+    prompt = list(tiny_loaded.tokenizer.encode("abcabcabcabc"))
+    switched = []
+    real = decode.pipelined_plain_decode
+
+    def pipelined(*args, **kwargs):  # plain decoding's pace, as timed on the 4-bit model
+        switched.append(kwargs["max_tokens"])
+        for result in real(*args, **kwargs):
+            result.seconds = 0.095
+            yield result
+
+    monkeypatch.setattr(decode, "pipelined_plain_decode", pipelined)
+    curve = prior_cost_curve()
+    curve.observe_span(100, 7.0)  # the prompt: 70 ms a token
+    policy = AdaptivePolicy(curve, rows=1)
+    target = Target(tiny_loaded.model)
+    target.prefill(prompt[:-1])
+    drafter = make_drafter(DraftSettings(drafter="prompt-lookup", draft_count=4).validated())
+    drafter.reset(prompt)
+    history = list(prompt)
+    chooser = TokenChooser(SamplingSettings())
+    passes = list(
+        speculative_decode(
+            target,
+            drafter,
+            chooser,
+            history,
+            max_tokens=20,
+            draft_count=4,
+            eos_tokens=set(),
+            policy=policy,
+        )
+    )
+    assert switched == [PLAIN_OPENING, 20 - PLAIN_OPENING]  # opened plainly, then gave up
+    assert curve(1) == pytest.approx(0.095)  # c(1) is plain decoding's pace
+    assert all(p.drafted == 0 for p in passes) and len(passes) == 20
+    plain = list(prompt)
+    target.reset()
+    target.prefill(prompt[:-1])
+    list(real(target, drafter, chooser, plain, max_tokens=20, eos_tokens=set()))
+    assert history == plain
+
+
 def test_tree_passes_are_charged_their_extra_in_the_estimate(tiny_loaded, tmp_path):
     """A multi-row drafter on a flat curve whose tree passes cost 4% more (a fixed draft count: every
     row goes out): trees are sent, counted, and the estimate charges each its extra (checkable from the published stats)."""

@@ -50,6 +50,9 @@ class _Recorder:
     def gives_up(self, limit: int) -> bool:
         return False
 
+    def plain_opening(self) -> int:
+        return 0
+
     def forced_length(self, available: int) -> int:
         return available
 
