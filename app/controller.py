@@ -233,10 +233,14 @@ class ChatController(QObject):
             return
         self.session = session
         self.messages = self.store.messages(session_id)
-        own = self.store.system_prompt(session_id)
-        self.system_prompt = self.settings.system_prompt if own is None else own
+        self.system_prompt = self.system_prompt_of(session_id)
         self.systemPromptChanged.emit(self.system_prompt)
         self.sessionOpened.emit(session)
+
+    def system_prompt_of(self, session_id: str) -> str:
+        """The system prompt a chat is answered with: its own, else the settings' default."""
+        own = self.store.system_prompt(session_id)
+        return self.settings.system_prompt if own is None else own
 
     def set_system_prompt(self, text: str) -> None:
         """The open chat's system prompt from now on (a new chat is made when none is open);
@@ -316,7 +320,7 @@ class ChatController(QObject):
         )
         try:
             with open(path, "w", encoding="utf-8", newline="\n") as file:
-                file.write(export_text(kind, session, messages))
+                file.write(export_text(kind, session, messages, self.system_prompt_of(session_id)))
         except OSError as error:
             self.problem.emit(f"The chat was not exported to {path} ({error}).")
             return False

