@@ -29,6 +29,7 @@ def test_every_shipped_curve_loads_and_states_its_source():
         "h200-135m-f16",
         "apple-m2pro-135m-f32-estimate",
         "apple-m2pro-7b-4bit-estimate",
+        "apple-m4pro-8b-4bit-estimate",
         "apple-m5max-70b-4bit",
         "flat-2pct",
     } <= set(curves)
@@ -47,6 +48,20 @@ def test_every_shipped_curve_loads_and_states_its_source():
     assert all("cuDNN's attention off" in c.source for c in gpus)
     assert curves["cpu-epyc-2core-135m-f32"].tree_extra_s == 0.0
     assert all("tree_extra_s" in c.source for c in curves.values())
+
+
+def test_the_m4_pro_8b_estimate_verifies_a_few_tokens_on_qmv_wide_at_the_cited_speed():
+    """What most Mac users run: an M3/M4-class GPU verifies 2-9 tokens with MLX's small-batch
+    kernel (an M2 does not), then pays for one 32-row tile from 10 or 12 rows to 32."""
+    m4 = curve_from_spec("apple-m4pro-8b-4bit-estimate")  # --cost-curve finds it by name
+    seconds, lengths = m4.seconds, sorted(m4.seconds)
+    assert "Estimate, not a measurement" in m4.source
+    assert "46 tokens/s" in m4.source and 1 / seconds[1] == pytest.approx(46, rel=0.02)
+    assert all(seconds[a] <= seconds[b] for a, b in zip(lengths, lengths[1:]))
+    m2 = named_curves()["apple-m2pro-7b-4bit-estimate"].seconds
+    assert seconds[8] / seconds[1] < 0.6 * m2[8] / m2[1]  # 2.3x against the M2 Pro's 4.3x
+    assert seconds[10] > 1.4 * seconds[9]  # the MLP's products leave qmv_wide at 10 rows
+    assert seconds[12] == seconds[16] == seconds[32] and seconds[33] > 1.9 * seconds[32]
 
 
 def test_a_curve_file_maps_n_to_seconds(tmp_path):
