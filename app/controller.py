@@ -534,6 +534,7 @@ class ChatController(QObject):
                     self.models.model_loaded(event)
                 elif isinstance(event, ProgressEvent):
                     if event.stage == "prefill":
+                        answer.provenance.opened_thinking = event.thinking
                         self.answerProgress.emit(answer, event)
                         continue
                     if event.stage not in LOADING_STAGES:  # background work: one quiet line

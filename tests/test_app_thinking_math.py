@@ -10,6 +10,8 @@ import pytest
 from PySide6.QtCore import QPoint
 from PySide6.QtGui import QTextCursor
 
+from engine.events import ProgressEvent
+
 from app.export import chat_json, chat_markdown
 from app.math_text import formula_text, show_math
 from app.render import highlighted_positions
@@ -157,6 +159,30 @@ def test_a_think_block_opened_by_the_template_and_one_cut_off(app, qtbot):
     assert not quiet.thinking.isVisible() and quiet.body.toPlainText() == "Hi."
     sent = app.scripted.requests[-1].messages
     assert [m["content"] for m in sent if m["role"] == "assistant"] == ["Yes.", ""]
+
+
+def test_thinking_the_template_opened_shows_as_thinking_from_its_first_token(app, qtbot):
+    """The prompt ended with <think> (the engine's prompt event says so): the answer holds
+    only "…</think>answer", and what comes before </think> is thinking as it streams."""
+    gate = asyncio.Event()
+    events = answer_events(
+        [(0, [("Let me", False), (" add.", True)]), (0, [("</think>", False), ("Four.", False)])]
+    )
+    opened = ProgressEvent("prefill", 12, 12, "Prompt read", thinking=True)
+    app.scripted.queue([opened, *events[:3], gate, *events[3:]])  # hold after " add."
+    task = app.window.send("2+2?")
+    transcript = app.window.transcript
+    qtbot.waitUntil(
+        lambda: transcript.streaming_view is not None and "add" in transcript.streaming_view.text
+    )
+    view = transcript.streaming_view
+    view.refresh()
+    assert view.thinking.isVisible() and not view.body.isVisible()
+    assert view.thinking.toggle.text() == "▸ Thinking… 2 tokens"
+    gate.set()
+    qtbot.waitUntil(task.done)
+    assert view.thinking.toggle.text() == "▸ Thought for 3 tokens"
+    assert view.body.toPlainText() == "Four."
 
 
 def test_latex_renders_as_math_and_a_formula_is_highlighted_only_if_all_drafted(app, qtbot):
