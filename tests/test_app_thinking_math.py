@@ -12,7 +12,8 @@ from PySide6.QtGui import QTextCursor
 
 from engine.events import ProgressEvent
 
-from app.export import chat_json, chat_markdown
+from app.export import chat_json, chat_markdown, markdown_text
+from app.markdown_code import code_ranges
 from app.math_text import formula_text, show_math
 from app.render import highlighted_positions
 from app.thinking import split, without_thinking
@@ -84,6 +85,21 @@ def test_dollar_amounts_stay_text_and_dollar_math_is_a_formula():
 def test_code_keeps_its_latex_as_written():
     text = "`\\(x_1\\)` and\n```\n$a_1$ \\[b\\]\n```\n"
     assert show_math(text).markdown == text
+
+
+def test_the_export_and_the_math_view_find_the_same_code_as_commonmark():
+    """One definition of code (app.markdown_code); the two used to find it each their own way:
+    the math view read an indented code block as prose, and the export took "`a … `" after
+    a lone "``" for a code span, where CommonMark has none."""
+    block = "Run:\n\n    echo $x_1$ <b>\n\nDone."
+    unmatched = "``a $x^2$ <b> `"
+    assert code_ranges(block) == [(6, 25)] and code_ranges(unmatched) == []
+    assert show_math(block).markdown == block  # the code block stays as written
+    assert markdown_text(block) == block
+    assert show_math(unmatched).markdown == "``a x² <b> `"
+    assert markdown_text(unmatched) == "``a $x^2$ &lt;b> `"
+    quoted = "> a `<i>` b\r\n> ```\r\n> <j>\r\n> ```\r\n<k>"  # container marks, Windows lines
+    assert markdown_text(quoted) == "> a `<i>` b\r\n> ```\r\n> <j>\r\n> ```\r\n&lt;k>"
 
 
 # the card -------------------------------------------------------------------------------------
