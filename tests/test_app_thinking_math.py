@@ -141,17 +141,25 @@ def test_thinking_folds_under_its_toggle_with_its_highlights_kept(app, qtbot):
     assert painted(again.thinking.body) == "Let me add"
 
 
-def test_while_thinking_the_card_says_thinking_and_shows_no_answer(app, qtbot):
-    gate = asyncio.Event()
-    events = answer_events(THINKING_ANSWER)
-    app.scripted.queue(events[:4] + [gate] + events[4:])  # hold after "<think> … Let me add"
+def streamed_until(qtbot, app, script, words: str):
+    """Ask a question whose answer streams ``script`` (an asyncio.Event in it holds the
+    stream there): the answer's card, drawn once its text holds ``words``, and the task."""
+    app.scripted.queue(script)
     task = app.window.send("2+2?")
     transcript = app.window.transcript
     qtbot.waitUntil(
-        lambda: transcript.streaming_view is not None and "add" in transcript.streaming_view.text
+        lambda: transcript.streaming_view is not None and words in transcript.streaming_view.text
     )
     view = transcript.streaming_view
     view.refresh()
+    return view, task
+
+
+def test_while_thinking_the_card_says_thinking_and_shows_no_answer(app, qtbot):
+    gate = asyncio.Event()
+    events = answer_events(THINKING_ANSWER)
+    # held after "<think> … Let me add"
+    view, task = streamed_until(qtbot, app, events[:4] + [gate] + events[4:], "add")
     assert view.thinking.toggle.text().startswith("▸ Thinking…")
     assert not view.body.isVisible()
     gate.set()
@@ -185,14 +193,8 @@ def test_thinking_the_template_opened_shows_as_thinking_from_its_first_token(app
         [(0, [("Let me", False), (" add.", True)]), (0, [("</think>", False), ("Four.", False)])]
     )
     opened = ProgressEvent("prefill", 12, 12, "Prompt read", thinking=True)
-    app.scripted.queue([opened, *events[:3], gate, *events[3:]])  # hold after " add."
-    task = app.window.send("2+2?")
-    transcript = app.window.transcript
-    qtbot.waitUntil(
-        lambda: transcript.streaming_view is not None and "add" in transcript.streaming_view.text
-    )
-    view = transcript.streaming_view
-    view.refresh()
+    # held after " add."
+    view, task = streamed_until(qtbot, app, [opened, *events[:3], gate, *events[3:]], "add")
     assert view.thinking.isVisible() and not view.body.isVisible()
     assert view.thinking.toggle.text() == "▸ Thinking… 2 tokens"
     gate.set()
