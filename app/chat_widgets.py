@@ -4,10 +4,14 @@ and the banner above the transcript."""
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+import shiboken6
 from PySide6.QtCore import QEvent, QSize, Qt, Signal
 from PySide6.QtGui import QIcon, QPixmap
 from PySide6.QtWidgets import (
-    QApplication,
     QFileDialog,
     QFrame,
     QHBoxLayout,
@@ -26,6 +30,7 @@ from .attachments import (
     Attachment,
     AttachmentError,
     budget_chars,
+    clean_name,
     compose,
     read_attachment,
     split_message,
@@ -103,12 +108,21 @@ class ChatInput(QPlainTextEdit):
             super().insertFromMimeData(source)
 
 
+@dataclass(eq=False)  # compared by identity: the same file may be attached twice
+class FileRead:
+    """A file being read in the background; its chip says so until it is done."""
+
+    path: Path
+    name: str
+
+
 class FileChip(QFrame):
-    """One attached file: its name and size, its first lines on hover, ✕ when removable."""
+    """One attached file: its name and size, its first lines on hover, ✕ when removable;
+    a file still being read says so (its ✕ discards it)."""
 
     removeRequested = Signal()
 
-    def __init__(self, attachment: Attachment, removable: bool, parent=None):
+    def __init__(self, attachment: Attachment | FileRead, removable: bool, parent=None):
         super().__init__(parent)
         self.setObjectName("fileChip")
         row = QHBoxLayout(self)
@@ -116,17 +130,21 @@ class FileChip(QFrame):
         row.setSpacing(4)
         self.icon = QLabel()
         row.addWidget(self.icon)
-        self.label = QLabel(attachment.label)
+        reading = isinstance(attachment, FileRead)
+        self.label = QLabel(f"reading {attachment.name}…" if reading else attachment.label)
         self.label.setTextFormat(Qt.PlainText)  # a file's name is shown as it is
         row.addWidget(self.label)
-        preview = "\n".join(
-            line[:PREVIEW_WIDTH] + ("…" if len(line) > PREVIEW_WIDTH else "")
-            for line in attachment.text.splitlines()[:PREVIEW_LINES]
-        )
-        more = "\n…" if attachment.text.count("\n") >= PREVIEW_LINES else ""
-        self.setToolTip(
-            f"{attachment.name} ({len(attachment.text):,} characters)\n\n{preview}{more}"
-        )
+        if reading:
+            self.setToolTip(f"{attachment.name} is being read; Send waits for it")
+        else:
+            preview = "\n".join(
+                line[:PREVIEW_WIDTH] + ("…" if len(line) > PREVIEW_WIDTH else "")
+                for line in attachment.text.splitlines()[:PREVIEW_LINES]
+            )
+            more = "\n…" if attachment.text.count("\n") >= PREVIEW_LINES else ""
+            self.setToolTip(
+                f"{attachment.name} ({len(attachment.text):,} characters)\n\n{preview}{more}"
+            )
         if removable:
             remove = QToolButton()
             remove.setText("✕")
@@ -159,7 +177,7 @@ class FileChips(QWidget):
         self.chips: list[FileChip] = []
         self.hide()
 
-    def show_files(self, attachments: list[Attachment]) -> None:
+    def show_files(self, attachments: list[Attachment | FileRead]) -> None:
         for chip in self.chips:
             self.flow.removeWidget(chip)
             chip.deleteLater()
@@ -180,7 +198,14 @@ class FileChips(QWidget):
 class Composer(QFrame):
     """The message box with Send and Stop beside it, the paperclip that attaches files, and
     the attached files' chips above it. A file must fit in what the ``controller``'s open
-    chat leaves of the model's context window (``app.attachments.budget_chars``)."""
+    chat leaves of the model's context window (``app.attachments.budget_chars``).
+
+    Files are read one after another on a worker thread (a PDF's pages take ~35 ms each
+    here), so the window keeps answering; their chips say "reading …" meanwhile. Send
+    pressed while a file reads waits for it: ``readyToSend`` fires once the files are in,
+    unless one of them was refused."""
+
+    readyToSend = Signal()
 
     def __init__(self, controller=None, parent=None):
         super().__init__(parent)
@@ -188,6 +213,10 @@ class Composer(QFrame):
         self.setAcceptDrops(True)
         self.controller = controller
         self.attachments: list[Attachment] = []
+        self.reading: list[FileRead] = []  # in order; the first is on the worker thread
+        self.refused: list[str] = []  # why files read since the last idle moment were refused
+        self.send_when_read = False
+        self.read_task: asyncio.Task | None = None
         column = QVBoxLayout(self)
         column.setContentsMargins(12, 8, 12, 10)
         column.setSpacing(4)
@@ -240,28 +269,56 @@ class Composer(QFrame):
         paths, _ = QFileDialog.getOpenFileNames(self, "Attach files", "", ATTACH_FILTER)
         self.attach_files(paths)
 
-    def attach_files(self, paths) -> None:
-        """Read and attach each file that can be; say why for the first one refused."""
-        refused = []
-        budget = self.budget()
-        QApplication.setOverrideCursor(Qt.WaitCursor)  # a PDF's pages take ~35 ms each here
-        try:
-            for path in paths:
-                room = budget - sum(len(wrap(a)) for a in self.attachments)
-                try:
-                    self.attachments.append(read_attachment(path, room))
-                except AttachmentError as error:
-                    refused.append(str(error))
-        finally:
-            QApplication.restoreOverrideCursor()
-        self.chips.show_files(self.attachments)
-        self.notice.setText("\n".join(refused))
-        self.notice.setVisible(bool(refused))
+    def attach_files(self, paths) -> asyncio.Task | None:
+        """Read and attach each file that can be, in the background; say why for those
+        refused. The task that reads them (None when there is nothing to read)."""
+        self.reading += [FileRead(Path(path), clean_name(Path(path).name)) for path in paths]
+        self._show_files()
+        if self.reading and (self.read_task is None or self.read_task.done()):
+            self.refused = []
+            self.read_task = asyncio.ensure_future(self._read_files())
+        return self.read_task
+
+    async def _read_files(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self.reading:
+            file = self.reading[0]
+            room = self.budget() - sum(len(wrap(a)) for a in self.attachments)
+            try:
+                result = await loop.run_in_executor(None, read_attachment, file.path, room)
+            except AttachmentError as error:
+                result = str(error)
+            if not shiboken6.isValid(self):  # the window closed while the file was read
+                return
+            if not self.reading or self.reading[0] is not file:  # discarded meanwhile
+                continue
+            del self.reading[0]
+            if isinstance(result, str):
+                self.refused.append(result)
+            else:
+                self.attachments.append(result)
+            self._show_files()
+        if self.send_when_read and not self.refused:
+            self.send_when_read = False
+            self.readyToSend.emit()
+        self.send_when_read = False
+
+    def wait_to_send(self) -> None:
+        """Send was pressed while files are read: send once they are in."""
+        self.send_when_read = True
+
+    def _show_files(self) -> None:
+        self.chips.show_files([*self.attachments, *self.reading])
+        self.notice.setText("\n".join(self.refused))
+        self.notice.setVisible(bool(self.refused))
 
     def remove_file(self, index: int) -> None:
-        del self.attachments[index]
-        self.chips.show_files(self.attachments)
-        self.notice.hide()
+        if index < len(self.attachments):
+            del self.attachments[index]
+        else:  # still being read: its text is dropped when the read ends
+            del self.reading[index - len(self.attachments)]
+        self.refused = []
+        self._show_files()
 
     def dragEnterEvent(self, event):  # noqa: N802 (Qt's name)
         if local_files(event.mimeData()):
@@ -285,16 +342,19 @@ class Composer(QFrame):
     def set_message(self, content: str) -> None:
         """Put a stored message back (Edit): its files as chips, its words in the box."""
         text, self.attachments = split_message(content)
-        self.chips.show_files(self.attachments)
-        self.notice.hide()
+        self._drop_reads()
         self.input.setPlainText(text)
 
     def clear(self) -> None:
         """After sending: an empty box and no files."""
         self.input.clear()
         self.attachments = []
-        self.chips.show_files([])
-        self.notice.hide()
+        self._drop_reads()
+
+    def _drop_reads(self) -> None:
+        """Files still being read are discarded, and so is a Send waiting for them."""
+        self.reading, self.refused, self.send_when_read = [], [], False
+        self._show_files()
 
 
 class EditBar(QFrame):

@@ -28,7 +28,7 @@ from engine.events import (
 from engine.replay import configurations
 from engine.settings import DraftSettings
 from engine.stats import DecodeStats
-from engine.stop_strings import StopMatcher
+from engine.stop_strings import StopMatcher, kept_figures
 
 from .attachments import split_message
 from .continuable import can_go_on
@@ -119,12 +119,24 @@ class Answer:
         return self.stop.stopped
 
     def ending(self, done: DoneEvent) -> DoneEvent:
-        """``done`` as the person sees it: a stop string ends the answer with "stop" and
-        the text before it."""
+        """``done`` as the person sees it: a stop string ends the answer with "stop", the
+        text before it, and figures that count only the tokens kept."""
         if not self.stop.stopped:
             return done
         earlier = len(self.continues.content) if self.continues else 0
-        return replace(done, finish_reason="stop", text=self.provenance.text[earlier:])
+        kept = len(self.provenance.tokens) - (
+            len(self.continues.provenance.tokens) if self.continues else 0
+        )
+        stats, timing = kept_figures(done.stats, done.timing, self.live.pass_events, kept)
+        return replace(
+            done,
+            finish_reason="stop",
+            text=self.provenance.text[earlier:],
+            tokens=done.tokens[:kept],
+            from_draft=done.from_draft[:kept],
+            stats=stats,
+            timing=timing,
+        )
 
     @property
     def draft_count(self) -> int:
@@ -538,6 +550,7 @@ class ChatController(QObject):
                     self.models.model_loaded(event)
                 elif isinstance(event, ProgressEvent):
                     if event.stage == "prefill":
+                        answer.provenance.opened_thinking = event.thinking
                         self.answerProgress.emit(answer, event)
                         continue
                     if event.stage not in LOADING_STAGES:  # background work: one quiet line

@@ -4,7 +4,6 @@ or not (and a delete that never leaves the app's own folders)."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections import deque
 from dataclasses import dataclass, field
@@ -12,11 +11,8 @@ from pathlib import Path
 
 from engine import paths as engine_paths
 from engine.models.embedded import EMBEDDED_NAME
-from engine.models.hub_download import COMPLETE
-from engine.untrusted import read_regular_file
+from engine.models.hub_download import download_complete
 
-INDEX = "model.safetensors.index.json"  # a sharded model's list of its weight files
-INDEX_BYTES = 16 << 20  # far above a real index (a 70B model's is about 100 KB)
 SPEED_WINDOW_S = 5.0  # speed over the last seconds: steady, yet quick to follow a change
 
 
@@ -115,24 +111,6 @@ def installed_models() -> list[InstalledModel]:
             complete = bool(kind) or download_complete(folder)
             found.append(InstalledModel(name, label, folder, folder_size(folder), complete))
     return found
-
-
-def download_complete(folder: Path) -> bool:
-    """The download finished (the engine marks the folder once huggingface_hub has fetched
-    every file) and every weight file is here: all those a sharded model's index names,
-    else at least one."""
-    if not (folder / COMPLETE).is_file():
-        return False
-    try:
-        index = json.loads(read_regular_file(folder / INDEX, INDEX_BYTES))
-        shards = set(index["weight_map"].values())
-    except FileNotFoundError:
-        return any(folder.glob("*.safetensors"))
-    except (OSError, ValueError, RecursionError, KeyError, TypeError, AttributeError):
-        return False  # an index that cannot be read: the model cannot load either
-    return bool(shards) and all(
-        isinstance(s, str) and "/" not in s and (folder / s).is_file() for s in shards
-    )
 
 
 def is_loaded(model: InstalledModel, loaded_path: str | Path | None) -> bool:

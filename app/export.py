@@ -15,8 +15,7 @@ import json
 import re
 import time
 
-from markdown_it import MarkdownIt
-
+from .markdown_code import outside_code
 from .thinking import split
 
 FORMATS = {"markdown": ("Markdown", "md"), "json": ("JSON", "json")}
@@ -26,41 +25,19 @@ def _when(seconds: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(seconds)) if seconds else ""
 
 
-CODE_SPAN = re.compile(r"(`+)(?!`).+?(?<!`)\1(?!`)", re.DOTALL)  # CommonMark's code span
 MARKUP = re.compile(r"<|&(?=#?\w+;)")  # what starts a tag or an entity
 ESCAPED = {"<": "&lt;", "&": "&amp;"}
 
 
-def _escape_markup(text: str) -> str:
-    """``text`` with tags and entities escaped outside code spans."""
-    parts, last = [], 0
-    for span in CODE_SPAN.finditer(text):
-        parts += [MARKUP.sub(lambda m: ESCAPED[m.group()], text[last : span.start()]), span.group()]
-        last = span.end()
-    parts.append(MARKUP.sub(lambda m: ESCAPED[m.group()], text[last:]))
-    return "".join(parts)
-
-
 def markdown_text(text: str) -> str:
     """Markdown in which any HTML shows as text; fenced and indented code blocks and code
-    spans are kept as they are (a viewer shows them literally already). The blocks are
-    found by markdown-it, a CommonMark parser."""
-    lines = text.split("\n")
-    code = set()
-    for token in MarkdownIt("commonmark").parse(text):
-        if token.type in ("fence", "code_block") and token.map:
-            code.update(range(*token.map))
-    out, prose = [], []
-    for number, line in enumerate(lines + [None]):
-        if line is not None and number not in code:
-            prose.append(line)
-            continue
-        if prose:  # a code span may run over several lines of a paragraph
-            out.append(_escape_markup("\n".join(prose)))
-            prose = []
-        if line is not None:
-            out.append(line)
-    return "\n".join(out)
+    spans are kept as they are (a viewer shows them literally already), found by
+    ``app.markdown_code`` (markdown-it, a CommonMark parser)."""
+    parts, last = [], 0
+    for start, end in outside_code(text):
+        parts += [text[last:start], MARKUP.sub(lambda m: ESCAPED[m.group()], text[start:end])]
+        last = end
+    return "".join(parts)
 
 
 def chat_markdown(session, messages) -> str:

@@ -35,10 +35,12 @@ class LiveStats:
         self.last_drafted = 0
         self.final: dict = {}  # the engine's published figures once the answer is done
         self.timing: dict = {}
+        self.pass_events: list = []  # in order (a stop string's cut counts them)
 
     def record(self, event) -> None:
         """Add an ``engine.events.PassEvent`` (its counts already follow engine/stats.py)."""
         self.stats.record_pass(event.drafted, event.accepted, event.emitted, event.seconds)
+        self.pass_events.append(event)
         self.last_emitted = event.emitted
         self.last_drafted = event.drafted
 

@@ -188,6 +188,7 @@ class MainWindow(QMainWindow):
         c = self.controller
         self.input.submitted.connect(self.send)
         self.send_button.clicked.connect(lambda: self.send(self.input.toPlainText()))
+        self.composer.readyToSend.connect(lambda: self.send(self.input.toPlainText()))
         self.stop_button.clicked.connect(c.stop)
         self.sessions_panel.newRequested.connect(self.new_chat)
         self.sessions_panel.openRequested.connect(c.open_session)
@@ -223,6 +224,9 @@ class MainWindow(QMainWindow):
     # chat actions -------------------------------------------------------------------------
     def send(self, text: str):
         self.settings_panel.flush()
+        if self.composer.reading:  # sent once the files are read
+            self.composer.wait_to_send()
+            return None
         if not (text := self.composer.message(text)).strip():  # with the attached files
             return None
         if self.editing is not None:

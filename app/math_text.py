@@ -14,7 +14,7 @@ and both are on one line. And what is between them must look like math: one char
 one of ``\\ ^ _ { } = + < > ( )`` in it (so that "$HOME/$USER" outside code stays text).
 "$5 and $10" and "$5-$10" are text; "$x$" and "$x^2$" are formulas.
 
-Code spans and fenced code blocks are left alone: they are shown verbatim.
+Code spans and code blocks (``app.markdown_code``) are left alone: they are shown verbatim.
 
 A rendered formula is not a subsequence of its source (``\\pi`` shows as "π"), so render.py
 treats each formula as one unit when it paints accepted drafts: see ``Formula`` and
@@ -30,6 +30,8 @@ from functools import lru_cache
 
 from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_latex_context_db
 
+from .markdown_code import outside_code
+
 FORMULA = re.compile(
     r"\\\((?P<inline>.+?)\\\)"
     r"|\\\[(?P<display>.+?)\\\]"
@@ -38,8 +40,6 @@ FORMULA = re.compile(
     re.DOTALL,
 )
 LOOKS_LIKE_MATH = re.compile(r"^\S$|[\\^_{}=+<>()]")  # what single dollars must hold
-FENCE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})")
-CODE_SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)", re.DOTALL)
 PUNCTUATION = set("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 SCRIPT = re.compile(r"(?<!\\)([_^])(\{[^{}]*\}|\\[A-Za-z]+|[^\s{}\\])")
 # relations and binary operators are set with space around them, as TeX sets them
@@ -128,35 +128,12 @@ def _escaped(text: str) -> str:
     return "".join("\\" + c if c in PUNCTUATION else c for c in text)
 
 
-def _prose(markdown: str):
-    """``(start, end)`` runs of ``markdown`` outside fenced code blocks and code spans."""
-    runs, start, fence, position = [], 0, None, 0
-    for line in markdown.splitlines(keepends=True):
-        opened = FENCE.match(line)
-        if fence is None and opened:
-            runs.append((start, position))
-            fence = opened.group(1)[0] * len(opened.group(1))
-        elif fence is not None and line.strip().startswith(fence):
-            if not line.strip().strip(fence[0]):
-                fence = None
-                start = position + len(line)
-        position += len(line)
-    if fence is None:
-        runs.append((start, len(markdown)))
-    for run_start, run_end in runs:
-        last = run_start
-        for span in CODE_SPAN.finditer(markdown, run_start, run_end):
-            yield last, span.start()
-            last = span.end()
-        yield last, run_end
-
-
 def show_math(markdown: str) -> ShownMath:
     """``markdown`` with its formulas as escaped Unicode text, and where they are."""
     if "\\(" not in markdown and "\\[" not in markdown and "$" not in markdown:
         return ShownMath(markdown)
     out, formulas, last, length = [], [], 0, 0
-    for start, end in _prose(markdown):
+    for start, end in outside_code(markdown):
         for match in FORMULA.finditer(markdown, start, end):
             if match.group("dollars") and not LOOKS_LIKE_MATH.search(match.group("dollars")):
                 continue

@@ -5,7 +5,8 @@ with the controller's signals; ``MessageMenu`` is the menu on each card (its "�
 or a right-click / the Menu key on its text) and the dialogs it asks with.
 
 - Editing a question puts it in the composer: sending it branches the chat there (the
-  controller's ``edit``). Editing an answer replaces its text in place. Its highlights
+  controller's ``edit``). An answer is edited in its card (``app.inline_editor``), and
+  the text saved replaces it. Its highlights
   and figures described the tokens the model wrote, so they are dropped, and its finish
   reason becomes ``EDITED`` (the footer says "edited"). Later questions get it as edited.
 - Deleting removes just that message, as LM Studio does: what followed it follows the
@@ -25,18 +26,11 @@ from __future__ import annotations
 import sqlite3
 
 from PySide6.QtCore import QObject, QPoint, Qt
-from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import (
-    QDialog,
-    QDialogButtonBox,
-    QLabel,
-    QMenu,
-    QPlainTextEdit,
-    QVBoxLayout,
-)
+from PySide6.QtWidgets import QMenu
 
 from .chat_widgets import ask_to_delete
 from .controller import unsaved
+from .inline_editor import InlineEditor
 from .livestats import EDITED
 from .provenance import Provenance
 from .store import Message, Session
@@ -182,9 +176,8 @@ class MessageMenu(QObject):
         if view.role == "user":
             self.window.start_edit(view.message_id, view.text)
             return
-        text = self.ask_edited_answer(view.text)
-        if text is not None:
-            self.actions.edit_answer(view.message_id, text)
+        message_id = view.message_id
+        InlineEditor.open_on(view, lambda text: self.actions.edit_answer(message_id, text))
 
     def delete(self, view) -> None:
         what = "question" if view.role == "user" else "answer"
@@ -206,33 +199,3 @@ class MessageMenu(QObject):
             f"Delete {what}",
             f"Delete this {what} (“{start}”)? The messages after it stay. This cannot be undone.",
         )
-
-    def ask_edited_answer(self, text: str) -> str | None:
-        dialog = AnswerEditor(text, self.window)
-        return dialog.editor.toPlainText() if dialog.exec() == QDialog.Accepted else None
-
-
-class AnswerEditor(QDialog):
-    """An answer's text to change; Save (Ctrl+Enter) or Cancel (Esc)."""
-
-    def __init__(self, text: str, parent=None):
-        super().__init__(parent)
-        self.setObjectName("answerEditor")
-        self.setWindowTitle("Edit answer")
-        self.resize(640, 420)
-        column = QVBoxLayout(self)
-        note = QLabel(
-            "The edited text replaces the answer and is what the model reads next. Its "
-            "highlights and speed figures belong to the text the model wrote, so they go."
-        )
-        note.setWordWrap(True)
-        column.addWidget(note)
-        self.editor = QPlainTextEdit(text)
-        column.addWidget(self.editor, 1)
-        buttons = QDialogButtonBox(QDialogButtonBox.Save | QDialogButtonBox.Cancel)
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
-        column.addWidget(buttons)
-        for keys in ("Ctrl+Return", "Ctrl+Enter"):
-            QShortcut(QKeySequence(keys), self, self.accept)
-        self.editor.setFocus()

@@ -90,6 +90,9 @@ class Provenance:
         return copy
 
     pass_offset = 0  # added to the pass index of tokens added by ``add_event``
+    # the chat template opened a <think> block the text starts inside (the engine's
+    # "prefill" ProgressEvent says so): thinking until "</think>" (``thinking.split``)
+    opened_thinking = False
 
     def add_event(self, event) -> None:
         """Add an ``engine.events.TokenEvent``."""

@@ -9,8 +9,9 @@ Reasoning models (Qwen3, DeepSeek-R1) write their reasoning between ``<think>`` 
   cut off, when the answer is finished);
 - ``</think>`` with no ``<think>`` before it: the chat template opened the block in the
   prompt (DeepSeek-R1's, and Qwen3's thinking templates do this), so all before it is
-  thinking. Until that ``</think>`` arrives such thinking shows as answer text: nothing in
-  the text says otherwise.
+  thinking. Nothing in the text says so before that ``</think>`` arrives: while the answer
+  streams, the engine says so instead (``opened_by_template``, from its "prefill" event),
+  and all of the text is thinking until ``</think>``.
 
 Only the first block counts; a tag the model writes later is answer text. The card shows
 the thinking in a ``ThinkingPanel``, collapsed under "Thinking…" (LM Studio's way), with
@@ -63,12 +64,12 @@ def _unfinished_tag(text: str, tag: str) -> int:
     return next((n for n in range(len(tag) - 1, 0, -1) if text.endswith(tag[:n])), 0)
 
 
-def split(text: str) -> Parts:
+def split(text: str, opened_by_template: bool = False) -> Parts:
     opened, closed = text.find(OPEN), text.find(CLOSE)
-    if opened >= 0 and (closed < 0 or opened < closed):
-        start = opened + len(OPEN)
-    elif closed >= 0:
+    if (opened_by_template and text) or (closed >= 0 and not 0 <= opened < closed):
         opened = start = 0  # the template opened the block in the prompt
+    elif opened >= 0:
+        start = opened + len(OPEN)
     elif text.lstrip() and OPEN.startswith(text.lstrip()):  # "<thi" of a block starting
         return Parts(text, range(len(text), len(text)), False, range(len(text)))
     else:

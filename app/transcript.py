@@ -333,7 +333,10 @@ class MessageView(QFrame):
         if self.role == "user":  # attached files show as chips, not as their text
             text = self.files.show_message(text)
         palette = theme.current().palette()
-        parts = split(text if self.role == "assistant" and self.text else "")
+        parts = split(
+            text if self.role == "assistant" and self.text else "",
+            self.provenance is not None and self.provenance.opened_thinking,
+        )
         look = dict(markdown=self.markdown, highlight=self.highlight, palette=palette)
         font = self.body.document().defaultFont()
         self.thinking.show_parts(parts, shown, writing=self.streaming, font=font, **look)

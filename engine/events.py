@@ -16,6 +16,9 @@ class ProgressEvent:
     done: int
     total: int
     message: str
+    # "prefill": the chat template ended the prompt with <think>, so the answer starts
+    # inside a think block and holds only "…</think>answer"
+    thinking: bool = False
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,9 @@ from .verify_cost import CostCurve
 
 FIRST_PREFILL_STEP = 128
 PREFILL_CHUNK_SECONDS = 1.0  # a stop while reading a long prompt waits about this long
+# "<think>\n" is two tokens in Qwen3's and DeepSeek-R1's vocabularies, and the tag alone
+# is at most seven tokens in a vocabulary without it: eight always hold the whole tag
+THINK_TAIL_TOKENS = 8
 BUILDING_TABLE = "Computing the model's bigram table (once per model)…"
 TABLE_IN_BACKGROUND = (
     "The model's bigram table is being built in the background (once per model); "
@@ -91,6 +94,13 @@ def prompt_tokens(loaded: LoadedModel, request: GenerationRequest) -> list[int]:
             ) from None
         return start + list(request.continue_tokens or ())
     return list(tokenizer.encode(request.prompt))
+
+
+def opens_thinking(tokenizer, tokens: list[int]) -> bool:
+    """Whether a prompt written by the chat template ends with ``<think>`` (Qwen3's and
+    DeepSeek-R1's thinking templates end it so): the answer then starts inside the block."""
+    tail = tokenizer.decode(list(tokens[-THINK_TAIL_TOKENS:]))
+    return tail.rstrip().endswith("<think>")
 
 
 def token_bytes(tokenizer, tokenmap, token: int) -> bytes:
@@ -212,13 +222,13 @@ class ChatSession:
             self.drafter_key = key
 
     def _read_prompt(
-        self, pending: list[int], should_stop: Callable[[], bool]
+        self, pending: list[int], should_stop: Callable[[], bool], thinking: bool
     ) -> Generator[Event, None, bool]:
         """Run ``pending`` into the cache in chunks of about ``PREFILL_CHUNK_SECONDS`` (one
-        progress event each), checking ``should_stop`` between chunks; return whether all
-        of it was read."""
+        progress event each, carrying ``thinking``), checking ``should_stop`` between
+        chunks; return whether all of it was read."""
         total = len(pending)
-        yield ProgressEvent("prefill", 0, total, "Reading the prompt…")
+        yield ProgressEvent("prefill", 0, total, "Reading the prompt…", thinking)
         done = 0
         while done < total:
             if should_stop():
@@ -231,9 +241,8 @@ class ChatSession:
             if self.loaded.speculates:  # a curve not yet measured learns its slope from this
                 self.memory.adaptive.curve(self.model_key).observe_span(len(chunk), seconds)
             done += len(chunk)
-            yield ProgressEvent(
-                "prefill", done, total, "Prompt read" if done == total else "Reading the prompt…"
-            )
+            message = "Prompt read" if done == total else "Reading the prompt…"
+            yield ProgressEvent("prefill", done, total, message, thinking)
         return True
 
     def _logprobs(self, logprobs, position: int, token: int) -> tuple:
@@ -316,8 +325,13 @@ class ChatSession:
         to_run = self._prepare_cache(tokens)
         stats.prefilled_tokens = to_run
         self.history = list(tokens)
-        if to_run:
-            read = yield from self._read_prompt(tokens[len(tokens) - 1 - to_run : -1], should_stop)
+        templated = tokens[: len(tokens) - len(request.continue_tokens or ())]
+        thinking = request.messages is not None and opens_thinking(loaded.tokenizer, templated)
+        if not to_run:  # all of it was in the cache: one event says so
+            yield ProgressEvent("prefill", len(tokens), len(tokens), "Prompt read", thinking)
+        else:
+            pending = tokens[len(tokens) - 1 - to_run : -1]
+            read = yield from self._read_prompt(pending, should_stop, thinking)
             if not read:  # stopped while reading: the cache keeps what was read
                 self.history = tokens[: self.target.offset + 1]
                 stats.prefill_s = time.perf_counter() - started

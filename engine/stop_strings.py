@@ -1,7 +1,12 @@
 """Stop strings: an answer ends where one of them first appears, and the text given out
-ends just before it. One implementation for the server's ``stop`` and the app's setting."""
+ends just before it. One implementation for the server's ``stop`` and the app's setting,
+and one for the figures of an answer so cut (``kept_figures``)."""
 
 from __future__ import annotations
+
+from dataclasses import replace
+
+from .stats import DecodeStats
 
 # the most stop strings a request or the app's settings may hold, and their longest length
 # (OpenAI's API takes up to 4; 256 characters bound the suffix scan ``StopMatcher`` does
@@ -64,3 +69,49 @@ class StopMatcher:
     def _out(self, text: str) -> str:
         self.returned += len(text)
         return text
+
+
+def kept_figures(stats: dict, timing: dict, passes, kept: int) -> tuple[dict, dict]:
+    """An answer's figures (``DecodeStats.to_dict()``, ``timing_dict()``) counting only its
+    first ``kept`` tokens, where a stop string cut it: the pass the cut falls in counts the
+    tokens before the cut (and its drafts accepted among them), as a pass that wrote the
+    end-of-answer token counts the tokens before that; passes run after the cut (the
+    engine stops between passes, a little after) are not counted. ``passes``: the answer's
+    ``PassEvent``s in order. The speed-up estimate keeps the curve's cost per second of
+    decoding: scaled by the tokens kept and the seconds of the passes counted."""
+    whole = DecodeStats.from_dict(stats, timing)
+    if kept >= whole.emitted or not passes:
+        return stats, timing
+    cut = replace(
+        whole,
+        passes=0,
+        drafted=0,
+        accepted=0,
+        emitted=0,
+        decode_s=0.0,
+        calls=0,
+        gen_drafts=0,
+        acc_drafts=0,
+        position_drafted=[],
+        position_accepted=[],
+        accepted_length_counts=[],
+        pass_sizes=[],
+        ended=False,
+    )
+    left = kept
+    for event in passes:
+        if left <= 0:
+            break
+        emitted = min(event.emitted, left)
+        cut.record_pass(event.drafted, min(event.accepted, emitted), emitted, event.seconds)
+        left -= emitted
+    cut.first_pass_s = whole.first_pass_s
+    cut.tree_passes = min(whole.tree_passes, cut.passes)
+    if whole.estimated_speedup and cut.decode_s > 0:
+        plain_share = cut.emitted / (whole.emitted + int(whole.ended))
+        cut.estimated_speedup = (
+            whole.estimated_speedup * plain_share * whole.decode_s / cut.decode_s
+        )
+    else:
+        cut.estimated_speedup = None
+    return cut.to_dict(), cut.timing_dict()

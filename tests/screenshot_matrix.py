@@ -74,7 +74,7 @@ async def capture(width: int, theme: str, out: str) -> None:
     for name, data in (("report.md", b"# Q3\n\nSales rose.\n" * 40), ("scan.jpg", b"\xff\0" * 9)):
         with open(f"{files}/{name}", "wb") as file:
             file.write(data)
-    window.composer.attach_files([f"{files}/report.md", f"{files}/scan.jpg"])  # one refused
+    await window.composer.attach_files([f"{files}/report.md", f"{files}/scan.jpg"])  # 1 refused
     await settle()
     save("attach")  # the composer's chips and the refusal under them
     window.composer.clear()

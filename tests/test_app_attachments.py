@@ -4,15 +4,16 @@ window, sent inside the message and shown as chips."""
 from __future__ import annotations
 
 import os
+import threading
 
-from PySide6.QtCore import QMimeData, QUrl
+from PySide6.QtCore import QMimeData, QTimer, QUrl
 
-from app import attachments
+from app import attachments, chat_widgets
 from app.attachments import read_attachment, split_message
 
 from .pdf_bytes import blank_pdf, locked_pdf, pages_pdf, text_pdf
 from .scripted_engine import answer_events
-from .test_app_views import SIMPLE, app, ask, loop  # noqa: F401
+from .test_app_views import SIMPLE, app, ask, loop, wait  # noqa: F401
 
 REPORT = "# Report\n\nSales rose in ```March``` and \x1b[31mfell\x1b[0m in April.\n"
 
@@ -25,6 +26,7 @@ def test_an_attached_markdown_file_reaches_the_engine_and_shows_as_a_chip(app, q
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(path))])
     composer.input.insertFromMimeData(mime)  # a drop on the message box attaches the file
+    wait(qtbot, composer.read_task)
     assert [chip.label.text() for chip in composer.chips.chips] == ["report.md · 64 bytes"]
     assert composer.input.toPlainText() == ""  # not pasted as a path
     assert composer.chips.chips[0].toolTip().startswith("report.md (")  # its first lines
@@ -57,7 +59,7 @@ def test_a_file_only_message_is_sent_and_a_chip_removes_its_file(app, qtbot, tmp
     (tmp_path / "wide.txt").write_text("w" * 50_000)  # one huge line
     composer = app.window.composer
     composer.attach_files([tmp_path / "a.txt", tmp_path / "b.txt"])
-    composer.attach_files([tmp_path / "wide.txt"])
+    wait(qtbot, composer.attach_files([tmp_path / "wide.txt"]))
     assert max(map(len, composer.chips.chips[2].toolTip().splitlines())) <= 101  # cut, with …
     composer.chips.chips[2].remove_button.click()
     composer.chips.chips[0].remove_button.click()
@@ -69,31 +71,97 @@ def test_a_file_only_message_is_sent_and_a_chip_removes_its_file(app, qtbot, tmp
     assert app.controller.session.title == "b.txt"
 
 
-def test_binary_and_oversized_files_are_refused_with_a_reason(app, tmp_path, monkeypatch):
+def test_binary_and_oversized_files_are_refused_with_a_reason(app, qtbot, tmp_path, monkeypatch):
     composer = app.window.composer
     (tmp_path / "photo.jpg").write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" * 50)
-    composer.attach_files([tmp_path / "photo.jpg"])
+    wait(qtbot, composer.attach_files([tmp_path / "photo.jpg"]))
     assert composer.attachments == []
     assert composer.notice.text().startswith("photo.jpg is not a text file.")
     assert not composer.notice.isHidden()
 
     app.controller.models.facts = {"context_length": 2048}  # the loaded model's window
     (tmp_path / "book.txt").write_text("word " * 4000)  # 20,000 characters: ~6,700 tokens
-    composer.attach_files([tmp_path / "book.txt"])
+    wait(qtbot, composer.attach_files([tmp_path / "book.txt"]))
     assert composer.attachments == []
     assert composer.notice.text().startswith(
         "book.txt is too long for the model's context window: about 6,667 tokens"
     )
     assert "lower Max tokens" in composer.notice.text()
     (tmp_path / "note.txt").write_text("short note")
-    composer.attach_files([tmp_path / "note.txt"])  # a file that fits is taken
+    wait(qtbot, composer.attach_files([tmp_path / "note.txt"]))  # a file that fits is taken
     assert [a.name for a in composer.attachments] == ["note.txt"]
     assert composer.notice.isHidden()
 
     monkeypatch.setattr(attachments, "MAX_FILE_BYTES", 100)  # a file past the read limit
     (tmp_path / "big.md").write_text("x" * 101)
-    composer.attach_files([tmp_path / "big.md"])
+    wait(qtbot, composer.attach_files([tmp_path / "big.md"]))
     assert "big.md cannot be attached: it is larger than 100 bytes" in composer.notice.text()
+
+
+class SlowReader:
+    """``read_attachment`` that holds on until the test lets it go; says whether a read is
+    under way."""
+
+    def __init__(self):
+        self.release = threading.Event()
+        self.inside = threading.Event()
+
+    def __call__(self, path, room):
+        self.inside.set()
+        self.release.wait(5)  # on the UI thread (the old way) this blocks the window
+        try:
+            return attachments.read_attachment(path, room)
+        finally:
+            self.inside.clear()
+
+
+def test_a_slow_file_is_read_while_the_window_answers_and_send_waits_for_it(
+    app, qtbot, tmp_path, monkeypatch
+):
+    reader = SlowReader()
+    monkeypatch.setattr(chat_widgets, "read_attachment", reader)
+    (tmp_path / "report.pdf").write_bytes(text_pdf("Quarterly figures rose"))
+    composer = app.window.composer
+    ticks_while_reading = []
+    timer = QTimer()
+    timer.timeout.connect(lambda: ticks_while_reading.append(reader.inside.is_set()))
+    timer.start(10)
+    task = composer.attach_files([tmp_path / "report.pdf"])
+    qtbot.waitUntil(lambda: True in ticks_while_reading, timeout=3000)  # the loop runs
+    timer.stop()
+    assert [chip.label.text() for chip in composer.chips.chips] == ["reading report.pdf…"]
+    composer.input.setPlainText("What rose?")
+    app.scripted.queue(answer_events(SIMPLE))
+    composer.send_button.click()  # waits for the file
+    assert app.scripted.requests == [] and composer.input.toPlainText() == "What rose?"
+    reader.release.set()
+    wait(qtbot, task)
+    qtbot.waitUntil(lambda: len(app.scripted.requests) == 1 and not app.controller.busy)
+    assert app.scripted.requests[0].messages[-1]["content"] == (
+        "Attached file report.pdf (597 bytes):\n```\nQuarterly figures rose\n```\n\nWhat rose?"
+    )
+    assert composer.attachments == [] and composer.input.toPlainText() == ""
+
+
+def test_a_file_removed_while_it_reads_is_discarded(app, qtbot, tmp_path, monkeypatch):
+    reader = SlowReader()
+    monkeypatch.setattr(chat_widgets, "read_attachment", reader)
+    (tmp_path / "a.txt").write_text("alpha")
+    (tmp_path / "b.txt").write_text("beta")
+    composer = app.window.composer
+    reader.release.set()
+    wait(qtbot, composer.attach_files([tmp_path / "a.txt"]))
+    reader.release.clear()
+    task = composer.attach_files([tmp_path / "b.txt"])
+    qtbot.waitUntil(reader.inside.is_set, timeout=3000)
+    labels = [chip.label.text() for chip in composer.chips.chips]
+    assert labels == ["a.txt · 5 bytes", "reading b.txt…"]
+    composer.chips.chips[1].remove_button.click()
+    assert [chip.label.text() for chip in composer.chips.chips] == ["a.txt · 5 bytes"]
+    reader.release.set()
+    wait(qtbot, task)
+    assert [a.name for a in composer.attachments] == ["a.txt"]
+    assert [chip.label.text() for chip in composer.chips.chips] == ["a.txt · 5 bytes"]
 
 
 def test_a_pdf_gives_its_text_and_bad_pdfs_say_what_is_wrong(tmp_path):

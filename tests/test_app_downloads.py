@@ -10,14 +10,9 @@ import os
 import pytest
 from PySide6.QtWidgets import QMessageBox
 
-from app.downloads import (
-    INDEX,
-    DownloadMeter,
-    delete_installed,
-    download_complete,
-    installed_models,
-)
+from app.downloads import DownloadMeter, delete_installed, installed_models
 from engine.events import DoneEvent, ErrorEvent, ProgressEvent
+from engine.models.hub_download import INDEX, download_complete
 
 from .test_app_views import app, ask, loop, plain  # noqa: F401
 

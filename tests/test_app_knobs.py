@@ -108,6 +108,12 @@ def test_a_stop_string_ends_the_answer_before_it(app, qtbot):
     assert not window.transcript.views[-1].continue_button.isVisible()
     stored = app.store.messages(controller.session.id)[-1]
     assert (stored.content, stored.finish_reason) == ("Hello there", "stop")
+    # the figures count the two tokens kept: of the second pass's three, "," and " friend"
+    # came after the cut (one of its two accepted drafts), and the later passes are gone
+    figures = {k: stored.stats[k] for k in ("passes", "drafted", "accepted", "emitted")}
+    assert figures == {"passes": 2, "drafted": 3, "accepted": 1, "emitted": 2}
+    assert stored.stats["accepted_length_counts"] == [1, 1]
+    assert stored.stats["position_accepted"] == [1, 0, 0]
 
 
 # the chat's own system prompt ---------------------------------------------------------------

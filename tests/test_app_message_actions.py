@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-from PySide6.QtCore import QPoint, Qt
+from PySide6.QtCore import QPoint, Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMenu
 
+from app.inline_editor import InlineEditor
 from app.livestats import EDITED
 from app.message_actions import BUSY
 from app.render import highlighted_positions
@@ -47,15 +48,46 @@ def choose(qtbot, view, text: str) -> None:
     action.trigger()
 
 
+def edit_in_place(qtbot, view) -> InlineEditor:
+    """Edit answer… from the card's menu: the editor in the card, in place of its text."""
+    # a dialog (the old way) would hold the test in its own event loop: it is closed at once
+    QTimer.singleShot(0, lambda: (w := QApplication.activeModalWidget()) and w.reject())
+    choose(qtbot, view, "Edit answer…")
+    editor = view.findChild(InlineEditor)
+    assert editor is not None and editor.isVisible() and not view.body.isVisible()
+    assert editor.box.toPlainText() == view.text and editor.box.hasFocus()
+    return editor
+
+
+def test_an_answer_is_edited_in_its_card_and_esc_or_cancel_keep_it(app, qtbot):
+    window = app.window
+    ask(qtbot, app, "first question", answer_events(SIMPLE))
+    answer = window.transcript.views[-1]
+    before = answer.text
+    editor = edit_in_place(qtbot, answer)
+    assert not answer.actions.isVisible()  # Save and Cancel stand in for the card's buttons
+    editor.box.setPlainText("")
+    assert not editor.save_button.isEnabled()  # an answer is not emptied (Delete is for that)
+    editor.box.setPlainText("typed, then thought better of")
+    qtbot.keyClick(editor.box, Qt.Key_Escape)
+    assert answer.findChild(InlineEditor) is None
+    assert answer.body.isVisible() and answer.actions.isVisible() and answer.text == before
+    edit_in_place(qtbot, answer).cancel_button.click()
+    assert answer.findChild(InlineEditor) is None
+    assert [m.content for m in app.controller.messages][-1] == before
+
+
 def test_an_edited_answer_loses_its_highlights_and_is_what_the_model_reads_next(app, qtbot):
     window = app.window
     ask(qtbot, app, "first question", answer_events(SIMPLE))
     answer = window.transcript.views[-1]
     assert highlighted_positions(answer.body.document())  # the run's accepted drafts
-    window.message_menu.ask_edited_answer = lambda text: "Hello, edited friend."
-    choose(qtbot, answer, "Edit answer…")
+    editor = edit_in_place(qtbot, answer)
+    editor.box.setPlainText("Hello, edited friend.")
+    qtbot.keyClick(editor.box, Qt.Key_Return, Qt.ControlModifier)  # Ctrl+Enter saves
 
     answer = window.transcript.views[-1]
+    assert answer.findChild(InlineEditor) is None
     assert answer.text == "Hello, edited friend." and answer.footer.text() == EDITED
     assert highlighted_positions(answer.body.document()) == []
     assert answer.inspect_button.isHidden()  # no figures left to inspect
@@ -163,6 +195,15 @@ def test_editing_or_deleting_while_an_answer_is_written_is_refused(app, qtbot):
     menu.close()
     actions = window.message_menu.actions
     assert not actions.edit_answer(first_answer.message_id, "changed")
+    # an edit begun before the answer started is refused at Save and keeps what was typed
+    editor = InlineEditor.open_on(
+        first_answer, lambda text: actions.edit_answer(first_answer.message_id, text)
+    )
+    editor.box.setPlainText("changed meanwhile")
+    editor.save_button.click()
+    again = first_answer.findChild(InlineEditor)
+    assert again is not None and again.box.toPlainText() == "changed meanwhile"
+    again.cancel()
     assert not actions.delete(first_answer.message_id)
     assert window.banner.messages[-1] == BUSY
     gate.set()

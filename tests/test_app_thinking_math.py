@@ -10,7 +10,10 @@ import pytest
 from PySide6.QtCore import QPoint
 from PySide6.QtGui import QTextCursor
 
-from app.export import chat_json, chat_markdown
+from engine.events import ProgressEvent
+
+from app.export import chat_json, chat_markdown, markdown_text
+from app.markdown_code import code_ranges
 from app.math_text import formula_text, show_math
 from app.render import highlighted_positions
 from app.thinking import split, without_thinking
@@ -84,6 +87,21 @@ def test_code_keeps_its_latex_as_written():
     assert show_math(text).markdown == text
 
 
+def test_the_export_and_the_math_view_find_the_same_code_as_commonmark():
+    """One definition of code (app.markdown_code); the two used to find it each their own way:
+    the math view read an indented code block as prose, and the export took "`a … `" after
+    a lone "``" for a code span, where CommonMark has none."""
+    block = "Run:\n\n    echo $x_1$ <b>\n\nDone."
+    unmatched = "``a $x^2$ <b> `"
+    assert code_ranges(block) == [(6, 25)] and code_ranges(unmatched) == []
+    assert show_math(block).markdown == block  # the code block stays as written
+    assert markdown_text(block) == block
+    assert show_math(unmatched).markdown == "``a x² <b> `"
+    assert markdown_text(unmatched) == "``a $x^2$ &lt;b> `"
+    quoted = "> a `<i>` b\r\n> ```\r\n> <j>\r\n> ```\r\n<k>"  # container marks, Windows lines
+    assert markdown_text(quoted) == "> a `<i>` b\r\n> ```\r\n> <j>\r\n> ```\r\n&lt;k>"
+
+
 # the card -------------------------------------------------------------------------------------
 THINKING_ANSWER = [
     (0, [("<think>", False)]),
@@ -123,17 +141,25 @@ def test_thinking_folds_under_its_toggle_with_its_highlights_kept(app, qtbot):
     assert painted(again.thinking.body) == "Let me add"
 
 
-def test_while_thinking_the_card_says_thinking_and_shows_no_answer(app, qtbot):
-    gate = asyncio.Event()
-    events = answer_events(THINKING_ANSWER)
-    app.scripted.queue(events[:4] + [gate] + events[4:])  # hold after "<think> … Let me add"
+def streamed_until(qtbot, app, script, words: str):
+    """Ask a question whose answer streams ``script`` (an asyncio.Event in it holds the
+    stream there): the answer's card, drawn once its text holds ``words``, and the task."""
+    app.scripted.queue(script)
     task = app.window.send("2+2?")
     transcript = app.window.transcript
     qtbot.waitUntil(
-        lambda: transcript.streaming_view is not None and "add" in transcript.streaming_view.text
+        lambda: transcript.streaming_view is not None and words in transcript.streaming_view.text
     )
     view = transcript.streaming_view
     view.refresh()
+    return view, task
+
+
+def test_while_thinking_the_card_says_thinking_and_shows_no_answer(app, qtbot):
+    gate = asyncio.Event()
+    events = answer_events(THINKING_ANSWER)
+    # held after "<think> … Let me add"
+    view, task = streamed_until(qtbot, app, events[:4] + [gate] + events[4:], "add")
     assert view.thinking.toggle.text().startswith("▸ Thinking…")
     assert not view.body.isVisible()
     gate.set()
@@ -157,6 +183,24 @@ def test_a_think_block_opened_by_the_template_and_one_cut_off(app, qtbot):
     assert not quiet.thinking.isVisible() and quiet.body.toPlainText() == "Hi."
     sent = app.scripted.requests[-1].messages
     assert [m["content"] for m in sent if m["role"] == "assistant"] == ["Yes.", ""]
+
+
+def test_thinking_the_template_opened_shows_as_thinking_from_its_first_token(app, qtbot):
+    """The prompt ended with <think> (the engine's prompt event says so): the answer holds
+    only "…</think>answer", and what comes before </think> is thinking as it streams."""
+    gate = asyncio.Event()
+    events = answer_events(
+        [(0, [("Let me", False), (" add.", True)]), (0, [("</think>", False), ("Four.", False)])]
+    )
+    opened = ProgressEvent("prefill", 12, 12, "Prompt read", thinking=True)
+    # held after " add."
+    view, task = streamed_until(qtbot, app, [opened, *events[:3], gate, *events[3:]], "add")
+    assert view.thinking.isVisible() and not view.body.isVisible()
+    assert view.thinking.toggle.text() == "▸ Thinking… 2 tokens"
+    gate.set()
+    qtbot.waitUntil(task.done)
+    assert view.thinking.toggle.text() == "▸ Thought for 3 tokens"
+    assert view.body.toPlainText() == "Four."
 
 
 def test_latex_renders_as_math_and_a_formula_is_highlighted_only_if_all_drafted(app, qtbot):

@@ -198,3 +198,24 @@ def test_the_first_token_counts_from_the_request_and_says_what_was_waiting():
     assert again.first_pass_s == pytest.approx(0.02)
     no_wait = with_wait(stats.timing_dict(), 0.01)
     assert "waiting" not in summary_line(stats.to_dict(), no_wait)
+
+
+def test_the_prompt_event_says_when_the_template_opened_a_think_block(tiny_loaded, monkeypatch):
+    """A thinking template (Qwen3's, DeepSeek-R1's) ends the prompt with <think>: the
+    answer's text starts inside the block, and only the engine can tell the app so."""
+    from .tiny_model import CHATML
+
+    def prompt_events(session):
+        events = list(session.generate(chat(max_tokens=2).validated()))
+        return [e for e in events if isinstance(e, ProgressEvent) and e.stage == "prefill"]
+
+    session = ChatSession(tiny_loaded, EngineMemory())
+    assert not any(e.thinking for e in prompt_events(session))
+    template = tiny_loaded.tokenizer._tokenizer
+    monkeypatch.setattr(
+        template, "chat_template", CHATML.replace("assistant\n'", "assistant\n<think>\n'")
+    )
+    opened = prompt_events(session)
+    assert opened and all(e.thinking for e in opened)
+    again = prompt_events(session)  # the same prompt again: all of it in the cache
+    assert [(e.done, e.total, e.thinking) for e in again] == [(again[0].total,) * 2 + (True,)]

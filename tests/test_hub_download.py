@@ -133,6 +133,30 @@ def test_a_resumed_file_that_does_not_match_the_hub_is_refused_and_a_finished_on
         hub_download.download_model(REPO, tmp_path / "other", endpoint="http://127.0.0.1:9")
 
 
+def test_a_marked_folder_missing_a_shard_is_incomplete_for_the_app_and_the_engine(
+    tmp_path, monkeypatch
+):
+    """One test of a finished download: the app lists the folder as an incomplete download,
+    and the engine does not load it offline as if it were whole."""
+    import pytest
+
+    from app.downloads import installed_models
+    from engine.errors import EngineError
+    from engine.models import hub_download
+
+    monkeypatch.setenv("DRAFTLESS_DOWNLOADS_DIR", str(tmp_path / "downloads"))
+    folder = tmp_path / "downloads" / "tiny-org--tiny-llama"
+    folder.mkdir(parents=True)
+    (folder / hub_download.COMPLETE).write_text(COMMIT)
+    (folder / "model-00001-of-00002.safetensors").write_bytes(b"w")
+    shards = {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}
+    (folder / hub_download.INDEX).write_text(json.dumps({"weight_map": shards}))
+    [listed] = [model for model in installed_models() if model.path == folder]
+    assert not listed.complete
+    with pytest.raises(EngineError, match="internet connection"):
+        hub_download.download_model(REPO, folder, endpoint="http://127.0.0.1:9")
+
+
 def test_a_file_changed_on_the_hub_is_fetched_again_and_stale_partials_go(tmp_path):
     from engine.models import hub_download
     from .fake_hub import etag_of

@@ -252,6 +252,10 @@ def test_stop_strings_cut_the_text(server, tiny_model_dir):
     )
     assert answer.choices[0].text == expected["text"][: expected["text"].find(stop)]
     assert answer.choices[0].finish_reason == "stop"
+    # the engine's figures count the tokens the client got, not the stop string's own or
+    # the passes run before the stop reached the engine
+    figures = answer.usage.model_extra["draftless"]
+    assert figures["emitted"] == answer.usage.completion_tokens
 
 
 def test_api_key_is_checked_on_every_route_but_health(tiny_model_dir):

@@ -15,8 +15,8 @@ the partial file holds only whole chunks) and the caller returns within about a 
 even while the connection stalls (a lock keeps a resume from writing the same partial
 file until the stalled worker has let go of it). A finished file is checked against its ETag (sha256 for LFS files, the
 git blob sha1 otherwise) before it is moved into place, so a resumed file equals the hub's.
-A folder whose download finished (``.complete``) is used as it is when the hub cannot be
-reached.
+A folder whose download finished (``download_complete``: marked ``.complete`` and holding
+every weight file) is used as it is when the hub cannot be reached.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ from .gguf_convert import ProgressCallback
 CHUNK_BYTES = 1 << 20  # progress and cancel granularity (the library's default is 10 MiB)
 POLL_SECONDS = 0.1
 COMPLETE = ".complete"  # written once every file is in place (holds the commit)
+INDEX = "model.safetensors.index.json"  # a sharded model's list of its weight files
+INDEX_BYTES = 16 << 20  # far above a real index (a 70B model's is about 100 KB)
 ETAGS = ".etags.json"  # the hub's ETag of each file in place: a changed file is fetched again
 STOP_SECONDS = 1.0  # a stalled connection is left to time out on its own after this
 _part_locks: dict[Path, threading.Lock] = {}  # one writer per partial file, also across calls
@@ -77,7 +79,7 @@ def download_model(
     except EngineError:
         raise
     except Exception as error:  # offline, 404, auth… (huggingface_hub raises many kinds)
-        if (folder / COMPLETE).exists():  # downloaded before: works offline
+        if download_complete(folder):  # downloaded before: works offline
             return folder
         raise _hub_error(repo_id, error) from None
     total = sum(size or 0 for _, _, size, _ in files)
@@ -109,6 +111,24 @@ def download_model(
     if progress:
         progress(total, total, f"Downloaded {repo_id}")
     return folder
+
+
+def download_complete(folder: Path) -> bool:
+    """The download finished (``download_model`` marks the folder once every file is in
+    place) and every weight file is here: all those a sharded model's index names, else at
+    least one. The one test of a finished download, for the engine and the app alike."""
+    if not (folder / COMPLETE).is_file():
+        return False
+    try:
+        index = json.loads(read_regular_file(folder / INDEX, INDEX_BYTES))
+        shards = set(index["weight_map"].values())
+    except FileNotFoundError:
+        return any(folder.glob("*.safetensors"))
+    except (OSError, ValueError, RecursionError, KeyError, TypeError, AttributeError):
+        return False  # an index that cannot be read: the model cannot load either
+    return bool(shards) and all(
+        isinstance(s, str) and "/" not in s and (folder / s).is_file() for s in shards
+    )
 
 
 def _download_file(

@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from ..events import DoneEvent, ErrorEvent, PassEvent, TokenEvent, ToolCallEvent
-from ..stop_strings import StopMatcher
+from ..stop_strings import StopMatcher, kept_figures
 from . import ollama
 from .chats import CHAT_ID_HEADER, ChatIds, client_identity
 from .guard import Guard, KeyCheck, bearer_key_matches, bearer_token
@@ -440,6 +440,7 @@ class Answer:
         deltas: list[dict] = []
         held = ""  # text a tool-call scan gave out at the end
         every: list[TokenEvent] = []
+        passes: list[PassEvent] = []
         try:
             async for event in self.stream:
                 if isinstance(event, TokenEvent):
@@ -449,6 +450,7 @@ class Answer:
                     deltas += event.deltas
                     held += event.text
                 elif isinstance(event, PassEvent):
+                    passes.append(event)
                     text = self.stop.feed("".join(t.text for t in tokens) + held)
                     returned = len(tokens)
                     if self.stop.stopped:
@@ -473,6 +475,9 @@ class Answer:
                         if self.stop.stopped
                         else len(event.tokens)
                     )
+                    if self.stop.stopped:  # the figures count the tokens the client got
+                        stats, timing = kept_figures(event.stats, event.timing, passes, returned)
+                        event = replace(event, stats=stats, timing=timing)
                     self.stats.record("stop" if self.stop.stopped else event.finish_reason, event)
                     self.pieces.put_nowait(Piece(event, text=text, completion_tokens=returned))
                 elif isinstance(event, ErrorEvent):
