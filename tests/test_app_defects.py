@@ -83,7 +83,7 @@ def test_the_open_chat_exports_from_the_chat_menu_with_html_shown_as_text(app, q
     [action] = [a for a in chat_menu.actions() if a.text() == "Export chat as JSON…"]
     action.trigger()
     data = json.loads(next(tmp_path.glob("*.json")).read_text(encoding="utf-8"))
-    assert data["messages"][1]["content"] == HOSTILE  # JSON keeps the text as it is
+    assert data["messages"][2]["content"] == HOSTILE  # as it is, after the system prompt
 
 
 # 3. downloads: no "0% of 1 bytes"; a half-downloaded model is not installed -----------------
