@@ -1,0 +1,41 @@
+"""Scrolling a long chat keeps each event-loop turn short: the transcript's steps stop before
+a card that would carry them past their budget, a released card is freed at once (not left
+to Python's cycle collector), and a card's button row answers Qt's repeated height questions
+from what it already placed. Counted, never timed: the clock is a fake one."""
+
+from __future__ import annotations
+
+
+from PySide6.QtWidgets import QToolButton, QWidget
+
+from app.flow_layout import FlowLayout
+
+
+def test_a_button_row_answers_a_width_asked_again_from_what_it_placed(qtbot, monkeypatch):
+    row = QWidget()
+    qtbot.addWidget(row)
+    flow = FlowLayout(row)
+    buttons = [QToolButton(row) for _ in range(4)]
+    for button in buttons:
+        button.setText("Regenerate")
+        flow.addWidget(button)
+    row.show()
+    placed = []
+    real_place = FlowLayout._place
+
+    def counted_place(self, rect, move):
+        placed.append(rect.width())
+        return real_place(self, rect, move)
+
+    monkeypatch.setattr(FlowLayout, "_place", counted_place)
+    one_row = buttons[0].sizeHint().width() * 4 + 3 * flow.spacing()
+    tall = flow.heightForWidth(one_row - 1)
+    assert [flow.heightForWidth(one_row - 1) for _ in range(5)] == [tall] * 5
+    assert placed == [one_row - 1]  # asked six times, placed once
+    short = flow.heightForWidth(one_row)
+    assert short < tall
+
+    buttons[3].hide()  # the row changed: its heights are placed again
+    assert flow.heightForWidth(one_row - 1) == short
+    buttons[3].show()
+    assert flow.heightForWidth(one_row - 1) == tall
