@@ -5,10 +5,55 @@ from what it already placed. Counted, never timed: the clock is a fake one."""
 
 from __future__ import annotations
 
+import gc
+import weakref
 
+from PySide6.QtCore import QCoreApplication, QEvent
 from PySide6.QtWidgets import QToolButton, QWidget
 
 from app.flow_layout import FlowLayout
+from app.store import Store
+from app.transcript import TranscriptView
+
+from .test_app_more import long_chat
+
+
+class FakeClock:
+    """``time`` for the transcript: a clock that moves only when a card is built."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def opened_chat(qtbot, tmp_path, turns: int) -> TranscriptView:
+    store = Store(tmp_path / "chats.sqlite3")
+    transcript = TranscriptView()
+    qtbot.addWidget(transcript)
+    transcript.resize(900, 700)
+    transcript.show()
+    transcript.set_messages(store.messages(long_chat(store, turns).id))
+    return transcript
+
+
+def test_a_released_card_is_freed_as_soon_as_qt_deletes_it(qtbot, tmp_path):
+    transcript = opened_chat(qtbot, tmp_path, 3)
+    slot = transcript._slots[-1]
+    qtbot.waitUntil(lambda: slot.view is not None and slot.view.isVisible(), timeout=10000)
+    card = slot.view
+    gc.collect()
+    gc.disable()  # what frees the card must be its last reference going, not a collection
+    try:
+        freed = []
+        weakref.finalize(card, freed.append, True)
+        del card
+        slot.release()
+        QCoreApplication.sendPostedEvents(None, QEvent.DeferredDelete)
+        assert freed == [True]  # with a reference cycle it waited for the cycle collector
+    finally:
+        gc.enable()
 
 
 def test_a_button_row_answers_a_width_asked_again_from_what_it_placed(qtbot, monkeypatch):
