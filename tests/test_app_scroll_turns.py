@@ -11,9 +11,10 @@ import weakref
 from PySide6.QtCore import QCoreApplication, QEvent
 from PySide6.QtWidgets import QToolButton, QWidget
 
+import app.transcript as transcript_module
 from app.flow_layout import FlowLayout
 from app.store import Store
-from app.transcript import TranscriptView
+from app.transcript import STEP_S, TranscriptView
 
 from .test_app_more import long_chat
 
@@ -36,6 +37,35 @@ def opened_chat(qtbot, tmp_path, turns: int) -> TranscriptView:
     transcript.show()
     transcript.set_messages(store.messages(long_chat(store, turns).id))
     return transcript
+
+
+def test_a_step_stops_before_a_card_that_would_carry_it_past_its_budget(
+    qtbot, tmp_path, monkeypatch
+):
+    clock = FakeClock()
+    monkeypatch.setattr(transcript_module, "time", clock)
+    card_s = 0.4 * STEP_S  # two cards fit in a step's budget, a third would not
+    steps, built_in_step = [0], []
+    real_step, real_fill = TranscriptView._step, TranscriptView._fill
+
+    def counted_step(self, budget):
+        steps[0] += 1
+        real_step(self, budget)
+
+    def costly_fill(self, slot, role=None):
+        clock.now += card_s
+        built_in_step.append(steps[0])
+        return real_fill(self, slot, role)
+
+    monkeypatch.setattr(TranscriptView, "_step", counted_step)
+    monkeypatch.setattr(TranscriptView, "_fill", costly_fill)
+    transcript = opened_chat(qtbot, tmp_path, 40)
+    qtbot.waitUntil(lambda: len(built_in_step) >= 8, timeout=10000)
+
+    cards_per_step = [built_in_step.count(step) for step in set(built_in_step)]
+    assert max(cards_per_step) * card_s <= STEP_S, cards_per_step  # never past the budget
+    assert len(cards_per_step) >= 4  # the cards came in several steps, none was dropped
+    assert len(transcript._views) == len(built_in_step)
 
 
 def test_a_released_card_is_freed_as_soon_as_qt_deletes_it(qtbot, tmp_path):
