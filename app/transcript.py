@@ -17,6 +17,7 @@ few screens of cards, in steps of ``STEP_S`` of work per event-loop turn.
 
 from __future__ import annotations
 
+import gc
 import time
 import weakref
 from bisect import bisect_left, bisect_right
@@ -610,6 +611,7 @@ class TranscriptView(QScrollArea):
         self._pending = list(messages)
         self._step(STEP_S)
         self._update_regenerate()
+        QTimer.singleShot(0, freeze_long_lived)  # a turn of its own, after the first screen
 
     def add_message(self, message) -> MessageView:
         view = self._fill(self._new_slot(message))
@@ -991,3 +993,15 @@ class TranscriptView(QScrollArea):
 
 def copy_text(text: str) -> None:
     QGuiApplication.clipboard().setText(text)
+
+
+def freeze_long_lived() -> None:
+    """Collect the garbage there is and move every object alive now into Python's permanent
+    generation (``gc.freeze``), which the cycle collector's full passes skip. A full pass
+    walks every object it tracks: 96,000 with the app's modules imported (35-47 ms here) and
+    60,000 more for a chat of 5,000 messages; one arriving while scrolling held the event
+    loop 25-80 ms on top of the turn's work, and 4-6 ms once the open chat was frozen. The
+    modules, the window and an open chat's messages live on; a frozen object that later ends
+    in a reference cycle is not reclaimed (reference counting frees all else, as before)."""
+    gc.collect()
+    gc.freeze()

@@ -1,7 +1,8 @@
 """Scrolling a long chat keeps each event-loop turn short: the transcript's steps stop before
 a card that would carry them past their budget, a released card is freed at once (not left
-to Python's cycle collector), and a card's button row answers Qt's repeated height questions
-from what it already placed. Counted, never timed: the clock is a fake one."""
+to Python's cycle collector), an open chat is left out of the collector's full passes, and a
+card's button row answers Qt's repeated height questions from what it already placed.
+Counted, never timed: the clock is a fake one."""
 
 from __future__ import annotations
 
@@ -114,3 +115,15 @@ def test_a_button_row_answers_a_width_asked_again_from_what_it_placed(qtbot, mon
     assert flow.heightForWidth(one_row - 1) == short
     buttons[3].show()
     assert flow.heightForWidth(one_row - 1) == tall
+
+
+def test_an_open_chat_is_left_out_of_the_cycle_collectors_full_passes(qtbot, tmp_path):
+    store = Store(tmp_path / "chats.sqlite3")
+    messages = store.messages(long_chat(store, 20).id)
+    transcript = TranscriptView()
+    qtbot.addWidget(transcript)
+    frozen = gc.get_freeze_count()
+    transcript.set_messages(messages)
+    qtbot.waitUntil(lambda: gc.get_freeze_count() >= frozen + len(messages), timeout=5000)
+    tracked = gc.get_objects()  # the generations a collection walks
+    assert not any(tracked_object is messages[0] for tracked_object in tracked)
