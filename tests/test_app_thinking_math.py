@@ -206,7 +206,8 @@ def test_thinking_the_template_opened_shows_as_thinking_from_its_first_token(app
 
 def test_thinking_the_template_opened_is_still_thinking_when_the_chat_is_opened_again(app, qtbot):
     """An answer cut off before </think>: only the engine's word says its text is thinking,
-    and that word is stored with the answer (the reopened chat, the restarted app)."""
+    and that word is stored with the answer (the reopened chat, the restarted app) and kept
+    by a Continue of it before the engine says it again."""
     opened = ProgressEvent("prefill", 12, 12, "Prompt read", thinking=True)
     cut_off = answer_events([(0, [("Let me", False), (" add.", True)])])  # no </think> yet
     ask(qtbot, app, "2+2?", [opened, *cut_off])
@@ -222,6 +223,15 @@ def test_thinking_the_template_opened_is_still_thinking_when_the_chat_is_opened_
         assert answer.provenance.opened_thinking
     finally:
         restarted.close()
+    gate = asyncio.Event()  # Continue: held before the engine says anything of the prompt
+    app.scripted.queue([gate, *answer_events([(0, [(" Four", False)])])])
+    again.continue_button.click()
+    qtbot.waitUntil(lambda: app.window.transcript.streaming_view is not None)
+    going_on = app.window.transcript.streaming_view
+    going_on.refresh()
+    assert not going_on.thinking.isHidden() and going_on.body.isHidden()
+    gate.set()
+    qtbot.waitUntil(lambda: not app.controller.busy)
 
 
 def test_latex_renders_as_math_and_a_formula_is_highlighted_only_if_all_drafted(app, qtbot):
