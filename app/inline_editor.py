@@ -3,7 +3,8 @@ with Save (Ctrl+Enter) and Cancel (Esc) under it.
 
 ``InlineEditor.open_on(view, save)`` puts the editor in a transcript card
 (``app.transcript.MessageView``): the card's text, thinking, footer and buttons step aside
-until the edit ends. ``save(text)`` says whether the edit was taken; when it was not (an
+until the edit ends, and the card's re-rendering (a theme or highlight change) waits until
+then too. ``save(text)`` says whether the edit was taken; when it was not (an
 answer is being written: the banner says why), the editor opens again with the text typed.
 """
 
@@ -99,10 +100,19 @@ class InlineEditor(QFrame):
         layout.insertWidget(layout.indexOf(view.body), editor)
         for widget in editor._hidden:
             widget.hide()
+        view.editing = editor  # a restyle now waits until the edit ends (MessageView.refresh)
         editor.show()
         editor.box.setFocus()
         editor.box.moveCursor(editor.box.textCursor().MoveOperation.End)
         return editor
+
+    def show_after(self, widget, shown: bool) -> None:
+        """Whether the card shows ``widget`` (a part the editor put aside) once the edit
+        ends: the transcript's rows change while the card is edited (a setting changed)."""
+        if shown and widget not in self._hidden:
+            self._hidden.append(widget)
+        elif not shown and widget in self._hidden:
+            self._hidden.remove(widget)
 
     def _enable_save(self) -> None:
         self.save_button.setEnabled(bool(self.box.toPlainText().strip()))
@@ -119,9 +129,12 @@ class InlineEditor(QFrame):
         self.close_editor()
 
     def close_editor(self) -> None:
-        """Take the editor away and show the card as it was."""
+        """Take the editor away and show the card as it was, restyled if it was meanwhile
+        (a theme or highlight change)."""
         for widget in self._hidden:
             widget.show()
+        self.view.editing = None
+        self.view.refresh_if_dirty()
         self.view.layout().removeWidget(self)
         self.setParent(None)
         self.deleteLater()

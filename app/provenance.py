@@ -87,6 +87,7 @@ class Provenance:
         copy._runs = list(earlier._runs)
         copy._run_starts = list(earlier._run_starts)
         copy.pass_offset = 1 + max((t.pass_index for t in earlier.tokens), default=-1)
+        copy.opened_thinking = earlier.opened_thinking  # its text still starts in the block
         return copy
 
     pass_offset = 0  # added to the pass index of tokens added by ``add_event``

@@ -3,9 +3,10 @@
 ``RemoteEngine`` offers what the controller uses of the local ``EngineService`` —
 ``generate(request)`` and ``load(spec)`` returning async event streams with ``cancel()``,
 ``drafters()`` and ``shutdown()`` — and turns the server's OpenAI stream back into the
-engine's own events: each chunk's ``draftless`` provenance becomes Token and Pass events,
-the last chunk's statistics the Done event, so highlights, gauge and inspector work the
-same. It uses the official ``openai`` client on a worker thread per request; stopping an
+engine's own events: each chunk's ``draftless`` provenance becomes Token and Pass events
+(the first one's ``thinking``, a think block the chat template opened, the "prefill"
+Progress event that says so), the last chunk's statistics the Done event, so highlights,
+gauge, thinking panel and inspector work the same. It uses the official ``openai`` client on a worker thread per request; stopping an
 answer closes the connection, which the server honours at its next pass.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import threading
 
-from engine.events import DoneEvent, ErrorEvent, ModelEvent, PassEvent, TokenEvent
+from engine.events import DoneEvent, ErrorEvent, ModelEvent, PassEvent, ProgressEvent, TokenEvent
 from engine.service import EngineService, GenerationStream
 from engine.stats import DecodeStats, stored_figures
 
@@ -53,6 +54,13 @@ def request_body(request) -> dict:
     if request.chat_id is not None:
         body["chat_id"] = request.chat_id  # the server keeps this chat's KV cache
     return body
+
+
+# The local engine's "prefill" event for a prompt whose chat template opened a <think> block;
+# the server says so in its first chunk (draftless.thinking). It comes after that chunk's
+# tokens, once the answer has text: the stream does not say how long the prompt was, so the
+# card's "Prompt read (N tokens)" line, shown only while an answer has no text, stays away.
+TEMPLATE_OPENED_THINKING = ProgressEvent("prefill", 0, 0, "Prompt read", thinking=True)
 
 
 class RemoteStream(GenerationStream):
@@ -174,6 +182,8 @@ class RemoteEngine:
                 provenance = (chunk.model_extra or {}).get("draftless")
                 if provenance:
                     self._pass(provenance, push, tokens, from_draft, text, stats)
+                    if provenance.get("thinking") is True:
+                        push(TEMPLATE_OPENED_THINKING)
                 if chunk.usage is not None:
                     final = dict((chunk.usage.model_extra or {}).get("draftless") or {})
                     timing = final.pop("timing", {})

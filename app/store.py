@@ -32,6 +32,10 @@ from .provenance import Provenance, TokenInfo
 DB_FILE = "draftless.sqlite3"
 SCHEMA_VERSION = 2  # 2: chat_system_prompts (a version-1 file gains the table on opening)
 LOCK_WAIT_S = 5.0  # how long to wait for another program's lock before giving up
+# An answer's stats hold this key (true) when the chat template opened the <think> block
+# its text starts in (``Provenance.opened_thinking``): the stats are a JSON column, so an
+# older Draftless reads such a file unchanged
+OPENED_THINKING = "opened_thinking"
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -435,7 +439,7 @@ class Store:
                     message.content,
                     message.finish_reason,
                     message.model,
-                    json.dumps(message.stats),
+                    stored_stats(message),
                     json.dumps(message.timing),
                     message.created,
                 ),
@@ -458,7 +462,7 @@ class Store:
                 (
                     message.content,
                     message.finish_reason,
-                    json.dumps(message.stats),
+                    stored_stats(message),
                     json.dumps(message.timing),
                     message.id,
                 ),
@@ -635,15 +639,16 @@ class Store:
         result = []
         for row in rows:
             stats, timing = stored_figures(_json(row[6]), _json(row[7]))  # figures of their kind
+            opened_thinking = stats.pop(OPENED_THINKING, None) is True
             message = Message(*row[:6], stats, timing, None, row[8])
             if message.role == "assistant":
                 message.read_provenance_when_used(
-                    partial(self._provenance, message.id, message.content)
+                    partial(self._provenance, message.id, message.content, opened_thinking)
                 )
             result.append(message)
         return result
 
-    def _provenance(self, message_id: int, text: str) -> Provenance:
+    def _provenance(self, message_id: int, text: str, opened_thinking: bool) -> Provenance:
         """A stored answer's provenance, from its tokens; without them (no highlights) when
         they cannot be read any more (the history was closed as the app quits)."""
         try:
@@ -658,7 +663,18 @@ class Store:
             TokenInfo(token, bool(from_draft), pass_index, draft_position, drafter, start, end)
             for token, start, end, from_draft, pass_index, draft_position, drafter in rows
         ]
-        return Provenance.from_tokens(text, tokens)
+        provenance = Provenance.from_tokens(text, tokens)
+        provenance.opened_thinking = opened_thinking
+        return provenance
+
+
+def stored_stats(message: Message) -> str:
+    """The stats column of ``message``: its figures, and ``OPENED_THINKING`` when the chat
+    template opened the think block its text starts in (read back onto its provenance)."""
+    stats = dict(message.stats)
+    if message.provenance is not None and message.provenance.opened_thinking:
+        stats[OPENED_THINKING] = True
+    return json.dumps(stats)
 
 
 def folded(text: str | None) -> str:

@@ -173,6 +173,7 @@ class MessageView(QFrame):
         self.overlay_stats: dict | None = None  # that replay's figures, for the footer
         self.overlay_label = ""
         self._dirty = False
+        self.editing = None  # the app.inline_editor.InlineEditor that stands in for the text
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(12, 8, 12, 8)
@@ -335,6 +336,9 @@ class MessageView(QFrame):
         return False
 
     def refresh(self) -> None:
+        if self.editing is not None:  # the editor stays alone; refreshed when it closes
+            self._dirty = True
+            return
         self._dirty = False
         if self.provenance is not None and self.streaming:
             self.text = self.provenance.text
@@ -912,7 +916,10 @@ class TranscriptView(QScrollArea):
             view.regenerate_button.setToolTip(
                 REPEATS_HINT if self.repeats else "Write this answer again"
             )
-            view.vary_row.setVisible(shown and self.repeats)
+            if view.editing is not None:  # the editor stays alone; the row shows after it
+                view.editing.show_after(view.vary_row, shown and self.repeats)
+            else:
+                view.vary_row.setVisible(shown and self.repeats)
 
     def set_repeats(self, repeats: bool) -> None:
         """At temperature 0 Regenerate writes the same answer: say so, offer another way."""

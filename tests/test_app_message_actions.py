@@ -4,17 +4,19 @@ message (the card's "⋯" menu, ``app.message_actions``). Views fed scripted eng
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from PySide6.QtCore import QPoint, Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMenu
 
+from app import theme
 from app.inline_editor import InlineEditor
 from app.livestats import EDITED
 from app.message_actions import BUSY
 from app.render import highlighted_positions
 from app.store import Message, Store
 
-from .scripted_engine import answer_events
+from .scripted_engine import END, answer_events
 from .test_app_views import (  # noqa: F401
     SIMPLE,
     answer_dialog,
@@ -75,6 +77,36 @@ def test_an_answer_is_edited_in_its_card_and_esc_or_cancel_keep_it(app, qtbot):
     edit_in_place(qtbot, answer).cancel_button.click()
     assert answer.findChild(InlineEditor) is None
     assert [m.content for m in app.controller.messages][-1] == before
+
+
+def test_a_theme_or_highlight_change_leaves_the_editor_alone_in_its_card(app, qtbot):
+    """The card is re-rendered on a restyle; while it is edited, its text, thinking, footer
+    and buttons stay aside, and it takes the new look once the edit ends."""
+    thinking = [
+        (0, [("<think>", False), ("Hm.", False)]),
+        (2, [("</think>", True), ("Yes.", True)]),
+    ]
+    ask(qtbot, app, "first question", answer_events(thinking + [(0, [(END, False)])]))
+    answer = app.window.transcript.views[-1]
+    assert highlighted_positions(answer.body.document())
+    assert answer.vary_row.isVisible()  # temperature 0: "Regenerate with temperature …"
+    editor = edit_in_place(qtbot, answer)
+    parts = (answer.thinking, answer.body, answer.footer, answer.actions, answer.vary_row)
+    try:
+        theme.apply(QApplication.instance(), dark=True)
+        app.window.transcript.restyle()
+        assert editor.isVisible() and not any(part.isVisible() for part in parts)
+        app.window.set_highlight(False)  # a setting: the transcript's rows are shown again
+        assert editor.isVisible() and not any(part.isVisible() for part in parts)
+        settings = app.controller.settings
+        app.controller.update_settings(replace(settings, temperature=0.7))
+        assert editor.isVisible() and not any(part.isVisible() for part in parts)
+        editor.cancel_button.click()
+        assert all(part.isVisible() for part in parts[:-1]) and not answer.vary_row.isVisible()
+        assert answer.body.toPlainText() == "Yes."
+        assert highlighted_positions(answer.body.document()) == []  # the change, shown now
+    finally:
+        theme.apply(QApplication.instance(), dark=False)
 
 
 def test_an_edited_answer_loses_its_highlights_and_is_what_the_model_reads_next(app, qtbot):

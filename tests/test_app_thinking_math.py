@@ -16,6 +16,7 @@ from app.export import chat_json, chat_markdown, markdown_text
 from app.markdown_code import code_ranges
 from app.math_text import formula_text, show_math
 from app.render import highlighted_positions
+from app.store import Store
 from app.thinking import split, without_thinking
 
 from .scripted_engine import END, answer_events
@@ -201,6 +202,36 @@ def test_thinking_the_template_opened_shows_as_thinking_from_its_first_token(app
     qtbot.waitUntil(task.done)
     assert view.thinking.toggle.text() == "▸ Thought for 3 tokens"
     assert view.body.toPlainText() == "Four."
+
+
+def test_thinking_the_template_opened_is_still_thinking_when_the_chat_is_opened_again(app, qtbot):
+    """An answer cut off before </think>: only the engine's word says its text is thinking,
+    and that word is stored with the answer (the reopened chat, the restarted app) and kept
+    by a Continue of it before the engine says it again."""
+    opened = ProgressEvent("prefill", 12, 12, "Prompt read", thinking=True)
+    cut_off = answer_events([(0, [("Let me", False), (" add.", True)])])  # no </think> yet
+    ask(qtbot, app, "2+2?", [opened, *cut_off])
+    shown = "▸ Thought for 2 tokens, cut off before an answer"
+    assert app.window.transcript.views[-1].thinking.toggle.text() == shown
+    app.controller.open_session(app.controller.session.id)  # read again from the store
+    again = app.window.transcript.views[-1]
+    assert again.thinking.toggle.text() == shown and not again.body.isVisible()
+    assert "opened_thinking" not in app.controller.messages[-1].stats  # not a figure
+    restarted = Store(app.store.path)
+    try:
+        (answer,) = [m for m in restarted.messages(app.controller.session.id) if m.stats]
+        assert answer.provenance.opened_thinking
+    finally:
+        restarted.close()
+    gate = asyncio.Event()  # Continue: held before the engine says anything of the prompt
+    app.scripted.queue([gate, *answer_events([(0, [(" Four", False)])])])
+    again.continue_button.click()
+    qtbot.waitUntil(lambda: app.window.transcript.streaming_view is not None)
+    going_on = app.window.transcript.streaming_view
+    going_on.refresh()
+    assert not going_on.thinking.isHidden() and going_on.body.isHidden()
+    gate.set()
+    qtbot.waitUntil(lambda: not app.controller.busy)
 
 
 def test_latex_renders_as_math_and_a_formula_is_highlighted_only_if_all_drafted(app, qtbot):

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from app.remote_engine import RemoteEngine, api_base
-from engine.events import DoneEvent, ErrorEvent, ModelEvent, PassEvent, TokenEvent
+from engine.events import DoneEvent, ErrorEvent, ModelEvent, PassEvent, ProgressEvent, TokenEvent
 from engine.settings import DraftSettings, GenerationRequest
 
 from .server_process import Server, free_port
@@ -192,3 +192,34 @@ def test_connect_to_an_unreachable_server_keeps_the_local_engine(make_app, qtbot
     assert controller.models.service is controller.models.local_service
     assert any("Cannot reach the Draftless server" in m for m in window.banner.messages)
     assert not window.server_label.isVisible() and not controller.settings.server_url
+
+
+@pytest.mark.parametrize("opened", [True, False])
+def test_a_think_block_the_template_opened_reaches_the_app_through_the_server(opened, monkeypatch):
+    """The server's first chunk says (draftless.thinking) what the engine's prompt event
+    said, and the remote engine gives the app the same "prefill" event the local one does."""
+    from openai.types.chat import ChatCompletionChunk
+
+    from .scripted_engine import ScriptedService, answer_events
+    from .test_server_hostile import CHAT, HELLO, call, scripted_app
+
+    service = ScriptedService()
+    prompt_read = ProgressEvent("prefill", 9, 9, "Prompt read", thinking=opened)
+    passes = [(0, [("Let me", False)]), (0, [(" add.", False)])]  # cut off before </think>
+    service.queue([prompt_read, *answer_events(passes)])
+    body = {"messages": HELLO, "stream": True, "stream_options": {"include_usage": True}}
+    status, sse = asyncio.run(call(scripted_app(service), body, path=CHAT))
+    data = [line[6:] for line in sse.decode().splitlines() if line.startswith("data: ")]
+    chunks = [ChatCompletionChunk.model_validate_json(d) for d in data if d != "[DONE]"]
+    said = [(c.model_extra.get("draftless") or {}).get("thinking") for c in chunks]
+    assert status == 200 and said == [True if opened else None, None, None, None]
+
+    remote = RemoteEngine("http://127.0.0.1:9", "k3y")  # its client gets the chunks above
+    monkeypatch.setattr(remote.client.chat.completions, "create", lambda **_: iter(chunks))
+    events = collect(remote.generate(request()))
+    prompt_events = [e for e in events if isinstance(e, ProgressEvent)]
+    assert [e.thinking for e in prompt_events] == ([True] if opened else [])
+    assert isinstance(events[-1], DoneEvent) and events[-1].text == "Let me add."
+    if opened:  # after the first chunk's tokens: the answer has text when the card hears it
+        first_token = next(i for i, e in enumerate(events) if isinstance(e, TokenEvent))
+        assert first_token < events.index(prompt_events[0])

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from ..events import DoneEvent, ErrorEvent, PassEvent, TokenEvent, ToolCallEvent
+from ..events import DoneEvent, ErrorEvent, PassEvent, ProgressEvent, TokenEvent, ToolCallEvent
 from ..stop_strings import StopMatcher, kept_figures
 from . import ollama
 from .chats import CHAT_ID_HEADER, ChatIds, client_identity
@@ -429,6 +429,9 @@ class Answer:
         self.stats = stats
         self.pieces: asyncio.Queue[Piece | None] = asyncio.Queue()
         self.head: Piece | None = None
+        # the chat template opened a <think> block the answer starts inside (the engine's
+        # "prefill" events say so): the first chunk's draftless.thinking tells the client
+        self.opened_thinking = False
         self.pump = asyncio.get_running_loop().create_task(self._pump(release))
 
     def cancel(self) -> None:
@@ -480,6 +483,8 @@ class Answer:
                         event = replace(event, stats=stats, timing=timing)
                     self.stats.record("stop" if self.stop.stopped else event.finish_reason, event)
                     self.pieces.put_nowait(Piece(event, text=text, completion_tokens=returned))
+                elif isinstance(event, ProgressEvent) and event.stage == "prefill":
+                    self.opened_thinking = event.thinking
                 elif isinstance(event, ErrorEvent):
                     self.stats.record("error", None)
                     self.pieces.put_nowait(Piece(event))
@@ -538,6 +543,8 @@ class Answer:
                 }
                 if not (piece.tokens or piece.text or piece.deltas):
                     continue
+                if first and self.opened_thinking:
+                    figures["draftless"]["thinking"] = True
                 yield _sse(
                     self.shaper.chunk(
                         piece.text,
