@@ -3,7 +3,6 @@ user's earlier chats; a bad table file is named and drafting goes on; lossless a
 
 import logging
 
-import numpy as np
 import pytest
 
 from engine.drafters import make_drafter, suffix_static
