@@ -59,9 +59,9 @@ MAX_TEXT_BYTES = 64 << 20  # its text is 18.4 MB; more is a decompression bomb, 
 # 0.1 s by the embedded model's tokenizer on the shared 2-core CPU here (500,000 tokens/s)
 INPUT_CHUNK = 32 << 10
 STEP_TEXT_BYTES = 1 << 20  # the most text one step decompresses (a chunk that expands more waits)
-# Contexts are counted in this many parts a step each, split by a hash of the context: the
-# 4.28M tokens of the shipped corpus make parts of about 270,000 windows, counted in about
-# 0.1 s here
+# Contexts are counted in this many parts, a step each, split by the low bits of their last
+# token's id: the 4.28M tokens of the shipped corpus make parts of about 270,000 windows,
+# counted in about 0.1 s here (a power of 2)
 BUCKETS = 16
 VERSION = 2  # the cache file's name changes with the table's format
 END = -1  # in the token stream: the end of an answer (no context spans it)
@@ -90,12 +90,14 @@ def windows(stream: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     span = len(stream) - n
     if span <= 0:
         return np.empty(0, np.uint64), np.empty(0, np.uint32)
-    ends = np.concatenate([[0], np.cumsum(stream < 0)])
-    starts = np.flatnonzero(ends[n + 1 :] == ends[:span])  # no END among the n + 1 tokens
-    contexts = np.zeros(len(starts), dtype=np.uint64)
-    for j in range(n):
-        contexts = (contexts << np.uint64(ID_BITS)) | stream[starts + j].astype(np.uint64)
-    return contexts, stream[starts + n].astype(np.uint32)
+    ids = stream.view(np.uint32)  # END reads as 2**32 - 1, in windows dropped below
+    contexts = np.zeros(span, dtype=np.uint64)
+    for j in range(n):  # in place: one array of contexts at a time
+        np.left_shift(contexts, np.uint64(ID_BITS), out=contexts)
+        np.bitwise_or(contexts, ids[j : j + span], out=contexts)
+    ends = np.cumsum(stream < 0, dtype=np.int32)
+    whole = ends[n:] == np.r_[0, ends[: span - 1]]  # no END among the window's n + 1 tokens
+    return contexts[whole], ids[n:][whole]
 
 
 def top_followers(contexts: np.ndarray, followers: np.ndarray, min_count: int, min_share: float):
@@ -156,22 +158,19 @@ class FollowerCounts:
         the result once it is exhausted."""
         stream = np.concatenate(self._pieces) if self._pieces else np.empty(0, np.int32)
         self._pieces = []
+        yield
         for n in self.order_sizes:
             contexts, followers = windows(stream, n)
-            yield
-            parts = (contexts % np.uint64(BUCKETS)).astype(np.uint8)
-            order = np.argsort(parts, kind="stable")
-            contexts, followers = contexts[order], followers[order]
-            bounds = np.searchsorted(parts[order], np.arange(BUCKETS + 1))
-            del order, parts
+            parts = (contexts & np.uint64(BUCKETS - 1)).astype(np.uint8)  # the last id's low bits
             yield
             kept = []
-            for b in range(BUCKETS):
-                part = slice(bounds[b], bounds[b + 1])
+            for part in range(BUCKETS):
+                mine = parts == part
                 kept.append(
-                    top_followers(contexts[part], followers[part], self.min_count, self.min_share)
+                    top_followers(contexts[mine], followers[mine], self.min_count, self.min_share)
                 )
                 yield
+            del contexts, followers, parts
             keys, nxt, share = (np.concatenate(column) for column in zip(*kept))
             by_key = np.argsort(keys)
             self.orders[n] = (keys[by_key], nxt[by_key], share[by_key])
@@ -277,7 +276,7 @@ class StaticTableBuild:
             self.digest = "no-corpus"
             self._give_up(f"the corpus {self.corpus} cannot be read ({error})")
         self.path = static_table_cache_path(key, self.digest)
-        self.total = -(-self._corpus_size() // INPUT_CHUNK) + len(ORDERS) * (BUCKETS + 2) + 2
+        self.total = -(-self._corpus_size() // INPUT_CHUNK) + len(ORDERS) * (BUCKETS + 1) + 3
 
     def _corpus_size(self) -> int:
         try:
