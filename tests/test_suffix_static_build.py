@@ -4,9 +4,7 @@ cached under its model key (a bad cache file is kept aside and built again), and
 it; vocabularies over 65,536 tokens pack; the shipped corpus is exactly the shipped table's
 data."""
 
-import asyncio
 import logging
-import time
 
 import numpy as np
 import pytest
@@ -14,7 +12,7 @@ import pytest
 from engine import errors, static_ngrams
 from engine.drafters import suffix_static
 from engine.drafters._static_table import StaticTable
-from engine.events import DoneEvent, ProgressEvent
+from engine.events import DoneEvent
 from engine.memory import EngineMemory
 from engine.model_ngrams import model_key
 from engine.service import EngineService
@@ -28,6 +26,8 @@ from engine.static_ngrams import (
     static_table_cache_path,
     write_corpus,
 )
+
+from .test_bounded_work import run, table_notes, wait_until
 
 SHIPPED_CORPUS = static_ngrams.CORPUS_PATH
 SHIPPED_TABLES = suffix_static.TABLES_DIR
@@ -60,24 +60,6 @@ def chat(model_dir=None, chat_id=None, **kwargs):
         chat_id=chat_id,
         **kwargs,
     )
-
-
-def run(stream):
-    async def collect():
-        return [event async for event in stream]
-
-    return asyncio.run(collect())
-
-
-def wait_until(condition, what, seconds=120):
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
-
-
-def table_notes(events):
-    return [e for e in events if isinstance(e, ProgressEvent) and e.stage == "table"]
 
 
 def cache_path(loaded, corpus):
@@ -244,3 +226,15 @@ def test_the_shipped_corpus_builds_exactly_the_shipped_table(embedded_loaded, mo
     for n in (2, 3):
         for built, ours in zip(build.table.orders[n], shipped.orders[n]):
             assert built.dtype == ours.dtype and np.array_equal(built, ours)
+
+
+def test_a_vocabulary_too_large_to_pack_is_said_once_and_drafts_without(
+    tiny_loaded, monkeypatch, caplog
+):
+    monkeypatch.setattr(static_ngrams, "output_size", lambda model: 3_000_000)
+    with caplog.at_level(logging.WARNING, logger="engine"):
+        for _ in range(2):
+            build = StaticTableBuild(tiny_loaded, model_key(tiny_loaded))
+            assert build.finished and build.table is None and build.step()
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(said) == 1 and "3,000,000 tokens is over 2,097,152" in said[0], said
