@@ -229,7 +229,10 @@ def corpus_answers(data: bytes) -> Iterator[str]:
             if not chunk:
                 raise ValueError("it ends before its xz stream does")
             offset += len(chunk)
-        out = decompressor.decompress(chunk, max_length=STEP_TEXT_BYTES)
+        try:
+            out = decompressor.decompress(chunk, max_length=STEP_TEXT_BYTES)
+        except lzma.LZMAError as error:
+            raise ValueError(f"it is not an xz stream: {error}") from None
         text_bytes += len(out)
         if text_bytes > MAX_TEXT_BYTES:
             raise ValueError(f"its text is larger than {MAX_TEXT_BYTES:,} bytes")
@@ -268,13 +271,14 @@ class StaticTableBuild:
             self.digest, self.path = "shipped", static_table_cache_path(key, "shipped")
             self.use(shipped)
             return
+        self.digest = "none"
         if self.vocab_size > MAX_VOCAB:
             self._give_up(f"its vocabulary of {self.vocab_size:,} tokens is over {MAX_VOCAB:,}")
-        try:
-            self.digest = corpus_digest(self.corpus)
-        except (OSError, ValueError) as error:
-            self.digest = "no-corpus"
-            self._give_up(f"the corpus {self.corpus} cannot be read ({error})")
+        else:
+            try:
+                self.digest = corpus_digest(self.corpus)
+            except (OSError, ValueError) as error:
+                self._give_up(f"the corpus {self.corpus} cannot be read ({error})")
         self.path = static_table_cache_path(key, self.digest)
         self.total = -(-self._corpus_size() // INPUT_CHUNK) + len(ORDERS) * (BUCKETS + 1) + 3
 

@@ -5,6 +5,7 @@ it; vocabularies over 65,536 tokens pack; the shipped corpus is exactly the ship
 data."""
 
 import logging
+import lzma
 
 import numpy as np
 import pytest
@@ -238,3 +239,20 @@ def test_a_vocabulary_too_large_to_pack_is_said_once_and_drafts_without(
             assert build.finished and build.table is None and build.step()
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(said) == 1 and "3,000,000 tokens is over 2,097,152" in said[0], said
+
+
+@pytest.mark.parametrize(
+    "corpus", [b"not xz at all", lzma.compress(b"\xff\xfe not UTF-8"), b""], ids=str
+)
+def test_a_corpus_that_cannot_be_used_is_said_once_and_drafting_goes_on(
+    corpus, tiny_loaded, small_corpus, caplog
+):
+    small_corpus.write_bytes(corpus)
+    session = ChatSession(tiny_loaded, EngineMemory())
+    with caplog.at_level(logging.WARNING, logger="engine"):
+        for _ in range(2):
+            events = list(session.generate(chat().validated()))
+            assert events[-1].finish_reason == "length"
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(said) == 1 and str(small_corpus) in said[0], said
+    assert session.drafter.table is None
