@@ -6,9 +6,10 @@ Two kinds:
 - a model whose verify cost was never measured on this machine answers at once on a prior
   curve, while the calibrator measures it (one timed pass, or one chunk of its context no
   longer than the longest timed pass, a step);
-- a model table a request asked for and that was not built yet (the N-Grammys bigram): the
-  request answers without it, and the calibrator builds it (``BUILD_ROWS`` tokens a step);
-  the next request after it is built gets it.
+- a model table a request asked for and that was not built yet (the N-Grammys bigram,
+  ``BUILD_ROWS`` tokens a step; suffix-static's n-gram table of the tokenizer, a chunk of the
+  corpus or a part of the counting a step): the request answers without it, and the
+  calibrator builds it; the next request after it is built gets it.
 Either stops, between steps, when another model is loaded or the engine thread stops.
 """
 
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .drafters import make_drafter
-from .model_ngrams import model_key
+from .model_ngrams import model_key, wanted_tables
 from .settings import DraftSettings
 from .verify_cost import MEASURE_CONTEXT
 
@@ -75,9 +76,10 @@ class Calibrator:
 
         def start() -> None:
             loaded = self.loaded()
-            if loaded is None or not make_drafter(draft.validated()).wants_model_bigram:
+            names = wanted_tables(make_drafter(draft.validated())) if loaded is not None else []
+            if not names:
                 return
-            self.memory.tables.bigram(loaded, model_key(loaded))
+            self.memory.tables.builds(names, loaded, model_key(loaded))
             self.build_tables_later()
 
         self.engine.loop.call_soon_threadsafe(start)
@@ -119,17 +121,17 @@ class Calibrator:
             log.exception("Could not measure the verify cost of %s", loaded.name)
 
     async def _build_tables(self, loaded: LoadedModel) -> None:
-        """Every owed table of ``loaded``, in steps of ``BigramBuild.step`` between requests."""
+        """Every owed table of ``loaded``, in steps of its build's ``step`` between requests."""
         tables = self.memory.tables
         while (build := tables.pending(loaded.model)) is not None:
-            log.info("Building the bigram table of %s in the background.", loaded.name)
+            log.info("Building the %s of %s in the background.", build.what, loaded.name)
             try:
                 if not await self._between_requests(loaded, build.step):
                     return
             except asyncio.CancelledError:
                 raise
             except Exception:  # a table is an optimisation: drafting goes on without it
-                log.exception("Could not build the bigram table of %s", loaded.name)
+                log.exception("Could not build the %s of %s", build.what, loaded.name)
                 tables.drop(build)
                 return
-            log.info("The bigram table of %s is ready.", loaded.name)
+            log.info("The %s of %s is ready.", build.what, loaded.name)

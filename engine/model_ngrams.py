@@ -35,7 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .drafters.suffix_static import shipped_table
 from .paths import cache_dir
+from .static_ngrams import StaticTableBuild, encode_plain
 from .tokens import output_size
 from .untrusted import read_regular_file, set_aside, write_atomic
 from .verify_cost import COST_LENGTHS
@@ -71,10 +73,7 @@ def bigram_path(key: str, top: int = BIGRAM_TOP) -> Path:
 
 def start_prefix(tokenizer) -> list[int]:
     """The neutral start token the bigram is computed after (the newline token)."""
-    try:
-        ids = list(tokenizer.encode("\n", add_special_tokens=False))
-    except TypeError:
-        ids = list(tokenizer.encode("\n"))
+    ids = encode_plain(tokenizer, "\n")
     return ids[-1:] if ids else [0]
 
 
@@ -118,6 +117,8 @@ def read_bigram_file(path: Path, vocab: int, top: int) -> np.ndarray | None:
 
 class BigramBuild:
     """One model's bigram table, computed a few rows per ``step``; ``table`` once finished."""
+
+    what = "bigram table"
 
     def __init__(self, model, key: str, top: int = BIGRAM_TOP, prefix: list[int] | None = None):
         self.model = model
@@ -181,8 +182,16 @@ class BigramBuild:
         self.model = None  # a finished table does not keep its model alive
 
 
+def wanted_tables(drafter) -> list[str]:
+    """The tables ``drafter`` wants, by the name ``attach_model`` takes each under (its
+    ``attached_<name>`` says whether it got it)."""
+    wants = {"bigram": drafter.wants_model_bigram, "static_table": drafter.wants_static_table}
+    return [name for name, wanted in wants.items() if wanted]
+
+
 class ModelTables:
-    """The model-derived tables one owner keeps, by file, and the builds still owed.
+    """The model-derived tables one owner keeps, by file, and the builds still owed (the
+    bigram, ``BigramBuild``; the static n-gram table, ``static_ngrams.StaticTableBuild``).
 
     ``inline``: a request that needs a missing table builds it itself (with progress and
     its stop checks between steps); otherwise the owner builds ``pending`` ones between
@@ -196,7 +205,24 @@ class ModelTables:
     def bigram(self, loaded, key: str) -> BigramBuild:
         """The bigram table of ``loaded`` (whose ``model_key`` is ``key``): finished when
         it is kept or its cache file is good, else a build that is now owed."""
-        build = BigramBuild(loaded.model, key, prefix=start_prefix(loaded.tokenizer))
+        return self._kept_or_owed(
+            loaded, BigramBuild(loaded.model, key, prefix=start_prefix(loaded.tokenizer))
+        )
+
+    def static(self, loaded, key: str) -> StaticTableBuild:
+        """The static n-gram table of ``loaded``'s tokenizer: finished when it is kept,
+        shipped (``suffix_static.shipped_table``) or its cache file is good, else a build
+        from the shipped corpus that is now owed."""
+        shipped = shipped_table(key, output_size(loaded.model))
+        return self._kept_or_owed(loaded, StaticTableBuild(loaded, key, shipped=shipped))
+
+    def builds(self, names, loaded, key: str) -> dict:
+        """The tables ``names`` (``wanted_tables``) of ``loaded``, each kept, or a build now
+        owed."""
+        make = {"bigram": self.bigram, "static_table": self.static}
+        return {name: make[name](loaded, key) for name in names}
+
+    def _kept_or_owed(self, loaded, build):
         kept = self._builds.get(build.path)
         if kept is not None and (kept.finished or kept.model is loaded.model):
             return kept
@@ -204,7 +230,7 @@ class ModelTables:
         self._builds[build.path] = build
         return build
 
-    def pending(self, model) -> BigramBuild | None:
+    def pending(self, model) -> BigramBuild | StaticTableBuild | None:
         """A build of ``model``'s tables still owed (builds for other models are dropped)."""
         for path, build in list(self._builds.items()):
             if build.finished:
@@ -215,7 +241,7 @@ class ModelTables:
             return build
         return None
 
-    def drop(self, build: BigramBuild) -> None:
+    def drop(self, build: BigramBuild | StaticTableBuild) -> None:
         """Forget an unfinished build (it failed); the next request that needs it asks again."""
         if self._builds.get(build.path) is build and not build.finished:
             del self._builds[build.path]

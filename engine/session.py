@@ -36,7 +36,7 @@ from .grammar import (
     tool_call_grammar,
 )
 from .memory import EngineMemory
-from .model_ngrams import model_key
+from .model_ngrams import model_key, wanted_tables
 from .models import LoadedModel
 from .settings import GenerationRequest
 from .stats import DecodeStats
@@ -55,6 +55,25 @@ TABLE_IN_BACKGROUND = (
     "The model's bigram table is being built in the background (once per model); "
     "until it is ready, ngrammys drafts from the conversation alone."
 )
+
+
+def building(build) -> str:
+    if build.what == "bigram table":
+        return BUILDING_TABLE
+    return f"Building the {build.what} of this model's tokenizer (once per tokenizer)…"
+
+
+def ready(build) -> str:
+    return f"{build.what[0].upper()}{build.what[1:]} ready"
+
+
+def in_background(build) -> str:
+    if build.what == "bigram table":
+        return TABLE_IN_BACKGROUND
+    return (
+        f"The {build.what} of this model's tokenizer is being built in the background (once "
+        "per tokenizer); until it is ready, the drafter drafts without it."
+    )
 
 
 def paced_prefill_step(step: int, seconds: float) -> int:
@@ -168,33 +187,31 @@ class ChatSession:
         return self._model_key
 
     def _attach_model(self, should_stop: Callable[[], bool]) -> Iterator[Event]:
-        """Hand model-derived token data to drafters that want it. A bigram table not built
-        yet is built here when the memory builds tables inline (checking ``should_stop``
-        between steps: a stopped build goes on in the next request); otherwise its owner
-        builds it between requests, this answer drafts without it and says so, and a later
-        answer attaches it."""
+        """Hand model-derived token data to drafters that want it (``wanted_tables``).
+        A table not built yet is built here when the memory builds tables inline (checking
+        ``should_stop`` between steps: a stopped build goes on in the next request);
+        otherwise its owner builds it between requests, this answer drafts without it and
+        says so, and a later answer attaches it."""
         drafter = self.drafter
-        wants_bigram = drafter.wants_model_bigram
-        if drafter.attached_model == self.model_key and (
-            drafter.attached_bigram or not wants_bigram
+        names = wanted_tables(drafter)
+        if drafter.attached_model == self.model_key and all(
+            getattr(drafter, f"attached_{name}") for name in names
         ):
             return
-        bigram = None
-        if wants_bigram:
-            tables = self.memory.tables
-            build = tables.bigram(self.loaded, self.model_key)
+        tables = self.memory.tables
+        wanted = tables.builds(names, self.loaded, self.model_key)
+        for build in wanted.values():
             if tables.inline and not build.finished:
                 while not build.finished and not should_stop():
-                    yield ProgressEvent("table", build.done, build.total, BUILDING_TABLE)
+                    yield ProgressEvent("table", build.done, build.total, building(build))
                     build.step()
                 if build.finished:
-                    yield ProgressEvent("table", build.total, build.total, "Bigram table ready")
+                    yield ProgressEvent("table", build.total, build.total, ready(build))
             elif not build.finished:
-                yield ProgressEvent("table", build.done, build.total, TABLE_IN_BACKGROUND)
-            bigram = build.table
+                yield ProgressEvent("table", build.done, build.total, in_background(build))
         drafter.attach_model(
             self.model_key,
-            bigram=bigram,
+            **{name: build.table for name, build in wanted.items()},
             stores=self.stores,
             vocab_size=output_size(self.loaded.model),
         )

@@ -3,14 +3,13 @@ user's earlier chats; a bad table file is named and drafting goes on; lossless a
 
 import logging
 
-import numpy as np
 import pytest
 
-from engine.bench.static_table import count_followers
 from engine.drafters import make_drafter, suffix_static
 from engine.drafters._static_table import StaticTable, StaticTableError
 from engine.drafters.stores import DrafterStores
 from engine.settings import DraftSettings
+from engine.static_ngrams import FollowerCounts, count_all
 
 from .identity import reference_greedy, speculative
 from .tiny_model import make_tiny_llama
@@ -21,10 +20,17 @@ MODEL_KEY = "test-model"  # tests/identity.py's key; a table named test.npz is t
 VOCAB = 256
 
 
+def counted(answers, vocab=VOCAB, min_count=2) -> FollowerCounts:
+    counts = FollowerCounts(vocab, min_count, 0.3)
+    for answer in answers:
+        counts.add(answer)
+    return count_all(counts)
+
+
 def write_table(folder, answers, vocab=VOCAB, min_count=2):
-    arrays = [np.asarray(a, dtype=np.uint64) for a in answers]
-    orders = {n: count_followers(arrays, n, min_count, 0.3) for n in (3, 2)}
-    StaticTable("test", vocab, orders).save(folder / "test.npz")
+    StaticTable("test", vocab, counted(answers, 1 << 21, min_count).orders).save(
+        folder / "test.npz"
+    )
 
 
 @pytest.fixture

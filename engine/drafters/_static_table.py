@@ -2,13 +2,14 @@
 REST's datastore idea): for each context of 2 or 3 tokens, the token that most often
 followed it and its share of the context's followers.
 
-The file is a NumPy ``.npz`` archive (no pickles) written by ``python -m
-engine.bench.static_table``: ``model`` (the model name it was tokenized for), ``vocab_size``,
-and per context order n in 2..3: ``keys{n}`` (the context's token ids packed 16 bits each,
-sorted, unique), ``next{n}`` (the follower) and ``share{n}`` (its share of the context's
-followers, in 256ths). A file that cannot be read, or that breaks any of that, is refused
-with a ``StaticTableError`` naming the problem; token ids outside the vocabulary are refused
-as well, so nothing it holds reaches the model unchecked.
+The file is a NumPy ``.npz`` archive (no pickles), shipped for the embedded model (written by
+``python -m engine.bench.static_table``) or built for another tokenizer and cached
+(``engine/static_ngrams.py``): ``format``, ``model`` (the model name it was tokenized for),
+``vocab_size``, and per context order n in 2..3: ``keys{n}`` (the context's token ids packed
+``ID_BITS`` bits each, sorted, unique), ``next{n}`` (the follower) and ``share{n}`` (its share
+of the context's followers, in 255ths). A file that cannot be read, or that breaks any of
+that, is refused with a ``StaticTableError`` naming the problem; token ids outside the
+vocabulary are refused as well, so nothing it holds reaches the model unchecked.
 """
 
 from __future__ import annotations
@@ -22,17 +23,28 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import EngineError
-from ..untrusted import read_regular_file
+from ..untrusted import read_regular_file, write_atomic
 
 ORDERS = (3, 2)  # context lengths, longest first: the longest known context drafts
-ID_BITS = 16  # token ids are packed this many bits each: vocabularies up to 65,536 tokens
+# Token ids are packed this many bits each, 3 to a uint64 key (63 bits): vocabularies up to
+# 2,097,152 tokens (Llama 3: 128,256; Qwen 2.5: 151,936; Gemma 3: 262,208)
+ID_BITS = 21
+MAX_VOCAB = 1 << ID_BITS
 SHARE_SCALE = 255  # shares are stored in 255ths
-FORMAT = "draftless-static-ngrams-1"
+FORMAT = "draftless-static-ngrams-2"  # version 1 packed 16 bits an id
 MAX_FILE_BYTES = 32 << 20  # a shipped table is a few MB; larger is not one of ours
 
 
 class StaticTableError(EngineError):
-    """A static table file that cannot be used; the message names the file and the problem."""
+    """A static table file that cannot be used; the message names the file and the problem
+    (``problem``: the problem alone)."""
+
+    def __init__(self, path, problem: str):
+        super().__init__(
+            f"The static n-gram table {path} is not usable ({problem}); rebuild it with "
+            "python -m engine.bench.static_table."
+        )
+        self.problem = problem
 
 
 def pack(context) -> int:
@@ -83,8 +95,9 @@ class StaticTable:
         arrays["vocab_size"] = np.array(self.vocab_size, dtype=np.int64)
         for n, (keys, nxt, share) in self.orders.items():
             arrays[f"keys{n}"], arrays[f"next{n}"], arrays[f"share{n}"] = keys, nxt, share
-        with open(path, "wb") as out:
-            np.savez_compressed(out, **arrays)
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, **arrays)
+        write_atomic(path, buffer.getvalue())
 
     @classmethod
     def load(cls, path) -> "StaticTable":
@@ -96,24 +109,18 @@ class StaticTable:
         except StaticTableError:
             raise
         except (OSError, ValueError, KeyError, zipfile.BadZipFile, EngineError) as error:
-            raise StaticTableError(
-                f"The static n-gram table {path} cannot be read ({error}); rebuild it with "
-                "python -m engine.bench.static_table."
-            ) from None
+            raise StaticTableError(path, f"it cannot be read: {error}") from None
 
     @classmethod
     def _checked(cls, arrays: dict, path: Path) -> "StaticTable":
         def refuse(problem: str):
-            raise StaticTableError(
-                f"The static n-gram table {path} is not usable: {problem}. Rebuild it with "
-                "python -m engine.bench.static_table."
-            )
+            raise StaticTableError(path, problem)
 
         if str(arrays.get("format", "")) != FORMAT:
             refuse(f"it is not a {FORMAT} file")
         vocab = int(arrays["vocab_size"])
-        if not 0 < vocab <= 1 << ID_BITS:
-            refuse(f"its vocabulary size {vocab} is not between 1 and {1 << ID_BITS}")
+        if not 0 < vocab <= MAX_VOCAB:
+            refuse(f"its vocabulary size {vocab} is not between 1 and {MAX_VOCAB}")
         orders = {}
         for n in ORDERS:
             keys = np.asarray(arrays[f"keys{n}"], dtype=np.uint64)
@@ -136,5 +143,5 @@ class StaticTable:
                 refuse(f"its order-{n} token ids are not all below its vocabulary size {vocab}")
             if len(share) and (int(share.min()) < 1 or int(share.max()) > SHARE_SCALE):
                 refuse(f"its order-{n} shares are not between 1 and {SHARE_SCALE}")
-            orders[n] = (keys, nxt.astype(np.uint16), share.astype(np.uint8))
+            orders[n] = (keys, nxt.astype(np.uint32), share.astype(np.uint8))
         return cls(str(arrays["model"]), vocab, orders)

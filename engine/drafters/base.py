@@ -16,12 +16,14 @@ Life of a drafter inside one chat:
 A drafter keeps the history it needs from ``reset``, ``extend`` and ``observe``.
 
 Around that, with defaults here, so nobody probes a drafter for optional parts:
-- ``attach_model(model_key, bigram=..., stores=..., vocab_size=...)``: the session calls it once per
-  model, before the first proposal, with token data only: the model's identity (names
-  files), its bigram table when ``wants_model_bigram`` says so, and the service's
+- ``attach_model(model_key, bigram=..., static_table=..., stores=..., vocab_size=...)``: the
+  session calls it once per model, before the first proposal, with token data only: the
+  model's identity (names files), its bigram table when ``wants_model_bigram`` says so, its
+  tokenizer's static n-gram table when ``wants_static_table`` says so, and the service's
   ``DrafterStores`` (memory that outlives a chat). ``attached_model`` says which model a
-  drafter has, ``attached_bigram`` whether it got the table (one still being built comes
-  in a later call); a drafter keeps what it needs in ``use_model``.
+  drafter has, ``attached_bigram`` / ``attached_static_table`` whether it got the table (one
+  still being built comes in a later call); a drafter keeps what it needs in ``use_model``
+  and ``use_static_table``.
 - ``multi_row`` / ``rows_per_pass``: whether proposals may hold several rows (verified as
   a tree) and at most how many, so an adaptive policy pays for every row.
 - ``drafts``: False for a drafter that never proposes (``none``), so the loop may run
@@ -100,6 +102,7 @@ class Drafter(ABC):
 
     attached_model: str | None = None
     attached_bigram: bool = False
+    attached_static_table: bool = False
 
     def __init__(self, settings: DraftConfig):
         self.settings = settings
@@ -121,6 +124,12 @@ class Drafter(ABC):
         return False
 
     @property
+    def wants_static_table(self) -> bool:
+        """Whether ``attach_model`` should bring the static n-gram table of the model's
+        tokenizer (built once per tokenizer where none is shipped)."""
+        return False
+
+    @property
     def rows_per_pass(self) -> int:
         """The most draft rows one proposal holds."""
         return 1
@@ -130,13 +139,17 @@ class Drafter(ABC):
         model_key: str,
         *,
         bigram=None,
+        static_table=None,
         stores: DrafterStores | None = None,
         vocab_size: int | None = None,
     ) -> None:
         """The session hands over the model's token data (see the module docstring)."""
         self.attached_model = model_key
         self.attached_bigram = bigram is not None
+        self.attached_static_table = static_table is not None
         self.use_model(model_key, bigram=bigram, stores=stores, vocab_size=vocab_size)
+        if static_table is not None:
+            self.use_static_table(static_table)
 
     def use_model(
         self,
@@ -147,6 +160,9 @@ class Drafter(ABC):
         vocab_size: int | None = None,
     ) -> None:
         """Keep what this drafter needs of ``attach_model``'s data (default: nothing)."""
+
+    def use_static_table(self, table) -> None:
+        """Keep the static n-gram table ``attach_model`` brought (default: not wanted)."""
 
     def flush(self) -> None:
         """Save persistent memory now (default: there is none)."""

@@ -6,19 +6,22 @@ The conversation's own matches draft first, as ``suffix`` does. While they leave
 tokens, from
 - **this user's earlier chats**: the n-gram memory the ``ngram-cache`` drafter keeps across
   chats (the same file, counted in here too), with llama.cpp's strict thresholds; else
-- **the static table** shipped for the model (``STATIC_TABLES``; built from the tuning split
-  of public answers by ``python -m engine.bench.static_table``): the most frequent follower
-  of the last 3 tokens, else of the last 2,
+- **the static table** of the model's tokenizer (shipped for the embedded model in
+  ``TABLES_DIR``; built for any other from the shipped corpus of public answers,
+  ``engine/static_ngrams.py``): the most frequent follower of the last 3 tokens, else of
+  the last 2,
 
 stopping before the product of the followers' shares falls below ``min_prob``. A proposal
 that rests on this row alone says no match length (``match_length`` 0): the adaptive policy
 judges its acceptance apart from the conversation's own matches, and sends it only as far as
 the verify-cost curve makes it pay.
 
-A model with no table of its own (another tokenizer) drafts as ``suffix`` plus its memory,
-said once; so does a table file that cannot be read (the message names the file and how to
-rebuild it). Options: ``suffix``'s, ``table`` (default true), ``memory`` (default true: read
-and grow the cross-chat memory).
+The session brings the table (``wants_static_table``; ``use_static_table``): a model with no
+shipped table gets its own built between requests (or inline on the command line), and
+drafts as ``suffix`` plus its memory until then. Given only a model key (a replay), the
+drafter uses the shipped table of that model if there is one; a shipped file that cannot be
+read is named once. Options: ``suffix``'s, ``table`` (default true), ``memory`` (default
+true: read and grow the cross-chat memory).
 """
 
 from __future__ import annotations
@@ -69,33 +72,21 @@ class SuffixStaticDrafter(SuffixDrafter):
         self.stores = DrafterStores()  # the service's, once attached
         self.store: _DynamicStore | None = None
 
+    @property
+    def wants_static_table(self) -> bool:
+        return self.option["table"]
+
     def use_model(self, model_key, *, bigram=None, stores=None, vocab_size=None) -> None:
         self.model_key, self.vocab_size = model_key, vocab_size
         if stores is not None and stores is not self.stores:
             if self.store is not None:
                 self.store.save()
             self.stores, self.store = stores, None
-        self.table = self._load_table(model_key, vocab_size) if self.option["table"] else None
+        self.table = shipped_table(model_key, vocab_size) if self.option["table"] else None
 
-    @staticmethod
-    def _load_table(model_key: str, vocab_size: int | None) -> StaticTable | None:
-        path = static_table_path(model_key)
-        if path is None:
-            warn(f"suffix-static: no static n-gram table for {model_key}; drafting without one.")
-            return None
-        try:
-            stat = path.stat()
-            table = _read_table(path, stat.st_mtime_ns, stat.st_size)
-        except (StaticTableError, OSError) as error:
-            warn(f"{error} suffix-static drafts without it.")
-            return None
-        if vocab_size is not None and table.vocab_size != vocab_size:
-            warn(
-                f"suffix-static: the table {path} is for a vocabulary of {table.vocab_size} "
-                f"tokens, this model has {vocab_size}; drafting without it."
-            )
-            return None
-        return table
+    def use_static_table(self, table: StaticTable) -> None:
+        if self.option["table"] and table.vocab_size == self.vocab_size:
+            self.table = table
 
     def _memory(self) -> _DynamicStore | None:
         if not self.option["memory"] or self.model_key is None:
@@ -159,6 +150,27 @@ class SuffixStaticDrafter(SuffixDrafter):
             row.append(found[0])
             seq = seq[1:] + [found[0]]
         return row
+
+
+def shipped_table(model_key: str, vocab_size: int | None) -> StaticTable | None:
+    """The table shipped for the model ``model_key`` names, if there is one for its
+    vocabulary of ``vocab_size`` tokens (a shipped file that cannot be used is named once)."""
+    path = static_table_path(model_key)
+    if path is None:
+        return None
+    try:
+        stat = path.stat()
+        table = _read_table(path, stat.st_mtime_ns, stat.st_size)
+    except (StaticTableError, OSError) as error:
+        warn(f"{error} suffix-static drafts without it.")
+        return None
+    if vocab_size is not None and table.vocab_size != vocab_size:
+        warn(
+            f"suffix-static: the table {path} is for a vocabulary of {table.vocab_size} "
+            f"tokens, this model has {vocab_size}; drafting without it."
+        )
+        return None
+    return table
 
 
 # A shipped file, read-only: read once per process (0.08 s and 13 MB, measured here), not
