@@ -212,3 +212,6 @@ class ModelControl(QObject):
         self.model_details = event.details
         self.facts = dict(event.facts or {})
         self.modelChanged.emit(event.name, event.path, event.speculation)
+        build_tables = getattr(self.service, "build_tables_for", None)  # this machine's engine
+        if build_tables is not None:  # its drafter's tables, between requests, from now
+            build_tables(self.settings().draft())

@@ -89,6 +89,16 @@ class AppSettings:
             found.append(f"stop strings: {STOP_STRINGS_RULE}")
         return found
 
+    def draft(self) -> DraftSettings:
+        """How the engine drafts for these settings."""
+        return DraftSettings(
+            drafter=self.drafter,
+            draft_count=self.draft_count,
+            ngram_order=self.ngram_order,
+            ngram_min=self.ngram_min,
+            adaptive=self.adaptive,
+        )
+
     def request(
         self, messages: list[dict[str, str]], chat_id: str | None = None
     ) -> GenerationRequest:
@@ -101,13 +111,7 @@ class AppSettings:
             model=self.model,
             chat_id=chat_id,
             max_tokens=self.max_tokens,
-            draft=DraftSettings(
-                drafter=self.drafter,
-                draft_count=self.draft_count,
-                ngram_order=self.ngram_order,
-                ngram_min=self.ngram_min,
-                adaptive=self.adaptive,
-            ),
+            draft=self.draft(),
             sampling=SamplingSettings(
                 temperature=float(self.temperature),
                 top_p=float(self.top_p),

@@ -10,8 +10,8 @@ Strategies: ``default`` (the engine's defaults: drafter, draft-count cap, adapti
 peers, each drafting as its own code does with its default sizes: ``hf-prompt-lookup``,
 ``vllm-ngram`` and ``vllm-suffix`` (``peer_drafters.py``; vllm-suffix's host time is not
 charged) and llama.cpp's ``ngram-simple`` and ``ngram-map-k`` (Draftless's drafters of those
-names follow llama.cpp's rules); ``suffix-static`` (an option: the default drafter plus a
-row from the static n-gram table of public answers, with the default's policy); ``suffix``
+names follow llama.cpp's rules); ``suffix, no table`` (the default without the static
+n-gram table's row, with the default's policy: what the table adds); ``suffix``
 drafting a fixed 16 with no policy; ``prompt-lookup`` with the curve deciding up to 32 tokens; and the
 ``hindsight`` (the default drafter's own rows, each pass cut knowing the answer to the row
 and length that pay most on the curve, or nothing: what a better policy could make of them)
@@ -83,7 +83,7 @@ def strategies(eos: int, named: NamedCurve) -> dict[str, dict]:
         )
     for mode in ("ngram-simple", "ngram-map-k"):  # llama.cpp's --draft-max default: 16
         plans[f"llama.cpp {mode}"] = _plan(mode, 16, peer=True, grammar=False)
-    plans["suffix-static"] = _plan("suffix-static", default.draft_count, default.adaptive)
+    plans["suffix, no table"] = _plan("suffix", default.draft_count, default.adaptive)
     plans["suffix fixed 16, no policy"] = _plan("suffix", 16)
     plans["prompt-lookup cap 32"] = _plan("prompt-lookup", 32, adaptive=True)
 

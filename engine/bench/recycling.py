@@ -15,9 +15,9 @@ time charged, the least of three replays).
   would not have written that answer, so its top-8 along it is not what it would verify.
 
 The matrix is carried from one chat to the next within a replay (one process answering
-them in order, as the service keeps it). Compared: the default, ``suffix-static``,
-``ngrammys`` (policy on, 10 rows of up to 10; context rows only, as the replay has no
-bigram table), the hindsight bound of the default's drafts and the oracle; then
+them in order, as the service keeps it). Compared: the default (``suffix-static``),
+``suffix, no table`` and ``ngrammys`` (policy on, 10 rows of up to 10; context rows only,
+as the replay has no bigram table), the hindsight bound of the default's drafts and the oracle; then
 ``token-recycling`` (policy on), its whole tree every pass as the paper sends it, and
 ``suffix-recycling`` (the default with recycled rows added to its tree).
 
@@ -51,10 +51,10 @@ CURVES = (
     "apple-m2pro-7b-4bit-estimate",
     "cpu-epyc-2core-135m-f32",
 )
-COMPARED = ("default", "suffix-static", "hindsight", "oracle")
+COMPARED = ("default", "suffix, no table", "hindsight", "oracle")
 SHOWN = (
     "default",
-    "suffix-static",
+    "suffix, no table",
     "token-recycling",
     "suffix-recycling, no table",
     "suffix-recycling",

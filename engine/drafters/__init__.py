@@ -36,9 +36,12 @@ DRAFTERS: dict[str, type[Drafter]] = {
     )
 }
 
-# the best on the benchmark's tuning prompts at the default cap, cold and warm (python -m
-# engine.bench.tune: suffix 2.44x, prompt-lookup 2.40x, ngram-cache 2.36x predicted, cold)
-DEFAULT_DRAFTER = "suffix"
+# suffix plus the static table's row: on real chat's dev split 5-8% above suffix on the
+# M5 Max, H100 and this CPU's curves and level on the M2 Pro estimate, and level with it
+# (0.99-1.03x) on the check set's own answers (resources/readme/benchmarks/realchat.md and
+# devices.md); suffix itself was the best on the tuning prompts (engine.bench.tune: 2.44x,
+# prompt-lookup 2.40x, ngram-cache 2.36x predicted, cold)
+DEFAULT_DRAFTER = "suffix-static"
 
 
 def resolve_drafter_name(name: str | None) -> str:
