@@ -81,8 +81,9 @@ HOPELESS = 0.9  # passes costing this share of their length in one-token passes 
 # A curve not yet in seconds opens the answer with this many plain, pipelined tokens: c(1)
 # is then plain decoding's own pace, not a lone pass's, which also waits for the host's
 # work (4-bit on this CPU: 95 ms a token pipelined, 100-105 ms alone, so a curve whose
-# passes cost their length looked 5-10% cheaper than plain and was never given up on). The
-# first step also fills the pipeline; the least of three is the steady pace.
+# passes cost their length looked 5-10% cheaper than plain and was never given up on). Of
+# three steps, the first also fills the pipeline and the last drains it: the second is
+# the steady pace (the first is slower, so the least of the two is taken).
 PLAIN_OPENING = 3
 PRIOR_REJECT = 0.5
 # Cold start, per drafter and match class (``MatchClass``, as ``match_class`` sorts): the

@@ -2,6 +2,7 @@
 estimates that name their curve, and the peers' drafting rules replayed faithfully."""
 
 import json
+from types import SimpleNamespace
 import random
 import time
 
@@ -315,14 +316,16 @@ def test_a_guess_opens_plainly_pipelined_and_gives_up_on_plain_decodings_own_pac
     prompt = list(tiny_loaded.tokenizer.encode("abcabcabcabc"))
     switched = []
     real = decode.pipelined_plain_decode
+    clock = [0.0]  # the loop's clock: a token every 95 ms while plain, pipelined
 
-    def pipelined(*args, **kwargs):  # plain decoding's pace, as timed on the 4-bit model
+    def pipelined(*args, **kwargs):
         switched.append(kwargs["max_tokens"])
         for result in real(*args, **kwargs):
-            result.seconds = 0.095
+            clock[0] += 0.095
             yield result
 
     monkeypatch.setattr(decode, "pipelined_plain_decode", pipelined)
+    monkeypatch.setattr(decode, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
     curve = prior_cost_curve()
     curve.observe_span(100, 7.0)  # the prompt: 70 ms a token
     policy = AdaptivePolicy(curve, rows=1)
