@@ -124,6 +124,7 @@ class ScriptedService:
             "ngram-cache": "scripted",
             "prompt-lookup": "scripted",
             "suffix": "scripted",
+            "suffix-static": "scripted (the default)",
             "none": "plain decoding",
         }
 

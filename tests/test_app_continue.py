@@ -83,7 +83,11 @@ def test_the_window_leaves_rules_to_the_controller(app, qtbot):
     assert labels == ["#1 · ngram-cache · 1.2 tokens/pass", "#2 · suffix · 1.0 tokens/pass"]
     wait(qtbot, controller.replay_grid(controller.messages[-1].id, [2, 6], [3]))
     grid = {(c.drafter, c.draft_count, c.ngram_order) for c in app.scripted.replays[-1]}
-    assert grid == {(d, k, 3) for d in ("ngram-cache", "prompt-lookup", "suffix") for k in (2, 6)}
+    assert grid == {
+        (d, k, 3)
+        for d in ("ngram-cache", "prompt-lookup", "suffix", "suffix-static")
+        for k in (2, 6)
+    }
     said = controller.use_replayed_settings(
         ReplayOutcome(drafter="suffix", draft_count=6, ngram_order=3, stats={}, from_draft=())
     )

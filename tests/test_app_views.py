@@ -227,7 +227,9 @@ def test_replay_table_switches_highlights_and_applies_the_best_settings(app, qtb
     qtbot.waitUntil(lambda: panel.table.rowCount() > 0)
     configs = app.scripted.replays[-1]
     assert sorted({(c.drafter, c.draft_count, c.ngram_order) for c in configs}) == [
-        (d, k, 2) for d in ("ngram-cache", "prompt-lookup", "suffix") for k in (2, 6)
+        (d, k, 2)
+        for d in ("ngram-cache", "prompt-lookup", "suffix", "suffix-static")
+        for k in (2, 6)
     ]
     per_pass = [r.stats["tokens_per_pass"] for r in panel.results]
     assert per_pass == sorted(per_pass, reverse=True) and per_pass[0] > 1.5
