@@ -93,6 +93,8 @@ FITTED: dict[str, tuple[tuple[float, ...], float]] = {
         0.0,
     ),
 }
+# suffix-static and suffix-recycling send suffix's rows first: their first rows are suffix's
+FITTED["suffix-static"] = FITTED["suffix-recycling"] = FITTED["suffix"]
 # A drafter not fitted: every token even odds (Beta(0.5, 0.5)'s mean, the adaptive policy's
 # flat prior), learned from its first pass on.
 UNFITTED = ((0.0,) * len(FEATURES), 0.0)

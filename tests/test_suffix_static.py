@@ -48,6 +48,25 @@ def drafter(stores=None, **options):
     return made
 
 
+def test_beside_suffixs_rows_what_the_first_row_rests_on_stays_for_the_calibrated_policy(tables):
+    from engine.calibrated_policy import FITTED, fitted_model
+
+    write_table(tables, [[1, 2, 3, 4, 5, 6, 7]] * 3)
+    chat = drafter()
+    chat.reset([3, 8, 9, 3, 8, 1, 2, 3])  # "3 8" followed 3 once: suffix copies 8 9 ...
+    alone = make_drafter(DraftSettings(drafter="suffix", draft_count=8, ngram_min=1).validated())
+    alone.reset([3, 8, 9, 3, 8, 1, 2, 3])
+    theirs, ours = alone.propose(8), chat.propose(8)
+    assert ours.rows[0] == theirs.rows[0] and ours.rows[-1] == [4, 5, 6, 7]
+    assert theirs.continuation and ours.continuation == theirs.continuation
+    assert (ours.match_length, ours.follows, ours.source) == (
+        theirs.match_length,
+        theirs.follows,
+        theirs.source,
+    )
+    assert fitted_model("suffix-static").weights == list(FITTED["suffix"][0])
+
+
 def test_the_extra_row_is_the_tables_continuation(tables):
     write_table(tables, [[1, 2, 3, 4, 5, 6, 7]] * 3)
     chat = drafter()

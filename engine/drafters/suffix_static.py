@@ -26,6 +26,8 @@ true: read and grow the cross-chat memory).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from functools import lru_cache
 from pathlib import Path
 
@@ -123,8 +125,8 @@ class SuffixStaticDrafter(SuffixDrafter):
         row = self._usual_row(k)
         if not row or any(taken[: len(row)] == row for taken in proposal.rows):
             return proposal
-        if proposal.rows:
-            return Proposal(proposal.rows + [row], proposal.match_length, proposal.follows)
+        if proposal.rows:  # the first row is suffix's: what speaks of it stays
+            return replace(proposal, rows=proposal.rows + [row])
         return Proposal([row])
 
     def _usual_row(self, k: int) -> list[int]:
