@@ -45,7 +45,7 @@ def test_replay_of_a_server_answer_runs_here_from_its_tokens_as_estimates(app, q
         ),
         timeout=5000,
     )
-    assert panel.table.rowCount() == 3 * 2, panel.status.text()
+    assert panel.table.rowCount() == 4 * 2, panel.status.text()  # 4 drafters, k 2 and 4
     assert panel.run_button.isEnabled()
     assert all(not r.exact and "prompt not recorded" in r.notes[0] for r in panel.results)
     assert panel.results[0].stats["tokens_per_pass"] > 1.5  # the repeats are found
