@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import defaultdict
+from dataclasses import replace
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from ..calibrated_policy import (
     position_features,
     proposal_features,
 )
-from ..draft_policy import Choice, PassOutcome
+from ..draft_policy import Choice, FixedDraftLength, PassOutcome
 from ..drafters.base import Proposal
 from ..errors import EngineError
 from ..settings import DraftSettings
@@ -35,26 +36,17 @@ RIDGE = 1e-3  # L2 penalty of the fit: keeps a feature no observation moves at 0
 NEWTON_STEPS = 25  # the fit's change is below 1e-9 by then on the tuning samples
 
 
-class _Recorder:
-    """A policy that sends everything and counts, per (features, position), [reached, kept]."""
+class _Recorder(FixedDraftLength):
+    """A policy that sends everything (``FixedDraftLength``) and counts, per (features,
+    position), [reached, kept]."""
 
     def __init__(self, curve, counts: dict, trees: list[float]):
         self.curve, self.counts, self.trees = curve, counts, trees
         self.model = AcceptanceModel()  # only its recent first tokens, as the policy's
 
     def choose(self, proposal: Proposal, limit: int) -> Choice:
-        rows = max(len(proposal.rows), 1)
         features = proposal_features(proposal, self.model.recent_logit())
-        return Choice(limit, rows, features=features)
-
-    def gives_up(self, limit: int) -> bool:
-        return False
-
-    def plain_opening(self) -> int:
-        return 0
-
-    def forced_length(self, available: int) -> int:
-        return available
+        return replace(super().choose(proposal, limit), features=features)
 
     def record(self, choice: Choice, outcome: PassOutcome) -> None:
         if not outcome.depth or not choice.features:
