@@ -44,6 +44,7 @@ def test_a_json_array_cut_short_yields_its_complete_elements():
     "lines, message",
     [
         ([_chat(), "{not json\n"], "line 2: not JSON"),
+        (["[" * 100_000 + "\n"], "line 1: not JSON"),  # nested past Python's recursion limit
         (["[1, 2]\n"], "line 1: not a JSON object"),
         ([{"id": "a", "messages": []}], "line 1: needs a string id and category"),
         ([_chat(messages=[{"role": "tool", "content": "x"}])], "line 1: message 1 has role 'tool'"),

@@ -69,7 +69,7 @@ def read_conversations(path) -> list[dict]:
         raise ConversationError(f"Cannot read the conversations file {path}: {error}") from None
     try:
         whole = json.loads(text)  # a JSONL file of two lines or more fails at its second
-    except ValueError:
+    except (ValueError, RecursionError):  # read line by line below, which says what is wrong
         whole = None
     rows = (
         [(1, whole)] if isinstance(whole, dict) else json_lines(text, str(path), ConversationError)

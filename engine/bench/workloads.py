@@ -82,7 +82,7 @@ def json_lines(text: str, where: str, error=ValueError) -> Iterator[tuple[int, d
             continue
         try:
             row = json.loads(line)
-        except ValueError as problem:
+        except (ValueError, RecursionError) as problem:  # nested too deep: not a chat either
             raise error(f"{where}, line {number}: not JSON ({problem})") from None
         if not isinstance(row, dict):
             raise error(f"{where}, line {number}: not a JSON object")
