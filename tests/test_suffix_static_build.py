@@ -82,6 +82,7 @@ def test_a_model_without_a_shipped_table_gets_one_built_between_requests(
     tiny_model_dir, tiny_loaded, small_corpus, monkeypatch, caplog
 ):
     steps = []  # per step: requests waiting or running during it
+    finished_steps = []  # the step that finished the build, once it has returned
     real_step = StaticTableBuild.step
     service = EngineService()
 
@@ -89,6 +90,8 @@ def test_a_model_without_a_shipped_table_gets_one_built_between_requests(
         requests = service.engine_thread.requests
         finished = real_step(self)
         steps.append(requests)
+        if finished:
+            finished_steps.append(len(steps))
         return finished
 
     monkeypatch.setattr(StaticTableBuild, "step", step)
@@ -102,7 +105,8 @@ def test_a_model_without_a_shipped_table_gets_one_built_between_requests(
         drafter = service.sessions.kept(None, "c").drafter
         assert not drafter.attached_static_table and drafter.table is None  # answered without
         assert not [r for r in caplog.records if r.levelno >= logging.WARNING]  # a note, no warning
-        wait_until(path.exists, "the table was never built")
+        wait_until(lambda: finished_steps, "the table was never built")  # saved, step counted
+        assert path.exists()
         assert len(steps) > 1 and all(requests == 0 for requests in steps), steps
         built = len(steps)
         again = run(service.generate(chat(tiny_model_dir, "c")))
