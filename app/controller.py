@@ -39,7 +39,7 @@ from .provenance import Provenance
 from .recorded_replay import replay_recorded
 from .settings import AppSettings, SettingsStore
 from .store import Message, Session, Store
-from .thinking import without_thinking
+from .thinking import answer_only
 
 log = logging.getLogger(__name__)
 TITLE_LENGTH = 48
@@ -73,16 +73,24 @@ def chat_turns(messages: list[Message]) -> list[dict]:
     """The chat as the engine gets it: one turn per message with text, a run of messages
     of one role (left by a deleted message or a failed answer) joined into one turn, so a
     template that insists on alternating user and assistant turns takes every chat. Answers
-    before the last question go without their thinking (``thinking.without_thinking``)."""
+    before the last question go without their thinking (``thinking.answer_only``), each
+    split on its own before joining: one cut off while thinking (no ``</think>`` yet, in a
+    block it or the chat template opened) is left out when nothing of it is answer."""
+    last_question = max(
+        (i for i, m in enumerate(messages) if m.role == "user" and m.content.strip()), default=-1
+    )
     turns: list[dict] = []
-    for message in messages:
-        if not message.content:
+    for i, message in enumerate(messages):
+        content = message.content
+        if message.role == "assistant" and i < last_question:
+            content = answer_only(content, message.opened_thinking)
+        if not content.strip():
             continue
         if turns and turns[-1]["role"] == message.role:
-            turns[-1]["content"] += "\n\n" + message.content
+            turns[-1]["content"] += "\n\n" + content
         else:
-            turns.append({"role": message.role, "content": message.content})
-    return without_thinking(turns)
+            turns.append({"role": message.role, "content": content})
+    return turns
 
 
 class Answer:

@@ -137,10 +137,24 @@ class Message:
         default_factory=list
     )  # ids of it and its alternatives, oldest first
 
-    def read_provenance_when_used(self, read: Callable[[], Provenance]) -> None:
-        """``provenance`` is ``read()`` on first use (and again after it is dropped)."""
+    def read_provenance_when_used(
+        self, read: Callable[[], Provenance], opened_thinking: bool = False
+    ) -> None:
+        """``provenance`` is ``read()`` on first use (and again after it is dropped);
+        ``opened_thinking`` is what its ``opened_thinking`` will say."""
         self.__dict__.pop("_provenance", None)
         self._read_provenance = read
+        self._stored_opened_thinking = opened_thinking
+
+    @property
+    def opened_thinking(self) -> bool:
+        """Whether the chat template opened the ``<think>`` block this answer's text starts
+        in (``Provenance.opened_thinking``), known without reading a stored answer's tokens
+        (``chat_turns`` asks it of every answer of the chat, for every question)."""
+        values = self.__dict__
+        if values.get("_provenance") is None and "_read_provenance" in values:
+            return values["_stored_opened_thinking"]
+        return self.provenance is not None and self.provenance.opened_thinking
 
     def drop_read_provenance(self) -> None:
         """Free the provenance read from the store (a long chat's card that scrolled far
@@ -643,7 +657,8 @@ class Store:
             message = Message(*row[:6], stats, timing, None, row[8])
             if message.role == "assistant":
                 message.read_provenance_when_used(
-                    partial(self._provenance, message.id, message.content, opened_thinking)
+                    partial(self._provenance, message.id, message.content, opened_thinking),
+                    opened_thinking,
                 )
             result.append(message)
         return result

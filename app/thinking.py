@@ -16,8 +16,9 @@ Reasoning models (Qwen3, DeepSeek-R1) write their reasoning between ``<think>`` 
 Only the first block counts; a tag the model writes later is answer text. The card shows
 the thinking in a ``ThinkingPanel``, collapsed under "Thinking…" (LM Studio's way), with
 the accepted-draft highlights painted through render.py like the answer's. Later turns
-send the model the answer without its thinking (``without_thinking``), as Qwen3's and
-DeepSeek-R1's chat templates do with earlier answers.
+send the model the answer without its thinking (``answer_only``), as Qwen3's and
+DeepSeek-R1's chat templates do with earlier answers; an answer cut off while thinking
+sends only what it wrote before its think block, often nothing.
 """
 
 from __future__ import annotations
@@ -84,21 +85,10 @@ def split(text: str, opened_by_template: bool = False) -> Parts:
     return Parts(text, range(start, closed), True, block, (range(opened), range(after, len(text))))
 
 
-def answer_only(text: str) -> str:
-    """``text`` without its think block."""
-    return split(text).answer_text
-
-
-def without_thinking(turns: list[dict]) -> list[dict]:
-    """Chat turns as sent to the model: answers before the last question lose their
-    thinking, as Qwen3's chat template does (an answer being continued keeps it)."""
-    last_question = max((i for i, t in enumerate(turns) if t["role"] == "user"), default=-1)
-    return [
-        {**t, "content": answer_only(t["content"])}
-        if t["role"] == "assistant" and i < last_question
-        else t
-        for i, t in enumerate(turns)
-    ]
+def answer_only(text: str, opened_by_template: bool = False) -> str:
+    """``text`` without its think block, finished or cut off (``opened_by_template``: the
+    text starts inside the block, all of it thinking until ``</think>``)."""
+    return split(text, opened_by_template).answer_text
 
 
 def thinking_tokens(parts: Parts, provenance: Provenance | None) -> int | None:

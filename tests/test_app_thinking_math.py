@@ -12,12 +12,14 @@ from PySide6.QtGui import QTextCursor
 
 from engine.events import ProgressEvent
 
+from app.controller import chat_turns
 from app.export import chat_json, chat_markdown, markdown_text
 from app.markdown_code import code_ranges
 from app.math_text import formula_text, show_math
 from app.render import highlighted_positions
-from app.store import Store
-from app.thinking import split, without_thinking
+from app.provenance import Provenance
+from app.store import Message, Store
+from app.thinking import split
 
 from .scripted_engine import END, answer_events
 from .test_app_views import app, ask, loop  # noqa: F401
@@ -45,14 +47,83 @@ def test_thinking_and_answer_are_split_in_every_state(text, thinking, closed, an
         assert text[parts.thinking.start : parts.thinking.stop] == thinking
 
 
+def question(text: str) -> Message:
+    return Message(None, "chat", "user", text)
+
+
+def answer(text: str, opened_by_template: bool = False) -> Message:
+    """An answer whose text starts inside a think block the chat template opened when
+    ``opened_by_template`` (the engine's "prefill" event said so)."""
+    provenance = Provenance.from_tokens(text, [])
+    provenance.opened_thinking = opened_by_template
+    return Message(None, "chat", "assistant", text, provenance=provenance)
+
+
+def sent(messages: list[Message]) -> list[tuple[str, str]]:
+    return [(t["role"], t["content"]) for t in chat_turns(messages)]
+
+
 def test_earlier_answers_go_back_to_the_model_without_their_thinking():
-    turns = [
-        {"role": "user", "content": "Q1"},
-        {"role": "assistant", "content": "<think>why</think>\n\nA1"},
-        {"role": "user", "content": "Q2"},
-        {"role": "assistant", "content": "<think>partial"},  # being continued: kept
+    chat = [question("Q1"), answer("<think>why</think>\n\nA1"), question("Q2")]
+    chat.append(answer("<think>partial"))  # after the last question (being written): kept
+    assert sent(chat) == [
+        ("user", "Q1"),
+        ("assistant", "A1"),
+        ("user", "Q2"),
+        ("assistant", "<think>partial"),
     ]
-    assert [t["content"] for t in without_thinking(turns)] == ["Q1", "A1", "Q2", "<think>partial"]
+
+
+@pytest.mark.parametrize(
+    "cut_off",
+    [
+        answer("Let me add 2 and 2", opened_by_template=True),  # stopped before </think>
+        answer("<think>Let me add 2 and 2"),
+        answer("<think>Let me add 2 and 2</thi"),  # the reply limit, half-way through the tag
+    ],
+)
+def test_an_answer_cut_off_while_thinking_sends_none_of_its_thinking(cut_off):
+    """Nothing of it is answer: it is left out, and the questions around it join into one
+    turn (templates insist on alternating roles)."""
+    assert sent([question("2+2?"), cut_off, question("And 3+3?")]) == [("user", "2+2?\n\nAnd 3+3?")]
+
+
+def test_an_answer_cut_off_while_thinking_sends_what_it_wrote_before_thinking():
+    chat = [question("2+2?"), answer("Let me see. <think>2 and 2"), question("And 3+3?")]
+    assert sent(chat) == [
+        ("user", "2+2?"),
+        ("assistant", "Let me see. "),
+        ("user", "And 3+3?"),
+    ]
+
+
+def test_thinking_the_template_opened_is_cut_up_to_its_end_even_where_it_quotes_the_tag():
+    """The text starts inside the block: all up to the first </think> is thinking, a
+    "<think>" the model wrote inside it included."""
+    closed = answer("Should I write <think> here? No.</think>\n\nFour.", opened_by_template=True)
+    assert sent([question("2+2?"), closed, question("And 3+3?")]) == [
+        ("user", "2+2?"),
+        ("assistant", "Four."),
+        ("user", "And 3+3?"),
+    ]
+
+
+def test_answers_in_a_row_lose_their_thinking_each_on_its_own():
+    """Answers left in a row (the question between them deleted) are one turn: the one cut
+    off while thinking does not take the next one's answer for thinking, and the template's
+    </think> does not take the one before it for thinking."""
+    chat = [
+        question("2+2?"),
+        answer("<think>Let me add"),
+        answer("Four."),
+        answer("Let me add again.</think>\n\nStill four.", opened_by_template=True),
+        question("And 3+3?"),
+    ]
+    assert sent(chat) == [
+        ("user", "2+2?"),
+        ("assistant", "Four.\n\nStill four."),
+        ("user", "And 3+3?"),
+    ]
 
 
 # math -----------------------------------------------------------------------------------------
@@ -182,8 +253,9 @@ def test_a_think_block_opened_by_the_template_and_one_cut_off(app, qtbot):
     ask(qtbot, app, "No thinking?", answer_events(empty))  # Qwen3 with thinking off
     quiet = app.window.transcript.views[-1]
     assert not quiet.thinking.isVisible() and quiet.body.toPlainText() == "Hi."
-    sent = app.scripted.requests[-1].messages
-    assert [m["content"] for m in sent if m["role"] == "assistant"] == ["Yes.", ""]
+    turns = [(m["role"], m["content"]) for m in app.scripted.requests[-1].messages]
+    # the answer cut off while thinking is left out; the questions around it join
+    assert turns[-3:] == [("user", "R1?"), ("assistant", "Yes."), ("user", "Cut?\n\nNo thinking?")]
 
 
 def test_thinking_the_template_opened_shows_as_thinking_from_its_first_token(app, qtbot):
@@ -232,6 +304,29 @@ def test_thinking_the_template_opened_is_still_thinking_when_the_chat_is_opened_
     assert not going_on.thinking.isHidden() and going_on.body.isHidden()
     gate.set()
     qtbot.waitUntil(lambda: not app.controller.busy)
+
+
+def test_the_next_question_sends_no_thinking_of_an_answer_cut_off_in_the_templates_block(
+    app, qtbot
+):
+    """Its text has no tag at all: only the engine's word (stored with the answer) says it
+    is thinking, and a reopened chat knows it without reading the answer's tokens."""
+    opened = ProgressEvent("prefill", 12, 12, "Prompt read", thinking=True)
+    ask(qtbot, app, "2+2?", [opened, *answer_events([(0, [("Let me", False), (" add.", True)])])])
+    ask(qtbot, app, "And 3+3?", answer_events([(0, [("Six.", False), (END, False)])]))
+    sent = [(m["role"], m["content"]) for m in app.scripted.requests[-1].messages]
+    assert [turn for turn in sent if turn[0] != "system"] == [("user", "2+2?\n\nAnd 3+3?")]
+    restarted = Store(app.store.path)
+    try:
+        stored = restarted.messages(app.controller.session.id)
+        assert [(t["role"], t["content"]) for t in chat_turns(stored)] == [
+            ("user", "2+2?\n\nAnd 3+3?"),
+            ("assistant", "Six."),
+        ]
+        assert "_provenance" not in stored[1].__dict__  # its tokens were not read
+        assert stored[1].opened_thinking and stored[1].provenance.opened_thinking
+    finally:
+        restarted.close()
 
 
 def test_latex_renders_as_math_and_a_formula_is_highlighted_only_if_all_drafted(app, qtbot):
