@@ -58,6 +58,32 @@ class OracleDrafter(Drafter):
         self.said.extend(int(t) for t in emitted)
 
 
+class BestCut:
+    """Per pass, knowing the answer: the row and length that give the most tokens per second
+    on ``curve``, or nothing (a table by tokens kept, so that choosing costs no time)."""
+
+    def __init__(self, curve: CostCurve):
+        self.curve = curve
+        self.table: list[tuple[float, int]] = [(1 / curve.base(1), 0)]  # [m]: (rate, length)
+
+    def of_matched(self, matched: int) -> tuple[float, int]:
+        """The most tokens per second when the first ``matched`` drafts would be kept, and
+        how many to send for it."""
+        while len(self.table) <= matched:
+            sent = len(self.table)
+            rate = (sent + 1) / self.curve.base(sent + 1)
+            self.table.append(max(self.table[-1], (rate, sent)))
+        return self.table[matched]
+
+    def of_rows(self, rows, k: int, truth: OracleDrafter) -> tuple[float, int, int]:
+        """(tokens per second, length, row) of the best cut of ``rows`` (``k`` tokens at most
+        each) where ``truth`` is in its answer: length 0, row 0 where nothing pays."""
+        said, best = len(truth.said), (0.0, 0, 0)
+        for row, draft in enumerate(rows):
+            best = max(best, (*self.of_matched(matched_length(draft[:k], truth.answer, said)), row))
+        return best
+
+
 class HindsightDrafter(Drafter):
     """``inner``'s rows, each pass cut to the one row and length that pay most knowing the
     answer. One row suffices: a tree keeps no more than its best row and costs at least
@@ -71,16 +97,8 @@ class HindsightDrafter(Drafter):
     def __init__(self, inner: Drafter, answers: Sequence[Sequence[int]], curve: CostCurve):
         super().__init__(None)
         self.inner, self.truth, self.curve = inner, OracleDrafter(answers), curve
-        self.best: list[tuple[float, int]] = [(1 / curve.base(1), 0)]  # [m]: (rate, length)
+        self.best = BestCut(curve)
         self.row = 0  # the inner row sent last
-
-    def _best(self, matched: int) -> tuple[float, int]:
-        """The most tokens per second when the first ``matched`` drafts would be kept, and
-        how many to send for it (a table, so that choosing costs the replay no time)."""
-        while len(self.best) <= matched:
-            sent = len(self.best)
-            self.best.append(max(self.best[-1], ((sent + 1) / self.curve.base(sent + 1), sent)))
-        return self.best[matched]
 
     def attach_model(self, model_key: str, **data) -> None:
         super().attach_model(model_key, **data)
@@ -96,10 +114,7 @@ class HindsightDrafter(Drafter):
 
     def propose(self, k: int) -> Proposal:
         proposal = self.inner.propose(k)
-        said, best = len(self.truth.said), (0.0, 0, 0)  # (tokens per second, length, row)
-        for row, draft in enumerate(proposal.rows):
-            best = max(best, (*self._best(matched_length(draft[:k], self.truth.answer, said)), row))
-        _, length, self.row = best
+        _, length, self.row = self.best.of_rows(proposal.rows, k, self.truth)
         if not length:
             return Proposal()
         return Proposal([proposal.rows[self.row][:length]], proposal.match_length)
