@@ -1,8 +1,10 @@
-"""Every model gets its `suffix-static` table: a tokenizer with no shipped table gets one built
-from the shipped corpus of public answers, between requests (inline on the command line),
-cached under its model key (a bad cache file is kept aside and built again), and drafts from
-it; vocabularies over 65,536 tokens pack; the shipped corpus is exactly the shipped table's
-data."""
+"""Every model gets its `suffix-static` table, keyed by its tokenizer: a model whose tokenizer
+is the built-in model's uses the shipped table, whatever its weights; a tokenizer with no
+shipped table gets one built from the shipped corpus of public answers, between requests
+(inline on the command line), cached under its tokenizer's digest (shared by every model of
+that tokenizer; a bad cache file is kept aside and built again), and drafts from it; the
+inspector's replay drafts from the same table; vocabularies over 65,536 tokens pack; the
+shipped corpus is exactly the shipped table's data."""
 
 import logging
 import lzma
@@ -11,11 +13,9 @@ import numpy as np
 import pytest
 
 from engine import errors, static_ngrams
-from engine.drafters import suffix_static
 from engine.drafters._static_table import StaticTable
 from engine.events import DoneEvent
 from engine.memory import EngineMemory
-from engine.model_ngrams import model_key
 from engine.service import EngineService
 from engine.session import ChatSession
 from engine.settings import DraftSettings, GenerationRequest
@@ -25,13 +25,15 @@ from engine.static_ngrams import (
     corpus_digest,
     count_all,
     static_table_cache_path,
+    tokenizer_digest,
     write_corpus,
 )
+from engine.tokens import output_size
 
 from .test_bounded_work import run, table_notes, wait_until
 
 SHIPPED_CORPUS = static_ngrams.CORPUS_PATH
-SHIPPED_TABLES = suffix_static.TABLES_DIR
+SHIPPED_TABLES = static_ngrams.TABLES_DIR
 SUFFIX_STATIC = DraftSettings(
     drafter="suffix-static", draft_count=8, ngram_min=1, adaptive=False, options={"memory": False}
 )
@@ -47,7 +49,7 @@ def small_corpus(private_dirs, tmp_path, monkeypatch):
     path = tmp_path / "corpus.txt.xz"
     write_corpus(ANSWERS, path)
     monkeypatch.setattr(static_ngrams, "CORPUS_PATH", path)
-    monkeypatch.setattr(suffix_static, "TABLES_DIR", tmp_path / "no-shipped-tables")
+    monkeypatch.setattr(static_ngrams, "TABLES_DIR", tmp_path / "no-shipped-tables")
     monkeypatch.setattr(errors, "_said", set())
     return path
 
@@ -64,7 +66,8 @@ def chat(model_dir=None, chat_id=None, **kwargs):
 
 
 def cache_path(loaded, corpus):
-    return static_table_cache_path(model_key(loaded), corpus_digest(corpus))
+    tokenizer = tokenizer_digest(loaded.path)
+    return static_table_cache_path(tokenizer, output_size(loaded.model), corpus_digest(corpus))
 
 
 def encode(loaded, text):
@@ -139,7 +142,7 @@ def test_the_command_line_builds_the_table_inline_and_drafts_from_it(tiny_loaded
 
 def good_table(loaded, corpus) -> bytes:
     path = cache_path(loaded, corpus)
-    build = StaticTableBuild(loaded, model_key(loaded))
+    build = StaticTableBuild(loaded)
     while not build.step():
         pass
     data = path.read_bytes()
@@ -221,10 +224,9 @@ def test_ids_outside_the_vocabulary_end_contexts_when_counting():
 @pytest.mark.embedded
 def test_the_shipped_corpus_builds_exactly_the_shipped_table(embedded_loaded, monkeypatch):
     monkeypatch.setattr(static_ngrams, "CORPUS_PATH", SHIPPED_CORPUS)
-    monkeypatch.setattr(suffix_static, "TABLES_DIR", SHIPPED_TABLES)
-    key = model_key(embedded_loaded)
-    shipped = StaticTable.load(suffix_static.static_table_path(key))
-    build = StaticTableBuild(embedded_loaded, key)  # built, not the shipped one
+    shipped = StaticTable.load(SHIPPED_TABLES / "SmolLM2-135M-Instruct.npz")
+    assert shipped.tokenizer == tokenizer_digest(embedded_loaded.path)
+    build = StaticTableBuild(embedded_loaded)  # no shipped table here (fixture): built
     while not build.step():
         pass
     assert not build.unavailable and len(build.table) == len(shipped) == 470_172
@@ -239,7 +241,7 @@ def test_a_vocabulary_too_large_to_pack_is_said_once_and_drafts_without(
     monkeypatch.setattr(static_ngrams, "output_size", lambda model: 3_000_000)
     with caplog.at_level(logging.WARNING, logger="engine"):
         for _ in range(2):
-            build = StaticTableBuild(tiny_loaded, model_key(tiny_loaded))
+            build = StaticTableBuild(tiny_loaded)
             assert build.finished and build.table is None and build.step()
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(said) == 1 and "3,000,000 tokens is over 2,097,152" in said[0], said
