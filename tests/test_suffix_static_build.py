@@ -6,16 +6,25 @@ that tokenizer; a bad cache file is kept aside and built again), and drafts from
 inspector's replay drafts from the same table; vocabularies over 65,536 tokens pack; the
 shipped corpus is exactly the shipped table's data."""
 
+import json
 import logging
 import lzma
+import shutil
+from pathlib import Path
 
+import mlx.core as mx
 import numpy as np
 import pytest
+from mlx.utils import tree_flatten
 
 from engine import errors, static_ngrams
 from engine.drafters._static_table import StaticTable
 from engine.events import DoneEvent
 from engine.memory import EngineMemory
+from engine.model_ngrams import model_key
+from engine.models import load_model
+from engine.paths import cache_dir
+from engine.replay import replay_request
 from engine.service import EngineService
 from engine.session import ChatSession
 from engine.settings import DraftSettings, GenerationRequest
@@ -31,6 +40,7 @@ from engine.static_ngrams import (
 from engine.tokens import output_size
 
 from .test_bounded_work import run, table_notes, wait_until
+from .tiny_model import make_tiny_llama, tiny_llama_config, write_tiny_llama
 
 SHIPPED_CORPUS = static_ngrams.CORPUS_PATH
 SHIPPED_TABLES = static_ngrams.TABLES_DIR
@@ -262,3 +272,64 @@ def test_a_corpus_that_cannot_be_used_is_said_once_and_drafting_goes_on(
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(said) == 1 and str(small_corpus) in said[0], said
     assert session.drafter.table is None
+
+
+def test_models_of_one_tokenizer_share_one_built_table(tmp_path, small_corpus):
+    first = load_model(str(write_tiny_llama(tmp_path / "tiny-bf16", seed=0)))
+    second = load_model(str(write_tiny_llama(tmp_path / "tiny-4bit", seed=1)))  # other weights
+    assert model_key(first) != model_key(second)
+    assert table_notes(list(ChatSession(first, EngineMemory()).generate(chat().validated())))
+    session = ChatSession(second, EngineMemory())  # another process: the first one's file
+    events = list(session.generate(chat().validated()))
+    assert table_notes(events) == []  # nothing built
+    assert session.drafter.attached_static_table and drafts_the_phrase(session.drafter, second)
+    assert len(list((cache_dir() / "static-ngrams").iterdir())) == 1
+
+
+@pytest.mark.embedded
+def test_a_model_of_the_built_in_tokenizer_uses_the_shipped_table_whatever_its_weights(
+    embedded_loaded, tmp_path, monkeypatch
+):
+    """As a 4-bit copy made by ``mlx_lm convert -q``: other weights and config, the same
+    tokenizer files (tokenizer_config.json rewritten as the converter rewrites it)."""
+    monkeypatch.setattr(static_ngrams, "TABLES_DIR", SHIPPED_TABLES)
+    folder = tmp_path / "smol4"
+    folder.mkdir()
+    for source in Path(embedded_loaded.path).iterdir():
+        if source.suffix != ".safetensors" and source.name != "config.json":
+            shutil.copy(source, folder / source.name)
+    settings = json.loads((folder / "tokenizer_config.json").read_text())
+    settings.update(is_local=True, local_files_only=False)
+    (folder / "tokenizer_config.json").write_text(json.dumps(settings, indent=2))
+    vocab = output_size(embedded_loaded.model)
+    model = make_tiny_llama(vocab)
+    mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(model.parameters())))
+    (folder / "config.json").write_text(json.dumps(tiny_llama_config(vocab)))
+    monkeypatch.setattr(StaticTableBuild, "step", lambda self: pytest.fail("a table was built"))
+
+    session = ChatSession(load_model(str(folder)), EngineMemory())
+    events = list(session.generate(chat().validated()))
+    assert table_notes(events) == [] and events[-1].finish_reason == "length"
+    shipped = static_ngrams.shipped_table(tokenizer_digest(embedded_loaded.path), vocab)
+    assert shipped is not None and session.drafter.table is shipped
+
+
+def test_the_replay_of_a_suffix_static_answer_drafts_from_the_sessions_table(
+    tiny_loaded, small_corpus
+):
+    request = chat().validated()
+    answer = encode(tiny_loaded, "xyz the quick brown fox jumps")
+    (unbuilt,) = replay_request(tiny_loaded, request, answer, False, [SUFFIX_STATIC])
+    assert unbuilt.notes == ["without its static n-gram table (not built yet)"]
+    memory = EngineMemory()
+    list(ChatSession(tiny_loaded, memory).generate(request))  # builds it inline
+    (replayed,) = replay_request(
+        tiny_loaded, request, answer, False, [SUFFIX_STATIC], tables=memory.tables
+    )
+    assert replayed.exact
+    # from "xyz t" on, the table knows the words: the 24 tokens after it come in 3 passes
+    # (8 drafted tokens each, all taken), where suffix alone drafts none of them
+    start = len(encode(tiny_loaded, "xyz t"))
+    assert len(answer) == start + 24 and not any(replayed.from_draft[:start])
+    assert replayed.stats.passes == start + 3, replayed.from_draft
+    assert not any(unbuilt.from_draft), unbuilt.from_draft
