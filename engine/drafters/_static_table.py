@@ -2,15 +2,17 @@
 REST's datastore idea): for each context of 2 or 3 tokens, the token that most often
 followed it and its share of the context's followers.
 
-The file is a NumPy ``.npz`` archive (no pickles), shipped for the embedded model (written by
-``python -m engine.bench.static_table``) or built for another tokenizer and cached
+The file is a NumPy ``.npz`` archive (no pickles), shipped for the embedded model's tokenizer
+(written by ``python -m engine.bench.static_table``) or built for another tokenizer and cached
 (``engine/static_ngrams.py``): ``format``, ``model`` (the model name it was tokenized for),
 ``tokenizer`` (the digest of the tokenizer it was tokenized with,
-``static_ngrams.tokenizer_digest``: how a shipped table is found), ``vocab_size``, and per context order n in 2..3: ``keys{n}`` (the context's token ids packed
-``ID_BITS`` bits each, sorted, unique), ``next{n}`` (the follower) and ``share{n}`` (its share
-of the context's followers, in 255ths). A file that cannot be read, or that breaks any of
-that, is refused with a ``StaticTableError`` naming the problem; token ids outside the
-vocabulary are refused as well, so nothing it holds reaches the model unchecked.
+``static_ngrams.tokenizer_digest``: how a shipped table is found; a file without it loads,
+and no tokenizer finds it), ``vocab_size``, and per context order n in 2..3: ``keys{n}``
+(the context's token ids packed ``ID_BITS`` bits each, sorted, unique), ``next{n}`` (the
+follower) and ``share{n}`` (its share of the context's followers, in 255ths). A file that
+cannot be read, or that breaks any of that, is refused with a ``StaticTableError`` naming the
+problem; token ids outside the vocabulary are refused as well, so nothing it holds reaches
+the model unchecked.
 """
 
 from __future__ import annotations
