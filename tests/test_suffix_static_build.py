@@ -333,3 +333,21 @@ def test_the_replay_of_a_suffix_static_answer_drafts_from_the_sessions_table(
     assert len(answer) == start + 24 and not any(replayed.from_draft[:start])
     assert replayed.stats.passes == start + 3, replayed.from_draft
     assert not any(unbuilt.from_draft), unbuilt.from_draft
+
+
+def test_the_tokenizer_digest_follows_the_tokenizer_files_not_the_weights(tmp_path):
+    first = write_tiny_llama(tmp_path / "a", seed=0)
+    second = write_tiny_llama(tmp_path / "b", seed=1, layers=3)  # other weights and config
+    digest = tokenizer_digest(first)
+    assert tokenizer_digest(second) == digest
+    settings_file = second / "tokenizer_config.json"
+    settings = json.loads(settings_file.read_text())
+    settings_file.write_text(json.dumps({**settings, "is_local": True}))  # as a converter saves it
+    assert tokenizer_digest(second) == digest
+    settings_file.write_text(json.dumps({**settings, "add_prefix_space": True}))  # splits otherwise
+    assert tokenizer_digest(second) != digest
+    settings_file.write_text(json.dumps(settings))
+    backend = json.loads((second / "tokenizer.json").read_text())
+    backend["pre_tokenizer"]["add_prefix_space"] = True
+    (second / "tokenizer.json").write_text(json.dumps(backend))
+    assert tokenizer_digest(second) != digest
