@@ -35,7 +35,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .drafters.suffix_static import shipped_table
 from .paths import cache_dir
 from .static_ngrams import StaticTableBuild, encode_plain
 from .tokens import output_size
@@ -210,11 +209,11 @@ class ModelTables:
         )
 
     def static(self, loaded, key: str) -> StaticTableBuild:
-        """The static n-gram table of ``loaded``'s tokenizer: finished when it is kept,
-        shipped (``suffix_static.shipped_table``) or its cache file is good, else a build
-        from the shipped corpus that is now owed."""
-        shipped = shipped_table(key, output_size(loaded.model))
-        return self._kept_or_owed(loaded, StaticTableBuild(loaded, key, shipped=shipped))
+        """The static n-gram table of ``loaded``'s tokenizer (whatever its ``model_key``
+        ``key``: models of one tokenizer share it): finished when it is kept, shipped
+        (``static_ngrams.shipped_table``) or its cache file is good, else a build from the
+        shipped corpus that is now owed."""
+        return self._kept_or_owed(loaded, StaticTableBuild(loaded))
 
     def builds(self, names, loaded, key: str) -> dict:
         """The tables ``names`` (``wanted_tables``) of ``loaded``, each kept, or a build now

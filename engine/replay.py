@@ -12,7 +12,10 @@ a fixed draft count would have produced (tested against real decoding).
 It is an estimate, and says why, when the answer was sampled (a different guess could
 have changed what was sampled next), when the drafter needs the target's top-k or the
 model's bigram table (not recorded with the answer), and for ngram-cache, which replays
-without its cross-chat memory (a replay never reads or grows it).
+without its cross-chat memory (a replay never reads or grows it). ``suffix-static`` replays
+with the static n-gram table the live session attaches (``ModelTables.static``: shipped,
+cached or built for the model's tokenizer); one still being built is not waited for, and
+the replay says it went without.
 """
 
 from __future__ import annotations
@@ -26,13 +29,15 @@ from .adaptive import AdaptiveMemory
 from .draft_policy import FixedDraftLength
 from .drafters import DRAFTERS, make_drafter, measurement_options
 from .events import DoneEvent, ReplayOutcome
-from .model_ngrams import model_key
+from .drafters.base import Drafter
+from .model_ngrams import ModelTables, model_key
 from .models import load_model
 from .passes import judge_by_answer, learn_pass, plan_pass
 from .session import ChatSession
 from .session import prompt_tokens as request_tokens
 from .settings import DraftSettings, GenerationRequest
 from .stats import DecodeStats, summary_line
+from .tokens import output_size
 from .verify_cost import curve_from_spec
 
 
@@ -66,7 +71,8 @@ class ReplayResult:
         return self.outcome().to_dict()
 
 
-def _estimate_notes(drafter, asked: DraftSettings, greedy: bool) -> list[str]:
+def _estimate_notes(drafter, asked: DraftSettings, greedy: bool, attached: bool) -> list[str]:
+    """Why a replay is an estimate; ``attached``: the model's tables were offered."""
     notes = []
     if not greedy:
         notes.append("sampled answer")
@@ -74,6 +80,8 @@ def _estimate_notes(drafter, asked: DraftSettings, greedy: bool) -> list[str]:
         notes.append("needs the target's top-k, not recorded")
     if drafter.wants_model_bigram:
         notes.append("needs the model's bigram table")
+    if attached and drafter.wants_static_table and not drafter.attached_static_table:
+        notes.append("without its static n-gram table (not built yet)")
     if any(asked.options.get(k) != v for k, v in measurement_options(asked.drafter).items()):
         notes.append("without cross-chat memory")
     return notes
@@ -88,15 +96,19 @@ def replay(
     max_tokens: int | None = None,
     greedy: bool = True,
     tree: bool = True,
+    attach: Callable[[Drafter], None] | None = None,
 ) -> ReplayResult:
     """Re-enact decoding of ``answer_tokens`` after ``prompt_tokens`` with ``settings``
     (fixed draft count). ``end_token``: the answer ended with it (not in answer_tokens).
     ``max_tokens``: the request's limit (default: as many as were produced). ``tree``:
-    whether the target verifies several rows in one pass (otherwise only the first row)."""
+    whether the target verifies several rows in one pass (otherwise only the first row).
+    ``attach``: hands the new drafter the model's tables (``replay_request``'s)."""
     asked = settings
     options = {**settings.options, **measurement_options(settings.drafter)}
     settings = replace(settings, adaptive=False, options=options)
     drafter = make_drafter(settings)
+    if attach is not None:
+        attach(drafter)
     target = list(answer_tokens) + ([end_token] if end_token is not None else [])
     max_tokens = len(target) if max_tokens is None else max_tokens
     ends = {end_token} if end_token is not None else set()
@@ -115,7 +127,8 @@ def replay(
         produced += len(emitted)
         visible = len(emitted) - int(emitted[-1] in ends)
         from_draft.extend(i < kept for i in range(visible))
-    return ReplayResult(settings, stats, from_draft, _estimate_notes(drafter, asked, greedy))
+    notes = _estimate_notes(drafter, asked, greedy, attach is not None)
+    return ReplayResult(settings, stats, from_draft, notes)
 
 
 def replay_many(
@@ -176,17 +189,31 @@ def replay_request(
     greedy: bool | None = None,
     memory: AdaptiveMemory | None = None,
     should_stop: Callable[[], bool] = lambda: False,
+    tables: ModelTables | None = None,
 ) -> list[ReplayResult]:
     """Replay over an answer to ``request`` produced by ``loaded`` (the prompt is tokenized
     as the engine did; the model's measured verify-cost curve in ``memory``, or saved on
     disk, sorts the results; never measured on this machine: sorted by tokens per pass).
-    ``should_stop`` is checked between configurations."""
+    ``should_stop`` is checked between configurations. ``tables``: the model tables the
+    live sessions use (the service's ``EngineMemory.tables``; default: the shipped or
+    cached ones)."""
     prompt = request_tokens(loaded, request)
+    key = model_key(loaded)
     if request.draft.cost_curve is not None:  # a device curve asked for
         cost = request.draft.cost_curve.curve()
     else:
-        curve = (memory or AdaptiveMemory()).curve(model_key(loaded))
+        curve = (memory or AdaptiveMemory()).curve(key)
         cost = curve if curve.measured else None
+    tables = tables if tables is not None else ModelTables()
+
+    def attach(drafter) -> None:
+        """The static table the live session attaches, where it is finished (a replay
+        never waits for a build, nor reads the cross-chat memory the session's ``stores``
+        hold)."""
+        if drafter.wants_static_table:
+            table = tables.static(loaded, key).table
+            drafter.attach_model(key, static_table=table, vocab_size=output_size(loaded.model))
+
     eos = list(loaded.tokenizer.eos_token_ids)
     end_token = eos[0] if ended and eos else None
     return replay_many(
@@ -198,6 +225,7 @@ def replay_request(
         max_tokens=None if ended else len(answer_tokens),
         greedy=request.sampling.greedy if greedy is None else greedy,
         should_stop=should_stop,
+        attach=attach,
     )
 
 

@@ -96,6 +96,7 @@ class EngineService:
                 greedy,
                 memory=self.memory.adaptive,
                 should_stop=should_stop,
+                tables=self.memory.tables,
             )
             if should_stop():  # some configurations were not replayed
                 push(DoneEvent("cancelled", "", [], []))

@@ -5,7 +5,8 @@ import logging
 
 import pytest
 
-from engine.drafters import make_drafter, suffix_static
+from engine import static_ngrams
+from engine.drafters import make_drafter
 from engine.drafters._static_table import StaticTable, StaticTableError
 from engine.drafters.stores import DrafterStores
 from engine.settings import DraftSettings
@@ -16,7 +17,8 @@ from .tiny_model import make_tiny_llama
 
 pytestmark = pytest.mark.usefixtures("private_dirs")  # conftest: a data and cache folder per test
 
-MODEL_KEY = "test-model"  # tests/identity.py's key; a table named test.npz is this model's
+MODEL_KEY = "test-model"  # tests/identity.py's key
+TOKENIZER = "test-tokenizer"  # the tokenizer digest the table test.npz records
 VOCAB = 256
 
 
@@ -28,23 +30,23 @@ def counted(answers, vocab=VOCAB, min_count=2) -> FollowerCounts:
 
 
 def write_table(folder, answers, vocab=VOCAB, min_count=2):
-    StaticTable("test", vocab, counted(answers, 1 << 21, min_count).orders).save(
-        folder / "test.npz"
-    )
+    orders = counted(answers, 1 << 21, min_count).orders
+    StaticTable("test", vocab, orders, TOKENIZER).save(folder / "test.npz")
 
 
 @pytest.fixture
 def tables(tmp_path, monkeypatch):
     folder = tmp_path / "ngrams"
     folder.mkdir()
-    monkeypatch.setattr(suffix_static, "TABLES_DIR", folder)
+    monkeypatch.setattr(static_ngrams, "TABLES_DIR", folder)
     return folder
 
 
 def drafter(stores=None, **options):
     settings = DraftSettings(drafter="suffix-static", draft_count=8, ngram_min=1, options=options)
     made = make_drafter(settings.validated())
-    made.attach_model(MODEL_KEY, stores=stores, vocab_size=VOCAB)
+    table = static_ngrams.shipped_table(TOKENIZER, VOCAB)  # as ``ModelTables.static`` finds it
+    made.attach_model(MODEL_KEY, static_table=table, stores=stores, vocab_size=VOCAB)
     return made
 
 

@@ -1,21 +1,30 @@
-"""Every model gets its `suffix-static` table: a tokenizer with no shipped table gets one built
-from the shipped corpus of public answers, between requests (inline on the command line),
-cached under its model key (a bad cache file is kept aside and built again), and drafts from
-it; vocabularies over 65,536 tokens pack; the shipped corpus is exactly the shipped table's
-data."""
+"""Every model gets its `suffix-static` table, keyed by its tokenizer: a model whose tokenizer
+is the built-in model's uses the shipped table, whatever its weights; a tokenizer with no
+shipped table gets one built from the shipped corpus of public answers, between requests
+(inline on the command line), cached under its tokenizer's digest (shared by every model of
+that tokenizer; a bad cache file is kept aside and built again), and drafts from it; the
+inspector's replay drafts from the same table; vocabularies over 65,536 tokens pack; the
+shipped corpus is exactly the shipped table's data."""
 
+import json
 import logging
 import lzma
+import shutil
+from pathlib import Path
 
+import mlx.core as mx
 import numpy as np
 import pytest
+from mlx.utils import tree_flatten
 
 from engine import errors, static_ngrams
-from engine.drafters import suffix_static
 from engine.drafters._static_table import StaticTable
 from engine.events import DoneEvent
 from engine.memory import EngineMemory
 from engine.model_ngrams import model_key
+from engine.models import load_model
+from engine.paths import cache_dir
+from engine.replay import replay_request
 from engine.service import EngineService
 from engine.session import ChatSession
 from engine.settings import DraftSettings, GenerationRequest
@@ -25,13 +34,16 @@ from engine.static_ngrams import (
     corpus_digest,
     count_all,
     static_table_cache_path,
+    tokenizer_digest,
     write_corpus,
 )
+from engine.tokens import output_size
 
 from .test_bounded_work import run, table_notes, wait_until
+from .tiny_model import make_tiny_llama, tiny_llama_config, write_tiny_llama
 
 SHIPPED_CORPUS = static_ngrams.CORPUS_PATH
-SHIPPED_TABLES = suffix_static.TABLES_DIR
+SHIPPED_TABLES = static_ngrams.TABLES_DIR
 SUFFIX_STATIC = DraftSettings(
     drafter="suffix-static", draft_count=8, ngram_min=1, adaptive=False, options={"memory": False}
 )
@@ -47,7 +59,7 @@ def small_corpus(private_dirs, tmp_path, monkeypatch):
     path = tmp_path / "corpus.txt.xz"
     write_corpus(ANSWERS, path)
     monkeypatch.setattr(static_ngrams, "CORPUS_PATH", path)
-    monkeypatch.setattr(suffix_static, "TABLES_DIR", tmp_path / "no-shipped-tables")
+    monkeypatch.setattr(static_ngrams, "TABLES_DIR", tmp_path / "no-shipped-tables")
     monkeypatch.setattr(errors, "_said", set())
     return path
 
@@ -64,7 +76,8 @@ def chat(model_dir=None, chat_id=None, **kwargs):
 
 
 def cache_path(loaded, corpus):
-    return static_table_cache_path(model_key(loaded), corpus_digest(corpus))
+    tokenizer = tokenizer_digest(loaded.path)
+    return static_table_cache_path(tokenizer, output_size(loaded.model), corpus_digest(corpus))
 
 
 def encode(loaded, text):
@@ -139,7 +152,7 @@ def test_the_command_line_builds_the_table_inline_and_drafts_from_it(tiny_loaded
 
 def good_table(loaded, corpus) -> bytes:
     path = cache_path(loaded, corpus)
-    build = StaticTableBuild(loaded, model_key(loaded))
+    build = StaticTableBuild(loaded)
     while not build.step():
         pass
     data = path.read_bytes()
@@ -221,10 +234,9 @@ def test_ids_outside_the_vocabulary_end_contexts_when_counting():
 @pytest.mark.embedded
 def test_the_shipped_corpus_builds_exactly_the_shipped_table(embedded_loaded, monkeypatch):
     monkeypatch.setattr(static_ngrams, "CORPUS_PATH", SHIPPED_CORPUS)
-    monkeypatch.setattr(suffix_static, "TABLES_DIR", SHIPPED_TABLES)
-    key = model_key(embedded_loaded)
-    shipped = StaticTable.load(suffix_static.static_table_path(key))
-    build = StaticTableBuild(embedded_loaded, key)  # built, not the shipped one
+    shipped = StaticTable.load(SHIPPED_TABLES / "SmolLM2-135M-Instruct.npz")
+    assert shipped.tokenizer == tokenizer_digest(embedded_loaded.path)
+    build = StaticTableBuild(embedded_loaded)  # no shipped table here (fixture): built
     while not build.step():
         pass
     assert not build.unavailable and len(build.table) == len(shipped) == 470_172
@@ -239,7 +251,7 @@ def test_a_vocabulary_too_large_to_pack_is_said_once_and_drafts_without(
     monkeypatch.setattr(static_ngrams, "output_size", lambda model: 3_000_000)
     with caplog.at_level(logging.WARNING, logger="engine"):
         for _ in range(2):
-            build = StaticTableBuild(tiny_loaded, model_key(tiny_loaded))
+            build = StaticTableBuild(tiny_loaded)
             assert build.finished and build.table is None and build.step()
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(said) == 1 and "3,000,000 tokens is over 2,097,152" in said[0], said
@@ -260,3 +272,82 @@ def test_a_corpus_that_cannot_be_used_is_said_once_and_drafting_goes_on(
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(said) == 1 and str(small_corpus) in said[0], said
     assert session.drafter.table is None
+
+
+def test_models_of_one_tokenizer_share_one_built_table(tmp_path, small_corpus):
+    first = load_model(str(write_tiny_llama(tmp_path / "tiny-bf16", seed=0)))
+    second = load_model(str(write_tiny_llama(tmp_path / "tiny-4bit", seed=1)))  # other weights
+    assert model_key(first) != model_key(second)
+    assert table_notes(list(ChatSession(first, EngineMemory()).generate(chat().validated())))
+    session = ChatSession(second, EngineMemory())  # another process: the first one's file
+    events = list(session.generate(chat().validated()))
+    assert table_notes(events) == []  # nothing built
+    assert session.drafter.attached_static_table and drafts_the_phrase(session.drafter, second)
+    assert len(list((cache_dir() / "static-ngrams").iterdir())) == 1
+
+
+@pytest.mark.embedded
+def test_a_model_of_the_built_in_tokenizer_uses_the_shipped_table_whatever_its_weights(
+    embedded_loaded, tmp_path, monkeypatch
+):
+    """As a 4-bit copy made by ``mlx_lm convert -q``: other weights and config, the same
+    tokenizer files (tokenizer_config.json rewritten as the converter rewrites it)."""
+    monkeypatch.setattr(static_ngrams, "TABLES_DIR", SHIPPED_TABLES)
+    folder = tmp_path / "smol4"
+    folder.mkdir()
+    for source in Path(embedded_loaded.path).iterdir():
+        if source.suffix != ".safetensors" and source.name != "config.json":
+            shutil.copy(source, folder / source.name)
+    settings = json.loads((folder / "tokenizer_config.json").read_text())
+    settings.update(is_local=True, local_files_only=False)
+    (folder / "tokenizer_config.json").write_text(json.dumps(settings, indent=2))
+    vocab = output_size(embedded_loaded.model)
+    model = make_tiny_llama(vocab)
+    mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(model.parameters())))
+    (folder / "config.json").write_text(json.dumps(tiny_llama_config(vocab)))
+    monkeypatch.setattr(StaticTableBuild, "step", lambda self: pytest.fail("a table was built"))
+
+    session = ChatSession(load_model(str(folder)), EngineMemory())
+    events = list(session.generate(chat().validated()))
+    assert table_notes(events) == [] and events[-1].finish_reason == "length"
+    shipped = static_ngrams.shipped_table(tokenizer_digest(embedded_loaded.path), vocab)
+    assert shipped is not None and session.drafter.table is shipped
+
+
+def test_the_replay_of_a_suffix_static_answer_drafts_from_the_sessions_table(
+    tiny_loaded, small_corpus
+):
+    request = chat().validated()
+    answer = encode(tiny_loaded, "xyz the quick brown fox jumps")
+    (unbuilt,) = replay_request(tiny_loaded, request, answer, False, [SUFFIX_STATIC])
+    assert unbuilt.notes == ["without its static n-gram table (not built yet)"]
+    memory = EngineMemory()
+    list(ChatSession(tiny_loaded, memory).generate(request))  # builds it inline
+    (replayed,) = replay_request(
+        tiny_loaded, request, answer, False, [SUFFIX_STATIC], tables=memory.tables
+    )
+    assert replayed.exact
+    # from "xyz t" on, the table knows the words: the 24 tokens after it come in 3 passes
+    # (8 drafted tokens each, all taken), where suffix alone drafts none of them
+    start = len(encode(tiny_loaded, "xyz t"))
+    assert len(answer) == start + 24 and not any(replayed.from_draft[:start])
+    assert replayed.stats.passes == start + 3, replayed.from_draft
+    assert not any(unbuilt.from_draft), unbuilt.from_draft
+
+
+def test_the_tokenizer_digest_follows_the_tokenizer_files_not_the_weights(tmp_path):
+    first = write_tiny_llama(tmp_path / "a", seed=0)
+    second = write_tiny_llama(tmp_path / "b", seed=1, layers=3)  # other weights and config
+    digest = tokenizer_digest(first)
+    assert tokenizer_digest(second) == digest
+    settings_file = second / "tokenizer_config.json"
+    settings = json.loads(settings_file.read_text())
+    settings_file.write_text(json.dumps({**settings, "is_local": True}))  # as a converter saves it
+    assert tokenizer_digest(second) == digest
+    settings_file.write_text(json.dumps({**settings, "add_prefix_space": True}))  # splits otherwise
+    assert tokenizer_digest(second) != digest
+    settings_file.write_text(json.dumps(settings))
+    backend = json.loads((second / "tokenizer.json").read_text())
+    backend["pre_tokenizer"]["add_prefix_space"] = True
+    (second / "tokenizer.json").write_text(json.dumps(backend))
+    assert tokenizer_digest(second) != digest

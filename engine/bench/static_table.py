@@ -7,7 +7,9 @@ tokenizes every assistant answer of the **tuning** split of each public source
 the embedded model's tokenizer, counts each context of 2 and 3 tokens and the token after it,
 and keeps, per context seen at least ``--min-count`` times, its most frequent follower where
 that follower's share is at least ``--min-share`` (``static_ngrams.FollowerCounts``: the
-rules a table built at run time for another tokenizer follows). ``--exclude FILE`` leaves
+rules a table built at run time for another tokenizer follows). The table records the
+tokenizer's digest (``static_ngrams.tokenizer_digest``): every model of that tokenizer finds
+it by that. ``--exclude FILE`` leaves
 out the conversations of a conversations file (to replay a tuning sample against a table that
 never saw it).
 
@@ -28,6 +30,7 @@ from ..static_ngrams import (
     FollowerCounts,
     count_all,
     encode_plain,
+    tokenizer_digest,
     write_corpus,
 )
 from .conversations import SOURCES, read_conversations, split_of
@@ -46,14 +49,22 @@ def tuning_texts(exclude: set[str] = frozenset()) -> tuple[list[str], int]:
 
 
 def build(
-    tokenizer, model: str, vocab_size: int, exclude=(), min_count=MIN_COUNT, min_share=MIN_SHARE
+    tokenizer,
+    model: str,
+    vocab_size: int,
+    exclude=(),
+    min_count=MIN_COUNT,
+    min_share=MIN_SHARE,
+    tokenizer_id: str = "",
 ):
+    """The table of ``tokenizer`` (whose ``tokenizer_digest`` is ``tokenizer_id``) from the
+    tuning answers, and how many conversations, answers and tokens it counted."""
     counts = FollowerCounts(vocab_size, min_count, min_share)
     texts, conversations = tuning_texts(set(exclude))
     for text in texts:
         counts.add(encode_plain(tokenizer, text))
     count_all(counts)
-    return counts.table(model), conversations, counts.answers, counts.tokens
+    return counts.table(model, tokenizer_id), conversations, counts.answers, counts.tokens
 
 
 def main(argv=None) -> int:
@@ -92,6 +103,7 @@ def main(argv=None) -> int:
                 exclude,
                 args.min_count,
                 args.min_share,
+                tokenizer_digest(loaded.path),
             )
             table.save(args.out)
             print(

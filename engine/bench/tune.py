@@ -32,6 +32,9 @@ from ..settings import DraftSettings
 from ..verify_cost import CostCurve
 from .scratch import FolderStores
 
+# The static n-gram table the replays of each model key draft from (``suffix-static``'s, as a
+# session attaches it), noted by ``model_identity``, where every replayed model's key comes from
+STATIC_TABLES: dict = {}
 QUIET_CURVE = "resources/readme/benchmarks/results.json"  # a quiet machine's c(n), seconds
 PRIOR_STRENGTH = 1.0  # pseudo-observations of a fitted prior, as the flat Beta(0.5, 0.5)
 
@@ -65,7 +68,11 @@ def simulate(
             drafter=drafter_name, draft_count=draft_count, adaptive=adaptive, options=options
         )
         drafter = make_drafter(settings.validated())
-    drafter.attach_model(model_key, stores=stores if stores is not None else FolderStores())
+    drafter.attach_model(
+        model_key,
+        static_table=STATIC_TABLES.get(model_key),
+        stores=stores if stores is not None else FolderStores(),
+    )
     constrained = any("forced" in turn for turn in chat)  # a schema's answers
     policy = FixedDraftLength()
     if adaptive:
@@ -228,10 +235,13 @@ def taught_memory(chats: dict, chat: dict, plan: dict, key: str, seconds: dict, 
 
 
 def model_identity(loaded) -> tuple[str, int]:
-    """What the replay needs of a model: its key (names the drafters' files), its end token."""
-    from ..model_ngrams import model_key
+    """What the replay needs of a model: its key (names the drafters' files), its end token
+    (and, in ``STATIC_TABLES``, its static n-gram table where it is shipped or cached)."""
+    from ..model_ngrams import ModelTables, model_key
 
-    return model_key(loaded), sorted(loaded.tokenizer.eos_token_ids)[0]
+    key = model_key(loaded)
+    STATIC_TABLES[key] = ModelTables().static(loaded, key).table
+    return key, sorted(loaded.tokenizer.eos_token_ids)[0]
 
 
 def reference_answers(

@@ -2,14 +2,17 @@
 REST's datastore idea): for each context of 2 or 3 tokens, the token that most often
 followed it and its share of the context's followers.
 
-The file is a NumPy ``.npz`` archive (no pickles), shipped for the embedded model (written by
-``python -m engine.bench.static_table``) or built for another tokenizer and cached
+The file is a NumPy ``.npz`` archive (no pickles), shipped for the embedded model's tokenizer
+(written by ``python -m engine.bench.static_table``) or built for another tokenizer and cached
 (``engine/static_ngrams.py``): ``format``, ``model`` (the model name it was tokenized for),
-``vocab_size``, and per context order n in 2..3: ``keys{n}`` (the context's token ids packed
-``ID_BITS`` bits each, sorted, unique), ``next{n}`` (the follower) and ``share{n}`` (its share
-of the context's followers, in 255ths). A file that cannot be read, or that breaks any of
-that, is refused with a ``StaticTableError`` naming the problem; token ids outside the
-vocabulary are refused as well, so nothing it holds reaches the model unchecked.
+``tokenizer`` (the digest of the tokenizer it was tokenized with,
+``static_ngrams.tokenizer_digest``: how a shipped table is found; a file without it loads,
+and no tokenizer finds it), ``vocab_size``, and per context order n in 2..3: ``keys{n}``
+(the context's token ids packed ``ID_BITS`` bits each, sorted, unique), ``next{n}`` (the
+follower) and ``share{n}`` (its share of the context's followers, in 255ths). A file that
+cannot be read, or that breaks any of that, is refused with a ``StaticTableError`` naming the
+problem; token ids outside the vocabulary are refused as well, so nothing it holds reaches
+the model unchecked.
 """
 
 from __future__ import annotations
@@ -57,8 +60,9 @@ def pack(context) -> int:
 class StaticTable:
     """The table in memory: per order, sorted packed contexts and their followers."""
 
-    def __init__(self, model: str, vocab_size: int, orders: dict[int, tuple]):
+    def __init__(self, model: str, vocab_size: int, orders: dict[int, tuple], tokenizer: str = ""):
         self.model = model
+        self.tokenizer = tokenizer  # ``static_ngrams.tokenizer_digest``; "": not recorded
         self.vocab_size = vocab_size
         # order -> (packed contexts, sorted; followers; shares in 255ths), NumPy arrays
         self.orders = orders
@@ -92,6 +96,7 @@ class StaticTable:
 
     def save(self, path) -> None:
         arrays = {"format": np.array(FORMAT), "model": np.array(self.model)}
+        arrays["tokenizer"] = np.array(self.tokenizer)
         arrays["vocab_size"] = np.array(self.vocab_size, dtype=np.int64)
         for n, (keys, nxt, share) in self.orders.items():
             arrays[f"keys{n}"], arrays[f"next{n}"], arrays[f"share{n}"] = keys, nxt, share
@@ -102,14 +107,23 @@ class StaticTable:
     @classmethod
     def load(cls, path) -> "StaticTable":
         path = Path(path)
+        arrays = _arrays(path)
         try:
-            data = read_regular_file(path, MAX_FILE_BYTES)
-            with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-                return cls._checked({name: archive[name] for name in archive.files}, path)
+            return cls._checked(arrays, path)
         except StaticTableError:
             raise
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile, EngineError) as error:
+        except (ValueError, KeyError, EngineError) as error:
             raise StaticTableError(path, f"it cannot be read: {error}") from None
+
+    @staticmethod
+    def tokenizer_of(path) -> str:
+        """The tokenizer digest a table file records ("" when it records none), reading
+        none of its other arrays; StaticTableError when it is not a table file."""
+        path = Path(path)
+        arrays = _arrays(path, ("format", "tokenizer"))
+        if str(arrays.get("format", "")) != FORMAT:
+            raise StaticTableError(path, f"it is not a {FORMAT} file")
+        return str(arrays.get("tokenizer", ""))
 
     @classmethod
     def _checked(cls, arrays: dict, path: Path) -> "StaticTable":
@@ -144,4 +158,15 @@ class StaticTable:
             if len(share) and (int(share.min()) < 1 or int(share.max()) > SHARE_SCALE):
                 refuse(f"its order-{n} shares are not between 1 and {SHARE_SCALE}")
             orders[n] = (keys, nxt.astype(np.uint32), share.astype(np.uint8))
-        return cls(str(arrays["model"]), vocab, orders)
+        return cls(str(arrays["model"]), vocab, orders, str(arrays.get("tokenizer", "")))
+
+
+def _arrays(path: Path, names=None) -> dict:
+    """The arrays a table file holds (only those of ``names`` where given);
+    StaticTableError when it cannot be read."""
+    try:
+        data = read_regular_file(path, MAX_FILE_BYTES)
+        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+            return {n: archive[n] for n in archive.files if names is None or n in names}
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
+        raise StaticTableError(path, f"it cannot be read: {error}") from None

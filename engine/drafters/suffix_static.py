@@ -6,21 +6,19 @@ The conversation's own matches draft first, as ``suffix`` does. While they leave
 tokens, from
 - **this user's earlier chats**: the n-gram memory the ``ngram-cache`` drafter keeps across
   chats (the same file, counted in here too), with llama.cpp's strict thresholds; else
-- **the static table** of the model's tokenizer (shipped for the embedded model in
-  ``TABLES_DIR``; built for any other from the shipped corpus of public answers,
-  ``engine/static_ngrams.py``): the most frequent follower of the last 3 tokens, else of
-  the last 2,
+- **the static table** of the model's tokenizer (shipped for the embedded model's tokenizer;
+  built for any other from the shipped corpus of public answers, ``engine/static_ngrams.py``):
+  the most frequent follower of the last 3 tokens, else of the last 2,
 
 stopping before the product of the followers' shares falls below ``min_prob``. A proposal
 that rests on this row alone says no match length (``match_length`` 0): the adaptive policy
 judges its acceptance apart from the conversation's own matches, and sends it only as far as
 the verify-cost curve makes it pay.
 
-The session brings the table (``wants_static_table``; ``use_static_table``): a model with no
-shipped table gets its own built between requests (or inline on the command line), and
-drafts as ``suffix`` plus its memory until then. Given only a model key (a replay), the
-drafter uses the shipped table of that model if there is one; a shipped file that cannot be
-read is named once. Options: ``suffix``'s, ``table`` (default true), ``memory`` (default
+The session (and the inspector's replay, ``engine/replay.py``) brings the table
+(``wants_static_table``; ``use_static_table``): a tokenizer with no shipped table gets its
+own built between requests (or inline on the command line), and drafts as ``suffix`` plus
+its memory until then; a drafter given no table drafts without one. Options: ``suffix``'s, ``table`` (default true), ``memory`` (default
 true: read and grow the cross-chat memory).
 """
 
@@ -28,12 +26,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from functools import lru_cache
-from pathlib import Path
-
-from ..errors import warn
 from ._options import Option
-from ._static_table import StaticTable, StaticTableError
+from ._static_table import StaticTable
 from .base import Proposal
 from .ngram_cache import (
     MIN_PERCENT_STRICT,
@@ -45,19 +39,7 @@ from .ngram_cache import (
 from .stores import DrafterStores
 from .suffix import SuffixDrafter
 
-TABLES_DIR = Path(__file__).resolve().parents[2] / "resources" / "ngrams"
 MEMORY_MIN = 2  # the shortest n-gram of the user's memory used (ngram-cache's strict rules)
-
-
-def static_table_path(model_key: str) -> Path | None:
-    """The shipped table whose model name begins ``model_key`` (``model_ngrams.model_key``:
-    the model's name, then a digest), or None."""
-    folder = TABLES_DIR
-    if folder.is_dir():
-        for path in sorted(folder.glob("*.npz")):
-            if model_key.startswith(path.stem + "-"):
-                return path
-    return None
 
 
 class SuffixStaticDrafter(SuffixDrafter):
@@ -84,10 +66,10 @@ class SuffixStaticDrafter(SuffixDrafter):
             if self.store is not None:
                 self.store.save()
             self.stores, self.store = stores, None
-        self.table = shipped_table(model_key, vocab_size) if self.option["table"] else None
+        self.table = None  # the model's own comes with ``use_static_table``
 
     def use_static_table(self, table: StaticTable) -> None:
-        if self.option["table"] and table.vocab_size == self.vocab_size:
+        if self.option["table"] and self.vocab_size in (None, table.vocab_size):
             self.table = table
 
     def _memory(self) -> _DynamicStore | None:
@@ -152,34 +134,6 @@ class SuffixStaticDrafter(SuffixDrafter):
             row.append(found[0])
             seq = seq[1:] + [found[0]]
         return row
-
-
-def shipped_table(model_key: str, vocab_size: int | None) -> StaticTable | None:
-    """The table shipped for the model ``model_key`` names, if there is one for its
-    vocabulary of ``vocab_size`` tokens (a shipped file that cannot be used is named once)."""
-    path = static_table_path(model_key)
-    if path is None:
-        return None
-    try:
-        stat = path.stat()
-        table = _read_table(path, stat.st_mtime_ns, stat.st_size)
-    except (StaticTableError, OSError) as error:
-        warn(f"{error} suffix-static drafts without it.")
-        return None
-    if vocab_size is not None and table.vocab_size != vocab_size:
-        warn(
-            f"suffix-static: the table {path} is for a vocabulary of {table.vocab_size} "
-            f"tokens, this model has {vocab_size}; drafting without it."
-        )
-        return None
-    return table
-
-
-# A shipped file, read-only: read once per process (0.08 s and 13 MB, measured here), not
-# once per chat; a file changed on disk (other time or size) is read again.
-@lru_cache(maxsize=2)
-def _read_table(path: Path, mtime_ns: int, size: int) -> StaticTable:
-    return StaticTable.load(path)
 
 
 def memory_follower(memory, seq) -> tuple[int, float] | None:
