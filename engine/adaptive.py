@@ -12,14 +12,22 @@
   class (``CLASS_PRIORS``, so a first answer drafts as long as such matches earn), else
   Beta(0.5, 0.5); position 1 from one pseudo-observation at position 0's estimate, so
   when it was not reached lately it follows position 0 instead of keeping stale failures,
-  and so on for each position.
+  and so on for each position. Copies (matches of 6 or more tokens) share one rate from
+  position 2 on (from one pseudo-observation at position 1's estimate): a copy ends at any
+  of its tokens alike, and a rate per position, each reached a few times, let one failure
+  at position 7 cut every copy to 7 tokens long after. Shorter matches keep a rate per
+  position: shared, the high rate a copy-heavy answer left to 3-5-token matches sent long
+  drafts into the next answer's prose.
 - **Match classes**: copying drafters say how long a match their proposal rests on
-  (``Proposal.match_length``): unknown, 1-2, 3-5, or 6 or more tokens. A long match that
+  (``Proposal.match_length``): unknown, 1-2, 3-5, 6-11 or 12+ tokens. A long match that
   copies a code block is not judged by the short matches that failed in the prose
-  before it. Finer classes earned nothing on the real-chat dev split: 12+ tokens apart from
-  6-11 made 1.000x, short matches split by how their token followed them
-  (``Proposal.follows``) 1.003x, and copies sharing one rate from their third token on
-  1.000x, over 15 curves and three sources (python -m engine.bench.policy_gap's replay).
+  before it. A 1-2-token match whose drafted token is what usually followed its two or
+  more earlier occurrences (``Proposal.follows`` is ``USUAL``) has a class of its own, and one
+  seen only once before, whose drafted token followed it then (``ONCE``), another: on the
+  tuning prompts their first tokens were kept 69% and 39% of the time, other short
+  matches' 16%. Kept together, the first kind's successes (often a copy from the prompt)
+  had the second kind (often prose repeating itself) draft long and fail at the start of
+  the next chat.
 - **Constrained answers** (a JSON schema, a forced tool call) keep their acceptance apart
   from free text's: a schema's values are short copies from the prompt that pay far more
   often than short matches in prose do, and an answer is known to be constrained before its
@@ -40,9 +48,9 @@
   L) is L times the tokens a tree's other rows have lately added beyond its first row per
   token of that row (per match class, fading like the counts, from a prior fitted on the
   tuning prompts, ``TREE_BONUS_PRIORS``); the tree extra is what a tree pass costs beyond a
-  row of as many tokens (``CostCurve.tree_extra``). R is two, and more while they cost no
-  more than two. Where rows are nearly free they ride along; where a tree pass costs more
-  they go out only where they have been adding enough.
+  row of as many tokens (``CostCurve.tree_extra``). R is two, and more while each costs at
+  most 5% more than two. Where rows are nearly free they ride along; where a tree pass costs
+  more they go out only where they have been adding enough.
 
 The service owns the curves and the acceptance memory (``AdaptiveMemory``), never this
 module.
@@ -53,7 +61,7 @@ from __future__ import annotations
 import math
 
 from .draft_policy import Choice, MatchClass, NO_DRAFT, PassOutcome
-from .drafters.base import Proposal
+from .drafters.base import ONCE, USUAL, Proposal
 from .verify_cost import (
     CostCurve,
     load_cost_curve,
@@ -67,6 +75,7 @@ DECAY = 0.85  # per drafted pass
 PROBE_INTERVAL = 16  # passes with a proposal but no draft before a 1-token probe, at least
 PROBE_SHARE = 0.01  # of the idle passes' time, the most a probe's extra cost may be
 PRIOR_ACCEPT = 0.5
+ROW_SLACK = 0.05  # rows beyond a tree's second may make its pass this much dearer
 GUESS_MARGIN = 1.1  # on a curve not measured for the model, a draft must promise 10% more
 HOPELESS = 0.9  # passes costing this share of their length in one-token passes never pay
 # A curve not yet in seconds opens the answer with this many plain, pipelined tokens: c(1)
@@ -79,22 +88,32 @@ PLAIN_OPENING = 3
 PRIOR_REJECT = 0.5
 # Cold start, per drafter and match class (``MatchClass``, as ``match_class`` sorts): the
 # prior (accept, reject) pseudo-counts of position 0, so a first answer drafts as much as
-# such matches usually earn instead of paying for learning; a drafter or class not named
-# starts from Beta(PRIOR_ACCEPT, PRIOR_REJECT). ``AdaptiveMemory`` hands them to its policies
-# (a benchmark may hand others). Fitted on the benchmark's tuning prompts (python -m
-# engine.bench.tune). The suffix family has none: on the real-chat dev split (ShareGPT,
-# MT-bench, HumanEval, 15 curves, python -m engine.bench.policy_gap's replay) its fitted
-# priors made 1.000x the flat prior's speed-up, one process answering every chat and each
-# chat alone alike.
+# such matches usually earn instead of paying for learning. ``AdaptiveMemory`` hands them to
+# its policies (a benchmark may hand others). Fitted on the benchmark's tuning prompts
+# (python -m engine.bench.tune), checked on its check prompts; for suffix's usual short
+# matches 0.9 gave the most tokens per second on the tuning set (0.51, 0.6 and 0.8 did less
+# well), and for those seen once 0.39, 0.45 and 0.6 did the same within 0.1%.
 Priors = dict[str, dict[MatchClass, tuple[float, float]]]
 CLASS_PRIORS: Priors = {
+    "suffix": {
+        MatchClass.SHORT: (0.16, 0.84),
+        MatchClass.MEDIUM: (0.8, 0.2),
+        MatchClass.COPY: (0.84, 0.16),
+        MatchClass.LONG_COPY: (0.98, 0.02),
+        MatchClass.USUAL_SHORT: (0.9, 0.1),
+        MatchClass.ONCE_SHORT: (0.39, 0.61),
+    },
     "prompt-lookup": {
         MatchClass.SHORT: (0.34, 0.66),
         MatchClass.MEDIUM: (0.71, 0.29),
         MatchClass.COPY: (0.77, 0.23),
+        MatchClass.LONG_COPY: (0.96, 0.04),
     },
     "ngram-cache": {MatchClass.NOT_SAID: (0.79, 0.21)},
 }
+# suffix-static and suffix-recycling draft suffix's rows first: their matches are suffix's
+CLASS_PRIORS["suffix-static"] = CLASS_PRIORS["suffix"]
+CLASS_PRIORS["suffix-recycling"] = CLASS_PRIORS["suffix"]
 # Per drafter and match class: tokens a tree pass accepted beyond its first row per token of
 # its first row, over the tuning prompts' tree passes (every row sent, draft count 16;
 # python -m engine.bench.tune).
@@ -104,6 +123,9 @@ TREE_BONUS_PRIORS: BonusPriors = {
         MatchClass.SHORT: 0.078,
         MatchClass.MEDIUM: 0.06,
         MatchClass.COPY: 0.112,
+        MatchClass.LONG_COPY: 0.074,
+        MatchClass.USUAL_SHORT: 0.03,
+        MatchClass.ONCE_SHORT: 0.073,
     }
 }
 TREE_BONUS_PRIORS["suffix-static"] = TREE_BONUS_PRIORS["suffix"]
@@ -111,8 +133,12 @@ TREE_BONUS_PRIORS["suffix-recycling"] = TREE_BONUS_PRIORS["suffix"]
 TREE_BONUS_WEIGHT = 2.0  # pseudo-observations of the prior: trees
 TREE_BONUS_LENGTH = 16  # of this many tokens a row
 DEPTH_PRIOR = 1.0  # pseudo-observations at the estimate of the position before
-# match lengths where SHORT, MEDIUM and COPY begin (below the first: NOT_SAID)
-MATCH_CLASS_STARTS = (1, 3, 6)
+POOLED_FROM = 2  # in copies' classes, positions from here on share one acceptance rate
+COPY_CLASSES = (MatchClass.COPY, MatchClass.LONG_COPY)  # matches of 6 or more tokens
+# match lengths where SHORT, MEDIUM, COPY and LONG_COPY begin (below the first: NOT_SAID)
+MATCH_CLASS_STARTS = (1, 3, 6, 12)
+# a short match's class by ``Proposal.follows``
+SHORT_CLASSES = {USUAL: MatchClass.USUAL_SHORT, ONCE: MatchClass.ONCE_SHORT}
 
 
 class AcceptanceTracker:
@@ -123,7 +149,9 @@ class AcceptanceTracker:
         prior_accept: float = PRIOR_ACCEPT,
         prior_reject: float = PRIOR_REJECT,
         prior_bonus: float = 0.0,
+        pooled: bool = False,
     ):
+        self.pooled = pooled  # positions from ``POOLED_FROM`` on share one rate
         self.accepted = [0.0] * MAX_POSITIONS
         self.reached = [0.0] * MAX_POSITIONS
         self.prior_accept = prior_accept
@@ -156,14 +184,19 @@ class AcceptanceTracker:
     def probabilities(self, length: int) -> list[float]:
         """P(draft token i accepted | tokens before it were) for i < length."""
         values: list[float] = []
-        for i in range(min(length, MAX_POSITIONS)):
+        separate = POOLED_FROM if self.pooled else MAX_POSITIONS
+        for i in range(min(length, MAX_POSITIONS, separate + 1)):
             if i == 0:
                 p = (self.accepted[0] + self.prior_accept) / (
                     self.reached[0] + self.prior_accept + self.prior_reject
                 )
-            else:
-                p = (self.accepted[i] + DEPTH_PRIOR * values[-1]) / (self.reached[i] + DEPTH_PRIOR)
+            else:  # position i alone, or with every one after it where they share a rate
+                seen = slice(i, None if i == separate else i + 1)
+                p = (sum(self.accepted[seen]) + DEPTH_PRIOR * values[-1]) / (
+                    sum(self.reached[seen]) + DEPTH_PRIOR
+                )
             values.append(p)
+        values += values[-1:] * (min(length, MAX_POSITIONS) - len(values))
         return values + [0.0] * (length - len(values))
 
     def probability(self, i: int) -> float:
@@ -185,9 +218,13 @@ def expected_tokens(probabilities: list[float]) -> list[float]:
     return values
 
 
-def match_class(match_length: int) -> MatchClass:
-    """``NOT_SAID`` when the drafter does not say, else ever longer matches' classes."""
-    return MatchClass(sum(1 for start in MATCH_CLASS_STARTS if match_length >= start))
+def match_class(match_length: int, follows: str = "") -> MatchClass:
+    """``NOT_SAID`` when the drafter does not say, else ever longer matches' classes; a short
+    match whose drafted token usually followed it (``follows``, as ``Proposal.follows``):
+    ``USUAL_SHORT``; one whose drafted token followed its only earlier occurrence:
+    ``ONCE_SHORT``."""
+    klass = MatchClass(sum(1 for start in MATCH_CLASS_STARTS if match_length >= start))
+    return SHORT_CLASSES.get(follows, klass) if klass == MatchClass.SHORT else klass
 
 
 class AdaptiveMemory:
@@ -277,14 +314,15 @@ class AdaptivePolicy:
         if tracker is None:
             prior = self.priors.get(klass, (PRIOR_ACCEPT, PRIOR_REJECT))
             bonus = self.bonus_priors.get(klass, 0.0)
-            tracker = self.trackers[klass] = AcceptanceTracker(*prior, bonus)
+            copies = klass in COPY_CLASSES
+            tracker = self.trackers[klass] = AcceptanceTracker(*prior, bonus, pooled=copies)
         return tracker
 
     def choose(self, proposal: Proposal, limit: int) -> Choice:
         """The draft length and rows to send of ``proposal`` (its longest row ``limit``
         tokens; its first row perhaps shorter) resting on a match of its ``match_length``
-        (``match_class``). The first row earns only on tokens it has: a longer length pays,
-        if at all, through the other rows."""
+        (``follows``: see ``match_class``). The first row earns only on tokens it has: a
+        longer length pays, if at all, through the other rows."""
         if limit <= 0 or not self.curve.anchored:  # a guess: one plain pass gives c(1) first
             return NO_DRAFT
         available = min(max(len(proposal.rows), 1), self.rows)
@@ -319,7 +357,7 @@ class AdaptivePolicy:
     def judge(self, proposal: Proposal) -> tuple[MatchClass, AcceptanceTracker]:
         """The proposal's match class and what is expected of its draft tokens
         (``expected_tokens``, ``tree_bonus``): here the class's acceptance memory."""
-        kind = match_class(proposal.match_length)
+        kind = match_class(proposal.match_length, proposal.follows)
         return kind, self.tracker(kind)
 
     def forced_length(self, available: int) -> int:
@@ -359,9 +397,13 @@ class AdaptivePolicy:
 
     def tree_rows(self, length: int, available: int) -> int:
         """The rows of a tree of ``length``-token rows: two, and more (of ``available``) while
-        they make the pass no dearer than two (on a flat curve all, on a steep one two)."""
+        each makes the pass at most ``ROW_SLACK`` dearer than two (on a flat curve all, on a
+        steep one two)."""
         two, rows = self.curve.tree_cost(1 + 2 * length), 2
-        while rows < available and self.curve.tree_cost(1 + (rows + 1) * length) <= two:
+        while (
+            rows < available
+            and self.curve.tree_cost(1 + (rows + 1) * length) <= (1 + ROW_SLACK) * two
+        ):
             rows += 1
         return rows
 

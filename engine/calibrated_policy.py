@@ -224,7 +224,7 @@ class CalibratedPolicy(AdaptivePolicy):
         self._judged: tuple = ()  # the features of the proposal ``judge`` saw last
 
     def judge(self, proposal: Proposal) -> tuple[MatchClass, Estimate]:
-        kind = match_class(proposal.match_length)  # probes are per class
+        kind = match_class(proposal.match_length, proposal.follows)  # probes are per class
         self._judged = proposal_features(proposal, self.model.recent_logit())
         return kind, Estimate(self.model, self._judged)
 

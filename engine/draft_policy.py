@@ -25,7 +25,10 @@ class MatchClass(IntEnum):
     NOT_SAID = 0  # the drafter does not say how long a match it copies
     SHORT = 1  # a match of 1-2 tokens
     MEDIUM = 2  # 3-5 tokens
-    COPY = 3  # 6 or more tokens
+    COPY = 3  # 6-11 tokens
+    LONG_COPY = 4  # 12 or more tokens
+    USUAL_SHORT = 5  # 1-2 tokens whose drafted token usually followed them (``USUAL``)
+    ONCE_SHORT = 6  # 1-2 tokens seen once before, followed then by the drafted token (``ONCE``)
 
 
 @dataclass(frozen=True)

@@ -128,7 +128,7 @@ def simulate(
                 # row's [reached, accepted] per position, then [trees' first-row tokens, beyond]
                 matches, judged = verdict.matches, plan.proposal
                 counts = classes.setdefault(
-                    match_class(judged.match_length),
+                    match_class(judged.match_length, judged.follows),
                     [[0, 0] for _ in range(draft_count + 1)],
                 )
                 for i in range(min(matches[0] + 1, len(rows[0]))):

@@ -56,7 +56,8 @@ class Proposal:
     rows: DraftRows = field(default_factory=list)
     match_length: int = 0
     # ``USUAL``, ``ONCE`` or "" (a drafter that counts continuations says so): how the first
-    # row's first token follows the match (an input of the calibrated policy).
+    # row's first token follows the match. A short match that says either is judged apart
+    # from the other short matches.
     follows: str = ""
     # per token of the first row, as far as the drafter counted (a drafter that counts
     # continuations says so): (the share of the earlier occurrences of everything before it
