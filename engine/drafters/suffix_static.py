@@ -18,8 +18,8 @@ the verify-cost curve makes it pay.
 The session (and the inspector's replay, ``engine/replay.py``) brings the table
 (``wants_static_table``; ``use_static_table``): a tokenizer with no shipped table gets its
 own built between requests (or inline on the command line), and drafts as ``suffix`` plus
-its memory until then; a drafter given no table drafts without one. Options: ``suffix``'s, ``table`` (default true), ``memory`` (default
-true: read and grow the cross-chat memory).
+its memory until then; a drafter given no table drafts without one. Options: ``suffix``'s,
+``table`` (default true), ``memory`` (default true: read and grow the cross-chat memory).
 """
 
 from __future__ import annotations
