@@ -84,21 +84,13 @@ class BestCut:
         return best
 
 
-class HindsightDrafter(Drafter):
-    """``inner``'s rows, each pass cut to the one row and length that pay most knowing the
-    answer. One row suffices: a tree keeps no more than its best row and costs at least
-    that row's pass; no length past the row's match pays, as c(n) never falls (``CostCurve``
-    makes it non-decreasing). Each pass is best alone; the whole answer's least time could
-    differ, as a pass's choice changes where the next one starts."""
-
-    name = "hindsight"
-    summary = "benchmark only: the default drafter's rows, cut knowing the answer"
+class AnswerKnowingDrafter(Drafter):
+    """A benchmark's wrapper of ``inner`` that knows the answers (``truth``) and the best cut
+    of each proposal on ``curve`` (``best``); the drafter's own calls go through to it."""
 
     def __init__(self, inner: Drafter, answers: Sequence[Sequence[int]], curve: CostCurve):
         super().__init__(None)
-        self.inner, self.truth, self.curve = inner, OracleDrafter(answers), curve
-        self.best = BestCut(curve)
-        self.row = 0  # the inner row sent last
+        self.inner, self.truth, self.best = inner, OracleDrafter(answers), BestCut(curve)
 
     def attach_model(self, model_key: str, **data) -> None:
         super().attach_model(model_key, **data)
@@ -112,6 +104,24 @@ class HindsightDrafter(Drafter):
         self.truth.extend(tokens)
         self.inner.extend(tokens)
 
+    def flush(self) -> None:
+        self.inner.flush()
+
+
+class HindsightDrafter(AnswerKnowingDrafter):
+    """``inner``'s rows, each pass cut to the one row and length that pay most knowing the
+    answer. One row suffices: a tree keeps no more than its best row and costs at least
+    that row's pass; no length past the row's match pays, as c(n) never falls (``CostCurve``
+    makes it non-decreasing). Each pass is best alone; the whole answer's least time could
+    differ, as a pass's choice changes where the next one starts."""
+
+    name = "hindsight"
+    summary = "benchmark only: the default drafter's rows, cut knowing the answer"
+
+    def __init__(self, inner: Drafter, answers: Sequence[Sequence[int]], curve: CostCurve):
+        super().__init__(inner, answers, curve)
+        self.row = 0  # the inner row sent last
+
     def propose(self, k: int) -> Proposal:
         proposal = self.inner.propose(k)
         _, length, self.row = self.best.of_rows(proposal.rows, k, self.truth)
@@ -122,9 +132,6 @@ class HindsightDrafter(Drafter):
     def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None) -> None:
         self.truth.observe(emitted)
         self.inner.observe(emitted, accepted=accepted, drafted=drafted, row=self.row)
-
-    def flush(self) -> None:
-        self.inner.flush()
 
 
 class OracleSession(ChatSession):

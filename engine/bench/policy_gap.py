@@ -38,7 +38,7 @@ from ..errors import EngineError
 from ..settings import DraftSettings
 from ..verify_cost import CostCurve, curve_from_spec, named_curves
 from .conversations import read_conversations, replay_chats
-from .oracle import BestCut, OracleDrafter
+from .oracle import AnswerKnowingDrafter
 from .tune import model_identity, simulate
 
 KINDS = (
@@ -63,15 +63,14 @@ class PassRecord:
     best: int
 
 
-class RecordingDrafter(Drafter):
+class RecordingDrafter(AnswerKnowingDrafter):
     """``inner`` as the default runs it, noting each pass's best cut (``BestCut``) and what
     the pass sent and kept."""
 
     name = "recording"
 
     def __init__(self, inner: Drafter, answers: Sequence[Sequence[int]], curve: CostCurve):
-        super().__init__(None)
-        self.inner, self.truth, self.best = inner, OracleDrafter(answers), BestCut(curve)
+        super().__init__(inner, answers, curve)
         self.name, self.multi_row = inner.name, inner.multi_row
         self.passes: list[PassRecord] = []
         self.cut = 0  # the best cut of the proposal being judged
@@ -84,18 +83,6 @@ class RecordingDrafter(Drafter):
     def wants_static_table(self) -> bool:
         return self.inner.wants_static_table
 
-    def attach_model(self, model_key: str, **data) -> None:
-        super().attach_model(model_key, **data)
-        self.inner.attach_model(model_key, **data)
-
-    def reset(self, prompt_tokens: Sequence[int]) -> None:
-        self.truth.reset(prompt_tokens)
-        self.inner.reset(prompt_tokens)
-
-    def extend(self, tokens: Sequence[int]) -> None:
-        self.truth.extend(tokens)
-        self.inner.extend(tokens)
-
     def propose(self, k: int):
         proposal = self.inner.propose(k)
         self.cut = self.best.of_rows(proposal.rows, k, self.truth)[1]
@@ -106,9 +93,6 @@ class RecordingDrafter(Drafter):
         self.cut = 0
         self.truth.observe(emitted)
         self.inner.observe(emitted, accepted=accepted, drafted=drafted, row=row)
-
-    def flush(self) -> None:
-        self.inner.flush()
 
 
 def kind_of(record: PassRecord) -> str:
