@@ -56,11 +56,13 @@ KINDS = (
 @dataclass
 class PassRecord:
     """One pass of the default: ``sent`` draft tokens of the row it kept from (0: none),
-    ``kept`` of them; the best cut's length (0: send nothing)."""
+    ``kept`` of them; the best cut's length (0: send nothing); ``emitted``: the tokens the
+    pass made (the kept ones and the target's own, unless an end-of-sequence ended it)."""
 
     sent: int
     kept: int
     best: int
+    emitted: int = 0
 
 
 class RecordingDrafter(AnswerKnowingDrafter):
@@ -89,7 +91,7 @@ class RecordingDrafter(AnswerKnowingDrafter):
         return proposal
 
     def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None) -> None:
-        self.passes.append(PassRecord(drafted, accepted, self.cut))
+        self.passes.append(PassRecord(drafted, accepted, self.cut, len(emitted)))
         self.cut = 0
         self.truth.observe(emitted)
         self.inner.observe(emitted, accepted=accepted, drafted=drafted, row=row)
@@ -177,8 +179,7 @@ def policy_gap(chats: dict, key: str, eos: int, named) -> Gap:
         sizes = result["sizes"]
         for record, (verified, tree) in zip(drafter.passes, sizes):
             seconds = curve.base(verified) + (named.tree_extra_s if tree else 0.0)
-            tokens = record.kept + 1
-            gap.add(kind_of(record), seconds, tokens, record.best, curve)
+            gap.add(kind_of(record), seconds, record.emitted, record.best, curve)
         for _ in sizes[len(drafter.passes) :]:  # the rest of an answer, decoded plainly
             gap.add("plain, given up", curve.base(1), 1, 0, curve)
     return gap
