@@ -86,9 +86,11 @@ def test_the_replay_command_says_what_is_wrong_without_a_traceback(tmp_path, cap
         ("calibrate", ["--draft-count", "0"], "draft_count must be an integer from 1 to 64"),
         ("recycling", [], "line 2: needs a string id"),
         ("recycling", ["--cost-curve", "no-such-curve"], "no-such-curve"),
+        ("policy_gap", [], "line 2: needs a string id"),
+        ("policy_gap", ["--cost-curve", "no-such-curve"], "no-such-curve"),
     ],
 )
-def test_the_fitting_and_recycling_tools_check_their_input_before_loading_a_model(
+def test_the_fitting_recycling_and_gap_tools_check_their_input_before_loading_a_model(
     tmp_path, capsys, monkeypatch, tool, extra, expected
 ):
     import importlib

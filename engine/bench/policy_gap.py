@@ -207,8 +207,9 @@ def main(argv=None) -> int:
     try:
         specs = args.cost_curve
         curves = [curve_from_spec(s) for s in specs] if specs else list(named_curves().values())
+        conversations = read_conversations(args.conversations)  # checked before the model loads
         loaded = load_model(None)
-        chats = replay_chats(read_conversations(args.conversations), loaded, args.max_tokens)
+        chats = replay_chats(conversations, loaded, args.max_tokens)
         key, eos = model_identity(loaded)
     except EngineError as error:
         print(f"error: {error}", file=sys.stderr)
