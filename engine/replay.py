@@ -24,6 +24,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cache
 
 from .adaptive import AdaptiveMemory
 from .draft_policy import FixedDraftLength
@@ -206,13 +207,17 @@ def replay_request(
         cost = curve if curve.measured else None
     tables = tables if tables is not None else ModelTables()
 
+    @cache
+    def static_table():  # looked up once for all configurations (no build runs between them)
+        return tables.static(loaded, key).table
+
     def attach(drafter) -> None:
         """The static table the live session attaches, where it is finished (a replay
         never waits for a build, nor reads the cross-chat memory the session's ``stores``
         hold)."""
         if drafter.wants_static_table:
-            table = tables.static(loaded, key).table
-            drafter.attach_model(key, static_table=table, vocab_size=output_size(loaded.model))
+            vocab_size = output_size(loaded.model)
+            drafter.attach_model(key, static_table=static_table(), vocab_size=vocab_size)
 
     eos = list(loaded.tokenizer.eos_token_ids)
     end_token = eos[0] if ended and eos else None
