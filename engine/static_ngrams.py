@@ -40,10 +40,12 @@ from pathlib import Path
 import numpy as np
 
 from .drafters._static_table import (
+    FOLLOWERS,
     ID_BITS,
     MAX_VOCAB,
     ORDERS,
     SHARE_SCALE,
+    Order,
     StaticTable,
     StaticTableError,
 )
@@ -68,16 +70,22 @@ STEP_TEXT_BYTES = 1 << 20  # the most text one step decompresses (a chunk that e
 # token's id: the 4.28M tokens of the shipped corpus make parts of about 270,000 windows,
 # counted in about 0.1 s here (a power of 2)
 BUCKETS = 16
-VERSION = 3  # the cache file's name changes with the table's format and naming
+VERSION = 4  # the cache file's name changes with the table's format and naming
 END = -1  # in the token stream: the end of an answer (no context spans it)
 
-# Chosen to keep the shipped file near 2 MB (470,172 contexts, 2.36 MB from the 4.28M tuning
-# tokens), and checked against one larger table: contexts seen 2+ times whose top follower
-# took 20%+ (924,725 contexts, 4.56 MB) replayed the tuning sample (151 chats, each table
-# built without them) at 1.282x vs 1.287x on h100-7b-bf16 and 1.270x vs 1.252x on
-# apple-m5max-70b-4bit: under 2%, so the smaller file ships.
+# A context is kept when seen MIN_COUNT+ times; its first follower drafts (``drafts``) when
+# it took MIN_SHARE+ of them. Chosen when the table held only drafting contexts, to keep it
+# near 2 MB (470,172 contexts from the 4.28M tuning tokens), and checked against one larger
+# table: contexts seen 2+ times whose top follower took 20%+ (924,725 contexts) replayed the
+# tuning sample (151 chats, each table built without them) at 1.282x vs 1.287x on
+# h100-7b-bf16 and 1.270x vs 1.252x on apple-m5max-70b-4bit: under 2%, so the smaller rules
+# ship. The shipped file: 535,942 contexts (470,172 drafting), 1,278,463 followers, 4.83 MB.
 MIN_COUNT = 3
 MIN_SHARE = 0.3
+# A context's followers after the first are kept only from this share of it: on the tuning
+# replays, drafting rows from followers of any share vs only 5%+ gave 1.638x vs 1.634x on
+# h100-7b-bf16 ShareGPT (the same elsewhere), with a smaller file
+ALTERNATIVE_MIN_SHARE = 0.05
 
 
 def encode_plain(tokenizer, text: str) -> list[int]:
@@ -105,31 +113,67 @@ def windows(stream: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     return contexts[whole], ids[n:][whole]
 
 
-def top_followers(contexts: np.ndarray, followers: np.ndarray, min_count: int, min_share: float):
-    """Per context seen at least ``min_count`` times whose most frequent follower (the
-    largest id among equals) took at least ``min_share`` of them: the contexts (sorted), those
-    followers and their shares in 255ths."""
+def top_followers(
+    contexts: np.ndarray,
+    followers: np.ndarray,
+    min_count: int,
+    min_share: float,
+    alternative_min_share: float = ALTERNATIVE_MIN_SHARE,
+) -> Order:
+    """Per context seen at least ``min_count`` times: its up to ``FOLLOWERS`` most frequent
+    followers, best first (the larger id first among equal counts), those after the first
+    only where they took at least ``alternative_min_share`` of it, with their shares in
+    255ths; and whether the first took at least ``min_share`` (``Order.drafts``)."""
     if not len(contexts):
-        return np.empty(0, np.uint64), np.empty(0, np.uint32), np.empty(0, np.uint8)
+        return grouped(*(np.empty(0, dtype) for dtype in (np.uint64, int, bool, np.uint32, int)))
     order = np.lexsort((followers, contexts))
     contexts, followers = contexts[order], followers[order]
     new_pair = np.r_[True, (contexts[1:] != contexts[:-1]) | (followers[1:] != followers[:-1])]
     firsts = np.flatnonzero(new_pair)
     context, follower = contexts[firsts], followers[firsts]
     count = np.diff(np.r_[firsts, len(contexts)])
+    # the pairs by context, then best first: by count, then by id, all descending
+    best = np.lexsort((follower, count, context))[::-1]
+    context, follower, count = context[best], follower[best], count[best]
     starts = np.flatnonzero(np.r_[True, context[1:] != context[:-1]])
-    totals = np.add.reduceat(count, starts)
-    # within each context, the last of its pairs ordered by count (stable: by follower among
-    # equal counts) is the top follower
-    top = np.lexsort((count, context))[np.r_[starts[1:], len(context)] - 1]
-    share = count[top] / totals
-    keep = (totals >= min_count) & (share >= min_share)
+    sizes = np.diff(np.r_[starts, len(context)])
+    totals = np.repeat(np.add.reduceat(count, starts), sizes)
+    share = count / totals
+    rank = np.arange(len(context)) - np.repeat(starts, sizes)
+    keep = (totals >= min_count) & (rank < FOLLOWERS)
+    keep &= (rank == 0) | (share >= alternative_min_share)
     shares = np.clip(np.round(share * SHARE_SCALE), 1, SHARE_SCALE).astype(np.uint8)
-    return context[starts][keep], follower[top][keep], shares[keep]
+    kept = np.add.reduceat(keep, starts)
+    has = kept > 0
+    firsts_kept = starts[has]
+    return grouped(
+        context[firsts_kept],
+        kept[has],
+        share[firsts_kept] >= min_share,
+        follower[keep],
+        shares[keep],
+    )
+
+
+def grouped(keys, counts, drafts, followers, shares) -> Order:
+    """The ``Order`` of contexts ``keys`` (unique, in any order) with ``counts`` followers
+    each: ``followers`` and their ``shares``, one context after another as ``keys`` go."""
+    by_key = np.argsort(keys, kind="stable")
+    counts = np.asarray(counts, dtype=np.int64)
+    starts = np.cumsum(counts) - counts  # where each context's followers start, as given
+    offsets = np.r_[0, np.cumsum(counts[by_key])].astype(np.int64)
+    rows = np.repeat(starts[by_key] - offsets[:-1], counts[by_key]) + np.arange(offsets[-1])
+    return Order(
+        np.asarray(keys, dtype=np.uint64)[by_key],
+        offsets,
+        np.asarray(followers, dtype=np.uint32)[rows],
+        np.asarray(shares, dtype=np.uint8)[rows],
+        np.asarray(drafts, dtype=np.bool_)[by_key],
+    )
 
 
 class FollowerCounts:
-    """Answers' tokens (``add``), then per context order the top follower of each context
+    """Answers' tokens (``add``), then per context order the top followers of each context
     (``count``, in steps); ``table`` makes the ``StaticTable``."""
 
     def __init__(
@@ -138,6 +182,7 @@ class FollowerCounts:
         min_count: int = MIN_COUNT,
         min_share: float = MIN_SHARE,
         orders: Sequence[int] = ORDERS,
+        alternative_min_share: float = ALTERNATIVE_MIN_SHARE,
     ):
         if not 0 < vocab_size <= MAX_VOCAB:
             raise EngineError(
@@ -145,6 +190,7 @@ class FollowerCounts:
                 f"this one has {vocab_size:,}."
             )
         self.vocab_size, self.min_count, self.min_share = vocab_size, min_count, min_share
+        self.alternative_min_share = alternative_min_share
         self.order_sizes = tuple(orders)
         self.answers = self.tokens = 0
         self._pieces: list[np.ndarray] = []
@@ -171,14 +217,17 @@ class FollowerCounts:
             kept = []
             for part in range(BUCKETS):
                 mine = parts == part
-                kept.append(
-                    top_followers(contexts[mine], followers[mine], self.min_count, self.min_share)
+                found = top_followers(
+                    contexts[mine],
+                    followers[mine],
+                    self.min_count,
+                    self.min_share,
+                    self.alternative_min_share,
                 )
+                kept.append((found.keys, found.counts, found.drafts, found.followers, found.shares))
                 yield
             del contexts, followers, parts
-            keys, nxt, share = (np.concatenate(column) for column in zip(*kept))
-            by_key = np.argsort(keys)
-            self.orders[n] = (keys[by_key], nxt[by_key], share[by_key])
+            self.orders[n] = grouped(*(np.concatenate(column) for column in zip(*kept)))
 
     def table(self, model: str, tokenizer: str = "") -> StaticTable:
         """The table, for ``model`` (its name) and its tokenizer (``tokenizer_digest``)."""
@@ -358,7 +407,7 @@ def shipped_table(tokenizer: str, vocab_size: int | None) -> StaticTable | None:
     return table
 
 
-# A shipped file, read-only: read once per process (0.08 s and 13 MB, measured here), not
+# A shipped file, read-only: read once per process (0.09 s and 21 MB, measured here), not
 # once per chat; a file changed on disk (other time or size) is read again.
 @lru_cache(maxsize=2)
 def _read_table(path: Path, mtime_ns: int, size: int) -> StaticTable:

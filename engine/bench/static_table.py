@@ -5,9 +5,11 @@ and write the corpus of public answers it is built from (``engine/static_ngrams.
 tokenizes every assistant answer of the **tuning** split of each public source
 (``conversations.py``: ShareGPT V3, MT-bench's reference answers, HumanEval's solutions) with
 the embedded model's tokenizer, counts each context of 2 and 3 tokens and the token after it,
-and keeps, per context seen at least ``--min-count`` times, its most frequent follower where
-that follower's share is at least ``--min-share`` (``static_ngrams.FollowerCounts``: the
-rules a table built at run time for another tokenizer follows). The table records the
+and keeps, per context seen at least ``--min-count`` times, its most frequent followers (up to
+``FOLLOWERS``; after the first, those with a share of at least ``--alternative-min-share``),
+and whether the first one's share is at least ``--min-share``, which drafts it
+(``static_ngrams.FollowerCounts``: the rules a table built at run time for another tokenizer
+follows). The table records the
 tokenizer's digest (``static_ngrams.tokenizer_digest``): every model of that tokenizer finds
 it by that. ``--exclude FILE`` leaves
 out the conversations of a conversations file (to replay a tuning sample against a table that
@@ -25,6 +27,7 @@ import sys
 
 from ..errors import EngineError
 from ..static_ngrams import (
+    ALTERNATIVE_MIN_SHARE,
     MIN_COUNT,
     MIN_SHARE,
     FollowerCounts,
@@ -56,10 +59,13 @@ def build(
     min_count=MIN_COUNT,
     min_share=MIN_SHARE,
     tokenizer_id: str = "",
+    alternative_min_share=ALTERNATIVE_MIN_SHARE,
 ):
     """The table of ``tokenizer`` (whose ``tokenizer_digest`` is ``tokenizer_id``) from the
     tuning answers, and how many conversations, answers and tokens it counted."""
-    counts = FollowerCounts(vocab_size, min_count, min_share)
+    counts = FollowerCounts(
+        vocab_size, min_count, min_share, alternative_min_share=alternative_min_share
+    )
     texts, conversations = tuning_texts(set(exclude))
     for text in texts:
         counts.add(encode_plain(tokenizer, text))
@@ -78,6 +84,7 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--min-count", type=int, default=MIN_COUNT)
     parser.add_argument("--min-share", type=float, default=MIN_SHARE)
+    parser.add_argument("--alternative-min-share", type=float, default=ALTERNATIVE_MIN_SHARE)
     args = parser.parse_args(argv)
     if not (args.out or args.corpus_out):
         parser.error("say what to write: --out, --corpus-out or both")
@@ -104,10 +111,15 @@ def main(argv=None) -> int:
                 args.min_count,
                 args.min_share,
                 tokenizer_digest(loaded.path),
+                args.alternative_min_share,
             )
             table.save(args.out)
+            orders = table.orders.values()
+            drafting = sum(int(order.drafts.sum()) for order in orders)
+            rows = sum(len(order.followers) for order in orders)
             print(
-                f"{args.out}: {len(table)} contexts from {conversations} tuning conversations "
+                f"{args.out}: {len(table)} contexts ({drafting} drafting) and "
+                f"{rows} followers from {conversations} tuning conversations "
                 f"({answers} answers, {tokens} tokens)",
                 file=sys.stderr,
             )
