@@ -51,6 +51,12 @@
   row of as many tokens (``CostCurve.tree_extra``). R is two, and more while each costs at
   most 5% more than two. Where rows are nearly free they ride along; where a tree pass costs
   more they go out only where they have been adding enough.
+- **Alternative rows** (``Proposal.alternatives``: a second source's guesses, the static
+  table's other usual followers) are judged apart from the drafter's own rows: they go out
+  with every own row when ``(E[tokens | L] + b + a) / c(1 + R × L + A)`` is higher still,
+  A their tokens (each row at most L) and a = A times the tokens they have lately kept
+  beyond the own rows per token sent (fading as the tree bonus does, from a prior measured
+  on the tuning split, ``ALTERNATIVES_PRIORS``).
 
 The service owns the curves and the acceptance memory (``AdaptiveMemory``), never this
 module.
@@ -130,6 +136,11 @@ TREE_BONUS_PRIORS: BonusPriors = {
 }
 TREE_BONUS_PRIORS["suffix-static"] = TREE_BONUS_PRIORS["suffix"]
 TREE_BONUS_PRIORS["suffix-recycling"] = TREE_BONUS_PRIORS["suffix"]
+# Per drafter: tokens its alternative rows (``Proposal.alternatives``) kept beyond its own rows
+# per alternative token sent, every row sent at a draft count of 16, over the real-chat tuning
+# samples replayed against a table built without them (``python -m engine.bench.static_table
+# --exclude``): ShareGPT 0.058, MT-bench 0.045, HumanEval 0.045 (2,206 kept of 41,253 sent).
+ALTERNATIVES_PRIORS: dict[str, float] = {"suffix-static": 0.054}
 TREE_BONUS_WEIGHT = 2.0  # pseudo-observations of the prior: trees
 TREE_BONUS_LENGTH = 16  # of this many tokens a row
 DEPTH_PRIOR = 1.0  # pseudo-observations at the estimate of the position before
@@ -141,6 +152,24 @@ MATCH_CLASS_STARTS = (1, 3, 6, 12)
 SHORT_CLASSES = {USUAL: MatchClass.USUAL_SHORT, ONCE: MatchClass.ONCE_SHORT}
 
 
+class RowGain:
+    """Tokens some rows of a tree keep beyond others, per token of them sent: decayed sums
+    (by ``DECAY`` per pass that sent them) over a prior rate that counts as
+    ``TREE_BONUS_WEIGHT`` trees of ``TREE_BONUS_LENGTH`` tokens."""
+
+    def __init__(self, prior: float):
+        self.prior = prior
+        self.gained = self.sent = 0.0
+
+    def record(self, sent: int, gained: int) -> None:
+        self.gained = self.gained * DECAY + gained
+        self.sent = self.sent * DECAY + sent
+
+    def rate(self) -> float:
+        weight = TREE_BONUS_WEIGHT * TREE_BONUS_LENGTH
+        return (self.gained + weight * self.prior) / (self.sent + weight)
+
+
 class AcceptanceTracker:
     """Decayed per-position acceptance counts of one drafter."""
 
@@ -150,14 +179,17 @@ class AcceptanceTracker:
         prior_reject: float = PRIOR_REJECT,
         prior_bonus: float = 0.0,
         pooled: bool = False,
+        prior_alternatives: float = 0.0,
     ):
         self.pooled = pooled  # positions from ``POOLED_FROM`` on share one rate
         self.accepted = [0.0] * MAX_POSITIONS
         self.reached = [0.0] * MAX_POSITIONS
         self.prior_accept = prior_accept
         self.prior_reject = prior_reject
-        self.prior_bonus = prior_bonus  # tokens beyond the first row, per first-row token
-        self.bonus = [0.0, 0.0]  # decayed [tokens beyond the first row, first-row tokens]
+        # tokens a tree's other own rows keep beyond its first row, per first-row token
+        self.bonus = RowGain(prior_bonus)
+        # tokens the alternative rows keep beyond the own rows, per alternative token sent
+        self.alternatives = RowGain(prior_alternatives)
 
     def decay(self, factor: float = DECAY) -> None:
         self.accepted = [a * factor for a in self.accepted]
@@ -170,16 +202,28 @@ class AcceptanceTracker:
                 self.accepted[i] += 1.0
 
     def record_tree(self, first_row_length: int, beyond_first_row: int) -> None:
-        self.bonus = [self.bonus[0] * DECAY + beyond_first_row, self.bonus[1] * DECAY]
-        self.bonus[1] += first_row_length
+        self.bonus.record(first_row_length, beyond_first_row)
+
+    def record_rows(self, outcome: PassOutcome) -> None:
+        """What a tree pass's rows beyond its first did: the own rows' gain beyond the first
+        row (``record_tree``) where it sent several, and the alternative rows' beyond them."""
+        first_length, first_kept = outcome.first_row
+        alternatives = outcome.alternatives
+        gained = alternatives.gained if alternatives else 0
+        if alternatives is None or alternatives.own_rows > 1:
+            self.record_tree(first_length, outcome.accepted - gained - first_kept)
+        if alternatives is not None:
+            self.alternatives.record(alternatives.tokens, gained)
 
     def tree_bonus(self, length: int) -> float:
         """Tokens a tree of ``length``-token rows is expected to accept beyond its first row:
         ``length`` times the rate seen lately (the prior counts as ``TREE_BONUS_WEIGHT``
         trees of ``TREE_BONUS_LENGTH`` tokens)."""
-        weight = TREE_BONUS_WEIGHT * TREE_BONUS_LENGTH
-        rate = (self.bonus[0] + weight * self.prior_bonus) / (self.bonus[1] + weight)
-        return min(rate * length, length)
+        return min(self.bonus.rate() * length, length)
+
+    def alternatives_gain(self, tokens: int) -> float:
+        """Tokens ``tokens`` of alternative rows are expected to add beyond the own rows."""
+        return self.alternatives.rate() * tokens
 
     def probabilities(self, length: int) -> list[float]:
         """P(draft token i accepted | tokens before it were) for i < length."""
@@ -284,6 +328,7 @@ class AdaptiveMemory:
             drafter.rows_per_pass,
             self.priors.get(drafter.name),
             self.bonus_priors.get(drafter.name),
+            ALTERNATIVES_PRIORS.get(drafter.name, 0.0),
         )
 
 
@@ -300,9 +345,11 @@ class AdaptivePolicy:
         rows: int = 1,
         priors: dict[MatchClass, tuple[float, float]] | None = None,
         bonus_priors: dict[MatchClass, float] | None = None,
+        alternatives_prior: float = 0.0,
     ):
         self.curve = curve
         self.priors = priors or {}
+        self.alternatives_prior = alternatives_prior
         self.trackers = trackers if trackers is not None else {}
         self.rows = max(1, rows)
         self.bonus_priors = bonus_priors or {}
@@ -315,7 +362,9 @@ class AdaptivePolicy:
             prior = self.priors.get(klass, (PRIOR_ACCEPT, PRIOR_REJECT))
             bonus = self.bonus_priors.get(klass, 0.0)
             copies = klass in COPY_CLASSES
-            tracker = self.trackers[klass] = AcceptanceTracker(*prior, bonus, pooled=copies)
+            tracker = self.trackers[klass] = AcceptanceTracker(
+                *prior, bonus, pooled=copies, prior_alternatives=self.alternatives_prior
+            )
         return tracker
 
     def choose(self, proposal: Proposal, limit: int) -> Choice:
@@ -326,6 +375,9 @@ class AdaptivePolicy:
         if limit <= 0 or not self.curve.anchored:  # a guess: one plain pass gives c(1) first
             return NO_DRAFT
         available = min(max(len(proposal.rows), 1), self.rows)
+        extra = min(proposal.alternatives, available - 1)  # the last rows: alternatives
+        available -= extra
+        alternatives = [len(row) for row in proposal.rows[available : available + extra]]
         first = min((len(proposal.rows[0]) if proposal.rows else 0) or limit, limit)
         kind, tracker = self.judge(proposal)
         expected = tracker.expected_tokens(min(limit, MAX_POSITIONS))
@@ -336,6 +388,13 @@ class AdaptivePolicy:
             rate = own / self.curve(1 + length)
             if length <= first and rate > best_rate * 1.0001:
                 best, best_rate, rows = length, rate, 1
+            if alternatives:  # every own row, and the alternatives beside them
+                sent = sum(min(n, length) for n in alternatives)
+                tokens = own + tracker.alternatives_gain(sent)
+                tokens += tracker.tree_bonus(length) if available > 1 else 0.0
+                rate = tokens / self.curve.tree_cost(1 + available * length + sent)
+                if rate > best_rate * 1.0001:
+                    best, best_rate, rows = length, rate, available + extra
             if available < 2:
                 continue
             tokens = own + tracker.tree_bonus(length)
@@ -391,7 +450,7 @@ class AdaptivePolicy:
         tracker.decay()
         if outcome.tree and outcome.first_row is not None:
             tracker.record(*outcome.first_row)
-            tracker.record_tree(outcome.first_row[0], outcome.accepted - outcome.first_row[1])
+            tracker.record_rows(outcome)
         else:
             tracker.record(outcome.depth, outcome.accepted)
 

@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass, replace
 
 from .adaptive import (
+    ALTERNATIVES_PRIORS,
     DECAY,
     AcceptanceTracker,
     AdaptiveMemory,
@@ -152,12 +153,12 @@ def sigmoid(z: float) -> float:
 class AcceptanceModel:
     """One source's online logistic model of per-position acceptance, and its tree bonus."""
 
-    def __init__(self, weights=UNFITTED[0], bonus: float = UNFITTED[1]):
+    def __init__(self, weights=UNFITTED[0], bonus: float = UNFITTED[1], alternatives: float = 0.0):
         if len(weights) != len(FEATURES):
             raise ValueError(f"{len(FEATURES)} weights expected, got {len(weights)}")
         self.fitted = tuple(weights)
         self.weights = list(weights)
-        self.rows = AcceptanceTracker(prior_bonus=bonus)
+        self.rows = AcceptanceTracker(prior_bonus=bonus, prior_alternatives=alternatives)
         self.recent = [0.0, 0.0]  # decayed [first tokens kept, first tokens sent]
 
     def recent_logit(self) -> float:
@@ -213,6 +214,9 @@ class Estimate:
     def tree_bonus(self, length: int) -> float:
         return self.model.rows.tree_bonus(length)
 
+    def alternatives_gain(self, tokens: int) -> float:
+        return self.model.rows.alternatives_gain(tokens)
+
 
 class CalibratedPolicy(AdaptivePolicy):
     """The adaptive policy's choice on the calibrated model's acceptance (a
@@ -241,15 +245,15 @@ class CalibratedPolicy(AdaptivePolicy):
             return
         if outcome.tree and outcome.first_row is not None:
             self.model.learn(choice.features, *outcome.first_row)
-            beyond = outcome.accepted - outcome.first_row[1]
-            self.model.rows.record_tree(outcome.first_row[0], beyond)
+            self.model.rows.record_rows(outcome)
         else:
             self.model.learn(choice.features, outcome.depth, outcome.accepted)
 
 
 def fitted_model(drafter_name: str) -> AcceptanceModel:
     """A fresh model for ``drafter_name`` from its fitted weights (``UNFITTED`` if none)."""
-    return AcceptanceModel(*FITTED.get(drafter_name, UNFITTED))
+    alternatives = ALTERNATIVES_PRIORS.get(drafter_name, 0.0)
+    return AcceptanceModel(*FITTED.get(drafter_name, UNFITTED), alternatives)
 
 
 class PolicyMemory(AdaptiveMemory):

@@ -50,11 +50,23 @@ NO_DRAFT = Choice(0)
 
 
 @dataclass(frozen=True)
+class AlternativesOutcome:
+    """What a pass's alternative rows (``Proposal.alternatives``) did: ``tokens`` of them were
+    sent beside ``own_rows`` of the drafter's own rows, and the pass kept ``gained`` tokens
+    more than the best of those own rows would have."""
+
+    own_rows: int
+    tokens: int
+    gained: int
+
+
+@dataclass(frozen=True)
 class PassOutcome:
     """What one pass did, as the policy learns from it: ``verified`` tokens of draft went
     through the target in ``seconds``; of the drafter's own tokens ``accepted`` were kept out
     of ``depth`` judged (0: none, the pass's cost alone); ``tree``: several rows in one tree
-    pass, whose ``first_row`` (its length, its tokens accepted) is learned as a row."""
+    pass, whose ``first_row`` (its length, its tokens accepted) is learned as a row;
+    ``alternatives``: what its alternative rows did, where it sent any."""
 
     verified: int
     accepted: int
@@ -62,6 +74,7 @@ class PassOutcome:
     depth: int
     tree: bool = False
     first_row: tuple[int, int] | None = None
+    alternatives: AlternativesOutcome | None = None
 
 
 @runtime_checkable

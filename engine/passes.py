@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from .draft_policy import NO_DRAFT, Choice, DraftPolicy, PassOutcome
+from .draft_policy import NO_DRAFT, AlternativesOutcome, Choice, DraftPolicy, PassOutcome
 from .drafters.base import Drafter, Proposal
 from .stats import DecodeStats
 
@@ -35,6 +35,7 @@ class DraftPlan:
     sure: int = 0
     choice: Choice = NO_DRAFT
     proposal: Proposal | None = None
+    alternatives: int = 0  # of ``rows``, the last this many are alternatives (``Proposal``)
 
     @classmethod
     def of(cls, proposal: Proposal, policy: DraftPolicy, forced=()) -> "DraftPlan":
@@ -58,7 +59,8 @@ class DraftPlan:
             return cls(sent, sure=min(sure, length), choice=choice, proposal=proposal)
         choice = policy.choose(proposal, longest)
         sent = [r[: choice.length] for r in rows[: choice.rows]] if choice.length > 0 else []
-        return cls(sent, choice=choice, proposal=proposal)
+        extra = max(len(sent) - (len(rows) - proposal.alternatives), 0)
+        return cls(sent, choice=choice, proposal=proposal, alternatives=extra)
 
     def outcome(
         self,
@@ -68,17 +70,25 @@ class DraftPlan:
         depth: int | None = None,
         tree: bool = False,
         first_row: tuple[int, int] | None = None,
+        emitted: Sequence[int] = (),
     ) -> PassOutcome:
         """The pass as the policy learns from it: ``verified`` draft tokens in ``seconds``,
         ``accepted`` of them kept out of ``depth`` (a tree's deepest row; default: the rows'
         tokens), counting the drafter's tokens only (depth 0: the pass's cost alone);
-        ``tree``: a tree pass, ``first_row`` its first row (its length, its tokens kept)."""
+        ``tree``: a tree pass, ``first_row`` its first row (its length, its tokens kept);
+        ``emitted``: what the pass emitted (what the alternative rows are judged by)."""
         depth = sum(map(len, self.rows)) if depth is None else depth
         if self.grammar:
             learned, depth = accepted, 0
         else:
             learned, depth = max(accepted - self.sure, 0), max(depth - self.sure, 0)
-        return PassOutcome(verified, learned, seconds, depth, tree, first_row)
+        alternatives = None
+        if self.alternatives:
+            own, extra = self.rows[: -self.alternatives], self.rows[-self.alternatives :]
+            best_own = max(min(matched_length(row, emitted, 0), accepted) for row in own)
+            tokens = sum(map(len, extra))
+            alternatives = AlternativesOutcome(len(own), tokens, accepted - best_own)
+        return PassOutcome(verified, learned, seconds, depth, tree, first_row, alternatives)
 
 
 def cut_at_eos(draft: list[int], eos_tokens: Collection[int]) -> list[int]:
@@ -117,8 +127,10 @@ def plan_pass(
         rows = rows[:1]
     if allowed is not None:
         rows = [row[: allowed(row)] for row in rows]
+    own = len(proposal.rows) - proposal.alternatives  # rows before it are the drafter's own
     drafted = [row for row in rows if row]
-    sendable = proposal.sendable(drafted)
+    extra = sum(1 for i, row in enumerate(rows) if row and i >= own)
+    sendable = proposal.sendable(drafted, extra)
     return DraftPlan.of(sendable, policy, cut_at_eos(list(forced[:limit]), eos_tokens))
 
 
@@ -212,7 +224,7 @@ def learn_pass(
     )
     tree = verdict.depth is not None
     outcome = plan.outcome(
-        verdict.drafted, verdict.accepted, seconds, verdict.depth, tree, verdict.first_row
+        verdict.drafted, verdict.accepted, seconds, verdict.depth, tree, verdict.first_row, emitted
     )
     policy.record(plan.choice, outcome)
     if stats is None:

@@ -16,25 +16,43 @@ def reference_greedy(model, prompt, max_tokens):
 
 
 def speculative(
-    model, prompt, max_tokens, settings: DraftSettings, sampling=None, eos=(), bigram=None
+    model,
+    prompt,
+    max_tokens,
+    settings: DraftSettings,
+    sampling=None,
+    eos=(),
+    bigram=None,
+    static_table=None,
 ):
     """Our loop on a fresh cache. Returns (emitted tokens, pass results).
 
-    ``bigram``: a model bigram table handed to drafters that use one (ngrammys).
+    ``bigram``: a model bigram table handed to drafters that use one (ngrammys);
+    ``static_table``: a static n-gram table handed to drafters that use one (suffix-static).
     """
-    return run_with_policy(model, prompt, max_tokens, settings, None, sampling, eos, bigram)
+    return run_with_policy(
+        model, prompt, max_tokens, settings, None, sampling, eos, bigram, static_table
+    )
 
 
 def run_with_policy(
-    model, prompt, max_tokens, settings, policy, sampling=None, eos=(), bigram=None
+    model,
+    prompt,
+    max_tokens,
+    settings,
+    policy,
+    sampling=None,
+    eos=(),
+    bigram=None,
+    static_table=None,
 ):
     """``speculative`` with a draft policy (None: the settings' fixed draft count)."""
     target = Target(model)
     history = list(prompt)
     target.prefill(history[:-1])
     drafter = make_drafter(settings)
-    if bigram is not None:
-        drafter.attach_model("test-model", bigram=bigram)
+    if bigram is not None or static_table is not None:
+        drafter.attach_model("test-model", bigram=bigram, static_table=static_table)
     drafter.reset(history)
     results = list(
         speculative_decode(

@@ -7,7 +7,14 @@ import pytest
 from engine import adaptive, verify_cost
 from engine.adaptive import AcceptanceTracker, AdaptivePolicy, CostCurve
 from engine.decode import Target, TokenChooser, speculative_decode
-from engine.draft_policy import Choice, DraftPolicy, FixedDraftLength, MatchClass
+from engine.draft_policy import (
+    AlternativesOutcome,
+    Choice,
+    DraftPolicy,
+    FixedDraftLength,
+    MatchClass,
+    PassOutcome,
+)
 from engine.drafters import make_drafter
 from engine.drafters.base import ONCE, USUAL, Drafter, Proposal
 from engine.settings import DraftSettings, SamplingSettings
@@ -62,7 +69,7 @@ FLAT = {1: 0.010, 64: 0.0102, 96: 0.012}
 def with_bonus(tracker: AcceptanceTracker, per_token: float) -> AcceptanceTracker:
     """A tracker whose prior says a tree's other rows add ``per_token`` tokens per token of
     its first row."""
-    tracker.prior_bonus = per_token
+    tracker.bonus.prior = per_token
     return tracker
 
 
@@ -113,13 +120,47 @@ def test_a_tree_pays_for_what_it_costs_beyond_its_nodes():
     assert rows(0.002, 0.2) == 4  # for three more tokens: yes
 
 
+def with_alternatives(policy: AdaptivePolicy, own: int, alternatives: int, limit: int) -> Choice:
+    """The choice of a proposal of ``own`` rows of ``limit`` tokens and ``alternatives``
+    one-token alternative rows after them."""
+    rows = [[1] * limit for _ in range(own)] + [[2]] * alternatives
+    return policy.choose(Proposal(rows, alternatives=alternatives), limit)
+
+
+def test_alternative_rows_go_out_only_where_they_pay_and_are_learned_apart():
+    # a flat curve: three one-token alternatives beside the own row cost next to nothing
+    tracker = trained(0.3)
+    tracker.alternatives.prior = 0.05  # each alternative token adds 0.05 tokens
+    assert with_alternatives(AdaptivePolicy(CostCurve(FLAT), {0: tracker}, 8), 1, 3, 8).rows == 4
+    # this CPU's curve: they would cost more than the 5% of a token each is expected to add
+    tracker = trained(0.9)
+    tracker.alternatives.prior = 0.05
+    assert with_alternatives(AdaptivePolicy(CostCurve(CURVE), {0: tracker}, 8), 1, 3, 8).rows == 1
+    # a policy's own trackers start from its prior
+    assert AdaptivePolicy(CostCurve(FLAT), alternatives_prior=0.05).tracker(0).alternatives_gain(
+        1
+    ) == pytest.approx(0.05)
+    # learned apart from the own rows: a tree of 2 own rows (first of 8 tokens kept 1, the
+    # other 3) and alternatives (3 tokens sent) that kept 2 more than both
+    tracker = AdaptivePolicy(CostCurve(FLAT), alternatives_prior=0.0).tracker(0)
+    outcome = PassOutcome(19, 5, 0.01, 8, True, (8, 1), AlternativesOutcome(2, 3, 2))
+    tracker.record_rows(outcome)
+    assert (tracker.bonus.gained, tracker.bonus.sent) == (2.0, 8.0)
+    assert (tracker.alternatives.gained, tracker.alternatives.sent) == (2.0, 3.0)
+    weight = adaptive.TREE_BONUS_WEIGHT * adaptive.TREE_BONUS_LENGTH
+    assert tracker.alternatives_gain(4) == pytest.approx(4 * 2.0 / (3.0 + weight))
+    # beside one own row there is no tree of own rows to learn from
+    tracker.record_rows(PassOutcome(4, 3, 0.01, 3, True, (3, 1), AlternativesOutcome(1, 1, 2)))
+    assert (tracker.bonus.gained, tracker.bonus.sent) == (2.0, 8.0)
+
+
 def test_a_tree_pass_teaches_its_first_row_and_what_the_others_added():
     policy = AdaptivePolicy(CostCurve(FLAT), rows=4)
     choice = choose(policy, 8, rows=4)
     passed(policy, choice, 20, 5, 0.0101, depth=8, tree=True, first_row=(8, 1))
     tracker = policy.tracker(0)
     assert tracker.reached[:3] == [1.0, 1.0, 0.0] and tracker.accepted[:2] == [1.0, 0.0]
-    assert tracker.bonus == [4.0, 8.0]  # 4 tokens beyond a first row of 8
+    assert (tracker.bonus.gained, tracker.bonus.sent) == (4.0, 8.0)  # 4 beyond a first row of 8
     prior = adaptive.TREE_BONUS_WEIGHT * adaptive.TREE_BONUS_LENGTH  # first-row tokens at 0
     assert tracker.tree_bonus(8) == pytest.approx(8 * 4.0 / (8.0 + prior))
 

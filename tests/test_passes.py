@@ -9,7 +9,7 @@ import pytest
 
 from engine.adaptive import AdaptiveMemory
 from engine.bench.tune import simulate
-from engine.draft_policy import FixedDraftLength
+from engine.draft_policy import AlternativesOutcome, FixedDraftLength
 from engine.drafters import make_drafter
 from engine.drafters.base import Drafter, Proposal
 from engine.passes import judge_by_answer, learn_pass, plan_pass
@@ -95,15 +95,16 @@ class Rows(Drafter):
     summary = "fixed rows"
     multi_row = True
 
-    def __init__(self, rows):
-        self.rows, self.asked = rows, 0
+    def __init__(self, rows, alternatives=0):
+        self.rows, self.asked, self.alternatives = rows, 0, alternatives
 
     def reset(self, tokens):
         pass
 
     def propose(self, k):
         self.asked += 1
-        return Proposal([list(row) for row in self.rows], match_length=3)
+        rows = [list(row) for row in self.rows]
+        return Proposal(rows, match_length=3, alternatives=self.alternatives)
 
     def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None):
         self.seen = (list(emitted), accepted, drafted, row)
@@ -117,6 +118,35 @@ def test_a_plan_cuts_rows_at_the_limit_and_after_eos_and_drops_empty_ones():
     asked = drafter.asked
     assert plan_pass(drafter, 0, {9}, FixedDraftLength()).rows == []
     assert drafter.asked == asked  # no room for a draft: the drafter is not asked
+
+
+class Recorder(FixedDraftLength):
+    """Sends everything; keeps the outcomes it is told of."""
+
+    def __init__(self):
+        self.outcomes = []
+
+    def record(self, choice, outcome):
+        self.outcomes.append(outcome)
+
+
+def test_the_alternative_rows_are_followed_through_the_plan_and_judged_beside_the_own_ones():
+    # the own rows [1 2 3] and [] (dropped), the alternatives [5 6] and [] (dropped) and [7]
+    drafter = Rows([[1, 2, 3], [], [5, 6], [], [7]], alternatives=3)
+    policy = Recorder()
+    plan = plan_pass(drafter, 4, {9}, policy)
+    assert plan.rows == [[1, 2, 3], [5, 6], [7]] and plan.alternatives == 2
+    answer = [5, 6, 8, 9]
+    learn_pass(drafter, policy, plan, judge_by_answer(plan.rows, answer, 0, {9}, True), 0.01)
+    # the alternative [5 6] kept 2 tokens where the own row kept none
+    assert policy.outcomes[-1].alternatives == AlternativesOutcome(own_rows=1, tokens=3, gained=2)
+    # an own row that keeps as much: the alternatives added nothing
+    plan = plan_pass(Rows([[5, 6, 4], [5, 6]], alternatives=1), 4, {9}, policy)
+    learn_pass(drafter, policy, plan, judge_by_answer(plan.rows, answer, 0, {9}, True), 0.01)
+    assert policy.outcomes[-1].alternatives == AlternativesOutcome(1, 2, 0)
+    # a proposal of alternatives alone keeps none as such: they are its rows
+    plan = plan_pass(Rows([[5, 6]], alternatives=1), 4, {9}, policy)
+    assert plan.rows == [[5, 6]] and plan.alternatives == 0
 
 
 def test_a_grammars_forced_tokens_go_out_where_the_drafter_has_none():

@@ -79,6 +79,23 @@ def test_the_extra_row_is_the_tables_continuation(tables):
     assert make_drafter(DraftSettings(drafter="suffix", ngram_min=1)).propose(8).rows == []
 
 
+def test_the_tables_other_usual_followers_are_alternative_rows(tables):
+    # after "1 2 3": 4 three times (the usual row, 4 5), 6 twice (an alternative, 6 7)
+    write_table(tables, [[1, 2, 3, 4, 5]] * 3 + [[1, 2, 3, 6, 7]] * 2)
+    chat = drafter()
+    assert chat.rows_per_pass == 4 + 4  # suffix's rows, and as many alternatives
+    chat.reset([9, 1, 2, 3])
+    proposal = chat.propose(8)
+    assert proposal.rows == [[4, 5], [6, 7]] and proposal.alternatives == 1
+    without = drafter(alternatives=0)
+    without.reset([9, 1, 2, 3])
+    assert without.propose(8).rows == [[4, 5]] and without.rows_per_pass == 4
+    # a follower that already begins a row (here suffix's own copy of 6 8) is not repeated
+    chat.reset([1, 2, 3, 6, 8, 1, 2, 3])
+    proposal = chat.propose(8)
+    assert [row[0] for row in proposal.rows] == [6, 4] and proposal.alternatives == 0
+
+
 def test_the_users_earlier_chats_come_before_the_table(tables, tmp_path):
     write_table(tables, [[1, 2, 3, 4, 5, 6, 7]] * 3)
     stores = DrafterStores(tmp_path / "data")
@@ -130,6 +147,52 @@ def test_greedy_output_with_table_rows_equals_plain(tables):
         settings = DraftSettings(
             drafter="suffix-static", draft_count=6, ngram_min=1, adaptive=adaptive
         )
-        got, results = speculative(model, prompt, 40, settings)
+        table = static_ngrams.shipped_table(TOKENIZER, VOCAB)
+        got, results = speculative(model, prompt, 40, settings, static_table=table)
         assert got == expected, adaptive
         assert sum(r.accepted for r in results) > 0, "no table row was ever accepted"
+
+
+def test_greedy_output_with_alternative_rows_equals_plain(tables):
+    from engine.decode import Target, TokenChooser, speculative_decode
+    from engine.settings import SamplingSettings
+
+    model = make_tiny_llama(seed=1)
+    prompt = [(i * 37 + 11) % 250 + 3 for i in range(30)]
+    expected = reference_greedy(model, prompt, 40)  # 87 six times, then 176 again and again
+    assert expected[5:7] == [87, 176] and set(expected[6:]) == {176}
+    # the table's usual follower is wrong, its alternative right: after three 176s, 175 three
+    # times and 176 twice
+    write_table(tables, [[176] * 3 + [175]] * 3 + [[176] * 4] * 2)
+    # suffix drafts only from matches of 32 tokens or more (none before the answer's end),
+    # and no memory of earlier chats: the table's rows are the draft
+    settings = DraftSettings(
+        drafter="suffix-static",
+        draft_count=4,
+        ngram_order=32,
+        ngram_min=32,
+        options={"memory": False},
+    )
+    chat = make_drafter(settings.validated())
+    chat.attach_model(
+        MODEL_KEY, static_table=static_ngrams.shipped_table(TOKENIZER, VOCAB), vocab_size=VOCAB
+    )
+    proposals = []
+    propose = chat.propose
+    chat.propose = lambda k: proposals.append(propose(k)) or proposals[-1]
+    history = list(prompt)
+    target = Target(model)
+    target.prefill(history[:-1])
+    chat.reset(history)
+    chooser = TokenChooser(SamplingSettings())
+    decoding = speculative_decode(
+        target, chat, chooser, history, max_tokens=40, draft_count=4, eos_tokens=set()
+    )
+    results = list(decoding)
+    assert history[len(prompt) :] == expected
+    from_alternatives = [
+        result.accepted
+        for result, proposal in zip(results, proposals)
+        if result.row >= len(proposal.rows) - proposal.alternatives
+    ]
+    assert sum(from_alternatives) >= 10, "the alternative rows were not what was kept"

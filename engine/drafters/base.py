@@ -66,13 +66,20 @@ class Proposal:
     # where the first row was copied from, where the drafter says (``AT_CURSOR``: right after
     # the place the last accepted draft was copied from)
     source: str = ""
+    # how many of the last rows are a second source's guesses beside the drafter's own (the
+    # static table's other usual followers): the policy learns their worth apart and sends
+    # them only where it pays. Never all the rows: a proposal of such rows alone says 0.
+    alternatives: int = 0
 
-    def sendable(self, rows: DraftRows) -> "Proposal":
-        """This proposal with the rows actually sent: what speaks of its first row
-        (``follows``, ``continuation``) only while the first row sent still begins with it."""
+    def sendable(self, rows: DraftRows, alternatives: int | None = None) -> "Proposal":
+        """This proposal with the rows actually sent (``alternatives`` of them the second
+        source's; default: as many as it had): what speaks of its first row (``follows``,
+        ``continuation``) only while the first row sent still begins with it."""
+        extra = self.alternatives if alternatives is None else alternatives
+        extra = extra if extra < len(rows) else 0
         if self._same_first(rows):
-            return replace(self, rows=rows)
-        return replace(self, rows=rows, follows="", continuation=(), source="")
+            return replace(self, rows=rows, alternatives=extra)
+        return replace(self, rows=rows, follows="", continuation=(), source="", alternatives=extra)
 
     def _same_first(self, rows: DraftRows) -> bool:
         return bool(rows and rows[0]) and rows[0][0] == self.rows[0][0]
