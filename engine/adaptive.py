@@ -53,10 +53,11 @@
   more they go out only where they have been adding enough.
 - **Alternative rows** (``Proposal.alternatives``: a second source's guesses, the static
   table's other usual followers) are judged apart from the drafter's own rows: they go out
-  with every own row when ``(E[tokens | L] + b + a) / c(1 + R × L + A)`` is higher still,
-  A their tokens (each row at most L) and a = A times the tokens they have lately kept
-  beyond the own rows per token sent (fading as the tree bonus does, from a prior measured
-  on the tuning split, ``ALTERNATIVES_PRIORS``).
+  beside the R own rows a tree would send (the first row alone where there is no other)
+  when ``(E[tokens | L] + b + a) / c(1 + R × L + A)`` is higher still, A their tokens (each
+  row at most L) and a = A times the tokens they have lately kept beyond the own rows per
+  token sent (fading as the tree bonus does, from a prior measured on the tuning split,
+  ``ALTERNATIVES_PRIORS``).
 
 The service owns the curves and the acceptance memory (``AdaptiveMemory``), never this
 module.
@@ -382,19 +383,23 @@ class AdaptivePolicy:
         kind, tracker = self.judge(proposal)
         expected = tracker.expected_tokens(min(limit, MAX_POSITIONS))
         plain = best_rate = expected[0] / self.curve(1)
-        best, rows = 0, 1
+        best, rows, with_alternatives = 0, 1, False
         for length in range(1, len(expected)):
             own = expected[min(length, first)]
             rate = own / self.curve(1 + length)
             if length <= first and rate > best_rate * 1.0001:
-                best, best_rate, rows = length, rate, 1
-            if alternatives:  # every own row, and the alternatives beside them
+                best, best_rate, rows, with_alternatives = length, rate, 1, False
+            if alternatives:  # the own rows a tree would send, and the alternatives beside them
                 sent = sum(min(n, length) for n in alternatives)
                 tokens = own + tracker.alternatives_gain(sent)
-                tokens += tracker.tree_bonus(length) if available > 1 else 0.0
-                rate = tokens / self.curve.tree_cost(1 + available * length + sent)
-                if rate > best_rate * 1.0001:
-                    best, best_rate, rows = length, rate, available + extra
+                bonus = tracker.tree_bonus(length) if available > 1 else 0.0
+                # not even beside the first row alone would they do better: no need to look on
+                if (tokens + bonus) / self.curve.tree_cost(1 + length + sent) > best_rate * 1.0001:
+                    width = self.tree_rows(length, available) if available > 1 else 1
+                    tokens += bonus if width > 1 else 0.0
+                    rate = tokens / self.curve.tree_cost(1 + width * length + sent)
+                    if rate > best_rate * 1.0001:
+                        best, best_rate, rows, with_alternatives = length, rate, width, True
             if available < 2:
                 continue
             tokens = own + tracker.tree_bonus(length)
@@ -403,15 +408,15 @@ class AdaptivePolicy:
             width = self.tree_rows(length, available)
             rate = tokens / self.curve.tree_cost(1 + width * length)
             if rate > best_rate * 1.0001:
-                best, best_rate, rows = length, rate, width
+                best, best_rate, rows, with_alternatives = length, rate, width, False
         guess = self.curve.guess  # a curve not measured for this model: draft only clear wins
         if guess and best_rate < plain * GUESS_MARGIN:
-            best, rows = 0, 1
+            best, rows, with_alternatives = 0, 1, False
         if best == 0 and not guess:  # one more idle pass, unless it is time for a probe
             if self.idle.get(kind, 0) + 1 > self.probe_interval():
                 return Choice(1, 1, kind)
             return Choice(0, 1, kind, idle=True)
-        return Choice(best, rows, kind)
+        return Choice(best, rows, kind, alternatives=with_alternatives)
 
     def judge(self, proposal: Proposal) -> tuple[MatchClass, AcceptanceTracker]:
         """The proposal's match class and what is expected of its draft tokens

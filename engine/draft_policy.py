@@ -34,16 +34,19 @@ class MatchClass(IntEnum):
 @dataclass(frozen=True)
 class Choice:
     """What to send of one proposal: its first ``length`` tokens of each of its first
-    ``rows`` rows (``length`` 0: nothing). ``kind``: the match class judged (None where the
-    policy judged no class); ``idle``: a proposal that was there but did not pay, which
-    counts toward the next probe; ``features``: what a calibrated policy judged the proposal
-    by (``calibrated_policy.proposal_features``), learned from with the outcome."""
+    ``rows`` rows (``length`` 0: nothing), and of its alternative rows too where
+    ``alternatives`` (``Proposal.alternatives``; ``rows`` then counts only the rows before
+    them). ``kind``: the match class judged (None where the policy judged no class);
+    ``idle``: a proposal that was there but did not pay, which counts toward the next probe;
+    ``features``: what a calibrated policy judged the proposal by
+    (``calibrated_policy.proposal_features``), learned from with the outcome."""
 
     length: int
     rows: int = 1
     kind: MatchClass | None = None
     idle: bool = False
     features: tuple = ()
+    alternatives: bool = False
 
 
 NO_DRAFT = Choice(0)
@@ -107,8 +110,9 @@ class FixedDraftLength:
     """Draft exactly what the settings ask for (adaptive policies replace this)."""
 
     def choose(self, proposal: Proposal, limit: int) -> Choice:
-        """All of it: every row, ``limit`` tokens each; what the proposal rests on is ignored."""
-        return Choice(limit, max(len(proposal.rows), 1))
+        """All of it: every row (its alternatives too), ``limit`` tokens each; what the
+        proposal rests on is ignored."""
+        return Choice(limit, max(len(proposal.rows), 1), alternatives=True)
 
     def gives_up(self, limit: int) -> bool:
         return False

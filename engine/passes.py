@@ -58,8 +58,10 @@ class DraftPlan:
             sent = [rows[0][:length]] if length else []
             return cls(sent, sure=min(sure, length), choice=choice, proposal=proposal)
         choice = policy.choose(proposal, longest)
-        sent = [r[: choice.length] for r in rows[: choice.rows]] if choice.length > 0 else []
-        extra = max(len(sent) - (len(rows) - proposal.alternatives), 0)
+        own = len(rows) - proposal.alternatives
+        chosen = rows[: min(choice.rows, own)] + (rows[own:] if choice.alternatives else [])
+        sent = [r[: choice.length] for r in chosen] if choice.length > 0 else []
+        extra = len(rows) - own if sent and choice.alternatives else 0
         return cls(sent, choice=choice, proposal=proposal, alternatives=extra)
 
     def outcome(

@@ -131,11 +131,18 @@ def test_alternative_rows_go_out_only_where_they_pay_and_are_learned_apart():
     # a flat curve: three one-token alternatives beside the own row cost next to nothing
     tracker = trained(0.3)
     tracker.alternatives.prior = 0.05  # each alternative token adds 0.05 tokens
-    assert with_alternatives(AdaptivePolicy(CostCurve(FLAT), {0: tracker}, 8), 1, 3, 8).rows == 4
+    choice = with_alternatives(AdaptivePolicy(CostCurve(FLAT), {0: tracker}, 8), 1, 3, 8)
+    assert choice.alternatives and choice.rows == 1
+    # beside own rows: as many as a tree of them would send (here all 3), and the alternatives
+    choice = with_alternatives(
+        AdaptivePolicy(CostCurve(FLAT), {0: with_bonus(tracker, 0.05)}, 8), 3, 3, 8
+    )
+    assert choice.alternatives and choice.rows == 3
     # this CPU's curve: they would cost more than the 5% of a token each is expected to add
     tracker = trained(0.9)
     tracker.alternatives.prior = 0.05
-    assert with_alternatives(AdaptivePolicy(CostCurve(CURVE), {0: tracker}, 8), 1, 3, 8).rows == 1
+    choice = with_alternatives(AdaptivePolicy(CostCurve(CURVE), {0: tracker}, 8), 1, 3, 8)
+    assert not choice.alternatives and choice.rows == 1
     # a policy's own trackers start from its prior
     assert AdaptivePolicy(CostCurve(FLAT), alternatives_prior=0.05).tracker(0).alternatives_gain(
         1
@@ -219,7 +226,8 @@ def test_the_policy_keeps_nothing_between_choosing_and_recording():
 def test_both_policies_answer_the_loops_protocol():
     for policy in (FixedDraftLength(), AdaptivePolicy(CostCurve(CURVE))):
         assert isinstance(policy, DraftPolicy)
-    assert choose(FixedDraftLength(), 5, rows=3) == Choice(5, 3)  # every row, all of it
+    # every row, all of it, alternatives too
+    assert choose(FixedDraftLength(), 5, rows=3) == Choice(5, 3, alternatives=True)
 
 
 def test_policy_judges_a_usual_short_match_apart_from_other_short_ones():

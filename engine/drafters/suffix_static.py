@@ -163,7 +163,7 @@ class SuffixStaticDrafter(SuffixDrafter):
         if memory is None and self.table is None:
             return []
         row: list[int] = []
-        while len(row) < k:
+        while len(row) < k and prob >= self.min_prob:  # no share is above 1
             found = memory_follower(memory, seq) if memory is not None else None
             if found is None and self.table is not None:
                 found = self.table.follower(seq)
