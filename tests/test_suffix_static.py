@@ -82,14 +82,14 @@ def test_the_extra_row_is_the_tables_continuation(tables):
 def test_the_tables_other_usual_followers_are_alternative_rows(tables):
     # after "1 2 3": 4 three times (the usual row, 4 5), 6 twice (an alternative, 6 7)
     write_table(tables, [[1, 2, 3, 4, 5]] * 3 + [[1, 2, 3, 6, 7]] * 2)
-    chat = drafter()
+    chat = drafter(alternatives=4)
     assert chat.rows_per_pass == 4 + 4  # suffix's rows, and as many alternatives
     chat.reset([9, 1, 2, 3])
     proposal = chat.propose(8)
     assert proposal.rows == [[4, 5], [6, 7]] and proposal.alternatives == 1
-    without = drafter(alternatives=0)
-    without.reset([9, 1, 2, 3])
-    assert without.propose(8).rows == [[4, 5]] and without.rows_per_pass == 4
+    default = drafter()  # off unless asked for
+    default.reset([9, 1, 2, 3])
+    assert default.propose(8).rows == [[4, 5]] and default.rows_per_pass == 4
     # a follower that already begins a row (here suffix's own copy of 6 8) is not repeated
     chat.reset([1, 2, 3, 6, 8, 1, 2, 3])
     proposal = chat.propose(8)
@@ -171,7 +171,7 @@ def test_greedy_output_with_alternative_rows_equals_plain(tables):
         draft_count=4,
         ngram_order=32,
         ngram_min=32,
-        options={"memory": False},
+        options={"memory": False, "alternatives": 4},
     )
     chat = make_drafter(settings.validated())
     chat.attach_model(

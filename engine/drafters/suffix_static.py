@@ -15,21 +15,24 @@ that rests on this row alone says no match length (``match_length`` 0): the adap
 judges its acceptance apart from the conversation's own matches, and sends it only as far as
 the verify-cost curve makes it pay.
 
-After those rows come up to ``alternatives`` more (``Proposal.alternatives``): the table's
-other usual followers of the history's last tokens (up to four per context, each with 5% or
-more of its followers), those no row begins with, each chained on from its own share as the
-row above is. They are a second guess at the next token, where the first rows' first token
+With the ``alternatives`` option, up to that many more rows follow (``Proposal.alternatives``):
+the table's other usual followers of the history's last tokens (up to four per context, each
+with 5% or more of its followers), those no row begins with, each chained on from its own
+share as the row above is. They are a second guess at the next token, where the first rows' first token
 is wrong; the policy learns what they add beyond the other rows and sends them only where
 the curve makes that pay (a flat curve, where a few more tokens in a pass cost next to
-nothing).
+nothing). They are off by default: replayed on the dev split they make 1.012x over 15
+device curves (up to 1.10x where wide passes are cheap), but on this CPU's wall clock the
+check prompts ran slower with them (open-question, humaneval, novel: 7-10% in paired
+per-answer times).
 
 The session (and the inspector's replay, ``engine/replay.py``) brings the table
 (``wants_static_table``; ``use_static_table``): a tokenizer with no shipped table gets its
 own built between requests (or inline on the command line), and drafts as ``suffix`` plus
 its memory until then; a drafter given no table drafts without one. Options: ``suffix``'s,
 ``table`` (default true), ``memory`` (default true: read and grow the cross-chat memory),
-``alternatives`` (default 4, at most 8: every follower the table holds for a context, which
-is at most 4; 0 drafts none; on the real-chat tuning replays 2 made 0.9985x what 4 made).
+``alternatives`` (default 0, at most 8; 4 takes every follower the table holds for a
+context: on the real-chat tuning replays 2 made 0.9985x what 4 made).
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ class SuffixStaticDrafter(SuffixDrafter):
         **SuffixDrafter.options,
         "table": Option(True),
         "memory": Option(True),
-        "alternatives": Option(4, 0, 8),
+        "alternatives": Option(0, 0, 8),
     }
 
     def __init__(self, settings):
@@ -117,7 +120,7 @@ class SuffixStaticDrafter(SuffixDrafter):
 
     @property
     def rows_per_pass(self) -> int:
-        return self.rows + self.option["alternatives"]
+        return self.rows + self.option.get("alternatives", 0)
 
     def propose(self, k):
         proposal = super().propose(k)
@@ -129,9 +132,10 @@ class SuffixStaticDrafter(SuffixDrafter):
             if row and not any(taken[: len(row)] == row for taken in rows):
                 rows = rows + [row]
         own = len(rows)
-        rows = rows + self._alternatives(rows, k)
-        if rows is proposal.rows:
+        alternatives = self._alternatives(rows, k)
+        if rows is proposal.rows and not alternatives:
             return proposal
+        rows = rows + alternatives
         if proposal.rows:  # the first row is suffix's: what speaks of it stays
             return replace(proposal, rows=rows, alternatives=len(rows) - own)
         # with no row of its own, the table's followers are the rows (``Proposal.alternatives``)
@@ -141,7 +145,7 @@ class SuffixStaticDrafter(SuffixDrafter):
         """Up to ``alternatives`` rows, each beginning with one of the table's usual followers
         of the history's last tokens that no row begins with, and chained on as
         ``_chain`` chains (from the follower's share)."""
-        wanted = self.option["alternatives"]
+        wanted = self.option.get("alternatives", 0)
         if not wanted or self.table is None:
             return []
         seq = self.sam.tokens[-NGRAM_MAX:]

@@ -268,6 +268,7 @@ class SuffixRecyclingDrafter(SuffixStaticDrafter):
         "suffix-static, plus rows of Token Recycling's tree (the target's own top-8 per token)"
     )
     options = {**SuffixStaticDrafter.options, "recycled_rows": Option(8, 1, len(LEAVES))}
+    del options["alternatives"]  # its recycled rows take the place of suffix-static's alternatives
 
     def __init__(self, settings):
         super().__init__(settings)
