@@ -83,8 +83,9 @@ END = -1  # in the token stream: the end of an answer (no context spans it)
 MIN_COUNT = 3
 MIN_SHARE = 0.3
 # A context's followers after the first are kept only from this share of it: on the tuning
-# replays, drafting rows from followers of any share vs only 5%+ gave 1.638x vs 1.634x on
-# h100-7b-bf16 ShareGPT (the same elsewhere), with a smaller file
+# replays (against the shipped table, which holds those answers: it overstates both alike),
+# drafting rows from followers of any share vs only 5%+ gave 1.638x vs 1.634x on h100-7b-bf16
+# ShareGPT (the same elsewhere), with a smaller file
 ALTERNATIVE_MIN_SHARE = 0.05
 
 
