@@ -18,10 +18,10 @@ the verify-cost curve makes it pay.
 With the ``alternatives`` option, up to that many more rows follow (``Proposal.alternatives``):
 the table's other usual followers of the history's last tokens (up to four per context, each
 with 5% or more of its followers), those no row begins with, each chained on from its own
-share as the row above is. They are a second guess at the next token, where the first rows' first token
-is wrong; the policy learns what they add beyond the other rows and sends them only where
-the curve makes that pay (a flat curve, where a few more tokens in a pass cost next to
-nothing). They are off by default: replayed on the dev split they make 1.012x over 15
+share as the row above is. They are a second guess at the next token, where the first rows'
+first token is wrong; the policy learns what they add beyond the other rows and sends them
+only where the curve makes that pay (a flat curve, where a few more tokens in a pass cost
+next to nothing). They are off by default: replayed on the dev split they make 1.012x over 15
 device curves (up to 1.10x where wide passes are cheap), but on this CPU's wall clock the
 check prompts ran slower with them (open-question, humaneval, novel: 7-10% in paired
 per-answer times).
