@@ -375,10 +375,9 @@ class AdaptivePolicy:
         longer length pays, if at all, through the other rows."""
         if limit <= 0 or not self.curve.anchored:  # a guess: one plain pass gives c(1) first
             return NO_DRAFT
-        available = min(max(len(proposal.rows), 1), self.rows)
-        extra = min(proposal.alternatives, available - 1)  # the last rows: alternatives
-        available -= extra
-        alternatives = [len(row) for row in proposal.rows[available : available + extra]]
+        own_rows = len(proposal.rows) - proposal.alternatives  # as ``DraftPlan.of`` splits them
+        available = min(max(own_rows, 1), self.rows)
+        alternatives = [len(row) for row in proposal.rows[own_rows:]]
         first = min((len(proposal.rows[0]) if proposal.rows else 0) or limit, limit)
         kind, tracker = self.judge(proposal)
         expected = tracker.expected_tokens(min(limit, MAX_POSITIONS))
