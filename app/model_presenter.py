@@ -153,7 +153,7 @@ class ModelPresenter(QObject):
         )
         self.progress.setRange(0, 0)
         self.progress.setValue(0)
-        QTimer.singleShot(SHOW_PROGRESS_AFTER_MS, self._show_progress)
+        QTimer.singleShot(SHOW_PROGRESS_AFTER_MS, self, self._show_progress)
 
     def _show_progress(self) -> None:
         if self.progress is not None and (self.models.loading or self.controller.busy):

@@ -78,7 +78,7 @@ class SidePanels:
                 self.window.resizeDocks([dock], [self.widths[group]], Qt.Horizontal)
 
         resize()
-        QTimer.singleShot(0, resize)
+        QTimer.singleShot(0, dock, resize)  # dropped if the panel is deleted first
 
     def toggled(self, group: str, dock: QDockWidget, checked: bool) -> None:
         """The person opened or closed a panel (View menu, its close button)."""

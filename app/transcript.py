@@ -741,7 +741,7 @@ class TranscriptView(QScrollArea):
             or self._wanted()
         ):
             self._step_queued = True
-            QTimer.singleShot(0, self._queued_step)
+            QTimer.singleShot(0, self, self._queued_step)  # dropped if the view is deleted first
 
     def _queued_step(self) -> None:
         self._step_queued = False

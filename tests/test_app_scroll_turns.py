@@ -87,6 +87,21 @@ def test_a_released_card_is_freed_as_soon_as_qt_deletes_it(qtbot, tmp_path):
         gc.enable()
 
 
+def test_a_step_queued_for_a_transcript_deleted_before_it_runs_is_dropped(qtbot, tmp_path):
+    import shiboken6
+
+    store = Store(tmp_path / "chats.sqlite3")
+    transcript = TranscriptView()  # not qtbot's to close: it is deleted here
+    transcript.resize(900, 700)
+    transcript.show()
+    transcript.set_messages(store.messages(long_chat(store, 40).id))
+    assert transcript._step_queued  # cards left to build: a step waits for the next turn
+    shiboken6.delete(transcript)  # as a test's or a window's teardown deletes it
+    # the queued step must not run on the deleted view (pytest-qt fails the test on an
+    # exception in the event loop: "Internal C++ object (TranscriptView) already deleted")
+    qtbot.wait(50)
+
+
 def test_a_button_row_answers_a_width_asked_again_from_what_it_placed(qtbot, monkeypatch):
     row = QWidget()
     qtbot.addWidget(row)
