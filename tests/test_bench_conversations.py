@@ -88,6 +88,8 @@ def test_the_replay_command_says_what_is_wrong_without_a_traceback(tmp_path, cap
         ("recycling", ["--cost-curve", "no-such-curve"], "no-such-curve"),
         ("policy_gap", [], "line 2: needs a string id"),
         ("policy_gap", ["--cost-curve", "no-such-curve"], "no-such-curve"),
+        ("tune", [], "line 2: needs a string id"),
+        ("tune", ["--table", "no-such-table.npz"], "no-such-table.npz"),
     ],
 )
 def test_the_fitting_recycling_and_gap_tools_check_their_input_before_loading_a_model(
@@ -259,3 +261,36 @@ def test_a_conversation_over_the_context_is_refused_naming_it(embedded_loaded, t
     chats = conv.replay_chats(conversations, embedded_loaded, max_tokens=100)
     assert [len(t["answer"]) for t in chats["b"]["turns"]] == [100]
     assert chats["b"]["turns"][0]["stop"] is False and chats["a"]["turns"][0]["stop"] is True
+
+
+@pytest.mark.embedded
+def test_the_tuning_replay_fits_priors_on_conversations_with_the_table_given(
+    embedded_loaded, tmp_path, capsys
+):
+    """``python -m engine.bench.tune --conversations FILE --table FILE.npz``: the class
+    acceptance is read from those answers, drafted with that table (the table's rows are
+    the class suffix does not say, ``NOT_SAID``)."""
+    from engine.bench.tune import main
+    from engine.drafters._static_table import StaticTable
+    from engine.static_ngrams import FollowerCounts, count_all, encode_plain
+    from engine.tokens import output_size
+
+    answer = "Quokkas juggle tangerines beneath violet lanterns while sleepy otters hum."
+    messages = [{"role": "user", "content": "Say something odd."}]
+    path = _write(tmp_path, [_chat(messages=messages + [{"role": "assistant", "content": answer}])])
+    counts = FollowerCounts(1 << 21, min_count=1)
+    for _ in range(3):
+        counts.add(encode_plain(embedded_loaded.tokenizer, answer))
+    vocab = output_size(embedded_loaded.model)
+    StaticTable("planted", vocab, count_all(counts).orders).save(tmp_path / "planted.npz")
+
+    def first_token_kept(*table) -> float:
+        command = ["--conversations", path, "--drafters", "suffix-static", "--caps", "8"]
+        assert main(command + list(table)) == 0
+        out = capsys.readouterr().out
+        assert f"{path}: 1 chats" in out and "fitted priors" in out
+        rows = [line.split() for line in out.splitlines() if " NOT_SAID " in line]
+        return float(rows[0][5]) if rows else 0.0
+
+    assert first_token_kept("--table", str(tmp_path / "planted.npz")) > 0.8
+    assert first_token_kept() < 0.5  # the shipped table does not know the sentence

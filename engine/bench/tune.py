@@ -27,6 +27,8 @@ from ..adaptive import CLASS_PRIORS, AdaptiveMemory, BonusPriors, Priors, match_
 from ..calibrated_policy import PolicyMemory
 from ..draft_policy import FixedDraftLength
 from ..drafters import make_drafter, measurement_options
+from ..drafters._static_table import StaticTable
+from ..errors import EngineError
 from ..passes import judge_by_answer, learn_pass, plan_pass
 from ..settings import DraftSettings
 from ..verify_cost import CostCurve
@@ -290,6 +292,21 @@ def reference_answers(
     return chats, key, eos
 
 
+def conversation_answers(paths: list[str]) -> tuple[dict, str, int]:
+    """The answers of conversations files (``conversations.read_conversations``), as
+    ``reference_answers`` gives a split's: ({chat: {"task", "turns"}}, model key, eos id)."""
+    from ..models import load_model
+    from .conversations import read_conversations, replay_chats
+
+    read = [read_conversations(path) for path in paths]  # checked before the model loads
+    loaded = load_model(None)
+    key, eos = model_identity(loaded)
+    chats: dict = {}
+    for conversations in read:
+        chats.update(replay_chats(conversations, loaded))
+    return chats, key, eos
+
+
 def class_acceptance(chats: dict, key: str, eos: int, seconds: dict, drafters, cap: int = 16):
     """Acceptance per match class and draft position with a fixed draft count: what the
     adaptive policy's cold-start priors are fitted to. Prints it and returns fitted priors."""
@@ -326,23 +343,47 @@ def main(argv=None) -> int:
     parser.add_argument("--curve", default=QUIET_CURVE, help="a results.json whose c(n) to use")
     parser.add_argument("--tasks", help="comma-separated tasks (default: all)")
     parser.add_argument("--cached-only", action="store_true", help="decode nothing new")
+    parser.add_argument(
+        "--conversations",
+        nargs="+",
+        metavar="FILE",
+        help="replay these conversations' answers instead of the split's prompts (tuning "
+        "files: python -m engine.bench.conversations --split tuning)",
+    )
+    parser.add_argument(
+        "--table",
+        metavar="FILE.npz",
+        help="the static n-gram table to replay with instead of the shipped one (one built "
+        "without the replayed chats: python -m engine.bench.static_table --exclude)",
+    )
     args = parser.parse_args(argv)
     tasks = args.tasks.split(",") if args.tasks else None
-    chats, key, eos = reference_answers(
-        args.split, args.max_tokens, tasks, cached_only=args.cached_only
-    )
+    try:  # the files checked before the model loads
+        table = StaticTable.load(args.table) if args.table else None
+        if args.conversations:
+            chats, key, eos = conversation_answers(args.conversations)
+        else:
+            chats, key, eos = reference_answers(
+                args.split, args.max_tokens, tasks, cached_only=args.cached_only
+            )
+    except EngineError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if table is not None:
+        STATIC_TABLES[key] = table
     curve = json.loads(Path(args.curve).read_text())["verify_cost"]["median_s"]
     seconds = {int(n): s for n, s in curve.items()}
     print(f"python -m engine.bench.tune {' '.join(argv if argv is not None else sys.argv[1:])}")
     tokens = sum(len(t["answer"]) for c in chats.values() for t in c["turns"])
     shape = ", ".join(f"c({n})/c(1)={s / seconds[1]:.2f}" for n, s in sorted(seconds.items()))
-    print(f"{args.split} set: {len(chats)} chats, {tokens} tokens; c(n) from {args.curve}: {shape}")
+    answers = " ".join(args.conversations) if args.conversations else f"{args.split} set"
+    print(f"{answers}: {len(chats)} chats, {tokens} tokens; c(n) from {args.curve}: {shape}")
     drafters = args.drafters.split(",")
     fitted = class_acceptance(chats, key, eos, seconds, drafters)
     # priors fitted here are only a candidate on the tuning set; on the check set the
     # engine's own are compared with flat ones, nothing is fitted to it
     variants = {"": CLASS_PRIORS, " flat-priors": {}}
-    if args.split == "tuning":
+    if args.split == "tuning" or args.conversations:
         variants[" fitted-priors"] = fitted
     tasks = sorted({c["task"] for c in chats.values()})
     for cold in (False, True):
