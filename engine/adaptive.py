@@ -99,7 +99,10 @@ PRIOR_REJECT = 0.5
 # its policies (a benchmark may hand others). Fitted on the benchmark's tuning prompts
 # (python -m engine.bench.tune), checked on its check prompts; for suffix's usual short
 # matches 0.9 gave the most tokens per second on the tuning set (0.51, 0.6 and 0.8 did less
-# well), and for those seen once 0.39, 0.45 and 0.6 did the same within 0.1%.
+# well), and for those seen once 0.39, 0.45 and 0.6 did the same within 0.1%. Real answers
+# keep fewer first tokens (``python -m engine.bench.tune --conversations``: usual short 0.51,
+# 3-5 tokens 0.56, copies 0.61); priors fitted there speed up first answers on real chat but
+# slow those that copy from their prompt (resources/readme/benchmarks/realchat.md): not used.
 Priors = dict[str, dict[MatchClass, tuple[float, float]]]
 CLASS_PRIORS: Priors = {
     "suffix": {
@@ -118,26 +121,9 @@ CLASS_PRIORS: Priors = {
     },
     "ngram-cache": {MatchClass.NOT_SAID: (0.79, 0.21)},
 }
-# The default drafter's, fitted on real answers: the real-chat tuning samples (ShareGPT 200,
-# MT-bench 24, HumanEval 200 conversations; 48,717 answer tokens), replayed against a static
-# table built without them (``python -m engine.bench.static_table --exclude``), by
-# ``python -m engine.bench.tune --conversations FILE ... --table FILE.npz --drafters
-# suffix-static``. Real answers keep far fewer first tokens than the embedded model's looping
-# ones that suffix's were fitted on (its usual short matches 0.51 against 0.9): on the dev
-# split, one process answering every chat gives the same speed-ups (0.999x over 15 curves x 3
-# sources), and a chat alone (a first answer after launch) 1.004x, HumanEval's on the steep
-# curves 6-9% faster (Apple M2 Pro 7B estimate 0.92 -> 1.01 of plain).
-CLASS_PRIORS["suffix-static"] = {
-    MatchClass.NOT_SAID: (0.43, 0.57),  # the table's row where suffix has none
-    MatchClass.SHORT: (0.16, 0.84),
-    MatchClass.MEDIUM: (0.56, 0.44),
-    MatchClass.COPY: (0.61, 0.39),
-    MatchClass.LONG_COPY: (0.96, 0.04),
-    MatchClass.USUAL_SHORT: (0.51, 0.49),
-    MatchClass.ONCE_SHORT: (0.33, 0.67),
-}
-# suffix-recycling drafts suffix-static's rows first: their matches are the same
-CLASS_PRIORS["suffix-recycling"] = CLASS_PRIORS["suffix-static"]
+# suffix-static and suffix-recycling draft suffix's rows first: their matches are suffix's
+CLASS_PRIORS["suffix-static"] = CLASS_PRIORS["suffix"]
+CLASS_PRIORS["suffix-recycling"] = CLASS_PRIORS["suffix"]
 # Per drafter and match class: tokens a tree pass accepted beyond its first row per token of
 # its first row, over the tuning prompts' tree passes (every row sent, draft count 16;
 # python -m engine.bench.tune).
