@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import math
 
+from .acceptance_store import Saved, load_acceptance, save_acceptance
 from .draft_policy import Choice, MatchClass, NO_DRAFT, PassOutcome
 from .drafters.base import ONCE, USUAL, Proposal
 from .verify_cost import (
@@ -195,6 +196,23 @@ class AcceptanceTracker:
         # tokens the alternative rows keep beyond the own rows, per alternative token sent
         self.alternatives = RowGain(prior_alternatives)
 
+    def counts(self) -> dict:
+        """What it learned (not its priors), as ``restore`` takes it back."""
+        return {
+            "accepted": list(self.accepted),
+            "reached": list(self.reached),
+            "bonus": [self.bonus.gained, self.bonus.sent],
+            "alternatives": [self.alternatives.gained, self.alternatives.sent],
+        }
+
+    def restore(self, counts: dict) -> None:
+        """Take back ``counts`` (positions beyond those given start unseen)."""
+        missing = MAX_POSITIONS - len(counts["reached"])
+        self.accepted = list(counts["accepted"]) + [0.0] * missing
+        self.reached = list(counts["reached"]) + [0.0] * missing
+        self.bonus.gained, self.bonus.sent = counts["bonus"]
+        self.alternatives.gained, self.alternatives.sent = counts["alternatives"]
+
     def decay(self, factor: float = DECAY) -> None:
         self.accepted = [a * factor for a in self.accepted]
         self.reached = [r * factor for r in self.reached]
@@ -283,12 +301,19 @@ class AdaptiveMemory:
     ``TREE_BONUS_PRIORS``; a benchmark may compare others)."""
 
     def __init__(
-        self, priors: Priors = CLASS_PRIORS, bonus_priors: BonusPriors = TREE_BONUS_PRIORS
+        self,
+        priors: Priors = CLASS_PRIORS,
+        bonus_priors: BonusPriors = TREE_BONUS_PRIORS,
+        persist: bool = False,
     ):
         self.curves: dict[str, CostCurve] = {}
         self.trackers: dict[tuple[str, str, bool], dict[MatchClass, AcceptanceTracker]] = {}
         self.priors = priors
         self.bonus_priors = bonus_priors
+        # the acceptance counts are kept on disk per model (``acceptance_store``): read when a
+        # model's first policy is made, written by ``save_acceptance``
+        self.persist = persist
+        self.saved: dict[str, Saved] = {}  # per model: counts read, not yet in a policy
 
     def curve(self, model_key: str) -> CostCurve:
         """In memory, else on disk, else the prior shape (``measure_in_steps`` measures it)."""
@@ -326,7 +351,7 @@ class AdaptiveMemory:
         that are ``constrained`` by a grammar or not, planning on ``curve`` (default: the
         model's own)."""
         trackers = self.trackers.setdefault((model_key, drafter.name, constrained), {})
-        return AdaptivePolicy(
+        policy = AdaptivePolicy(
             curve or self.curve(model_key),
             trackers,
             drafter.rows_per_pass,
@@ -334,6 +359,28 @@ class AdaptiveMemory:
             self.bonus_priors.get(drafter.name),
             ALTERNATIVES_PRIORS.get(drafter.name, 0.0),
         )
+        if self.persist and model_key not in self.saved:
+            self.saved[model_key] = load_acceptance(model_key, MAX_POSITIONS)
+        kept = self.saved.get(model_key, {}).pop((drafter.name, constrained), {})
+        if not trackers:  # nothing learned in this process yet: what earlier ones learned
+            for klass, counts in kept.items():
+                policy.tracker(klass).restore(counts)
+        return policy
+
+    def save_acceptance(self) -> None:
+        """Keep every model's acceptance counts on disk (where this memory ``persist``s),
+        with what was read and not used since."""
+        if not self.persist:
+            return
+        models = dict.fromkeys([key for key, _, _ in self.trackers] + list(self.saved))
+        for model in models:
+            saved = dict(self.saved.get(model, {}))
+            for (key, drafter, constrained), trackers in self.trackers.items():
+                if key == model and trackers:
+                    counts = {klass: tracker.counts() for klass, tracker in trackers.items()}
+                    saved[(drafter, constrained)] = counts
+            if saved:
+                save_acceptance(model, saved)
 
 
 class AdaptivePolicy:

@@ -45,3 +45,4 @@ class EngineMemory:
     def flush(self) -> None:
         """Save what is kept in files."""
         self.stores.flush()
+        self.adaptive.save_acceptance()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 
+from .calibrated_policy import PolicyMemory
 from .calibration import Calibrator
 from .decode import Target
 from .drafters import DRAFTERS
@@ -44,7 +45,10 @@ class EngineService:
         """``build_tables_inline``: a request that needs a model table not built yet builds
         it itself (for one caller that waits anyway, as the command line's one answer);
         by default the calibrator builds it between requests."""
-        self.memory = EngineMemory(tables=ModelTables(inline=build_tables_inline))
+        # what the policy learned is kept across launches (engine.acceptance_store)
+        self.memory = EngineMemory(
+            adaptive=PolicyMemory(persist=True), tables=ModelTables(inline=build_tables_inline)
+        )
         self.engine_thread = EngineThread()
         self._loaded = None
         self._loaded_spec: object = ()
@@ -171,6 +175,7 @@ class EngineService:
             self.sessions.forget(request.client, request.chat_id)  # its cache may be half-updated
             raise
         self.calibrator.after_answer()
+        self.memory.adaptive.save_acceptance()
 
     def _new_target(self, model) -> Target:
         """A model call site with a cache of its own (a distributed service mirrors it)."""
