@@ -97,6 +97,7 @@ class CostCurve:
         for i in range(len(seconds) - 2, -1, -1):
             seconds[i] = min(seconds[i], seconds[i + 1])
         self.seconds = seconds
+        self._base: dict[float, float] = {}  # base(n) of ``seconds`` as they are
         self.scale = 1.0
         self.local: dict[int, list[float]] = {}  # n -> [ratio average, observations]
         self.spans: dict[int, float] = {}  # a guess: prompt chunks of n tokens, least seconds
@@ -104,10 +105,16 @@ class CostCurve:
         self.one_token: float | None = None  # a guess: the least one-token pass seen
 
     def base(self, n: float) -> float:
+        known = self._base.get(n)  # the policy asks for hundreds of lengths a pass
+        if known is None:
+            known = self._base[n] = self._interpolated(n)
+        return known
+
+    def _interpolated(self, n: float) -> float:
         xs, ys = self.lengths, self.seconds
         if n <= xs[0]:
             return ys[0]
-        i = bisect.bisect_left(xs, n)  # the policy asks for hundreds of lengths a pass
+        i = bisect.bisect_left(xs, n)
         if i < len(xs):
             t = (n - xs[i - 1]) / (xs[i] - xs[i - 1])
             return ys[i - 1] + t * (ys[i] - ys[i - 1])
@@ -150,6 +157,7 @@ class CostCurve:
         prompt chunk does not (evidence from this model on this machine); before that, the
         prior's shape."""
         one = self.one_token
+        self._base.clear()
         if self.spans:
             per_token = self.spans[max(self.spans)] / max(self.spans)
             self.seconds = [one + OUTPUT_ALLOWANCE * per_token * (n - 1) for n in self.lengths]

@@ -13,7 +13,13 @@ from engine.errors import EngineError
 from engine.session import ChatSession
 from engine.settings import DraftSettings, GenerationRequest
 from engine.stats import summary_line
-from engine.verify_cost import CostCurve, curve_from_spec, named_curves, timing_steps
+from engine.verify_cost import (
+    CostCurve,
+    curve_from_spec,
+    named_curves,
+    prior_cost_curve,
+    timing_steps,
+)
 
 from .policy_steps import length
 
@@ -408,3 +414,18 @@ def test_the_measured_curve_sees_a_kernel_switch_after_8_16_and_32_tokens(before
     curve = CostCurve({n: min(values) for n, values in samples.items()})
     assert curve(before) < 1.4 * curve(1)
     assert curve(step) > 1.8 * curve(1)  # measured there, not drawn from the lengths around it
+
+
+def test_a_guess_refitted_from_timed_passes_answers_from_its_new_points():
+    """c(n) is remembered per n between refits; each refit of a guess forgets it."""
+    curve = prior_cost_curve()
+
+    def as_built(n):  # a curve made afresh from the guess's points now
+        return CostCurve(dict(zip(curve.lengths, curve.seconds))).base(n)
+
+    shape = curve.base(4)
+    curve.observe(1, 0.05)  # anchored: seconds now
+    assert curve.base(4) == pytest.approx(as_built(4)) and curve.base(4) != pytest.approx(shape)
+    anchored = curve.base(4)
+    curve.observe_span(64, 0.64)  # a prompt chunk: the line from c(1) at its time per token
+    assert curve.base(4) == pytest.approx(as_built(4)) and curve.base(4) != pytest.approx(anchored)
