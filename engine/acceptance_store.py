@@ -29,7 +29,8 @@ from .untrusted import read_regular_file, set_aside, write_atomic
 log = logging.getLogger(__name__)
 
 ACCEPTANCE_VERSION = 1
-MAX_ACCEPTANCE_FILE_BYTES = 1 << 20  # a few drafters x 7 classes x 64 positions: ~100 KB
+# every drafter x 2 kinds x 7 classes x 64 positions reached, 2 counts of ~20 digits: 0.5 MB
+MAX_ACCEPTANCE_FILE_BYTES = 4 << 20
 KINDS = {False: "free", True: "constrained"}  # answers constrained by a grammar, or not
 Counts = dict[MatchClass, dict]  # per class, ``AcceptanceTracker.counts``
 Saved = dict[tuple[str, bool], Counts]  # per (drafter, constrained)

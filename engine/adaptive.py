@@ -197,10 +197,12 @@ class AcceptanceTracker:
         self.alternatives = RowGain(prior_alternatives)
 
     def counts(self) -> dict:
-        """What it learned (not its priors), as ``restore`` takes it back."""
+        """What it learned (not its priors), as ``restore`` takes it back: the positions up
+        to the last one reached."""
+        seen = next((i + 1 for i in range(MAX_POSITIONS - 1, -1, -1) if self.reached[i]), 0)
         return {
-            "accepted": list(self.accepted),
-            "reached": list(self.reached),
+            "accepted": self.accepted[:seen],
+            "reached": self.reached[:seen],
             "bonus": [self.bonus.gained, self.bonus.sent],
             "alternatives": [self.alternatives.gained, self.alternatives.sent],
         }

@@ -38,7 +38,10 @@ def test_a_new_service_memory_starts_where_the_last_one_left_off(private_dirs):
     first = AdaptiveMemory(persist=True)
     first_policy = taught(first)
     first.save_acceptance()
-    assert acceptance_path(KEY).exists()
+    kept = json.loads(acceptance_path(KEY).read_text())["drafters"]["suffix"]["free"]
+    # positions never reached are not written: copies were kept 8 deep, medium matches never
+    reached = {MatchClass(int(k)): len(counts["reached"]) for k, counts in kept.items()}
+    assert reached == {MatchClass.MEDIUM: 1, MatchClass.COPY: 8}
 
     later = AdaptiveMemory(persist=True).policy(KEY, DRAFTER, CURVE)
     cold = AdaptiveMemory().policy(KEY, DRAFTER, CURVE)
