@@ -294,3 +294,8 @@ def test_the_tuning_replay_fits_priors_on_conversations_with_the_table_given(
 
     assert first_token_kept("--table", str(tmp_path / "planted.npz")) > 0.8
     assert first_token_kept() < 0.5  # the shipped table does not know the sentence
+    other = StaticTable("planted", vocab, count_all(counts).orders, tokenizer="0" * 16)
+    other.save(tmp_path / "other.npz")
+    command = ["--conversations", path, "--table", str(tmp_path / "other.npz")]
+    assert main(command) == 2
+    assert "was built for another model's tokenizer" in capsys.readouterr().err

@@ -370,6 +370,13 @@ def main(argv=None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if table is not None:
+        shipped = STATIC_TABLES.get(key)
+        if shipped is not None and (
+            table.vocab_size != shipped.vocab_size
+            or (table.tokenizer and shipped.tokenizer and table.tokenizer != shipped.tokenizer)
+        ):
+            print(f"error: {args.table} was built for another model's tokenizer", file=sys.stderr)
+            return 2
         STATIC_TABLES[key] = table
     curve = json.loads(Path(args.curve).read_text())["verify_cost"]["median_s"]
     seconds = {int(n): s for n, s in curve.items()}
