@@ -34,6 +34,7 @@ MAX_ACCEPTANCE_FILE_BYTES = 4 << 20
 KINDS = {False: "free", True: "constrained"}  # answers constrained by a grammar, or not
 Counts = dict[MatchClass, dict]  # per class, ``AcceptanceTracker.counts``
 Saved = dict[tuple[str, bool], Counts]  # per (drafter, constrained)
+COUNT_KEYS = ("accepted", "reached", "bonus", "alternatives")  # ``AcceptanceTracker.counts``
 
 
 def acceptance_path(model_key: str) -> Path:
@@ -107,9 +108,6 @@ def _counts(value, positions: int) -> dict:
         if not (_numbers(value.get(gain)) and len(value[gain]) == 2):
             raise ValueError(f"{gain} is not [tokens gained, tokens sent]")
     return {key: [float(v) for v in value[key]] for key in COUNT_KEYS}
-
-
-COUNT_KEYS = ("accepted", "reached", "bonus", "alternatives")
 
 
 def _numbers(values) -> bool:

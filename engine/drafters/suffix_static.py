@@ -22,9 +22,9 @@ share as the row above is. They are a second guess at the next token, where the 
 first token is wrong; the policy learns what they add beyond the other rows and sends them
 only where the curve makes that pay (a flat curve, where a few more tokens in a pass cost
 next to nothing). They are off by default: replayed on the dev split they make 1.012x over 15
-device curves (up to 1.10x where wide passes are cheap), but on this CPU's wall clock the
-check prompts ran slower with them (open-question, humaneval, novel: 7-10% in paired
-per-answer times).
+device curves (up to 1.10x where wide passes are cheap), under the 2% a default change asks,
+and on this CPU's wall clock (one process, interleaved with the default) all tasks are level
+but the open question runs at 0.97x of plain.
 
 The session (and the inspector's replay, ``engine/replay.py``) brings the table
 (``wants_static_table``; ``use_static_table``): a tokenizer with no shipped table gets its
