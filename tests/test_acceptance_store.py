@@ -157,3 +157,22 @@ def test_the_service_keeps_what_an_answer_taught(private_dirs, tiny_model_dir):
     assert isinstance(events[-1], DoneEvent) and events[-1].stats["drafted"] > 0
     path = acceptance_path(model_key(service._loaded))
     assert "prompt-lookup" in json.loads(path.read_text())["drafters"]
+
+
+def test_an_oversized_or_irregular_file_is_not_read(private_dirs, caplog):
+    """A file past the size cap, or a folder in its place, is set aside unread."""
+    from engine.acceptance_store import MAX_ACCEPTANCE_FILE_BYTES
+
+    path = acceptance_path(KEY)
+    path.parent.mkdir(parents=True)
+    for plant in (
+        lambda: path.write_bytes(b" " * (MAX_ACCEPTANCE_FILE_BYTES + 1)),
+        lambda: path.mkdir(),
+    ):
+        plant()
+        with caplog.at_level(logging.WARNING):
+            policy = AdaptiveMemory(persist=True).policy(KEY, DRAFTER, CURVE)
+        cold = AdaptiveMemory().policy(KEY, DRAFTER, CURVE)
+        assert expected(policy, MatchClass.COPY) == pytest.approx(expected(cold, MatchClass.COPY))
+        assert not path.exists() and "acceptance file" in caplog.text
+        caplog.clear()
