@@ -62,6 +62,50 @@ def test_bench_writes_report_and_checks_identity(tiny_model_dir, tmp_path, bench
     assert all(float(row[1]) > 0 and row[-1] == "yes" for row in speed[1:])
 
 
+def test_a_conversations_file_runs_with_its_speed_up_measured_beside_predicted(
+    tiny_model_dir, tmp_path, bench_cache
+):
+    from engine.bench.report import predicted_table
+    from engine.bench.suite import Suite
+    from engine.drafters import DEFAULT_DRAFTER
+
+    chats = [
+        ("a", "prose", ["Say a b c a b c.", "Again."]),
+        ("b", "prose", ["Left out: one chat per category."]),
+        ("c", "code", ["def f(): return f"]),
+    ]
+    lines = []
+    for name, category, asked in chats:
+        messages = []
+        for text in asked:
+            messages += [{"role": "user", "content": text}, {"role": "assistant", "content": "x"}]
+        lines.append(json.dumps({"id": name, "category": category, "messages": messages}))
+    (tmp_path / "chats.jsonl").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "report"
+    overrides = dict(drafters=[DEFAULT_DRAFTER], repeats=2, oracle=False, max_tokens=6)
+    cfg = tiny_config(out, tiny_model_dir, conversations=str(tmp_path / "chats.jsonl"), **overrides)
+    assert Suite(cfg).run() == 0
+    results = json.loads((out / "results.json").read_text())
+    assert [w["turns"] for w in results["workloads"]] == [["a-t1", "a-t2"], ["c"]]
+    assert results["summary"]["tasks"] == ["prose", "code"]  # categories the suite never had
+    predicted = results["predicted"]
+    assert set(predicted) == {"default", "hindsight"}
+    assert all(
+        set(p) == {"prose", "code", "all"} and min(p.values()) > 0 for p in predicted.values()
+    )
+    table = next(t for t in markdown_tables(predicted_table(results)[4]) if t[0][0] == "task")
+    assert [row[0] for row in table[1:]] == ["prose", "code", "**all**"]
+    measured = results["summary"]["per"][DEFAULT_DRAFTER]["all"]["speedup"]
+    ratio = measured / predicted["default"]["all"]
+    assert table[-1][1:4] == [
+        f"{measured:.2f}",
+        f"{predicted['default']['all']:.2f}",
+        f"{ratio:.2f}",
+    ]
+    report = (out / "report.md").read_text()
+    assert "## Measured against predicted" in report and "chats.jsonl`" in report
+
+
 def test_bench_flags_a_mismatch(tiny_model_dir, tmp_path, bench_cache, monkeypatch):
     from engine.bench import suite
     from engine.bench.suite import Suite

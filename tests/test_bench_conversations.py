@@ -60,6 +60,26 @@ def test_a_bad_conversations_file_is_refused_naming_the_line(tmp_path, lines, me
         read_conversations(_write(tmp_path, lines))
 
 
+def test_the_benchmark_runs_each_categorys_first_chats_as_the_app_would(tmp_path):
+    system = {"role": "system", "content": "Be brief."}
+    turns = [
+        {"role": "user", "content": "One"},
+        {"role": "assistant", "content": "The file's answer, never used"},
+        {"role": "user", "content": "Two"},
+        {"role": "assistant", "content": "Another"},
+    ]
+    chats = [_chat("a", "prose", [system, *turns]), _chat("b"), _chat("c", "code")]
+    workloads, provenance = conv.conversation_workloads(_write(tmp_path, chats), 1)
+    assert [(w.id, w.task) for w in workloads] == [("a", "prose"), ("c", "code")]
+    assert workloads[0].messages == [system, turns[0]]  # the chat up to its first answer
+    assert workloads[0].turns == ["Two"]  # asked after the model's own answer
+    assert workloads[0].turn_ids() == ["a-t1", "a-t2"]
+    assert [p["items"] for p in provenance] == [["a"], ["c"]]
+    answer_first = _chat(messages=[{"role": "assistant", "content": "Hi"}])
+    with pytest.raises(ConversationError, match="line 1: no user message before the answer"):
+        conv.conversation_workloads(_write(tmp_path, [answer_first]), 1)
+
+
 def test_a_missing_or_oversized_file_is_refused(tmp_path, monkeypatch):
     with pytest.raises(ConversationError, match="Cannot read the conversations file"):
         read_conversations(tmp_path / "nowhere.jsonl")

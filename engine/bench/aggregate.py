@@ -112,7 +112,8 @@ def paired_ratios(results: dict) -> dict[str, dict[str, list[float]]]:
 
 def aggregate(suite) -> dict:
     runs = suite.runs
-    tasks = [t for t in TASK_ORDER if any(r.task == t for r in runs)]
+    found = list(dict.fromkeys(r.task for r in runs))  # a conversations file's categories too
+    tasks = [t for t in TASK_ORDER if t in found] + [t for t in found if t not in TASK_ORDER]
     plain = [r for r in runs if r.config == "none"]
     per = {}
     for config in suite.configs:

@@ -18,6 +18,11 @@ OPTIONS = {  # BenchConfig field: (type, help); a list is comma-separated
     "drafters": (list, "drafters, or `all` (default: the default drafter and a few others)"),
     "tasks": (list, "tasks (default: all): " + ", ".join(TASK_ORDER)),
     "split": (str, "prompt set: `check` (the report's, default) or `tuning`"),
+    "conversations": (
+        str,
+        "a conversations file (python -m engine.bench.conversations) instead of the suite's "
+        "prompts: each chat's user turns, the first --prompts-per-task chats of each category",
+    ),
     "per_task": (int, "chats per task (default 2)"),
     "max_tokens": (int, "most new tokens per answer (default 512; quick: 128)"),
     "repeats": (int, "interleaved rounds per chat and config (default 3; quick: 1)"),

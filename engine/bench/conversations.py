@@ -146,6 +146,33 @@ def replay_chats(conversations: list[dict], loaded, max_tokens: int | None = Non
     return chats
 
 
+def conversation_workloads(path, per_category: int) -> tuple[list, list[dict]]:
+    """The benchmark's chats from a conversations file (``python -m engine bench
+    --conversations FILE``): the first ``per_category`` conversations of each category, each
+    run as the app runs a chat. Its messages up to the first answer are the first prompt and
+    its later user messages are the later turns, each asked after the model's own answer; the
+    file's answers are not used. Also, per category, where they come from (the suite's
+    provenance)."""
+    from .workloads import Workload
+
+    chosen: dict[str, list] = {}
+    for conversation in read_conversations(path):
+        messages, category = conversation["messages"], conversation["category"]
+        first = next(i for i, m in enumerate(messages) if m["role"] == "assistant")
+        if not any(m["role"] == "user" for m in messages[:first]):
+            raise ConversationError(f"{conversation['where']}: no user message before the answer")
+        later = [m["content"] for m in messages[first:] if m["role"] == "user"]
+        if len(chosen.setdefault(category, [])) < per_category:
+            chosen[category].append(
+                Workload(category, conversation["id"], messages[:first], str(path), turns=later)
+            )
+    provenance = [
+        {"task": category, "source": str(path), "items": [w.id for w in items]}
+        for category, items in chosen.items()
+    ]
+    return [w for items in chosen.values() for w in items], provenance
+
+
 def split_of(source: str, group: str) -> str:
     """The split a conversation falls in: a hash of its source and group, cut by ``SPLITS``."""
     share, edge = _unit(f"{source}/{group}"), 0.0

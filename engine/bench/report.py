@@ -37,6 +37,30 @@ as a geometric mean over the cell's (answer, round) pairs, with a 95% bootstrap 
 ({BOOTSTRAP_RESAMPLES:,} resamples of the pairs, fixed seed). Below 1: faster than plain."""
 
 
+PREDICTED_NOTE = """\
+The device table's replay (`python -m engine.bench.devices`) of this run's own plain answers \
+on the verify cost measured in this run, the drafter's host time charged: what it predicts \
+the default makes, against what the default made here (the median round above). Both are \
+Σ plain time / Σ time over a task's answers. *hindsight*: the default drafter's own drafts, \
+each pass cut knowing the answer (what a better policy could make of them)."""
+
+
+def predicted_table(results: dict) -> list[str]:
+    """The report's section "Measured against predicted", where the run saved a prediction."""
+    summary, predicted = results["summary"], results.get("predicted")
+    measured = summary["per"].get(summary.get("default_drafter") or "", {})
+    if not predicted or not measured:
+        return []
+    rows = []
+    for task in summary["tasks"] + ["all"]:
+        made, guess = (measured.get(task) or {}).get("speedup"), predicted["default"].get(task)
+        ratio = made / guess if made and guess else None
+        cells = [made, guess, ratio, predicted["hindsight"].get(task)]
+        rows.append(["**all**" if task == "all" else task] + [_f(x) for x in cells])
+    header = ["task", "measured", "predicted", "measured / predicted", "hindsight (predicted)"]
+    return ["## Measured against predicted", "", PREDICTED_NOTE, "", _table(header, rows), ""]
+
+
 def _f(value, fmt="{:.2f}", missing="–"):
     return missing if value is None else fmt.format(value)
 
@@ -103,6 +127,7 @@ def header_lines(results: dict) -> list[str]:
         else "FAILED — see *Failures* below."
     )
     on = m.get("row_gemv")
+    prompt_set = cfg.get("conversations") or cfg.get("split", "check")
     library = "" if on is None else f" (one-row sgemv library {'on' if on else 'off'})"
     return [
         f"# Draftless benchmark{' (quick)' if cfg['quick'] else ''}"
@@ -121,7 +146,7 @@ def header_lines(results: dict) -> list[str]:
         "- Versions: " + ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v),
         f"- Code: git {env.get('git') or 'unknown'}",
         f"- Settings: greedy, answers up to {cfg['max_tokens']} tokens (to end-of-answer), "
-        f"{cfg['repeats']} interleaved rounds, prompt set `{cfg.get('split', 'check')}`, draft "
+        f"{cfg['repeats']} interleaved rounds, prompt set `{prompt_set}`, draft "
         f"count cap {cfg['draft_count']}, adaptive {'on' if cfg['adaptive'] else 'off'}; "
         f"drafters: {', '.join(results['drafters'])}; oracle draft count "
         f"{results.get('oracle_draft_count')}",
@@ -145,6 +170,7 @@ def render(results: dict, out: Path, devices: dict | None = None) -> None:
     lines = header_lines(results)
     lines += ["## Speed-up per task against plain decoding", "", SPEEDUP_CELLS + oracle, ""]
     lines += [speedups, "", images["speedup.png"], ""]
+    lines += predicted_table(results)
     lines += ["## Paired per-answer time ratios", "", RATIO_CELLS, "", pairs, ""]
     lines += ["## Speed, acceptance, identity (all answers)", "", identity_table(summary), ""]
     lines += [images["tokens_per_pass.png"], ""]

@@ -44,6 +44,7 @@ class BenchConfig:
     max_tokens: int = 512  # answers run to their end unless longer
     repeats: int = 3  # interleaved rounds per chat and config
     split: str = "check"  # "check": the report's prompts; "tuning": the tuning set
+    conversations: str | None = None  # a conversations file's chats instead of the split's
     draft_count: int = DraftSettings.draft_count
     ngram_order: int = DraftSettings.ngram_order
     ngram_min: int = DraftSettings.ngram_min
@@ -182,6 +183,22 @@ def run_engine(
     run = EngineRun(label, workload.id, workload.task, list(done.tokens), decode, cpu)
     run.stats, run.timing, run.passes, run.loadavg = done.stats, done.timing, passes, load_now()
     return run
+
+
+def plain_chat(session, workload: Workload, cfg: BenchConfig):
+    """Plain greedy decoding of every turn of a chat in one session, as the app runs it: the
+    runs and each turn's messages, later turns asked after the model's own answers."""
+    plain = draft_settings("none", cfg)
+    runs, messages = [], [list(workload.messages)]
+    for turn, turn_id in enumerate(workload.turn_ids()):
+        run = run_engine(session, workload, messages[turn], plain, cfg.max_tokens, "reference")
+        run.workload, run.chat = turn_id, workload.id
+        runs.append(run)
+        if turn < len(workload.turns):
+            answer = {"role": "assistant", "content": session.loaded.tokenizer.decode(run.tokens)}
+            follow_up = {"role": "user", "content": workload.turns[turn]}
+            messages.append(messages[turn] + [answer, follow_up])
+    return runs, messages
 
 
 def compare(run: EngineRun, reference: list[int]) -> None:

@@ -28,14 +28,17 @@ from ..model_ngrams import model_key
 from ..models import load_model
 from ..session import ChatSession, prompt_tokens
 from ..settings import GenerationRequest
-from ..verify_cost import CostCurve
+from ..verify_cost import CostCurve, NamedCurve
 from . import report
 from .aggregate import aggregate
+from .conversations import conversation_workloads
+from .devices import strategies
 from .oracle import ORACLE, OracleDrafter, OracleSession, best_fixed_count
 from .runner import COMPARED_DRAFTERS, QUICK_DRAFTERS, QUICK_TASKS, BenchConfig, EngineRun
 from .runner import compare, draft_settings, environment, load_averages, load_now, log
-from .runner import mlx_lm_greedy, run_engine, verify_cost_curve
+from .runner import mlx_lm_greedy, plain_chat, run_engine, verify_cost_curve
 from .scratch import FolderStores, scratch_memory
+from .tune import model_identity, replays, schema_forced
 from .workloads import Workload, predecessor, select_workloads
 
 __all__ = ["QUICK_TASKS", "BenchConfig", "Suite"]
@@ -118,19 +121,7 @@ class Suite:
     def reference_chat(self, workload: Workload) -> tuple[list[EngineRun], list[list[dict]]]:
         """Plain greedy decoding of every turn in one session (untimed use), kept as the
         reference: the runs and each turn's messages, later turns after the answers before."""
-        session = ChatSession(self.loaded, self.memory)
-        plain = draft_settings("none", self.cfg)
-        runs, messages = [], [list(workload.messages)]
-        for turn, turn_id in enumerate(workload.turn_ids()):
-            run = run_engine(
-                session, workload, messages[turn], plain, self.cfg.max_tokens, "reference"
-            )
-            run.workload, run.chat = turn_id, workload.id
-            runs.append(run)
-            if turn < len(workload.turns):
-                answer = {"role": "assistant", "content": self.loaded.tokenizer.decode(run.tokens)}
-                follow_up = {"role": "user", "content": workload.turns[turn]}
-                messages.append(messages[turn] + [answer, follow_up])
+        runs, messages = plain_chat(ChatSession(self.loaded, self.memory), workload, self.cfg)
         self.chat_messages[workload.id] = messages
         self.reference.update((run.workload, run.tokens) for run in runs)
         return runs, messages
@@ -234,6 +225,39 @@ class Suite:
         for index, workload in enumerate(self.workloads, 1):
             self.run_chat(workload, index)
 
+    def predicted(self) -> dict:
+        """What the device table's replay predicts for this run's own plain answers on the
+        curve measured here (``devices.strategies``' default and hindsight bound, the drafter's
+        host time charged): per task, Σ plain time / Σ predicted time, summed as the measured
+        speed-ups are, so the two stand side by side in the report."""
+        key, eos = model_identity(self.loaded)
+        seconds = {int(n): s for n, s in self.verify["median_s"].items()}
+        chats = {}
+        for workload in self.workloads:
+            turns = []
+            for turn_id, messages in zip(workload.turn_ids(), self.chat_messages[workload.id]):
+                answer = self.reference[turn_id]
+                turn = {"prompt": prompt_tokens(self.loaded, _request(messages)), "answer": answer}
+                turn["stop"] = len(answer) < self.cfg.max_tokens
+                if workload.schema:
+                    turn["forced"] = schema_forced(self.loaded, workload.schema, answer)
+                turns.append(turn)
+            chats[workload.id] = {"task": workload.task, "turns": turns}
+        named = NamedCurve("measured", "this run's verify cost", seconds)
+        figures = {}
+        for label in ("default", "hindsight"):
+            plan = strategies(eos, named)[label]
+            kept = replays(chats, key, eos, seconds, plan, False, False, True, 0.0, 1)
+            spent: dict[str, list[float]] = {}
+            for name, result in kept.items():
+                sums = spent.setdefault(chats[name]["task"], [0.0, 0.0])
+                sums[0] += result["plain_s"]
+                sums[1] += result["spec_s"] + result["drafter_s"]
+            totals = [sum(plain for plain, _ in spent.values()), sum(s for _, s in spent.values())]
+            spent["all"] = totals
+            figures[label] = {task: round(plain / spec, 4) for task, (plain, spec) in spent.items()}
+        return figures
+
     def results(self) -> dict:
         """Everything the run measured, as JSON data: what the report renders from."""
         workloads = [
@@ -256,6 +280,7 @@ class Suite:
             "provenance": self.provenance,
             "workloads": workloads,
             "verify_cost": self.verify,
+            "predicted": self.predicted(),
             "oracle_draft_count": self.oracle_count,
             "summary": aggregate(self),
             "runs": [r.record() for r in self.runs],
@@ -263,7 +288,11 @@ class Suite:
 
     def run(self) -> int:
         cfg = self.cfg
-        self.workloads, self.provenance = select_workloads(cfg.tasks, cfg.per_task, cfg.split)
+        if cfg.conversations:
+            chosen = conversation_workloads(cfg.conversations, cfg.per_task)
+        else:
+            chosen = select_workloads(cfg.tasks, cfg.per_task, cfg.split)
+        self.workloads, self.provenance = chosen
         if not self.workloads:
             raise EngineError("No workloads to run.")
         log(f"{self.elapsed()} loading model {cfg.model or '(embedded default)'}")

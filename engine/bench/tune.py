@@ -251,13 +251,12 @@ def reference_answers(
 ) -> tuple[dict, str, int]:
     """Every chat of a split decoded plainly once (cached): ({chat: {"task", "turns",
     "after"}}, model key, eos id)."""
-    from ..grammar import GrammarConstraint, json_schema_grammar
     from ..models import load_model
     from ..paths import cache_dir
-    from ..tokens import output_size
-    from ..session import prompt_tokens
+    from ..session import ChatSession, prompt_tokens
     from ..settings import GenerationRequest
-    from .suite import BenchConfig, Suite
+    from .runner import BenchConfig, plain_chat
+    from .scratch import scratch_memory
     from .workloads import TASK_ORDER, select_workloads
 
     loaded = load_model(None)
@@ -265,14 +264,13 @@ def reference_answers(
     path = cache_dir() / "tuning" / f"answers-{key}-{split}.json"
     cached = json.loads(path.read_text()) if path.exists() else {}
     workloads, _ = select_workloads(list(tasks or TASK_ORDER), per_task, split)
-    suite = Suite(BenchConfig(out=Path("."), max_tokens=max_tokens))
-    suite.loaded = loaded
+    cfg, memory = BenchConfig(out=Path("."), max_tokens=max_tokens), scratch_memory()
     for workload in workloads:
         if workload.id in cached or cached_only:
             continue
         print(f"  decoding {workload.task}/{workload.id} plainly", file=sys.stderr, flush=True)
         turns = []
-        for run, messages in zip(*suite.reference_chat(workload)):
+        for run, messages in zip(*plain_chat(ChatSession(loaded, memory), workload, cfg)):
             prompt = prompt_tokens(loaded, GenerationRequest(messages=messages))
             turns.append(
                 {"prompt": prompt, "answer": run.tokens, "stop": len(run.tokens) < max_tokens}
@@ -282,14 +280,25 @@ def reference_answers(
         path.write_text(json.dumps(cached))
     chats = {w.id: cached[w.id] for w in workloads if w.id in cached}
     for workload in (w for w in workloads if w.schema and w.id in chats):
-        grammar = json_schema_grammar(workload.schema)
         for turn in chats[workload.id]["turns"]:
-            constraint = GrammarConstraint(loaded.tokenizer, grammar, output_size(loaded.model))
-            turn["forced"] = []  # at each answer position, what the schema forces next
-            for token in turn["answer"]:
-                turn["forced"].append(constraint.forced())
-                constraint.accept([token])
+            turn["forced"] = schema_forced(loaded, workload.schema, turn["answer"])
     return chats, key, eos
+
+
+def schema_forced(loaded, schema: dict, answer: list[int]) -> list:
+    """At each position of an answer decoded under a JSON schema, what the schema forces
+    next (the tokens the engine drafts for a grammar-constrained answer)."""
+    from ..grammar import GrammarConstraint, json_schema_grammar
+    from ..tokens import output_size
+
+    constraint = GrammarConstraint(
+        loaded.tokenizer, json_schema_grammar(schema), output_size(loaded.model)
+    )
+    forced = []
+    for token in answer:
+        forced.append(constraint.forced())
+        constraint.accept([token])
+    return forced
 
 
 def conversation_answers(paths: list[str]) -> tuple[dict, str, int]:
