@@ -65,7 +65,7 @@ def test_bench_writes_report_and_checks_identity(tiny_model_dir, tmp_path, bench
 def test_a_conversations_file_runs_with_its_speed_up_measured_beside_predicted(
     tiny_model_dir, tmp_path, bench_cache
 ):
-    from engine.bench.report import predicted_table
+    from engine.bench.report import pass_cost_table, predicted_table
     from engine.bench.suite import Suite
     from engine.drafters import DEFAULT_DRAFTER
 
@@ -104,6 +104,15 @@ def test_a_conversations_file_runs_with_its_speed_up_measured_beside_predicted(
     ]
     report = (out / "report.md").read_text()
     assert "## Measured against predicted" in report and "chats.jsonl`" in report
+    costs = markdown_tables("\n".join(pass_cost_table(results)))[0]
+    assert [row[0] for row in costs[1:]] == ["`none`", f"`{DEFAULT_DRAFTER}`"]  # not mlx-lm
+    plain = [r for r in results["runs"] if r["config"] == "none"]
+    passes = sum(r["stats"]["passes"] for r in plain)
+    assert costs[1][1:3] == [f"{passes:,}", "100%"]
+    assert costs[1][3] == f"{1e3 * sum(r['timing']['decode_s'] for r in plain) / passes:.2f}"
+    for run in results["runs"]:  # a results.json written before passes were listed
+        run.get("stats", {}).pop("pass_sizes", None)
+    assert pass_cost_table(results) == []
 
 
 def test_bench_flags_a_mismatch(tiny_model_dir, tmp_path, bench_cache, monkeypatch):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .aggregate import BOOTSTRAP_RESAMPLES, column_name, columns, paired_ratios, ratio_interval
+from ..verify_cost import CostCurve
 from .plots import draw
 
 HOW_IT_IS_MEASURED = """\
@@ -45,6 +46,35 @@ the default makes, against what the default made here (the median round above). 
 each pass cut knowing the answer (what a better policy could make of them)."""
 
 
+PASS_COST_NOTE = """\
+Every pass of every round, its seconds against the verify cost measured in this run: plain \
+decoding queues each pass before reading the last token, the speculative loop waits for each \
+pass, and a pass at a new length or cache length can cost more than the curve's."""
+
+
+def pass_cost_table(results: dict) -> list[str]:
+    """Where measured and predicted part: per config, the seconds of its passes against c(n)
+    for the same passes, and the share of passes that sent no draft."""
+    curve = CostCurve({int(n): s for n, s in results["verify_cost"]["median_s"].items()})
+    rows = []
+    for config in results["summary"]["configs"]:
+        runs = [r for r in results["runs"] if r["config"] == config and r.get("stats")]
+        sizes = [n for r in runs for n in r["stats"].get("pass_sizes", [])]
+        if not sizes or len(sizes) != sum(r["stats"]["passes"] for r in runs):
+            continue  # an older results.json, or passes not all recorded
+        spent = sum(r["timing"]["decode_s"] for r in runs)
+        drafter = sum(r["timing"].get("drafter_s", 0.0) for r in runs)
+        on_curve = sum(curve.base(n) for n in sizes)
+        alone = sum(n == 1 for n in sizes) / len(sizes)
+        cells = [f"{len(sizes):,}", f"{alone:.0%}", _f(1e3 * spent / len(sizes))]
+        cells += [_f(1e3 * drafter / len(sizes)), _f(1e3 * on_curve / len(sizes))]
+        rows.append([f"`{config}`"] + cells + [_f(spent / on_curve)])
+    if not rows:
+        return []
+    header = ["config", "passes", "no draft", "ms a pass", "of it drafter", "c(n) ms a pass"]
+    return [PASS_COST_NOTE, "", _table(header + ["measured / c(n)"], rows), ""]
+
+
 def predicted_table(results: dict) -> list[str]:
     """The report's section "Measured against predicted", where the run saved a prediction."""
     summary, predicted = results["summary"], results.get("predicted")
@@ -58,7 +88,8 @@ def predicted_table(results: dict) -> list[str]:
         cells = [made, guess, ratio, predicted["hindsight"].get(task)]
         rows.append(["**all**" if task == "all" else task] + [_f(x) for x in cells])
     header = ["task", "measured", "predicted", "measured / predicted", "hindsight (predicted)"]
-    return ["## Measured against predicted", "", PREDICTED_NOTE, "", _table(header, rows), ""]
+    lines = ["## Measured against predicted", "", PREDICTED_NOTE, "", _table(header, rows), ""]
+    return lines + pass_cost_table(results)
 
 
 def _f(value, fmt="{:.2f}", missing="–"):
