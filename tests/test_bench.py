@@ -272,6 +272,15 @@ def test_a_pass_splits_into_graph_eval_and_sync(tiny_loaded):
     assert result["n"] == 3 and result["full_ms"] > 0 and result["graph_ms"] > 0
 
 
+def test_a_token_is_timed_pass_by_pass_and_pipelined_over_the_same_passes(tiny_loaded):
+    from engine.bench.passes import plain_pace
+
+    pace = plain_pace(tiny_loaded, context=8, tokens=6, rounds=2)
+    assert pace["waited"] > 0 and pace["pipelined"] > 0
+    assert len(pace["tokens"]["waited"]) == 6
+    assert pace["tokens"]["pipelined"] == pace["tokens"]["waited"]
+
+
 def test_the_loop_against_the_oracle_is_checked_against_plain(tiny_loaded, capsys):
     from engine.bench.passes import loop
     from engine.verify_cost import CostCurve

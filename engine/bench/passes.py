@@ -8,7 +8,9 @@ On MLX's default device (Metal, CUDA, else the CPU); a ``--shape`` is a random-w
 Llama built in memory (weights do not change timings) with the embedded model's tokenizer.
 1. **c(n)**: one pass of n tokens at a ``--context``-token context as the loop runs it,
    least and median of ``--repeats``; ``--out FILE``: the least seconds as a curve file.
-2. **Where a pass goes**: graph building in Python, eval, host sync (n = 1, 8).
+2. **Where a pass goes**: graph building in Python, eval, host sync (n = 1, 8); a token's
+   time pass by pass (as the speculative loop waits for a pass that sends no draft) against
+   plain decoding's pipelined pace.
 3. **Pass-length invariance**: 16 positions' logits from one pass against 16 one-token
    passes: where they round differently, a near-tie can change a greedy answer.
 4. ``--loop``: plain decoding against the loop fed by the oracle at fixed draft counts and
@@ -25,13 +27,13 @@ import time
 
 import mlx.core as mx
 
-from ..decode import Target
-from ..drafters import measurement_options
+from ..decode import Target, TokenChooser, pipelined_plain_decode
+from ..drafters import make_drafter, measurement_options
 from ..model_ngrams import model_key
 from ..models import LoadedModel, load_model
 from ..models.caches import speculation_cache, speculation_for
 from ..session import ChatSession
-from ..settings import DraftSettings
+from ..settings import DraftSettings, SamplingSettings
 from ..tokens import output_size
 from ..verify_cost import COST_LENGTHS, CostCurve
 from .oracle import OracleDrafter, OracleSession
@@ -98,6 +100,35 @@ def pass_split(loaded, context: int, n: int, repeats: int) -> dict:
     mx.eval(out)
     sync = _median_ms(lambda: mx.argmax(out, axis=-1).tolist(), repeats)
     return {"n": n, "full_ms": full, "graph_ms": graph_ms, "eval_ms": eval_ms, "sync_ms": sync}
+
+
+def plain_pace(loaded, context: int, tokens: int = 48, rounds: int = 6) -> dict:
+    """Seconds a token of greedy decoding, two ways over the same passes: each one-token pass
+    waited for before the next is built (the speculative loop's pass that sends no draft),
+    and plain decoding's pipelined loop (the next pass queued before the token is read).
+    Medians of ``rounds``, interleaved; also both runs' tokens (the same passes: equal)."""
+    chooser = TokenChooser(SamplingSettings(temperature=0.0))
+    prompt = [(100 + i * 7919) % output_size(loaded.model) for i in range(context + 1)]
+    drafter = make_drafter(DraftSettings(drafter="none").validated())
+    seconds: dict[str, list[float]] = {"waited": [], "pipelined": []}
+    made: dict[str, list[int]] = {}
+    for round_ in range(rounds):
+        for way in ("waited", "pipelined")[:: 1 if round_ % 2 == 0 else -1]:
+            target, history = Target(loaded.model), list(prompt)
+            target.prefill(history[:-1])
+            began = time.perf_counter()
+            if way == "waited":
+                for _ in range(tokens):
+                    history.append(chooser.pick(target.forward(history[-1:]))[-1].item())
+            else:
+                passes = pipelined_plain_decode(
+                    target, drafter, chooser, history, max_tokens=tokens, eos_tokens=set()
+                )
+                for _ in passes:
+                    pass
+            seconds[way].append((time.perf_counter() - began) / tokens)
+            made[way] = history[len(prompt) :]
+    return {way: statistics.median(values) for way, values in seconds.items()} | {"tokens": made}
 
 
 def pass_invariance(loaded, context: int, n: int = 16) -> str:
@@ -200,6 +231,12 @@ def main(argv=None) -> int:
             f"split n={n}: pass {r['full_ms']:.2f} ms = graph (Python) {r['graph_ms']:.2f} + "
             f"eval {r['eval_ms']:.2f} + sync {r['sync_ms']:.2f}"
         )
+    pace = plain_pace(loaded, args.context)
+    print(
+        f"a token: {pace['waited'] * 1e3:.2f} ms pass by pass, {pace['pipelined'] * 1e3:.2f} ms "
+        f"pipelined ({pace['pipelined'] / pace['waited']:.3f} of it; a pass that sends no draft "
+        "is waited for)"
+    )
     print(pass_invariance(loaded, args.context))
     if args.loop:
         counts = [int(k) for k in args.counts.split(",")]
