@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .aggregate import BOOTSTRAP_RESAMPLES, column_name, columns, paired_ratios, ratio_interval
 from ..verify_cost import CostCurve
+from .aggregate import BOOTSTRAP_RESAMPLES, column_name, columns, paired_ratios, ratio_interval
 from .plots import draw
 
 HOW_IT_IS_MEASURED = """\
