@@ -82,11 +82,13 @@ def test_a_conversations_file_runs_with_its_speed_up_measured_beside_predicted(
         lines.append(json.dumps({"id": name, "category": category, "messages": messages}))
     (tmp_path / "chats.jsonl").write_text("\n".join(lines) + "\n")
     out = tmp_path / "report"
-    overrides = dict(drafters=[DEFAULT_DRAFTER], repeats=2, oracle=False, max_tokens=6)
+    overrides = dict(drafters=[DEFAULT_DRAFTER], repeats=2, oracle=False, mlx_lm=False)
+    overrides.update(max_tokens=6)
     cfg = tiny_config(out, tiny_model_dir, conversations=str(tmp_path / "chats.jsonl"), **overrides)
     assert Suite(cfg).run() == 0
     results = json.loads((out / "results.json").read_text())
     assert [w["turns"] for w in results["workloads"]] == [["a-t1", "a-t2"], ["c"]]
+    assert {run["config"] for run in results["runs"]} == {"none", DEFAULT_DRAFTER}
     assert results["summary"]["tasks"] == ["prose", "code"]  # categories the suite never had
     predicted = results["predicted"]
     assert set(predicted) == {"default", "hindsight"}
@@ -144,10 +146,11 @@ def test_quick_arguments():
     cfg = config_from_args(
         parser.parse_args(
             ["--quick", "--drafters", "prompt-lookup,frequency", "--max-tokens", "32"]
-            + ["--prompts-per-task", "3", "--no-oracle"]
+            + ["--prompts-per-task", "3", "--no-oracle", "--no-mlx-lm"]
         )
     )
     assert cfg.quick and cfg.repeats == 1 and cfg.per_task == 3 and not cfg.oracle
+    assert not cfg.mlx_lm
     assert cfg.drafters == ["prompt-lookup", "frequency"] and cfg.max_tokens == 32
     assert cfg.draft_count + 1 in cfg.verify_ns
 

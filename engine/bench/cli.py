@@ -49,6 +49,7 @@ def add_bench_arguments(parser) -> None:
             flag, dest=name, type=kind if kind is int else str, choices=choices, help=text
         )
     parser.add_argument("--no-oracle", action="store_true", help="skip the oracle (the limit)")
+    parser.add_argument("--no-mlx-lm", action="store_true", help="skip mlx-lm's plain decoding")
     parser.add_argument("--no-adaptive", action="store_true", help="always draft the draft count")
 
 
@@ -64,6 +65,7 @@ def config_from_args(args) -> BenchConfig:
         if value is not None:
             setattr(cfg, name, value)
     cfg.oracle, cfg.adaptive = not args.no_oracle, cfg.adaptive and not args.no_adaptive
+    cfg.mlx_lm = not args.no_mlx_lm
     cfg.verify_ns = sorted(set(cfg.verify_ns) | {cfg.draft_count + 1})
     given = sys.argv[1:] if sys.argv[1:2] == ["bench"] else ["bench", *getattr(args, "_argv", [])]
     cfg.command = "python -m engine " + shlex.join(given)

@@ -55,6 +55,7 @@ class BenchConfig:
     verify_repeats: int = 7
     verify_prefix: int = 384
     oracle: bool = True
+    mlx_lm: bool = True  # mlx-lm's own plain decoding, as a config
     command: str = ""
 
 

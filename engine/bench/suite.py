@@ -214,7 +214,8 @@ class Suite:
         if self.cfg.oracle:
             self.oracle_count = best_fixed_count(self.verify["ratio"])
             self.configs.append(ORACLE)
-        self.configs.append("mlx-lm")
+        if self.cfg.mlx_lm:
+            self.configs.append("mlx-lm")
         answers = sum(len(w.turn_ids()) for w in self.workloads)
         log(
             f"{self.elapsed()} {len(self.workloads)} chats ({answers} answers) x "
