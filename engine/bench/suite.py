@@ -38,7 +38,7 @@ from .runner import COMPARED_DRAFTERS, QUICK_DRAFTERS, QUICK_TASKS, BenchConfig,
 from .runner import compare, draft_settings, environment, load_averages, load_now, log
 from .runner import mlx_lm_greedy, plain_chat, run_engine, verify_cost_curve
 from .scratch import FolderStores, scratch_memory
-from .tune import model_identity, replays, schema_forced
+from .tune import model_identity, replay_turn, replays, schema_forced
 from .workloads import Workload, predecessor, select_workloads
 
 __all__ = ["QUICK_TASKS", "BenchConfig", "Suite"]
@@ -231,6 +231,8 @@ class Suite:
         curve measured here (``devices.strategies``' default and hindsight bound, the drafter's
         host time charged): per task, Σ plain time / Σ predicted time, summed as the measured
         speed-ups are, so the two stand side by side in the report."""
+        if self.default_drafter is None:
+            return {}  # the report sets the prediction beside the default's measured figures
         key, eos = model_identity(self.loaded)
         seconds = {int(n): s for n, s in self.verify["median_s"].items()}
         chats = {}
@@ -238,17 +240,14 @@ class Suite:
             turns = []
             for turn_id, messages in zip(workload.turn_ids(), self.chat_messages[workload.id]):
                 answer = self.reference[turn_id]
-                turn = {"prompt": prompt_tokens(self.loaded, _request(messages)), "answer": answer}
-                turn["stop"] = len(answer) < self.cfg.max_tokens
+                turns.append(replay_turn(self.loaded, messages, answer, self.cfg.max_tokens))
                 if workload.schema:
-                    turn["forced"] = schema_forced(self.loaded, workload.schema, answer)
-                turns.append(turn)
+                    turns[-1]["forced"] = schema_forced(self.loaded, workload.schema, answer)
             chats[workload.id] = {"task": workload.task, "turns": turns}
-        named = NamedCurve("measured", "this run's verify cost", seconds)
+        plans = strategies(eos, NamedCurve("measured", "this run's verify cost", seconds))
         figures = {}
         for label in ("default", "hindsight"):
-            plan = strategies(eos, named)[label]
-            kept = replays(chats, key, eos, seconds, plan, False, False, True, 0.0, 1)
+            kept = replays(chats, key, eos, seconds, plans[label], False, False, True, 0.0, 1)
             spent: dict[str, list[float]] = {}
             for name, result in kept.items():
                 sums = spent.setdefault(chats[name]["task"], [0.0, 0.0])

@@ -253,8 +253,7 @@ def reference_answers(
     "after"}}, model key, eos id)."""
     from ..models import load_model
     from ..paths import cache_dir
-    from ..session import ChatSession, prompt_tokens
-    from ..settings import GenerationRequest
+    from ..session import ChatSession
     from .runner import BenchConfig, plain_chat
     from .scratch import scratch_memory
     from .workloads import TASK_ORDER, select_workloads
@@ -269,12 +268,8 @@ def reference_answers(
         if workload.id in cached or cached_only:
             continue
         print(f"  decoding {workload.task}/{workload.id} plainly", file=sys.stderr, flush=True)
-        turns = []
-        for run, messages in zip(*plain_chat(ChatSession(loaded, memory), workload, cfg)):
-            prompt = prompt_tokens(loaded, GenerationRequest(messages=messages))
-            turns.append(
-                {"prompt": prompt, "answer": run.tokens, "stop": len(run.tokens) < max_tokens}
-            )
+        runs, messages = plain_chat(ChatSession(loaded, memory), workload, cfg)
+        turns = [replay_turn(loaded, m, run.tokens, max_tokens) for run, m in zip(runs, messages)]
         cached[workload.id] = {"task": workload.task, "turns": turns, "after": workload.after}
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(cached))
@@ -283,6 +278,16 @@ def reference_answers(
         for turn in chats[workload.id]["turns"]:
             turn["forced"] = schema_forced(loaded, workload.schema, turn["answer"])
     return chats, key, eos
+
+
+def replay_turn(loaded, messages: list[dict], answer: list[int], max_tokens: int) -> dict:
+    """One plain answer as ``simulate`` replays it: the prompt the chat template makes from
+    ``messages``, the answer, and whether it ended before ``max_tokens`` cut it."""
+    from ..session import prompt_tokens
+    from ..settings import GenerationRequest
+
+    prompt = prompt_tokens(loaded, GenerationRequest(messages=messages))
+    return {"prompt": prompt, "answer": answer, "stop": len(answer) < max_tokens}
 
 
 def schema_forced(loaded, schema: dict, answer: list[int]) -> list:
