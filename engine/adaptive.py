@@ -59,6 +59,20 @@
   token sent (fading as the tree bonus does, from a prior measured on the tuning split,
   ``ALTERNATIVES_PRIORS``).
 
+- **Blind passes**: after a pass that sends nothing, the next one-token pass can be queued
+  before that pass's token is read, as plain decoding pipelines: it then costs
+  ``CostCurve.pipelined`` x c(1), measured, but sends no draft, so a draft the drafter
+  proposes for it waits one token (and pays c(1 + L - 1) after a blind c(1) instead of
+  c(1 + L)). Queuing blind gains 1 - pipelined of c(1) on each pass that would have sent
+  nothing and loses at most a pipelined c(1) on each that would have drafted, so it pays
+  while the chance h that a pass after one that sent nothing would draft is below
+  1 - pipelined (0.15 on an H200 with a 135M model, 0.02 on this CPU). h is the share of
+  such passes that would have drafted, counted as the answer runs from one prior pass
+  that did (on the H200's curve, never blind before six passes that send nothing). It
+  does not fade: a share that fades follows a long run of passes that send nothing down to
+  nearly 0 and goes blind just before the run's end, which the fading count cannot see
+  (on this CPU's curve that lost 0.7% on the check set).
+
 The service owns the curves and the acceptance memory (``AdaptiveMemory``), never this
 module.
 """
@@ -74,6 +88,7 @@ from .verify_cost import (
     CostCurve,
     load_cost_curve,
     measurement_steps,
+    pace_steps,
     prior_cost_curve,
     save_cost_curve,
 )
@@ -325,23 +340,30 @@ class AdaptiveMemory:
         return curve
 
     def measured(self, model_key: str) -> bool:
-        return self.curve(model_key).measured
+        """Whether the model's curve and its pipelined pace were measured on this machine."""
+        curve = self.curve(model_key)
+        return curve.measured and curve.pipelined is not None
 
-    def use_measurement(self, model_key: str, points: dict[int, float]) -> CostCurve:
-        """Replace the model's curve by measured points and save them."""
-        curve = self.curves[model_key] = CostCurve(points)
+    def use_measurement(
+        self, model_key: str, points: dict[int, float], pipelined: float | None = None
+    ) -> CostCurve:
+        """Replace the model's curve by measured points (and pipelined pace) and save them."""
+        curve = self.curves[model_key] = CostCurve(points, pipelined=pipelined)
         save_cost_curve(model_key, curve)
         return curve
 
     def measure_in_steps(self, model_key: str, target, context: int):
         """Measure the model's curve on ``target`` (a cache of its own, never a chat's) after
-        ``context`` tokens of context, one pass per step (``measurement_steps``): a generator
-        the service runs between requests. Its last step makes the least time of each length
-        the model's curve and saves it; stopped before that, the curve is left as it was."""
+        ``context`` tokens of context, one pass per step (``measurement_steps``), then its
+        pipelined pace (``pace_steps``; 1.0 where ``target`` cannot pipeline): a generator the
+        service runs between requests. Its last step makes the least time of each length the
+        model's curve and saves it; stopped before that, the curve is left as it was."""
         samples: dict[int, list[float]] = {}
         for samples in measurement_steps(target, context):
             yield
-        self.use_measurement(model_key, {n: min(times) for n, times in samples.items()})
+        share = yield from pace_steps(target)
+        points = {n: min(times) for n, times in samples.items()}
+        self.use_measurement(model_key, points, 1.0 if share is None else share)
 
     def forget_acceptance(self) -> None:
         self.trackers.clear()
@@ -407,6 +429,10 @@ class AdaptivePolicy:
         self.rows = max(1, rows)
         self.bonus_priors = bonus_priors or {}
         self.idle: dict[MatchClass, int] = {}  # per class: passes with a proposal but no draft
+        # h, a pass after one that sent nothing would draft: of such passes (one prior
+        # pass that drafted), how many would have
+        self.after_idle_passes = self.after_idle_drafts = 1.0
+        self.after_idle = False  # the last pass recorded sent nothing
 
     def tracker(self, klass: MatchClass) -> AcceptanceTracker:
         """The acceptance memory of one match class."""
@@ -491,6 +517,13 @@ class AdaptivePolicy:
         """``PLAIN_OPENING`` tokens while the curve is a guess not yet in seconds, else 0."""
         return 0 if self.curve.anchored else PLAIN_OPENING
 
+    def queues_blind(self) -> bool:
+        """Whether the next pass goes out blind (the module's "Blind passes"): h below the
+        share of c(1) that pipelining saves on this curve."""
+        pipelined = self.curve.pipelined
+        drafts_after_idle = self.after_idle_drafts / self.after_idle_passes
+        return pipelined is not None and drafts_after_idle < 1.0 - pipelined
+
     def gives_up(self, limit: int) -> bool:
         """Whether no draft of up to ``limit`` tokens can pay on this curve even if all were
         accepted (passes cost about their length in one-token passes, as a 4-bit model's on
@@ -524,12 +557,19 @@ class AdaptivePolicy:
 
     def record(self, choice: Choice, outcome: PassOutcome) -> None:
         """Learn the acceptance of the class ``choice`` judged (where the pass judged the
-        drafter's tokens) and the pass's cost."""
+        drafter's tokens), whether a pass after one that sent nothing would draft, and the
+        pass's cost (a blind pass's time is pipelined, not c(1): not learned)."""
+        if self.after_idle:
+            self.after_idle_passes += 1
+            self.after_idle_drafts += choice.length > 0
+        self.after_idle = outcome.verified == 0
         if outcome.depth and choice.kind is not None:
             self.learn(choice, outcome)
             self.idle[choice.kind] = 0
         elif choice.idle:
             self.idle[choice.kind] = self.idle.get(choice.kind, 0) + 1
+        if outcome.blind:
+            return
         if outcome.tree:
             self.curve.observe_tree(outcome.verified + 1, outcome.seconds)
         else:

@@ -14,7 +14,10 @@ Plain decoding (drafter ``none``) on a cache that can be cut back runs pipelined
 the host's work overlaps the device's, as in mlx-lm's ``generate_step``. So does the
 speculative loop where drafting cannot pay: from the pass after which the policy gives up,
 and for the first tokens of an answer whose cost curve is still a guess (the policy's
-``plain_opening``: it learns plain decoding's own pace from them).
+``plain_opening``: it learns plain decoding's own pace from them). And after a pass that
+sends no draft, where the policy says so (``queues_blind``), the next one-token pass goes
+out blind: queued before that pass's token is read, it is still planned once its input is
+known, so the policy learns what it would have sent (``blind_passes``).
 
 Each pass the policy (``draft_policy.DraftPolicy``: a fixed draft length, or the adaptive
 one) chooses how much of the drafter's proposal goes out and is handed back its choice with
@@ -37,7 +40,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import mlx.core as mx
@@ -53,7 +56,7 @@ from .models.caches import (
     speculation_cache,
     speculation_for,
 )
-from .passes import learn_pass, plan_pass
+from .passes import DraftPlan, learn_pass, plan_pass
 from .settings import SamplingSettings
 from .tokens import DraftGate, output_size
 from .tree import DraftTree, Verdict, forward_tree, keep_path, verify_tree
@@ -346,6 +349,7 @@ def speculative_decode(
             if result.tokens[-1] in eos_tokens:
                 return
     gate = DraftGate(output_size(target.model), drafter.name)  # no id outside the vocabulary
+    blinds = pipelines and speculate  # (a chooser that queues has no grammar: nothing forced)
     while produced < max_tokens:
         if produced and pipelines and policy.gives_up(draft_count):
             yield from pipelined_plain_decode(
@@ -375,6 +379,24 @@ def speculative_decode(
             allowed=constraint.allowed if constraint is not None else None,
         )
         rows = plan.rows
+        if blinds and plan.may_queue_next(drafter) and policy.queues_blind():
+            produced += yield from blind_passes(
+                target,
+                drafter,
+                chooser,
+                policy,
+                history,
+                plan,
+                lambda left: plan_pass(
+                    drafter, min(draft_count, left - 1), eos_tokens, policy, admit=gate.rows
+                ),
+                max_tokens=max_tokens - produced,
+                eos_tokens=eos_tokens,
+                draft_count=draft_count,
+            )
+            if history[-1] in eos_tokens:
+                return
+            continue
         drafted_at = time.perf_counter()
 
         # verify, accept, roll back: the cache ends holding the new history but its last token
@@ -418,22 +440,27 @@ def speculative_decode(
             return
 
 
-def pipelined_plain_decode(
+def queued_passes(
     target: Target,
-    drafter: Drafter,
     chooser: TokenChooser,
     history: list[int],
     *,
     max_tokens: int,
     eos_tokens: set[int],
+    queue_next: Callable[[], bool],
+    learn: Callable[[int, float], PassResult],
 ) -> Iterator[PassResult]:
-    """Plain decoding with each pass queued before the previous pass's token is read, as
-    mlx-lm's ``generate_step`` does: the host's work on token t (reading it, the caller's
-    events, building the next graph) overlaps the device's work on token t + 1. The same
-    passes as one at a time, so the same tokens.
+    """One-token passes after ``history``, each after the first queued before the token of
+    the one before is read while ``queue_next()`` (asked before each token is read) says so,
+    as mlx-lm's ``generate_step`` does: the host's work on token t (reading it,
+    ``learn(token, started)``, which gives its result, the caller's events) overlaps the
+    device's work on token t + 1. The same passes as one at a time, so the same tokens. Ends
+    after an end-of-sequence token, ``max_tokens`` tokens, or a token after which no pass was
+    queued; returns the tokens made.
 
-    While a result is out, the cache is one token ahead (it already holds the token just
-    emitted); it is trimmed back before the last result and when the caller stops early.
+    While a result is out with a pass queued, the cache is one token ahead (it already
+    holds the token just emitted); it is trimmed back before an end-of-sequence token's
+    result and when the caller stops early.
     """
 
     def step(token: mx.array) -> mx.array:
@@ -445,24 +472,113 @@ def pipelined_plain_decode(
     try:
         for produced in range(1, max_tokens + 1):
             started = time.perf_counter()
-            ahead = produced < max_tokens
+            ahead = produced < max_tokens and queue_next()
             if ahead:
                 following = step(pending)
                 mx.async_eval(following)
             token = pending.item()
             history.append(token)
-            observed_at = time.perf_counter()
-            drafter.observe([token], accepted=0, drafted=0)
-            done_at = time.perf_counter()
-            result = PassResult([token], 0, 0, done_at - started, done_at - observed_at)
+            result = learn(token, started)
             if token in eos_tokens or not ahead:
                 if ahead:
                     target.trim(1)
                     ahead = False
                 yield result
-                return
+                return produced
             yield result
             pending = following
     finally:
         if ahead:  # the caller stopped pulling: drop the queued pass's input
             target.trim(1)
+    return max_tokens
+
+
+def pipelined_plain_decode(
+    target: Target,
+    drafter: Drafter,
+    chooser: TokenChooser,
+    history: list[int],
+    *,
+    max_tokens: int,
+    eos_tokens: set[int],
+) -> Iterator[PassResult]:
+    """Plain decoding, every pass queued (``queued_passes``); the drafter observes each
+    token."""
+
+    def learn(token: int, started: float) -> PassResult:
+        observed_at = time.perf_counter()
+        drafter.observe([token], accepted=0, drafted=0)
+        done_at = time.perf_counter()
+        return PassResult([token], 0, 0, done_at - started, done_at - observed_at)
+
+    return queued_passes(
+        target,
+        chooser,
+        history,
+        max_tokens=max_tokens,
+        eos_tokens=eos_tokens,
+        queue_next=lambda: True,
+        learn=learn,
+    )
+
+
+def blind_passes(
+    target: Target,
+    drafter: Drafter,
+    chooser: TokenChooser,
+    policy: DraftPolicy,
+    history: list[int],
+    first: DraftPlan,
+    next_plan: Callable[[int], DraftPlan],
+    *,
+    max_tokens: int,
+    eos_tokens: set[int],
+    draft_count: int,
+) -> Iterator[PassResult]:
+    """From a pass planned to send nothing (``first``), one-token passes (``queued_passes``),
+    the next queued blind while the pass in flight was planned to send nothing and the
+    policy says so (``queues_blind``, asked once a pass is planned). A blind pass is planned
+    (``next_plan(tokens left)``) once its input is read and learned from as it went out
+    (``DraftPlan.went_blind``), as ``bench.tune.simulate`` replays it; where the policy gives
+    up, the rest is plain decoding, nothing planned. Returns the tokens made: the loop plans
+    the pass after the last one."""
+    plans = [first]
+    plain = False  # the policy gave up: nothing is planned any more
+    spent = 0.0  # planning the pass in flight, counted as its drafter's time
+
+    def queue_next() -> bool:
+        nonlocal plain, spent
+        made = len(history) - 1 - before
+        if len(plans) == made:  # the pass in flight went out blind
+            began = time.perf_counter()
+            plain = plain or policy.gives_up(draft_count)
+            planned = None if plain else next_plan(max_tokens - made)
+            plans.append(planned and planned.went_blind())
+            spent = time.perf_counter() - began
+            if planned is not None and not planned.may_queue_next(drafter):
+                return False  # it would have drafted: the pass after it is planned first
+        return plain or policy.queues_blind()
+
+    def learn(token: int, started: float) -> PassResult:
+        read_at = time.perf_counter()
+        plan = plans[-1]
+        if plan is None:
+            drafter.observe([token], accepted=0, drafted=0)
+        else:
+            verdict = Verdict([token], 0, 0, None)
+            learn_pass(drafter, policy, plan, verdict, read_at - started - spent)
+        done_at = time.perf_counter()
+        return PassResult([token], 0, 0, done_at - started, done_at - read_at + spent)
+
+    before = len(history) - 1  # history[before] is the first pass's input
+    return (
+        yield from queued_passes(
+            target,
+            chooser,
+            history,
+            max_tokens=max_tokens,
+            eos_tokens=eos_tokens,
+            queue_next=queue_next,
+            learn=learn,
+        )
+    )

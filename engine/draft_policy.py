@@ -69,7 +69,8 @@ class PassOutcome:
     through the target in ``seconds``; of the drafter's own tokens ``accepted`` were kept out
     of ``depth`` judged (0: none, the pass's cost alone); ``tree``: several rows in one tree
     pass, whose ``first_row`` (its length, its tokens accepted) is learned as a row;
-    ``alternatives``: what its alternative rows did, where it sent any."""
+    ``alternatives``: what its alternative rows did, where it sent any; ``blind``: queued
+    before its input token was read, so ``seconds`` is a pipelined token's time, not c(1)."""
 
     verified: int
     accepted: int
@@ -78,6 +79,7 @@ class PassOutcome:
     tree: bool = False
     first_row: tuple[int, int] | None = None
     alternatives: AlternativesOutcome | None = None
+    blind: bool = False  # queued before its input token was read (``queues_blind``)
 
 
 @runtime_checkable
@@ -101,6 +103,14 @@ class DraftPolicy(Protocol):
         (each is recorded as a pass that sent nothing: plain decoding's own pace)."""
         ...
 
+    def queues_blind(self) -> bool:
+        """Asked once a pass was planned to send nothing, before the policy learns from it:
+        whether the next pass goes out blind, queued before this pass's token is read (as
+        plain decoding pipelines) and so with no draft, whatever the drafter then proposes.
+        That pass is still planned, so the policy sees what it would have sent, and recorded
+        with ``PassOutcome.blind``."""
+        ...
+
     def record(self, choice: Choice, outcome: PassOutcome) -> None:
         """Learn from the pass that sent what ``choice`` said."""
         ...
@@ -119,6 +129,9 @@ class FixedDraftLength:
 
     def plain_opening(self) -> int:
         return 0
+
+    def queues_blind(self) -> bool:
+        return False
 
     def forced_length(self, available: int) -> int:
         return available

@@ -36,6 +36,17 @@ class DraftPlan:
     choice: Choice = NO_DRAFT
     proposal: Proposal | None = None
     alternatives: int = 0  # of ``rows``, the last this many are alternatives (``Proposal``)
+    blind: bool = False  # queued before its input was read: nothing went out of ``choice``
+
+    def went_blind(self) -> "DraftPlan":
+        """This pass as it went out blind (``DraftPolicy.queues_blind``): no rows; the choice
+        is what would have gone out, for the policy to learn from."""
+        return DraftPlan([], choice=self.choice, proposal=self.proposal, blind=True)
+
+    def may_queue_next(self, drafter: Drafter) -> bool:
+        """Whether the pass after this one could go out blind: this one sends nothing, and the
+        drafter learns nothing from the logits a blind pass does not keep."""
+        return not self.rows and not self.grammar and not drafter.wants_target_topk
 
     @classmethod
     def of(cls, proposal: Proposal, policy: DraftPolicy, forced=()) -> "DraftPlan":
@@ -90,7 +101,9 @@ class DraftPlan:
             best_own = max(min(matched_length(row, emitted, 0), accepted) for row in own)
             tokens = sum(map(len, extra))
             alternatives = AlternativesOutcome(len(own), tokens, accepted - best_own)
-        return PassOutcome(verified, learned, seconds, depth, tree, first_row, alternatives)
+        return PassOutcome(
+            verified, learned, seconds, depth, tree, first_row, alternatives, self.blind
+        )
 
 
 def cut_at_eos(draft: list[int], eos_tokens: Collection[int]) -> list[int]:

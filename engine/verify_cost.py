@@ -21,6 +21,12 @@ they fill, and the service and the benchmark (``engine.bench.runner``) both call
 - **Online**, each pass's measured time rescales the curve (an exponential average of
   observed / predicted, per length), so load on the machine and a prior's wrong shape are
   followed. A named curve is planned on as it is: its seconds are another machine's.
+- **Pipelining**: plain decoding queues each one-token pass before the token of the one
+  before is read, so the host's work overlaps the device's; a pass that waits for its input
+  costs c(1), a pass so queued ``pipelined`` x c(1) (measured beside the curve,
+  ``pace_steps``: 0.85 on an H200 with the embedded model in float16, 0.98 on this 2-core
+  CPU in float32). The policy queues a pass that sends nothing that way where little is lost
+  by it (``adaptive.AdaptivePolicy.queues_blind``).
 - **Tree passes** (several draft rows in one pass, ``engine.tree``) cost c(n) plus
   ``tree_extra`` seconds: what the per-token rotary positions and the tree's attention mask
   cost where they take other kernels than a chain's. Measured, nothing on this CPU nor on an
@@ -86,8 +92,13 @@ class CostCurve:
         source: str = "measured",
         fixed: bool = False,
         tree_extra: float = 0.0,
+        pipelined: float | None = None,
     ):
         self.tree_extra = tree_extra  # seconds a tree pass costs beyond c(its node count)
+        # a token's time when each one-token pass is queued before the token of the one
+        # before is read (plain decoding's pipelining), as a share of c(1), a pass waited
+        # for; None: not measured (``pace_steps``)
+        self.pipelined = pipelined
         self.measured = measured  # False: a prior shape in relative units
         self.anchored = measured  # seconds, not relative units (a prior: after its first pass)
         self.source = source  # what an estimate made on this curve names ("measured", a device)
@@ -251,6 +262,51 @@ def measurement_steps(target, context: int, lengths=COST_LENGTHS, repeats: int =
         yield samples
 
 
+PACE_TOKENS = 8  # one-token passes a step of ``pace_steps`` runs: a step stays short
+PACE_ROUNDS = 3
+
+
+def pace_steps(target, tokens: int = PACE_TOKENS, rounds: int = PACE_ROUNDS):
+    """A token's time two ways over ``tokens`` one-token passes at the cache's context: each
+    pass waited for before the next is built (c(1)), and each queued before the last one's
+    token is read (plain decoding's pipelining). A generator of short steps, one run a step,
+    the two ways interleaved after a run of each untimed; each run is undone in the cache.
+    Its value (``StopIteration.value``): the pipelined time as a share of the waited one (the
+    least run of each way), or None where ``target`` cannot queue a pass so."""
+    import mlx.core as mx
+
+    if not getattr(target, "pipelines", True):
+        return None
+    start = target.checkpoint()
+    least = {"waited": float("inf"), "pipelined": float("inf")}
+
+    def step(token):
+        return mx.argmax(target.forward(token), axis=-1)
+
+    for round_ in range(-1, rounds):
+        for way in ("waited", "pipelined")[:: 1 if round_ % 2 else -1]:
+            began = time.perf_counter()
+            token = mx.array([0], dtype=mx.uint32)
+            if way == "waited":
+                for _ in range(tokens):
+                    token = mx.array(step(token).tolist(), dtype=mx.uint32)
+            else:
+                pending = step(token)
+                mx.async_eval(pending)
+                for made in range(1, tokens + 1):
+                    following = step(pending) if made < tokens else None
+                    if following is not None:
+                        mx.async_eval(following)
+                    pending.item()
+                    pending = following
+            elapsed = time.perf_counter() - began
+            target.restore(start)
+            if round_ >= 0:
+                least[way] = min(least[way], elapsed)
+            yield
+    return least["pipelined"] / least["waited"]
+
+
 MAX_COST_LENGTH = 1 << 16
 MAX_PASS_SECONDS = 600.0
 SLOWER_MARGIN = 2.0  # a longer pass measured as fast as half a shorter one: not noise
@@ -294,14 +350,24 @@ def validated_cost_points(data) -> dict[int, float]:
     return points
 
 
+def validated_pipelined(data) -> float | None:
+    """A curve file's ``pipelined_share`` (absent: None), or ValueError."""
+    value = data.get("pipelined_share") if isinstance(data, dict) else None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 2:
+        raise ValueError(f"pipelined_share {value!r} is not a share between 0 and 2")
+    return float(value)
+
+
 def load_cost_curve(model_key: str) -> CostCurve | None:
     """The cached curve, or None: missing, or bad (then kept aside, said once, re-measured)."""
     path = cost_path(model_key)
     if not path.exists():
         return None
     try:
-        data = read_regular_file(path, MAX_COST_FILE_BYTES).decode("utf-8")
-        return CostCurve(validated_cost_points(json.loads(data)))
+        data = json.loads(read_regular_file(path, MAX_COST_FILE_BYTES).decode("utf-8"))
+        return CostCurve(validated_cost_points(data), pipelined=validated_pipelined(data))
     except (OSError, ValueError, RecursionError) as error:
         set_aside(
             path, "verify-cost file", error, "this machine's verify speed will be measured again"
@@ -312,7 +378,10 @@ def load_cost_curve(model_key: str) -> CostCurve | None:
 def save_cost_curve(model_key: str, curve: CostCurve) -> None:
     path = cost_path(model_key)
     try:
-        write_atomic(path, json.dumps({"version": COST_VERSION, "seconds": curve.to_dict()}))
+        data = {"version": COST_VERSION, "seconds": curve.to_dict()}
+        if curve.pipelined is not None:
+            data["pipelined_share"] = curve.pipelined
+        write_atomic(path, json.dumps(data))
     except OSError as error:
         log.warning("Could not save the verify-cost curve %s: %s", path, error)
 
@@ -325,10 +394,15 @@ class NamedCurve:
     source: str
     seconds: dict[int, float]
     tree_extra_s: float = 0.0  # what a tree pass costs beyond c(n)
+    pipelined_share: float | None = None  # ``CostCurve.pipelined``
 
     def curve(self) -> "CostCurve":
         return CostCurve(
-            self.seconds, source=f"{self.name} curve", fixed=True, tree_extra=self.tree_extra_s
+            self.seconds,
+            source=f"{self.name} curve",
+            fixed=True,
+            tree_extra=self.tree_extra_s,
+            pipelined=self.pipelined_share,
         )
 
     def jittered(self, seed: int, noise: float) -> "NamedCurve":
@@ -337,7 +411,13 @@ class NamedCurve:
         rng = random.Random(seed)
         seconds = {n: s * max(1 + rng.gauss(0, noise), 0.5) for n, s in self.seconds.items()}
         source = f"A noisy copy (seed {seed}, sd {noise:.0%} per figure) of {self.name}: "
-        return NamedCurve(f"{self.name}~{seed}", source + self.source, seconds, self.tree_extra_s)
+        return NamedCurve(
+            f"{self.name}~{seed}",
+            source + self.source,
+            seconds,
+            self.tree_extra_s,
+            self.pipelined_share,
+        )
 
 
 def _points(seconds) -> dict[int, float]:
@@ -359,7 +439,11 @@ def named_curves() -> dict[str, NamedCurve]:
     for path in sorted(CURVES_DIR.glob("*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
         curves[path.stem] = NamedCurve(
-            path.stem, data["source"], _points(data["seconds"]), _tree_extra(data)
+            path.stem,
+            data["source"],
+            _points(data["seconds"]),
+            _tree_extra(data),
+            validated_pipelined(data),
         )
     return curves
 
@@ -392,9 +476,10 @@ def curve_from_spec(spec: str) -> NamedCurve:
         if isinstance(seconds, dict) and "median_s" in seconds:  # a report's verify_cost
             seconds = seconds["median_s"]
         points, tree_extra = _points(seconds), _tree_extra(data)
+        pipelined = validated_pipelined(data)
     except (OSError, ValueError, RecursionError) as error:
         raise EngineError(
             f"The cost curve {path} cannot be used ({error}). It must be a JSON "
             'object mapping n to seconds per pass, e.g. {"1": 0.0084, "2": 0.0130}.'
         ) from None
-    return NamedCurve(path.name, f"file {path}", points, tree_extra)
+    return NamedCurve(path.name, f"file {path}", points, tree_extra, pipelined)

@@ -303,6 +303,21 @@ def test_cost_curve_is_measured_once_and_cached_on_disk(tmp_path):
     assert verify_cost.cost_path("tiny-key").exists()
     again = adaptive.AdaptiveMemory().curve("tiny-key")  # from disk, no target needed
     assert again.measured and again.lengths == curve.lengths
+    # and a queued one-token pass's share of c(1) (``pace_steps``), saved with it
+    assert 0 < curve.pipelined < 2 and again.pipelined == curve.pipelined
+
+
+def test_a_curve_saved_without_its_pipelined_pace_is_measured_again():
+    memory = adaptive.AdaptiveMemory()
+    measure(memory, "older", make_tiny_llama(seed=3))
+    path = verify_cost.cost_path("older")
+    data = json.loads(path.read_text())
+    del data["pipelined_share"]
+    path.write_text(json.dumps(data))
+    older = adaptive.AdaptiveMemory()
+    assert older.curve("older").measured and not older.measured("older")
+    path.write_text(json.dumps(dict(data, pipelined_share="fast")))  # not a share: set aside
+    assert verify_cost.load_cost_curve("older") is None and not path.exists()
 
 
 def test_a_measurement_stopped_before_its_end_leaves_the_curve_alone():

@@ -82,6 +82,11 @@ def test_a_curve_file_maps_n_to_seconds(tmp_path):
     treed = tmp_path / "treed.json"
     treed.write_text(json.dumps({"seconds": {"1": 0.01, "8": 0.01}, "tree_extra_s": 0.001}))
     assert curve_from_spec(str(treed)).curve().tree_cost(5) == pytest.approx(0.011)
+    assert curve_from_spec(str(treed)).curve().pipelined is None  # not said: not measured
+    piped = tmp_path / "piped.json"  # what a queued one-token pass costs, a share of c(1)
+    piped.write_text(json.dumps({"seconds": {"1": 0.01, "8": 0.01}, "pipelined_share": 0.85}))
+    assert curve_from_spec(str(piped)).curve().pipelined == 0.85
+    assert curve_from_spec(str(piped)).jittered(1, 0.03).pipelined_share == 0.85
 
 
 def test_a_noisy_copy_of_a_named_curve_is_another_run_of_its_measurement():
@@ -106,6 +111,9 @@ def test_a_noisy_copy_of_a_named_curve_is_another_run_of_its_measurement():
         ("{not json", "cannot be used"),
         ('{"seconds": {"1": 0.01}, "tree_extra_s": -1}', "tree_extra_s"),
         ('{"seconds": {"1": 0.01}, "tree_extra_s": "1"}', "tree_extra_s"),
+        ('{"seconds": {"1": 0.01}, "pipelined_share": 0}', "pipelined_share"),
+        ('{"seconds": {"1": 0.01}, "pipelined_share": true}', "pipelined_share"),
+        ('{"seconds": {"1": 0.01}, "pipelined_share": 1e999}', "pipelined_share"),
     ],
 )
 def test_a_bad_curve_file_is_a_clear_error(tmp_path, text, message):

@@ -163,9 +163,8 @@ def strategy_figures(chats: dict, key: str, eos: int, curves) -> list[dict]:
 def _replays(chats, key, eos, named: NamedCurve, plan: dict, charged: bool) -> dict:
     gc.collect()  # each strategy's drafter timed without the earlier ones' garbage
     gc.freeze()
-    return replays(
-        chats, key, eos, named.seconds, plan, False, False, charged, named.tree_extra_s, REPLAYS
-    )
+    options = (False, False, charged, named.tree_extra_s, REPLAYS)
+    return replays(chats, key, eos, named.seconds, plan, *options, named.pipelined_share)
 
 
 def conversation_figures(chats: dict, key: str, eos: int, curves) -> dict:

@@ -52,6 +52,12 @@ decoding queues each pass before reading the last token, the speculative loop wa
 pass, and a pass at a new length or cache length can cost more than the curve's."""
 
 
+PIPELINED_NOTE = """\
+A one-token pass queued before the last token is read, as plain decoding runs and as the \
+adaptive policy sends a pass after one that sent nothing where that pays (a blind pass), \
+costs {share} of c(1) here."""
+
+
 def pass_cost_table(results: dict) -> list[str]:
     """Where measured and predicted part: per config, the seconds of its passes against c(n)
     for the same passes, and the share of passes that sent no draft."""
@@ -210,6 +216,8 @@ def render(results: dict, out: Path, devices: dict | None = None) -> None:
     ratio_row = ["c(n)/c(1) median"] + [_f(x) for x in curve["ratio"].values()]
     ms_row = ["c(n) ms median"] + [_f(x * 1000, "{:.1f}") for x in curve["median_s"].values()]
     lines += ["## Verify cost", "", _table(["n"] + list(curve["ratio"]), [ratio_row, ms_row]), ""]
+    if curve.get("pipelined_share") is not None:
+        lines += [PIPELINED_NOTE.format(share=curve["pipelined_share"]), ""]
     lines += [images["verify_cost.png"], ""]
     if "devices.png" in images:
         lines += ["## Device table", "", DEVICE_NOTE, "", images["devices.png"], ""]

@@ -25,7 +25,7 @@ from ..decode import Target
 from ..drafters import measurement_options
 from ..events import DoneEvent, PassEvent, ProgressEvent
 from ..settings import DraftSettings, GenerationRequest
-from ..verify_cost import timing_steps
+from ..verify_cost import pace_steps, timing_steps
 from .workloads import TASK_ORDER, Workload
 
 QUICK_TASKS = ["code-edit", "edit-session", "rag", "open-question"]
@@ -210,13 +210,21 @@ def compare(run: EngineRun, reference: list[int]) -> None:
 
 
 def verify_cost_curve(loaded, prefix_tokens: list[int], ns: list[int], repeats: int) -> dict:
-    """c(n) after a realistic prefix, timed as the engine times it (``timing_steps``)."""
+    """c(n) after a realistic prefix, timed as the engine times it (``timing_steps``), and a
+    queued one-token pass's share of c(1) there (``pace_steps``)."""
     target = Target(loaded.model)
     prefix, probe = prefix_tokens[: -max(ns)], prefix_tokens[-max(ns) :]
     target.prefill(prefix)
     samples: dict[int, list[float]] = {}
     for _, _, samples in timing_steps(target, ns, repeats, tokens=probe):
         pass
+    pace = pace_steps(target)
+    while True:
+        try:
+            next(pace)
+        except StopIteration as done:
+            share = done.value
+            break
     median = {n: statistics.median(v) for n, v in samples.items()}
     least = {n: min(v) for n, v in samples.items()}
     return {
@@ -226,6 +234,7 @@ def verify_cost_curve(loaded, prefix_tokens: list[int], ns: list[int], repeats: 
         "min_s": {str(n): round(least[n], 5) for n in ns},
         "ratio": {str(n): round(median[n] / median[ns[0]], 4) for n in ns},
         "ratio_min": {str(n): round(least[n] / least[ns[0]], 4) for n in ns},
+        "pipelined_share": None if share is None else round(share, 4),
     }
 
 

@@ -114,9 +114,11 @@ class Suite:
             self.loaded, tokens[:need], cfg.verify_ns, cfg.verify_repeats
         )
         log("  " + "  ".join(f"c({n})={r:.2f}" for n, r in self.verify["ratio"].items()))
+        log(f"  a queued one-token pass: {self.verify['pipelined_share']} of c(1)")
         # the adaptive policy plans on this curve (kept in this process, never saved)
         seconds = {int(n): s for n, s in self.verify["median_s"].items()}
-        self.memory.adaptive.curves[model_key(self.loaded)] = CostCurve(seconds)
+        curve = CostCurve(seconds, pipelined=self.verify["pipelined_share"])
+        self.memory.adaptive.curves[model_key(self.loaded)] = curve
 
     def reference_chat(self, workload: Workload) -> tuple[list[EngineRun], list[list[dict]]]:
         """Plain greedy decoding of every turn in one session (untimed use), kept as the
@@ -244,10 +246,13 @@ class Suite:
                 if workload.schema:
                     turns[-1]["forced"] = schema_forced(self.loaded, workload.schema, answer)
             chats[workload.id] = {"task": workload.task, "turns": turns}
-        plans = strategies(eos, NamedCurve("measured", "this run's verify cost", seconds))
+        share = self.verify.get("pipelined_share")
+        named = NamedCurve("measured", "this run's verify cost", seconds, pipelined_share=share)
+        plans = strategies(eos, named)
         figures = {}
         for label in ("default", "hindsight"):
-            kept = replays(chats, key, eos, seconds, plans[label], False, False, True, 0.0, 1)
+            options = (False, False, True, 0.0, 1)
+            kept = replays(chats, key, eos, seconds, plans[label], *options, pipelined=share)
             spent: dict[str, list[float]] = {}
             for name, result in kept.items():
                 sums = spent.setdefault(chats[name]["task"], [0.0, 0.0])

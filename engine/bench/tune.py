@@ -56,14 +56,16 @@ def simulate(
     drafter=None,
     tree_extra: float = 0.0,
     grammar: bool = True,
+    pipelined: float | None = None,
 ) -> dict:
     """Replay one chat (``[{"prompt": tokens, "answer": tokens, "stop": bool}]``, turns in
     order, one drafter for the whole chat as ``ChatSession`` keeps it) and return
     ``{"plain_s", "spec_s", "passes", "emitted", "drafter_s"}``. ``drafter``: an instance
     to replay instead of the registered ``drafter_name`` (a peer's strategy, the oracle);
     ``grammar``: a turn's ``forced`` tokens (what its schema forces at each answer position)
-    are drafted as the engine's loop drafts them."""
-    curve = CostCurve(seconds, tree_extra=tree_extra)
+    are drafted as the engine's loop drafts them; ``pipelined``: a queued one-token pass's
+    share of c(1) (``CostCurve.pipelined``; plain decoding and blind passes cost that)."""
+    curve = CostCurve(seconds, tree_extra=tree_extra, pipelined=pipelined)
     if drafter is None:
         options = measurement_options(drafter_name) if options is None else options
         settings = DraftSettings(
@@ -81,6 +83,7 @@ def simulate(
         policy = memory.policy(model_key, drafter, constrained=constrained)
         memory.curves[model_key] = policy.curve = curve
     ends = {eos}
+    queued = curve.base(1) * (curve.pipelined or 1.0)  # a token of plain decoding: pipelined
     plain = spec = drafter_s = 0.0
     sizes: list[tuple[int, bool]] = []  # per pass: tokens verified + 1, a tree or not
     passes = emitted_total = 0
@@ -94,12 +97,12 @@ def simulate(
         else:
             drafter.reset(prompt)
         drafter_s += time.perf_counter() - started
-        history, produced = list(prompt), 0
-        plain += len(answer) * curve.base(1)
+        history, produced, blind = list(prompt), 0, False
+        plain += len(answer) * queued
         while produced < len(answer):
             if passes and policy.gives_up(draft_count):
-                left = len(answer) - produced  # the loop decodes the rest plainly
-                spec += left * curve.base(1)
+                left = len(answer) - produced  # the loop decodes the rest plainly, pipelined
+                spec += left * queued
                 sizes += [(1, False)] * left
                 passes, emitted_total = passes + left, emitted_total + left
                 history.extend(answer[produced:])
@@ -108,7 +111,7 @@ def simulate(
             limit = min(draft_count, len(answer) - produced - 1)
             schema = "forced" in turn  # what it forces is drafted as the loop drafts it
             forced = turn["forced"][produced] if schema and grammar and limit > 0 else ()
-            plan = plan_pass(
+            planned = plan_pass(
                 drafter,
                 limit,
                 ends,
@@ -116,11 +119,15 @@ def simulate(
                 forced=forced,
                 first_row_only=schema or not drafter.multi_row,
             )
+            # a blind pass, queued before its input was known: planned, nothing sent
+            plan = planned.went_blind() if blind else planned
             rows = plan.rows
             drafter_s += time.perf_counter() - started
             verdict = judge_by_answer(rows, answer, produced, ends, tree=True)
             tree = verdict.depth is not None
             cost = curve.base(verdict.drafted + 1) + (tree_extra if tree else 0.0)
+            cost = queued if blind else cost
+            blind = not schema and planned.may_queue_next(drafter) and policy.queues_blind()
             spec += cost
             sizes.append((verdict.drafted + 1, tree))
             started = time.perf_counter()
@@ -158,7 +165,8 @@ def recost(result: dict, curve: CostCurve) -> dict:
     drafts the curve does not change: no policy, nothing planned on it)."""
     trees = sum(tree for _, tree in result["sizes"])
     spec = sum(curve.base(n) for n, _ in result["sizes"]) + trees * curve.tree_extra
-    return {**result, "plain_s": result["emitted"] * curve.base(1), "spec_s": spec}
+    plain = result["emitted"] * curve.base(1) * (curve.pipelined or 1.0)
+    return {**result, "plain_s": plain, "spec_s": spec}
 
 
 def geomean(values) -> float:
@@ -177,6 +185,7 @@ def predict(
     charge_drafter: bool = False,
     tree_extra: float = 0.0,
     repeats: int = 1,
+    pipelined: float | None = None,
 ) -> dict[str, float]:
     """Predicted speed-up per task (geometric mean over its chats) of one plan (``simulate``'s
     ``drafter_name``, ``draft_count``, ``adaptive``; ``make``: a function of the chat and a
@@ -188,13 +197,17 @@ def predict(
     drafter memory taught that chat; ``charge_drafter``: the drafter's own time counts, the
     least of ``repeats`` whole replays per chat (the replay is deterministic: only the host's
     timing varies, and a pause of this machine's is not the drafter's cost);
-    ``tree_extra``: seconds a tree pass costs beyond c(its nodes)."""
+    ``tree_extra``: seconds a tree pass costs beyond c(its nodes); ``pipelined``:
+    ``CostCurve.pipelined``."""
     charged = charge_drafter and plan.get("charge", True)
     options = (cold, cross_chat, charged, tree_extra, repeats)
-    return per_task(chats, replays(chats, key, eos, seconds, plan, *options), charged)
+    kept = replays(chats, key, eos, seconds, plan, *options, pipelined=pipelined)
+    return per_task(chats, kept, charged)
 
 
-def replays(chats, key, eos, seconds, plan, cold, cross_chat, charged, tree_extra, repeats):
+def replays(
+    chats, key, eos, seconds, plan, cold, cross_chat, charged, tree_extra, repeats, pipelined=None
+):
     """``predict``'s replay: each chat's ``simulate`` result, the least drafter time of
     ``repeats`` whole replays where the drafter's time is ``charged``."""
     kept: dict[str, dict] = {}
@@ -208,6 +221,7 @@ def replays(chats, key, eos, seconds, plan, cold, cross_chat, charged, tree_extr
                 extra = taught_memory(chats, chat, plan, key, seconds, eos)
             arguments = (plan["drafter_name"], plan["draft_count"], plan["adaptive"])
             extra.update(tree_extra=tree_extra, grammar=plan.get("grammar", True))
+            extra.update(pipelined=pipelined)
             result = simulate(chat["turns"], *arguments, memory, key, seconds, eos, **extra)
             if name not in kept or result["drafter_s"] < kept[name]["drafter_s"]:
                 kept[name] = result

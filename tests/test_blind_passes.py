@@ -1,0 +1,247 @@
+"""Blind passes: after a pass that sends no draft, the next one-token pass is queued before
+that pass's token is read (plain decoding's pipelining), so it sends no draft whatever the
+drafter then proposes; it is still planned, and the policy learns what it would have sent.
+
+The output stays plain decoding's (greedy: token for token; sampled: the target's own
+samples), the cache holds the history but its last token whenever the caller has a result
+or stops, the tuning replay makes the same passes as the loop, and the adaptive policy goes
+blind only while passes that send nothing follow each other often enough for the curve's
+measured pipelining to pay.
+"""
+
+import mlx.core as mx
+import pytest
+
+from engine.adaptive import AdaptiveMemory, AdaptivePolicy
+from engine.bench.tune import simulate
+from engine.decode import Target, TokenChooser, speculative_decode
+from engine.draft_policy import NO_DRAFT, Choice, FixedDraftLength, PassOutcome
+from engine.drafters import make_drafter
+from engine.settings import DraftSettings, SamplingSettings
+from engine.verify_cost import CostCurve, pace_steps
+
+from .identity import reference_greedy, run_with_policy
+from .scripted_model import ScriptedModel
+from .tiny_model import make_tiny_llama
+
+pytestmark = pytest.mark.usefixtures("private_dirs")  # conftest: a data and cache folder per test
+
+PROMPT = [40 + (i % 9) for i in range(60)] + [7, 8, 9]
+FLAT = {1: 0.01, 65: 0.012}
+
+
+class Scripted(FixedDraftLength):
+    """Drafts (the whole proposal) when asked for the ``every``-th time and the time after,
+    and so on, else nothing: a blind pass that would have drafted is followed by a planned
+    pass that does. Queues blind whenever asked; keeps every outcome it is handed."""
+
+    def __init__(self, every: int):
+        self.every, self.asked, self.outcomes = every, 0, []
+
+    def choose(self, proposal, limit):
+        self.asked += 1
+        drafts = self.asked > 1 and self.asked % self.every in (0, 1)
+        return super().choose(proposal, limit) if drafts else NO_DRAFT
+
+    def queues_blind(self) -> bool:
+        return True
+
+    def record(self, choice, outcome):
+        self.outcomes.append((choice, outcome))
+
+
+@pytest.fixture(scope="module")
+def model():
+    return make_tiny_llama(seed=1)
+
+
+def test_greedy_output_equals_plain_with_blind_passes_and_drafts_between(model):
+    settings = DraftSettings(drafter="prompt-lookup", draft_count=6, ngram_order=2)
+    policy = Scripted(every=4)
+    tokens, results = run_with_policy(model, PROMPT, 60, settings, policy)
+    assert tokens == reference_greedy(model, PROMPT, 60)
+    blind = [outcome for _, outcome in policy.outcomes if outcome.blind]
+    assert len(blind) > 5, "blind passes must have run"
+    assert all(o.verified == 0 and o.depth == 0 for o in blind)  # nothing went out blind
+    assert sum(r.accepted for r in results) > 0, "and drafts between them were kept"
+    assert len(policy.outcomes) == len(results)  # every pass, blind or not, is learned from
+
+
+def test_a_pass_that_would_draft_after_a_blind_one_is_recorded_as_its_choice(model):
+    """The policy sees what the blind pass would have sent (its choice) with nothing sent."""
+    settings = DraftSettings(drafter="prompt-lookup", draft_count=6, ngram_order=2)
+    policy = Scripted(every=4)
+    run_with_policy(model, PROMPT, 40, settings, policy)
+    wanted = [c for c, o in policy.outcomes if o.blind and c.length > 0]
+    assert wanted, "a blind pass whose plan wanted a draft"
+
+
+@pytest.mark.parametrize("stop_after", [1, 2, 7, 20])
+def test_stopping_mid_run_leaves_the_cache_ready_to_go_on(model, stop_after):
+    settings = DraftSettings(drafter="prompt-lookup", draft_count=6, ngram_order=2)
+    target, history = Target(model), list(PROMPT)
+    target.prefill(history[:-1])
+    drafter = make_drafter(settings)
+    drafter.reset(history)
+    chooser = TokenChooser(SamplingSettings())
+    decoder = speculative_decode(
+        target,
+        drafter,
+        chooser,
+        history,
+        max_tokens=40,
+        draft_count=6,
+        eos_tokens=set(),
+        policy=Scripted(every=4),
+    )
+    for passes, _ in enumerate(decoder, start=1):
+        assert target.offset in (len(history) - 1, len(history))  # one ahead: a pass queued
+        if passes == stop_after:
+            break
+    decoder.close()
+    assert target.offset == len(history) - 1
+    rest = list(
+        speculative_decode(
+            target, drafter, chooser, history, max_tokens=60, draft_count=6, eos_tokens=set()
+        )
+    )
+    made = len(history) - len(PROMPT)
+    assert rest and history[len(PROMPT) :] == reference_greedy(model, PROMPT, made)
+
+
+def test_sampled_blind_passes_are_the_targets_own_samples(model):
+    """A policy that never drafts and always queues blind makes the passes of plain,
+    pipelined decoding: the same sampled tokens as ``--drafter none``."""
+    sampling = SamplingSettings(temperature=0.9, seed=5)
+    settings = DraftSettings(drafter="prompt-lookup", draft_count=6, ngram_order=2)
+    mx.random.seed(5)
+    blind, _ = run_with_policy(model, PROMPT, 40, settings, Scripted(every=10**9), sampling)
+    mx.random.seed(5)
+    none, _ = run_with_policy(model, PROMPT, 40, DraftSettings(drafter="none"), None, sampling)
+    assert blind == none
+    assert len(set(blind)) > 3  # really sampled
+
+
+def test_an_end_of_sequence_token_in_a_blind_run_ends_the_answer():
+    script = PROMPT + [100 + i for i in range(12)] + [99] + [0] * 20
+    model = ScriptedModel(script)
+    settings = DraftSettings(drafter="prompt-lookup", draft_count=6, ngram_order=2)
+    policy = Scripted(every=10**9)
+    tokens, results = run_with_policy(model, PROMPT, 30, settings, policy, eos=[99])
+    assert tokens == [100 + i for i in range(12)] + [99]
+    assert sum(o.blind for _, o in policy.outcomes) == 12  # all but the run's first pass
+
+
+def scripted_answer():
+    """A prompt that repeats itself, and an answer that first says something new (no draft
+    to send: passes that send nothing follow each other) and then copies the prompt."""
+    prompt = [5, 17, 33, 8, 41, 12, 29, 3, 60, 22, 50, 14] * 3
+    answer = [100 + i for i in range(30)] + prompt[:24] + [130 + i for i in range(20)]
+    return prompt, answer
+
+
+def adaptive(drafter, pipelined):
+    return AdaptiveMemory().policy(
+        "k", drafter, curve=CostCurve(FLAT, fixed=True, pipelined=pipelined)
+    )
+
+
+def test_the_tuning_replay_makes_the_loops_passes_blind_ones_included():
+    prompt, answer = scripted_answer()
+    settings = DraftSettings(drafter="prompt-lookup", draft_count=8, ngram_order=3, adaptive=True)
+    policy = adaptive(make_drafter(settings), pipelined=0.5)
+    blind = []
+    record = policy.record
+    policy.record = lambda choice, outcome: blind.append(outcome.blind) or record(choice, outcome)
+    tokens, results = run_with_policy(
+        ScriptedModel(prompt + answer + [0] * 9), prompt, len(answer), settings, policy
+    )
+    assert tokens == answer
+    assert sum(blind) > 10 and sum(r.accepted for r in results) > 10
+
+    chat = [{"prompt": prompt, "answer": answer, "stop": False}]
+    replayed = simulate(
+        chat,
+        "prompt-lookup",
+        8,
+        True,
+        AdaptiveMemory(),
+        "k",
+        FLAT,
+        0,
+        settings.options,
+        pipelined=0.5,
+    )
+    assert [n for n, _ in replayed["sizes"]] == [r.drafted + 1 for r in results]
+    # a blind pass costs the pipelined share of c(1), and so does each token of plain decoding
+    assert replayed["plain_s"] == pytest.approx(len(answer) * 0.5 * FLAT[1])
+    waited = sum(1 for r in results if r.drafted == 0) - sum(blind)
+    drafted = [r.drafted + 1 for r in results if r.drafted]
+    curve = CostCurve(FLAT)
+    spent = sum(blind) * 0.5 * FLAT[1] + waited * FLAT[1] + sum(map(curve.base, drafted))
+    assert replayed["spec_s"] == pytest.approx(spent)
+
+
+def test_without_a_measured_pipelined_pace_nothing_goes_blind():
+    prompt, answer = scripted_answer()
+    settings = DraftSettings(drafter="prompt-lookup", draft_count=8, ngram_order=3, adaptive=True)
+    policy = adaptive(make_drafter(settings), pipelined=None)
+    blind = []
+    record = policy.record
+    policy.record = lambda choice, outcome: blind.append(outcome.blind) or record(choice, outcome)
+    run_with_policy(ScriptedModel(prompt + answer + [0] * 9), prompt, len(answer), settings, policy)
+    assert blind and not any(blind)
+
+
+def idle(policy: AdaptivePolicy, passes: int) -> None:
+    for _ in range(passes):
+        policy.record(NO_DRAFT, PassOutcome(0, 0, 0.01, 0))
+
+
+def test_the_policy_goes_blind_once_passes_that_send_nothing_follow_each_other():
+    """h: of the passes after one that sent nothing, the share that would have drafted,
+    from one prior pass that did; blind where h < 1 - pipelined (here 0.15)."""
+    policy = AdaptivePolicy(CostCurve(FLAT, pipelined=0.85))
+    idle(policy, 6)
+    assert not policy.queues_blind()  # the first pass follows none: 1 of 6 drafted
+    idle(policy, 1)
+    assert policy.queues_blind()  # 1 of 7
+    policy.record(Choice(3, kind=None), PassOutcome(0, 0, 0.01, 0, blind=True))  # would draft
+    assert not policy.queues_blind()  # 2 of 8
+    idle(policy, 5)
+    assert not policy.queues_blind()  # 2 of 13
+    idle(policy, 1)
+    assert policy.queues_blind()  # 2 of 14
+
+    small_gain = AdaptivePolicy(CostCurve(FLAT, pipelined=0.98))  # this CPU: 2% saved
+    idle(small_gain, 30)
+    assert not small_gain.queues_blind()
+    assert not AdaptivePolicy(CostCurve(FLAT)).queues_blind()  # never measured: never
+
+
+def test_a_blind_pass_time_is_not_taken_for_c1():
+    policy = AdaptivePolicy(CostCurve(FLAT, pipelined=0.5))
+    policy.record(NO_DRAFT, PassOutcome(0, 0, 0.001, 0, blind=True))
+    assert policy.curve(1) == pytest.approx(FLAT[1])
+    policy.record(NO_DRAFT, PassOutcome(0, 0, 0.001, 0))
+    assert policy.curve(1) < FLAT[1]
+
+
+def test_the_pipelined_pace_is_measured_as_a_share_of_c1(model):
+    target = Target(model)
+    target.prefill(list(range(10, 60)))
+    offset = target.offset
+    steps = pace_steps(target, tokens=4, rounds=1)
+    count = 0
+    while True:
+        try:
+            next(steps)
+            count += 1
+        except StopIteration as done:
+            share = done.value
+            break
+    assert count == 4  # an untimed run of each way, then one of each
+    assert 0 < share < 2
+    assert target.offset == offset  # every run undone
+    target.pipelines = False
+    assert list(pace_steps(target)) == []
