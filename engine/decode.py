@@ -393,6 +393,7 @@ def speculative_decode(
                 max_tokens=max_tokens - produced,
                 eos_tokens=eos_tokens,
                 draft_count=draft_count,
+                planning_s=time.perf_counter() - started,
             )
             if history[-1] in eos_tokens:
                 return
@@ -534,41 +535,47 @@ def blind_passes(
     max_tokens: int,
     eos_tokens: set[int],
     draft_count: int,
+    planning_s: float = 0.0,
 ) -> Iterator[PassResult]:
-    """From a pass planned to send nothing (``first``), one-token passes (``queued_passes``),
-    the next queued blind while the pass in flight was planned to send nothing and the
-    policy says so (``queues_blind``, asked once a pass is planned). A blind pass is planned
-    (``next_plan(tokens left)``) once its input is read and learned from as it went out
-    (``DraftPlan.went_blind``), as ``bench.tune.simulate`` replays it; where the policy gives
-    up, the rest is plain decoding, nothing planned. Returns the tokens made: the loop plans
-    the pass after the last one."""
-    plans = [first]
+    """From a pass planned to send nothing (``first``, planned in ``planning_s``), one-token
+    passes (``queued_passes``), the next queued blind while the pass in flight was planned to
+    send nothing and the policy says so (``queues_blind``, asked once a pass is planned). A
+    blind pass is planned (``next_plan(tokens left)``) once its input is read and learned
+    from as it went out (``DraftPlan.went_blind``), as ``bench.tune.simulate`` replays it;
+    where the policy gives up, the rest is plain decoding, nothing planned. Returns the
+    tokens made: the loop plans the pass after the last one."""
+    current: DraftPlan | None = first  # the pass in flight's plan (None: nothing planned)
+    planned = 1  # passes planned so far
     plain = False  # the policy gave up: nothing is planned any more
-    spent = 0.0  # planning the pass in flight, counted as its drafter's time
+    spent = 0.0  # planning the pass in flight after its token's wait began
+    owed = planning_s  # planning the first pass, before its wait began
 
     def queue_next() -> bool:
-        nonlocal plain, spent
+        nonlocal current, planned, plain, spent
         made = len(history) - 1 - before
-        if len(plans) == made:  # the pass in flight went out blind
+        if planned == made:  # the pass in flight went out blind: planned now, its input known
             began = time.perf_counter()
             plain = plain or policy.gives_up(draft_count)
-            planned = None if plain else next_plan(max_tokens - made)
-            plans.append(planned and planned.went_blind())
+            plan = None if plain else next_plan(max_tokens - made)
+            current, planned = plan and plan.went_blind(), planned + 1
             spent = time.perf_counter() - began
-            if planned is not None and not planned.may_queue_next(drafter):
+            if plan is not None and not plan.may_queue_next(drafter):
                 return False  # it would have drafted: the pass after it is planned first
         return plain or policy.queues_blind()
 
     def learn(token: int, started: float) -> PassResult:
+        nonlocal owed
         read_at = time.perf_counter()
-        plan = plans[-1]
-        if plan is None:
+        if current is None:
             drafter.observe([token], accepted=0, drafted=0)
         else:
             verdict = Verdict([token], 0, 0, None)
-            learn_pass(drafter, policy, plan, verdict, read_at - started - spent)
+            learn_pass(drafter, policy, current, verdict, read_at - started - spent)
         done_at = time.perf_counter()
-        return PassResult([token], 0, 0, done_at - started, done_at - read_at + spent)
+        host = done_at - read_at + spent + owed
+        result = PassResult([token], 0, 0, done_at - started + owed, host)
+        owed = 0.0
+        return result
 
     before = len(history) - 1  # history[before] is the first pass's input
     return (

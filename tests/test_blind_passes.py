@@ -245,3 +245,26 @@ def test_the_pipelined_pace_is_measured_as_a_share_of_c1(model):
     assert target.offset == offset  # every run undone
     target.pipelines = False
     assert list(pace_steps(target)) == []
+
+
+class GivesUpLater(Scripted):
+    """Never drafts; gives up once asked ``after`` times whether to."""
+
+    def __init__(self, after: int):
+        super().__init__(every=10**9)
+        self.after, self.asked_give_up = after, 0
+
+    def gives_up(self, limit):
+        self.asked_give_up += 1
+        return self.asked_give_up > self.after
+
+
+def test_a_policy_that_gives_up_in_a_blind_run_gets_plain_decoding_for_the_rest(model):
+    settings = DraftSettings(drafter="prompt-lookup", draft_count=6, ngram_order=2)
+    policy = GivesUpLater(after=5)
+    tokens, results = run_with_policy(model, PROMPT, 40, settings, policy)
+    assert tokens == reference_greedy(model, PROMPT, 40)
+    assert len(results) == 40  # one token a pass throughout
+    # the run's first pass, then one blind pass a "no" to giving up; none after the "yes"
+    assert len(policy.outcomes) == 1 + policy.after
+    assert policy.asked_give_up == policy.after + 1  # not asked again once it gave up
