@@ -270,6 +270,7 @@ class PassResult:
     row: int = 0
     logprobs: list[TokenLogprobs] | None = None  # per emitted token, when the chooser asks
     tree: bool = False  # several rows verified in one tree pass
+    queued: bool = False  # a one-token pass queued before its input token was read
 
 
 def top_k_tokens(logits: mx.array, k: int, count: int) -> list[list[int]]:
@@ -480,6 +481,7 @@ def queued_passes(
             token = pending.item()
             history.append(token)
             result = learn(token, started)
+            result.queued = produced > 1
             if token in eos_tokens or not ahead:
                 if ahead:
                     target.trim(1)

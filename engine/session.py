@@ -417,6 +417,7 @@ class ChatSession:
                     result.seconds,
                     ended,
                     result.tree,
+                    result.queued,
                 )
                 stats.drafter_s += result.drafter_seconds
                 if ended:

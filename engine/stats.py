@@ -11,11 +11,14 @@ below, how the counting treats the cases those words leave open.
   "N tokens" is always the visible answer.
 - pass_sizes[j]: the tokens pass j verified (1 + the draft tokens it sent).
 - tree_passes: passes that verified several draft rows as one tree.
-- estimated_speedup, from a verify-cost curve c(n) (seconds for one pass over n tokens):
-  (emitted + end) * c(1) over the sum of c(pass_sizes[j]) + tree_passes * the curve's
-  tree_extra + drafter time. Both sides are predicted. estimate_curve names the curve:
-  "measured" (for this model on this machine), a device curve's name, or a guess (the
-  model's curve was not measured yet: ``estimate_is_guess``).
+- queued_passes: one-token passes queued before their input token was read (plain
+  decoding's pipelining, and the speculative loop's blind passes).
+- estimated_speedup, from a verify-cost curve c(n) (seconds for one pass over n tokens) and
+  its pipelined share p (what a queued one-token pass costs of c(1); 1 where not measured):
+  (emitted + end) * p * c(1) over the sum of c(pass_sizes[j]) - queued_passes * (1 - p) *
+  c(1) + tree_passes * the curve's tree_extra + drafter time. Both sides are predicted.
+  estimate_curve names the curve: "measured" (for this model on this machine), a device
+  curve's name, or a guess (the model's curve was not measured yet: ``estimate_is_guess``).
 """
 
 from __future__ import annotations
@@ -74,7 +77,9 @@ _STORED_KINDS = {
     **dict.fromkeys(("drafter", "speculation"), lambda v: isinstance(v, str)),
     "estimate_curve": lambda v: v is None or isinstance(v, str),
     **dict.fromkeys(("greedy", "ended"), lambda v: isinstance(v, bool)),
-    **dict.fromkeys(("passes", "drafted", "accepted", "emitted", "tree_passes"), _is_count),
+    **dict.fromkeys(
+        ("passes", "drafted", "accepted", "emitted", "tree_passes", "queued_passes"), _is_count
+    ),
     **dict.fromkeys(("tokens_per_pass", "acceptance_rate"), _is_number),
     "estimated_speedup": lambda v: v is None or _is_number(v),
     "per_position_acceptance": _is_list_of(_is_number),
@@ -136,6 +141,7 @@ class DecodeStats:
     estimate_curve: str | None = None
     pass_sizes: list[int] = field(default_factory=list)
     tree_passes: int = 0
+    queued_passes: int = 0
 
     def record_pass(
         self,
@@ -145,9 +151,11 @@ class DecodeStats:
         seconds: float,
         ended: bool = False,
         tree: bool = False,
+        queued: bool = False,
     ) -> tuple[int, int]:
         """Count one pass; ``emitted``/``accepted`` include an end-of-answer token when
-        ``ended``. Returns (accepted, emitted) as counted (without that token)."""
+        ``ended``; ``queued``: a one-token pass queued before its input was read. Returns
+        (accepted, emitted) as counted (without that token)."""
         if ended:
             self.ended = True
             emitted -= 1
@@ -157,6 +165,7 @@ class DecodeStats:
         self.passes += 1
         self.pass_sizes.append(1 + drafted)
         self.tree_passes += tree
+        self.queued_passes += queued
         self.calls += 1
         self.drafted += drafted
         self.accepted += accepted
@@ -190,9 +199,11 @@ class DecodeStats:
         if not self.passes or cost is None:
             return None
         sizes = self.pass_sizes or [1 + d for d, n in self.draft_sizes().items() for _ in range(n)]
+        pipelined = getattr(cost, "pipelined", None) or 1.0
         spent = sum(cost(n) for n in sizes) + self.drafter_s
+        spent -= self.queued_passes * (1.0 - pipelined) * cost(1)
         spent += self.tree_passes * max(getattr(cost, "tree_extra", 0.0), 0.0)
-        plain = (self.emitted + int(self.ended)) * cost(1)
+        plain = (self.emitted + int(self.ended)) * pipelined * cost(1)
         self.estimated_speedup = plain / spent if spent > 0 else None
         self.estimate_curve = source or getattr(cost, "source", None)
         return self.estimated_speedup
@@ -227,6 +238,7 @@ class DecodeStats:
             estimate_curve=later.estimate_curve if speedup else None,
             pass_sizes=self.pass_sizes + later.pass_sizes,
             tree_passes=self.tree_passes + later.tree_passes,
+            queued_passes=self.queued_passes + later.queued_passes,
         )
 
     @classmethod
@@ -238,6 +250,7 @@ class DecodeStats:
         lengths = [int(n) for n in stats.get("accepted_length_counts", [])]
         passes = int(stats.get("passes", 0))
         tree_passes = stats.get("tree_passes", 0)  # counted in passes, or not trusted
+        queued_passes = stats.get("queued_passes", 0)
         rates = stats.get("per_position_acceptance", [])
         drafted_at = [int(n) for n in stats.get("position_drafted", [])]
         accepted_at = [int(n) for n in stats.get("position_accepted", [])]
@@ -275,6 +288,7 @@ class DecodeStats:
             estimate_curve=stats.get("estimate_curve"),
             pass_sizes=[n for n in stats.get("pass_sizes", []) if n > 0],
             tree_passes=tree_passes if tree_passes <= passes else 0,
+            queued_passes=queued_passes if queued_passes <= passes else 0,
         )
 
     @property
@@ -319,6 +333,7 @@ class DecodeStats:
             "estimate_curve": self.estimate_curve,
             "pass_sizes": list(self.pass_sizes),
             "tree_passes": self.tree_passes,
+            "queued_passes": self.queued_passes,
             "drafter_counters": {
                 "calls": self.calls,
                 "gen_drafts": self.gen_drafts,

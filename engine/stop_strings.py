@@ -107,6 +107,7 @@ def kept_figures(stats: dict, timing: dict, passes, kept: int) -> tuple[dict, di
         left -= emitted
     cut.first_pass_s = whole.first_pass_s
     cut.tree_passes = min(whole.tree_passes, cut.passes)
+    cut.queued_passes = min(whole.queued_passes, cut.passes)
     if whole.estimated_speedup and cut.decode_s > 0:
         plain_share = cut.emitted / (whole.emitted + int(whole.ended))
         cut.estimated_speedup = (

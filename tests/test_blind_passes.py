@@ -268,3 +268,35 @@ def test_a_policy_that_gives_up_in_a_blind_run_gets_plain_decoding_for_the_rest(
     # the run's first pass, then one blind pass a "no" to giving up; none after the "yes"
     assert len(policy.outcomes) == 1 + policy.after
     assert policy.asked_give_up == policy.after + 1  # not asked again once it gave up
+
+
+def test_an_answer_with_blind_passes_is_estimated_at_the_pipelined_pace(tiny_loaded, tmp_path):
+    """Through a chat session on a curve file with a pipelined share: queued passes are
+    counted (``queued_passes``, stored with the answer) and the estimate prices plain
+    decoding and queued passes at the share. Sampled, so that few drafts match and passes
+    that send nothing follow each other (the tiny model's greedy answer loops)."""
+    import json
+
+    from engine.session import ChatSession
+    from engine.settings import GenerationRequest
+    from engine.stats import DecodeStats
+    from engine.verify_cost import curve_from_spec
+
+    path = tmp_path / "piped.json"
+    path.write_text(json.dumps({"seconds": {"1": 0.01, "64": 0.012}, "pipelined_share": 0.5}))
+    named = curve_from_spec(str(path))
+    request = GenerationRequest(
+        prompt="The cat sat on the mat. The dog sat on the log. The cat",
+        raw=True,
+        max_tokens=60,
+        sampling=SamplingSettings(temperature=1.0, seed=3),
+        draft=DraftSettings(drafter="prompt-lookup", cost_curve=named),
+    ).validated()
+    done = list(ChatSession(tiny_loaded).generate(request))[-1]
+    stats, curve = done.stats, named.curve()
+    assert stats["queued_passes"] > 5, "no pass went out blind: the test would prove nothing"
+    assert DecodeStats.from_dict(stats).queued_passes == stats["queued_passes"]
+    plain = (stats["emitted"] + int(stats["ended"])) * 0.5 * curve(1)
+    spent = sum(curve(n) for n in stats["pass_sizes"]) + done.timing["drafter_s"]
+    spent -= stats["queued_passes"] * 0.5 * curve(1)
+    assert stats["estimated_speedup"] == pytest.approx(plain / spent, rel=2e-3)

@@ -58,8 +58,9 @@ def test_only_token_ids_of_a_chat_answer_can_be_continued():
 
 @pytest.mark.parametrize("stored", ["7", -1, True, 5.0, 10**9, None, [2]])
 def test_a_stored_tree_pass_count_that_is_not_one_reads_as_none(stored):
-    """Stored answers are untrusted: a tree-pass count that is not a whole number from 0 to
-    the answer's passes is read as 0, not trusted and not a traceback."""
-    stats = DecodeStats.from_dict({"passes": 6, "tree_passes": stored})
-    assert stats.tree_passes == 0
+    """Stored answers are untrusted: a tree-pass (or queued-pass) count that is not a whole
+    number from 0 to the answer's passes is read as 0, not trusted and not a traceback."""
+    stats = DecodeStats.from_dict({"passes": 6, "tree_passes": stored, "queued_passes": stored})
+    assert stats.tree_passes == 0 and stats.queued_passes == 0
     assert DecodeStats.from_dict({"passes": 6, "tree_passes": 4}).tree_passes == 4
+    assert DecodeStats.from_dict({"passes": 6, "queued_passes": 5}).queued_passes == 5
