@@ -300,3 +300,30 @@ def test_an_answer_with_blind_passes_is_estimated_at_the_pipelined_pace(tiny_loa
     spent = sum(curve(n) for n in stats["pass_sizes"]) + done.timing["drafter_s"]
     spent -= stats["queued_passes"] * 0.5 * curve(1)
     assert stats["estimated_speedup"] == pytest.approx(plain / spent, rel=2e-3)
+
+
+@pytest.mark.embedded
+def test_greedy_identity_with_blind_passes_on_the_embedded_model(embedded_loaded):
+    """The real model, the default drafter and the adaptive policy on the H200 curve (which
+    states a pipelined share): passes go out blind between drafts, and the answer is plain
+    greedy decoding's."""
+    from engine.verify_cost import named_curves
+
+    settings = DraftSettings(drafter="suffix", adaptive=True)
+    curve = named_curves()["h200-135m-f16"].curve()
+    blind, accepted = [], 0
+    for text in (
+        "Repeat the following line three times, exactly: red green blue yellow purple",
+        "Write a short poem about a lighthouse keeper who discovers a new color.",
+    ):
+        messages = [{"role": "user", "content": text}]
+        prompt = list(
+            embedded_loaded.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+        )
+        policy = AdaptiveMemory().policy("k", make_drafter(settings), curve=curve)
+        record = policy.record
+        policy.record = lambda c, o, record=record: blind.append(o.blind) or record(c, o)
+        got, results = run_with_policy(embedded_loaded.model, prompt, 80, settings, policy)
+        assert got == reference_greedy(embedded_loaded.model, prompt, 80)
+        accepted += sum(r.accepted for r in results)
+    assert sum(blind) > 10 and accepted > 0, "blind passes and kept drafts, both"
