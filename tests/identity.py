@@ -90,3 +90,27 @@ CHI_SQUARE_CRITICAL = 20.52
 def chi_square(a, b, vocab_size: int) -> float:
     """Two-sample chi-square statistic of two token Counters of equal sample size."""
     return sum((a[t] - b[t]) ** 2 / (a[t] + b[t]) for t in range(vocab_size) if a[t] + b[t])
+
+
+def answer_on_curve_file(loaded, folder, curve: dict, prompt: str, max_tokens: int, **draft):
+    """A raw prompt answered through a chat session planning on ``curve`` (a curve file's
+    JSON, written into ``folder``); ``draft``: the draft settings, ``sampling`` apart.
+    Returns (the done event, the named curve)."""
+    import json
+
+    from engine.session import ChatSession
+    from engine.settings import GenerationRequest
+    from engine.verify_cost import curve_from_spec
+
+    path = folder / "curve.json"
+    path.write_text(json.dumps(curve))
+    named = curve_from_spec(str(path))
+    sampling = draft.pop("sampling", SamplingSettings())
+    request = GenerationRequest(
+        prompt=prompt,
+        raw=True,
+        max_tokens=max_tokens,
+        sampling=sampling,
+        draft=DraftSettings(cost_curve=named, **draft),
+    ).validated()
+    return list(ChatSession(loaded).generate(request))[-1], named

@@ -20,7 +20,7 @@ from engine.drafters import make_drafter
 from engine.settings import DraftSettings, SamplingSettings
 from engine.verify_cost import CostCurve, pace_steps
 
-from .identity import reference_greedy, run_with_policy
+from .identity import answer_on_curve_file, reference_greedy, run_with_policy
 from .scripted_model import ScriptedModel
 from .tiny_model import make_tiny_llama
 
@@ -275,24 +275,17 @@ def test_an_answer_with_blind_passes_is_estimated_at_the_pipelined_pace(tiny_loa
     counted (``queued_passes``, stored with the answer) and the estimate prices plain
     decoding and queued passes at the share. Sampled, so that few drafts match and passes
     that send nothing follow each other (the tiny model's greedy answer loops)."""
-    import json
-
-    from engine.session import ChatSession
-    from engine.settings import GenerationRequest
     from engine.stats import DecodeStats
-    from engine.verify_cost import curve_from_spec
 
-    path = tmp_path / "piped.json"
-    path.write_text(json.dumps({"seconds": {"1": 0.01, "64": 0.012}, "pipelined_share": 0.5}))
-    named = curve_from_spec(str(path))
-    request = GenerationRequest(
-        prompt="The cat sat on the mat. The dog sat on the log. The cat",
-        raw=True,
-        max_tokens=60,
+    done, named = answer_on_curve_file(
+        tiny_loaded,
+        tmp_path,
+        {"seconds": {"1": 0.01, "64": 0.012}, "pipelined_share": 0.5},
+        "The cat sat on the mat. The dog sat on the log. The cat",
+        60,
+        drafter="prompt-lookup",
         sampling=SamplingSettings(temperature=1.0, seed=3),
-        draft=DraftSettings(drafter="prompt-lookup", cost_curve=named),
-    ).validated()
-    done = list(ChatSession(tiny_loaded).generate(request))[-1]
+    )
     stats, curve = done.stats, named.curve()
     assert stats["queued_passes"] > 5, "no pass went out blind: the test would prove nothing"
     assert DecodeStats.from_dict(stats).queued_passes == stats["queued_passes"]

@@ -21,6 +21,7 @@ from engine.verify_cost import (
     timing_steps,
 )
 
+from .identity import answer_on_curve_file
 from .policy_steps import length
 
 pytestmark = pytest.mark.usefixtures("private_dirs")
@@ -374,18 +375,17 @@ def test_a_guess_opens_plainly_pipelined_and_gives_up_on_plain_decodings_own_pac
 def test_tree_passes_are_charged_their_extra_in_the_estimate(tiny_loaded, tmp_path):
     """A multi-row drafter on a flat curve whose tree passes cost 4% more (a fixed draft count: every
     row goes out): trees are sent, counted, and the estimate charges each its extra (checkable from the published stats)."""
-    path = tmp_path / "flat-trees.json"
-    path.write_text(json.dumps({"seconds": {"1": 0.01, "64": 0.0101}, "tree_extra_s": 0.0004}))
-    named = curve_from_spec(str(path))
-    request = GenerationRequest(
-        prompt="abcabd abcabe abcabf abcabd abcabe abcab",
-        raw=True,
-        max_tokens=40,
-        draft=DraftSettings(
-            drafter="ngrammys", draft_count=4, adaptive=False, cost_curve=named, options={"rows": 4}
-        ),
-    ).validated()
-    done = list(ChatSession(tiny_loaded).generate(request))[-1]
+    done, named = answer_on_curve_file(
+        tiny_loaded,
+        tmp_path,
+        {"seconds": {"1": 0.01, "64": 0.0101}, "tree_extra_s": 0.0004},
+        "abcabd abcabe abcabf abcabd abcabe abcab",
+        40,
+        drafter="ngrammys",
+        draft_count=4,
+        adaptive=False,
+        options={"rows": 4},
+    )
     stats, curve = done.stats, named.curve()
     assert stats["tree_passes"] > 0, "no tree pass was sent: the test would prove nothing"
     plain = (stats["emitted"] + int(stats["ended"])) * curve(1)
