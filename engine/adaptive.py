@@ -62,16 +62,18 @@
 - **Blind passes**: after a pass that sends nothing, the next one-token pass can be queued
   before that pass's token is read, as plain decoding pipelines: it then costs
   ``CostCurve.pipelined`` x c(1), measured, but sends no draft, so a draft the drafter
-  proposes for it waits one token (and pays c(1 + L - 1) after a blind c(1) instead of
-  c(1 + L)). Queuing blind gains 1 - pipelined of c(1) on each pass that would have sent
-  nothing and loses at most a pipelined c(1) on each that would have drafted, so it pays
-  while the chance h that a pass after one that sent nothing would draft is below
-  1 - pipelined (0.15 on an H200 with a 135M model, 0.02 on this CPU). h is the share of
-  such passes that would have drafted, counted as the answer runs from one prior pass
-  that did (on the H200's curve, never blind before six passes that send nothing). It
-  does not fade: a share that fades follows a long run of passes that send nothing down to
-  nearly 0 and goes blind just before the run's end, which the fading count cannot see
-  (on this CPU's curve that lost 0.7% on the check set).
+  proposes for it waits one token (a blind c(1), then c(L) for the rest, instead of
+  c(1 + L); the pass after one that would have drafted is planned, not blind). Queuing
+  blind gains 1 - pipelined of c(1) on each pass that would have sent nothing and loses at
+  most a pipelined c(1) on each that would have drafted, so it pays while h, the chance
+  that a pass after one that sent nothing would draft, is below 1 - pipelined (0.15 on an
+  H200 with a 135M model, about 0.001 on this CPU). h is the share of such passes that
+  would have drafted, counted from one prior pass that did over a model's and drafter's
+  answers, as the acceptance counts are (``IdleFollowers``; on the H200's curve nothing
+  goes blind before six passes that send nothing have followed one another). It does not
+  fade: a share that fades follows a long run of passes that send nothing down to nearly 0
+  and goes blind just before the run's end (on this CPU's curve at a share of 0.98 that
+  lost 0.7% on the check set).
 
 The service owns the curves and the acceptance memory (``AdaptiveMemory``), never this
 module.
@@ -310,6 +312,24 @@ def match_class(match_length: int, follows: str = "") -> MatchClass:
     return SHORT_CLASSES.get(follows, klass) if klass == MatchClass.SHORT else klass
 
 
+class IdleFollowers:
+    """h of "Blind passes": of the passes after one that sent nothing, the share that would
+    have drafted, from one prior pass that did. Kept per model, drafter and constrained or
+    not, as the acceptance counts are, so an answer starts from what the answers before it
+    saw."""
+
+    def __init__(self):
+        self.passes = self.drafts = 1.0
+
+    def record(self, drafts: bool) -> None:
+        self.passes += 1
+        self.drafts += drafts
+
+    @property
+    def share(self) -> float:
+        return self.drafts / self.passes
+
+
 class AdaptiveMemory:
     """Cost curves (per model) and acceptance trackers (per model, drafter, and whether the
     answers are constrained) of one owner: the service keeps one for the process, a
@@ -325,6 +345,7 @@ class AdaptiveMemory:
     ):
         self.curves: dict[str, CostCurve] = {}
         self.trackers: dict[tuple[str, str, bool], dict[MatchClass, AcceptanceTracker]] = {}
+        self.followers: dict[tuple[str, str, bool], IdleFollowers] = {}
         self.priors = priors
         self.bonus_priors = bonus_priors
         # the acceptance counts are kept on disk per model (``acceptance_store``): read when a
@@ -367,6 +388,12 @@ class AdaptiveMemory:
 
     def forget_acceptance(self) -> None:
         self.trackers.clear()
+        self.followers.clear()
+
+    def idle_followers(self, model_key: str, drafter, constrained: bool) -> IdleFollowers:
+        """The shared h of (model, drafter, constrained or not)."""
+        key = (model_key, drafter.name, constrained)
+        return self.followers.setdefault(key, IdleFollowers())
 
     def policy(
         self, model_key: str, drafter, curve: CostCurve | None = None, constrained: bool = False
@@ -383,6 +410,7 @@ class AdaptiveMemory:
             self.bonus_priors.get(drafter.name),
             ALTERNATIVES_PRIORS.get(drafter.name, 0.0),
         )
+        policy.followers = self.idle_followers(model_key, drafter, constrained)
         if self.persist and model_key not in self.saved:
             self.saved[model_key] = load_acceptance(model_key, MAX_POSITIONS)
         kept = self.saved.get(model_key, {}).pop((drafter.name, constrained), {})
@@ -429,9 +457,7 @@ class AdaptivePolicy:
         self.rows = max(1, rows)
         self.bonus_priors = bonus_priors or {}
         self.idle: dict[MatchClass, int] = {}  # per class: passes with a proposal but no draft
-        # h, a pass after one that sent nothing would draft: of such passes (one prior
-        # pass that drafted), how many would have
-        self.after_idle_passes = self.after_idle_drafts = 1.0
+        self.followers = IdleFollowers()  # h; ``AdaptiveMemory.policy`` hands a shared one
         self.after_idle = False  # the last pass recorded sent nothing
 
     def tracker(self, klass: MatchClass) -> AcceptanceTracker:
@@ -521,8 +547,7 @@ class AdaptivePolicy:
         """Whether the next pass goes out blind (the module's "Blind passes"): h below the
         share of c(1) that pipelining saves on this curve."""
         pipelined = self.curve.pipelined
-        drafts_after_idle = self.after_idle_drafts / self.after_idle_passes
-        return pipelined is not None and drafts_after_idle < 1.0 - pipelined
+        return pipelined is not None and self.followers.share < 1.0 - pipelined
 
     def gives_up(self, limit: int) -> bool:
         """Whether no draft of up to ``limit`` tokens can pay on this curve even if all were
@@ -560,8 +585,7 @@ class AdaptivePolicy:
         drafter's tokens), whether a pass after one that sent nothing would draft, and the
         pass's cost (a blind pass's time is pipelined, not c(1): not learned)."""
         if self.after_idle:
-            self.after_idle_passes += 1
-            self.after_idle_drafts += choice.length > 0
+            self.followers.record(choice.length > 0)
         self.after_idle = outcome.verified == 0
         if outcome.depth and choice.kind is not None:
             self.learn(choice, outcome)

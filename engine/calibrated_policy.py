@@ -284,4 +284,6 @@ class PolicyMemory(AdaptiveMemory):
             return super().policy(model_key, drafter, curve, constrained)
         key = (model_key, drafter.name, constrained)
         model = self.models.get(key) or self.models.setdefault(key, fitted_model(drafter.name))
-        return CalibratedPolicy(curve or self.curve(model_key), model, drafter.rows_per_pass)
+        policy = CalibratedPolicy(curve or self.curve(model_key), model, drafter.rows_per_pass)
+        policy.followers = self.idle_followers(model_key, drafter, constrained)
+        return policy

@@ -320,3 +320,20 @@ def test_greedy_identity_with_blind_passes_on_the_embedded_model(embedded_loaded
         assert got == reference_greedy(embedded_loaded.model, prompt, 80)
         accepted += sum(r.accepted for r in results)
     assert sum(blind) > 10 and accepted > 0, "blind passes and kept drafts, both"
+
+
+def test_what_follows_a_pass_that_sent_nothing_is_kept_across_answers():
+    """An answer starts from the share the answers before it saw (per model, drafter and
+    constrained or not, as the acceptance counts); forgetting acceptance forgets it too."""
+    memory = AdaptiveMemory()
+    drafter = make_drafter(DraftSettings(drafter="suffix"))
+    curve = CostCurve(FLAT, fixed=True, pipelined=0.85)
+    first = memory.policy("k", drafter, curve=curve)
+    idle(first, 8)
+    assert first.queues_blind()
+    second = memory.policy("k", drafter, curve=curve)
+    assert second.queues_blind()  # no warm-up in the next answer
+    assert not memory.policy("k", drafter, curve=curve, constrained=True).queues_blind()
+    assert not memory.policy("other", drafter, curve=curve).queues_blind()
+    memory.forget_acceptance()
+    assert not memory.policy("k", drafter, curve=curve).queues_blind()
