@@ -61,19 +61,19 @@
 
 - **Blind passes**: after a pass that sends nothing, the next one-token pass can be queued
   before that pass's token is read, as plain decoding pipelines: it then costs
-  ``CostCurve.pipelined`` x c(1), measured, but sends no draft, so a draft the drafter
-  proposes for it waits one token (a blind c(1), then c(L) for the rest, instead of
-  c(1 + L); the pass after one that would have drafted is planned, not blind). Queuing
-  blind gains 1 - pipelined of c(1) on each pass that would have sent nothing and loses at
-  most a pipelined c(1) on each that would have drafted, so it pays while h, the chance
-  that a pass after one that sent nothing would draft, is below 1 - pipelined (0.15 on an
-  H200 with a 135M model, about 0.001 on this CPU). h is the share of such passes that
-  would have drafted, counted from one prior pass that did over a model's and drafter's
-  answers, as the acceptance counts are (``IdleFollowers``; on the H200's curve nothing
-  goes blind before six passes that send nothing have followed one another). It does not
-  fade: a share that fades follows a long run of passes that send nothing down to nearly 0
-  and goes blind just before the run's end (on this CPU's curve at a share of 0.98 that
-  lost 0.7% on the check set).
+  ``CostCurve.pipelined`` x c(1), measured, but sends no draft. It is still planned once
+  its input is known: a draft proposed for it stays unsent (the pass after it is planned,
+  not blind), and the token the blind pass makes says whether that draft's first token
+  would have been kept, which its class learns as a one-token draft. Queuing blind gains
+  1 - pipelined of c(1) on a pass that would have sent nothing. On one that would have sent
+  rows of L tokens in a pass of n tokens it gains c(n) - pipelined x c(1) where the draft's
+  first token was wrong (the blind pass makes the same one token, cheaper), and that less
+  c(L) where it was right (the next pass sends the rest of the row: the same tokens cost a
+  blind pass and c(L) instead of c(n)). That gain, in c(1)s, is summed over every pass
+  after one that sent nothing, blind or not, over a model's and drafter's answers, as the
+  acceptance counts are (``BlindGain``), and the next pass goes blind while the sum is
+  above 0. The sum does not fade: after a long run of passes that send nothing, a fading
+  measure turns blind just before the run ends.
 
 The service owns the curves and the acceptance memory (``AdaptiveMemory``), never this
 module.
@@ -312,22 +312,23 @@ def match_class(match_length: int, follows: str = "") -> MatchClass:
     return SHORT_CLASSES.get(follows, klass) if klass == MatchClass.SHORT else klass
 
 
-class IdleFollowers:
-    """h of "Blind passes": of the passes after one that sent nothing, the share that would
-    have drafted, from one prior pass that did. Kept per model, drafter and constrained or
-    not, as the acceptance counts are, so an answer starts from what the answers before it
-    saw."""
+class BlindGain:
+    """What queuing blind gains (the module's "Blind passes"), in c(1)s, summed over the
+    passes after one that sent nothing (``AdaptivePolicy.gain_of_blind``). Kept per model,
+    drafter and constrained or not, as the acceptance counts are, so an answer starts from
+    what the answers before it saw."""
 
     def __init__(self):
-        self.passes = self.drafts = 1.0
+        self.total = 0.0
+        self.passes = 0
 
-    def record(self, drafts: bool) -> None:
+    def record(self, gain: float) -> None:
+        self.total += gain
         self.passes += 1
-        self.drafts += drafts
 
     @property
-    def share(self) -> float:
-        return self.drafts / self.passes
+    def pays(self) -> bool:
+        return self.total > 0.0
 
 
 class AdaptiveMemory:
@@ -345,7 +346,7 @@ class AdaptiveMemory:
     ):
         self.curves: dict[str, CostCurve] = {}
         self.trackers: dict[tuple[str, str, bool], dict[MatchClass, AcceptanceTracker]] = {}
-        self.followers: dict[tuple[str, str, bool], IdleFollowers] = {}
+        self.blind_gains: dict[tuple[str, str, bool], BlindGain] = {}
         self.priors = priors
         self.bonus_priors = bonus_priors
         # the acceptance counts are kept on disk per model (``acceptance_store``): read when a
@@ -388,12 +389,12 @@ class AdaptiveMemory:
 
     def forget_acceptance(self) -> None:
         self.trackers.clear()
-        self.followers.clear()
+        self.blind_gains.clear()
 
-    def idle_followers(self, model_key: str, drafter, constrained: bool) -> IdleFollowers:
-        """The shared h of (model, drafter, constrained or not)."""
+    def blind_gain(self, model_key: str, drafter, constrained: bool) -> BlindGain:
+        """The shared ``BlindGain`` of (model, drafter, constrained or not)."""
         key = (model_key, drafter.name, constrained)
-        return self.followers.setdefault(key, IdleFollowers())
+        return self.blind_gains.setdefault(key, BlindGain())
 
     def policy(
         self, model_key: str, drafter, curve: CostCurve | None = None, constrained: bool = False
@@ -410,7 +411,7 @@ class AdaptiveMemory:
             self.bonus_priors.get(drafter.name),
             ALTERNATIVES_PRIORS.get(drafter.name, 0.0),
         )
-        policy.followers = self.idle_followers(model_key, drafter, constrained)
+        policy.blind_gain = self.blind_gain(model_key, drafter, constrained)
         if self.persist and model_key not in self.saved:
             self.saved[model_key] = load_acceptance(model_key, MAX_POSITIONS)
         kept = self.saved.get(model_key, {}).pop((drafter.name, constrained), {})
@@ -457,7 +458,7 @@ class AdaptivePolicy:
         self.rows = max(1, rows)
         self.bonus_priors = bonus_priors or {}
         self.idle: dict[MatchClass, int] = {}  # per class: passes with a proposal but no draft
-        self.followers = IdleFollowers()  # h; ``AdaptiveMemory.policy`` hands a shared one
+        self.blind_gain = BlindGain()  # ``AdaptiveMemory.policy`` hands a shared one
         self.after_idle = False  # the last pass recorded sent nothing
 
     def tracker(self, klass: MatchClass) -> AcceptanceTracker:
@@ -544,10 +545,24 @@ class AdaptivePolicy:
         return 0 if self.curve.anchored else PLAIN_OPENING
 
     def queues_blind(self) -> bool:
-        """Whether the next pass goes out blind (the module's "Blind passes"): h below the
-        share of c(1) that pipelining saves on this curve."""
-        pipelined = self.curve.pipelined
-        return pipelined is not None and self.followers.share < 1.0 - pipelined
+        """Whether the next pass goes out blind (the module's "Blind passes"): on a curve
+        that pipelines, where queuing blind has gained so far."""
+        return self.curve.pipelined is not None and self.blind_gain.pays
+
+    def gain_of_blind(self, choice: Choice, outcome: PassOutcome) -> float:
+        """What queuing this pass blind, after one that sent nothing, gains or would have
+        gained, in c(1)s (the module's "Blind passes")."""
+        pipelined, one = self.curve.pipelined or 1.0, self.curve(1)
+        if choice.length == 0:
+            return 1.0 - pipelined
+        unsent = outcome.unsent
+        if unsent is not None:
+            tokens, tree, kept = unsent.tokens, unsent.tree, unsent.kept
+        else:
+            tokens, tree, kept = outcome.verified, outcome.tree, outcome.accepted > 0
+        sent = self.curve.tree_cost(1 + tokens) if tree else self.curve(1 + tokens)
+        rest = self.curve(choice.length) if kept else 0.0
+        return (sent - rest) / one - pipelined
 
     def gives_up(self, limit: int) -> bool:
         """Whether no draft of up to ``limit`` tokens can pay on this curve even if all were
@@ -584,12 +599,16 @@ class AdaptivePolicy:
         """Learn the acceptance of the class ``choice`` judged (where the pass judged the
         drafter's tokens), whether a pass after one that sent nothing would draft, and the
         pass's cost (a blind pass's time is pipelined, not c(1): not learned)."""
-        if self.after_idle:
-            self.followers.record(choice.length > 0)
+        if self.after_idle and self.curve.pipelined is not None:
+            self.blind_gain.record(self.gain_of_blind(choice, outcome))
         self.after_idle = outcome.verified == 0
         if outcome.depth and choice.kind is not None:
             self.learn(choice, outcome)
             self.idle[choice.kind] = 0
+        elif outcome.unsent is not None and choice.kind is not None:  # its token says this much
+            tracker = self.tracker(choice.kind)
+            tracker.decay()
+            tracker.record(1, int(outcome.unsent.first_kept))
         elif choice.idle:
             self.idle[choice.kind] = self.idle.get(choice.kind, 0) + 1
         if outcome.blind:

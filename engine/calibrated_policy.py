@@ -285,5 +285,5 @@ class PolicyMemory(AdaptiveMemory):
         key = (model_key, drafter.name, constrained)
         model = self.models.get(key) or self.models.setdefault(key, fitted_model(drafter.name))
         policy = CalibratedPolicy(curve or self.curve(model_key), model, drafter.rows_per_pass)
-        policy.followers = self.idle_followers(model_key, drafter, constrained)
+        policy.blind_gain = self.blind_gain(model_key, drafter, constrained)
         return policy

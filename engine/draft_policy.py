@@ -64,13 +64,27 @@ class AlternativesOutcome:
 
 
 @dataclass(frozen=True)
+class UnsentDraft:
+    """The draft a blind pass did not send (``DraftPlan.went_blind``), judged by the token the
+    pass made: ``tokens`` it would have verified (a tree's nodes, ``tree``), and whether that
+    token begins its first row (``first_kept``: the first row's first token would have been
+    kept) or any of its rows (``kept``)."""
+
+    tokens: int
+    tree: bool
+    kept: bool
+    first_kept: bool
+
+
+@dataclass(frozen=True)
 class PassOutcome:
     """What one pass did, as the policy learns from it: ``verified`` tokens of draft went
     through the target in ``seconds``; of the drafter's own tokens ``accepted`` were kept out
     of ``depth`` judged (0: none, the pass's cost alone); ``tree``: several rows in one tree
     pass, whose ``first_row`` (its length, its tokens accepted) is learned as a row;
     ``alternatives``: what its alternative rows did, where it sent any; ``blind``: queued
-    before its input token was read, so ``seconds`` is a pipelined token's time, not c(1)."""
+    before its input token was read, so ``seconds`` is a pipelined token's time, not c(1);
+    ``unsent``: a blind pass's draft that did not go out, where it had one."""
 
     verified: int
     accepted: int
@@ -80,6 +94,7 @@ class PassOutcome:
     first_row: tuple[int, int] | None = None
     alternatives: AlternativesOutcome | None = None
     blind: bool = False  # queued before its input token was read (``queues_blind``)
+    unsent: UnsentDraft | None = None
 
 
 @runtime_checkable

@@ -15,10 +15,17 @@ through these steps. Pure Python: no MLX.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from .draft_policy import NO_DRAFT, AlternativesOutcome, Choice, DraftPolicy, PassOutcome
+from .draft_policy import (
+    NO_DRAFT,
+    AlternativesOutcome,
+    Choice,
+    DraftPolicy,
+    PassOutcome,
+    UnsentDraft,
+)
 from .drafters.base import Drafter, Proposal
 from .stats import DecodeStats
 
@@ -37,11 +44,14 @@ class DraftPlan:
     proposal: Proposal | None = None
     alternatives: int = 0  # of ``rows``, the last this many are alternatives (``Proposal``)
     blind: bool = False  # queued before its input was read: nothing went out of ``choice``
+    unsent: list[list[int]] = field(default_factory=list)  # a blind pass's rows, not sent
 
     def went_blind(self) -> "DraftPlan":
         """This pass as it went out blind (``DraftPolicy.queues_blind``): no rows; the choice
-        is what would have gone out, for the policy to learn from."""
-        return DraftPlan([], choice=self.choice, proposal=self.proposal, blind=True)
+        and the rows are what would have gone out, for the policy to learn from."""
+        return DraftPlan(
+            [], choice=self.choice, proposal=self.proposal, blind=True, unsent=self.rows
+        )
 
     def may_queue_next(self, drafter: Drafter) -> bool:
         """Whether the pass after this one could go out blind: this one sends nothing, and the
@@ -101,8 +111,14 @@ class DraftPlan:
             best_own = max(min(matched_length(row, emitted, 0), accepted) for row in own)
             tokens = sum(map(len, extra))
             alternatives = AlternativesOutcome(len(own), tokens, accepted - best_own)
+        unsent = None
+        if self.unsent:  # what the draft would have kept of the token the blind pass made
+            made = emitted[0] if emitted else None
+            tokens = tree_size(self.unsent) if len(self.unsent) > 1 else len(self.unsent[0])
+            kept = any(row[0] == made for row in self.unsent)
+            unsent = UnsentDraft(tokens, len(self.unsent) > 1, kept, self.unsent[0][0] == made)
         return PassOutcome(
-            verified, learned, seconds, depth, tree, first_row, alternatives, self.blind
+            verified, learned, seconds, depth, tree, first_row, alternatives, self.blind, unsent
         )
 
 

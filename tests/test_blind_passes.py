@@ -5,8 +5,9 @@ drafter then proposes; it is still planned, and the policy learns what it would 
 The output stays plain decoding's (greedy: token for token; sampled: the target's own
 samples), the cache holds the history but its last token whenever the caller has a result
 or stops, the tuning replay makes the same passes as the loop, and the adaptive policy goes
-blind only while passes that send nothing follow each other often enough for the curve's
-measured pipelining to pay.
+blind, on a curve with a measured pipelined pace, only while queuing blind has gained,
+summed over the passes after one that sent nothing (each blind pass's token says what its
+unsent draft would have kept).
 """
 
 import mlx.core as mx
@@ -15,8 +16,16 @@ import pytest
 from engine.adaptive import AdaptiveMemory, AdaptivePolicy
 from engine.bench.tune import simulate
 from engine.decode import Target, TokenChooser, speculative_decode
-from engine.draft_policy import NO_DRAFT, Choice, FixedDraftLength, PassOutcome
+from engine.draft_policy import (
+    NO_DRAFT,
+    Choice,
+    FixedDraftLength,
+    MatchClass,
+    PassOutcome,
+    UnsentDraft,
+)
 from engine.drafters import make_drafter
+from engine.passes import DraftPlan
 from engine.settings import DraftSettings, SamplingSettings
 from engine.verify_cost import CostCurve, pace_steps
 
@@ -198,25 +207,61 @@ def idle(policy: AdaptivePolicy, passes: int) -> None:
         policy.record(NO_DRAFT, PassOutcome(0, 0, 0.01, 0))
 
 
-def test_the_policy_goes_blind_once_passes_that_send_nothing_follow_each_other():
-    """h: of the passes after one that sent nothing, the share that would have drafted,
-    from one prior pass that did; blind where h < 1 - pipelined (here 0.15)."""
-    policy = AdaptivePolicy(CostCurve(FLAT, pipelined=0.85))
-    idle(policy, 6)
-    assert not policy.queues_blind()  # the first pass follows none: 1 of 6 drafted
-    idle(policy, 1)
-    assert policy.queues_blind()  # 1 of 7
-    policy.record(Choice(3, kind=None), PassOutcome(0, 0, 0.01, 0, blind=True))  # would draft
-    assert not policy.queues_blind()  # 2 of 8
-    idle(policy, 5)
-    assert not policy.queues_blind()  # 2 of 13
-    idle(policy, 1)
-    assert policy.queues_blind()  # 2 of 14
+STEEP = {1: 0.010, 2: 0.017, 3: 0.018, 4: 0.019}
 
-    small_gain = AdaptivePolicy(CostCurve(FLAT, pipelined=0.98))  # this CPU: 2% saved
-    idle(small_gain, 30)
-    assert not small_gain.queues_blind()
-    assert not AdaptivePolicy(CostCurve(FLAT)).queues_blind()  # never measured: never
+
+def test_the_policy_goes_blind_while_queuing_blind_has_gained():
+    """Summed over the passes after one that sent nothing, in c(1)s: 1 - pipelined where
+    nothing would go out; c(n) - pipelined x c(1) for a pass of n tokens whose draft's first
+    token was wrong, and that less c(L) where it was right (its row of L tokens goes on in
+    the next pass). Blind while the sum is above 0."""
+    policy = AdaptivePolicy(CostCurve(STEEP, fixed=True, pipelined=0.85))
+    idle(policy, 1)
+    assert not policy.queues_blind()  # the first pass follows none: nothing summed yet
+    idle(policy, 1)
+    assert policy.blind_gain.total == pytest.approx(0.15) and policy.queues_blind()
+    kept = UnsentDraft(2, tree=False, kept=True, first_kept=True)  # 2 tokens, the first right
+    policy.record(Choice(2), PassOutcome(0, 0, 0.0085, 0, blind=True, unsent=kept))
+    assert policy.blind_gain.total == pytest.approx(0.15 + 1.8 - 0.85 - 1.7)  # c(3), c(2)
+    assert not policy.queues_blind()
+    idle(policy, 3)
+    assert not policy.queues_blind()  # -0.15
+    idle(policy, 2)
+    assert policy.queues_blind()  # 0.15
+    policy.record(Choice(3), PassOutcome(3, 0, 0.019, 3))  # sent after one that sent nothing
+    assert policy.blind_gain.total == pytest.approx(0.15 + 1.9 - 0.85)  # none kept: c(4)
+    assert policy.blind_gain.passes == 8  # every pass but the first
+
+    this_cpu = AdaptivePolicy(CostCurve(STEEP, fixed=True, pipelined=0.995))
+    idle(this_cpu, 2)
+    assert this_cpu.queues_blind()  # 0.005 of c(1) saved
+    this_cpu.record(Choice(1), PassOutcome(0, 0, 0.01, 0, blind=True, unsent=kept))
+    assert not this_cpu.queues_blind()  # a kept token's draft lost 0.995 + c(1) - c(2)
+    unmeasured = AdaptivePolicy(CostCurve(STEEP, fixed=True))
+    idle(unmeasured, 30)
+    assert not unmeasured.queues_blind() and unmeasured.blind_gain.passes == 0
+
+
+def test_a_blind_pass_says_what_its_unsent_draft_would_have_kept():
+    plan = DraftPlan([[5, 6, 7], [8, 9, 1]], choice=Choice(3, 2)).went_blind()
+    assert plan.rows == [] and plan.blind and plan.unsent == [[5, 6, 7], [8, 9, 1]]
+    second_row = plan.outcome(0, 0, 0.01, 0, emitted=[8])
+    assert second_row.blind and second_row.unsent == UnsentDraft(6, True, True, False)
+    assert plan.outcome(0, 0, 0.01, 0, emitted=[4]).unsent == UnsentDraft(6, True, False, False)
+    one = DraftPlan([[5, 6]], choice=Choice(2)).went_blind().outcome(0, 0, 0.01, 0, emitted=[5])
+    assert one.unsent == UnsentDraft(2, False, True, True)
+    assert DraftPlan([]).went_blind().outcome(0, 0, 0.01, 0, emitted=[5]).unsent is None
+
+
+@pytest.mark.parametrize("first_kept", [True, False])
+def test_a_blind_pass_token_teaches_its_class_the_first_token(first_kept):
+    policy = AdaptivePolicy(CostCurve(STEEP, fixed=True, pipelined=0.85))
+    before = policy.tracker(MatchClass.MEDIUM).probabilities(1)[0]
+    unsent = UnsentDraft(2, tree=False, kept=first_kept, first_kept=first_kept)
+    choice = Choice(2, kind=MatchClass.MEDIUM)
+    policy.record(choice, PassOutcome(0, 0, 0.0085, 0, blind=True, unsent=unsent))
+    after = policy.tracker(MatchClass.MEDIUM).probabilities(1)[0]
+    assert (after > before) if first_kept else (after < before)
 
 
 def test_a_blind_pass_time_is_not_taken_for_c1():
