@@ -191,6 +191,24 @@ def test_the_tuning_replay_makes_the_loops_passes_blind_ones_included():
     assert replayed["spec_s"] == pytest.approx(spent)
 
 
+def test_the_replay_charges_a_blind_runs_host_work_only_beyond_its_passes(monkeypatch):
+    """The loop learns from a pass and plans the blind one after it while that one runs on
+    the device, so in the replay a run of blind passes adds no host time where each host
+    step is shorter than a pass; without a measured pace every step is charged."""
+    clock = iter(range(10**6))
+    monkeypatch.setattr("engine.bench.tune.time.perf_counter", lambda: next(clock) * 1e-3)
+    slow = {1: 1.0, 2: 1.7, 65: 2.0}  # a pass far longer than a host step (1 ms)
+
+    def charged(tokens: int, pipelined: float | None) -> float:
+        prompt, answer = list(range(100, 160)), list(range(200, 200 + tokens))  # no repeats
+        chat = [{"prompt": prompt, "answer": answer, "stop": False}]
+        args = ("suffix", 8, True, AdaptiveMemory(), "k", slow, 0)
+        return simulate(chat, *args, pipelined=pipelined)["drafter_s"]
+
+    assert charged(200, 0.5) == pytest.approx(charged(20, 0.5), abs=0.02)  # blind after 2
+    assert charged(200, None) > charged(20, None) + 0.3  # each pass's steps, charged
+
+
 def test_without_a_measured_pipelined_pace_nothing_goes_blind():
     prompt, answer = scripted_answer()
     settings = DraftSettings(drafter="prompt-lookup", draft_count=8, ngram_order=3, adaptive=True)

@@ -97,7 +97,7 @@ def simulate(
         else:
             drafter.reset(prompt)
         drafter_s += time.perf_counter() - started
-        history, produced, blind = list(prompt), 0, False
+        history, produced, blind, hidden = list(prompt), 0, False, 0.0
         plain += len(answer) * queued
         while produced < len(answer):
             if passes and policy.gives_up(draft_count):
@@ -122,17 +122,23 @@ def simulate(
             # a blind pass, queued before its input was known: planned, nothing sent
             plan = planned.went_blind() if blind else planned
             rows = plan.rows
-            drafter_s += time.perf_counter() - started
+            hidden += time.perf_counter() - started
             verdict = judge_by_answer(rows, answer, produced, ends, tree=True)
             tree = verdict.depth is not None
             cost = curve.base(verdict.drafted + 1) + (tree_extra if tree else 0.0)
             cost = queued if blind else cost
+            # the host's work while a queued pass runs on the device costs only what it
+            # takes beyond that pass (``decode.blind_passes``: the last pass's learning,
+            # then this one's planning)
+            drafter_s += max(hidden - cost, 0.0) if blind else hidden
             blind = not schema and planned.may_queue_next(drafter) and policy.queues_blind()
             spec += cost
             sizes.append((verdict.drafted + 1, tree))
             started = time.perf_counter()
             learn_pass(drafter, policy, plan, verdict, cost)
-            drafter_s += time.perf_counter() - started
+            hidden = time.perf_counter() - started
+            if not blind:
+                drafter_s, hidden = drafter_s + hidden, 0.0
             if classes is not None and rows and not plan.grammar:  # per match class, the first
                 # row's [reached, accepted] per position, then [trees' first-row tokens, beyond]
                 matches, judged = verdict.matches, plan.proposal
@@ -149,6 +155,7 @@ def simulate(
             produced += len(verdict.emitted)
             passes += 1
             emitted_total += len(verdict.emitted)
+        drafter_s += hidden  # the answer's last learning: no pass was queued after it
     drafter.flush()
     return {
         "plain_s": plain,
