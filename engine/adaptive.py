@@ -597,8 +597,9 @@ class AdaptivePolicy:
 
     def record(self, choice: Choice, outcome: PassOutcome) -> None:
         """Learn the acceptance of the class ``choice`` judged (where the pass judged the
-        drafter's tokens), whether a pass after one that sent nothing would draft, and the
-        pass's cost (a blind pass's time is pipelined, not c(1): not learned)."""
+        drafter's tokens, or a blind pass's token judged its unsent draft's first), what
+        queuing this pass blind gained where the one before sent nothing, and the pass's cost
+        (a blind pass's time is pipelined, not c(1): not learned)."""
         if self.after_idle and self.curve.pipelined is not None:
             self.blind_gain.record(self.gain_of_blind(choice, outcome))
         self.after_idle = outcome.verified == 0
