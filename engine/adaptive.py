@@ -59,21 +59,9 @@
   token sent (fading as the tree bonus does, from a prior measured on the tuning split,
   ``ALTERNATIVES_PRIORS``).
 
-- **Blind passes**: after a pass that sends nothing, the next one-token pass can be queued
-  before that pass's token is read, as plain decoding pipelines: it then costs
-  ``CostCurve.pipelined`` x c(1), measured, but sends no draft. It is still planned once
-  its input is known: a draft proposed for it stays unsent (the pass after it is planned,
-  not blind), and the token the blind pass makes says whether that draft's first token
-  would have been kept, which its class learns as a one-token draft. Queuing blind gains
-  1 - pipelined of c(1) on a pass that would have sent nothing. On one that would have sent
-  rows of L tokens in a pass of n tokens it gains c(n) - pipelined x c(1) where the draft's
-  first token was wrong (the blind pass makes the same one token, cheaper), and that less
-  c(L) where it was right (the next pass sends the rest of the row: the same tokens cost a
-  blind pass and c(L) instead of c(n)). That gain, in c(1)s, is summed over every pass
-  after one that sent nothing, blind or not, over a model's and drafter's answers, as the
-  acceptance counts are (``BlindGain``), and the next pass goes blind while the sum is
-  above 0. The sum does not fade: after a long run of passes that send nothing, a fading
-  measure turns blind just before the run ends.
+When passes go out (a plain opening, giving up, blind passes) is the schedule's
+(``engine.schedule``), not the policy's: the policy chooses what a pass sends and learns
+acceptance.
 
 The service owns the curves and the acceptance memory (``AdaptiveMemory``), never this
 module.
@@ -86,6 +74,7 @@ import math
 from .acceptance_store import Saved, load_acceptance, save_acceptance
 from .draft_policy import Choice, MatchClass, NO_DRAFT, PassOutcome
 from .drafters.base import ONCE, USUAL, Proposal
+from .schedule import BlindGain, PassSchedule
 from .verify_cost import (
     CostCurve,
     load_cost_curve,
@@ -102,14 +91,6 @@ PROBE_SHARE = 0.01  # of the idle passes' time, the most a probe's extra cost ma
 PRIOR_ACCEPT = 0.5
 ROW_SLACK = 0.05  # rows beyond a tree's second may make its pass this much dearer
 GUESS_MARGIN = 1.1  # on a curve not measured for the model, a draft must promise 10% more
-HOPELESS = 0.9  # passes costing this share of their length in one-token passes never pay
-# A curve not yet in seconds opens the answer with this many plain, pipelined tokens: c(1)
-# is then plain decoding's own pace, not a lone pass's, which also waits for the host's
-# work (4-bit on this CPU: 95 ms a token pipelined, 100-105 ms alone, so a curve whose
-# passes cost their length looked 5-10% cheaper than plain and was never given up on). Of
-# three steps, the first also fills the pipeline and the last drains it: the second is
-# the steady pace (the first is slower, so the least of the two is taken).
-PLAIN_OPENING = 3
 PRIOR_REJECT = 0.5
 # Cold start, per drafter and match class (``MatchClass``, as ``match_class`` sorts): the
 # prior (accept, reject) pseudo-counts of position 0, so a first answer drafts as much as
@@ -194,6 +175,8 @@ class RowGain:
 
 class AcceptanceTracker:
     """Decayed per-position acceptance counts of one drafter."""
+
+    features: tuple = ()  # what a choice on it was judged by beyond the class: nothing
 
     def __init__(
         self,
@@ -312,25 +295,6 @@ def match_class(match_length: int, follows: str = "") -> MatchClass:
     return SHORT_CLASSES.get(follows, klass) if klass == MatchClass.SHORT else klass
 
 
-class BlindGain:
-    """What queuing blind gains (the module's "Blind passes"), in c(1)s, summed over the
-    passes after one that sent nothing (``AdaptivePolicy.gain_of_blind``). Kept per model,
-    drafter and constrained or not, as the acceptance counts are, so an answer starts from
-    what the answers before it saw."""
-
-    def __init__(self):
-        self.total = 0.0
-        self.passes = 0
-
-    def record(self, gain: float) -> None:
-        self.total += gain
-        self.passes += 1
-
-    @property
-    def pays(self) -> bool:
-        return self.total > 0.0
-
-
 class AdaptiveMemory:
     """Cost curves (per model) and acceptance trackers (per model, drafter, and whether the
     answers are constrained) of one owner: the service keeps one for the process, a
@@ -391,10 +355,20 @@ class AdaptiveMemory:
         self.trackers.clear()
         self.blind_gains.clear()
 
-    def blind_gain(self, model_key: str, drafter, constrained: bool) -> BlindGain:
-        """The shared ``BlindGain`` of (model, drafter, constrained or not)."""
+    def schedule(
+        self,
+        model_key: str,
+        drafter,
+        curve: CostCurve | None = None,
+        constrained: bool = False,
+        pipelines: bool = True,
+    ) -> PassSchedule:
+        """An answer's schedule (``schedule.PassSchedule``) on ``curve`` (default: the model's
+        own), summing what queuing blind gains with every answer of (model, drafter,
+        constrained or not) before it."""
         key = (model_key, drafter.name, constrained)
-        return self.blind_gains.setdefault(key, BlindGain())
+        gain = self.blind_gains.setdefault(key, BlindGain())
+        return PassSchedule(curve or self.curve(model_key), gain, pipelines=pipelines)
 
     def policy(
         self, model_key: str, drafter, curve: CostCurve | None = None, constrained: bool = False
@@ -411,7 +385,6 @@ class AdaptiveMemory:
             self.bonus_priors.get(drafter.name),
             ALTERNATIVES_PRIORS.get(drafter.name, 0.0),
         )
-        policy.blind_gain = self.blind_gain(model_key, drafter, constrained)
         if self.persist and model_key not in self.saved:
             self.saved[model_key] = load_acceptance(model_key, MAX_POSITIONS)
         kept = self.saved.get(model_key, {}).pop((drafter.name, constrained), {})
@@ -458,8 +431,6 @@ class AdaptivePolicy:
         self.rows = max(1, rows)
         self.bonus_priors = bonus_priors or {}
         self.idle: dict[MatchClass, int] = {}  # per class: passes with a proposal but no draft
-        self.blind_gain = BlindGain()  # ``AdaptiveMemory.policy`` hands a shared one
-        self.after_idle = False  # the last pass recorded sent nothing
 
     def tracker(self, klass: MatchClass) -> AcceptanceTracker:
         """The acceptance memory of one match class."""
@@ -518,9 +489,9 @@ class AdaptivePolicy:
             best, rows, with_alternatives = 0, 1, False
         if best == 0 and not guess:  # one more idle pass, unless it is time for a probe
             if self.idle.get(kind, 0) + 1 > self.probe_interval():
-                return Choice(1, 1, kind)
-            return Choice(0, 1, kind, idle=True)
-        return Choice(best, rows, kind, alternatives=with_alternatives)
+                return Choice(1, 1, kind, features=tracker.features)
+            return Choice(0, 1, kind, idle=True, features=tracker.features)
+        return Choice(best, rows, kind, features=tracker.features, alternatives=with_alternatives)
 
     def judge(self, proposal: Proposal) -> tuple[MatchClass, AcceptanceTracker]:
         """The proposal's match class and what is expected of its draft tokens
@@ -539,39 +510,6 @@ class AdaptivePolicy:
         (c(2) - c(1)) would be more than ``PROBE_SHARE`` of those passes' time."""
         extra = max(self.curve(2) - self.curve(1), 0.0)
         return max(PROBE_INTERVAL, math.ceil(extra / (PROBE_SHARE * self.curve(1))))
-
-    def plain_opening(self) -> int:
-        """``PLAIN_OPENING`` tokens while the curve is a guess not yet in seconds, else 0."""
-        return 0 if self.curve.anchored else PLAIN_OPENING
-
-    def queues_blind(self) -> bool:
-        """Whether the next pass goes out blind (the module's "Blind passes"): on a curve
-        that pipelines, where queuing blind has gained so far."""
-        return self.curve.pipelined is not None and self.blind_gain.pays
-
-    def gain_of_blind(self, choice: Choice, outcome: PassOutcome) -> float:
-        """What queuing this pass blind, after one that sent nothing, gains or would have
-        gained, in c(1)s (the module's "Blind passes")."""
-        pipelined, one = self.curve.pipelined or 1.0, self.curve(1)
-        if choice.length == 0:
-            return 1.0 - pipelined
-        unsent = outcome.unsent
-        if unsent is not None:
-            tokens, tree, kept = unsent.tokens, unsent.tree, unsent.kept
-        else:
-            tokens, tree, kept = outcome.verified, outcome.tree, outcome.accepted > 0
-        sent = self.curve.tree_cost(1 + tokens) if tree else self.curve(1 + tokens)
-        rest = self.curve(choice.length) if kept else 0.0
-        return (sent - rest) / one - pipelined
-
-    def gives_up(self, limit: int) -> bool:
-        """Whether no draft of up to ``limit`` tokens can pay on this curve even if all were
-        accepted (passes cost about their length in one-token passes, as a 4-bit model's on
-        MLX's CPU backend): the loop then decodes plainly, pipelined, for the rest."""
-        one = self.curve(1)
-        return self.curve.anchored and all(
-            self.curve(1 + n) >= HOPELESS * (1 + n) * one for n in range(1, max(limit, 1) + 1)
-        )
 
     def learn(self, choice: Choice, outcome: PassOutcome) -> None:
         """The acceptance of a pass that judged the drafter's tokens, in its class's memory."""
@@ -597,12 +535,9 @@ class AdaptivePolicy:
 
     def record(self, choice: Choice, outcome: PassOutcome) -> None:
         """Learn the acceptance of the class ``choice`` judged (where the pass judged the
-        drafter's tokens, or a blind pass's token judged its unsent draft's first), what
-        queuing this pass blind gained where the one before sent nothing, and the pass's cost
-        (a blind pass's time is pipelined, not c(1): not learned)."""
-        if self.after_idle and self.curve.pipelined is not None:
-            self.blind_gain.record(self.gain_of_blind(choice, outcome))
-        self.after_idle = outcome.verified == 0
+        drafter's tokens, or a blind pass's token judged its unsent draft's first), or count
+        an idle pass toward the class's next probe. What the pass cost is the schedule's to
+        learn (``schedule.PassSchedule.learn``)."""
         if outcome.depth and choice.kind is not None:
             self.learn(choice, outcome)
             self.idle[choice.kind] = 0
@@ -612,9 +547,3 @@ class AdaptivePolicy:
             tracker.record(1, int(outcome.unsent.first_kept))
         elif choice.idle:
             self.idle[choice.kind] = self.idle.get(choice.kind, 0) + 1
-        if outcome.blind:
-            return
-        if outcome.tree:
-            self.curve.observe_tree(outcome.verified + 1, outcome.seconds)
-        else:
-            self.curve.observe(outcome.verified + 1, outcome.seconds)

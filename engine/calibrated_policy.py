@@ -31,7 +31,7 @@ no MLX.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from .adaptive import (
     ALTERNATIVES_PRIORS,
@@ -225,20 +225,12 @@ class CalibratedPolicy(AdaptivePolicy):
     def __init__(self, curve: CostCurve, model: AcceptanceModel, rows: int = 1):
         super().__init__(curve, rows=rows)
         self.model = model
-        self._judged: tuple = ()  # the features of the proposal ``judge`` saw last
 
     def judge(self, proposal: Proposal) -> tuple[MatchClass, Estimate]:
-        kind = match_class(proposal.match_length, proposal.follows)  # probes are per class
-        self._judged = proposal_features(proposal, self.model.recent_logit())
-        return kind, Estimate(self.model, self._judged)
-
-    def choose(self, proposal: Proposal, limit: int) -> Choice:
-        """The adaptive choice; one with a match class judged ``proposal`` (``judge``), and
-        carries the features it was judged by, to learn from with the outcome."""
-        choice = super().choose(proposal, limit)
-        if choice.kind is None:
-            return choice
-        return replace(choice, features=self._judged)
+        """The proposal's match class (probes are per class) and the model's estimate, which
+        carries the features it was judged by: the choice hands them back with the outcome."""
+        kind = match_class(proposal.match_length, proposal.follows)
+        return kind, Estimate(self.model, proposal_features(proposal, self.model.recent_logit()))
 
     def learn(self, choice: Choice, outcome: PassOutcome) -> None:
         if not choice.features:
@@ -284,6 +276,4 @@ class PolicyMemory(AdaptiveMemory):
             return super().policy(model_key, drafter, curve, constrained)
         key = (model_key, drafter.name, constrained)
         model = self.models.get(key) or self.models.setdefault(key, fitted_model(drafter.name))
-        policy = CalibratedPolicy(curve or self.curve(model_key), model, drafter.rows_per_pass)
-        policy.blind_gain = self.blind_gain(model_key, drafter, constrained)
-        return policy
+        return CalibratedPolicy(curve or self.curve(model_key), model, drafter.rows_per_pass)

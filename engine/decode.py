@@ -11,13 +11,11 @@ mlx-lm's generate.py. Invariants, pinned by tests:
 
 Plain decoding (drafter ``none``) on a cache that can be cut back runs pipelined
 (``pipelined_plain_decode``): each pass is queued before the previous token is read, so
-the host's work overlaps the device's, as in mlx-lm's ``generate_step``. So does the
-speculative loop where drafting cannot pay: from the pass after which the policy gives up,
-and for the first tokens of an answer whose cost curve is still a guess (the policy's
-``plain_opening``: it learns plain decoding's own pace from them). And after a pass that
-sends no draft, where the policy says so (``queues_blind``), the next one-token pass goes
-out blind: queued before that pass's token is read, it is still planned once its input is
-known, so the policy learns what it would have sent (``blind_passes``).
+the host's work overlaps the device's, as in mlx-lm's ``generate_step``. When the
+speculative loop's other passes go out is the schedule's (``schedule.PassSchedule``): a
+plain, pipelined opening while the cost curve is still a guess, plain decoding from where
+drafting cannot pay, and blind passes after a pass that sends no draft (queued before that
+pass's token is read, still planned once their input is known: ``blind_passes``).
 
 Each pass the policy (``draft_policy.DraftPolicy``: a fixed draft length, or the adaptive
 one) chooses how much of the drafter's proposal goes out and is handed back its choice with
@@ -57,6 +55,7 @@ from .models.caches import (
     speculation_for,
 )
 from .passes import DraftPlan, learn_pass, plan_pass
+from .schedule import PassSchedule
 from .settings import SamplingSettings
 from .tokens import DraftGate, output_size
 from .tree import DraftTree, Verdict, forward_tree, keep_path, verify_tree
@@ -314,12 +313,14 @@ def speculative_decode(
     eos_tokens: set[int],
     speculate: bool = True,
     policy: DraftPolicy | None = None,
+    schedule: PassSchedule | None = None,
 ) -> Iterator[PassResult]:
     """Decode after ``history`` (whose last token is not yet in the cache).
 
     ``history`` is extended in place with every emitted token. Stops after an
     end-of-sequence token or ``max_tokens`` emitted tokens; the caller may stop
-    pulling between passes to cancel.
+    pulling between passes to cancel. ``policy`` chooses what each pass sends (default: a
+    fixed draft length); ``schedule`` says when passes go out (default: nothing scheduled).
     """
     assert target.offset == len(history) - 1, "cache must hold the history but its last token"
     policy = policy or FixedDraftLength()
@@ -330,9 +331,11 @@ def speculative_decode(
             target, drafter, chooser, history, max_tokens=max_tokens, eos_tokens=eos_tokens
         )
         return
+    # (a chooser that queues has no grammar: nothing forced)
+    schedule = (schedule or PassSchedule()).for_loop(pipelines and speculate)
     produced = 0
-    if pipelines and policy.plain_opening():  # plain decoding's own pace, for the policy
-        opening = min(policy.plain_opening(), max_tokens)
+    if schedule.opening():  # plain decoding's own pace, for the curve
+        opening = min(schedule.opening(), max_tokens)
         last = time.perf_counter()
         for result in pipelined_plain_decode(
             target, drafter, chooser, history, max_tokens=opening, eos_tokens=eos_tokens
@@ -343,16 +346,15 @@ def speculative_decode(
             # computed while the caller had the one before): not a pace.
             now = time.perf_counter()
             if produced < opening - 1:
-                policy.record(NO_DRAFT, PassOutcome(0, 0, now - last, 0))
+                schedule.learn(NO_DRAFT, PassOutcome(0, 0, now - last, 0))
             last = now
             produced += 1
             yield result
             if result.tokens[-1] in eos_tokens:
                 return
     gate = DraftGate(output_size(target.model), drafter.name)  # no id outside the vocabulary
-    blinds = pipelines and speculate  # (a chooser that queues has no grammar: nothing forced)
     while produced < max_tokens:
-        if produced and pipelines and policy.gives_up(draft_count):
+        if produced and schedule.gives_up(draft_count):
             yield from pipelined_plain_decode(
                 target,
                 drafter,
@@ -380,12 +382,13 @@ def speculative_decode(
             allowed=constraint.allowed if constraint is not None else None,
         )
         rows = plan.rows
-        if blinds and plan.may_queue_next(drafter) and policy.queues_blind():
+        if schedule.queues_next_blind(plan, drafter):
             produced += yield from blind_passes(
                 target,
                 drafter,
                 chooser,
                 policy,
+                schedule,
                 history,
                 plan,
                 lambda left: plan_pass(
@@ -424,7 +427,9 @@ def speculative_decode(
             else None
         )
         seconds = verified_at - drafted_at
-        accepted = learn_pass(drafter, policy, plan, verdict, seconds, target_topk=topk)
+        accepted = learn_pass(
+            drafter, policy, plan, verdict, seconds, target_topk=topk, schedule=schedule
+        )
         done_at = time.perf_counter()
         tree = verdict.depth is not None
         produced += len(emitted)
@@ -530,6 +535,7 @@ def blind_passes(
     drafter: Drafter,
     chooser: TokenChooser,
     policy: DraftPolicy,
+    schedule: PassSchedule,
     history: list[int],
     first: DraftPlan,
     next_plan: Callable[[int], DraftPlan],
@@ -541,14 +547,15 @@ def blind_passes(
 ) -> Iterator[PassResult]:
     """From a pass planned to send nothing (``first``, planned in ``planning_s``), one-token
     passes (``queued_passes``), the next queued blind while the pass in flight was planned to
-    send nothing and the policy says so (``queues_blind``, asked once a pass is planned). A
+    send nothing and the schedule says so (``queues_next_blind``, asked once a pass is
+    planned). A
     blind pass is planned (``next_plan(tokens left)``) once its input is read and learned
     from as it went out (``DraftPlan.went_blind``), as ``bench.tune.simulate`` replays it;
-    where the policy gives up, the rest is plain decoding, nothing planned. Returns the
+    where the schedule gives up, the rest is plain decoding, nothing planned. Returns the
     tokens made: the loop plans the pass after the last one."""
     current: DraftPlan | None = first  # the pass in flight's plan (None: nothing planned)
     planned = 1  # passes planned so far
-    plain = False  # the policy gave up: nothing is planned any more
+    plain = False  # the schedule gave up: nothing is planned any more
     spent = 0.0  # planning the pass in flight after its token's wait began
     owed = planning_s  # planning the first pass, before its wait began
 
@@ -557,13 +564,13 @@ def blind_passes(
         made = len(history) - 1 - before
         if planned == made:  # the pass in flight went out blind: planned now, its input known
             began = time.perf_counter()
-            plain = plain or policy.gives_up(draft_count)
+            plain = plain or schedule.gives_up(draft_count)
             plan = None if plain else next_plan(max_tokens - made)
             current, planned = plan and plan.went_blind(), planned + 1
             spent = time.perf_counter() - began
-            if plan is not None and not plan.may_queue_next(drafter):
-                return False  # it would have drafted: the pass after it is planned first
-        return plain or policy.queues_blind()
+            if plan is not None:
+                return schedule.queues_next_blind(plan, drafter)
+        return plain or schedule.queues_next_blind(current, drafter)
 
     def learn(token: int, started: float) -> PassResult:
         nonlocal owed
@@ -572,7 +579,9 @@ def blind_passes(
             drafter.observe([token], accepted=0, drafted=0)
         else:
             verdict = Verdict([token], 0, 0, None)
-            learn_pass(drafter, policy, current, verdict, read_at - started - spent)
+            learn_pass(
+                drafter, policy, current, verdict, read_at - started - spent, schedule=schedule
+            )
         done_at = time.perf_counter()
         host = done_at - read_at + spent + owed
         result = PassResult([token], 0, 0, done_at - started + owed, host)

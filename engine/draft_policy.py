@@ -93,13 +93,15 @@ class PassOutcome:
     tree: bool = False
     first_row: tuple[int, int] | None = None
     alternatives: AlternativesOutcome | None = None
-    blind: bool = False  # queued before its input token was read (``queues_blind``)
+    blind: bool = False  # queued before its input token was read (``schedule``)
     unsent: UnsentDraft | None = None
 
 
 @runtime_checkable
 class DraftPolicy(Protocol):
-    """How the decode loop asks a policy (``FixedDraftLength``, ``adaptive.AdaptivePolicy``)."""
+    """How the decode loop asks a policy (``FixedDraftLength``, ``adaptive.AdaptivePolicy``)
+    what a pass sends, and hands it what the pass did. When passes go out is the schedule's
+    (``engine.schedule``)."""
 
     def choose(self, proposal: Proposal, limit: int) -> Choice:
         """How much of ``proposal`` (rows of at most ``limit`` tokens) to send."""
@@ -107,23 +109,6 @@ class DraftPolicy(Protocol):
 
     def forced_length(self, available: int) -> int:
         """How many of ``available`` grammar-forced tokens to send."""
-        ...
-
-    def gives_up(self, limit: int) -> bool:
-        """Whether no draft of up to ``limit`` tokens can pay: decode plainly from here."""
-        ...
-
-    def plain_opening(self) -> int:
-        """How many tokens to decode plainly, pipelined, before the first pass that may draft
-        (each is recorded as a pass that sent nothing: plain decoding's own pace)."""
-        ...
-
-    def queues_blind(self) -> bool:
-        """Asked once a pass was planned to send nothing, before the policy learns from it:
-        whether the next pass goes out blind, queued before this pass's token is read (as
-        plain decoding pipelines) and so with no draft, whatever the drafter then proposes.
-        That pass is still planned, so the policy sees what it would have sent, and recorded
-        with ``PassOutcome.blind``."""
         ...
 
     def record(self, choice: Choice, outcome: PassOutcome) -> None:
@@ -138,15 +123,6 @@ class FixedDraftLength:
         """All of it: every row (its alternatives too), ``limit`` tokens each; what the
         proposal rests on is ignored."""
         return Choice(limit, max(len(proposal.rows), 1), alternatives=True)
-
-    def gives_up(self, limit: int) -> bool:
-        return False
-
-    def plain_opening(self) -> int:
-        return 0
-
-    def queues_blind(self) -> bool:
-        return False
 
     def forced_length(self, available: int) -> int:
         return available

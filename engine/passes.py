@@ -47,7 +47,7 @@ class DraftPlan:
     unsent: list[list[int]] = field(default_factory=list)  # a blind pass's rows, not sent
 
     def went_blind(self) -> "DraftPlan":
-        """This pass as it went out blind (``DraftPolicy.queues_blind``): no rows; the choice
+        """This pass as it went out blind (``schedule.PassSchedule``): no rows; the choice
         and the rows are what would have gone out, for the policy to learn from."""
         return DraftPlan(
             [], choice=self.choice, proposal=self.proposal, blind=True, unsent=self.rows
@@ -165,6 +165,12 @@ def plan_pass(
     return DraftPlan.of(sendable, policy, cut_at_eos(list(forced[:limit]), eos_tokens))
 
 
+class LearnsCost(Protocol):
+    """What learns a pass's cost beside the policy (``schedule.PassSchedule``)."""
+
+    def learn(self, choice: Choice, outcome: PassOutcome) -> None: ...
+
+
 class Judged(Protocol):
     """What the target decided of one pass (``tree.Verdict``, ``AnswerVerdict``)."""
 
@@ -238,11 +244,12 @@ def learn_pass(
     target_topk: Sequence[Sequence[int]] | None = None,
     stats: DecodeStats | None = None,
     eos_tokens: Collection[int] = (),
+    schedule: LearnsCost | None = None,
 ) -> int:
     """After the target judged ``plan``'s rows (``verdict``), in ``seconds``: the drafter
     observes what the pass emitted (the grammar's own draft is not the drafter's: it learns
-    no acceptance from it), the policy records its choice's outcome, and ``stats`` (if
-    given) counts the pass. Returns the draft tokens kept, as ``stats`` counts them where
+    no acceptance from it), the ``schedule`` (if given) what the pass cost, the policy its
+    choice's outcome, and ``stats`` (if given) counts the pass. Returns the draft tokens kept, as ``stats`` counts them where
     given (an end-of-sequence token in ``eos_tokens`` excluded), else as emitted."""
     emitted, rows = verdict.emitted, plan.rows
     accepted = min(verdict.accepted, len(emitted))
@@ -257,6 +264,8 @@ def learn_pass(
     outcome = plan.outcome(
         verdict.drafted, verdict.accepted, seconds, verdict.depth, tree, verdict.first_row, emitted
     )
+    if schedule is not None:
+        schedule.learn(plan.choice, outcome)
     policy.record(plan.choice, outcome)
     if stats is None:
         return accepted

@@ -38,6 +38,7 @@ from .grammar import (
 from .memory import EngineMemory
 from .model_ngrams import model_key, wanted_tables
 from .models import LoadedModel
+from .schedule import PassSchedule
 from .settings import GenerationRequest
 from .stats import DecodeStats
 from .tokens import check_prompt, output_size
@@ -154,6 +155,7 @@ class AnswerPlan:
 
     stats: DecodeStats
     policy: AdaptivePolicy | None  # None: a fixed draft count
+    schedule: PassSchedule | None  # when passes go out (None: nothing scheduled)
     curve: CostCurve | None  # the curve the speed-up is estimated on (None: no estimate)
     constraint: GrammarConstraint | None  # for JSON output or a forced tool call
 
@@ -358,23 +360,25 @@ class ChatSession:
         self._prepare_drafter(tokens, request)
         stats.drafter_s += time.perf_counter() - drafter_started
         yield from self._attach_model(should_stop)
-        policy = None
+        policy = schedule = None
         named = request.draft.cost_curve.curve() if request.draft.cost_curve is not None else None
         if request.draft.adaptive and loaded.speculates:
             # never measured on this machine: a guess built from this model's own passes
             # (the service measures between answers); or the device curve asked for
-            policy = self.memory.adaptive.policy(
+            memory, constrained = self.memory.adaptive, constraint is not None
+            policy = memory.policy(
                 self.model_key,
                 self.drafter,
                 curve=named,
-                constrained=constraint is not None,
+                constrained=constrained,
                 kind=request.draft.policy,
             )
+            schedule = memory.schedule(self.model_key, self.drafter, named, constrained)
         stats.prefill_s = time.perf_counter() - started
         # the speed-up is estimated on the curve the policy plans on, and with a fixed draft
         # count on that same curve: a setting taken from a replay shows what it gained
         curve = named or (self.memory.adaptive.curve(self.model_key) if loaded.speculates else None)
-        return AnswerPlan(stats, policy, curve, constraint)
+        return AnswerPlan(stats, policy, schedule, curve, constraint)
 
     def _decode(
         self, request: GenerationRequest, plan: AnswerPlan, should_stop: Callable[[], bool]
@@ -406,6 +410,7 @@ class ChatSession:
             eos_tokens=eos,
             speculate=loaded.speculates,
             policy=policy,
+            schedule=plan.schedule,
         )
         try:
             for pass_index, result in enumerate(decoder):

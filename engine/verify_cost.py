@@ -25,9 +25,9 @@ they fill, and the service and the benchmark (``engine.bench.runner``) both call
   before is read, so the host's work overlaps the device's; a pass that waits for its input
   costs c(1), a pass so queued ``pipelined`` x c(1) (measured beside the curve,
   ``pace_steps``: 0.85 on an H200 with the embedded model in float16; 0.98-0.999 on this
-  2-core CPU in float32, where a queued pass saves little). The policy queues the pass after
+  2-core CPU in float32, where a queued pass saves little). The schedule queues the pass after
   one that sends nothing that way while doing so has gained
-  (``adaptive.AdaptivePolicy.queues_blind``).
+  (``schedule.PassSchedule.queues_next_blind``).
 - **Tree passes** (several draft rows in one pass, ``engine.tree``) cost c(n) plus
   ``tree_extra`` seconds: what the per-token rotary positions and the tree's attention mask
   cost where they take other kernels than a chain's. Measured, nothing on this CPU nor on an

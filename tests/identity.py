@@ -45,8 +45,10 @@ def run_with_policy(
     eos=(),
     bigram=None,
     static_table=None,
+    schedule=None,
 ):
-    """``speculative`` with a draft policy (None: the settings' fixed draft count)."""
+    """``speculative`` with a draft policy (None: the settings' fixed draft count) and a
+    schedule (None: nothing scheduled)."""
     target = Target(model)
     history = list(prompt)
     target.prefill(history[:-1])
@@ -64,6 +66,7 @@ def run_with_policy(
             draft_count=settings.draft_count,
             eos_tokens=set(eos),
             policy=policy,
+            schedule=schedule,
         )
     )
     assert target.offset == len(history) - 1  # the cache holds exactly the history but its last

@@ -2,6 +2,7 @@
 
 from engine.draft_policy import Choice, PassOutcome
 from engine.drafters.base import Proposal
+from engine.schedule import PassSchedule
 
 
 def choose(policy, limit: int, match_length=0, rows=1, follows="", first=0) -> Choice:
@@ -18,8 +19,11 @@ def length(policy, limit: int, **proposal) -> int:
 
 
 def passed(policy, choice: Choice, verified, accepted, seconds, depth=None, **tree) -> None:
-    """``record`` a pass that sent ``choice``: ``verified`` draft tokens in ``seconds``,
-    ``accepted`` kept out of ``depth`` (default: ``verified``); ``tree``: ``tree=True`` and
-    its ``first_row``."""
+    """A pass that sent ``choice``, learned from as the loop does (``passes.learn_pass``: its
+    cost by a schedule on the policy's curve, then its acceptance by the policy):
+    ``verified`` draft tokens in ``seconds``, ``accepted`` kept out of ``depth`` (default:
+    ``verified``); ``tree``: ``tree=True`` and its ``first_row``."""
     depth = verified if depth is None else depth
-    policy.record(choice, PassOutcome(verified, accepted, seconds, depth, **tree))
+    outcome = PassOutcome(verified, accepted, seconds, depth, **tree)
+    PassSchedule(policy.curve).learn(choice, outcome)
+    policy.record(choice, outcome)

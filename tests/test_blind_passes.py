@@ -4,7 +4,7 @@ drafter then proposes; it is still planned, and the policy learns what it would 
 
 The output stays plain decoding's (greedy: token for token; sampled: the target's own
 samples), the cache holds the history but its last token whenever the caller has a result
-or stops, the tuning replay makes the same passes as the loop, and the adaptive policy goes
+or stops, the tuning replay makes the same passes as the loop, and the schedule goes
 blind, on a curve with a measured pipelined pace, only while queuing blind has gained,
 summed over the passes after one that sent nothing (each blind pass's token says what its
 unsent draft would have kept).
@@ -26,6 +26,7 @@ from engine.draft_policy import (
 )
 from engine.drafters import make_drafter
 from engine.passes import DraftPlan
+from engine.schedule import PassSchedule
 from engine.settings import DraftSettings, SamplingSettings
 from engine.verify_cost import CostCurve, pace_steps
 
@@ -42,7 +43,7 @@ FLAT = {1: 0.01, 65: 0.012}
 class Scripted(FixedDraftLength):
     """Drafts (the whole proposal) when asked for the ``every``-th time and the time after,
     and so on, else nothing: a blind pass that would have drafted is followed by a planned
-    pass that does. Queues blind whenever asked; keeps every outcome it is handed."""
+    pass that does. Keeps every outcome it is handed."""
 
     def __init__(self, every: int):
         self.every, self.asked, self.outcomes = every, 0, []
@@ -52,11 +53,21 @@ class Scripted(FixedDraftLength):
         drafts = self.asked > 1 and self.asked % self.every in (0, 1)
         return super().choose(proposal, limit) if drafts else NO_DRAFT
 
-    def queues_blind(self) -> bool:
-        return True
-
     def record(self, choice, outcome):
         self.outcomes.append((choice, outcome))
+
+
+class AlwaysBlind(PassSchedule):
+    """Queues the next pass blind after every pass planned to send nothing."""
+
+    def queues_next_blind(self, plan, drafter):
+        return self.pipelines and plan.may_queue_next(drafter)
+
+
+def run_blind(model, prompt, max_tokens, settings, policy, *args, **kwargs):
+    return run_with_policy(
+        model, prompt, max_tokens, settings, policy, *args, schedule=AlwaysBlind(), **kwargs
+    )
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +78,7 @@ def model():
 def test_greedy_output_equals_plain_with_blind_passes_and_drafts_between(model):
     settings = DraftSettings(drafter="prompt-lookup", draft_count=6, ngram_order=2)
     policy = Scripted(every=4)
-    tokens, results = run_with_policy(model, PROMPT, 60, settings, policy)
+    tokens, results = run_blind(model, PROMPT, 60, settings, policy)
     assert tokens == reference_greedy(model, PROMPT, 60)
     blind = [outcome for _, outcome in policy.outcomes if outcome.blind]
     assert len(blind) > 5, "blind passes must have run"
@@ -80,7 +91,7 @@ def test_a_pass_that_would_draft_after_a_blind_one_is_recorded_as_its_choice(mod
     """The policy sees what the blind pass would have sent (its choice) with nothing sent."""
     settings = DraftSettings(drafter="prompt-lookup", draft_count=6, ngram_order=2)
     policy = Scripted(every=4)
-    run_with_policy(model, PROMPT, 40, settings, policy)
+    run_blind(model, PROMPT, 40, settings, policy)
     wanted = [c for c, o in policy.outcomes if o.blind and c.length > 0]
     assert wanted, "a blind pass whose plan wanted a draft"
 
@@ -102,6 +113,7 @@ def test_stopping_mid_run_leaves_the_cache_ready_to_go_on(model, stop_after):
         draft_count=6,
         eos_tokens=set(),
         policy=Scripted(every=4),
+        schedule=AlwaysBlind(),
     )
     for passes, _ in enumerate(decoder, start=1):
         assert target.offset in (len(history) - 1, len(history))  # one ahead: a pass queued
@@ -124,7 +136,7 @@ def test_sampled_blind_passes_are_the_targets_own_samples(model):
     sampling = SamplingSettings(temperature=0.9, seed=5)
     settings = DraftSettings(drafter="prompt-lookup", draft_count=6, ngram_order=2)
     mx.random.seed(5)
-    blind, _ = run_with_policy(model, PROMPT, 40, settings, Scripted(every=10**9), sampling)
+    blind, _ = run_blind(model, PROMPT, 40, settings, Scripted(every=10**9), sampling)
     mx.random.seed(5)
     none, _ = run_with_policy(model, PROMPT, 40, DraftSettings(drafter="none"), None, sampling)
     assert blind == none
@@ -136,7 +148,7 @@ def test_an_end_of_sequence_token_in_a_blind_run_ends_the_answer():
     model = ScriptedModel(script)
     settings = DraftSettings(drafter="prompt-lookup", draft_count=6, ngram_order=2)
     policy = Scripted(every=10**9)
-    tokens, results = run_with_policy(model, PROMPT, 30, settings, policy, eos=[99])
+    tokens, results = run_blind(model, PROMPT, 30, settings, policy, eos=[99])
     assert tokens == [100 + i for i in range(12)] + [99]
     assert sum(o.blind for _, o in policy.outcomes) == 12  # all but the run's first pass
 
@@ -150,20 +162,25 @@ def scripted_answer():
 
 
 def adaptive(drafter, pipelined):
-    return AdaptiveMemory().policy(
-        "k", drafter, curve=CostCurve(FLAT, fixed=True, pipelined=pipelined)
-    )
+    """An adaptive policy and its schedule on a flat curve with this pipelined share."""
+    memory, curve = AdaptiveMemory(), CostCurve(FLAT, fixed=True, pipelined=pipelined)
+    return memory.policy("k", drafter, curve=curve), memory.schedule("k", drafter, curve)
 
 
 def test_the_tuning_replay_makes_the_loops_passes_blind_ones_included():
     prompt, answer = scripted_answer()
     settings = DraftSettings(drafter="prompt-lookup", draft_count=8, ngram_order=3, adaptive=True)
-    policy = adaptive(make_drafter(settings), pipelined=0.5)
+    policy, schedule = adaptive(make_drafter(settings), pipelined=0.5)
     blind = []
     record = policy.record
     policy.record = lambda choice, outcome: blind.append(outcome.blind) or record(choice, outcome)
     tokens, results = run_with_policy(
-        ScriptedModel(prompt + answer + [0] * 9), prompt, len(answer), settings, policy
+        ScriptedModel(prompt + answer + [0] * 9),
+        prompt,
+        len(answer),
+        settings,
+        policy,
+        schedule=schedule,
     )
     assert tokens == answer
     assert sum(blind) > 10 and sum(r.accepted for r in results) > 10
@@ -212,52 +229,64 @@ def test_the_replay_charges_a_blind_runs_host_work_only_beyond_its_passes(monkey
 def test_without_a_measured_pipelined_pace_nothing_goes_blind():
     prompt, answer = scripted_answer()
     settings = DraftSettings(drafter="prompt-lookup", draft_count=8, ngram_order=3, adaptive=True)
-    policy = adaptive(make_drafter(settings), pipelined=None)
+    policy, schedule = adaptive(make_drafter(settings), pipelined=None)
     blind = []
     record = policy.record
     policy.record = lambda choice, outcome: blind.append(outcome.blind) or record(choice, outcome)
-    run_with_policy(ScriptedModel(prompt + answer + [0] * 9), prompt, len(answer), settings, policy)
+    model = ScriptedModel(prompt + answer + [0] * 9)
+    run_with_policy(model, prompt, len(answer), settings, policy, schedule=schedule)
     assert blind and not any(blind)
 
 
-def idle(policy: AdaptivePolicy, passes: int) -> None:
+def idle(schedule: PassSchedule, passes: int) -> None:
     for _ in range(passes):
-        policy.record(NO_DRAFT, PassOutcome(0, 0, 0.01, 0))
+        schedule.learn(NO_DRAFT, PassOutcome(0, 0, 0.01, 0))
+
+
+SUFFIX = make_drafter(DraftSettings(drafter="suffix"))
+
+
+def blind_next(schedule: PassSchedule) -> bool:
+    """Whether the pass after one planned to send nothing goes out blind."""
+    return schedule.queues_next_blind(DraftPlan([]), SUFFIX)
 
 
 STEEP = {1: 0.010, 2: 0.017, 3: 0.018, 4: 0.019}
 
 
-def test_the_policy_goes_blind_while_queuing_blind_has_gained():
+def test_the_schedule_goes_blind_while_queuing_blind_has_gained():
     """Summed over the passes after one that sent nothing, in c(1)s: 1 - pipelined where
     nothing would go out; c(n) - pipelined x c(1) for a pass of n tokens whose draft's first
     token was wrong, and that less c(L) where it was right (its row of L tokens goes on in
     the next pass). Blind while the sum is above 0."""
-    policy = AdaptivePolicy(CostCurve(STEEP, fixed=True, pipelined=0.85))
-    idle(policy, 1)
-    assert not policy.queues_blind()  # the first pass follows none: nothing summed yet
-    idle(policy, 1)
-    assert policy.blind_gain.total == pytest.approx(0.15) and policy.queues_blind()
+    schedule = PassSchedule(CostCurve(STEEP, fixed=True, pipelined=0.85))
+    idle(schedule, 1)
+    assert not blind_next(schedule)  # the first pass follows none: nothing summed yet
+    idle(schedule, 1)
+    assert schedule.blind_gain.total == pytest.approx(0.15) and blind_next(schedule)
     kept = UnsentDraft(2, tree=False, kept=True, first_kept=True)  # 2 tokens, the first right
-    policy.record(Choice(2), PassOutcome(0, 0, 0.0085, 0, blind=True, unsent=kept))
-    assert policy.blind_gain.total == pytest.approx(0.15 + 1.8 - 0.85 - 1.7)  # c(3), c(2)
-    assert not policy.queues_blind()
-    idle(policy, 3)
-    assert not policy.queues_blind()  # -0.15
-    idle(policy, 2)
-    assert policy.queues_blind()  # 0.15
-    policy.record(Choice(3), PassOutcome(3, 0, 0.019, 3))  # sent after one that sent nothing
-    assert policy.blind_gain.total == pytest.approx(0.15 + 1.9 - 0.85)  # none kept: c(4)
-    assert policy.blind_gain.passes == 8  # every pass but the first
+    schedule.learn(Choice(2), PassOutcome(0, 0, 0.0085, 0, blind=True, unsent=kept))
+    assert schedule.blind_gain.total == pytest.approx(0.15 + 1.8 - 0.85 - 1.7)  # c(3), c(2)
+    assert not blind_next(schedule)
+    idle(schedule, 3)
+    assert not blind_next(schedule)  # -0.15
+    idle(schedule, 2)
+    assert blind_next(schedule)  # 0.15
+    schedule.learn(Choice(3), PassOutcome(3, 0, 0.019, 3))  # sent after one that sent nothing
+    assert schedule.blind_gain.total == pytest.approx(0.15 + 1.9 - 0.85)  # none kept: c(4)
+    assert schedule.blind_gain.passes == 8  # every pass but the first
 
-    this_cpu = AdaptivePolicy(CostCurve(STEEP, fixed=True, pipelined=0.995))
+    this_cpu = PassSchedule(CostCurve(STEEP, fixed=True, pipelined=0.995))
     idle(this_cpu, 2)
-    assert this_cpu.queues_blind()  # 0.005 of c(1) saved
-    this_cpu.record(Choice(1), PassOutcome(0, 0, 0.01, 0, blind=True, unsent=kept))
-    assert not this_cpu.queues_blind()  # a kept token's draft lost 0.995 + c(1) - c(2)
-    unmeasured = AdaptivePolicy(CostCurve(STEEP, fixed=True))
+    assert blind_next(this_cpu)  # 0.005 of c(1) saved
+    this_cpu.learn(Choice(1), PassOutcome(0, 0, 0.01, 0, blind=True, unsent=kept))
+    assert not blind_next(this_cpu)  # a kept token's draft lost 0.995 + c(1) - c(2)
+    unmeasured = PassSchedule(CostCurve(STEEP, fixed=True))
     idle(unmeasured, 30)
-    assert not unmeasured.queues_blind() and unmeasured.blind_gain.passes == 0
+    assert not blind_next(unmeasured) and unmeasured.blind_gain.passes == 0
+    assert not blind_next(
+        PassSchedule(CostCurve(STEEP, fixed=True, pipelined=0.85)).for_loop(False)
+    )
 
 
 def test_a_blind_pass_says_what_its_unsent_draft_would_have_kept():
@@ -283,11 +312,11 @@ def test_a_blind_pass_token_teaches_its_class_the_first_token(first_kept):
 
 
 def test_a_blind_pass_time_is_not_taken_for_c1():
-    policy = AdaptivePolicy(CostCurve(FLAT, pipelined=0.5))
-    policy.record(NO_DRAFT, PassOutcome(0, 0, 0.001, 0, blind=True))
-    assert policy.curve(1) == pytest.approx(FLAT[1])
-    policy.record(NO_DRAFT, PassOutcome(0, 0, 0.001, 0))
-    assert policy.curve(1) < FLAT[1]
+    schedule = PassSchedule(CostCurve(FLAT, pipelined=0.5))
+    schedule.learn(NO_DRAFT, PassOutcome(0, 0, 0.001, 0, blind=True))
+    assert schedule.curve(1) == pytest.approx(FLAT[1])
+    schedule.learn(NO_DRAFT, PassOutcome(0, 0, 0.001, 0))
+    assert schedule.curve(1) < FLAT[1]
 
 
 def test_the_pipelined_pace_is_measured_as_a_share_of_c1(model):
@@ -310,11 +339,11 @@ def test_the_pipelined_pace_is_measured_as_a_share_of_c1(model):
     assert list(pace_steps(target)) == []
 
 
-class GivesUpLater(Scripted):
-    """Never drafts; gives up once asked ``after`` times whether to."""
+class GivesUpLater(AlwaysBlind):
+    """Gives up once asked ``after`` times whether to."""
 
     def __init__(self, after: int):
-        super().__init__(every=10**9)
+        super().__init__()
         self.after, self.asked_give_up = after, 0
 
     def gives_up(self, limit):
@@ -322,15 +351,15 @@ class GivesUpLater(Scripted):
         return self.asked_give_up > self.after
 
 
-def test_a_policy_that_gives_up_in_a_blind_run_gets_plain_decoding_for_the_rest(model):
+def test_a_schedule_that_gives_up_in_a_blind_run_gets_plain_decoding_for_the_rest(model):
     settings = DraftSettings(drafter="prompt-lookup", draft_count=6, ngram_order=2)
-    policy = GivesUpLater(after=5)
-    tokens, results = run_with_policy(model, PROMPT, 40, settings, policy)
+    policy, schedule = Scripted(every=10**9), GivesUpLater(after=5)
+    tokens, results = run_with_policy(model, PROMPT, 40, settings, policy, schedule=schedule)
     assert tokens == reference_greedy(model, PROMPT, 40)
     assert len(results) == 40  # one token a pass throughout
     # the run's first pass, then one blind pass a "no" to giving up; none after the "yes"
-    assert len(policy.outcomes) == 1 + policy.after
-    assert policy.asked_give_up == policy.after + 1  # not asked again once it gave up
+    assert len(policy.outcomes) == 1 + schedule.after
+    assert schedule.asked_give_up == schedule.after + 1  # not asked again once it gave up
 
 
 def test_an_answer_with_blind_passes_is_estimated_at_the_pipelined_pace(tiny_loaded, tmp_path):
@@ -376,10 +405,14 @@ def test_greedy_identity_with_blind_passes_on_the_embedded_model(embedded_loaded
         prompt = list(
             embedded_loaded.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
         )
-        policy = AdaptiveMemory().policy("k", make_drafter(settings), curve=curve)
+        memory, drafter = AdaptiveMemory(), make_drafter(settings)
+        policy = memory.policy("k", drafter, curve=curve)
         record = policy.record
         policy.record = lambda c, o, record=record: blind.append(o.blind) or record(c, o)
-        got, results = run_with_policy(embedded_loaded.model, prompt, 80, settings, policy)
+        schedule = memory.schedule("k", drafter, curve)
+        got, results = run_with_policy(
+            embedded_loaded.model, prompt, 80, settings, policy, schedule=schedule
+        )
         assert got == reference_greedy(embedded_loaded.model, prompt, 80)
         accepted += sum(r.accepted for r in results)
     assert sum(blind) > 10 and accepted > 0, "blind passes and kept drafts, both"
@@ -391,12 +424,12 @@ def test_what_follows_a_pass_that_sent_nothing_is_kept_across_answers():
     memory = AdaptiveMemory()
     drafter = make_drafter(DraftSettings(drafter="suffix"))
     curve = CostCurve(FLAT, fixed=True, pipelined=0.85)
-    first = memory.policy("k", drafter, curve=curve)
+    first = memory.schedule("k", drafter, curve)
     idle(first, 8)
-    assert first.queues_blind()
-    second = memory.policy("k", drafter, curve=curve)
-    assert second.queues_blind()  # no warm-up in the next answer
-    assert not memory.policy("k", drafter, curve=curve, constrained=True).queues_blind()
-    assert not memory.policy("other", drafter, curve=curve).queues_blind()
+    assert blind_next(first)
+    second = memory.schedule("k", drafter, curve)
+    assert blind_next(second)  # no warm-up in the next answer
+    assert not blind_next(memory.schedule("k", drafter, curve, constrained=True))
+    assert not blind_next(memory.schedule("other", drafter, curve))
     memory.forget_acceptance()
-    assert not memory.policy("k", drafter, curve=curve).queues_blind()
+    assert not blind_next(memory.schedule("k", drafter, curve))

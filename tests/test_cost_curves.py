@@ -252,6 +252,7 @@ def test_a_guess_takes_its_slope_from_the_prompt_and_its_speed_from_the_least_on
 
 def test_on_a_steep_guess_nothing_is_drafted_and_a_hopeless_curve_gives_up():
     from engine.adaptive import AdaptivePolicy
+    from engine.schedule import PassSchedule
     from engine.verify_cost import prior_cost_curve
 
     curve = prior_cost_curve()
@@ -259,12 +260,12 @@ def test_on_a_steep_guess_nothing_is_drafted_and_a_hopeless_curve_gives_up():
     assert length(policy, 8) == 0  # not anchored: a plain first pass gives c(1)
     curve.observe_span(100, 9.0)  # 4-bit on MLX's CPU backend: a pass costs its length
     curve.observe(1, 0.12)
-    assert length(policy, 8) == 0 and policy.gives_up(8)
+    assert length(policy, 8) == 0 and PassSchedule(curve).gives_up(8)
     flat = prior_cost_curve()  # a GPU: the prompt is read at a fraction of a pass a token
     flat.observe_span(100, 0.05)
     flat.observe(1, 0.005)
     sure = AdaptivePolicy(flat, rows=1, priors={0: (0.98, 0.02)})
-    assert length(sure, 8) == 8 and not sure.gives_up(8)
+    assert length(sure, 8) == 8 and not PassSchedule(flat).gives_up(8)
 
 
 def test_a_hopeless_curve_decodes_plainly_pipelined_with_the_same_tokens(tiny_loaded, monkeypatch):
@@ -273,12 +274,13 @@ def test_a_hopeless_curve_decodes_plainly_pipelined_with_the_same_tokens(tiny_lo
     from engine.decode import Target, TokenChooser, speculative_decode
     from engine.draft_policy import FixedDraftLength
     from engine.drafters import make_drafter
+    from engine.schedule import PassSchedule
     from engine.settings import SamplingSettings
     from engine.verify_cost import CostCurve
 
     prompt = list(tiny_loaded.tokenizer.encode("abcabcabcabc"))
 
-    def run(policy):
+    def run(policy, schedule=None):
         target = Target(tiny_loaded.model)
         target.prefill(prompt[:-1])
         drafter = make_drafter(DraftSettings(drafter="prompt-lookup", draft_count=4).validated())
@@ -294,6 +296,7 @@ def test_a_hopeless_curve_decodes_plainly_pipelined_with_the_same_tokens(tiny_lo
                 draft_count=4,
                 eos_tokens=set(),
                 policy=policy,
+                schedule=schedule,
             )
         )
         return history[len(prompt) :], passes
@@ -307,7 +310,7 @@ def test_a_hopeless_curve_decodes_plainly_pipelined_with_the_same_tokens(tiny_lo
 
     monkeypatch.setattr(decode, "pipelined_plain_decode", pipelined)
     linear = CostCurve({1: 0.1, 2: 0.2, 4: 0.4, 8: 0.8})
-    tokens, passes = run(AdaptivePolicy(linear, rows=1))
+    tokens, passes = run(AdaptivePolicy(linear, rows=1), PassSchedule(linear))
     assert switched == [19]  # after the first pass, the rest pipelined
     plain, _ = run(FixedDraftLength())
     assert tokens == plain  # lossless either way
@@ -322,9 +325,10 @@ def test_a_guess_opens_plainly_pipelined_and_gives_up_on_plain_decodings_own_pac
     than plain and the answer drafted on, unpipelined; against the pipelined pace it gives
     up at once."""
     from engine import decode
-    from engine.adaptive import PLAIN_OPENING, AdaptivePolicy
+    from engine.adaptive import AdaptivePolicy
     from engine.decode import Target, TokenChooser, speculative_decode
     from engine.drafters import make_drafter
+    from engine.schedule import PLAIN_OPENING, PassSchedule
     from engine.settings import SamplingSettings
     from engine.verify_cost import prior_cost_curve
 
@@ -360,6 +364,7 @@ def test_a_guess_opens_plainly_pipelined_and_gives_up_on_plain_decodings_own_pac
             draft_count=4,
             eos_tokens=set(),
             policy=policy,
+            schedule=PassSchedule(curve),
         )
     )
     assert switched == [PLAIN_OPENING, 20 - PLAIN_OPENING]  # opened plainly, then gave up

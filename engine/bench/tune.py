@@ -30,6 +30,7 @@ from ..drafters import make_drafter, measurement_options
 from ..drafters._static_table import StaticTable
 from ..errors import EngineError
 from ..passes import judge_by_answer, learn_pass, plan_pass
+from ..schedule import PassSchedule
 from ..settings import DraftSettings
 from ..verify_cost import CostCurve
 from .scratch import FolderStores
@@ -78,10 +79,10 @@ def simulate(
         stores=stores if stores is not None else FolderStores(),
     )
     constrained = any("forced" in turn for turn in chat)  # a schema's answers
-    policy = FixedDraftLength()
+    policy, schedule = FixedDraftLength(), PassSchedule()
     if adaptive:
-        policy = memory.policy(model_key, drafter, constrained=constrained)
-        memory.curves[model_key] = policy.curve = curve
+        policy = memory.policy(model_key, drafter, curve, constrained=constrained)
+        schedule = memory.schedule(model_key, drafter, curve, constrained)
     ends = {eos}
     queued = curve.base(1) * (curve.pipelined or 1.0)  # a token of plain decoding: pipelined
     plain = spec = drafter_s = 0.0
@@ -99,8 +100,9 @@ def simulate(
         drafter_s += time.perf_counter() - started
         history, produced, blind, hidden = list(prompt), 0, False, 0.0
         plain += len(answer) * queued
+        schedule.pipelines = "forced" not in turn  # a grammar's answer cannot queue passes
         while produced < len(answer):
-            if passes and policy.gives_up(draft_count):
+            if passes and schedule.gives_up(draft_count):
                 left = len(answer) - produced  # the loop decodes the rest plainly, pipelined
                 spec += left * queued
                 sizes += [(1, False)] * left
@@ -131,11 +133,11 @@ def simulate(
             # takes beyond that pass (``decode.blind_passes``: the last pass's learning,
             # then this one's planning)
             drafter_s += max(hidden - cost, 0.0) if blind else hidden
-            blind = not schema and planned.may_queue_next(drafter) and policy.queues_blind()
+            blind = schedule.queues_next_blind(planned, drafter)
             spec += cost
             sizes.append((verdict.drafted + 1, tree))
             started = time.perf_counter()
-            learn_pass(drafter, policy, plan, verdict, cost)
+            learn_pass(drafter, policy, plan, verdict, cost, schedule=schedule)
             hidden = time.perf_counter() - started
             if not blind:
                 drafter_s, hidden = drafter_s + hidden, 0.0
