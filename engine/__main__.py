@@ -68,6 +68,17 @@ class _WarningLine(logging.Handler):
         log(f"warning: {record.getMessage()}")
 
 
+async def measure_once(service, model) -> None:
+    """Measure the model's verify cost on this machine where it never was (a few seconds,
+    once; the engine keeps it): an answer on a curve not measured decodes plainly. Ctrl-C
+    stops it, the answer already out."""
+    async for event in service.measure(model):
+        if isinstance(event, ProgressEvent):
+            show_progress(event)
+        elif isinstance(event, ErrorEvent):
+            log(f"warning: could not measure the verify cost: {event.message}")
+
+
 async def run_generate(args) -> int:
     from .service import EngineService
 
@@ -91,10 +102,19 @@ async def run_generate(args) -> int:
                 done = event
             elif isinstance(event, PassEvent):
                 pass
+        print_answer(done, args.json)
+        drafted = done.stats.get("drafter", "none") != "none"
+        if drafted and args.adaptive and not args.cost_curve:  # the next answer plans on
+            await measure_once(service, args.model)  # this machine's curve, not a guess
     finally:
         service.shutdown()
+    return 0
+
+
+def print_answer(done: DoneEvent, as_json: bool) -> None:
+    """The answer's end: one JSON object on stdout, or a summary line on stderr."""
     stats = dict(done.stats)
-    if args.json:
+    if as_json:
         print(
             json.dumps(
                 {
@@ -105,7 +125,8 @@ async def run_generate(args) -> int:
                     "stats": stats,
                     "timing": done.timing,
                 }
-            )
+            ),
+            flush=True,
         )
     else:
         print()
@@ -113,7 +134,6 @@ async def run_generate(args) -> int:
             f"[{done.finish_reason}] {summary_line(stats, done.timing)} · "
             f"speculation {stats['speculation']}"
         )
-    return 0
 
 
 def main(argv=None) -> int:

@@ -78,6 +78,8 @@ from .schedule import BlindGain, PassSchedule
 from .verify_cost import (
     CostCurve,
     load_cost_curve,
+    COST_LENGTHS,
+    PACE_ROUNDS,
     measurement_steps,
     pace_steps,
     prior_cost_curve,
@@ -339,17 +341,28 @@ class AdaptiveMemory:
         return curve
 
     def measure_in_steps(self, model_key: str, target, context: int):
-        """Measure the model's curve on ``target`` (a cache of its own, never a chat's) after
-        ``context`` tokens of context, one pass per step (``measurement_steps``), then its
-        pipelined pace (``pace_steps``; 1.0 where ``target`` cannot pipeline): a generator the
-        service runs between requests. Its last step makes the least time of each length the
-        model's curve and saves it; stopped before that, the curve is left as it was."""
+        """Measure the model's pipelined pace on ``target`` (a cache of its own, or one whose
+        every pass is undone), ``pace_steps`` (1.0 where ``target`` cannot pipeline), then its
+        curve after ``context`` more tokens of context (``measurement_steps``): a generator of
+        (steps done, steps in all) that the service runs between requests, one pass a step.
+        Its last step makes the least time of each length the model's curve and saves it;
+        stopped before that, the curve is left as it was."""
+        done, pace_total = 0, 2 * (PACE_ROUNDS + 1)
+        pace = pace_steps(target)
+        while True:
+            try:
+                next(pace)
+            except StopIteration as stop:
+                share = 1.0 if stop.value is None else stop.value
+                break
+            done += 1
+            yield done, pace_total + len(COST_LENGTHS)
         samples: dict[int, list[float]] = {}
-        for samples in measurement_steps(target, context):
-            yield
-        share = yield from pace_steps(target)
+        for samples, steps in measurement_steps(target, context, pipelined=share):
+            done += 1
+            yield done, pace_total + steps
         points = {n: min(times) for n, times in samples.items()}
-        self.use_measurement(model_key, points, 1.0 if share is None else share)
+        self.use_measurement(model_key, points, share)
 
     def forget_acceptance(self) -> None:
         self.trackers.clear()

@@ -99,17 +99,25 @@ class Calibrator:
         """``step()`` until done, between requests, while ``loaded`` is still the model."""
         return await self.engine.between_requests(step, lambda: self.loaded() is loaded)
 
+    def measurement(self, loaded: LoadedModel, target: Target | None = None):
+        """``AdaptiveMemory.measure_in_steps`` of ``loaded``: a generator of (steps done,
+        steps in all), one pass or context chunk a step. On a cache of its own after
+        ``MEASURE_CONTEXT`` tokens, or on ``target``'s at the context it holds (every pass
+        undone: a chat's cache is left as it was, and nothing is read again)."""
+        context = 0 if target is not None else min(MEASURE_CONTEXT, loaded.context_length // 2)
+        target = target if target is not None else self.new_target(loaded.model)
+        return self.memory.adaptive.measure_in_steps(model_key(loaded), target, context)
+
     async def _measure(self, loaded: LoadedModel) -> None:
         """Measure in short steps (``AdaptiveMemory.measure_in_steps``) between requests."""
-        target = self.new_target(loaded.model)
-        context = min(MEASURE_CONTEXT, loaded.context_length // 2)
-        steps = self.memory.adaptive.measure_in_steps(model_key(loaded), target, context)
-
+        steps = self.measurement(loaded)
+        key = model_key(loaded)
         finished = object()
 
         def step() -> bool:
-            """One pass; True once the curve is measured and saved."""
-            return next(steps, finished) is finished
+            """One pass; True once the curve is measured and saved (here, or by a request
+            that measured it: ``EngineService.measure``)."""
+            return self.memory.adaptive.measured(key) or next(steps, finished) is finished
 
         try:
             if not await self._between_requests(loaded, step):

@@ -12,10 +12,10 @@ mlx-lm's generate.py. Invariants, pinned by tests:
 Plain decoding (drafter ``none``) on a cache that can be cut back runs pipelined
 (``pipelined_plain_decode``): each pass is queued before the previous token is read, so
 the host's work overlaps the device's, as in mlx-lm's ``generate_step``. When the
-speculative loop's other passes go out is the schedule's (``schedule.PassSchedule``): a
-plain, pipelined opening while the cost curve is still a guess, plain decoding from where
-drafting cannot pay, and blind passes after a pass that sends no draft (queued before that
-pass's token is read, still planned once their input is known: ``blind_passes``).
+speculative loop's other passes go out is the schedule's (``schedule.PassSchedule``): plain
+decoding from where drafting cannot pay (a cost curve that is still a guess among those
+cases), and blind passes after a pass that sends no draft (queued before that pass's token
+is read, still planned once their input is known: ``blind_passes``).
 
 Each pass the policy (``draft_policy.DraftPolicy``: a fixed draft length, or the adaptive
 one) chooses how much of the drafter's proposal goes out and is handed back its choice with
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import mlx.core as mx
 from mlx_lm.sample_utils import make_logits_processors, make_sampler
 
-from .draft_policy import NO_DRAFT, DraftPolicy, FixedDraftLength, PassOutcome
+from .draft_policy import DraftPolicy, FixedDraftLength
 from .drafters.base import Drafter
 from .models.caches import (
     TRIM,
@@ -334,27 +334,9 @@ def speculative_decode(
     # (a chooser that queues has no grammar: nothing forced)
     schedule = (schedule or PassSchedule()).for_loop(pipelines and speculate)
     produced = 0
-    if schedule.opening():  # plain decoding's own pace, for the curve
-        opening = min(schedule.opening(), max_tokens)
-        last = time.perf_counter()
-        for result in pipelined_plain_decode(
-            target, drafter, chooser, history, max_tokens=opening, eos_tokens=eos_tokens
-        ):
-            # token to token, the caller's work included: a step's own seconds leave out
-            # what the device did while the caller had the token (a tiny model's 0.6 ms
-            # pace read as 50 us). The last step only drains the pipeline (its token was
-            # computed while the caller had the one before): not a pace.
-            now = time.perf_counter()
-            if produced < opening - 1:
-                schedule.learn(NO_DRAFT, PassOutcome(0, 0, now - last, 0))
-            last = now
-            produced += 1
-            yield result
-            if result.tokens[-1] in eos_tokens:
-                return
     gate = DraftGate(output_size(target.model), drafter.name)  # no id outside the vocabulary
     while produced < max_tokens:
-        if produced and schedule.gives_up(draft_count):
+        if schedule.gives_up(draft_count):
             yield from pipelined_plain_decode(
                 target,
                 drafter,

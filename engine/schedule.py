@@ -3,15 +3,13 @@ the model and from what a pass sends. The decode loop (``decode.speculative_deco
 with the model; the tuning replay (``bench.tune.simulate``) drives it against a known answer,
 charging a curve's costs. Pure Python: no MLX.
 
-- **Opening**: on a curve that is still a guess not yet in seconds, the answer opens with
-  ``PLAIN_OPENING`` plain, pipelined tokens: c(1) is then plain decoding's own pace, not a lone
-  pass's, which also waits for the host's work (4-bit on this CPU: 95 ms a token pipelined,
-  100-105 ms alone, so a curve whose passes cost their length looked 5-10% cheaper than plain
-  and was never given up on). Of three steps, the first also fills the pipeline and the last
-  drains it: the second is the steady pace.
-- **Giving up**: where no draft of up to the draft count can pay on the curve even if all were
-  accepted (every pass of n tokens costs at least ``HOPELESS`` of n one-token passes, as a
-  4-bit model's on MLX's CPU backend), the rest of the answer is plain decoding, pipelined.
+- **Giving up**: where no draft can pay, the rest of the answer is plain decoding, pipelined
+  (``pipelined_plain_decode``: the same passes, queuing and host work as ``--drafter
+  none``). That is so on a curve that is still a guess (never measured for this model on
+  this machine: 4-bit on this CPU, the guess planned drafts that lost 7%; the service
+  measures the curve between answers, the command line after its answer), and where every
+  pass of up to the draft count costs at least ``verify_cost.HOPELESS`` of what plain
+  decoding pays for as many tokens, pipelined (a 4-bit model's on MLX's CPU backend).
 - **Blind passes**: after a pass that sends nothing, the next one-token pass can be queued
   before that pass's token is read, as plain decoding pipelines: it then costs
   ``CostCurve.pipelined`` x c(1) but sends no draft. It is still planned once its input is
@@ -29,7 +27,7 @@ charging a curve's costs. Pure Python: no MLX.
 - **What a pass cost**: the schedule is the curve's one writer while an answer runs: each
   pass's time rescales it (``CostCurve.observe``), but a blind pass's (pipelined, not c(1)).
 
-A fixed draft length (no curve) schedules nothing: no opening, never gives up, never blind.
+A fixed draft length (no curve) schedules nothing: never gives up, never blind.
 """
 
 from __future__ import annotations
@@ -37,14 +35,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .draft_policy import Choice, PassOutcome
-from .verify_cost import CostCurve
+from .verify_cost import CostCurve, costs_its_length
 
 if TYPE_CHECKING:
     from .drafters.base import Drafter
     from .passes import DraftPlan
 
-HOPELESS = 0.9  # passes costing this share of their length in one-token passes never pay
-PLAIN_OPENING = 3
 
 
 class BlindGain:
@@ -71,7 +67,7 @@ class PassSchedule:
     ``blind_gain``: the summed gain of queuing blind this answer reads and adds to (default:
     a fresh one); ``pipelines``: whether the loop can queue a one-token pass before the token
     of the one before is read (a cache that can be cut back, no logits processor or grammar
-    that needs the history): only then does it open plainly, give up or go blind."""
+    that needs the history): only then does it give up or go blind."""
 
     def __init__(
         self,
@@ -91,21 +87,14 @@ class PassSchedule:
             return self
         return PassSchedule(self.curve, self.blind_gain, pipelines=False)
 
-    def opening(self) -> int:
-        """How many tokens to decode plainly, pipelined, before the first pass that may draft
-        (each learned from as a pass that sent nothing: plain decoding's own pace)."""
-        curve = self.curve
-        return PLAIN_OPENING if self.pipelines and curve is not None and not curve.anchored else 0
-
     def gives_up(self, limit: int) -> bool:
-        """Whether no draft of up to ``limit`` tokens can pay on the curve even if all were
-        accepted (passes cost about their length in one-token passes): decode plainly, pipelined,
-        from here."""
+        """Whether no draft of up to ``limit`` tokens can pay (the module's "Giving up"):
+        decode plainly, pipelined, from here."""
         curve = self.curve
-        if not self.pipelines or curve is None or not curve.anchored:
+        if not self.pipelines or curve is None:
             return False
-        one = curve(1)
-        return all(curve(1 + n) >= HOPELESS * (1 + n) * one for n in range(1, max(limit, 1) + 1))
+        lengths = range(2, max(limit, 1) + 2)
+        return curve.guess or costs_its_length(curve, lengths, curve.pipelined)
 
     def queues_next_blind(self, plan: DraftPlan, drafter: Drafter) -> bool:
         """Asked once a pass was planned (``plan``), before it is learned from: whether the next

@@ -28,7 +28,7 @@ from .engine_thread import SHUTDOWN_TIMEOUT, EngineThread, GenerationStream, shu
 from .errors import EngineError
 from .events import DoneEvent, ModelEvent, ProgressEvent, ReplayEvent
 from .memory import EngineMemory
-from .model_ngrams import ModelTables
+from .model_ngrams import ModelTables, model_key
 from .models import HUB_ID, download_from_hub, load_model
 from .replay import replay_request
 from .session import ChatSession
@@ -107,6 +107,30 @@ class EngineService:
                 return
             push(ReplayEvent([result.outcome() for result in results]))
             push(DoneEvent("replayed", "", [], []))
+
+        return GenerationStream(self.engine_thread, job)
+
+    def measure(self, model: str | None = None) -> GenerationStream:
+        """Measure the verify cost of ``model`` (loading it if needed) on this machine now,
+        where it never was: what the calibrator does between requests, for a caller that
+        will not wait for that (the command line after its one answer). Progress events
+        ("measure"), then ``DoneEvent("measured")``; ``cancel()`` stops it between passes
+        (the curve is then left as it was, a guess)."""
+
+        async def job(should_stop, push):
+            self._ensure_model(model, push, should_stop)
+            loaded = self._loaded
+            if loaded.speculates and not self.memory.adaptive.measured(model_key(loaded)):
+                message = f"Measuring how fast {loaded.name} checks drafts (once on this machine)"
+                chats = [s for s in self.sessions if s.loaded is loaded]  # their context: no
+                target = chats[-1].target if chats else None  # prompt is read for it
+                for done, total in self.calibrator.measurement(loaded, target):
+                    push(ProgressEvent("measure", done, total, message))
+                    if should_stop():
+                        push(DoneEvent("cancelled", "", [], []))
+                        return
+                    await asyncio.sleep(0)
+            push(DoneEvent("measured", "", [], []))
 
         return GenerationStream(self.engine_thread, job)
 

@@ -206,6 +206,18 @@ class CostCurve:
 
 
 MEASURE_CONTEXT = 512
+# A pass of n tokens costing this share of what plain decoding pays for n tokens or more: no
+# draft it sends is worth its risk, even if all of it is kept (4-bit on MLX's CPU backend:
+# c(n) = 0.93-1.0 x n c(1), this project's 135M model on its 2-core CPU)
+HOPELESS = 0.9
+
+
+def costs_its_length(cost, lengths, pipelined: float | None = None) -> bool:
+    """Whether a pass of each of ``lengths`` tokens costs (``cost(n)``, seconds) at least
+    ``HOPELESS`` of what plain decoding pays for as many tokens: n one-token passes, each
+    ``pipelined`` of c(1) where it queues them (``CostCurve.pipelined``)."""
+    one = cost(1) * (pipelined or 1.0)
+    return all(cost(n) >= HOPELESS * n * one for n in lengths)
 
 
 def cost_path(model_key: str) -> Path:
@@ -250,17 +262,37 @@ def timing_steps(target, lengths=COST_LENGTHS, repeats: int = 3, tokens=None):
             yield done, total, samples
 
 
-def measurement_steps(target, context: int, lengths=COST_LENGTHS, repeats: int = 3):
+PROBED_LENGTHS = 4  # lengths timed first, together
+
+
+def measurement_steps(
+    target, context: int, lengths=COST_LENGTHS, repeats: int = 3, pipelined: float | None = None
+):
     """``timing_steps`` after ``context`` tokens of context are read into ``target``'s cache,
     all in short steps: the context goes in chunks no longer than the longest timed pass, so
-    no step takes longer than a timed pass. Yields ``samples`` (as ``timing_steps`` does;
-    empty while the context is read)."""
+    no step takes longer than a timed pass. Lengths up to ``PROBED_LENGTHS`` are timed
+    first, together; then each longer one in turn, up to the first that costs its length
+    (``costs_its_length``, plain decoding's pace ``pipelined``: 4-bit on MLX's CPU backend,
+    where timing them all took minutes): drafting cannot pay there, and the curve goes on at
+    the slope of the last two, about c(1) a token. Yields ``(samples, steps)``: ``samples``
+    as ``timing_steps`` gives them (empty while the context is read), ``steps`` how many
+    steps the measurement takes in all, as known so far."""
     chunk = max(lengths)
+    steps = -(-context // chunk) + (repeats + 1) * len(lengths)
     for start in range(0, context, chunk):
         target.prefill([0] * min(chunk, context - start))
-        yield {}
-    for _, _, samples in timing_steps(target, lengths, repeats):
-        yield samples
+        yield {}, steps
+    groups = [[n for n in lengths if n <= PROBED_LENGTHS]]
+    groups += [[n] for n in lengths if n > PROBED_LENGTHS]
+    samples: dict[int, list[float]] = {}
+    for group in groups:
+        before = samples
+        for _, _, timed in timing_steps(target, group, repeats):
+            samples = {**before, **timed}
+            yield samples, steps
+        least = {n: min(times) for n, times in samples.items()}
+        if costs_its_length(least.__getitem__, group, pipelined):
+            return
 
 
 PACE_TOKENS = 8  # one-token passes a step of ``pace_steps`` runs: a step stays short

@@ -357,8 +357,9 @@ def test_a_schedule_that_gives_up_in_a_blind_run_gets_plain_decoding_for_the_res
     tokens, results = run_with_policy(model, PROMPT, 40, settings, policy, schedule=schedule)
     assert tokens == reference_greedy(model, PROMPT, 40)
     assert len(results) == 40  # one token a pass throughout
-    # the run's first pass, then one blind pass a "no" to giving up; none after the "yes"
-    assert len(policy.outcomes) == 1 + schedule.after
+    # the loop's first pass and then each blind one after a "no" to giving up; none after
+    # the "yes"
+    assert len(policy.outcomes) == schedule.after
     assert schedule.asked_give_up == schedule.after + 1  # not asked again once it gave up
 
 

@@ -46,7 +46,7 @@ def test_first_answer_without_a_cost_file_starts_at_once(tiny_loaded, tmp_path, 
     assert all(e.stage == "prefill" for e in before), before  # no calibrate step, modal or not
     assert isinstance(events[-1], DoneEvent)
     curve = memory.adaptive.curve(model_key(tiny_loaded))
-    assert not curve.measured and curve.anchored  # the prior, in seconds from the real passes
+    assert not curve.measured  # the prior still: the answer decoded plainly
 
 
 def test_service_measures_between_answers_and_answers_meanwhile(

@@ -102,7 +102,7 @@ def simulate(
         plain += len(answer) * queued
         schedule.pipelines = "forced" not in turn  # a grammar's answer cannot queue passes
         while produced < len(answer):
-            if passes and schedule.gives_up(draft_count):
+            if schedule.gives_up(draft_count):
                 left = len(answer) - produced  # the loop decodes the rest plainly, pipelined
                 spec += left * queued
                 sizes += [(1, False)] * left
