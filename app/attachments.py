@@ -17,7 +17,8 @@ Edit puts them back in the composer). Keeping the text in the message means the 
 database needs nothing new, and a regenerated or continued answer reads the same files.
 
 ``read_attachment`` reads a file once (``engine.untrusted.read_regular_file``: only a
-regular file, at most ``MAX_FILE_BYTES``), takes a PDF's text layer with pypdf, decodes
+regular file, at most ``MAX_FILE_BYTES``), takes a PDF's text layer with pypdf (within
+budgets of unpacked bytes, pages and time: ``app.pdf_reading``), decodes
 anything else as UTF-8 with bad bytes replaced, refuses binary files, drops control
 characters, and refuses a file whose block does not fit the room it is given. Every
 refusal is an ``AttachmentError`` whose text says what to do.
@@ -25,7 +26,6 @@ refusal is an ``AttachmentError`` whose text says what to do.
 
 from __future__ import annotations
 
-import io
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +33,7 @@ from pathlib import Path
 from engine.untrusted import read_regular_file
 
 from .downloads import size_text
+from .pdf_reading import PdfProblem, pdf_pages
 
 # A PDF of a few hundred pages with pictures; a text file this size is far past any
 # model's context window anyway, so a larger file is refused before it is read.
@@ -68,11 +69,12 @@ class Attachment:
         return f"{self.name} · {self.size}"
 
 
-def read_attachment(path, room: int = MAX_CHARS_UNKNOWN_WINDOW) -> Attachment:
+def read_attachment(path, room: int = MAX_CHARS_UNKNOWN_WINDOW, read_pdf=pdf_pages) -> Attachment:
     """The text of the file at ``path`` if its block fits in ``room`` characters (what the
     context window leaves, ``budget_chars``); AttachmentError when it cannot be used. A PDF
-    is read only until it is past ``room``: a long book is refused in a fraction of the
-    time reading it whole takes."""
+    is read only until it is past ``room`` (a long book is refused in a fraction of the
+    time reading it whole takes), within ``app.pdf_reading``'s budgets, by ``read_pdf``: in
+    this process by default, ``WorkerRead().run`` in a worker process the app can stop."""
     path = Path(path)
     name = clean_name(path.name)
     try:
@@ -84,7 +86,7 @@ def read_attachment(path, room: int = MAX_CHARS_UNKNOWN_WINDOW) -> Attachment:
     except OSError as error:
         raise AttachmentError(f"{name} cannot be read: {error.strerror or error}.") from None
     if data.startswith(b"%PDF-") or path.suffix.lower() == ".pdf":
-        text, pages_read, pages = pdf_text(data, name, room)
+        text, pages_read, pages = pdf_text(data, name, room, read_pdf)
     elif b"\0" in data[:BINARY_PROBE_BYTES]:
         raise AttachmentError(
             f"{name} is not a text file. Attach text, Markdown or PDF files; for other "
@@ -111,41 +113,42 @@ def read_attachment(path, room: int = MAX_CHARS_UNKNOWN_WINDOW) -> Attachment:
     return attachment
 
 
-def pdf_text(data: bytes, name: str, room: int) -> tuple[str, int, int]:
+def pdf_text(data: bytes, name: str, room: int, read_pdf=pdf_pages) -> tuple[str, int, int]:
     """The text layer of a PDF's pages, a blank line between pages, read until it is longer
-    than ``room``; the pages read and the pages in all."""
-    from pypdf import PdfReader
-    from pypdf.errors import DependencyError, FileNotDecryptedError, PyPdfError
-
+    than ``room`` (``read_pdf``: ``app.pdf_reading.pdf_pages`` here, or a worker's ``run``);
+    the pages read and the pages in all."""
     try:
-        reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted and not reader.decrypt(""):  # "" opens owner-only locks
-            raise FileNotDecryptedError("password")
-        pages, length = [], 0
-        for page in reader.pages:
-            pages.append((page.extract_text() or "").strip())
-            length += len(pages[-1]) + 2
-            if length > room:
-                break
-        total = len(reader.pages)
-    except (FileNotDecryptedError, DependencyError):
-        raise AttachmentError(
-            f"{name} is protected by a password. Open it in a PDF viewer and save a copy "
-            "without the password, then attach that."
-        ) from None
-    except (PyPdfError, ValueError, KeyError, TypeError, IndexError, AttributeError) as error:
-        # pypdf raises these plain kinds too on a damaged file
-        raise AttachmentError(
-            f"{name} could not be read as a PDF ({error or type(error).__name__}); it may "
-            "be damaged. Try saving it again from the program that made it."
-        ) from None
-    text = "\n\n".join(pages).strip()
-    if not text:
+        pdf = read_pdf(data, room)
+    except PdfProblem as problem:
+        raise AttachmentError(pdf_refusal(name, problem)) from None
+    if not pdf.text:
         raise AttachmentError(
             f"{name} has no text layer (its pages are probably scanned pictures). Run it "
             "through text recognition (OCR) first, or paste the text you need."
         )
-    return text, len(pages), total
+    return pdf.text, pdf.pages_read, pdf.pages
+
+
+def pdf_refusal(name: str, problem: PdfProblem) -> str:
+    """Why the PDF ``name`` gives no text, and what to do, in words."""
+    part = "Attach a shorter PDF or the pages you need"
+    reasons = {
+        "password": f"{name} is protected by a password. Open it in a PDF viewer and save a "
+        "copy without the password, then attach that.",
+        "damaged": f"{name} could not be read as a PDF ({problem.detail}); it may be damaged. "
+        "Try saving it again from the program that made it.",
+        "unpacks": f"{name} unpacks to more than {problem.detail} of data, more than a text "
+        f"PDF needs, so it was not read further. {part}.",
+        "pages": f"{name} has {problem.detail} pages of a file. {part}.",
+        "slow": f"Reading {name} took longer than {problem.detail}, so it was stopped. {part}, "
+        "or save it again from the program that made it.",
+        "memory": f"{name} needs more memory to read than Draftless allows a file "
+        f"({problem.detail}), so it was stopped. {part}.",
+        "crashed": f"Reading {name} stopped unexpectedly ({problem.detail}); it may be damaged. "
+        "Try saving it again from the program that made it.",
+        "cancelled": f"Reading {name} was cancelled.",
+    }
+    return reasons.get(problem.kind, f"{name} could not be read ({problem.kind}).")
 
 
 def clean_name(name: str) -> str:

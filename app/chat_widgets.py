@@ -5,7 +5,7 @@ and the banner above the transcript."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import shiboken6
@@ -38,6 +38,7 @@ from .attachments import (
 )
 from .context_meter import context_use
 from .flow_layout import FlowLayout
+from .pdf_reading import WorkerRead
 
 ATTACH_FILTER = (
     "Text, Markdown or PDF (*.txt *.md *.markdown *.pdf *.csv *.json *.log *.py *.rst);;"
@@ -110,10 +111,12 @@ class ChatInput(QPlainTextEdit):
 
 @dataclass(eq=False)  # compared by identity: the same file may be attached twice
 class FileRead:
-    """A file being read in the background; its chip says so until it is done."""
+    """A file being read in the background; its chip says so until it is done. A PDF is
+    parsed in ``worker``'s process, which removing the file stops."""
 
     path: Path
     name: str
+    worker: WorkerRead = field(default_factory=WorkerRead)
 
 
 class FileChip(QFrame):
@@ -285,9 +288,13 @@ class Composer(QFrame):
             file = self.reading[0]
             room = self.budget() - sum(len(wrap(a)) for a in self.attachments)
             try:
-                result = await loop.run_in_executor(None, read_attachment, file.path, room)
+                result = await loop.run_in_executor(
+                    None, read_attachment, file.path, room, file.worker.run
+                )
             except AttachmentError as error:
                 result = str(error)
+            except Exception as error:  # never leave a chip reading, nor Send waiting
+                result = f"{file.name} could not be read ({type(error).__name__}: {error})."
             if not shiboken6.isValid(self):  # the window closed while the file was read
                 return
             if not self.reading or self.reading[0] is not file:  # discarded meanwhile
@@ -315,8 +322,8 @@ class Composer(QFrame):
     def remove_file(self, index: int) -> None:
         if index < len(self.attachments):
             del self.attachments[index]
-        else:  # still being read: its text is dropped when the read ends
-            del self.reading[index - len(self.attachments)]
+        else:  # still being read: stopped, and what it read is dropped
+            self.reading.pop(index - len(self.attachments)).worker.cancel()
         self.refused = []
         self._show_files()
 
@@ -352,7 +359,9 @@ class Composer(QFrame):
         self._drop_reads()
 
     def _drop_reads(self) -> None:
-        """Files still being read are discarded, and so is a Send waiting for them."""
+        """Files still being read are stopped and discarded, and so is a Send waiting for them."""
+        for file in self.reading:
+            file.worker.cancel()
         self.reading, self.refused, self.send_when_read = [], [], False
         self._show_files()
 

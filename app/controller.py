@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from PySide6.QtCore import QObject, Signal
 
+from engine.api import LocalEngine
 from engine.events import (
     DoneEvent,
     ErrorEvent,
@@ -25,8 +26,7 @@ from engine.events import (
     ReplayOutcome,
     TokenEvent,
 )
-from engine.replay import configurations
-from engine.settings import DraftSettings
+from engine.settings import DraftSettings, configurations
 from engine.stats import DecodeStats
 from engine.stop_strings import StopMatcher, kept_figures
 
@@ -708,7 +708,7 @@ class ChatController(QObject):
         engine cannot tokenize its prompt when it answered on a server or with another
         model than the one loaded."""
         return (
-            not hasattr(self.models.service, "replay")
+            not isinstance(self.models.service, LocalEngine)
             or (message.model or "") != self.models.model_name
         )
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
+from engine.api import Engine, LocalEngine
 from engine.events import DoneEvent, ErrorEvent, ModelEvent, ProgressEvent
 from engine.models import HUB_ID
 
@@ -39,7 +40,7 @@ class ModelControl(QObject):
 
     def __init__(
         self,
-        service,
+        service: LocalEngine,
         settings: Callable[[], AppSettings],
         update_settings: Callable[[AppSettings], None],
         is_busy: Callable[[], bool],
@@ -47,7 +48,7 @@ class ModelControl(QObject):
         parent=None,
     ):
         super().__init__(parent)
-        self.service = service  # the engine interface: local EngineService or RemoteEngine
+        self.service: Engine = service  # this machine's engine or an app.remote_engine's
         self.local_service = service
         self.settings = settings
         self.update_settings = update_settings

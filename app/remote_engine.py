@@ -1,22 +1,64 @@
 """The engine interface over a Draftless server (``python -m engine serve``).
 
-``RemoteEngine`` offers what the controller uses of the local ``EngineService`` —
-``generate(request)`` and ``load(spec)`` returning async event streams with ``cancel()``,
-``drafters()`` and ``shutdown()`` — and turns the server's OpenAI stream back into the
+``RemoteEngine`` is an ``engine.api.Engine``: ``generate(request)`` and ``load(spec)`` return
+event streams with ``cancel()``, and it turns the server's OpenAI stream back into the
 engine's own events: each chunk's ``draftless`` provenance becomes Token and Pass events
 (the first one's ``thinking``, a think block the chat template opened, the "prefill"
 Progress event that says so), the last chunk's statistics the Done event, so highlights,
-gauge, thinking panel and inspector work the same. It uses the official ``openai`` client on a worker thread per request; stopping an
-answer closes the connection, which the server honours at its next pass.
+gauge, thinking panel and inspector work the same.
+
+The server is untrusted. Every chunk is checked (``app.remote_reply``: token ids in the
+vocabulary, types, sizes) and a bad one ends the answer with a message naming the server.
+The request runs on the caller's asyncio loop (``app.http_stream``), reading the next part of the reply
+only once the app has taken what came before, so what is received is bounded; an answer
+holds at most the Max tokens it asked for. ``cancel()`` (Stop) ends the stream at once,
+wherever the request waits, and closes the connection, which the server honours at its next
+pass. Connecting waits at most ``CONNECT_TIMEOUT_S`` and each read ``READ_TIMEOUT_S``.
 """
 
 from __future__ import annotations
 
-import threading
+import asyncio
+from dataclasses import replace
 
+import h11
+
+from engine.api import drafter_summaries
 from engine.events import DoneEvent, ErrorEvent, ModelEvent, PassEvent, ProgressEvent, TokenEvent
-from engine.service import EngineService, GenerationStream
-from engine.stats import DecodeStats, stored_figures
+from engine.stats import DecodeStats
+
+from .http_stream import HttpReply, Silent, Unreachable, open_request
+from .remote_reply import (
+    VOCABULARY_CEILING,
+    BadReply,
+    Lines,
+    checked_chat_id,
+    checked_final,
+    checked_model,
+    checked_pass,
+    json_value,
+)
+
+# A server on the same network accepts a connection in milliseconds; 10 s covers a link
+# that is waking up, and then the person hears that the server cannot be reached.
+CONNECT_TIMEOUT_S = 10.0
+# The longest a server is silent while it works: a Draftless server stops a request after
+# 300 s (``serve --max-request-seconds``'s default), so a longer silence means it is gone.
+READ_TIMEOUT_S = 300.0
+TIMEOUTS_NOTE = (
+    f"Draftless waits up to {CONNECT_TIMEOUT_S:g} s to connect and {READ_TIMEOUT_S:g} s for "
+    "each part of an answer; Stop ends an answer at once."
+)
+# Events received but not yet taken by the app: a few passes' worth (a pass is its tokens
+# and one Pass event), so the request reads ahead a little and no further.
+QUEUED_EVENTS = 256
+# An error reply's body is read this far at most (its message is a sentence or two)
+MAX_ERROR_BYTES = 64 << 10
+# ``GET /v1/models``: one card per served model, a few hundred bytes each
+MAX_MODELS_BYTES = 1 << 20
+# SSE lines an answer of n tokens may take: a data line and a blank line per pass (at least
+# one token each), a few more for the finish, usage and [DONE] chunks and keep-alives.
+LINES_PER_TOKEN, EXTRA_LINES = 4, 64
 
 
 def api_base(url: str) -> str:
@@ -63,183 +105,322 @@ def request_body(request) -> dict:
 TEMPLATE_OPENED_THINKING = ProgressEvent("prefill", 0, 0, "Prompt read", thinking=True)
 
 
-class RemoteStream(GenerationStream):
-    """Events of one remote job, pushed from its worker thread to the caller's loop."""
+class ServerRefused(Exception):
+    """The server answered with an error status; the text is the whole message."""
 
-    def __init__(self, job):
-        super().__init__(None, job)  # job(stream, push, should_stop), run on a worker thread
-        self.response = None  # the open HTTP stream, closed by cancel()
+
+class RemoteStream:
+    """One request's events: an ``engine.api.EventStream`` (see the module docstring).
+
+    ``job(push)`` runs as a task on the loop that iterates the stream and ends with a Done
+    or an Error event; ``push`` waits while ``QUEUED_EVENTS`` are not yet taken. The stream
+    keeps the tokens it hands out, so the Done event it gives (the server's, or its own
+    "cancelled" one after ``cancel()``) holds exactly the tokens the app was given."""
+
+    def __init__(self, job, problem, drafter: str = "none"):
+        self._job = job
+        self._problem = problem  # an exception -> a message naming the server
+        self._queue: asyncio.Queue = asyncio.Queue(QUEUED_EVENTS)
+        self._stop = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task | None = None
+        self._cancelled = False
+        self._finished = False
+        self._tokens: list[int] = []
+        self._flags: list[bool] = []
+        self._texts: list[str] = []
+        self._stats = DecodeStats(drafter=drafter)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
 
     def cancel(self) -> None:
-        super().cancel()
-        response = self.response
-        if response is not None:
+        """End the stream now (from any thread): its next event is ``DoneEvent("cancelled")``."""
+        self._cancelled = True
+        if self._loop is not None:
             try:
-                response.close()
-            except Exception:  # already closed by the worker
+                self._loop.call_soon_threadsafe(self._stop.set)
+            except RuntimeError:  # the loop is closed: nobody is iterating any more
                 pass
 
-    def _start(self, push) -> None:
-        threading.Thread(
-            target=self._job,
-            args=(self, push, self._cancelled.is_set),
-            name="draftless-remote",
-            daemon=True,
-        ).start()
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        if self._finished:
+            raise StopAsyncIteration
+        if self._task is None and not self._cancelled:
+            self._loop = asyncio.get_running_loop()
+            self._task = asyncio.ensure_future(self._run())
+        event = None if self._cancelled else await self._next()
+        if event is None:  # stopped: what was received and not taken is dropped
+            self._finished = True
+            await self._end_task(stop=True)
+            return DoneEvent(
+                "cancelled",
+                "".join(self._texts),
+                list(self._tokens),
+                list(self._flags),
+                self._stats.to_dict(),
+                self._stats.timing_dict(),
+            )
+        return await self._hand_out(event)
+
+    async def aclose(self) -> None:
+        self.cancel()
+        self._finished = True
+        await self._end_task(stop=True)
+
+    async def _next(self):
+        """The next event the job pushed; None once the stream is cancelled."""
+        taking = asyncio.ensure_future(self._queue.get())
+        stopping = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({taking, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            taking.cancel()
+        return None if self._cancelled or not taking.done() else taking.result()
+
+    async def _run(self) -> None:
+        try:
+            await self._job(self._queue.put)
+        except Exception as error:  # a bad reply, a lost connection: the answer ends here
+            await self._queue.put(ErrorEvent(self._problem(error)))
+
+    async def _hand_out(self, event):
+        if isinstance(event, TokenEvent):
+            self._tokens.append(event.token)
+            self._flags.append(event.from_draft)
+            self._texts.append(event.text)
+        elif isinstance(event, PassEvent):
+            self._stats.record_pass(event.drafted, event.accepted, event.emitted, event.seconds)
+        elif isinstance(event, (DoneEvent, ErrorEvent)):
+            self._finished = True
+            await self._end_task(stop=False)
+            if isinstance(event, DoneEvent):
+                event = replace(
+                    event,
+                    text="".join(self._texts),
+                    tokens=list(self._tokens),
+                    from_draft=list(self._flags),
+                )
+        return event
+
+    async def _end_task(self, stop: bool) -> None:
+        """Let the request's task unwind; ``stop``: cancel it first, wherever it waits
+        (which closes its connection). A task that ended its reply closes it itself."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        if stop:
+            task.cancel()
+        try:
+            await task
+        except BaseException:  # its CancelledError, or whatever it failed with meanwhile
+            pass
 
 
 class RemoteEngine:
-    def __init__(self, url: str, api_key: str | None = None, timeout: float = 600.0):
-        import openai
-
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None = None,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
+        read_timeout: float = READ_TIMEOUT_S,
+    ):
         self.url = api_base(url)
-        self._openai = openai
-        self.client = openai.OpenAI(
-            base_url=self.url, api_key=api_key or "none", max_retries=0, timeout=timeout
-        )
+        self.headers = {"Authorization": f"Bearer {api_key or 'none'}"}
+        self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
         self.model_name = ""
+        self.vocabulary = VOCABULARY_CEILING  # until the server's model card says
         # the app's chat id -> the id the server issued for it (the server honours only its own)
         self.server_chat_ids: dict[str, str] = {}
 
     @staticmethod
     def drafters() -> dict[str, str]:
-        return EngineService.drafters()
+        return drafter_summaries()
 
     def shutdown(self) -> None:
-        self.client.close()
+        """Nothing to let go of: each request has its own connection, closed when it ends."""
 
     def _problem(self, error: Exception) -> str:
-        openai = self._openai
-        if isinstance(error, openai.AuthenticationError):
+        if isinstance(error, ServerRefused):
+            return str(error)
+        if isinstance(error, BadReply):
             return (
-                f"The server at {self.url} refused the API key. Check the key in "
-                "Model → Connect to server…."
+                f"The server at {self.url} sent a reply Draftless cannot use ({error}), so "
+                "the answer was ended. Check that the address is a Draftless server."
             )
-        if isinstance(error, openai.APIConnectionError):
+        if isinstance(error, Unreachable):
             return (
                 f"Cannot reach the Draftless server at {self.url}. Check that "
                 "`python -m engine serve` runs there and the address, or choose "
                 "Model → Use this machine's engine."
             )
-        if isinstance(error, openai.APIStatusError):
-            return f"The server at {self.url} answered {error.status_code}: {error.message}"
+        if isinstance(error, Silent):
+            return (
+                f"The server at {self.url} sent nothing for {self.read_timeout:g} s, so the "
+                "answer was ended. Check that the server still runs."
+            )
+        if isinstance(error, (OSError, h11.ProtocolError)):
+            return f"The connection to the server at {self.url} failed ({error})."
         return f"The server at {self.url} failed: {error}"
 
     def load(self, spec=None) -> RemoteStream:
         """Check the server answers and say which model it serves (``spec`` is the
         server's business: it serves the model it was started with)."""
-
-        def job(stream, push, should_stop):
-            try:
-                models = self.client.models.list().data
-            except Exception as error:
-                push(ErrorEvent(self._problem(error)))
-                return
-            if not models:
-                push(ErrorEvent(f"The server at {self.url} serves no model."))
-                return
-            model = models[0]
-            self.model_name = model.id
-            extra = (model.model_extra or {}).get("draftless") or {}
-            push(ModelEvent(model.id, self.url, extra.get("speculation", "on")))
-            push(DoneEvent("loaded", "", [], []))
-
-        return RemoteStream(job)
+        return RemoteStream(self._load, self._problem)
 
     def generate(self, request) -> RemoteStream:
         return RemoteStream(
-            lambda stream, push, should_stop: self._answer(request, stream, push, should_stop)
+            lambda push: self._answer(request, push), self._problem, request.draft.drafter
         )
 
-    def _answer(self, request, stream: RemoteStream, push, should_stop) -> None:
-        body = request_body(request)
-        extra = {
-            key: body.pop(key)
-            for key in ("top_k", "min_p", "draftless", "chat_id", "repetition_penalty")
-            if key in body
+    async def _load(self, push) -> None:
+        async with await self._request("GET", "/models") as reply:
+            payload = json_value(await read_at_most(reply, MAX_MODELS_BYTES, "model list"))
+        self.model_name, speculation, self.vocabulary = checked_model(payload)
+        await push(ModelEvent(self.model_name, self.url, speculation))
+        await push(DoneEvent("loaded", "", [], []))
+
+    async def _answer(self, request, push) -> None:
+        body = {
+            **request_body(request),
+            "model": self.model_name or "default",
+            "stream": True,
+            "stream_options": {"include_usage": True},
         }
-        if "chat_id" in extra:
-            extra["chat_id"] = self.server_chat_ids.get(extra["chat_id"], extra["chat_id"])
-        tokens: list[int] = []
-        from_draft: list[bool] = []
-        text: list[str] = []
-        stats = DecodeStats(drafter=request.draft.drafter)
-        try:
-            response = self.client.chat.completions.create(
-                stream=True,
-                stream_options={"include_usage": True},
-                extra_body=extra,
-                **{k: v for k, v in body.items() if k != "model"},
-                model=self.model_name or "default",
-            )
-            stream.response = response
-            if should_stop():
-                response.close()
-            for chunk in response:
-                issued = (chunk.model_extra or {}).get("chat_id")
+        if request.chat_id is not None:
+            body["chat_id"] = self.server_chat_ids.get(request.chat_id, request.chat_id)
+        reading = AnswerReading(self.url, request.max_tokens, self.vocabulary)
+        async with await self._request("POST", "/chat/completions", body) as reply:
+            lines = Lines(reply.piece)
+            while (line := await lines.next()) is not None:
+                chunk = reading.chunk(line)
+                if chunk is None:
+                    continue
+                issued = checked_chat_id(chunk.get("chat_id"))
                 if issued and request.chat_id is not None:
                     self.server_chat_ids[request.chat_id] = issued
-                provenance = (chunk.model_extra or {}).get("draftless")
-                if provenance:
-                    self._pass(provenance, push, tokens, from_draft, text, stats)
-                    if provenance.get("thinking") is True:
-                        push(TEMPLATE_OPENED_THINKING)
-                if chunk.usage is not None:
-                    final = dict((chunk.usage.model_extra or {}).get("draftless") or {})
-                    timing = final.pop("timing", {})
-                    reason = final.pop("finish_reason", None) or chunk.choices[0].finish_reason
-                    final, timing = stored_figures(final, timing)  # another machine's figures
-                    push(DoneEvent(reason, "".join(text), tokens, from_draft, final, timing))
-                    return
-        except Exception as error:
-            if not should_stop():
-                push(ErrorEvent(self._problem(error)))
-                return
-        if should_stop():  # stopped by the user: the figures of the passes that arrived
-            push(
-                DoneEvent(
-                    "cancelled",
-                    "".join(text),
-                    tokens,
-                    from_draft,
-                    stats.to_dict(),
-                    stats.timing_dict(),
-                )
-            )
-        else:
-            push(ErrorEvent(f"The server at {self.url} ended the answer early."))
+                for event in reading.events(chunk):
+                    await push(event)
+                    if isinstance(event, (DoneEvent, ErrorEvent)):
+                        return
+        await push(ErrorEvent(f"The server at {self.url} ended the answer early."))
 
-    @staticmethod
-    def _pass(provenance: dict, push, tokens, from_draft, text, stats: DecodeStats) -> None:
-        index = provenance["pass"]
-        for i, token in enumerate(provenance["tokens"]):
-            piece = provenance["texts"][i]
-            push(
-                TokenEvent(
-                    token,
-                    piece,
-                    provenance["from_draft"][i],
-                    index,
-                    provenance["draft_position"][i],
-                    provenance["drafter"] or "",
-                )
-            )
-            tokens.append(token)
-            from_draft.append(provenance["from_draft"][i])
-            text.append(piece)
-        stats.record_pass(
-            provenance["drafted"],
-            provenance["accepted"],
-            len(provenance["tokens"]),
-            provenance["seconds"],
+    async def _request(self, method: str, path: str, body: dict | None = None) -> HttpReply:
+        """The open reply to ``method path`` once its status is a success."""
+        reply = await open_request(
+            method, self.url + path, self.headers, body, self.connect_timeout, self.read_timeout
         )
-        push(
+        try:
+            await self._check_status(reply)
+        except BaseException:
+            reply.close()
+            raise
+        return reply
+
+    async def _check_status(self, reply: HttpReply) -> None:
+        if reply.status == 401:
+            raise ServerRefused(
+                f"The server at {self.url} refused the API key. Check the key in "
+                "Model → Connect to server…."
+            )
+        if reply.status >= 400:
+            text = await read_at_most(reply, MAX_ERROR_BYTES, "error")
+            raise ServerRefused(
+                f"The server at {self.url} answered {reply.status}: {error_message(text)}"
+            )
+
+
+class AnswerReading:
+    """The events of one answer's SSE lines, checked, within the answer's bounds."""
+
+    def __init__(self, url: str, max_tokens: int, vocabulary: int):
+        self.url = url
+        self.vocabulary = vocabulary
+        self.max_tokens = max_tokens
+        self.tokens = 0
+        self.lines_left = LINES_PER_TOKEN * max_tokens + EXTRA_LINES
+
+    def chunk(self, line: bytes) -> dict | None:
+        """The JSON object of a ``data:`` line; None for anything else (blank lines,
+        comments, ``[DONE]``)."""
+        self.lines_left -= 1
+        if self.lines_left < 0:
+            raise BadReply(f"it kept sending past the {self.max_tokens:,} tokens asked for")
+        if not line.startswith(b"data:"):
+            return None
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            return None
+        chunk = json_value(data)
+        if not isinstance(chunk, dict):
+            raise BadReply("a chunk is not a JSON object")
+        return chunk
+
+    def events(self, chunk: dict) -> list:
+        """Token and Pass events of one chunk, then the Done event once its usage arrives
+        (or the Error event of a server that failed mid-answer)."""
+        if "error" in chunk:
+            error = chunk["error"]
+            message = error.get("message") if isinstance(error, dict) else error
+            return [ErrorEvent(f"The server at {self.url} failed: {str(message)[:500]}")]
+        events = []
+        provenance = chunk.get("draftless")
+        if provenance:
+            events += self._pass(checked_pass(provenance, self.vocabulary))
+        if chunk.get("usage") is not None:
+            choices = chunk.get("choices")
+            first = choices[0] if isinstance(choices, list) and choices else {}
+            fallback = first.get("finish_reason") if isinstance(first, dict) else None
+            reason, stats, timing = checked_final(chunk["usage"], fallback)
+            events.append(DoneEvent(reason, "", [], [], stats, timing))
+        return events
+
+    def _pass(self, checked) -> list:
+        self.tokens += len(checked.tokens)
+        if self.tokens > self.max_tokens:
+            raise BadReply(f"it sent more than the {self.max_tokens:,} tokens asked for")
+        events = [
+            TokenEvent(token, text, flag, checked.index, position, checked.drafter)
+            for token, text, flag, position in zip(
+                checked.tokens, checked.texts, checked.from_draft, checked.draft_position
+            )
+        ]
+        events.append(
             PassEvent(
-                index,
-                provenance["drafted"],
-                provenance["accepted"],
-                len(provenance["tokens"]),
-                provenance["seconds"],
-                provenance["tokens_per_pass"],
+                checked.index,
+                checked.drafted,
+                checked.accepted,
+                len(checked.tokens),
+                checked.seconds,
+                checked.tokens_per_pass,
             )
         )
+        if checked.thinking:
+            events.append(TEMPLATE_OPENED_THINKING)
+        return events
+
+
+async def read_at_most(reply: HttpReply, limit: int, what: str) -> bytes:
+    data = bytearray()
+    while (piece := await reply.piece()) is not None:
+        data += piece
+        if len(data) > limit:
+            raise BadReply(f"its {what} is larger than {limit:,} bytes")
+    return bytes(data)
+
+
+def error_message(body: bytes) -> str:
+    """The message of an OpenAI-shaped error body, else its first line (shortened)."""
+    try:
+        error = json_value(body).get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+    except (BadReply, AttributeError):
+        message = None
+    if not isinstance(message, str):
+        message = body.decode("utf-8", "replace").strip().split("\n", 1)[0]
+    return message[:500] or "no message"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QVBoxLayout
 
+from .remote_engine import TIMEOUTS_NOTE
+
 DEFAULT_URL = "http://127.0.0.1:8080"
 
 
@@ -30,10 +32,14 @@ class ServerDialog(QDialog):
         form.addRow("API key", self.key)
         layout.addLayout(form)
         self.note = QLabel(
-            "The key is kept in the system keychain."
-            if keychain
-            else "No system keychain is available here: the key is kept until "
-            "Draftless quits, and asked for again next time."
+            (
+                "The key is kept in the system keychain."
+                if keychain
+                else "No system keychain is available here: the key is kept until "
+                "Draftless quits, and asked for again next time."
+            )
+            + " "
+            + TIMEOUTS_NOTE
         )
         self.note.setObjectName("hint")
         self.note.setWordWrap(True)

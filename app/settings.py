@@ -30,7 +30,7 @@ from engine.settings import (
     SamplingSettings,
 )
 from engine.stop_strings import MAX_STOP_CHARS, MAX_STOPS, valid_stop_strings
-from engine.untrusted import aside_path, move_aside, write_atomic
+from engine.untrusted import aside_path, move_aside, read_json, read_regular_file, write_atomic
 
 TEMPERATURE_RANGE = (0.0, 5.0)
 TOP_P_RANGE = (0.0, 1.0)
@@ -41,6 +41,9 @@ STOP_STRINGS_RULE = f"at most {MAX_STOPS} stop strings, each 1 to {MAX_STOP_CHAR
 ZOOM_RANGE = (0.5, 3.0)  # the transcript's text size, a factor of the normal size
 VARIED_TEMPERATURE = 0.7  # "Regenerate with temperature 0.7": one answer that can differ
 SETTINGS_FILE = "settings.json"
+# The file holds a system prompt, which no model's window takes past ~4 MB of text (a
+# million tokens), and JSON's escapes can double that: anything larger is not a settings file
+MAX_SETTINGS_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -184,9 +187,11 @@ class SettingsStore:
         self.message = None
         self.protected = False
         try:
-            if not self.path.exists():
-                return AppSettings()
-            raw = self.path.read_bytes()
+            data = read_json(self.path, MAX_SETTINGS_BYTES)
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+        except FileNotFoundError:
+            return AppSettings()
         except OSError as error:
             self.protected = True
             self.message = (
@@ -194,11 +199,7 @@ class SettingsStore:
                 "the defaults are used and the file is left as it is."
             )
             return AppSettings()
-        try:
-            data = json.loads(raw.decode("utf-8"))
-            if not isinstance(data, dict):
-                raise ValueError("not a JSON object")
-        except ValueError as error:  # UnicodeDecodeError included
+        except ValueError as error:  # not a regular file, too large, not JSON, too deep
             kept = self._keep_aside("corrupt", move=True)
             self.message = (
                 f"The settings file {self.path} could not be read ({error}); "
@@ -226,8 +227,8 @@ class SettingsStore:
                 target = move_aside(self.path, why)
             else:
                 target = aside_path(self.path, why)
-                target.write_bytes(self.path.read_bytes())
-        except OSError as error:
+                target.write_bytes(read_regular_file(self.path, MAX_SETTINGS_BYTES))
+        except (OSError, ValueError) as error:  # ValueError: replaced meanwhile
             self.protected = True
             return (
                 f"The file could not be kept aside ({error}) and is left as it is; "

@@ -25,7 +25,7 @@ from typing import Callable
 
 from engine import paths as engine_paths
 from engine.stats import stored_figures
-from engine.untrusted import move_aside
+from engine.untrusted import move_aside, parse_json
 
 from .provenance import Provenance, TokenInfo
 
@@ -241,6 +241,8 @@ class Store:
 
     def _open(self, lock_wait: float) -> sqlite3.Connection:
         """The database, checked and writable; raises what went wrong."""
+        if self.path.exists() and not self.path.is_file():  # a FIFO would hang SQLite's read
+            raise Damaged("it is not a regular file")
         db = sqlite3.connect(self.path, timeout=lock_wait)
         try:
             db.execute("PRAGMA foreign_keys = ON")
@@ -699,8 +701,9 @@ def folded(text: str | None) -> str:
 
 
 def _json(text: str | None) -> dict:
+    """A JSON column's object; {} for one that is not (damaged: its figures read as absent)."""
     try:
-        value = json.loads(text) if text else {}
-    except ValueError:
+        value = parse_json(text) if text else {}
+    except (ValueError, TypeError):  # TypeError: not text at all (a blob)
         return {}
     return value if isinstance(value, dict) else {}

@@ -74,6 +74,22 @@ ALL_FONT_PROPERTIES = 0x3FFFF  # QFont::AllPropertiesResolved (PySide6 does not 
 # A never-built card's estimated height: its frame, header and footer, and a line per
 # wrapped line of text (measured at 100% zoom: 14-19 px a line, ~90 characters wide).
 CARD_PX, LINE_PX, LINE_CHARS = 60, 18, 90
+# A stored message longer than this shows its beginning and says so (Copy takes all of it):
+# rendering and highlighting cost ~7 us a character here (a 1 MB message took 11 s to open,
+# a chat of 50 MB messages never opened), so a card this long takes ~0.7 s. It is about
+# 31,000 tokens at 3.2 characters a token, nearly the longest answer Max tokens allows.
+SHOWN_CHARS = 100_000
+
+
+def shown_part(text: str) -> tuple[str, bool]:
+    """What a stored message's card shows of ``text``, and whether that is only its start."""
+    if len(text) <= SHOWN_CHARS:
+        return text, False
+    note = (
+        f"\n\n*… {len(text):,} characters in all: the first {SHOWN_CHARS:,} are shown. "
+        "Copy copies all of it.*"
+    )
+    return text[:SHOWN_CHARS] + note, True
 
 
 class MessageBody(QTextBrowser):
@@ -347,6 +363,10 @@ class MessageView(QFrame):
         text = self.text if self.text or not self.streaming else self._waiting_text()
         if self.role == "user":  # attached files show as chips, not as their text
             text = self.files.show_message(text)
+        if not self.streaming:
+            text, cut = shown_part(text)
+            if cut:  # no highlights: the note is not the answer's text
+                shown = None
         palette = theme.current().palette()
         parts = split(
             text if self.role == "assistant" and self.text else "",
@@ -449,7 +469,7 @@ class Slot(QWidget):
 
     def estimate(self, zoom: float) -> None:
         """The height of a card never built, from its text."""
-        text = self.message.content
+        text, _ = shown_part(self.message.content)
         lines = text.count("\n") + len(text) // LINE_CHARS + 1
         self.setFixedHeight(int((CARD_PX + LINE_PX * lines) * zoom))
 

@@ -44,9 +44,9 @@ from .adaptive import (
 )
 from .draft_policy import Choice, MatchClass, PassOutcome
 from .drafters.base import AT_CURSOR, ONCE, USUAL, Proposal
+from .settings import POLICY_KINDS  # noqa: F401  (its home is the settings; bench imports it here)
 from .verify_cost import CostCurve
 
-POLICY_KINDS = ("adaptive", "calibrated")  # ``DraftSettings.policy``'s values
 FEATURES = (
     "bias",
     "log2(1 + match length)",

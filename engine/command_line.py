@@ -7,8 +7,7 @@ import argparse
 import sys
 
 from .events import ProgressEvent
-from .calibrated_policy import POLICY_KINDS
-from .settings import DraftSettings, GenerationRequest, SamplingSettings
+from .settings import POLICY_KINDS, DraftSettings, GenerationRequest, SamplingSettings
 from .verify_cost import curve_from_spec
 
 

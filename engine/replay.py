@@ -32,11 +32,8 @@ from .drafters import DRAFTERS, make_drafter, measurement_options
 from .events import DoneEvent, ReplayOutcome
 from .drafters.base import Drafter
 from .model_ngrams import ModelTables, model_key
-from .models import load_model
 from .passes import judge_by_answer, learn_pass, plan_pass
-from .session import ChatSession
-from .session import prompt_tokens as request_tokens
-from .settings import DraftSettings, GenerationRequest
+from .settings import DraftSettings, GenerationRequest, configurations
 from .stats import DecodeStats, summary_line
 from .tokens import output_size
 from .verify_cost import curve_from_spec
@@ -158,29 +155,6 @@ def replay_many(
     return sorted(results, key=key, reverse=True)
 
 
-def configurations(
-    drafters: Sequence[str],
-    draft_counts: Sequence[int],
-    ngram_orders: Sequence[int],
-    base: DraftSettings | None = None,
-) -> list[DraftSettings]:
-    base = base or DraftSettings()
-    return [
-        replace(
-            base,
-            drafter=d,
-            draft_count=k,
-            ngram_order=n,
-            ngram_min=min(base.ngram_min, n),
-            adaptive=False,
-        )
-        for d in drafters
-        for k in draft_counts
-        for n in ngram_orders
-        if d != "none"
-    ]
-
-
 def replay_request(
     loaded,
     request,
@@ -198,6 +172,8 @@ def replay_request(
     ``should_stop`` is checked between configurations. ``tables``: the model tables the
     live sessions use (the service's ``EngineMemory.tables``; default: the shipped or
     cached ones)."""
+    from .session import prompt_tokens as request_tokens  # MLX: not for a replay without the model
+
     prompt = request_tokens(loaded, request)
     key = model_key(loaded)
     if request.draft.cost_curve is not None:  # a device curve asked for
@@ -246,6 +222,9 @@ def add_replay_arguments(parser) -> None:
 
 def run_replay(args) -> int:
     """``python -m engine replay``: answer greedily once, replay every drafter over it."""
+    from .models import load_model
+    from .session import ChatSession
+
     loaded = load_model(args.model)
     request = GenerationRequest(
         messages=[{"role": "user", "content": args.prompt}],

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import asyncio
 
+from .api import drafter_summaries
 from .calibrated_policy import PolicyMemory
 from .calibration import Calibrator
 from .decode import Target
-from .drafters import DRAFTERS
 from .engine_thread import SHUTDOWN_TIMEOUT, EngineThread, GenerationStream, shut_down_at_exit
 from .errors import EngineError
 from .events import DoneEvent, ModelEvent, ProgressEvent, ReplayEvent
@@ -39,7 +39,8 @@ __all__ = ["EngineService", "GenerationStream"]
 
 
 class EngineService:
-    """Owns the engine thread, the loaded model and the kept chat sessions."""
+    """Owns the engine thread, the loaded model and the kept chat sessions: an
+    ``engine.api.LocalEngine``."""
 
     def __init__(self, build_tables_inline: bool = False):
         """``build_tables_inline``: a request that needs a model table not built yet builds
@@ -157,7 +158,7 @@ class EngineService:
 
     @staticmethod
     def drafters() -> dict[str, str]:
-        return {name: cls.summary for name, cls in DRAFTERS.items()}
+        return drafter_summaries()
 
     def build_tables_for(self, draft: DraftSettings) -> None:
         """Start building, between requests, the loaded model's tables that ``draft``'s

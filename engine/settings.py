@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .calibrated_policy import POLICY_KINDS
 from .drafters import DRAFTERS, resolve_drafter_name
 from .errors import EngineError
 
@@ -18,6 +18,8 @@ TOP_K_RANGE = (0, 1_000_000)  # 0: off; the largest vocabularies are about 260,0
 MIN_P_RANGE = (0.0, 1.0)  # a share of the most likely token's probability; 0: off
 # mlx-lm's multiplicative penalty: 1 leaves the logits as they are; 10 all but bans a repeat
 REPETITION_PENALTY_RANGE = (0.01, 10.0)
+# how the adaptive policy judges acceptance: ``DraftSettings.policy``'s values
+POLICY_KINDS = ("adaptive", "calibrated")
 
 
 def _check_range(name: str, value, bounds, kind=int) -> None:
@@ -42,7 +44,7 @@ class DraftSettings:
     ngram_order: int = 4
     ngram_min: int = 1
     adaptive: bool = True  # off: draft exactly draft_count tokens whenever the drafter can
-    # how the adaptive policy judges acceptance (``adaptive.POLICY_KINDS``): ``adaptive``, per
+    # how the adaptive policy judges acceptance (``POLICY_KINDS``): ``adaptive``, per
     # match class from fitted prior tables; ``calibrated``, a logistic model per drafter
     # learned online (``calibrated_policy``)
     policy: str = "adaptive"
@@ -164,3 +166,28 @@ class GenerationRequest:
         elif not self.prompt.strip():
             raise EngineError("The prompt is empty: type something to answer.")
         return replace(self, draft=self.draft.validated(), sampling=self.sampling.validated())
+
+
+def configurations(
+    drafters: Sequence[str],
+    draft_counts: Sequence[int],
+    ngram_orders: Sequence[int],
+    base: DraftSettings | None = None,
+) -> list[DraftSettings]:
+    """Every drafter (but ``none``) at each draft count and n-gram order, on ``base``'s other
+    settings with a fixed draft count: the configurations a replay compares."""
+    base = base or DraftSettings()
+    return [
+        replace(
+            base,
+            drafter=d,
+            draft_count=k,
+            ngram_order=n,
+            ngram_min=min(base.ngram_min, n),
+            adaptive=False,
+        )
+        for d in drafters
+        for k in draft_counts
+        for n in ngram_orders
+        if d != "none"
+    ]

@@ -3,6 +3,9 @@
 - ``read_regular_file(path, max_bytes)`` reads a file only if it is a regular file (never a
   FIFO, a device or a directory, which could block or flood the reader) of at most
   ``max_bytes``; anything else raises OSError or ValueError with a reason a person can read.
+- ``read_json(path, max_bytes)``: such a file's JSON value; text that is not UTF-8 JSON, or
+  nests too deeply for the parser (RecursionError), is a ValueError like the rest.
+- ``parse_json(text)``: the same rule for JSON already in hand (a database column).
 - ``move_aside(path)`` renames ``x.json`` to ``x.json.corrupt-<date>-<time>`` beside it (the
   app's chat database and settings use the same names) and returns the new path; it raises
   OSError when the folder does not allow it, and the caller must then leave the file alone.
@@ -16,6 +19,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import tempfile
@@ -67,6 +71,22 @@ def read_regular_file(path, max_bytes: int) -> bytes:
     if len(data) > max_bytes:
         raise ValueError(f"it is larger than {max_bytes:,} bytes")
     return data
+
+
+def read_json(path, max_bytes: int):
+    """The JSON value in the regular file ``path`` of at most ``max_bytes``; OSError when it
+    cannot be read (missing: FileNotFoundError), ValueError when it is not such a file or
+    its text is not JSON (a damaged file, to be set aside)."""
+    return parse_json(read_regular_file(path, max_bytes))
+
+
+def parse_json(text: bytes | str):
+    """``json.loads(text)`` with every way the text can be wrong as a ValueError."""
+    try:
+        return json.loads(text)
+    except RecursionError:  # [[[[…: deeper than the parser goes
+        raise ValueError("it is nested too deeply to be JSON that Draftless wrote") from None
+    # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
 
 
 def write_atomic(path, data: bytes | str) -> None:

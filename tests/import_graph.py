@@ -110,6 +110,24 @@ def engine_importing_app(edges: dict[str, set[str]]) -> list[str]:
     )
 
 
+# The engine's modules that hold the model, the decode loop or the thread that runs them;
+# the app reaches them only where it builds this machine's engine (app.__main__) and
+# otherwise through engine.api, so a client of a server never loads MLX.
+ENGINE_INTERNALS = ("engine.service", "engine.session", "engine.decode", "engine.engine_thread")
+BUILDS_THE_ENGINE = ("app.__main__",)
+
+
+def app_reaching_engine_internals(edges: dict[str, set[str]]) -> list[str]:
+    """``app -> engine.internal`` edges outside ``BUILDS_THE_ENGINE``."""
+    return sorted(
+        f"{name} -> {target}"
+        for name, targets in edges.items()
+        if name.startswith("app") and name not in BUILDS_THE_ENGINE
+        for target in targets
+        if target in ENGINE_INTERNALS
+    )
+
+
 def main() -> int:
     edges = graph()
     width = max(len(name) for name in edges)
@@ -120,6 +138,8 @@ def main() -> int:
     print("cycles:", "none" if not found else "; ".join(" <-> ".join(c) for c in found))
     print("importers of engine.bench besides the CLI:", ", ".join(bench_importers(edges)) or "none")
     print("engine modules importing app:", ", ".join(engine_importing_app(edges)) or "none")
+    reaching = app_reaching_engine_internals(edges)
+    print("app modules reaching the engine's internals:", ", ".join(reaching) or "none")
     return 1 if found else 0
 
 

@@ -106,11 +106,11 @@ class SlowReader:
         self.release = threading.Event()
         self.inside = threading.Event()
 
-    def __call__(self, path, room):
+    def __call__(self, path, room, read_pdf):
         self.inside.set()
         self.release.wait(5)  # on the UI thread (the old way) this blocks the window
         try:
-            return attachments.read_attachment(path, room)
+            return attachments.read_attachment(path, room, read_pdf)
         finally:
             self.inside.clear()
 

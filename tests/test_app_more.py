@@ -12,13 +12,10 @@ from .test_app_views import app, ask, loop, wait  # noqa: F401
 
 
 class ServerLike(ScriptedService):
-    """What the controller sees of ``RemoteEngine``: answers, no ``replay``."""
+    """What the controller sees of ``RemoteEngine``: an ``engine.api.Engine`` that answers,
+    not a ``LocalEngine`` (None marks a protocol method as missing)."""
 
-    replay = property(
-        lambda self: (_ for _ in ()).throw(
-            AttributeError("'RemoteEngine' object has no attribute 'replay'")
-        )
-    )
+    replay = None
 
 
 WORDS = ["one ", "two ", "three ", "four "] * 6
@@ -229,6 +226,7 @@ def test_a_server_connection_is_shown_remembered_and_its_key_kept_out_of_setting
     fill_server_dialog(seen, "studio.local:8080", "s3cret")
     wait(qtbot, window.model_presenter.connect_server())
     assert seen[0][2] == QLineEdit.Password and "keychain" in seen[0][3]
+    assert "10 s to connect and 300 s for each part of an answer" in seen[0][3]  # the timeouts
     assert controller.models.service is made[0] and made[0].api_key == "s3cret"
     label = window.server_label
     assert label.isVisible() and "http://studio.local:8080/v1" in label.text()
@@ -266,15 +264,12 @@ def test_without_a_keychain_the_key_lasts_the_session_and_the_dialog_says_so(
 
 
 def test_messages_name_this_machines_engine_as_the_menu_does(app):
-    import httpx
-    import openai
-
+    from app.http_stream import Unreachable
     from app.remote_engine import RemoteEngine
 
     menu = [a.text() for m in app.window.menuBar().actions() for a in m.menu().actions()]
     assert "Use this machine's engine" in menu
-    error = openai.APIConnectionError(request=httpx.Request("GET", "http://127.0.0.1:1/v1"))
-    message = RemoteEngine("127.0.0.1:1")._problem(error)
+    message = RemoteEngine("127.0.0.1:1")._problem(Unreachable("connection refused"))
     assert "Use this machine's engine" in message and "Mac" not in message
 
 

@@ -10,6 +10,7 @@ from app.remote_engine import RemoteEngine, api_base
 from engine.events import DoneEvent, ErrorEvent, ModelEvent, PassEvent, ProgressEvent, TokenEvent
 from engine.settings import DraftSettings, GenerationRequest
 
+from .hostile_remote import HostileServer
 from .server_process import Server, free_port
 from .test_app_gui import (  # the fixtures dirs, engine_service, loop, make_app by name
     RecordingService,
@@ -195,7 +196,7 @@ def test_connect_to_an_unreachable_server_keeps_the_local_engine(make_app, qtbot
 
 
 @pytest.mark.parametrize("opened", [True, False])
-def test_a_think_block_the_template_opened_reaches_the_app_through_the_server(opened, monkeypatch):
+def test_a_think_block_the_template_opened_reaches_the_app_through_the_server(opened):
     """The server's first chunk says (draftless.thinking) what the engine's prompt event
     said, and the remote engine gives the app the same "prefill" event the local one does."""
     from openai.types.chat import ChatCompletionChunk
@@ -214,9 +215,13 @@ def test_a_think_block_the_template_opened_reaches_the_app_through_the_server(op
     said = [(c.model_extra.get("draftless") or {}).get("thinking") for c in chunks]
     assert status == 200 and said == [True if opened else None, None, None, None]
 
-    remote = RemoteEngine("http://127.0.0.1:9", "k3y")  # its client gets the chunks above
-    monkeypatch.setattr(remote.client.chat.completions, "create", lambda **_: iter(chunks))
-    events = collect(remote.generate(request()))
+    hostile = HostileServer().answer(sse)  # serves the scripted server's reply as it is
+    try:
+        remote = RemoteEngine(hostile.url, "k3y")
+        collect(remote.load())
+        events = collect(remote.generate(request()))
+    finally:
+        hostile.close()
     prompt_events = [e for e in events if isinstance(e, ProgressEvent)]
     assert [e.thinking for e in prompt_events] == ([True] if opened else [])
     assert isinstance(events[-1], DoneEvent) and events[-1].text == "Let me add."

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from .import_graph import ROOT, bench_importers, cycles, engine_importing_app, graph
+from .import_graph import (
+    ROOT,
+    app_reaching_engine_internals,
+    bench_importers,
+    cycles,
+    engine_importing_app,
+    graph,
+)
 
 
 def test_no_import_cycles_anywhere():
@@ -25,6 +32,12 @@ def test_only_the_cli_imports_the_measurement_package():
 
 def test_the_engine_never_imports_the_app():
     assert engine_importing_app(graph()) == []
+
+
+def test_the_app_reaches_the_engine_through_its_api():
+    """Only app.__main__ builds this machine's engine; the rest of the app speaks to
+    ``engine.api``'s protocol (a server's engine or this machine's)."""
+    assert app_reaching_engine_internals(graph()) == []
 
 
 def test_the_graph_sees_imports_inside_functions(tmp_path):
@@ -74,11 +87,23 @@ def test_the_duplicates_check_sees_a_repeat(tmp_path):
     assert len(engine_duplicates(tmp_path)) == 1
 
 
-@pytest.mark.parametrize("module", ["engine.adaptive", "engine.drafters"])
-def test_planning_and_drafting_load_no_mlx(module):
-    """The policy and the drafters are plain Python: MLX is for the passes alone (the cost
-    curve's timing imports it inside its function)."""
-    check = f"import sys, {module}; print('mlx.core' in sys.modules)"
+@pytest.mark.parametrize(
+    "modules",
+    [
+        "engine.adaptive",
+        "engine.drafters",
+        "engine.settings",
+        "engine.api",
+        # a client of a server loads no MLX (issue 60): the app's engine-facing modules
+        "app.remote_engine, app.controller",
+        "app.recorded_replay",
+    ],
+)
+def test_planning_drafting_and_the_apps_side_load_no_mlx(modules):
+    """The policy, the drafters, the request values and the engine's API are plain Python:
+    MLX is for the passes alone (the cost curve's timing imports it inside its function),
+    and the app loads it only when it builds this machine's engine."""
+    check = f"import sys, {modules}; print('mlx.core' in sys.modules)"
     ran = subprocess.run(
         [sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, check=True
     )
