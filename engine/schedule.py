@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from .passes import DraftPlan
 
 
-
 class BlindGain:
     """What queuing blind gains (the module's "Blind passes"), in c(1)s, summed over the
     passes after one that sent nothing (``PassSchedule.gain_of_blind``). Kept per model,
