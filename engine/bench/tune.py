@@ -58,6 +58,7 @@ def simulate(
     tree_extra: float = 0.0,
     grammar: bool = True,
     pipelined: float | None = None,
+    queues_idle: bool = False,
 ) -> dict:
     """Replay one chat (``[{"prompt": tokens, "answer": tokens, "stop": bool}]``, turns in
     order, one drafter for the whole chat as ``ChatSession`` keeps it) and return
@@ -65,7 +66,10 @@ def simulate(
     to replay instead of the registered ``drafter_name`` (a peer's strategy, the oracle);
     ``grammar``: a turn's ``forced`` tokens (what its schema forces at each answer position)
     are drafted as the engine's loop drafts them; ``pipelined``: a queued one-token pass's
-    share of c(1) (``CostCurve.pipelined``; plain decoding and blind passes cost that)."""
+    share of c(1) (``CostCurve.pipelined``; plain decoding and blind passes cost that);
+    ``queues_idle``: every pass that sends nothing costs that too (a strategy with no
+    schedule of its own, a peer's, hindsight's, priced as if its loop queued each such pass
+    before the last token was read: never worse than the default's blind passes)."""
     curve = CostCurve(seconds, tree_extra=tree_extra, pipelined=pipelined)
     if drafter is None:
         options = measurement_options(drafter_name) if options is None else options
@@ -128,7 +132,7 @@ def simulate(
             verdict = judge_by_answer(rows, answer, produced, ends, tree=True)
             tree = verdict.depth is not None
             cost = curve.base(verdict.drafted + 1) + (tree_extra if tree else 0.0)
-            cost = queued if blind else cost
+            cost = queued if blind or (queues_idle and not verdict.drafted) else cost
             # the host's work while a queued pass runs on the device costs only what it
             # takes beyond that pass (``decode.blind_passes``: the last pass's learning,
             # then this one's planning)
@@ -171,11 +175,13 @@ def simulate(
 
 def recost(result: dict, curve: CostCurve) -> dict:
     """``simulate``'s result with the same passes costed on another curve (a replay whose
-    drafts the curve does not change: no policy, nothing planned on it)."""
+    drafts the curve does not change: no policy, nothing planned on it, so a pass that sent
+    nothing is queued, as ``simulate``'s ``queues_idle`` charges it)."""
+    queued = curve.base(1) * (curve.pipelined or 1.0)
     trees = sum(tree for _, tree in result["sizes"])
-    spec = sum(curve.base(n) for n, _ in result["sizes"]) + trees * curve.tree_extra
-    plain = result["emitted"] * curve.base(1) * (curve.pipelined or 1.0)
-    return {**result, "plain_s": plain, "spec_s": spec}
+    spec = sum(queued if n == 1 else curve.base(n) for n, _ in result["sizes"])
+    plain = result["emitted"] * queued
+    return {**result, "plain_s": plain, "spec_s": spec + trees * curve.tree_extra}
 
 
 def geomean(values) -> float:
@@ -230,7 +236,7 @@ def replays(
                 extra = taught_memory(chats, chat, plan, key, seconds, eos)
             arguments = (plan["drafter_name"], plan["draft_count"], plan["adaptive"])
             extra.update(tree_extra=tree_extra, grammar=plan.get("grammar", True))
-            extra.update(pipelined=pipelined)
+            extra.update(pipelined=pipelined, queues_idle=not plan["adaptive"])
             result = simulate(chat["turns"], *arguments, memory, key, seconds, eos, **extra)
             if name not in kept or result["drafter_s"] < kept[name]["drafter_s"]:
                 kept[name] = result
