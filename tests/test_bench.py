@@ -65,7 +65,7 @@ def test_bench_writes_report_and_checks_identity(tiny_model_dir, tmp_path, bench
 def test_a_conversations_file_runs_with_its_speed_up_measured_beside_predicted(
     tiny_model_dir, tmp_path, bench_cache
 ):
-    from engine.bench.report import pass_cost_table, predicted_table
+    from engine.bench.report import measured_beside_predicted, pass_cost_table, predicted_table
     from engine.bench.suite import Suite
     from engine.drafters import DEFAULT_DRAFTER
 
@@ -91,19 +91,20 @@ def test_a_conversations_file_runs_with_its_speed_up_measured_beside_predicted(
     assert {run["config"] for run in results["runs"]} == {"none", DEFAULT_DRAFTER}
     assert results["summary"]["tasks"] == ["prose", "code"]  # categories the suite never had
     predicted = results["predicted"]
-    assert set(predicted) == {"default", "hindsight"}
+    assert set(predicted) == {DEFAULT_DRAFTER, "hindsight"}  # every drafter config that ran
     assert all(
         set(p) == {"prose", "code", "all"} and min(p.values()) > 0 for p in predicted.values()
     )
-    table = next(t for t in markdown_tables(predicted_table(results)[4]) if t[0][0] == "task")
-    assert [row[0] for row in table[1:]] == ["prose", "code", "**all**"]
+    table = next(t for t in markdown_tables(predicted_table(results)[4]) if t[0][0] == "config")
+    assert [row[1] for row in table[1:]] == ["prose", "code", "**all**"]
     measured = results["summary"]["per"][DEFAULT_DRAFTER]["all"]["speedup"]
-    ratio = measured / predicted["default"]["all"]
-    assert table[-1][1:4] == [
+    ratio = measured / predicted[DEFAULT_DRAFTER]["all"]
+    assert table[-1][2:5] == [
         f"{measured:.2f}",
-        f"{predicted['default']['all']:.2f}",
+        f"{predicted[DEFAULT_DRAFTER]['all']:.2f}",
         f"{ratio:.2f}",
     ]
+    assert report_lines_say(measured_beside_predicted(results), f"{ratio:.2f}")
     report = (out / "report.md").read_text()
     assert "## Measured against predicted" in report and "chats.jsonl`" in report
     costs = markdown_tables("\n".join(pass_cost_table(results)))[0]
@@ -115,6 +116,11 @@ def test_a_conversations_file_runs_with_its_speed_up_measured_beside_predicted(
     for run in results["runs"]:  # a results.json written before passes were listed
         run.get("stats", {}).pop("pass_sizes", None)
     assert pass_cost_table(results) == []
+
+
+def report_lines_say(lines: list[str], ratio: str) -> bool:
+    """The run's closing lines give the default's measured / predicted over all tasks."""
+    return any(" all " in line and line.endswith(f"= {ratio}") for line in lines)
 
 
 def test_bench_flags_a_mismatch(tiny_model_dir, tmp_path, bench_cache, monkeypatch):

@@ -41,9 +41,10 @@ as a geometric mean over the cell's (answer, round) pairs, with a 95% bootstrap 
 PREDICTED_NOTE = """\
 The device table's replay (`python -m engine.bench.devices`) of this run's own plain answers \
 on the verify cost measured in this run, the drafter's host time charged: what it predicts \
-the default makes, against what the default made here (the median round above). Both are \
-Σ plain time / Σ time over a task's answers. *hindsight*: the default drafter's own drafts, \
-each pass cut knowing the answer (what a better policy could make of them)."""
+each config makes, against what it \
+made here (the median round above). Both are Σ plain time / Σ time over a task's answers. \
+*hindsight*: the default drafter's own drafts, each pass cut knowing the answer (what a better \
+policy could make of them)."""
 
 
 PASS_COST_NOTE = """\
@@ -81,20 +82,59 @@ def pass_cost_table(results: dict) -> list[str]:
     return [PASS_COST_NOTE, "", _table(header + ["measured / c(n)"], rows), ""]
 
 
+def predictions(results: dict) -> dict[str, dict]:
+    """The run's predicted speed-ups by config (a results.json from before every config was
+    predicted holds the default drafter's as "default")."""
+    predicted = dict(results.get("predicted") or {})
+    default = results["summary"].get("default_drafter")
+    if "default" in predicted and default:
+        predicted.setdefault(default, predicted.pop("default"))
+    return predicted
+
+
+def predicted_rows(results: dict) -> list[list]:
+    """Per drafter config and task (then all): measured, predicted, measured / predicted."""
+    summary, predicted = results["summary"], predictions(results)
+    rows = []
+    for config, _ in columns(summary):
+        guesses = predicted.get(config)
+        if not guesses:
+            continue
+        for task in summary["tasks"] + ["all"]:
+            made = (summary["per"][config].get(task) or {}).get("speedup")
+            guess = guesses.get(task)
+            rows.append([config, task, made, guess, made / guess if made and guess else None])
+    return rows
+
+
+def measured_beside_predicted(results: dict) -> list[str]:
+    """The run's closing lines: each config's measured speed-up beside the prediction."""
+    rows = predicted_rows(results)
+    if not rows:
+        return []
+    lines = ["measured (this machine's clock) / predicted (replay on the curve measured here):"]
+    for config, task, made, guess, ratio in rows:
+        lines.append(f"  {config:16} {task:16} {_f(made)} / {_f(guess)} = {_f(ratio)}")
+    return lines
+
+
 def predicted_table(results: dict) -> list[str]:
     """The report's section "Measured against predicted", where the run saved a prediction."""
-    summary, predicted = results["summary"], results.get("predicted")
-    measured = summary["per"].get(summary.get("default_drafter") or "", {})
-    if not predicted or not measured:
+    summary, predicted = results["summary"], predictions(results)
+    rows = predicted_rows(results)
+    if not rows:
         return []
-    rows = []
-    for task in summary["tasks"] + ["all"]:
-        made, guess = (measured.get(task) or {}).get("speedup"), predicted["default"].get(task)
-        ratio = made / guess if made and guess else None
-        cells = [made, guess, ratio, predicted["hindsight"].get(task)]
-        rows.append(["**all**" if task == "all" else task] + [_f(x) for x in cells])
-    header = ["task", "measured", "predicted", "measured / predicted", "hindsight (predicted)"]
-    lines = ["## Measured against predicted", "", PREDICTED_NOTE, "", _table(header, rows), ""]
+    hindsight = predicted.get("hindsight", {})
+    table = []
+    for config, task, made, guess, ratio in rows:
+        name = column_name(config, summary)
+        cells = [made, guess, ratio]
+        bound = hindsight.get(task) if config == summary.get("default_drafter") else None
+        label = "**all**" if task == "all" else task
+        table.append([name, label] + [_f(x) for x in cells] + [_f(bound)])
+    header = ["config", "task", "measured", "predicted", "measured / predicted"]
+    header.append("hindsight (predicted)")
+    lines = ["## Measured against predicted", "", PREDICTED_NOTE, "", _table(header, table), ""]
     return lines + pass_cost_table(results)
 
 
