@@ -11,10 +11,12 @@ answer must equal), and prints per category the measured speed-up, the replay's 
 the same answers on the curve measured there, and measured / predicted (also in
 ``DIR/report.md`` and ``DIR/results.json``).
 
-The default conversations are the committed dev sample of real chat (31 conversations from
-ShareGPT, MT-bench and HumanEval's dev split, ``resources/readme/benchmarks/gpu-dev``); 128
-tokens an answer and two rounds keep it within about eight minutes on an H200 with the
-embedded model (section 10 of ``accelerator.md``: 5-6 ms a pass).
+The default conversations are the committed dev sample of real chat (31 conversations, 51 user
+turns, from ShareGPT, MT-bench and HumanEval's dev split, ``resources/readme/benchmarks/
+gpu-dev``). At 128 tokens an answer, two rounds of two configs and the reference make 255
+answers: about 4 minutes of decoding on an H200 with the embedded model at the 5-6 ms a pass
+of section 10 of ``accelerator.md`` (an estimate, not yet timed there), within the 8 minutes a
+lent device's call allows.
 """
 
 from __future__ import annotations
