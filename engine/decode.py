@@ -363,7 +363,6 @@ def speculative_decode(
             admit=gate.rows,  # no id outside the vocabulary
             allowed=constraint.allowed if constraint is not None else None,
         )
-        rows = plan.rows
         if schedule.queues_next_blind(plan, drafter):
             produced += yield from blind_passes(
                 target,
@@ -384,49 +383,68 @@ def speculative_decode(
             if history[-1] in eos_tokens:
                 return
             continue
-        drafted_at = time.perf_counter()
-
-        # verify, accept, roll back: the cache ends holding the new history but its last token
-        if len(rows) > 1 and drafter.multi_row and target.supports_tree:
-            verdict = verify_tree(target, rows, chooser, history, eos_tokens)
-        else:
-            verdict = verify_row(target, rows[0] if rows else [], chooser, history, eos_tokens)
-        emitted = verdict.emitted
-        logprobs = (
-            chooser.token_logprobs(verdict.logits, history, emitted)
-            if chooser.logprobs is not None
-            else None
+        result = verified_pass(
+            target, drafter, chooser, policy, schedule, history, plan, eos_tokens, started
         )
-        if constraint is not None:
-            constraint.accept(emitted)
-        history.extend(emitted)
-        verified_at = time.perf_counter()
-
-        # learn
-        topk = (
-            top_k_tokens(verdict.logits, drafter.wants_target_topk, len(emitted))
-            if drafter.wants_target_topk
-            else None
-        )
-        seconds = verified_at - drafted_at
-        accepted = learn_pass(
-            drafter, policy, plan, verdict, seconds, target_topk=topk, schedule=schedule
-        )
-        done_at = time.perf_counter()
-        tree = verdict.depth is not None
-        produced += len(emitted)
-        yield PassResult(
-            emitted,
-            accepted,
-            verdict.drafted,
-            done_at - started,
-            (drafted_at - started) + (done_at - verified_at),
-            verdict.row,
-            logprobs,
-            tree,
-        )
-        if emitted[-1] in eos_tokens:
+        produced += len(result.tokens)
+        yield result
+        if result.tokens[-1] in eos_tokens:
             return
+
+
+def verified_pass(
+    target: Target,
+    drafter: Drafter,
+    chooser: TokenChooser,
+    policy: DraftPolicy,
+    schedule: PassSchedule,
+    history: list[int],
+    plan: DraftPlan,
+    eos_tokens: set[int],
+    started: float,
+) -> PassResult:
+    """One pass that waits for its input: ``plan``'s rows verified (as one tree where the
+    drafter and the model allow it), the longest agreeing prefix and the target's own token
+    kept (``history`` extended, the cache cut back to match), then learned from. ``started``:
+    when its planning began."""
+    rows = plan.rows
+    drafted_at = time.perf_counter()
+    # verify, accept, roll back: the cache ends holding the new history but its last token
+    if len(rows) > 1 and drafter.multi_row and target.supports_tree:
+        verdict = verify_tree(target, rows, chooser, history, eos_tokens)
+    else:
+        verdict = verify_row(target, rows[0] if rows else [], chooser, history, eos_tokens)
+    emitted = verdict.emitted
+    logprobs = (
+        chooser.token_logprobs(verdict.logits, history, emitted)
+        if chooser.logprobs is not None
+        else None
+    )
+    if chooser.constraint is not None:
+        chooser.constraint.accept(emitted)
+    history.extend(emitted)
+    verified_at = time.perf_counter()
+    # learn
+    topk = (
+        top_k_tokens(verdict.logits, drafter.wants_target_topk, len(emitted))
+        if drafter.wants_target_topk
+        else None
+    )
+    seconds = verified_at - drafted_at
+    accepted = learn_pass(
+        drafter, policy, plan, verdict, seconds, target_topk=topk, schedule=schedule
+    )
+    done_at = time.perf_counter()
+    return PassResult(
+        emitted,
+        accepted,
+        verdict.drafted,
+        done_at - started,
+        (drafted_at - started) + (done_at - verified_at),
+        verdict.row,
+        logprobs,
+        verdict.depth is not None,
+    )
 
 
 def queued_passes(

@@ -21,6 +21,7 @@ import json
 import math
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..adaptive import CLASS_PRIORS, AdaptiveMemory, BonusPriors, Priors, match_class
@@ -87,11 +88,7 @@ def simulate(
     if adaptive:
         policy = memory.policy(model_key, drafter, curve, constrained=constrained)
         schedule = memory.schedule(model_key, drafter, curve, constrained)
-    ends = {eos}
-    queued = curve.base(1) * (curve.pipelined or 1.0)  # a token of plain decoding: pipelined
-    plain = spec = drafter_s = 0.0
-    sizes: list[tuple[int, bool]] = []  # per pass: tokens verified + 1, a tree or not
-    passes = emitted_total = 0
+    charged = Charged(curve, tree_extra, queues_idle, classes)
     history: list[int] = []
     for turn in chat:
         prompt, answer = list(turn["prompt"]), list(turn["answer"])
@@ -101,76 +98,135 @@ def simulate(
             drafter.extend(prompt[len(history) :])
         else:
             drafter.reset(prompt)
-        drafter_s += time.perf_counter() - started
-        history, produced, blind, hidden = list(prompt), 0, False, 0.0
-        plain += len(answer) * queued
-        schedule.pipelines = "forced" not in turn  # a grammar's answer cannot queue passes
-        while produced < len(answer):
-            if schedule.gives_up(draft_count):
-                left = len(answer) - produced  # the loop decodes the rest plainly, pipelined
-                spec += left * queued
-                sizes += [(1, False)] * left
-                passes, emitted_total = passes + left, emitted_total + left
-                history.extend(answer[produced:])
-                break
-            started = time.perf_counter()
-            limit = min(draft_count, len(answer) - produced - 1)
-            schema = "forced" in turn  # what it forces is drafted as the loop drafts it
-            forced = turn["forced"][produced] if schema and grammar and limit > 0 else ()
-            planned = plan_pass(
-                drafter,
-                limit,
-                ends,
-                policy,
-                forced=forced,
-                first_row_only=schema or not drafter.multi_row,
-            )
-            # a blind pass, queued before its input was known: planned, nothing sent
-            plan = planned.went_blind() if blind else planned
-            rows = plan.rows
-            hidden += time.perf_counter() - started
-            verdict = judge_by_answer(rows, answer, produced, ends, tree=True)
-            tree = verdict.depth is not None
-            cost = curve.base(verdict.drafted + 1) + (tree_extra if tree else 0.0)
-            cost = queued if blind or (queues_idle and not verdict.drafted) else cost
-            # the host's work while a queued pass runs on the device costs only what it
-            # takes beyond that pass (``decode.blind_passes``: the last pass's learning,
-            # then this one's planning)
-            drafter_s += max(hidden - cost, 0.0) if blind else hidden
-            blind = schedule.queues_next_blind(planned, drafter)
-            spec += cost
-            sizes.append((verdict.drafted + 1, tree))
-            started = time.perf_counter()
-            learn_pass(drafter, policy, plan, verdict, cost, schedule=schedule)
-            hidden = time.perf_counter() - started
-            if not blind:
-                drafter_s, hidden = drafter_s + hidden, 0.0
-            if classes is not None and rows and not plan.grammar:  # per match class, the first
-                # row's [reached, accepted] per position, then [trees' first-row tokens, beyond]
-                matches, judged = verdict.matches, plan.proposal
-                counts = classes.setdefault(
-                    match_class(judged.match_length, judged.follows),
-                    [[0, 0] for _ in range(draft_count + 1)],
-                )
-                for i in range(min(matches[0] + 1, len(rows[0]))):
-                    counts[i][0] += 1
-                    counts[i][1] += i < matches[0]
-                counts[-1][0] += len(rows[0]) if tree else 0
-                counts[-1][1] += verdict.accepted - matches[0]
-            history.extend(verdict.emitted)
-            produced += len(verdict.emitted)
-            passes += 1
-            emitted_total += len(verdict.emitted)
-        drafter_s += hidden  # the answer's last learning: no pass was queued after it
+        charged.drafter_s += time.perf_counter() - started
+        schema = "forced" in turn  # what it forces is drafted as the loop drafts it
+        schedule.pipelines = not schema  # a grammar's answer cannot queue passes
+        forced = turn["forced"] if schema and grammar else None
+        replay_answer(answer, drafter, policy, schedule, charged, draft_count, eos, forced, schema)
+        history = prompt + answer
     drafter.flush()
-    return {
-        "plain_s": plain,
-        "spec_s": spec,
-        "passes": passes,
-        "emitted": emitted_total,
-        "drafter_s": drafter_s,
-        "sizes": sizes,
-    }
+    return charged.result()
+
+
+@dataclass
+class Charged:
+    """What a replay charges on ``curve``: plain decoding's time, the strategy's (``spec_s``:
+    its passes, a tree pass ``tree_extra`` more) and its host's (``drafter_s``), each pass's
+    size (tokens verified + 1, a tree or not); ``queues_idle``: a pass that sends nothing is
+    queued (``simulate``); ``classes``: where given, per match class, the first row's
+    [reached, accepted] per position, then [trees' first-row tokens, tokens beyond them]."""
+
+    curve: CostCurve
+    tree_extra: float = 0.0
+    queues_idle: bool = False
+    classes: dict | None = None
+    plain_s: float = 0.0
+    spec_s: float = 0.0
+    drafter_s: float = 0.0
+    passes: int = 0
+    emitted: int = 0
+    sizes: list[tuple[int, bool]] = field(default_factory=list)
+
+    @property
+    def queued(self) -> float:
+        """A one-token pass queued before the last token is read: plain decoding's token."""
+        return self.curve.base(1) * (self.curve.pipelined or 1.0)
+
+    def cost(self, verdict, blind: bool) -> float:
+        if blind or (self.queues_idle and not verdict.drafted):
+            return self.queued
+        tree = verdict.depth is not None
+        return self.curve.base(verdict.drafted + 1) + (self.tree_extra if tree else 0.0)
+
+    def add_pass(self, verdict, cost: float) -> None:
+        self.spec_s += cost
+        self.sizes.append((verdict.drafted + 1, verdict.depth is not None))
+        self.passes += 1
+        self.emitted += len(verdict.emitted)
+
+    def add_plain(self, tokens: int) -> None:
+        """``tokens`` decoded plainly, pipelined (the schedule gave up)."""
+        self.spec_s += tokens * self.queued
+        self.sizes += [(1, False)] * tokens
+        self.passes, self.emitted = self.passes + tokens, self.emitted + tokens
+
+    def count_class(self, plan, verdict, draft_count: int) -> None:
+        """A pass that sent the drafter's rows, in its match class's counts."""
+        if self.classes is None or not plan.rows or plan.grammar:
+            return
+        rows, matches, proposal = plan.rows, verdict.matches, plan.proposal
+        counts = self.classes.setdefault(
+            match_class(proposal.match_length, proposal.follows),
+            [[0, 0] for _ in range(draft_count + 1)],
+        )
+        for i in range(min(matches[0] + 1, len(rows[0]))):
+            counts[i][0] += 1
+            counts[i][1] += i < matches[0]
+        counts[-1][0] += len(rows[0]) if verdict.depth is not None else 0
+        counts[-1][1] += verdict.accepted - matches[0]
+
+    def result(self) -> dict:
+        return {
+            "plain_s": self.plain_s,
+            "spec_s": self.spec_s,
+            "passes": self.passes,
+            "emitted": self.emitted,
+            "drafter_s": self.drafter_s,
+            "sizes": self.sizes,
+        }
+
+
+def replay_answer(
+    answer: list[int],
+    drafter,
+    policy,
+    schedule: PassSchedule,
+    charged: Charged,
+    draft_count: int,
+    eos: int,
+    forced: list | None = None,
+    schema: bool = False,
+) -> None:
+    """One answer's passes, as the loop makes them (``decode.speculative_decode``: its
+    schedule, blind passes included), judged by the answer and charged to ``charged``;
+    ``forced``: what a schema forces at each answer position (drafted as the loop does);
+    ``schema``: the answer is a schema's (one row a pass)."""
+    ends = {eos}
+    produced, blind, hidden = 0, False, 0.0
+    charged.plain_s += len(answer) * charged.queued
+    while produced < len(answer):
+        if schedule.gives_up(draft_count):
+            charged.add_plain(len(answer) - produced)  # the rest plainly, pipelined
+            break
+        started = time.perf_counter()
+        limit = min(draft_count, len(answer) - produced - 1)
+        planned = plan_pass(
+            drafter,
+            limit,
+            ends,
+            policy,
+            forced=forced[produced] if forced is not None and limit > 0 else (),
+            first_row_only=schema or not drafter.multi_row,
+        )
+        # a blind pass, queued before its input was known: planned, nothing sent
+        plan = planned.went_blind() if blind else planned
+        hidden += time.perf_counter() - started
+        verdict = judge_by_answer(plan.rows, answer, produced, ends, tree=True)
+        cost = charged.cost(verdict, blind)
+        # the host's work while a queued pass runs on the device costs only what it takes
+        # beyond that pass (``decode.blind_passes``: the last pass's learning, then this
+        # one's planning)
+        charged.drafter_s += max(hidden - cost, 0.0) if blind else hidden
+        blind = schedule.queues_next_blind(planned, drafter)
+        charged.add_pass(verdict, cost)
+        started = time.perf_counter()
+        learn_pass(drafter, policy, plan, verdict, cost, schedule=schedule)
+        hidden = time.perf_counter() - started
+        if not blind:
+            charged.drafter_s, hidden = charged.drafter_s + hidden, 0.0
+        charged.count_class(plan, verdict, draft_count)
+        produced += len(verdict.emitted)
+    charged.drafter_s += hidden  # the answer's last learning: no pass was queued after it
 
 
 def recost(result: dict, curve: CostCurve) -> dict:
