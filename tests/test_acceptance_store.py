@@ -138,13 +138,17 @@ def test_the_service_keeps_what_an_answer_taught(private_dirs, tiny_model_dir):
     from engine.model_ngrams import model_key
     from engine.service import EngineService
     from engine.settings import DraftSettings, GenerationRequest
+    from engine.verify_cost import curve_from_spec
 
     service = EngineService()
     request = GenerationRequest(
         messages=[{"role": "user", "content": "abcabcabc abcabc abcabc"}],
         model=str(tiny_model_dir),
         max_tokens=24,
-        draft=DraftSettings(drafter="prompt-lookup", draft_count=4),
+        # a curve to plan on (a model never measured here decodes plainly)
+        draft=DraftSettings(
+            drafter="prompt-lookup", draft_count=4, cost_curve=curve_from_spec("flat-2pct")
+        ),
     )
 
     async def run():

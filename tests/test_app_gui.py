@@ -87,10 +87,17 @@ class RecordingService:
 
 
 @pytest.fixture(scope="module")
-def engine_service():
+def engine_service(tiny_model_dir):
+    """The service, the tiny model's verify cost measured (a model never measured on this
+    machine decodes plainly: nothing would be drafted to highlight)."""
     from engine.service import EngineService
 
     service = EngineService()
+
+    async def measure():
+        return [event async for event in service.measure(str(tiny_model_dir))]
+
+    assert asyncio.run(measure())[-1].finish_reason == "measured"
     yield service
     service.shutdown()
 
