@@ -91,6 +91,10 @@ DECAY = 0.85  # per drafted pass
 PROBE_INTERVAL = 16  # passes with a proposal but no draft before a 1-token probe, at least
 PROBE_SHARE = 0.01  # of the idle passes' time, the most a probe's extra cost may be
 PRIOR_ACCEPT = 0.5
+# a longer draft or a wider tree is chosen only where its rate beats the best so far by more
+# than this: equal rates (a flat stretch of the curve, rows that add nothing) keep the shorter,
+# cheaper pass rather than flip on float rounding of the sums
+CLEARLY_BETTER = 1.0001
 ROW_SLACK = 0.05  # rows beyond a tree's second may make its pass this much dearer
 GUESS_MARGIN = 1.1  # on a curve not measured for the model, a draft must promise 10% more
 PRIOR_REJECT = 0.5
@@ -475,27 +479,29 @@ class AdaptivePolicy:
         for length in range(1, len(expected)):
             own = expected[min(length, first)]
             rate = own / self.curve(1 + length)
-            if length <= first and rate > best_rate * 1.0001:
+            if length <= first and rate > best_rate * CLEARLY_BETTER:
                 best, best_rate, rows, with_alternatives = length, rate, 1, False
             if alternatives:  # the own rows a tree would send, and the alternatives beside them
                 sent = sum(min(n, length) for n in alternatives)
                 tokens = own + tracker.alternatives_gain(sent)
                 bonus = tracker.tree_bonus(length) if available > 1 else 0.0
                 # not even beside the first row alone would they do better: no need to look on
-                if (tokens + bonus) / self.curve.tree_cost(1 + length + sent) > best_rate * 1.0001:
+                if (tokens + bonus) / self.curve.tree_cost(
+                    1 + length + sent
+                ) > best_rate * CLEARLY_BETTER:
                     width = self.tree_rows(length, available) if available > 1 else 1
                     tokens += bonus if width > 1 else 0.0
                     rate = tokens / self.curve.tree_cost(1 + width * length + sent)
-                    if rate > best_rate * 1.0001:
+                    if rate > best_rate * CLEARLY_BETTER:
                         best, best_rate, rows, with_alternatives = length, rate, width, True
             if available < 2:
                 continue
             tokens = own + tracker.tree_bonus(length)
-            if tokens / self.curve.tree_cost(1 + 2 * length) <= best_rate * 1.0001:
+            if tokens / self.curve.tree_cost(1 + 2 * length) <= best_rate * CLEARLY_BETTER:
                 continue  # not even the cheapest tree, two rows, would do better
             width = self.tree_rows(length, available)
             rate = tokens / self.curve.tree_cost(1 + width * length)
-            if rate > best_rate * 1.0001:
+            if rate > best_rate * CLEARLY_BETTER:
                 best, best_rate, rows, with_alternatives = length, rate, width, False
         guess = self.curve.guess  # a curve not measured for this model: draft only clear wins
         if guess and best_rate < plain * GUESS_MARGIN:
