@@ -62,7 +62,8 @@ def simulate(
     queues_idle: bool = False,
 ) -> dict:
     """Replay one chat (``[{"prompt": tokens, "answer": tokens, "stop": bool}]``, turns in
-    order, one drafter for the whole chat as ``ChatSession`` keeps it) and return
+    order, one drafter for the whole chat as ``ChatSession`` keeps it, a policy and a schedule
+    an answer as it makes them) and return
     ``{"plain_s", "spec_s", "passes", "emitted", "drafter_s"}``. ``drafter``: an instance
     to replay instead of the registered ``drafter_name`` (a peer's strategy, the oracle);
     ``grammar``: a turn's ``forced`` tokens (what its schema forces at each answer position)
@@ -84,10 +85,6 @@ def simulate(
         stores=stores if stores is not None else FolderStores(),
     )
     constrained = any("forced" in turn for turn in chat)  # a schema's answers
-    policy, schedule = FixedDraftLength(), PassSchedule()
-    if adaptive:
-        policy = memory.policy(model_key, drafter, curve, constrained=constrained)
-        schedule = memory.schedule(model_key, drafter, curve, constrained)
     charged = Charged(curve, tree_extra, queues_idle, classes)
     history: list[int] = []
     for turn in chat:
@@ -100,7 +97,12 @@ def simulate(
             drafter.reset(prompt)
         charged.drafter_s += time.perf_counter() - started
         schema = "forced" in turn  # what it forces is drafted as the loop drafts it
-        schedule.pipelines = not schema  # a grammar's answer cannot queue passes
+        # a policy and a schedule an answer, as the session makes them (sharing the memory's
+        # acceptance counts and blind gain); a grammar's answer cannot queue passes
+        policy, schedule = FixedDraftLength(), PassSchedule(pipelines=not schema)
+        if adaptive:
+            policy = memory.policy(model_key, drafter, curve, constrained=constrained)
+            schedule = memory.schedule(model_key, drafter, curve, constrained, not schema)
         forced = turn["forced"] if schema and grammar else None
         replay_answer(answer, drafter, policy, schedule, charged, draft_count, eos, forced, schema)
         history = prompt + answer
