@@ -13,8 +13,6 @@ import time
 from dataclasses import dataclass
 from collections.abc import Callable, Generator, Iterator
 
-import mlx.core as mx
-
 from .adaptive import AdaptivePolicy
 from .decode import PREFILL_STEP, Target, TokenChooser, speculative_decode
 from .drafters import make_drafter
@@ -302,8 +300,6 @@ class ChatSession:
                 f"were asked for, but {loaded.name} reads at most {loaded.context_length}. "
                 "Start a new chat, shorten the prompt or lower max tokens."
             )
-        if request.sampling.seed is not None:
-            mx.random.seed(request.sampling.seed)
         constraint = None
         if request.tools and tool_format(loaded.tokenizer) == "generic":
             if request.json_schema is not None:

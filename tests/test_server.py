@@ -89,6 +89,40 @@ def test_text_completion_equals_raw_generate(server, tiny_model_dir):
     assert answer.model_extra["draftless"]["tokens"] == expected["tokens"]
 
 
+def test_a_seeded_answer_is_the_same_every_time_and_plain_decodings(server):
+    """Three runs of one seeded request (the server's default drafter, its policy learning
+    between them) give one answer: plain decoding's for that seed (drafter none), and
+    Ollama's options.seed gives it too."""
+    prompt = "abcabcabc abcabcabc abcabcabc"
+
+    def answer(drafter=None):
+        extra = {"draftless": {"drafter": drafter}} if drafter else {}
+        reply = client(server).chat.completions.create(
+            model="default",
+            messages=[{"role": "user", "content": prompt}],
+            max_tokens=25,
+            temperature=1,
+            seed=42,
+            extra_body=extra,
+        )
+        return tuple(reply.model_extra["draftless"]["tokens"]), reply.choices[0].message.content
+
+    answers = {answer() for _ in range(3)} | {answer("suffix"), answer("ngrammys")}
+    assert answers == {answer("none")}
+    status, body = request(
+        server.port,
+        "POST",
+        "/api/generate",
+        {
+            "model": "default",
+            "prompt": prompt,
+            "stream": False,
+            "options": {"seed": 42, "temperature": 1, "num_predict": 25},
+        },
+    )
+    assert status == 200 and body["response"] == answers.pop()[1]
+
+
 def test_models_and_health(server, tiny_model_dir):
     assert [m.id for m in client(server).models.list()] == [tiny_model_dir.name]
     assert server.health()["status"] == "ok"
