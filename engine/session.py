@@ -98,7 +98,9 @@ def prompt_tokens(loaded: LoadedModel, request: GenerationRequest) -> list[int]:
         if request.tools and tool_format(tokenizer) == "template":
             tools = {"tools": request.tools}
         elif request.tools:
-            messages = generic_messages(messages, request.tools, request.forced_tools)
+            messages = generic_messages(
+                messages, request.tools, request.forced_tools, request.parallel_tool_calls
+            )
         try:
             start = list(
                 tokenizer.apply_chat_template(messages, add_generation_prompt=True, **tools)
@@ -310,7 +312,9 @@ class ChatSession:
                 )
             constraint = GrammarConstraint(
                 loaded.tokenizer,
-                generic_tool_grammar(request.tools, request.forced_tools),
+                generic_tool_grammar(
+                    request.tools, request.forced_tools, request.parallel_tool_calls
+                ),
                 output_size(loaded.model),
                 "tools",
             )
