@@ -25,6 +25,18 @@ def client(server, key="unused"):
     return openai.OpenAI(base_url=server.url, api_key=key, max_retries=0, timeout=120)
 
 
+def pass_figures(chunks) -> list[dict]:
+    """Each pass's figures in a stream, in order: a chunk's ``earlier`` passes (which
+    showed nothing, so sent no chunk of their own), then its own pass."""
+    figures = []
+    for chunk in chunks:
+        shown = (chunk.model_extra or {}).get("draftless") or {}
+        figures += shown.get("earlier", [])
+        if "pass" in shown:
+            figures.append({k: v for k, v in shown.items() if k != "earlier"})
+    return figures
+
+
 def cli_tokens(model_dir, prompt, *args):
     result = engine_cli("generate", "--model", str(model_dir), "--prompt", prompt, "--json", *args)
     assert result.returncode == 0, result.stderr
@@ -60,7 +72,7 @@ def test_chat_greedy_equals_cli_generate_streamed_and_not(server, tiny_model_dir
     chunks = list(chat.create(stream=True, stream_options={"include_usage": True}, **settings))
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == expected["text"]
-    passes = [c.model_extra["draftless"] for c in chunks if "draftless" in (c.model_extra or {})]
+    passes = pass_figures(chunks)
     assert [t for p in passes for t in p["tokens"]] == expected["tokens"]
     for p in passes:  # provenance: the accepted drafts lead each pass, the target's token ends it
         assert p["from_draft"] == [True] * p["accepted"] + [False] * (

@@ -8,6 +8,7 @@ import ollama
 import openai
 import pytest
 
+from .test_server import pass_figures
 from .tool_model import InProcessServer, ToolService
 
 WEATHER = {
@@ -177,10 +178,9 @@ def test_a_plain_stream_has_no_empty_chunk_but_the_last(tools):
     assert chunks[0].choices[0].delta.role == "assistant"
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == "Hello there"
     empty = [c for c in chunks if not c.choices[0].delta.model_dump(exclude_none=True)]
-    # a held-back space (its text comes with the next token) aside, only the last is empty
-    held = [c for c in empty if c.model_extra.get("draftless", {}).get("texts") == [""]]
-    assert empty == held + [chunks[-1]] and chunks[-1].choices[0].finish_reason == "stop"
-    passes = [c.model_extra["draftless"]["pass"] for c in chunks if "draftless" in c.model_extra]
+    # a held-back space's pass sends no chunk: its figures ride on the next one's
+    assert empty == [chunks[-1]] and chunks[-1].choices[0].finish_reason == "stop"
+    passes = [figures["pass"] for figures in pass_figures(chunks)]
     assert passes == list(range(len(passes)))  # every pass's figures, the last one's included
 
 

@@ -10,7 +10,15 @@ from dataclasses import dataclass, field, replace
 
 from starlette.requests import Request
 
-from ..events import DoneEvent, ErrorEvent, PassEvent, ProgressEvent, TokenEvent, ToolCallEvent
+from ..events import (
+    DoneEvent,
+    ErrorEvent,
+    PassEvent,
+    ProgressEvent,
+    PromptEvent,
+    TokenEvent,
+    ToolCallEvent,
+)
 from ..stop_strings import StopMatcher, kept_figures
 from .requests import ApiError
 from .responses import FINISH, Shaper, provenance, returned_tokens, usage
@@ -54,6 +62,7 @@ class Answer:
         self.stream = service.generate(parsed.generation)
         self.stop = StopMatcher(parsed.stop)
         self.include_usage = parsed.include_usage
+        self.logprobs = parsed.generation.logprobs is not None
         self.shaper = shaper
         self.stats = stats
         self.pieces: asyncio.Queue[Piece | None] = asyncio.Queue()
@@ -61,6 +70,9 @@ class Answer:
         # the chat template opened a <think> block the answer starts inside (the engine's
         # "prefill" events say so): the first chunk's draftless.thinking tells the client
         self.opened_thinking = False
+        # the prompt as read, with its tokens' log-probabilities (``echo``: the answer
+        # begins with it); None: not asked for
+        self.prompt: PromptEvent | None = None
         self.pump = asyncio.get_running_loop().create_task(self._pump(release))
 
     def cancel(self) -> None:
@@ -112,6 +124,8 @@ class Answer:
                         event = replace(event, stats=stats, timing=timing)
                     self.stats.record("stop" if self.stop.stopped else event.finish_reason, event)
                     self.pieces.put_nowait(Piece(event, text=text, completion_tokens=returned))
+                elif isinstance(event, PromptEvent):
+                    self.prompt = event
                 elif isinstance(event, ProgressEvent) and event.stage == "prefill":
                     self.opened_thinking = event.thinking
                 elif isinstance(event, ErrorEvent):
@@ -152,42 +166,63 @@ class Answer:
         reason = FINISH.get(done.finish_reason, "stop")
         return "tool_calls" if called and reason == "stop" else reason
 
+    def _shows(self, piece: Piece, first: bool) -> bool:
+        """Whether a pass's chunk has something for the client: text, tool-call progress,
+        log-probabilities asked for, or (first) the chat's role or the echoed prompt."""
+        return bool(
+            piece.text
+            or piece.deltas
+            or (self.logprobs and piece.returned)
+            or (first and (self.shaper.chat or self.prompt is not None))
+        )
+
     async def chunks(self):
-        """OpenAI's chunks: the role rides on the first, each pass's tokens and figures in
-        one (a pass that emitted nothing, the end-of-answer token's, rides on the last)."""
+        """OpenAI's chunks: the role (or an echoed prompt) rides on the first, each pass's
+        tokens and figures in one. A pass that shows nothing (its text held back: part of
+        a character, a possible stop string or tool call) sends no empty chunk: its figures
+        ride on the next chunk's ``draftless.earlier``; a pass that emitted nothing (the
+        end-of-answer token's) rides on the last."""
         called, first, figures = False, True, None
+        earlier: list[dict] = []  # figures of passes that showed nothing
         async for piece in self.read():
             event = piece.event
             if isinstance(event, PassEvent):
                 called = called or bool(piece.calls)
                 figures = {
-                    "draftless": {
-                        **provenance(piece.tokens),
-                        "pass": event.pass_index,
-                        "drafted": event.drafted,
-                        "accepted": event.accepted,
-                        "seconds": round(event.seconds, 5),
-                        "tokens_per_pass": round(event.tokens_per_pass, 4),
-                    }
+                    **provenance(piece.tokens),
+                    "pass": event.pass_index,
+                    "drafted": event.drafted,
+                    "accepted": event.accepted,
+                    "seconds": round(event.seconds, 5),
+                    "tokens_per_pass": round(event.tokens_per_pass, 4),
                 }
                 if not (piece.tokens or piece.text or piece.deltas):
                     continue
+                if not self._shows(piece, first):
+                    earlier.append(figures)
+                    figures = None
+                    continue
                 if first and self.opened_thinking:
-                    figures["draftless"]["thinking"] = True
+                    figures["thinking"] = True
                 yield sse(
                     self.shaper.chunk(
                         piece.text,
                         tokens=piece.tokens[: piece.returned],
                         deltas=piece.deltas,
-                        extra=figures,
+                        extra=_figures(figures, earlier),
                         first=first,
+                        prompt=self.prompt if first else None,
                     )
                 )
-                first, figures = False, None
+                first, figures, earlier = False, None, []
             elif isinstance(event, DoneEvent):
                 yield sse(
                     self.shaper.chunk(
-                        piece.text, self.finish(event, called), extra=figures, first=first
+                        piece.text,
+                        self.finish(event, called),
+                        extra=_figures(figures, earlier),
+                        first=first,
+                        prompt=self.prompt if first else None,
                     )
                 )
                 if self.include_usage:  # the engine's statistics ride in usage.draftless
@@ -238,4 +273,16 @@ class Answer:
             tokens,
             usage(done.timing.get("prompt_tokens", 0), done, last.completion_tokens),
             calls,
+            self.prompt,
         )
+
+
+def _figures(figures: dict | None, earlier: list[dict]) -> dict | None:
+    """A chunk's ``draftless`` object: its pass's figures, with those of the passes before
+    it that showed nothing."""
+    if figures is None and not earlier:
+        return None
+    shown = dict(figures or {})
+    if earlier:
+        shown["earlier"] = earlier
+    return {"draftless": shown}

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+
 from fastapi import APIRouter, Request
 
 from .state import Front, ServerState, openai_error
-from .requests import ApiError, typed
+from .requests import ApiError, ParsedRequest, typed
 from .responses import Shaper
 
 OPENAI = Front(
@@ -15,6 +18,17 @@ OPENAI = Front(
     media_type="text/event-stream",
     stream_headers={"Cache-Control": "no-cache"},
 )
+
+
+def _not_a_streamed_list(prompt: list) -> None:
+    """A 400 for a streamed list of prompts (one stream answers one prompt)."""
+    if len(prompt) > 1 and all(isinstance(p, (str, list)) for p in prompt):
+        raise ApiError(
+            400,
+            "A list of prompts is answered whole: send it with 'stream': false, or stream "
+            "each prompt in its own request.",
+            param="stream",
+        )
 
 
 def openai_router(state: ServerState) -> APIRouter:
@@ -50,16 +64,51 @@ def openai_router(state: ServerState) -> APIRouter:
             )
         return model_card
 
+    def shaper(parsed: ParsedRequest, chat: bool) -> Shaper:
+        echo_logprobs = parsed.echo and parsed.generation.logprobs is not None
+        return Shaper(chat, options.model_name, parsed.generation.chat_id, echo_logprobs)
+
     async def complete(request: Request, chat: bool):
         try:
             body = await state.read_body(request)
             if isinstance(body, dict):
                 state.check_model(typed(body.get("model"), "string", "model"))
+                if body.get("stream") and isinstance(body.get("prompt"), list):
+                    _not_a_streamed_list(body["prompt"])
             parsed = await state.admit(request, body, chat)
         except ApiError as error:
             return openai_error(error)
-        shaper = Shaper(chat, options.model_name, parsed.generation.chat_id)
-        return await state.respond(request, parsed, shaper, OPENAI)
+        if parsed.more:
+            return await in_turn(request, parsed)
+        return await state.respond(request, parsed, shaper(parsed, chat), OPENAI)
+
+    async def in_turn(request: Request, parsed: ParsedRequest):
+        """A list of prompts, each answered after the one before (each waits for its turn
+        on the engine, as separate requests would): one body, a choice per prompt."""
+        bodies = []
+        for index, generation in enumerate((parsed.generation, *parsed.more)):
+            one = replace(parsed, generation=generation, more=())
+            if index:
+                try:
+                    await state.take_turn(one)
+                except ApiError as error:
+                    return openai_error(error)
+            response = await state.respond(request, one, shaper(one, False), OPENAI)
+            if response.status_code != 200:
+                return response
+            bodies.append(json.loads(response.body))
+        return {
+            **bodies[0],
+            "choices": [{**body["choices"][0], "index": i} for i, body in enumerate(bodies)],
+            "usage": {
+                **{
+                    name: sum(body["usage"][name] for body in bodies)
+                    for name in ("prompt_tokens", "completion_tokens", "total_tokens")
+                },
+                "draftless": [body["usage"]["draftless"] for body in bodies],
+            },
+            "draftless": [body["draftless"] for body in bodies],
+        }
 
     @router.post("/v1/chat/completions")
     async def chat_completions(request: Request):

@@ -152,7 +152,9 @@ class ServerState:
         )
         chat_id = self.chats.resolve(parsed.generation.chat_id, client)
         return replace(
-            parsed, generation=replace(parsed.generation, chat_id=chat_id, client=client)
+            parsed,
+            generation=replace(parsed.generation, chat_id=chat_id, client=client),
+            more=tuple(replace(more, client=client) for more in parsed.more),
         )
 
     async def admit(self, request: Request, body, chat: bool) -> ParsedRequest:
@@ -172,6 +174,11 @@ class ServerState:
                 400, f"The request could not be read ({type(error).__name__}: {error})."
             ) from None
         parsed = self.owned(parsed, request, body.get("user"))
+        await self.take_turn(parsed)
+        return parsed
+
+    async def take_turn(self, parsed: ParsedRequest) -> None:
+        """Wait for the request's turn on the engine; a 429 where too many wait."""
         try:
             await self.queue.acquire(parsed.client or "anonymous")
         except QueueFull:
@@ -182,7 +189,6 @@ class ServerState:
                 "rate_limit_error",
                 "queue_full",
             ) from None
-        return parsed
 
     async def respond(self, request: Request, parsed: ParsedRequest, shaper, front: Front):
         """Run an admitted request (it holds the turn) and answer it as ``front`` shapes it:
