@@ -70,6 +70,14 @@ class PromptEvent:
 
 
 @dataclass(frozen=True)
+class EmbeddingEvent:
+    """Each input's embedding (``EngineService.embed``), and the tokens read for them."""
+
+    vectors: list[list[float]]
+    tokens: int
+
+
+@dataclass(frozen=True)
 class ToolCallEvent:
     """Tool calls that closed in the pass just streamed (its tokens' text leaves them out),
     each {"id", "name", "arguments" (JSON text)}; ``text``: text held back while it might
@@ -157,6 +165,7 @@ Event = (
     | ModelEvent
     | TokenEvent
     | PromptEvent
+    | EmbeddingEvent
     | ToolCallEvent
     | PassEvent
     | DoneEvent

@@ -295,6 +295,8 @@ def test_ollama_chat_calls_tools_too(tools):
     parts = list(client.chat(model="tool-model", messages=ASK, tools=[WEATHER], stream=True))
     calls = [c for p in parts for c in (p.message.tool_calls or [])]
     assert [c.function.arguments for c in calls] == [{"city": "Paris"}] and parts[-1].done
+    # no empty line: each but the last holds text or a call ("Let me look. " then the call)
+    assert all(p.message.content or p.message.tool_calls for p in parts[:-1])
     service.answers.append("Sunny.")  # the result back, in Ollama's shapes
     answer = client.chat(
         model="tool-model",

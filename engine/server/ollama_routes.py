@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+import json
+import time
 
-from . import ollama
+from fastapi import APIRouter, Request
+from fastapi.responses import PlainTextResponse
+
+from . import embeddings, ollama
 from .state import Front, ServerState
 from .requests import ApiError
 
@@ -27,16 +31,10 @@ def ollama_router(state: ServerState) -> APIRouter:
             body = await state.read_body(request)
             model = ollama.model_name(body)
             state.check_model(model.removesuffix(":latest") if model else None)
-            loading = not chat and isinstance(body, dict) and not body.get("prompt")
+            loading = ollama.loading(body, chat)
             translated, as_chat = ollama.translate(body, chat)
             if loading:  # how Ollama clients load a model; this one is loaded
-                return {
-                    "model": model or options.model_name,
-                    "created_at": ollama.now(),
-                    "response": "",
-                    "done": True,
-                    "done_reason": "load",
-                }
+                return ollama.loaded_answer(model or options.model_name, chat, loading)
             parsed = await state.admit(request, translated, as_chat)
         except ApiError as error:
             return ollama.error(error)
@@ -50,6 +48,60 @@ def ollama_router(state: ServerState) -> APIRouter:
     @router.post("/api/generate")
     async def ollama_generate(request: Request):
         return await complete(request, chat=False)
+
+    @router.api_route("/", methods=["GET", "HEAD"])
+    async def running():  # what Ollama's CLI asks to find the server
+        return PlainTextResponse("Ollama is running")
+
+    @router.post("/api/pull")
+    async def pull(request: Request):
+        """The served model is here already: success; any other cannot be pulled."""
+        try:
+            body = await state.read_body(request)
+            name = ollama.model_name(body)
+            if not name or name.removesuffix(":latest") not in state.served:
+                raise ApiError(
+                    404,
+                    f"This server cannot pull {name!r}: it serves {options.model_name!r} "
+                    "only, chosen when it started (python -m engine serve --model …).",
+                    "not_found_error",
+                )
+        except ApiError as error:
+            return ollama.error(error)
+        if body.get("stream") is False:
+            return {"status": "success"}
+        lines = [{"status": "pulling manifest"}, {"status": "success"}]
+        return PlainTextResponse(
+            "".join(json.dumps(line) + "\n" for line in lines), media_type="application/x-ndjson"
+        )
+
+    async def embed(request: Request, older: bool):
+        try:
+            body = await state.read_body(request)
+            model = ollama.model_name(body)
+            state.check_model(model.removesuffix(":latest") if model else None)
+            inputs, truncate = embeddings.ollama_request(body, older)
+            started = time.perf_counter_ns()
+            found = await state.embed(request, inputs, truncate)
+        except ApiError as error:
+            return ollama.error(error)
+        if older:
+            return {"embedding": found.vectors[0]}
+        return {
+            "model": model or options.model_name,
+            "embeddings": found.vectors,
+            "total_duration": time.perf_counter_ns() - started,
+            "load_duration": 0,
+            "prompt_eval_count": found.tokens,
+        }
+
+    @router.post("/api/embed")
+    async def ollama_embed(request: Request):
+        return await embed(request, older=False)
+
+    @router.post("/api/embeddings")
+    async def ollama_embeddings(request: Request):
+        return await embed(request, older=True)
 
     @router.get("/api/version")
     async def ollama_version():

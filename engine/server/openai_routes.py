@@ -8,6 +8,7 @@ from dataclasses import replace
 from fastapi import APIRouter, Request
 
 from .state import Front, ServerState, openai_error
+from . import embeddings as embeddings_shape
 from .requests import ApiError, ParsedRequest, typed
 from .responses import Shaper
 
@@ -109,6 +110,20 @@ def openai_router(state: ServerState) -> APIRouter:
             },
             "draftless": [body["draftless"] for body in bodies],
         }
+
+    @router.post("/v1/embeddings")
+    async def embeddings(request: Request):
+        try:
+            body = await state.read_body(request)
+            if isinstance(body, dict):
+                state.check_model(typed(body.get("model"), "string", "model"))
+            inputs, encoding = embeddings_shape.openai_request(body)
+            found = await state.embed(request, inputs, truncate=False, user=body.get("user"))
+        except ApiError as error:
+            return openai_error(error)
+        return embeddings_shape.openai_body(
+            options.model_name, found.vectors, found.tokens, encoding
+        )
 
     @router.post("/v1/chat/completions")
     async def chat_completions(request: Request):

@@ -14,7 +14,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.requests import ClientDisconnect
 
-from ..events import DoneEvent
+from ..events import DoneEvent, EmbeddingEvent, ErrorEvent
 from .answer import Answer, cancel_on_disconnect
 from .chats import CHAT_ID_HEADER, ChatIds, client_identity
 from .guard import bearer_key_matches, bearer_token
@@ -179,8 +179,11 @@ class ServerState:
 
     async def take_turn(self, parsed: ParsedRequest) -> None:
         """Wait for the request's turn on the engine; a 429 where too many wait."""
+        await self._take_turn(parsed.client or "anonymous")
+
+    async def _take_turn(self, client: str) -> None:
         try:
-            await self.queue.acquire(parsed.client or "anonymous")
+            await self.queue.acquire(client)
         except QueueFull:
             raise ApiError(
                 429,
@@ -189,6 +192,30 @@ class ServerState:
                 "rate_limit_error",
                 "queue_full",
             ) from None
+
+    async def embed(self, request: Request, inputs: list, truncate: bool, user=None):
+        """Each input's embedding (an ``EmbeddingEvent``), run in the request's turn on the
+        engine like an answer: bounded by the queue, the body and the request's time."""
+        client = user if isinstance(user, str) else None
+        await self._take_turn(client or (request.client.host if request.client else "anonymous"))
+        stream = self.service.embed(inputs, self.options.defaults.model, truncate)
+        watcher = asyncio.create_task(cancel_on_disconnect(request, stream))
+        result = None
+        try:
+            async for event in stream:
+                if isinstance(event, ErrorEvent):
+                    if event.message.startswith("Internal error"):
+                        raise ApiError(500, event.message, "server_error")
+                    raise ApiError(400, event.message, param="input")
+                if isinstance(event, EmbeddingEvent):
+                    result = event
+        finally:
+            watcher.cancel()
+            stream.cancel()
+            self.queue.release()
+        if result is None:
+            raise ApiError(500, "The engine ended without the embeddings.", "server_error")
+        return result
 
     async def respond(self, request: Request, parsed: ParsedRequest, shaper, front: Front):
         """Run an admitted request (it holds the turn) and answer it as ``front`` shapes it:
