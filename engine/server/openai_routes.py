@@ -9,9 +9,17 @@ from fastapi import APIRouter, Request
 
 from .state import Front, ServerState, openai_error
 from . import embeddings as embeddings_shape
+from . import openai_responses
 from .requests import ApiError, ParsedRequest, typed
 from .responses import Shaper
 
+RESPONSES = Front(
+    failure=openai_error,
+    stream=openai_responses.stream,
+    whole=openai_responses.whole,
+    media_type="text/event-stream",
+    stream_headers={"Cache-Control": "no-cache"},
+)
 OPENAI = Front(
     failure=openai_error,
     stream=lambda answer, shaper: answer.chunks(),
@@ -110,6 +118,20 @@ def openai_router(state: ServerState) -> APIRouter:
             },
             "draftless": [body["draftless"] for body in bodies],
         }
+
+    @router.post("/v1/responses")
+    async def responses(request: Request):
+        try:
+            body = await state.read_body(request)
+            if isinstance(body, dict):
+                state.check_model(typed(body.get("model"), "string", "model"))
+            parsed = await state.admit(request, openai_responses.chat_body(body), True)
+        except ApiError as error:
+            return openai_error(error)
+        shaper = openai_responses.ResponseShaper(
+            body, options.model_name, parsed.generation.chat_id
+        )
+        return await state.respond(request, parsed, shaper, RESPONSES)
 
     @router.post("/v1/embeddings")
     async def embeddings(request: Request):
