@@ -137,6 +137,8 @@ def test_a_seeded_answer_is_the_same_every_time_and_plain_decodings(server):
 
 def test_models_and_health(server, tiny_model_dir):
     assert [m.id for m in client(server).models.list()] == [tiny_model_dir.name]
+    (card,) = client(server).models.list()
+    assert card.created == int(tiny_model_dir.stat().st_mtime)  # the model folder's time
     assert server.health()["status"] == "ok"
 
 
@@ -168,6 +170,45 @@ def test_invalid_settings_are_400(server, extra, message):
         )
     assert message in caught.value.message
     assert "Traceback" not in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "extra,param",
+    [
+        ({"max_tokens": 10**9}, "max_tokens"),
+        ({"max_completion_tokens": 0}, "max_completion_tokens"),
+        ({"top_p": 3.0}, "top_p"),
+        ({"draftless": {"draft_count": 0}}, "draftless.draft_count"),
+    ],
+)
+def test_a_range_error_names_its_param(server, extra, param):
+    with pytest.raises(openai.BadRequestError) as caught:
+        client(server).chat.completions.create(
+            model="default", messages=[{"role": "user", "content": "hi"}], extra_body=extra
+        )
+    assert caught.value.body["param"] == param
+
+
+def test_retry_after_is_the_expected_wait():
+    """A 429 says when a turn is likely: the answers ahead at the recent answers' mean."""
+    from engine.server.requests import ApiError, Defaults
+    from engine.server.state import ServerOptions, ServerState
+
+    state = ServerState(None, ServerOptions("m", Defaults(), max_queue=1))
+    state.stats.held_seconds.extend([3.0, 5.0])
+
+    async def scenario():
+        await state.queue.acquire("a")  # running
+        waiting = asyncio.ensure_future(state.queue.acquire("b"))
+        await asyncio.sleep(0)
+        with pytest.raises(ApiError) as caught:
+            await state.take_turn(type("Parsed", (), {"client": "c"})())
+        waiting.cancel()
+        return caught.value
+
+    refused = asyncio.run(scenario())
+    assert refused.status == 429 and refused.retry_after == 8  # 2 ahead at 4 s each
+    assert refused.headers() == {"Retry-After": "8"} and "about 8 s" in refused.message
 
 
 def test_hints_and_nulls_that_sdks_and_proxies_send_are_accepted(server):
@@ -270,6 +311,7 @@ def test_disconnect_mid_stream_cancels_and_a_full_queue_is_429(server):
     with pytest.raises(openai.RateLimitError) as caught:
         client(server).completions.create(model="default", prompt="abc", max_tokens=2)
     assert caught.value.code == "queue_full"
+    assert int(caught.value.response.headers["retry-after"]) >= 1
     first.sock.close()  # the client goes away mid-stream
     first.close()
     assert waiting.getresponse().status == 200  # the waiting request then gets its turn

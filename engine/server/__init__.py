@@ -190,6 +190,7 @@ def run_serve(args) -> int:
                 tuple(args.cors_origin),
                 args.max_request_seconds,
                 model.facts,
+                model_created(model.path),
             ),
         )
         log(
@@ -200,6 +201,16 @@ def run_serve(args) -> int:
     finally:
         service.shutdown()
     return 0
+
+
+def model_created(path: str) -> int:
+    """A model folder's modification time in Unix seconds (now, where it cannot be read)."""
+    import time
+
+    try:
+        return int(os.stat(path).st_mtime)
+    except OSError:
+        return int(time.time())
 
 
 def serve_http(app, args, api_key: str | None, on_exit=None) -> None:

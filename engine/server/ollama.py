@@ -77,8 +77,9 @@ def _bad(message: str, param: str | None = None) -> ApiError:
 
 
 def error(error: ApiError) -> JSONResponse:
-    headers = {"Retry-After": "1"} if error.status in (429, 503) else None
-    return SafeJSONResponse({"error": error.message}, status_code=error.status, headers=headers)
+    return SafeJSONResponse(
+        {"error": error.message}, status_code=error.status, headers=error.headers()
+    )
 
 
 def model_name(body) -> str | None:

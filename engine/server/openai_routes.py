@@ -46,7 +46,7 @@ def openai_router(state: ServerState) -> APIRouter:
     model_card = {
         "id": options.model_name,
         "object": "model",
-        "created": 0,
+        "created": options.created,
         "owned_by": "draftless",
         "draftless": {
             "speculation": options.speculation,

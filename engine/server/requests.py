@@ -98,6 +98,7 @@ class ApiError(Exception):
         kind: str = "invalid_request_error",
         code: str | None = None,
         param: str | None = None,
+        retry_after: int = 1,
     ):
         super().__init__(message)
         self.status, self.message, self.kind, self.code, self.param = (
@@ -107,6 +108,11 @@ class ApiError(Exception):
             code,
             param,
         )
+        self.retry_after = retry_after  # seconds, for a 429 or 503: when to try again
+
+    def headers(self) -> dict | None:
+        """Retry-After for a 429 or 503."""
+        return {"Retry-After": str(self.retry_after)} if self.status in (429, 503) else None
 
     def body(self) -> dict:
         return {

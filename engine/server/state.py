@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import Counter
+import math
+import time
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
@@ -35,16 +37,32 @@ class ServerOptions:
     cors_origins: tuple[str, ...] = ()  # web origins allowed to call (CORS); none by default
     max_request_seconds: float = 300.0
     model_facts: dict = field(default_factory=dict)  # ``models.model_facts`` of the model
+    # when the model was made, in Unix seconds (/v1/models' ``created``): its folder's
+    # modification time where the server knows it, else when the server started
+    created: int = field(default_factory=lambda: int(time.time()))
+
+
+# answers whose engine time gives the expected wait (a 429's Retry-After): as many as the
+# queue holds by default, so the figure follows the load that fills it
+RECENT_ANSWERS = 16
 
 
 @dataclass
 class ServerStats:
-    """What ``/health`` tells a key holder about finished answers."""
+    """What ``/health`` tells a key holder about finished answers, and how long the recent
+    ones held the engine."""
 
     finished: Counter = field(default_factory=Counter)
     last_finish_reason: str | None = None
     last_emitted: int = 0
     last_passes: int = 0
+    held_seconds: deque = field(default_factory=lambda: deque(maxlen=RECENT_ANSWERS))
+
+    def expected_wait(self, ahead: int) -> int:
+        """Whole seconds until ``ahead`` answers have run, at the recent answers' mean
+        (a second each before any has finished), at least 1."""
+        mean = sum(self.held_seconds) / len(self.held_seconds) if self.held_seconds else 1.0
+        return max(1, math.ceil(ahead * mean))
 
     def record(self, reason: str, done: DoneEvent | None) -> None:
         self.finished[reason] += 1
@@ -67,8 +85,7 @@ class ServerStats:
 
 def openai_error(error: ApiError) -> JSONResponse:
     """OpenAI's error body."""
-    headers = {"Retry-After": "1"} if error.status in (429, 503) else None
-    return SafeJSONResponse(error.body(), status_code=error.status, headers=headers)
+    return SafeJSONResponse(error.body(), status_code=error.status, headers=error.headers())
 
 
 def _not_json(constant: str):
@@ -185,12 +202,14 @@ class ServerState:
         try:
             await self.queue.acquire(client)
         except QueueFull:
+            wait = self.stats.expected_wait(self.queue.waiting + int(self.queue.running))
             raise ApiError(
                 429,
                 f"The server is busy: {self.queue.waiting} requests are waiting. "
-                "Try again shortly.",
+                f"Try again in about {wait} s.",
                 "rate_limit_error",
                 "queue_full",
+                retry_after=wait,
             ) from None
 
     async def embed(self, request: Request, inputs: list, truncate: bool, user=None):
@@ -222,8 +241,14 @@ class ServerState:
         a stream, or one body once the answer is done."""
         chat_id = parsed.generation.chat_id
         headers = {CHAT_ID_HEADER: chat_id} if chat_id else {}
+        started = time.perf_counter()
+
+        def release() -> None:  # the engine has finished: the next in line may start
+            self.stats.held_seconds.append(time.perf_counter() - started)
+            self.queue.release()
+
         try:  # the answer owns the turn now: it gives it up when the engine has finished
-            answer = Answer(self.service, parsed, shaper, self.stats, self.queue.release)
+            answer = Answer(self.service, parsed, shaper, self.stats, release)
         except BaseException:
             self.queue.release()
             raise
