@@ -181,7 +181,11 @@ class RemoteEngine:
                     self.server_chat_ids[request.chat_id] = issued
                 provenance = (chunk.model_extra or {}).get("draftless")
                 if provenance:
-                    self._pass(provenance, push, tokens, from_draft, text, stats)
+                    # passes that showed no text came without a chunk of their own
+                    for earlier in provenance.get("earlier") or []:
+                        self._pass(earlier, push, tokens, from_draft, text, stats)
+                    if "pass" in provenance:
+                        self._pass(provenance, push, tokens, from_draft, text, stats)
                     if provenance.get("thinking") is True:
                         push(TEMPLATE_OPENED_THINKING)
                 if chunk.usage is not None:
