@@ -11,20 +11,11 @@ import openai
 import pydantic
 import pytest
 
+from .test_server_tools import WEATHER as CHAT_WEATHER
 from .tool_model import InProcessServer, ToolService
 
 CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
-WEATHER = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "The weather in a city",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-        "additionalProperties": False,
-    },
-}
+WEATHER = {"type": "function", **CHAT_WEATHER["function"]}  # the Responses API's flat form
 SETTINGS = {"model": "tool-model", "temperature": 0, "max_output_tokens": 200}
 
 

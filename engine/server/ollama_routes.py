@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
 
 from . import embeddings, ollama
-from .state import Front, ServerState
+from .state import Front, ServerState, answering
 from .requests import ApiError
 
 OLLAMA = Front(
@@ -41,13 +41,21 @@ def ollama_router(state: ServerState) -> APIRouter:
         shaper = ollama.OllamaShaper(chat, model or options.model_name, parsed.generation.chat_id)
         return await state.respond(request, parsed, shaper, OLLAMA)
 
-    @router.post("/api/chat")
-    async def ollama_chat(request: Request):
-        return await complete(request, chat=True)
+    for path, chat in (("/api/chat", True), ("/api/generate", False)):
+        router.add_api_route(path, answering(complete, chat), methods=["POST"])
 
-    @router.post("/api/generate")
-    async def ollama_generate(request: Request):
-        return await complete(request, chat=False)
+    async def named(request: Request, refusal: str) -> tuple[dict, str]:
+        """The body and the model it names, which must be the one served (``refusal``: the
+        404's message, with ``{name}`` and ``{served}``)."""
+        body = await state.read_body(request)
+        name = ollama.model_name(body)
+        if not name or name.removesuffix(":latest") not in state.served:
+            raise ApiError(
+                404,
+                refusal.format(name=repr(name), served=repr(options.model_name)),
+                "not_found_error",
+            )
+        return body, name
 
     @router.api_route("/", methods=["GET", "HEAD"])
     async def running():  # what Ollama's CLI asks to find the server
@@ -57,15 +65,11 @@ def ollama_router(state: ServerState) -> APIRouter:
     async def pull(request: Request):
         """The served model is here already: success; any other cannot be pulled."""
         try:
-            body = await state.read_body(request)
-            name = ollama.model_name(body)
-            if not name or name.removesuffix(":latest") not in state.served:
-                raise ApiError(
-                    404,
-                    f"This server cannot pull {name!r}: it serves {options.model_name!r} "
-                    "only, chosen when it started (python -m engine serve --model …).",
-                    "not_found_error",
-                )
+            body, _ = await named(
+                request,
+                "This server cannot pull {name}: it serves {served} only, chosen when it "
+                "started (python -m engine serve --model …).",
+            )
         except ApiError as error:
             return ollama.error(error)
         if body.get("stream") is False:
@@ -118,14 +122,7 @@ def ollama_router(state: ServerState) -> APIRouter:
     @router.post("/api/show")
     async def ollama_show(request: Request):
         try:
-            body = await state.read_body(request)
-            name = ollama.model_name(body)
-            if not name or name.removesuffix(":latest") not in state.served:
-                raise ApiError(
-                    404,
-                    f"model {name!r} not found; this server serves {options.model_name!r}.",
-                    "not_found_error",
-                )
+            await named(request, "model {name} not found; this server serves {served}.")
         except ApiError as error:
             return ollama.error(error)
         return ollama.show(options.model_facts)

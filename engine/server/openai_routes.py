@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from fastapi import APIRouter, Request
 
-from .state import Front, ServerState, openai_error
+from .state import Front, ServerState, answering, openai_error
 from . import embeddings as embeddings_shape
 from . import openai_responses
 from .requests import ApiError, ParsedRequest, typed
@@ -77,13 +77,22 @@ def openai_router(state: ServerState) -> APIRouter:
         echo_logprobs = parsed.echo and parsed.generation.logprobs is not None
         return Shaper(chat, options.model_name, parsed.generation.chat_id, echo_logprobs)
 
+    async def read_for_model(request: Request):
+        """The body, once the model it names (if any) is the one served."""
+        body = await state.read_body(request)
+        if isinstance(body, dict):
+            state.check_model(typed(body.get("model"), "string", "model"))
+        return body
+
     async def complete(request: Request, chat: bool):
         try:
-            body = await state.read_body(request)
-            if isinstance(body, dict):
-                state.check_model(typed(body.get("model"), "string", "model"))
-                if body.get("stream") and isinstance(body.get("prompt"), list):
-                    _not_a_streamed_list(body["prompt"])
+            body = await read_for_model(request)
+            if (
+                isinstance(body, dict)
+                and body.get("stream")
+                and isinstance(body.get("prompt"), list)
+            ):
+                _not_a_streamed_list(body["prompt"])
             parsed = await state.admit(request, body, chat)
         except ApiError as error:
             return openai_error(error)
@@ -122,9 +131,7 @@ def openai_router(state: ServerState) -> APIRouter:
     @router.post("/v1/responses")
     async def responses(request: Request):
         try:
-            body = await state.read_body(request)
-            if isinstance(body, dict):
-                state.check_model(typed(body.get("model"), "string", "model"))
+            body = await read_for_model(request)
             parsed = await state.admit(request, openai_responses.chat_body(body), True)
         except ApiError as error:
             return openai_error(error)
@@ -136,9 +143,7 @@ def openai_router(state: ServerState) -> APIRouter:
     @router.post("/v1/embeddings")
     async def embeddings(request: Request):
         try:
-            body = await state.read_body(request)
-            if isinstance(body, dict):
-                state.check_model(typed(body.get("model"), "string", "model"))
+            body = await read_for_model(request)
             inputs, encoding = embeddings_shape.openai_request(body)
             found = await state.embed(request, inputs, truncate=False, user=body.get("user"))
         except ApiError as error:
@@ -147,12 +152,6 @@ def openai_router(state: ServerState) -> APIRouter:
             options.model_name, found.vectors, found.tokens, encoding
         )
 
-    @router.post("/v1/chat/completions")
-    async def chat_completions(request: Request):
-        return await complete(request, chat=True)
-
-    @router.post("/v1/completions")
-    async def completions(request: Request):
-        return await complete(request, chat=False)
-
+    for path, chat in (("/v1/chat/completions", True), ("/v1/completions", False)):
+        router.add_api_route(path, answering(complete, chat), methods=["POST"])
     return router

@@ -103,6 +103,16 @@ class Front:
     stream_headers: dict = field(default_factory=dict)
 
 
+def answering(complete, chat: bool):
+    """A route that answers with ``complete(request, chat)``: a chat, or a text
+    completion (OpenAI's) or generate (Ollama's)."""
+
+    async def route(request: Request):
+        return await complete(request, chat)
+
+    return route
+
+
 class ServerState:
     """What every route shares: the options, the fair queue, the chat ids and the
     statistics, with the steps of one answer (read the body, admit it, run it)."""
