@@ -11,7 +11,7 @@ from .errors import EngineError
 
 DRAFT_COUNT_RANGE = (1, 64)
 NGRAM_ORDER_RANGE = (1, 32)
-MAX_TOKENS_RANGE = (0, 32768)  # 0: the prompt alone, read (and scored, where asked)
+MAX_TOKENS_RANGE = (1, 32768)  # an answer's tokens (the app's setting)
 LOGPROBS_RANGE = (0, 20)  # alternatives per token (OpenAI's top_logprobs bound)
 SEED_RANGE = (0, 2**64 - 1)  # what MLX's random seed takes
 TOP_K_RANGE = (0, 1_000_000)  # 0: off; the largest vocabularies are about 260,000 tokens
@@ -150,7 +150,8 @@ class GenerationRequest:
     prompt_logprobs: int | None = None
 
     def validated(self) -> "GenerationRequest":
-        _check_range("max_tokens", self.max_tokens, MAX_TOKENS_RANGE)
+        # 0: the prompt alone, read (and scored, where asked): what evaluation asks for
+        _check_range("max_tokens", self.max_tokens, (0, MAX_TOKENS_RANGE[1]))
         if self.continue_tokens is not None:
             if self.messages is None or not all(
                 isinstance(t, int) and not isinstance(t, bool) and t >= 0
