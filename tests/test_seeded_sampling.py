@@ -214,6 +214,8 @@ def test_the_draw_depends_on_the_seed_and_the_position_only():
     apart = [sampler(logits[:1], 10 + i).item() for i in range(4)]
     assert together == apart
     assert len(set(together)) > 1  # flat logits: the noise alone decides, per position
+    alone = [mx.random.gumbel((50,), key=position_key(3, 10 + i)) for i in range(4)]
+    assert mx.array_equal(sampler.noise(4, 50, 10), mx.stack(alone)).item()
     assert not mx.array_equal(position_key(3, 10), position_key(3, 11)).item()
     assert not mx.array_equal(position_key(3, 11), position_key(4, 10)).item()
 
