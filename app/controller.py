@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import sqlite3
 from dataclasses import replace
 
@@ -44,6 +45,8 @@ from .thinking import answer_only
 log = logging.getLogger(__name__)
 TITLE_LENGTH = 48
 LOADING_STAGES = {"convert", "load", "download"}  # progress of a model load (a dialog)
+# seeds drawn for "Regenerate with temperature": nine digits, short enough to read and type
+SHOWN_SEED_LIMIT = 10**9
 
 
 def session_title(text: str) -> str:
@@ -109,6 +112,7 @@ class Answer:
         self.parent_id = 0  # the message it answers
         self.discarded = False  # its chat was deleted: nothing of it is stored or reported
         self.continues: Message | None = None  # the stored answer this one goes on with
+        self.seed: int | None = None  # a one-off sampled answer's seed, shown to repeat it
 
     @property
     def text(self) -> str:
@@ -505,13 +509,18 @@ class ChatController(QObject):
     ) -> asyncio.Task:
         turns = chat_turns(self.messages)
         settings = self._chat_settings()
-        if temperature is not None:
+        seed = None
+        if temperature is not None:  # one sampled answer: its seed is shown, to repeat it
             settings = replace(settings, temperature=temperature)
+            seed = secrets.randbelow(SHOWN_SEED_LIMIT)
         request = settings.request(turns, chat_id=self.session.id)
+        if seed is not None:
+            request = replace(request, sampling=replace(request.sampling, seed=seed))
         if continuing is not None:
             tokens = tuple(t.token for t in continuing.provenance.tokens)
             request = replace(request, continue_tokens=tokens)
         answer = Answer(self.session.id, request, settings.stop_strings)
+        answer.seed = seed
         if continuing is not None:
             answer.continues = continuing
             answer.provenance = Provenance.continuing(continuing.provenance)
@@ -582,6 +591,8 @@ class ChatController(QObject):
 
     def _finish(self, answer: Answer, done: DoneEvent) -> None:
         done = answer.ending(done)
+        if answer.seed is not None:  # kept with the answer's figures: its footer shows it
+            done = replace(done, stats={**done.stats, "seed": answer.seed})
         earlier = answer.continues
         answer.provenance.finish((earlier.content if earlier else "") + done.text)
         answer.live.finish(done.stats, done.timing)

@@ -114,7 +114,14 @@ def footer_text(tokens: int, stats: dict, timing: dict, finish_reason: str | Non
             f"{stats.get('acceptance_rate', 0.0):.0%} of drafts accepted",
         ]
     parts.append(finish_text(finish_reason))
+    parts.append(seed_text(stats))
     return " · ".join(part for part in parts if part)
+
+
+def seed_text(stats: dict) -> str:
+    """'seed 123456789' for an answer sampled with a seed the app chose, else ''."""
+    seed = stats.get("seed")
+    return f"seed {seed}" if isinstance(seed, int) and not isinstance(seed, bool) else ""
 
 
 def footer_details(tokens: int, stats: dict, timing: dict, finish_reason: str | None = None) -> str:
@@ -122,4 +129,8 @@ def footer_details(tokens: int, stats: dict, timing: dict, finish_reason: str | 
     ``summary_parts``."""
     if finish_reason == EDITED:
         return EDITED_DETAILS
-    return "\n".join(summary_parts(stats, timing, finish_reason, tokens))
+    parts = summary_parts(stats, timing, finish_reason, tokens)
+    seed = seed_text(stats if isinstance(stats, dict) else {})
+    if seed:
+        parts.append(f"{seed}: the same seed and settings write this answer again")
+    return "\n".join(parts)

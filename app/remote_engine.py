@@ -37,6 +37,8 @@ from .remote_reply import (
     checked_model,
     checked_pass,
     json_value,
+    shown,
+    sized_list,
 )
 
 # A server on the same network accepts a connection in milliseconds; 10 s covers a link
@@ -371,7 +373,14 @@ class AnswerReading:
         events = []
         provenance = chunk.get("draftless")
         if provenance:
-            events += self._pass(checked_pass(provenance, self.vocabulary))
+            if not isinstance(provenance, dict):
+                raise BadReply(f"its pass figures are {shown(provenance)}, not an object")
+            # passes that showed no text ride on the next chunk, before its own pass
+            earlier = sized_list(provenance.get("earlier") or [], "the earlier passes of a chunk")
+            for passed in earlier:
+                events += self._pass(checked_pass(passed, self.vocabulary))
+            if "pass" in provenance:
+                events += self._pass(checked_pass(provenance, self.vocabulary))
         if chunk.get("usage") is not None:
             choices = chunk.get("choices")
             first = choices[0] if isinstance(choices, list) and choices else {}

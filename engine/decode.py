@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import mlx.core as mx
-from mlx_lm.sample_utils import make_logits_processors, make_sampler
+from mlx_lm.sample_utils import make_logits_processors
 
 from .draft_policy import DraftPolicy, FixedDraftLength
 from .drafters.base import Drafter
@@ -55,6 +55,7 @@ from .models.caches import (
     speculation_for,
 )
 from .passes import DraftPlan, learn_pass, plan_pass
+from .sampling import PositionSampler
 from .schedule import PassSchedule
 from .settings import SamplingSettings
 from .tokens import DraftGate, output_size
@@ -169,19 +170,16 @@ TokenLogprobs = tuple[float, list[tuple[int, float]]]
 
 
 class TokenChooser:
-    """Turns logits into the target's own choices: argmax, or mlx-lm's sampler.
+    """Turns logits into the target's own choices: argmax, or a sample whose draw depends
+    only on the seed and the token's position (``sampling.PositionSampler``), so the same
+    seed gives plain decoding's answer whatever was drafted.
 
     ``logprobs`` (None: off) asks for each emitted token's log-probability and that many
     most likely alternatives (``token_logprobs``). ``constraint`` (a ``GrammarConstraint``)
     masks what a grammar forbids, after the processors."""
 
     def __init__(self, sampling: SamplingSettings, logprobs: int | None = None, constraint=None):
-        self.sampler = make_sampler(
-            temp=sampling.temperature,
-            top_p=sampling.top_p,
-            min_p=sampling.min_p,
-            top_k=sampling.top_k,
-        )
+        self.sampler = None if sampling.greedy else PositionSampler(sampling)
         self.processors = make_logits_processors(
             repetition_penalty=sampling.repetition_penalty,
             presence_penalty=sampling.presence_penalty,
@@ -215,8 +213,8 @@ class TokenChooser:
 
     def choose(self, logits: mx.array, history: Sequence[int], draft: Sequence[int]) -> list[int]:
         """The target's token at each of the ``len(draft) + 1`` positions (position i sees
-        ``history + draft[:i]``)."""
-        return self.pick(self.processed(logits, history, draft)).tolist()
+        ``history + draft[:i]`` and is sequence index ``len(history) + i``)."""
+        return self.pick(self.processed(logits, history, draft), len(history)).tolist()
 
     def token_logprobs(
         self, logits: mx.array, history: Sequence[int], emitted: Sequence[int]
@@ -251,12 +249,14 @@ class TokenChooser:
         log-probabilities are asked for)."""
         return not self.processors and self.logprobs is None and self.constraint is None
 
-    def pick(self, logits: mx.array) -> mx.array:
-        """The choice at each row of ``logits``, not computed yet (no processors applied)."""
+    def pick(self, logits: mx.array, position: int | None = None) -> mx.array:
+        """The choice at each row of ``logits``, not computed yet (no processors applied);
+        row i is the token at sequence index ``position + i`` (needed when sampling)."""
         if self.greedy:
             return mx.argmax(logits, axis=-1)
-        logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
-        return self.sampler(logprobs)
+        if position is None:
+            raise ValueError("sampling needs the position of the token it chooses")
+        return self.sampler(logits, position)
 
 
 @dataclass
@@ -471,7 +471,8 @@ def queued_passes(
     """
 
     def step(token: mx.array) -> mx.array:
-        return chooser.pick(target.forward(token))
+        logits = target.forward(token)
+        return chooser.pick(logits, target.offset)  # the index of the token it chooses
 
     pending = step(mx.array(history[-1:], dtype=mx.uint32))
     mx.async_eval(pending)

@@ -218,6 +218,8 @@ def load_sharded(spec, mode: str, group, progress=None):
 class DistributedService(EngineService):
     """Rank 0's engine service: the sharded model, with every model call mirrored."""
 
+    embeds = False  # (an embedding's calls are not mirrored: the other ranks would wait)
+
     def __init__(self, mirror: Mirror, mode: str):
         super().__init__()
         self.mirror = mirror

@@ -59,6 +59,25 @@ class TokenEvent:
 
 
 @dataclass(frozen=True)
+class PromptEvent:
+    """The prompt read with each token's log-probability (asked for by
+    ``GenerationRequest.prompt_logprobs``): ``tokens[i]`` is the prompt's token i as a
+    TokenEvent whose ``logprob`` follows the tokens before it (None for the first, which
+    follows nothing); ``text``: the prompt's tokens decoded."""
+
+    tokens: tuple[TokenEvent, ...]
+    text: str
+
+
+@dataclass(frozen=True)
+class EmbeddingEvent:
+    """Each input's embedding (``EngineService.embed``), and the tokens read for them."""
+
+    vectors: list[list[float]]
+    tokens: int
+
+
+@dataclass(frozen=True)
 class ToolCallEvent:
     """Tool calls that closed in the pass just streamed (its tokens' text leaves them out),
     each {"id", "name", "arguments" (JSON text)}; ``text``: text held back while it might
@@ -145,6 +164,8 @@ Event = (
     ProgressEvent
     | ModelEvent
     | TokenEvent
+    | PromptEvent
+    | EmbeddingEvent
     | ToolCallEvent
     | PassEvent
     | DoneEvent

@@ -61,10 +61,12 @@ def json_schema_grammar(schema: dict, field: str = "response_format") -> str:
         raise EngineError(f"'{field}' has a schema this server cannot follow: {error}") from None
 
 
-def generic_tool_grammar(tools: list[dict], forced: Sequence[str] | None) -> str:
-    """The grammar of a generic-format answer (engine/generic_tools.py): a call to one of
-    the tools (``forced``: to one of those), or where none is forced, a call or a reply."""
-    return json_schema_grammar(answer_schema(tools, forced), "tools")
+def generic_tool_grammar(
+    tools: list[dict], forced: Sequence[str] | None, parallel: bool = True
+) -> str:
+    """The grammar of a generic-format answer (engine/generic_tools.py): calls to the tools
+    (``forced``: to those; ``parallel`` False: one), or where none is forced, a reply."""
+    return json_schema_grammar(answer_schema(tools, forced, parallel), "tools")
 
 
 def tool_call_grammar(tokenizer, tools: list[dict], names: Sequence[str]) -> str:

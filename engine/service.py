@@ -26,21 +26,47 @@ from .calibration import Calibrator
 from .decode import Target
 from .engine_thread import SHUTDOWN_TIMEOUT, EngineThread, GenerationStream, shut_down_at_exit
 from .errors import EngineError
-from .events import DoneEvent, ModelEvent, ProgressEvent, ReplayEvent
+from .events import DoneEvent, EmbeddingEvent, ModelEvent, ProgressEvent, ReplayEvent
 from .memory import EngineMemory
 from .model_ngrams import ModelTables, model_key
 from .models import HUB_ID, download_from_hub, load_model
 from .replay import replay_request
+from .scoring import embedding
 from .session import ChatSession
 from .session_cache import SessionCache
 from .settings import DraftSettings, GenerationRequest
+from .tokens import output_size
 
 __all__ = ["EngineService", "GenerationStream"]
+
+
+def embedding_tokens(loaded, given, index: int, truncate: bool) -> list[int]:
+    """An embedding input's tokens: text encoded, or ids checked against the vocabulary;
+    cut to the model's context where ``truncate`` allows, else an error naming it."""
+    if isinstance(given, str):
+        tokens = list(loaded.tokenizer.encode(given))
+    else:
+        tokens = list(given)
+        vocabulary = output_size(loaded.model)
+        if any(not 0 <= t < vocabulary for t in tokens):
+            raise EngineError(f"input[{index}] holds a token id outside 0 to {vocabulary - 1}.")
+    if not tokens:
+        raise EngineError(f"input[{index}] is empty: there is nothing to embed.")
+    if len(tokens) > loaded.context_length:
+        if not truncate:
+            raise EngineError(
+                f"input[{index}] is {len(tokens)} tokens; {loaded.name} reads at most "
+                f"{loaded.context_length} (send truncate: true to cut it)."
+            )
+        tokens = tokens[: loaded.context_length]
+    return tokens
 
 
 class EngineService:
     """Owns the engine thread, the loaded model and the kept chat sessions: an
     ``engine.api.LocalEngine``."""
+
+    embeds = True  # a model split over several machines cannot run outside the lockstep
 
     def __init__(self, build_tables_inline: bool = False):
         """``build_tables_inline``: a request that needs a model table not built yet builds
@@ -155,6 +181,34 @@ class EngineService:
             push(DoneEvent("downloaded", str(folder), [], []))
 
         return GenerationStream(self.engine_thread, job, queued=False)
+
+    def embed(
+        self, inputs: list, model: str | None = None, truncate: bool = True
+    ) -> GenerationStream:
+        """Embed each input (text, or the model's token ids: ``scoring.embedding``): one
+        ``EmbeddingEvent``, then ``DoneEvent("embedded")``. An input longer than the
+        model's context is cut to it (``truncate``) or refused."""
+
+        async def job(should_stop, push):
+            if not self.embeds:
+                raise EngineError(
+                    "This server's model is split over several machines: it does not embed."
+                )
+            self._ensure_model(model, push, should_stop)
+            loaded = self._loaded
+            vectors, read = [], 0
+            for index, given in enumerate(inputs):
+                if should_stop():
+                    push(DoneEvent("cancelled", "", [], []))
+                    return
+                tokens = embedding_tokens(loaded, given, index, truncate)
+                vectors.append(embedding(loaded.model, tokens))
+                read += len(tokens)
+                await asyncio.sleep(0)
+            push(EmbeddingEvent(vectors, read))
+            push(DoneEvent("embedded", "", [], []))
+
+        return GenerationStream(self.engine_thread, job)
 
     @staticmethod
     def drafters() -> dict[str, str]:

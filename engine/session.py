@@ -13,8 +13,6 @@ import time
 from dataclasses import dataclass
 from collections.abc import Callable, Generator, Iterator
 
-import mlx.core as mx
-
 from .adaptive import AdaptivePolicy
 from .decode import PREFILL_STEP, Target, TokenChooser, speculative_decode
 from .drafters import make_drafter
@@ -24,6 +22,7 @@ from .events import (
     Event,
     PassEvent,
     ProgressEvent,
+    PromptEvent,
     TokenEvent,
     TokenLogprob,
     ToolCallEvent,
@@ -39,6 +38,7 @@ from .memory import EngineMemory
 from .model_ngrams import model_key, wanted_tables
 from .models import LoadedModel
 from .schedule import PassSchedule
+from .scoring import score_prompt
 from .settings import GenerationRequest
 from .stats import DecodeStats
 from .tokens import check_prompt, output_size
@@ -101,7 +101,9 @@ def prompt_tokens(loaded: LoadedModel, request: GenerationRequest) -> list[int]:
         if request.tools and tool_format(tokenizer) == "template":
             tools = {"tools": request.tools}
         elif request.tools:
-            messages = generic_messages(messages, request.tools, request.forced_tools)
+            messages = generic_messages(
+                messages, request.tools, request.forced_tools, request.parallel_tool_calls
+            )
         try:
             start = list(
                 tokenizer.apply_chat_template(messages, add_generation_prompt=True, **tools)
@@ -113,6 +115,15 @@ def prompt_tokens(loaded: LoadedModel, request: GenerationRequest) -> list[int]:
                 "tokenizer_config.json, or send a raw prompt."
             ) from None
         return start + list(request.continue_tokens or ())
+    if request.prompt_ids is not None:
+        vocabulary = output_size(loaded.model)
+        outside = next((t for t in request.prompt_ids if t >= vocabulary), None)
+        if outside is not None:
+            raise EngineError(
+                f"The prompt holds token id {outside}, but {loaded.name} has only "
+                f"{vocabulary} token ids (0 to {vocabulary - 1})."
+            )
+        return list(request.prompt_ids)
     return list(tokenizer.encode(request.prompt))
 
 
@@ -264,28 +275,46 @@ class ChatSession:
             yield ProgressEvent("prefill", done, total, message, thinking)
         return True
 
+    def _token_logprob(self, token: int, value: float) -> TokenLogprob:
+        tokenizer = self.loaded.tokenizer
+        tokenmap = getattr(tokenizer.detokenizer, "tokenmap", None)  # (shared, not copied)
+        raw = token_bytes(tokenizer, tokenmap, token)
+        return TokenLogprob(token, raw.decode("utf-8", "replace"), value, raw)
+
     def _logprobs(self, logprobs, position: int, token: int) -> tuple:
         """A TokenEvent's ``logprob`` and ``top_logprobs`` from a pass's ``logprobs``."""
         if logprobs is None:
             return None, ()
-
-        tokenizer = self.loaded.tokenizer
-        tokenmap = getattr(tokenizer.detokenizer, "tokenmap", None)  # (shared, not copied)
-
-        def entry(token: int, value: float) -> TokenLogprob:
-            raw = token_bytes(tokenizer, tokenmap, token)
-            return TokenLogprob(token, raw.decode("utf-8", "replace"), value, raw)
-
         value, top = logprobs[position]
+        entry = self._token_logprob
         return entry(token, value), tuple(entry(t, v) for t, v in top)
+
+    def _scored_prompt(self, tokens: list[int], alternatives: int) -> PromptEvent:
+        """The prompt read into an emptied cache with each token's log-probability
+        (``scoring.score_prompt``); the cache then holds it, as after prefill."""
+        self.target.reset()
+        self.history = []
+        scored = [None] + score_prompt(self.target, tokens, alternatives)
+        self.history = list(tokens)
+        events = []
+        for position, token in enumerate(tokens):
+            logprob, top = self._logprobs(scored, position, token) if position else (None, ())
+            text = self._token_logprob(token, 0.0).text
+            events.append(TokenEvent(token, text, False, -1, None, "", logprob, top))
+        return PromptEvent(tuple(events), self.loaded.tokenizer.decode(tokens))
 
     def generate(
         self, request: GenerationRequest, should_stop: Callable[[], bool] = lambda: False
     ) -> Iterator[Event]:
         """The answer's events: reading the prompt, then tokens and passes, then Done."""
         plan = yield from self._prepare(request, should_stop)
-        if plan is not None:
-            yield from self._decode(request, plan, should_stop)
+        if plan is None:
+            return
+        if request.max_tokens == 0:  # the prompt alone (scored where asked): no answer
+            stats = plan.stats
+            yield DoneEvent("length", "", [], [], stats.to_dict(), stats.timing_dict())
+            return
+        yield from self._decode(request, plan, should_stop)
 
     def _prepare(
         self, request: GenerationRequest, should_stop: Callable[[], bool]
@@ -304,8 +333,6 @@ class ChatSession:
                 f"were asked for, but {loaded.name} reads at most {loaded.context_length}. "
                 "Start a new chat, shorten the prompt or lower max tokens."
             )
-        if request.sampling.seed is not None:
-            mx.random.seed(request.sampling.seed)
         constraint = None
         if request.tools and tool_format(loaded.tokenizer) == "generic":
             if request.json_schema is not None:
@@ -316,7 +343,9 @@ class ChatSession:
                 )
             constraint = GrammarConstraint(
                 loaded.tokenizer,
-                generic_tool_grammar(request.tools, request.forced_tools),
+                generic_tool_grammar(
+                    request.tools, request.forced_tools, request.parallel_tool_calls
+                ),
                 output_size(loaded.model),
                 "tools",
             )
@@ -341,6 +370,8 @@ class ChatSession:
             prompt_tokens=len(tokens),
         )
         started = time.perf_counter()
+        if request.prompt_logprobs is not None:  # read here, from an empty cache
+            yield self._scored_prompt(tokens, request.prompt_logprobs)
         to_run = self._prepare_cache(tokens)
         stats.prefilled_tokens = to_run
         self.history = list(tokens)

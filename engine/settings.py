@@ -11,7 +11,7 @@ from .errors import EngineError
 
 DRAFT_COUNT_RANGE = (1, 64)
 NGRAM_ORDER_RANGE = (1, 32)
-MAX_TOKENS_RANGE = (1, 32768)
+MAX_TOKENS_RANGE = (1, 32768)  # an answer's tokens (the app's setting)
 LOGPROBS_RANGE = (0, 20)  # alternatives per token (OpenAI's top_logprobs bound)
 SEED_RANGE = (0, 2**64 - 1)  # what MLX's random seed takes
 TOP_K_RANGE = (0, 1_000_000)  # 0: off; the largest vocabularies are about 260,000 tokens
@@ -145,9 +145,15 @@ class GenerationRequest:
     # the answer so far, as the model's token ids, to be continued (after it stopped at
     # its token limit): the prompt is the chat with these tokens as the answer's start
     continue_tokens: tuple[int, ...] | None = None
+    # a raw prompt given as the model's token ids (instead of ``prompt``'s text)
+    prompt_ids: tuple[int, ...] | None = None
+    # each prompt token's log-probability and this many most likely alternatives, sent as
+    # a ``PromptEvent`` before the answer (evaluation harnesses score prompts so); None: none
+    prompt_logprobs: int | None = None
 
     def validated(self) -> "GenerationRequest":
-        _check_range("max_tokens", self.max_tokens, MAX_TOKENS_RANGE)
+        # 0: the prompt alone, read (and scored, where asked): what evaluation asks for
+        _check_range("max_tokens", self.max_tokens, (0, MAX_TOKENS_RANGE[1]))
         if self.continue_tokens is not None:
             if self.messages is None or not all(
                 isinstance(t, int) and not isinstance(t, bool) and t >= 0
@@ -156,6 +162,16 @@ class GenerationRequest:
                 raise EngineError("Only a chat answer, given as token ids, can be continued.")
         if self.logprobs is not None:
             _check_range("top_logprobs", self.logprobs, LOGPROBS_RANGE)
+        if self.prompt_logprobs is not None:
+            _check_range("prompt_logprobs", self.prompt_logprobs, LOGPROBS_RANGE)
+        if self.prompt_ids is not None:
+            if not self.prompt_ids or not all(
+                isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in self.prompt_ids
+            ):
+                raise EngineError(
+                    "A prompt of token ids must be a non-empty list of ids (0 or more)."
+                )
+            return replace(self, draft=self.draft.validated(), sampling=self.sampling.validated())
         if self.messages is None and self.prompt is None:
             raise EngineError("Nothing to answer: give a prompt or chat messages.")
         if self.messages is not None:

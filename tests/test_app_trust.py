@@ -330,6 +330,9 @@ def test_regenerate_at_temperature_0_says_it_repeats_and_offers_temperature_0_7(
     view.vary_button.click()
     wait(qtbot, app.controller.answer_task)
     assert app.scripted.requests[-1].sampling.temperature == 0.7
+    seed = app.scripted.requests[-1].sampling.seed  # shown, so the answer can be repeated
+    assert seed is not None and f"seed {seed}" in window.transcript.views[-1].footer.text()
+    assert f"seed {seed}" in window.transcript.views[-1].footer.toolTip()
     assert app.controller.settings.temperature == 0  # for that answer only
     assert window.transcript.views[-1].version_label.text() == "2/2"
 
@@ -342,6 +345,7 @@ def test_regenerate_at_temperature_0_says_it_repeats_and_offers_temperature_0_7(
     view.regenerate_button.click()
     wait(qtbot, app.controller.answer_task)
     assert app.scripted.requests[-1].sampling.temperature == 0.5
+    assert app.scripted.requests[-1].sampling.seed is None
 
 
 # H. smaller defects -------------------------------------------------------------------------

@@ -25,6 +25,18 @@ def client(server, key="unused"):
     return openai.OpenAI(base_url=server.url, api_key=key, max_retries=0, timeout=120)
 
 
+def pass_figures(chunks) -> list[dict]:
+    """Each pass's figures in a stream, in order: a chunk's ``earlier`` passes (which
+    showed nothing, so sent no chunk of their own), then its own pass."""
+    figures = []
+    for chunk in chunks:
+        shown = (chunk.model_extra or {}).get("draftless") or {}
+        figures += shown.get("earlier", [])
+        if "pass" in shown:
+            figures.append({k: v for k, v in shown.items() if k != "earlier"})
+    return figures
+
+
 def cli_tokens(model_dir, prompt, *args):
     result = engine_cli("generate", "--model", str(model_dir), "--prompt", prompt, "--json", *args)
     assert result.returncode == 0, result.stderr
@@ -60,7 +72,7 @@ def test_chat_greedy_equals_cli_generate_streamed_and_not(server, tiny_model_dir
     chunks = list(chat.create(stream=True, stream_options={"include_usage": True}, **settings))
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == expected["text"]
-    passes = [c.model_extra["draftless"] for c in chunks if "draftless" in (c.model_extra or {})]
+    passes = pass_figures(chunks)
     assert [t for p in passes for t in p["tokens"]] == expected["tokens"]
     for p in passes:  # provenance: the accepted drafts lead each pass, the target's token ends it
         assert p["from_draft"] == [True] * p["accepted"] + [False] * (
@@ -89,8 +101,44 @@ def test_text_completion_equals_raw_generate(server, tiny_model_dir):
     assert answer.model_extra["draftless"]["tokens"] == expected["tokens"]
 
 
+def test_a_seeded_answer_is_the_same_every_time_and_plain_decodings(server):
+    """Three runs of one seeded request (the server's default drafter, its policy learning
+    between them) give one answer: plain decoding's for that seed (drafter none), and
+    Ollama's options.seed gives it too."""
+    prompt = "abcabcabc abcabcabc abcabcabc"
+
+    def answer(drafter=None):
+        extra = {"draftless": {"drafter": drafter}} if drafter else {}
+        reply = client(server).chat.completions.create(
+            model="default",
+            messages=[{"role": "user", "content": prompt}],
+            max_tokens=25,
+            temperature=1,
+            seed=42,
+            extra_body=extra,
+        )
+        return tuple(reply.model_extra["draftless"]["tokens"]), reply.choices[0].message.content
+
+    answers = {answer() for _ in range(3)} | {answer("suffix"), answer("ngrammys")}
+    assert answers == {answer("none")}
+    status, body = request(
+        server.port,
+        "POST",
+        "/api/generate",
+        {
+            "model": "default",
+            "prompt": prompt,
+            "stream": False,
+            "options": {"seed": 42, "temperature": 1, "num_predict": 25},
+        },
+    )
+    assert status == 200 and body["response"] == answers.pop()[1]
+
+
 def test_models_and_health(server, tiny_model_dir):
     assert [m.id for m in client(server).models.list()] == [tiny_model_dir.name]
+    (card,) = client(server).models.list()
+    assert card.created == int(tiny_model_dir.stat().st_mtime)  # the model folder's time
     assert server.health()["status"] == "ok"
 
 
@@ -122,6 +170,45 @@ def test_invalid_settings_are_400(server, extra, message):
         )
     assert message in caught.value.message
     assert "Traceback" not in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "extra,param",
+    [
+        ({"max_tokens": 10**9}, "max_tokens"),
+        ({"max_completion_tokens": 0}, "max_completion_tokens"),
+        ({"top_p": 3.0}, "top_p"),
+        ({"draftless": {"draft_count": 0}}, "draftless.draft_count"),
+    ],
+)
+def test_a_range_error_names_its_param(server, extra, param):
+    with pytest.raises(openai.BadRequestError) as caught:
+        client(server).chat.completions.create(
+            model="default", messages=[{"role": "user", "content": "hi"}], extra_body=extra
+        )
+    assert caught.value.body["param"] == param
+
+
+def test_retry_after_is_the_expected_wait():
+    """A 429 says when a turn is likely: the answers ahead at the recent answers' mean."""
+    from engine.server.requests import ApiError, Defaults
+    from engine.server.state import ServerOptions, ServerState
+
+    state = ServerState(None, ServerOptions("m", Defaults(), max_queue=1))
+    state.stats.held_seconds.extend([3.0, 5.0])
+
+    async def scenario():
+        await state.queue.acquire("a")  # running
+        waiting = asyncio.ensure_future(state.queue.acquire("b"))
+        await asyncio.sleep(0)
+        with pytest.raises(ApiError) as caught:
+            await state.take_turn(type("Parsed", (), {"client": "c"})())
+        waiting.cancel()
+        return caught.value
+
+    refused = asyncio.run(scenario())
+    assert refused.status == 429 and refused.retry_after == 8  # 2 ahead at 4 s each
+    assert refused.headers() == {"Retry-After": "8"} and "about 8 s" in refused.message
 
 
 def test_hints_and_nulls_that_sdks_and_proxies_send_are_accepted(server):
@@ -224,6 +311,7 @@ def test_disconnect_mid_stream_cancels_and_a_full_queue_is_429(server):
     with pytest.raises(openai.RateLimitError) as caught:
         client(server).completions.create(model="default", prompt="abc", max_tokens=2)
     assert caught.value.code == "queue_full"
+    assert int(caught.value.response.headers["retry-after"]) >= 1
     first.sock.close()  # the client goes away mid-stream
     first.close()
     assert waiting.getresponse().status == 200  # the waiting request then gets its turn

@@ -299,9 +299,6 @@ def test_ollama_logprobs_tags_show_version_and_errors(server, tiny_model_dir):
     status, version = request_json(server, "GET", "/api/version")
     assert status == 200 and version["version"]
     with pytest.raises(ollama.ResponseError) as caught:
-        llama.chat(model="default", messages=PROMPT, options={"mirostat": 2})
-    assert caught.value.status_code == 400 and "mirostat" in caught.value.error
-    with pytest.raises(ollama.ResponseError) as caught:
         llama.chat(model="llama3", messages=PROMPT)
     assert caught.value.status_code == 404
     with pytest.raises(ollama.ResponseError) as caught:
@@ -338,8 +335,91 @@ def test_ollama_show_ps_older_name_key_curl_bodies_and_error_shape(server, tiny_
     assert status == 200 and body["eval_count"] == 2
     status, body = post_raw(server, "/v1/chat/completions", {"messages": PROMPT}, None)
     assert status == 415  # the OpenAI routes still want a JSON content type
-    status, body = post_raw(server, "/api/embed", {"model": "default", "input": "hi"}, None)
+    status, body = post_raw(server, "/api/create", {"model": "default"}, None)
     assert status == 404 and set(body) == {"error"}
+
+
+def test_ollama_cli_checks_pulls_loads_and_unloads(server, tiny_model_dir):
+    """What the ollama CLI and apps send besides answers: GET and HEAD / to find the
+    server, /api/pull (the served model is here; another cannot be pulled), a load (no
+    prompt, no messages) and an unload (keep_alive 0)."""
+    for method in ("GET", "HEAD"):
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        connection.request(method, "/")
+        response = connection.getresponse()
+        assert response.status == 200
+        assert response.read() == (b"Ollama is running" if method == "GET" else b"")
+        connection.close()
+    llama = ollama.Client(host=f"http://127.0.0.1:{server.port}")
+    assert llama.pull("default").status == "success"
+    assert [p.status for p in llama.pull(tiny_model_dir.name, stream=True)][-1] == "success"
+    with pytest.raises(ollama.ResponseError) as caught:
+        llama.pull("llama3")
+    assert caught.value.status_code == 404 and "cannot pull 'llama3'" in caught.value.error
+    assert llama.generate(model="default").done_reason == "load"
+    assert llama.generate(model="default", keep_alive=0).done_reason == "unload"
+    loaded = llama.chat(model="default", messages=[])
+    assert loaded.done_reason == "load" and loaded.message.content == ""
+    assert llama.chat(model="default", messages=[], keep_alive=0).done_reason == "unload"
+
+
+def test_unknown_ollama_options_are_ignored_with_a_warning(server, caplog):
+    from engine.server.ollama import translate
+
+    options = {"temperature": 0, "num_predict": 6}
+    llama = ollama.Client(host=f"http://127.0.0.1:{server.port}")
+    plain = llama.generate(model="default", prompt="abc", options=options).response
+    odd = {**options, "mirostat": 2, "mirostat_tau": 5.0}
+    assert llama.generate(model="default", prompt="abc", options=odd).response == plain
+    with caplog.at_level("WARNING", logger="engine.server"):
+        body, _ = translate({"prompt": "abc", "options": odd}, False)
+    assert "mirostat" not in body and body["max_tokens"] == 6
+    assert "Ignoring the Ollama option 'mirostat'" in caplog.text
+
+
+def hidden_state_embedding(loaded, text: str):
+    """The model's mean-pooled, normalised last hidden state of ``text``, directly."""
+    import mlx.core as mx
+
+    ids = mx.array(list(loaded.tokenizer.encode(text)))[None]
+    mean = loaded.model.model(ids)[0].mean(axis=0)
+    return (mean / mx.linalg.norm(mean)).tolist()
+
+
+def test_embeddings_are_the_models_pooled_hidden_state(server, tiny_model_dir):
+    config = json.loads((tiny_model_dir / "config.json").read_text())
+    texts = ["the red fox", "abc"]
+    from engine.models import load_model
+
+    loaded = load_model(str(tiny_model_dir))
+    expected = [hidden_state_embedding(loaded, text) for text in texts]
+    llama = ollama.Client(host=f"http://127.0.0.1:{server.port}")
+    embedded = llama.embed(model="default", input=texts)
+    assert [len(v) for v in embedded.embeddings] == [config["hidden_size"]] * 2
+    for got, want in zip(embedded.embeddings, expected):
+        assert got == pytest.approx(want, abs=1e-5)
+    assert embedded.prompt_eval_count == len("the red fox") + len("abc")  # one byte a token
+    older = llama.embeddings(model="default", prompt=texts[0]).embedding
+    assert older == pytest.approx(expected[0], abs=1e-5)
+    for asked in ({}, {"encoding_format": "float"}):  # (by default the client asks base64)
+        data = client(server).embeddings.create(model="default", input=texts, **asked).data
+        assert [d.index for d in data] == [0, 1]
+        for got, want in zip(data, expected):
+            assert list(got.embedding) == pytest.approx(want, abs=1e-5)
+    ids = list(loaded.tokenizer.encode("abc"))
+    by_ids = client(server).embeddings.create(model="default", input=ids)
+    assert list(by_ids.data[0].embedding) == pytest.approx(expected[1], abs=1e-5)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client(server).embeddings.create(model="default", input="a" * 5000)
+    assert "reads at most" in caught.value.message
+    cut = llama.embed(model="default", input="a" * 5000)  # Ollama cuts it to the context
+    assert len(cut.embeddings[0]) == config["hidden_size"]
+    with pytest.raises(ollama.ResponseError) as caught:
+        llama.embed(model="default", input="a" * 5000, truncate=False)
+    assert caught.value.status_code == 400
+    with pytest.raises(openai.BadRequestError) as caught:
+        client(server).embeddings.create(model="default", input="abc", dimensions=8)
+    assert caught.value.body["param"] == "dimensions"
 
 
 def post_raw(server, path, body: dict, content_type: str | None):

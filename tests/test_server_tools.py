@@ -8,6 +8,7 @@ import ollama
 import openai
 import pytest
 
+from .test_server import pass_figures
 from .tool_model import InProcessServer, ToolService
 
 WEATHER = {
@@ -177,10 +178,9 @@ def test_a_plain_stream_has_no_empty_chunk_but_the_last(tools):
     assert chunks[0].choices[0].delta.role == "assistant"
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == "Hello there"
     empty = [c for c in chunks if not c.choices[0].delta.model_dump(exclude_none=True)]
-    # a held-back space (its text comes with the next token) aside, only the last is empty
-    held = [c for c in empty if c.model_extra.get("draftless", {}).get("texts") == [""]]
-    assert empty == held + [chunks[-1]] and chunks[-1].choices[0].finish_reason == "stop"
-    passes = [c.model_extra["draftless"]["pass"] for c in chunks if "draftless" in c.model_extra]
+    # a held-back space's pass sends no chunk: its figures ride on the next one's
+    assert empty == [chunks[-1]] and chunks[-1].choices[0].finish_reason == "stop"
+    passes = [figures["pass"] for figures in pass_figures(chunks)]
     assert passes == list(range(len(passes)))  # every pass's figures, the last one's included
 
 
@@ -295,6 +295,8 @@ def test_ollama_chat_calls_tools_too(tools):
     parts = list(client.chat(model="tool-model", messages=ASK, tools=[WEATHER], stream=True))
     calls = [c for p in parts for c in (p.message.tool_calls or [])]
     assert [c.function.arguments for c in calls] == [{"city": "Paris"}] and parts[-1].done
+    # no empty line: each but the last holds text or a call ("Let me look. " then the call)
+    assert all(p.message.content or p.message.tool_calls for p in parts[:-1])
     service.answers.append("Sunny.")  # the result back, in Ollama's shapes
     answer = client.chat(
         model="tool-model",
@@ -393,7 +395,7 @@ def generic(tmp_path_factory):
         yield service, server
 
 
-GENERIC_CALL = '{"tool_call": {"name": "get_weather", "arguments": {"city": "Pa\\"ris"}}}'
+GENERIC_CALL = '{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Pa\\"ris"}}]}'
 
 
 def test_a_model_without_tool_template_calls_tools_in_the_generic_format(generic):
@@ -451,10 +453,84 @@ def test_generic_format_history_renders_calls_and_results_as_plain_messages(gene
     assert answer.choices[0].message.content == "Sunny."
     prompt = service.prompts[-1]
     assert (
-        '<|im_start|>assistant\n{"tool_call": {"name": "get_weather", "arguments": '
-        '{"city": "Paris"}}}<|im_end|>' in prompt
+        '<|im_start|>assistant\n{"tool_calls": [{"name": "get_weather", "arguments": '
+        '{"city": "Paris"}}]}<|im_end|>' in prompt
     )
-    assert "<|im_start|>user\nTool result: sunny, 24 C<|im_end|>" in prompt
+    assert (  # the result with the call it answers, as Hermes and Qwen templates show it
+        '<|im_start|>user\n<tool_response>\n{"name": "get_weather", "arguments": '
+        '{"city": "Paris"}}\nsunny, 24 C\n</tool_response><|im_end|>' in prompt
+    )
+
+
+GENERIC_TWO_CALLS = (
+    '{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+    '{"name": "get_weather", "arguments": {"city": "Tokyo"}}]}'
+)
+
+
+def test_the_generic_format_makes_several_calls_unless_parallel_calls_are_off(generic):
+    """Calls in one list come back as that many tool_calls, streamed with their own index;
+    with parallel_tool_calls false the grammar allows one call (the list ends after it)."""
+    from engine.grammar import GrammarConstraint, generic_tool_grammar
+
+    service, server = generic
+    service.answers.append(GENERIC_TWO_CALLS)
+    message = chat(server).create(messages=ASK, tools=[WEATHER], **SETTINGS).choices[0].message
+    cities = [json.loads(call.function.arguments)["city"] for call in message.tool_calls]
+    assert cities == ["Paris", "Tokyo"]
+    assert len({call.id for call in message.tool_calls}) == 2
+    assert "several" not in service.prompts[-1] and GENERIC_TWO_CALLS[:17] in service.prompts[-1]
+    service.answers.append(GENERIC_TWO_CALLS)
+    chunks = list(chat(server).create(messages=ASK, tools=[WEATHER], stream=True, **SETTINGS))
+    deltas = [d for c in chunks for d in (c.choices[0].delta.tool_calls or [])]
+    assert [d.index for d in deltas if d.function.name] == [0, 1]
+    for index, city in enumerate(cities):
+        pieces = "".join(d.function.arguments or "" for d in deltas if d.index == index)
+        assert json.loads(pieces) == {"city": city}
+
+    service.answers.append(GENERIC_TWO_CALLS)
+    one = (
+        chat(server)
+        .create(messages=ASK, tools=[WEATHER], parallel_tool_calls=False, **SETTINGS)
+        .choices[0]
+    )
+    assert [json.loads(c.function.arguments) for c in one.message.tool_calls] == [{"city": "Paris"}]
+    tokens = list(service.tokenizer.encode(GENERIC_TWO_CALLS, add_special_tokens=False))
+    for parallel, allowed in ((True, len(tokens)), (False, GENERIC_TWO_CALLS.index(", {"))):
+        grammar = generic_tool_grammar([WEATHER], None, parallel)
+        assert (
+            GrammarConstraint(service.tokenizer, grammar, 259, "tools").allowed(tokens) == allowed
+        )
+
+
+def test_each_generic_result_shows_the_call_it_answers(generic):
+    """Results answer calls by id (in any order), else by the tool's name (Ollama sends
+    tool_name), else in the calls' order."""
+    service, server = generic
+    calls = [
+        {
+            "id": f"call_{city}",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": json.dumps({"city": city})},
+        }
+        for city in ("Paris", "Tokyo")
+    ]
+    asked = ASK + [{"role": "assistant", "content": None, "tool_calls": calls}]
+    results = [
+        {"role": "tool", "tool_call_id": "call_Tokyo", "content": "rain"},
+        {"role": "tool", "tool_call_id": "call_Paris", "content": "sun"},
+    ]
+    service.answers.append('{"response": "Sun and rain."}')
+    chat(server).create(messages=asked + results, tools=[WEATHER], **SETTINGS)
+    shown = service.prompts[-1]
+    tokyo = '<tool_response>\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}\nrain\n'
+    paris = '<tool_response>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\nsun\n'
+    assert tokyo in shown and paris in shown and shown.index(tokyo) < shown.index(paris)
+    assert shown.count("<|im_start|>user\n<tool_response>") == 1  # one message for both
+    unnamed = [{"role": "tool", "content": "sun"}, {"role": "tool", "content": "rain"}]
+    service.answers.append('{"response": "Sun and rain."}')
+    chat(server).create(messages=asked + unnamed, tools=[WEATHER], **SETTINGS)
+    assert paris in service.prompts[-1] and tokyo in service.prompts[-1]
 
 
 def test_a_forced_generic_call_takes_only_the_call_form(generic):
@@ -465,7 +541,7 @@ def test_a_forced_generic_call_takes_only_the_call_form(generic):
     forced = {"type": "function", "function": {"name": "get_weather"}}
     answer = chat(server).create(messages=ASK, tools=[WEATHER], tool_choice=forced, **SETTINGS)
     assert answer.choices[0].message.tool_calls[0].function.name == "get_weather"
-    assert "Answer by calling one of get_weather" in service.prompts[-1]
+    assert "Answer by calling get_weather" in service.prompts[-1]
     reply = list(service.tokenizer.encode('{"response": "no"}', add_special_tokens=False))
     for choice, allowed in ((("get_weather",), len('{"')), (None, len(reply))):
         grammar = generic_tool_grammar([WEATHER], choice)

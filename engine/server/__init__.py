@@ -1,10 +1,12 @@
 """``python -m engine serve``: an OpenAI- and Ollama-compatible HTTP server over the engine
 service.
 
-Routes: ``POST /v1/chat/completions`` and ``POST /v1/completions`` (streamed as server-sent
-events or not), ``GET /v1/models`` and ``/v1/models/{id}``, Ollama's ``/api/chat``,
-``/api/generate``, ``/api/tags``, ``/api/show`` and ``/api/version`` (``ollama.py``),
-``GET``/``HEAD /health``.
+Routes: OpenAI's ``POST /v1/chat/completions``, ``/v1/completions`` (streamed as
+server-sent events or not; ``echo`` with prompt log-probabilities, token-id and list
+prompts), ``/v1/responses``, ``/v1/embeddings``, ``GET /v1/models`` and ``/v1/models/{id}``
+(``openai_routes.py``); Ollama's ``/api/chat``, ``/api/generate``, ``/api/embed``,
+``/api/embeddings``, ``/api/tags``, ``/api/show``, ``/api/ps``, ``/api/pull``,
+``/api/version`` and ``GET /`` (``ollama_routes.py``); ``GET``/``HEAD /health``.
 ``guard.py`` holds the limits on hostile clients (Host, Origin, time, connections).
 Drafting settings travel per request in a ``"draftless"`` object; defaults come from the
 command line. Under ``mlx.launch`` with ``--shard``, rank 0 serves HTTP and the other ranks
@@ -190,6 +192,7 @@ def run_serve(args) -> int:
                 tuple(args.cors_origin),
                 args.max_request_seconds,
                 model.facts,
+                model_created(model.path),
             ),
         )
         log(
@@ -200,6 +203,16 @@ def run_serve(args) -> int:
     finally:
         service.shutdown()
     return 0
+
+
+def model_created(path: str) -> int:
+    """A model folder's modification time in Unix seconds (now, where it cannot be read)."""
+    import time
+
+    try:
+        return int(os.stat(path).st_mtime)
+    except OSError:
+        return int(time.time())
 
 
 def serve_http(app, args, api_key: str | None, on_exit=None) -> None:

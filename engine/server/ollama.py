@@ -9,6 +9,7 @@ shaped as Ollama's NDJSON lines or one object. Errors are Ollama's ``{"error": "
 from __future__ import annotations
 
 import json
+import logging
 import time
 from datetime import datetime, timezone
 
@@ -19,6 +20,7 @@ from ..models import size_text
 from .requests import ApiError, check_fields, checked_schema, typed
 from .responses import SafeJSONResponse, Shaper
 
+log = logging.getLogger("engine.server")
 # the Ollama API version whose shapes these routes follow (clients compare against it)
 VERSION = "0.12.0"
 FIELDS = {
@@ -75,8 +77,9 @@ def _bad(message: str, param: str | None = None) -> ApiError:
 
 
 def error(error: ApiError) -> JSONResponse:
-    headers = {"Retry-After": "1"} if error.status in (429, 503) else None
-    return SafeJSONResponse({"error": error.message}, status_code=error.status, headers=headers)
+    return SafeJSONResponse(
+        {"error": error.message}, status_code=error.status, headers=error.headers()
+    )
 
 
 def model_name(body) -> str | None:
@@ -88,6 +91,25 @@ def model_name(body) -> str | None:
 
 def now() -> str:
     return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def loading(body, chat: bool) -> str | None:
+    """How Ollama's clients load or unload a model, with nothing to answer: "load" for a
+    generate without a prompt or a chat without messages, "unload" where ``keep_alive`` is
+    0 too (this server keeps its one model loaded either way); None for a request to answer."""
+    if not isinstance(body, dict) or body.get("messages" if chat else "prompt"):
+        return None
+    return "unload" if body.get("keep_alive") in (0, "0", "0s", "0m") else "load"
+
+
+def loaded_answer(model: str, chat: bool, reason: str) -> dict:
+    """The answer to a load or unload request."""
+    body = {"model": model, "created_at": now()}
+    if chat:
+        body["message"] = {"role": "assistant", "content": ""}
+    else:
+        body["response"] = ""
+    return {**body, "done": True, "done_reason": reason}
 
 
 def translate(body, chat: bool) -> tuple[dict, bool]:
@@ -118,11 +140,13 @@ def translate(body, chat: bool) -> tuple[dict, bool]:
         if name in IGNORED_OPTIONS:
             typed(value, IGNORED_OPTIONS[name], f"options.{name}")
             continue
-        if name not in OPTIONS:
-            raise _bad(
-                f"Unsupported option {name!r}. Supported: {', '.join(sorted(OPTIONS))}.",
-                f"options.{name}",
+        if name not in OPTIONS:  # as Ollama does: the answer goes on without it
+            log.warning(
+                "Ignoring the Ollama option %r: this server does not use it (it uses %s).",
+                name,
+                ", ".join(sorted(OPTIONS)),
             )
+            continue
         field, kind = OPTIONS[name]
         if typed(value, kind, f"options.{name}") is not None:
             out[field] = value
@@ -197,7 +221,8 @@ async def lines(answer, shaper: OllamaShaper):
         event = piece.event
         if isinstance(event, PassEvent):
             called = called or bool(piece.calls)
-            if piece.text or piece.calls or piece.returned:
+            # a pass whose text is held back (a possible tool call) sends no empty line
+            if piece.text or piece.calls or (answer.logprobs and piece.returned):
                 yield (
                     json.dumps(
                         {

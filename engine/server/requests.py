@@ -8,7 +8,13 @@ from dataclasses import dataclass, replace
 from ..errors import EngineError
 from ..schemas import check_schema, forced_call_schema
 from ..stop_strings import MAX_STOP_CHARS, MAX_STOPS, valid_stop_strings
-from ..settings import LOGPROBS_RANGE, DraftSettings, GenerationRequest, SamplingSettings
+from ..settings import (
+    LOGPROBS_RANGE,
+    MAX_TOKENS_RANGE,
+    DraftSettings,
+    GenerationRequest,
+    SamplingSettings,
+)
 
 DRAFT_TYPES = {
     "drafter": "string",
@@ -92,6 +98,7 @@ class ApiError(Exception):
         kind: str = "invalid_request_error",
         code: str | None = None,
         param: str | None = None,
+        retry_after: int = 1,
     ):
         super().__init__(message)
         self.status, self.message, self.kind, self.code, self.param = (
@@ -101,6 +108,11 @@ class ApiError(Exception):
             code,
             param,
         )
+        self.retry_after = retry_after  # seconds, for a 429 or 503: when to try again
+
+    def headers(self) -> dict | None:
+        """Retry-After for a 429 or 503."""
+        return {"Retry-After": str(self.retry_after)} if self.status in (429, 503) else None
 
     def body(self) -> dict:
         return {
@@ -130,6 +142,9 @@ class ParsedRequest:
     stop: tuple[str, ...]
     client: str | None  # the client-chosen ``user``, else the peer address (for fair turns)
     include_usage: bool = False  # stream_options.include_usage: a last chunk with usage
+    echo: bool = False  # a text completion's answer begins with its prompt
+    # a text completion's further prompts, answered in turn after ``generation``'s
+    more: tuple[GenerationRequest, ...] = ()
 
 
 def _bad(message: str, param: str | None = None) -> ApiError:
@@ -262,16 +277,27 @@ def messages_of(raw) -> list[dict]:
     return messages
 
 
-def _prompt(raw) -> str:
-    if raw is None:
-        raise _bad("'prompt' is missing: send the text to continue as one string.", "prompt")
-    if isinstance(raw, list) and len(raw) == 1 and isinstance(raw[0], str):
-        raw = raw[0]
+def _prompt_of(raw, param: str) -> str | tuple[int, ...]:
+    """One prompt: text, or the model's token ids."""
+    if isinstance(raw, list) and raw and all(isinstance(t, int) for t in raw):
+        if any(isinstance(t, bool) or t < 0 for t in raw):
+            raise _bad("A prompt of token ids holds ids of 0 or more.", param)
+        return tuple(raw)
     if not isinstance(raw, str):
-        raise _bad("'prompt' must be one string (batches of prompts are not supported).", "prompt")
-    if not typed(raw, "string", "prompt").strip():
-        raise _bad("'prompt' is empty: send some text to continue.", "prompt")
+        raise _bad("'prompt' must be a string, a list of token ids, or a list of either.", param)
+    if not typed(raw, "string", param).strip():
+        raise _bad("'prompt' is empty: send some text to continue.", param)
     return raw
+
+
+def _prompts(raw) -> list[str | tuple[int, ...]]:
+    """The prompts of a text completion, answered in turn: a string, a list of token ids,
+    or a non-empty list of strings or of token-id lists."""
+    if raw is None:
+        raise _bad("'prompt' is missing: send the text to continue.", "prompt")
+    if isinstance(raw, list) and raw and all(isinstance(p, (str, list)) for p in raw):
+        return [_prompt_of(p, f"prompt[{i}]") for i, p in enumerate(raw)]
+    return [_prompt_of(raw, "prompt")]
 
 
 def _stop(raw) -> tuple[str, ...]:
@@ -321,7 +347,7 @@ SAMPLING = (
 def _sampling(body: dict, default: SamplingSettings) -> SamplingSettings:
     if body.get("n") not in (None, 1):
         raise _bad("Only n=1 is supported.", "n")
-    for name in ("logit_bias", "echo", "suffix", "functions", "function_call"):
+    for name in ("logit_bias", "suffix", "functions", "function_call"):
         if body.get(name) not in (None, False, [], {}, "", 0, "none"):
             raise _bad(f"'{name}' is not supported by this server.", name)
     values = {name: body[name] for name in SAMPLING if body.get(name) is not None}
@@ -457,21 +483,41 @@ def check_fields(body, fields: dict) -> None:
             typed(body[name], kind, name)
 
 
+def _max_tokens(body: dict, chat: bool, default: int) -> int:
+    """The answer's token limit (``max_completion_tokens``, else ``max_tokens``); 0, for a
+    text completion, reads the prompt alone."""
+    value = body.get("max_completion_tokens")  # a present null defers to max_tokens
+    param = "max_completion_tokens"
+    if value is None:
+        value, param = body.get("max_tokens"), "max_tokens"
+    if value is None:
+        return default
+    low, high = (1 if chat else 0), MAX_TOKENS_RANGE[1]
+    if not low <= value <= high:
+        raise _bad(f"{param} must be an integer from {low} to {high}; got {value!r}.", param)
+    return value
+
+
+def _engine_param(message: str) -> str | None:
+    """The field an engine error names first ("top_p must be …"), where it is one."""
+    name = message.split(" ", 1)[0]
+    if name in FIELD_TYPES:
+        return name
+    return f"draftless.{name}" if name in DRAFT_TYPES else None
+
+
 def parse(body, chat: bool, defaults: Defaults, peer: str | None) -> ParsedRequest:
     """Validate an OpenAI body; raise ApiError (400) for anything the engine cannot honour."""
     check_fields(body, FIELD_TYPES)
     _unsupported_asks(body)
-    if chat:
-        messages, prompt = messages_of(body.get("messages")), None
-    else:
-        messages, prompt = None, _prompt(body.get("prompt"))
-    max_tokens = body.get("max_completion_tokens")  # a present null defers to max_tokens
-    if max_tokens is None:
-        max_tokens = body.get("max_tokens")
-    if max_tokens is None:
-        max_tokens = defaults.max_tokens
+    echo = bool(typed(body.get("echo"), "boolean", "echo"))
+    if echo and chat:
+        raise _bad("'echo' is for text completions.", "echo")
+    prompts = [None] if chat else _prompts(body.get("prompt"))
     if len(body.get("chat_id") or "") > MAX_CHAT_ID_CHARS:
         raise _bad(f"'chat_id' must be at most {MAX_CHAT_ID_CHARS} characters.", "chat_id")
+    if len(prompts) > 1 and body.get("chat_id") is not None:
+        raise _bad("A list of prompts keeps no chat: leave 'chat_id' out.", "chat_id")
     options = body.get("stream_options") or {}
     include_usage = typed(options.get("include_usage"), "boolean", "stream_options.include_usage")
     tools, forced = tools_of(body.get("tools"), body.get("tool_choice"), chat)
@@ -480,29 +526,39 @@ def parse(body, chat: bool, defaults: Defaults, peer: str | None) -> ParsedReque
         raise _bad(
             "A forced 'tool_choice' and a JSON 'response_format' cannot both hold.", "tool_choice"
         )
+    logprobs = _logprobs(body, chat)
     request = GenerationRequest(
-        messages=messages,
-        prompt=prompt,
+        messages=messages_of(body.get("messages")) if chat else None,
         raw=not chat,
         model=defaults.model,
         chat_id=body.get("chat_id"),
-        max_tokens=max_tokens,
+        max_tokens=_max_tokens(body, chat, defaults.max_tokens),
         draft=_draft(body.get("draftless"), defaults.draft),
         sampling=_sampling(body, defaults.sampling),
-        logprobs=_logprobs(body, chat),
+        logprobs=logprobs,
+        prompt_logprobs=(logprobs or 0) if echo else None,
         tools=tools,
         forced_tools=forced,
         parallel_tool_calls=body.get("parallel_tool_calls") is not False,
         json_schema=json_schema,
     )
-    try:
-        request = request.validated()
-    except (EngineError, TypeError, ValueError) as error:
-        raise _bad(str(error)) from None
+    requests = []
+    for prompt in prompts:
+        asked = request
+        if isinstance(prompt, tuple):
+            asked = replace(request, prompt_ids=prompt)
+        elif prompt is not None:
+            asked = replace(request, prompt=prompt)
+        try:
+            requests.append(asked.validated())
+        except (EngineError, TypeError, ValueError) as error:
+            raise _bad(str(error), _engine_param(str(error))) from None
     return ParsedRequest(
-        request,
+        requests[0],
         bool(body.get("stream")),
         _stop(body.get("stop")),
         body.get("user") or peer,
         bool(include_usage),
+        echo,
+        tuple(requests[1:]),
     )

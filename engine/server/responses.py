@@ -72,6 +72,15 @@ def _entry(item: TokenLogprob) -> dict:
     }
 
 
+def _by_text(alternatives) -> dict[str, float]:
+    """A text completion's alternatives, text to log-probability, best first: tokens that
+    share a text (bytes of one character) keep the likelier's figure."""
+    shown: dict[str, float] = {}
+    for item in alternatives:
+        shown.setdefault(item.text, item.logprob)
+    return shown
+
+
 def tool_calls(calls: list[dict]) -> list[dict]:
     """Engine tool calls in OpenAI's shape."""
     return [
@@ -104,10 +113,13 @@ def tool_call_deltas(deltas: list[dict]) -> list[dict]:
 class Shaper:
     """Builds the JSON bodies of one response (chat or text completion)."""
 
-    def __init__(self, chat: bool, model: str, chat_id: str | None = None):
+    def __init__(
+        self, chat: bool, model: str, chat_id: str | None = None, echo_logprobs: bool = False
+    ):
         self.chat = chat
         self.model = model
         self.chat_id = chat_id  # the id to send with the next turn (None: no chat kept)
+        self.echo_logprobs = echo_logprobs  # an echoed prompt's logprobs were asked for
         self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
         self.created = int(time.time())
         # where the next token starts in a text completion's text, in characters: its
@@ -115,9 +127,13 @@ class Shaper:
         self.text_offset = 0
         self.offset_decoder = codecs.getincrementaldecoder("utf-8")("ignore")
 
-    def logprobs(self, tokens: list[TokenEvent]) -> dict | None:
-        """OpenAI's ``logprobs`` of a choice for ``tokens``; None when none were asked for."""
+    def logprobs(self, tokens: list[TokenEvent], prompt=None) -> dict | None:
+        """OpenAI's ``logprobs`` of a choice for ``tokens``; None when none were asked for.
+        ``prompt`` (a ``PromptEvent``, text completions' ``echo``): its tokens come first,
+        the first with null figures (nothing comes before it)."""
         tokens = [t for t in tokens if t.logprob is not None]
+        if prompt is not None and not self.chat:
+            return self._echoed(prompt, tokens)
         if not tokens:
             return None
         if self.chat:
@@ -136,8 +152,25 @@ class Shaper:
         return {
             "tokens": [t.logprob.text for t in tokens],
             "token_logprobs": [t.logprob.logprob for t in tokens],
-            "top_logprobs": [{top.text: top.logprob for top in t.top_logprobs} for t in tokens],
+            "top_logprobs": [_by_text(t.top_logprobs) for t in tokens],
             "text_offset": offsets,
+        }
+
+    def _echoed(self, prompt, tokens: list[TokenEvent]) -> dict:
+        """A text completion's ``logprobs`` with the prompt's tokens before the answer's."""
+        first, *rest = prompt.tokens
+        self.text_offset += len(self.offset_decoder.decode(first.text.encode()))
+        shown = self.logprobs(rest + tokens) or {
+            "tokens": [],
+            "token_logprobs": [],
+            "top_logprobs": [],
+            "text_offset": [],
+        }
+        return {
+            "tokens": [first.text] + shown["tokens"],
+            "token_logprobs": [None] + shown["token_logprobs"],
+            "top_logprobs": [None] + shown["top_logprobs"],
+            "text_offset": [0] + shown["text_offset"],
         }
 
     def _envelope(self, streamed: bool) -> dict:
@@ -158,11 +191,15 @@ class Shaper:
         first: bool = False,
         tokens: list[TokenEvent] = (),
         deltas: list[dict] = (),
+        prompt=None,
     ) -> dict:
         """One streamed chunk; ``first`` carries the role (with content null where its pass
         gave no text, as OpenAI sends it where a tool call comes first); ``deltas``:
-        tool-call progress (``ToolCallEvent.deltas``)."""
-        logprobs = self.logprobs(list(tokens))
+        tool-call progress (``ToolCallEvent.deltas``); ``prompt``: a ``PromptEvent`` to
+        echo before the text (a text completion's ``echo``)."""
+        logprobs = self.logprobs(list(tokens), prompt if self.echo_logprobs else None)
+        if prompt is not None and not self.chat:
+            text = prompt.text + text
         if self.chat:
             delta = {}
             if first:
@@ -188,9 +225,20 @@ class Shaper:
         return {**self._envelope(True), "choices": [], "usage": use}
 
     def whole(
-        self, text: str, finish: str, tokens: list[TokenEvent], use: dict, calls: list[dict] = ()
+        self,
+        text: str,
+        finish: str,
+        tokens: list[TokenEvent],
+        use: dict,
+        calls: list[dict] = (),
+        prompt=None,
     ) -> dict:
-        logprobs = self.logprobs(tokens[: use["completion_tokens"]])
+        """The whole response; ``prompt``: a ``PromptEvent`` to echo before the text."""
+        logprobs = self.logprobs(
+            tokens[: use["completion_tokens"]], prompt if self.echo_logprobs else None
+        )
+        if prompt is not None and not self.chat:
+            text = prompt.text + text
         if self.chat:
             message = {"role": "assistant", "content": text}
             if calls:
