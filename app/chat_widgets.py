@@ -38,11 +38,14 @@ from .attachments import (
 )
 from .context_meter import context_use
 from .flow_layout import FlowLayout
+from .keyboard import tab_leaves
+from .zoom import keep_lines
 
 ATTACH_FILTER = (
     "Text, Markdown or PDF (*.txt *.md *.markdown *.pdf *.csv *.json *.log *.py *.rst);;"
     "All files (*)"
 )
+COMPOSER_LINES = 3.5  # a short question whole, a long one scrolls
 PREVIEW_LINES = 10  # of a file's text in its chip's tooltip
 PREVIEW_WIDTH = 100  # characters: a file of one huge line still gives a tooltip that fits
 # Feather icons' "paperclip" and "file-text" outlines (MIT licence), drawn in the theme's
@@ -86,8 +89,9 @@ class ChatInput(QPlainTextEdit):
         super().__init__(parent)
         self.setObjectName("chatInput")
         self.setPlaceholderText("Message Draftless — Enter to send, Shift+Enter for a new line")
-        self.setTabChangesFocus(True)
-        self.setFixedHeight(72)
+        self.setAccessibleName("Message")
+        tab_leaves(self)
+        keep_lines(self, COMPOSER_LINES)
 
     def keyPressEvent(self, event):
         if event.key() in (Qt.Key_Return, Qt.Key_Enter) and not (

@@ -114,6 +114,7 @@ class ContextMeter(QWidget):
     def __init__(self, controller=None, parent=None):
         super().__init__(parent)
         self.setObjectName("contextMeter")
+        self.setAccessibleName("Context window")
         column = QVBoxLayout(self)
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(1)
@@ -125,9 +126,7 @@ class ContextMeter(QWidget):
         self.bar.setFixedHeight(BAR_HEIGHT)
         column.addWidget(self.label)
         column.addWidget(self.bar)
-        # as wide as its longest text (six-digit counts, warning), not the status bar's rest
-        longest = ContextUse(888_888, 888_888, 0).text() + " — nearly full"
-        self.setFixedWidth(self.label.fontMetrics().horizontalAdvance(longest) + 16)
+        self._fit_width()
         self.use = ContextUse(0, None, 0)
         self.controller = controller
         if controller is not None:
@@ -147,10 +146,18 @@ class ContextMeter(QWidget):
         """Count the open chat again (``answer``: one being written)."""
         self.show_use(context_use(self.controller, answer))
 
+    def _fit_width(self) -> None:
+        """As wide as its longest text (six-digit counts, warning) at its text size, not
+        the status bar's rest."""
+        longest = ContextUse(888_888, 888_888, 0).text() + " — nearly full"
+        self.setFixedWidth(self.fontMetrics().horizontalAdvance(longest) + 16)
+
     def changeEvent(self, event):
         super().changeEvent(event)
         if event.type() == QEvent.PaletteChange:  # light/dark switched: the theme's colours
             self.show_use(self.use)
+        elif event.type() == QEvent.FontChange:  # zoomed
+            self._fit_width()
 
     def show_use(self, use: ContextUse) -> None:
         self.use = use
@@ -158,6 +165,7 @@ class ContextMeter(QWidget):
         self.bar.setValue(min(use.used, use.window or use.used))
         self.label.setText(use.text())
         self.setToolTip(use.tooltip())
+        self.setAccessibleDescription(f"{use.text()}. {use.tooltip()}")
         self.setProperty("warning", use.warning)
         colors = theme.current()
         chunk = colors.mark if use.warning else colors.accent

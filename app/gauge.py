@@ -27,6 +27,7 @@ from engine.stats import estimate_is_guess, speedup_text
 
 from . import theme
 from .livestats import NOT_MEASURED
+from .zoom import zoom_of
 
 START_DEG, SPAN_DEG = 210.0, -240.0  # clockwise from lower left to lower right
 
@@ -43,9 +44,23 @@ class Gauge(QWidget):
             "the dot the last pass. 1 = plain decoding; more means accepted guesses."
         )
         self.setSizePolicy(QSizePolicy.Fixed, QSizePolicy.Fixed)
+        self.setAccessibleName("Tokens per pass")
+        self._describe()
+
+    def _describe(self) -> None:
+        """The values in words, for a screen reader (the dial is painted)."""
+        scale = f"on a scale from 1 to {self.maximum:g}"
+        if not self.mean:
+            said = f"No answer yet, {scale}."
+        else:
+            said = f"{self.mean:.1f} tokens per pass for this answer, {scale}."
+            if self.current >= 1.0:
+                said += f" The last pass made {self.current:g}."
+        self.setAccessibleDescription(said)
 
     def sizeHint(self) -> QSize:
-        return QSize(120, 100)
+        scale = zoom_of(self)
+        return QSize(round(120 * scale), round(100 * scale))
 
     def minimumSizeHint(self) -> QSize:
         return self.sizeHint()
@@ -54,6 +69,7 @@ class Gauge(QWidget):
         self.mean, self.current = float(mean), float(current)
         self.maximum = max(float(maximum), 2.0)
         self.active = active
+        self._describe()
         self.update()
 
     def fraction(self, value: float) -> float:

@@ -28,6 +28,7 @@ from .gauge import SpeculationBar
 from .gauge_presenter import GaugePresenter, on_screen
 from .help import HelpDialog, show_about
 from .inspector import Inspector
+from .keyboard import move_focus
 from .message_actions import MessageMenu
 from .model_presenter import ModelPresenter
 from .models_view import DownloadBar
@@ -38,6 +39,7 @@ from .settings_panel import SettingsPanel
 from .side_panels import SidePanels, make_dock, tab_width
 from .system_prompt import SystemPromptBar
 from .transcript import TranscriptView, copy_text
+from .zoom import zoom_window
 
 MIN_WIDTH = 420  # the composer and one card still fit
 CHATS_WIDTH = 220  # the chat list's width when it opens
@@ -67,7 +69,8 @@ class MainWindow(QMainWindow):
         self.settings_panel.set_settings(controller.settings)
         self.speculation_bar.toggle.setChecked(controller.settings.highlight)
         self.transcript.set_highlight(controller.settings.highlight)
-        self.transcript.set_zoom(controller.settings.zoom)
+        self.zoomed = 1.0  # the rest of the window's text size, as the transcript's step
+        self._zoom_rest(self.transcript.set_zoom(controller.settings.zoom))
         self.transcript.set_repeats(controller.regenerate_repeats)
         self.refresh_sessions()
         for notice in controller.startup_notices():
@@ -135,6 +138,30 @@ class MainWindow(QMainWindow):
         when the window grows (``side_panels``)."""
         super().resizeEvent(event)
         self.panels.fit(event.size().width())
+
+    def keyPressEvent(self, event):  # noqa: N802 (Qt's name)
+        """Esc stops the answer from wherever the focus is: a key no control of the window
+        takes comes here, even when the window is not the active one and the Stop action's
+        shortcut does not fire (a desktop without a window manager, until a click)."""
+        if event.key() == Qt.Key_Escape and self.controller.answering_here:
+            self.controller.stop()
+            event.accept()
+            return
+        super().keyPressEvent(event)
+
+    def focusNextPrevChild(self, forward: bool) -> bool:  # noqa: N802 (Qt's name)
+        """Tab and Shift+Tab walk the controls in the order they are on the screen."""
+        return move_focus(self, self.focus_columns(), forward) or super().focusNextPrevChild(
+            forward
+        )
+
+    def focus_columns(self) -> list:
+        """The window's columns, left to right: the docks on the left, the chat, the docks
+        on the right, the status bar."""
+        docks = (self.sessions_dock, self.settings_dock, self.inspector_dock)
+        left = [d for d in docks if self.dockWidgetArea(d) == Qt.LeftDockWidgetArea]
+        right = [d for d in docks if d not in left]
+        return [*left, self.centralWidget(), *right, self.statusBar()]
 
     def _menus(self) -> None:
         chat = self.menuBar().addMenu("&Chat")
@@ -344,10 +371,17 @@ class MainWindow(QMainWindow):
             self.controller.update_settings(replace(self.controller.settings, highlight=on))
 
     def zoom(self, step: int) -> None:
-        """Bigger (+1), smaller (-1) or normal (0) text; remembered for the next start."""
+        """Bigger (+1), smaller (-1) or normal (0) text in the whole window; remembered for
+        the next start."""
         factor = self.transcript.zoom(step)
+        self._zoom_rest(factor)
         if factor != self.controller.settings.zoom:
             self.controller.update_settings(replace(self.controller.settings, zoom=factor))
+
+    def _zoom_rest(self, factor: float) -> None:
+        """Everything but the transcript (zoomed by itself) at the transcript's ``factor``."""
+        zoom_window(self, self.zoomed, factor, keep=self.transcript)
+        self.zoomed = factor
 
     def _settings_changed(self, settings) -> None:
         if settings != self.settings_panel.settings():

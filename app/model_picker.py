@@ -58,6 +58,7 @@ class ModelPicker(QFrame):
         self.button.setToolTip(
             f"{name}\n{details}\nChoose another model to load it" if name else "Load a model"
         )
+        self.button.setAccessibleName(f"Model: {name}" if name else "Choose a model")
 
     def show_loading(self, what: str) -> None:
         self.button.setText(f"Loading {what}…")

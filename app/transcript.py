@@ -242,6 +242,7 @@ class MessageView(QFrame):
         self.thinking = ThinkingPanel(lambda: card()._thinking_body(), self)
         layout.addWidget(self.thinking)
         self.body = MessageBody(self)
+        self.body.setAccessibleName("Your message" if role == "user" else "Answer")
         self.body.codeCopyRequested.connect(self.copyRequested)
         self.body.setContextMenuPolicy(Qt.CustomContextMenu)  # the text's menu gains the ⋯'s
         self.body.customContextMenuRequested.connect(lambda at: self.menuRequested.emit(self, at))
@@ -279,6 +280,7 @@ class MessageView(QFrame):
 
     def _thinking_body(self) -> MessageBody:
         body = MessageBody(self)
+        body.setAccessibleName("Thinking")
         body.codeCopyRequested.connect(self.copyRequested)
         return body
 
@@ -488,6 +490,7 @@ class TranscriptView(QScrollArea):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.setObjectName("transcript")
+        self.setAccessibleName("Conversation")
         self.setWidgetResizable(True)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         self.setFrameShape(QFrame.NoFrame)

@@ -295,6 +295,30 @@ def test_stop_cancels_within_a_pass_and_keeps_the_partial_answer(make_app, qtbot
     assert window.send_button.isEnabled() and not window.stop_button.isEnabled()
 
 
+def test_esc_in_the_composer_stops_within_a_pass_on_the_engine(make_app, qtbot):
+    """Right after Send the composer has the focus; Esc there stops the engine's answer at
+    its next pass, even in a window that is not the active one (issue 61)."""
+    from PySide6.QtWidgets import QApplication
+
+    from .test_app_keyboard import another_window_active
+
+    application = make_app()
+    window, controller = application.window, application.controller
+    set_max_tokens(window, 3500)
+    task = send(qtbot, window, "Count forever")
+    qtbot.waitUntil(
+        lambda: controller.answer and len(controller.answer.provenance.tokens) > 30, timeout=30000
+    )
+    another_window_active(qtbot)
+    assert QApplication.focusWidget() is not window.input  # the keys go there all the same
+    qtbot.keyClick(window.input, Qt.Key_Escape)
+    assert controller.answer.stream.stream.cancelled  # the engine stops at its next pass
+    finish(qtbot, task)
+    done = application.recorder.of(DoneEvent)[-1]
+    assert done.finish_reason == "cancelled" and len(done.tokens) < 3500
+    assert window.transcript.views[-1].footer.text().endswith("stopped")
+
+
 def test_settings_reach_the_request_persist_and_refuse_out_of_range(make_app, qtbot):
     from app.settings import SettingsStore
 
