@@ -24,6 +24,7 @@ from .chat_widgets import Banner, Composer, EditBar, ask_to_delete
 from .context_meter import ContextMeter
 from .controller import ChatController
 from .export import FORMATS
+from .find_bar import FindBar, find_matches
 from .gauge import SpeculationBar
 from .gauge_presenter import GaugePresenter, on_screen
 from .help import HelpDialog, show_about
@@ -89,6 +90,8 @@ class MainWindow(QMainWindow):
         for part in (self.speculation_bar, self.banner, self.system_prompt_bar):
             column.addWidget(part)
         self.transcript = TranscriptView()
+        self.find_bar = FindBar(self.controller, self.transcript)
+        column.addWidget(self.find_bar)
         column.addWidget(self.transcript, 1)
         self.editing: int | None = None  # the question being edited, if any
         self.edit_bar = EditBar()
@@ -183,6 +186,10 @@ class MainWindow(QMainWindow):
         )
         self.settings_action.setMenuRole(QAction.PreferencesRole)  # Cmd+, in the app menu on a Mac
         view = self.menuBar().addMenu("&View")
+        self.find_action = view.addAction(
+            "Find in chat…", self.find_bar.open, QKeySequence(QKeySequence.Find)
+        )
+        view.addSeparator()
         for dock in (self.sessions_dock, self.settings_dock, self.inspector_dock):
             view.addAction(dock.toggleViewAction())
         view.addSeparator()
@@ -218,7 +225,8 @@ class MainWindow(QMainWindow):
         self.composer.readyToSend.connect(lambda: self.send(self.input.toPlainText()))
         self.stop_button.clicked.connect(c.stop)
         self.sessions_panel.newRequested.connect(self.new_chat)
-        self.sessions_panel.openRequested.connect(c.open_session)
+        self.sessions_panel.openRequested.connect(self.open_chat)
+        self.find_bar.closed.connect(self.input.setFocus)
         self.sessions_panel.renameRequested.connect(self.rename_chat)
         self.sessions_panel.deleteRequested.connect(self.delete_chat)
         self.sessions_panel.exportRequested.connect(self.export_chat)
@@ -305,6 +313,13 @@ class MainWindow(QMainWindow):
     def new_chat(self) -> None:
         self.controller.new_session()
         self.input.setFocus()
+
+    def open_chat(self, session_id: str) -> None:
+        """Open a chat picked in the list; picked while searching, at the first match."""
+        self.controller.open_session(session_id)
+        search = self.sessions_panel.search.text()
+        if search.strip() and find_matches(self.controller.messages, search):
+            self.find_bar.open(search)
 
     def rename_chat(self, session_id: str) -> None:
         session = self.controller.store.session(session_id)

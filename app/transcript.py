@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
     QToolTip,
     QVBoxLayout,
     QWidget,
+    QApplication,
 )
 
 from . import theme
@@ -69,6 +70,7 @@ RELEASE_SCREENS = 4  # ...and released beyond this many (a margin, so scrolling 
 RELEASES = 4  # cards released per step at most: a fling leaves dozens behind at once
 BATCH = 40  # older messages boxed per step: at the estimated ~150 px each, several screens
 CARD_SPACING = 10  # pixels between cards
+SHOWN_ABOVE_PX = 60  # a card scrolled to (a match) keeps this much of what is above it
 QWIDGETSIZE_MAX = 16777215  # Qt's "no maximum" for a widget's size
 ALL_FONT_PROPERTIES = 0x3FFFF  # QFont::AllPropertiesResolved (PySide6 does not export it)
 # A never-built card's estimated height: its frame, header and footer, and a line per
@@ -575,6 +577,20 @@ class TranscriptView(QScrollArea):
         button.move(area.right() - button.width() - 16, area.bottom() - button.height() - 12)
         button.raise_()
 
+    def show_card(self, view: MessageView, offset: int = 0) -> None:
+        """Scroll ``view`` into sight, ``offset`` pixels into it near the top of the view (a
+        match found in it), and stay there while answers arrive."""
+        slot = self._slot_of(view)
+        if slot is None:
+            return
+        for _ in range(3):  # the card's page and the column lay out in turn
+            QApplication.sendPostedEvents(None, QEvent.LayoutRequest)
+        self._follow = False
+        bar = self.verticalScrollBar()
+        bar.setValue(max(self._top(slot) + offset - SHOWN_ABOVE_PX, 0))
+        self.latest_button.setVisible(bar.value() < bar.maximum() - 24)
+        self._place_latest()
+
     def scroll_to_latest(self) -> None:
         self._follow = True
         bar = self.verticalScrollBar()
@@ -1001,7 +1017,9 @@ class TranscriptView(QScrollArea):
         bar = self.verticalScrollBar()
         if self._follow:
             bar.setValue(high)
-        elif self._anchor is not None:  # what the reader reads stays where it is
+        elif self._anchor is not None and bar.value() > bar.minimum():
+            # what the reader reads stays where it is; at the very top (the handle dragged
+            # there) the reader wants the chat's start, which the older boxes come above
             slot, offset = self._anchor
             self._restoring = True
             bar.setValue(self._top(slot) + offset)
