@@ -233,6 +233,13 @@ class Composer(QFrame):
         self.notice.setTextFormat(Qt.PlainText)
         self.notice.hide()
         column.addWidget(self.notice)
+        self.note = QLabel()  # what Send is waiting for, or why it did nothing
+        self.note.setObjectName("composerNote")
+        self.note.setWordWrap(True)
+        self.note.setTextFormat(Qt.PlainText)
+        self.note.hide()
+        column.addWidget(self.note)
+        self.send_when_loaded = False  # Send was pressed while the model loads
         row = QHBoxLayout()
         column.addLayout(row)
         self.attach_button = QToolButton()
@@ -311,6 +318,17 @@ class Composer(QFrame):
         """Send was pressed while files are read: send once they are in."""
         self.send_when_read = True
 
+    def wait_for_model(self, what: str) -> None:
+        """Send was pressed while a model loads: the message waits in the box (and can still
+        be changed) and goes once the model has loaded (``MainWindow.model_ready``)."""
+        self.send_when_loaded = True
+        self.say(f"Sends when {what} has loaded; keep typing if you like.")
+
+    def say(self, text: str) -> None:
+        """A line under the box about Send ("" takes it away)."""
+        self.note.setText(text)
+        self.note.setVisible(bool(text))
+
     def _show_files(self) -> None:
         self.chips.show_files([*self.attachments, *self.reading])
         self.notice.setText("\n".join(self.refused))
@@ -353,6 +371,7 @@ class Composer(QFrame):
         """After sending: an empty box and no files."""
         self.input.clear()
         self.attachments = []
+        self.say("")
         self._drop_reads()
 
     def _drop_reads(self) -> None:

@@ -249,6 +249,7 @@ class MainWindow(QMainWindow):
         c.answerProgress.connect(self.answer_progress)
         c.answerFinished.connect(self.answer_finished)
         c.busyChanged.connect(self.set_busy)
+        c.models.loadFinished.connect(self.model_ready)
         c.problem.connect(self.banner.show_message)
         c.status.connect(self.show_status)
         c.settingsChanged.connect(self._settings_changed)
@@ -264,6 +265,18 @@ class MainWindow(QMainWindow):
             return None
         if not (text := self.composer.message(text)).strip():  # with the attached files
             return None
+        if self.controller.models.loading:  # sent once the model is in (model_ready)
+            self.composer.wait_for_model(self.model_presenter.picker.loading or "the model")
+            return None
+        if self.controller.busy:
+            self.composer.say(
+                "An answer is being written: press Esc to stop it, or wait for it; your "
+                "message stays here."
+                if self.controller.answering_here
+                else "Another chat is answering: Send works when it has finished; your "
+                "message stays here."
+            )
+            return None
         if self.editing is not None:
             task = self.controller.edit(self.editing, text)
         else:
@@ -273,6 +286,17 @@ class MainWindow(QMainWindow):
             self.cancel_edit()
         self.input.setFocus()  # sent or not, the next words typed go into the composer
         return task
+
+    def model_ready(self, ok: bool, why: str) -> None:
+        """A load ended: a message that waited for it goes now, or stays with the reason."""
+        if not self.composer.send_when_loaded:
+            return
+        self.composer.send_when_loaded = False
+        if ok:
+            self.composer.say("")
+            self.send(self.input.toPlainText())
+        else:
+            self.composer.say(f"Not sent: the model did not load ({why}). Your message is here.")
 
     def start_edit(self, message_id: int, text: str) -> None:
         """Put an earlier question in the composer; sending it branches the chat there."""
@@ -452,6 +476,8 @@ class MainWindow(QMainWindow):
 
     def set_busy(self, busy: bool) -> None:
         self.send_button.setEnabled(not busy)
+        if not busy and not self.composer.send_when_loaded:
+            self.composer.say("")  # "an answer is being written" no longer holds
         self._show_stop()
         self.regenerate_action.setEnabled(not busy)
         self.transcript.set_busy(busy)

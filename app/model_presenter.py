@@ -1,6 +1,6 @@
 """What the main window shows of models and engines: picking a model (folder, catalog,
 hub id, installed; the picker at the top of the chat), connecting to a server, the download
-bar and the loading dialog.
+bar and a load's progress in the picker.
 
 The work is ``ModelControl``'s (``controller.models``); this presenter turns its signals
 into views and the person's choices into its calls. Questions to the person go through
@@ -8,16 +8,13 @@ the window's ``ask_*`` methods (tests answer them)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Qt, QTimer
-from PySide6.QtWidgets import QFileDialog, QProgressDialog
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtWidgets import QFileDialog
 
 from .model_catalog import ModelCatalogDialog
 from .model_picker import ModelPicker
 from .models_view import InstalledModelsDialog
 from .remote_engine import api_base
-
-SHOW_PROGRESS_AFTER_MS = 400  # quick loads never flash a dialog
-NEVER_MS = 24 * 3600 * 1000  # QProgressDialog's own timer never shows it: _show_progress does
 
 
 class ModelPresenter(QObject):
@@ -26,7 +23,6 @@ class ModelPresenter(QObject):
         self.window = window
         self.controller = controller
         self.models = controller.models
-        self.progress: QProgressDialog | None = None
         models = self.models
         models.modelChanged.connect(self.model_changed)
         models.loadStarted.connect(self.load_started)
@@ -46,6 +42,7 @@ class ModelPresenter(QObject):
         self.picker.downloadRequested.connect(self.pick_from_catalog)
         self.picker.folderRequested.connect(self.pick_folder)
         self.picker.serverRequested.connect(self.connect_server)
+        self.picker.cancelRequested.connect(models.cancel_load)
         controller.busyChanged.connect(self.enable_picker)
 
     def add_menu(self, menu) -> None:
@@ -133,64 +130,28 @@ class ModelPresenter(QObject):
         self.picker.button.setEnabled(not self.controller.busy and not self.models.loading)
 
     def load_started(self, what: str) -> None:
+        """In the picker, not a dialog: the composer keeps what is typed, and a message sent
+        meanwhile waits for the model (``MainWindow.send``)."""
         self.window.settings_panel.set_loading(True, what)
-        self.window.send_button.setEnabled(False)
         self.picker.show_loading(what)
         self.enable_picker()
-        if self.progress is None:
-            self.progress = QProgressDialog(f"Loading {what}…", None, 0, 0, self.window)
-            self.progress.setWindowTitle("Draftless")
-            self.progress.setMinimumDuration(NEVER_MS)
-            self.progress.setAutoClose(False)
-            self.progress.setAutoReset(False)
-            self.progress.setWindowModality(Qt.WindowModal)
-            self.progress.setMinimumWidth(420)
-        self.progress.setLabelText(
-            f"Loading {what}…"
-            if what != "the built-in model"
-            else "Preparing the built-in model…\nThe first launch converts it "
-            "once; this can take a minute."
-        )
-        self.progress.setRange(0, 0)
-        self.progress.setValue(0)
-        QTimer.singleShot(SHOW_PROGRESS_AFTER_MS, self, self._show_progress)
-
-    def _show_progress(self) -> None:
-        if self.progress is not None and (self.models.loading or self.controller.busy):
-            self.progress.show()
 
     def load_progress(self, event) -> None:
         if event.stage == "prefill":
             return
-        if self.progress is None:  # a load that happens inside a chat request
+        if not self.picker.loading:  # a load that happens inside a chat request
             self.load_started("the model")
-        self.progress.setLabelText(event.message)
-        if event.stage == "download" and self.models.loading:
-            self._offer_cancel(self.progress)
-        if event.total > 0:
-            self.progress.setRange(0, event.total)
-            self.progress.setValue(min(event.done, event.total))
-
-    def _offer_cancel(self, progress: QProgressDialog) -> None:
-        """A download can be stopped; choosing the model again resumes it."""
-        if progress.property("cancellable"):
-            return
-        progress.setProperty("cancellable", True)
-        progress.setCancelButtonText("Cancel")
-        progress.canceled.connect(self.models.cancel_load)
+        cancellable = event.stage == "download" and self.models.loading
+        self.picker.show_progress(event.message, event.done, event.total, cancellable)
 
     def load_finished(self, ok: bool, message: str) -> None:
         if ok:  # a refused key or an unreachable server said before no longer holds
             self.window.banner.engine_works()
         else:
             self.window.banner.engine_failed(message)
-        if self.progress is not None:
-            self.progress.close()
-            self.progress.deleteLater()
-            self.progress = None
+        self.picker.end_loading()
         panel = self.window.settings_panel
         panel.set_loading(False)
-        self.window.send_button.setEnabled(not self.controller.busy)
         self.enable_picker()
         if self.models.model_name:
             self.model_changed(

@@ -639,7 +639,6 @@ def test_a_model_download_can_be_cancelled_and_resumes_when_chosen_again(
     make_app, qtbot, tiny_model_dir, tmp_path, monkeypatch
 ):
     from huggingface_hub import constants
-    from PySide6.QtWidgets import QPushButton
 
     from engine.models import hub_download
 
@@ -655,23 +654,12 @@ def test_a_model_download_can_be_cancelled_and_resumes_when_chosen_again(
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
         task = controller.models.load_model(repo)
         qtbot.waitUntil(lambda: ("GET", weights, None) in hub.requests, timeout=30000)
-        qtbot.waitUntil(
-            lambda: (
-                window.model_presenter.progress is not None
-                and window.model_presenter.progress.property("cancellable")
-            ),
-            timeout=10000,
-        )
-        started = window.model_presenter.progress.value()
-        qtbot.waitUntil(
-            lambda: window.model_presenter.progress.value() > started, timeout=10000
-        )  # mid-file
-        cancel = [
-            b
-            for b in window.model_presenter.progress.findChildren(QPushButton)
-            if b.text() == "Cancel"
-        ]
-        cancel[0].click()
+        picker = window.model_presenter.picker  # the load's progress, no dialog
+        qtbot.waitUntil(lambda: picker.cancel_button.isVisible(), timeout=10000)
+        started = picker.bar.value()
+        qtbot.waitUntil(lambda: picker.bar.value() > started, timeout=10000)  # mid-file
+        assert "%" in picker.button.text()
+        picker.cancel_button.click()
         finish(qtbot, task, 30)
         assert "cancelled" in window.banner.messages[-1]
         assert controller.models.model_name == tiny_model_dir.name  # the previous model stays

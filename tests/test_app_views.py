@@ -522,10 +522,8 @@ def test_measuring_during_the_first_answer_is_a_quiet_status_line(app, qtbot):
     task = app.window.send("first ever question")
     qtbot.waitUntil(lambda: "Measuring" in app.window.statusBar().currentMessage())
     qtbot.wait(500)  # longer than the dialog's 400 ms grace
-    assert (
-        app.window.model_presenter.progress is None
-        or not app.window.model_presenter.progress.isVisible()
-    )
+    assert QApplication.activeModalWidget() is None
+    assert not app.window.model_presenter.picker.bar.isVisible()
     assert not app.window.settings_panel.model_name.text().startswith("Loading")
     assert app.window.input.isEnabled()
     gate.set()
@@ -545,10 +543,8 @@ def test_a_table_built_in_the_background_is_said_while_the_answer_runs(app, qtbo
     )
     task = app.window.send("a question for ngrammys")
     qtbot.waitUntil(lambda: "bigram table" in app.window.statusBar().currentMessage())
-    assert (
-        app.window.model_presenter.progress is None
-        or not app.window.model_presenter.progress.isVisible()
-    )
+    assert QApplication.activeModalWidget() is None
+    assert not app.window.model_presenter.picker.bar.isVisible()
     gate.set()
     wait(qtbot, task)
     assert app.window.statusBar().currentMessage() == ""  # over with the answer
