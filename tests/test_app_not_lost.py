@@ -57,7 +57,7 @@ def test_keys_typed_while_a_model_loads_survive_and_send_once_it_has_loaded(app,
 
 
 def test_enter_during_an_answer_says_why_nothing_was_sent(app, qtbot):
-    window, controller = app.window, app.controller
+    window = app.window
     gate = asyncio.Event()
     events = answer_events(SIMPLE)
     app.scripted.queue(events[:2] + [gate] + events[2:])
