@@ -432,6 +432,16 @@ class Banner(QFrame):
         self.label.setText(text)
         self.show()
 
+    def resolve(self, text: str) -> None:
+        """``text`` no longer holds (the message it was about was sent after all): it goes,
+        and an earlier message still shown under it comes back."""
+        self.messages = [m for m in self.messages if m != text]
+        if self.label.text() == text:
+            if self.messages and self.isVisible():
+                self.label.setText(self.messages[-1])
+            else:
+                self.hide()
+
     def engine_failed(self, text: str) -> None:
         """``text`` (shown now or about to be) tells of an engine failure."""
         if text:

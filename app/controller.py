@@ -31,7 +31,7 @@ from engine.stats import DecodeStats
 from engine.stop_strings import StopMatcher, kept_figures
 
 from .attachments import split_message
-from .continuable import can_go_on
+from .continuable import INTERRUPTED, can_go_on
 from .export import export_text
 from .livestats import LiveStats
 from .model_control import ModelControl
@@ -171,6 +171,7 @@ class ChatController(QObject):
     replayFinished = Signal(int, object)  # message id, list of ReplayOutcome (best first)
     replayFailed = Signal(int, str)  # message id, why
     problem = Signal(str)  # a message for the person (errors, notices)
+    solved = Signal(str)  # a message ``problem`` gave that no longer holds
     status = Signal(str)  # quiet engine work during an answer ("" when it is over)
 
     def __init__(self, service, store: Store, settings_store: SettingsStore, parent=None):
@@ -185,6 +186,7 @@ class ChatController(QObject):
         self.answer: Answer | None = None
         self.answer_task: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._unsolved: dict[str, str] = {}  # what failed ("send", "new chat"): its message
         self.models = ModelControl(  # the engine that answers and its model
             service,
             settings=lambda: self.settings,
@@ -194,6 +196,17 @@ class ChatController(QObject):
             parent=self,
         )
         self.models.problem.connect(self.problem)
+
+    def _failed(self, cause: str, message: str) -> None:
+        """Say ``message`` about ``cause``; ``_worked(cause)`` takes it back."""
+        self._unsolved[cause] = message
+        self.problem.emit(message)
+
+    def _worked(self, cause: str) -> None:
+        """``cause`` worked this time: what was said about its failing no longer holds."""
+        message = self._unsolved.pop(cause, None)
+        if message is not None:
+            self.solved.emit(message)
 
     # notices gathered while starting up ---------------------------------------------------
     def startup_notices(self) -> list[str]:
@@ -235,14 +248,16 @@ class ChatController(QObject):
         try:
             session = self.store.create_session(system_prompt=self.settings.system_prompt)
         except (sqlite3.Error, OSError) as error:
-            self.problem.emit(
+            self._failed(
+                "new chat",
                 unsaved(
                     error,
                     "No new chat was started: the chat history could not be saved",
                     "then try again.",
-                )
+                ),
             )
             return None
+        self._worked("new chat")
         self.sessionsChanged.emit()
         self.open_session(session.id)
         return session
@@ -360,14 +375,16 @@ class ChatController(QObject):
                 self.messages[-1].id if self.messages else 0,
             )
         except (sqlite3.Error, OSError) as error:
-            self.problem.emit(
+            self._failed(
+                "send",
                 unsaved(
                     error,
                     "Your message was not sent: the chat history could not be saved",
                     "your message is still in the box: press Send again.",
-                )
+                ),
             )
             return None
+        self._worked("send")
         message.versions = [message.id]
         self.messages.append(message)
         self.messageAdded.emit(message)
@@ -461,14 +478,16 @@ class ChatController(QObject):
                 old.parent_id,
             )
         except (sqlite3.Error, OSError) as error:
-            self.problem.emit(
+            self._failed(
+                "send",
                 unsaved(
                     error,
                     "The edited question was not sent: the chat history could not be saved",
                     "it is still in the box: press Send again.",
-                )
+                ),
             )
             return None
+        self._worked("send")
         self.messages = self.store.messages(old.session_id)
         self.sessionOpened.emit(self.session)
         self.sessionsChanged.emit()
@@ -589,7 +608,9 @@ class ChatController(QObject):
         if earlier is not None:
             if not answer.discarded:
                 self._store_continued(earlier, answer, done)
-        elif (answer.text or answer.provenance.tokens) and not answer.discarded:
+        elif (
+            answer.text or answer.provenance.tokens or done.finish_reason == INTERRUPTED
+        ) and not answer.discarded:
             message = Message(
                 id=None,
                 session_id=answer.session_id,
@@ -628,13 +649,15 @@ class ChatController(QObject):
 
     def _store_continued(self, earlier: Message, answer: Answer, done: DoneEvent) -> None:
         """The continued answer's message, updated in place: text, tokens, whole numbers."""
-        if done.tokens:
+        if done.tokens or done.finish_reason == INTERRUPTED:
             whole = DecodeStats.from_dict(earlier.stats, earlier.timing).merged(
                 DecodeStats.from_dict(done.stats, done.timing)
             )
             earlier.content, earlier.provenance = answer.text, answer.provenance
             earlier.finish_reason = done.finish_reason
             earlier.stats, earlier.timing = whole.to_dict(), whole.timing_dict()
+            if INTERRUPTED in done.stats:
+                earlier.stats[INTERRUPTED] = done.stats[INTERRUPTED]
             try:
                 self.store.update_message(earlier)
             except Exception as error:  # a full disk must not lose the on-screen answer
@@ -651,14 +674,30 @@ class ChatController(QObject):
             self.messages.append(message)
 
     def _fail(self, answer: Answer, message: str) -> None:
-        if answer.continues is not None and answer.message is None:
-            self._restore(answer, answer.continues)  # the answer as it was before
+        """The engine or the server failed mid-answer: what it wrote is kept, marked
+        interrupted with ``message`` (Retry and Continue are offered on it); an answer that
+        had written nothing yet still gets its card, so the question does not hang."""
         answer.error = message
-        answer.finish_reason = "error"
-        self.answerFinished.emit(answer)
-        self.busyChanged.emit(False)
-        if not answer.discarded:
-            self.problem.emit(message)
+        if answer.discarded:
+            answer.finish_reason = INTERRUPTED
+            self.answerFinished.emit(answer)
+            self.busyChanged.emit(False)
+            return
+        earlier = answer.continues
+        written = answer.provenance.tokens[len(earlier.provenance.tokens) if earlier else 0 :]
+        stats = {**answer.live.stats.to_dict(), INTERRUPTED: message}
+        self._finish(
+            answer,
+            DoneEvent(
+                INTERRUPTED,
+                answer.text[len(earlier.content) if earlier else 0 :],
+                [t.token for t in written],
+                [t.from_draft for t in written],
+                stats,
+                answer.live.stats.timing_dict(),
+            ),
+        )
+        self.problem.emit(message)
 
     # replay -------------------------------------------------------------------------------
     def inspectable_answers(self) -> list[tuple[int, str, dict]]:
@@ -668,7 +707,7 @@ class ChatController(QObject):
         for message in self.messages:
             if message.role == "user":
                 number += 1
-            elif message.stats:
+            elif message.stats.get("passes"):  # not an answer cut off before it began
                 label = (
                     f"#{number} · {message.stats.get('drafter', '?')} · "
                     f"{message.stats.get('tokens_per_pass', 0):.1f} tokens/pass"

@@ -18,6 +18,8 @@ from engine.stats import (
     summary_parts,
 )
 
+from .continuable import INTERRUPTED
+
 NOT_MEASURED = "speed-up not measured yet"
 EDITED = "edited"  # the finish reason of an answer whose text the person changed
 EDITED_DETAILS = (
@@ -103,6 +105,8 @@ def footer_text(tokens: int, stats: dict, timing: dict, finish_reason: str | Non
     if finish_reason == EDITED:
         return EDITED
     stats, _ = stored_figures(stats)
+    if finish_reason == INTERRUPTED and not tokens:
+        return f"Not answered: {interruption(stats)}"
     if not stats.get("passes"):  # no figures (or damaged ones): 'N tokens' and no more
         parts = [summary_parts(stats, timing, None, tokens)[0]]
     elif not stats.get("drafted"):
@@ -113,8 +117,21 @@ def footer_text(tokens: int, stats: dict, timing: dict, finish_reason: str | Non
             f"{stats.get('tokens_per_pass', 0.0):.1f} tokens/pass",
             f"{stats.get('acceptance_rate', 0.0):.0%} of drafts accepted",
         ]
-    parts.append(finish_text(finish_reason))
+    parts.append(ending(finish_reason, stats))
     return " · ".join(part for part in parts if part)
+
+
+def interruption(stats: dict) -> str:
+    """Why an interrupted answer stopped, as the engine or the server said it."""
+    return str(stats.get(INTERRUPTED) or "the engine stopped part-way")
+
+
+def ending(finish_reason: str | None, stats: dict) -> str:
+    """'stopped', 'max tokens reached', 'interrupted: why', or '' for an answer that ended by
+    itself."""
+    if finish_reason == INTERRUPTED:
+        return f"interrupted: {interruption(stats)}"
+    return finish_text(finish_reason)
 
 
 def footer_details(tokens: int, stats: dict, timing: dict, finish_reason: str | None = None) -> str:
@@ -122,4 +139,7 @@ def footer_details(tokens: int, stats: dict, timing: dict, finish_reason: str | 
     ``summary_parts``."""
     if finish_reason == EDITED:
         return EDITED_DETAILS
-    return "\n".join(summary_parts(stats, timing, finish_reason, tokens))
+    lines = summary_parts(stats, timing, finish_reason, tokens)
+    if finish_reason == INTERRUPTED:
+        lines.append(ending(finish_reason, stored_figures(stats)[0]))
+    return "\n".join(lines)

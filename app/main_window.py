@@ -251,6 +251,7 @@ class MainWindow(QMainWindow):
         c.busyChanged.connect(self.set_busy)
         c.models.loadFinished.connect(self.model_ready)
         c.problem.connect(self.banner.show_message)
+        c.solved.connect(self.banner.resolve)
         c.status.connect(self.show_status)
         c.settingsChanged.connect(self._settings_changed)
         hints = QGuiApplication.styleHints()

@@ -43,7 +43,7 @@ from PySide6.QtWidgets import (
 from . import theme
 from .chat_widgets import FileChips
 from .code_blocks import COPY_SCHEME
-from .continuable import can_go_on, continue_tip
+from .continuable import INTERRUPTED, can_go_on, continue_tip
 from .flow_layout import FlowLayout
 from .livestats import EDITED, footer_details, footer_text
 from .provenance import Provenance
@@ -930,7 +930,11 @@ class TranscriptView(QScrollArea):
                 continue
             shown = slot is last and slot.role == "assistant" and self.streaming_view is None
             view.regenerate_button.setVisible(shown)
-            view.continue_button.setVisible(shown and can_go_on(view.finish_reason))
+            view.regenerate_button.setText(
+                "Retry" if view.finish_reason == INTERRUPTED else "Regenerate"
+            )
+            written = view.provenance is not None and bool(view.provenance.tokens)
+            view.continue_button.setVisible(shown and can_go_on(view.finish_reason) and written)
             view.continue_button.setToolTip(continue_tip(view.finish_reason))
             view.regenerate_button.setToolTip(
                 REPEATS_HINT if self.repeats else "Write this answer again"
