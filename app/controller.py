@@ -27,13 +27,13 @@ from engine.events import (
 )
 from engine.replay import configurations
 from engine.settings import DraftSettings
-from engine.stats import DecodeStats
+from engine.stats import DecodeStats, tokens_per_pass_of
 from engine.stop_strings import StopMatcher, kept_figures
 
 from .attachments import split_message
 from .continuable import INTERRUPTED, can_go_on
 from .export import export_text
-from .livestats import LiveStats
+from .livestats import DRAFT_COUNT, LiveStats, draft_count_of
 from .model_control import ModelControl
 from .provenance import Provenance
 from .recorded_replay import replay_recorded
@@ -43,6 +43,7 @@ from .thinking import answer_only
 
 log = logging.getLogger(__name__)
 TITLE_LENGTH = 48
+PLAIN_DRAFTER = "none"  # the engine's drafter that drafts nothing: plain decoding
 LOADING_STAGES = {"convert", "load", "download"}  # progress of a model load (a dialog)
 
 
@@ -618,7 +619,7 @@ class ChatController(QObject):
                 content=answer.text,
                 finish_reason=done.finish_reason,
                 model=self.models.model_name,
-                stats=dict(done.stats),
+                stats={**done.stats, DRAFT_COUNT: answer.draft_count},
                 timing=dict(done.timing),
                 provenance=answer.provenance,
             )
@@ -656,6 +657,7 @@ class ChatController(QObject):
             earlier.content, earlier.provenance = answer.text, answer.provenance
             earlier.finish_reason = done.finish_reason
             earlier.stats, earlier.timing = whole.to_dict(), whole.timing_dict()
+            earlier.stats[DRAFT_COUNT] = max(answer.draft_count, draft_count_of(earlier.stats))
             if INTERRUPTED in done.stats:
                 earlier.stats[INTERRUPTED] = done.stats[INTERRUPTED]
             try:
@@ -710,7 +712,7 @@ class ChatController(QObject):
             elif message.stats.get("passes"):  # not an answer cut off before it began
                 label = (
                     f"#{number} · {message.stats.get('drafter', '?')} · "
-                    f"{message.stats.get('tokens_per_pass', 0):.1f} tokens/pass"
+                    f"{tokens_per_pass_of(message.stats):.1f} tokens/pass"
                 )
                 answers.append((message.id, label, message.stats))
         return answers
@@ -741,6 +743,11 @@ class ChatController(QObject):
             f"Next answers use {result.drafter}, {result.draft_count} drafts (fixed), "
             f"n-gram order {order}"
         )
+
+    def use_plain_decoding(self) -> str:
+        """Answer from now on without drafting (the inspector found nothing faster)."""
+        self.update_settings(replace(self.settings, drafter=PLAIN_DRAFTER))
+        return f"Next answers use plain decoding (drafter {PLAIN_DRAFTER})"
 
     def replays_recorded(self, message: Message) -> bool:
         """Whether ``message`` is replayed from its recorded tokens on this machine: the

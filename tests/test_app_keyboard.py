@@ -191,7 +191,7 @@ def test_every_control_has_a_name_and_the_gauge_and_meter_say_their_values(app, 
         assert unnamed == []
     gauge = window.speculation_bar.gauge
     assert accessible_name(gauge) == "Tokens per pass"
-    assert gauge.accessibleDescription().startswith("1.2 tokens per pass for this answer")
+    assert gauge.accessibleDescription().startswith("1.5 tokens per pass for this answer")
     meter = window.context_meter
     assert accessible_name(meter) == "Context window"
     assert meter.text() in meter.accessibleDescription()
