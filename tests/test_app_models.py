@@ -243,7 +243,7 @@ def test_live_stats_count_passes_as_the_engine_does():
     assert footer_details(*figures).split("\n") == [
         "6 tokens",
         "3 passes",
-        "2.0 tokens/pass",
+        "2.3 tokens/pass",
         "4 of 10 drafts accepted (40%)",
         "24.0 tok/s",
         "x",
