@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 
 from . import theme
 from .attachments import (
+    CHARS_PER_TOKEN,
     MAX_CHARS_UNKNOWN_WINDOW,
     Attachment,
     AttachmentError,
@@ -37,6 +38,7 @@ from .attachments import (
     wrap,
 )
 from .context_meter import context_use
+from .downloads import duration_text
 from .flow_layout import FlowLayout
 from .keyboard import tab_leaves
 from .zoom import keep_lines
@@ -112,6 +114,38 @@ class ChatInput(QPlainTextEdit):
             super().insertFromMimeData(source)
 
 
+@dataclass(frozen=True)
+class TokenCount:
+    """What an attached file costs: the loaded model's own count, else an estimate."""
+
+    tokens: int
+    counted: bool  # the tokenizer counted them (else CHARS_PER_TOKEN estimated them)
+
+    def text(self) -> str:
+        return f"{'' if self.counted else '≈'}{self.tokens:,} tokens"
+
+
+def count_tokens(service, text: str) -> TokenCount:
+    """``text``'s tokens by the engine's tokenizer when it can say (this machine's engine
+    with a model loaded; runs on a worker thread), else estimated from its characters."""
+    counter = getattr(service, "count_tokens", None)
+    counted = counter(text) if counter is not None else None
+    if counted is None:
+        return TokenCount(-(-len(text) // CHARS_PER_TOKEN), False)
+    return TokenCount(counted, True)
+
+
+def reading_time(tokens: int, pace: float | None) -> str:
+    """'3,850 tokens attached: the model reads them in about 5 min (13 tokens/s here)'."""
+    said = f"{tokens:,} tokens attached"
+    if not pace:
+        return said + ": how long the model takes to read them is measured with an answer"
+    return (
+        f"{said}: the model reads them in about {duration_text(tokens / pace)} "
+        f"({pace:,.0f} tokens/s here) before it answers"
+    )
+
+
 @dataclass(eq=False)  # compared by identity: the same file may be attached twice
 class FileRead:
     """A file being read in the background; its chip says so until it is done."""
@@ -126,7 +160,13 @@ class FileChip(QFrame):
 
     removeRequested = Signal()
 
-    def __init__(self, attachment: Attachment | FileRead, removable: bool, parent=None):
+    def __init__(
+        self,
+        attachment: Attachment | FileRead,
+        removable: bool,
+        parent=None,
+        tokens: TokenCount | None = None,
+    ):
         super().__init__(parent)
         self.setObjectName("fileChip")
         row = QHBoxLayout(self)
@@ -135,7 +175,10 @@ class FileChip(QFrame):
         self.icon = QLabel()
         row.addWidget(self.icon)
         reading = isinstance(attachment, FileRead)
-        self.label = QLabel(f"reading {attachment.name}…" if reading else attachment.label)
+        label = f"reading {attachment.name}…" if reading else attachment.label
+        if tokens is not None:
+            label += f" · {tokens.text()}"
+        self.label = QLabel(label)
         self.label.setTextFormat(Qt.PlainText)  # a file's name is shown as it is
         row.addWidget(self.label)
         if reading:
@@ -181,11 +224,15 @@ class FileChips(QWidget):
         self.chips: list[FileChip] = []
         self.hide()
 
-    def show_files(self, attachments: list[Attachment | FileRead]) -> None:
+    def show_files(
+        self, attachments: list[Attachment | FileRead], tokens: dict | None = None
+    ) -> None:
+        """A chip per file (``tokens``: what each costs, by attachment)."""
         for chip in self.chips:
             self.flow.removeWidget(chip)
             chip.deleteLater()
-        self.chips = [FileChip(a, self.removable, self) for a in attachments]
+        tokens = tokens or {}
+        self.chips = [FileChip(a, self.removable, self, tokens.get(id(a))) for a in attachments]
         for index, chip in enumerate(self.chips):
             chip.removeRequested.connect(lambda index=index: self.removeRequested.emit(index))
             self.flow.addWidget(chip)
@@ -210,6 +257,7 @@ class Composer(QFrame):
     unless one of them was refused."""
 
     readyToSend = Signal()
+    pendingChanged = Signal(int)  # tokens of the attached files, not sent yet
 
     def __init__(self, controller=None, parent=None):
         super().__init__(parent)
@@ -217,6 +265,7 @@ class Composer(QFrame):
         self.setAcceptDrops(True)
         self.controller = controller
         self.attachments: list[Attachment] = []
+        self.tokens: dict[int, TokenCount] = {}  # by id() of an attachment in the box
         self.reading: list[FileRead] = []  # in order; the first is on the worker thread
         self.refused: list[str] = []  # why files read since the last idle moment were refused
         self.send_when_read = False
@@ -269,6 +318,17 @@ class Composer(QFrame):
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)
         row.addLayout(buttons)
+        self.under = QHBoxLayout()  # what attached files cost, and the context meter by Send
+        self.under.setContentsMargins(0, 0, 0, 0)
+        self.cost = QLabel()
+        self.cost.setObjectName("hint")
+        self.cost.setWordWrap(True)
+        self.under.addWidget(self.cost, 1)
+        column.addLayout(self.under)
+
+    def place_meter(self, meter: QWidget) -> None:
+        """The context meter under Send, at the right."""
+        self.under.addWidget(meter, 0, Qt.AlignRight | Qt.AlignTop)
 
     def changeEvent(self, event):  # noqa: N802 (Qt's name)
         super().changeEvent(event)
@@ -307,7 +367,12 @@ class Composer(QFrame):
             if isinstance(result, str):
                 self.refused.append(result)
             else:
+                service = self.controller.models.service if self.controller else None
+                counted = await loop.run_in_executor(None, count_tokens, service, wrap(result))
+                if not shiboken6.isValid(self):
+                    return
                 self.attachments.append(result)
+                self.tokens[id(result)] = counted
             self._show_files()
         if self.send_when_read and not self.refused:
             self.send_when_read = False
@@ -330,9 +395,14 @@ class Composer(QFrame):
         self.note.setVisible(bool(text))
 
     def _show_files(self) -> None:
-        self.chips.show_files([*self.attachments, *self.reading])
+        self.tokens = {id(a): self.tokens[id(a)] for a in self.attachments if id(a) in self.tokens}
+        self.chips.show_files([*self.attachments, *self.reading], self.tokens)
         self.notice.setText("\n".join(self.refused))
         self.notice.setVisible(bool(self.refused))
+        pending = sum(count.tokens for count in self.tokens.values())
+        pace = self.controller.reading_pace() if self.controller and pending else None
+        self.cost.setText(reading_time(pending, pace) if pending else "")
+        self.pendingChanged.emit(pending)
 
     def remove_file(self, index: int) -> None:
         if index < len(self.attachments):
@@ -364,6 +434,7 @@ class Composer(QFrame):
     def set_message(self, content: str) -> None:
         """Put a stored message back (Edit): its files as chips, its words in the box."""
         text, self.attachments = split_message(content)
+        self.tokens = {id(a): count_tokens(None, wrap(a)) for a in self.attachments}
         self._drop_reads()
         self.input.setPlainText(text)
 

@@ -31,6 +31,7 @@ from engine.stats import DecodeStats, tokens_per_pass_of
 from engine.stop_strings import StopMatcher, kept_figures
 
 from .attachments import split_message
+from .context_meter import measured_pace
 from .continuable import INTERRUPTED, can_go_on
 from .export import export_text
 from .livestats import DRAFT_COUNT, LiveStats, draft_count_of
@@ -188,6 +189,7 @@ class ChatController(QObject):
         self.answer_task: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
         self._unsolved: dict[str, str] = {}  # what failed ("send", "new chat"): its message
+        self._paces: dict[str, float] = {}  # prompt tokens a second, by model, measured here
         self.models = ModelControl(  # the engine that answers and its model
             service,
             settings=lambda: self.settings,
@@ -600,8 +602,20 @@ class ChatController(QObject):
             if not answer.finished:
                 self._fail(answer, "The engine stopped without finishing the answer.")
 
+    def reading_pace(self) -> float | None:
+        """Prompt tokens a second the loaded model reads, as last measured: in this session,
+        else in the open chat's answers (None: not measured yet)."""
+        name = self.models.model_name
+        if name in self._paces:
+            return self._paces[name]
+        answers = (m for m in reversed(self.messages) if m.role == "assistant" and m.model == name)
+        return next(filter(None, (measured_pace(m.timing) for m in answers)), None)
+
     def _finish(self, answer: Answer, done: DoneEvent) -> None:
         done = answer.ending(done)
+        pace = measured_pace(done.timing)
+        if pace is not None:
+            self._paces[self.models.model_name] = pace
         earlier = answer.continues
         answer.provenance.finish((earlier.content if earlier else "") + done.text)
         answer.live.finish(done.stats, done.timing)

@@ -108,8 +108,9 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.server_label)
         self.download_bar = DownloadBar()
         self.statusBar().addPermanentWidget(self.download_bar)
-        self.context_meter = ContextMeter(self.controller)  # under the composer, at the right
-        self.statusBar().addPermanentWidget(self.context_meter)
+        self.context_meter = ContextMeter(self.controller)
+        composer.place_meter(self.context_meter)  # under Send, at the right
+        composer.pendingChanged.connect(self.context_meter.set_pending)
 
     def _init_docks(self, drafters: dict[str, str], default_drafter: str) -> None:
         """The chat list on the left, settings and inspector tabbed on the right."""
@@ -178,13 +179,14 @@ class MainWindow(QMainWindow):
         for kind, (name, _) in FORMATS.items():
             chat.addAction(f"Export chat as {name}…", lambda *_, kind=kind: self.export_open(kind))
         chat.addSeparator()
-        chat.addAction("Quit", self.close, QKeySequence.Quit)
-        self.model_menu = self.menuBar().addMenu("&Model")  # filled by the model presenter
         self.settings_action = chat.addAction("Settings…", self.show_settings)
         self.settings_action.setShortcuts(
             [QKeySequence(QKeySequence.Preferences), QKeySequence("Ctrl+,")]
         )
         self.settings_action.setMenuRole(QAction.PreferencesRole)  # Cmd+, in the app menu on a Mac
+        chat.addSeparator()
+        chat.addAction("Quit", self.close, QKeySequence.Quit)  # last, as in every app
+        self.model_menu = self.menuBar().addMenu("&Model")  # filled by the model presenter
         view = self.menuBar().addMenu("&View")
         self.find_action = view.addAction(
             "Find in chat…", self.find_bar.open, QKeySequence(QKeySequence.Find)
@@ -465,7 +467,7 @@ class MainWindow(QMainWindow):
 
     def answer_progress(self, answer, event) -> None:
         if on_screen(self.controller, answer):
-            self.transcript.reading_prompt(event.done, event.total)
+            self.transcript.reading_prompt(event.done, event.total, self.controller.reading_pace())
 
     def answer_finished(self, answer) -> None:
         if on_screen(self.controller, answer):

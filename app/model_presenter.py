@@ -8,13 +8,18 @@ the window's ``ask_*`` methods (tests answer them)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Qt
+import time
+
+from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QFileDialog
 
 from .model_catalog import ModelCatalogDialog
 from .model_picker import ModelPicker
 from .models_view import InstalledModelsDialog
 from .remote_engine import api_base
+
+
+DOWNLOAD_TICK_MS = 1000  # a stalled download's line is said again this often
 
 
 class ModelPresenter(QObject):
@@ -32,6 +37,10 @@ class ModelPresenter(QObject):
         models.downloadFinished.connect(self.download_finished)
         models.engineChanged.connect(self.engine_changed)
         window.download_bar.cancelRequested.connect(models.cancel_download)
+        self.downloading = ""  # the hub id being downloaded
+        self.download_clock = QTimer(self)
+        self.download_clock.setInterval(DOWNLOAD_TICK_MS)
+        self.download_clock.timeout.connect(self._tick_download)
         panel = window.settings_panel
         panel.openFolderRequested.connect(self.pick_folder)
         panel.hubRequested.connect(self.pick_hub)
@@ -88,8 +97,18 @@ class ModelPresenter(QObject):
     def download_progress(self, repo: str, text: str) -> None:
         meter = self.models.download_meter
         self.window.download_bar.show_progress(text, meter.done, meter.total)
+        self.downloading = repo
+        self.download_clock.start()
+
+    def _tick_download(self) -> None:
+        """Said again each second while bytes stall: the speed and time left follow the
+        clock, not only the reports (a stalled download's time left froze)."""
+        meter = self.models.download_meter
+        text = meter.describe(self.downloading, time.monotonic())
+        self.window.download_bar.show_progress(text, meter.done, meter.total)
 
     def download_finished(self, repo: str, ok: bool, why: str) -> None:
+        self.download_clock.stop()
         self.window.download_bar.finish()
         if not ok:
             self.window.banner.show_message(why)

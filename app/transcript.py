@@ -44,6 +44,7 @@ from . import theme
 from .chat_widgets import FileChips
 from .code_blocks import COPY_SCHEME
 from .continuable import INTERRUPTED, can_go_on, continue_tip
+from .downloads import DownloadMeter, duration_text
 from .flow_layout import FlowLayout
 from .livestats import EDITED, footer_details, footer_text
 from .provenance import Provenance
@@ -171,6 +172,7 @@ class MessageView(QFrame):
         self.markdown = True
         self.highlight = True
         self.reading: tuple[int, int] | None = None  # prompt tokens read, of total
+        self.reading_left: float | None = None  # seconds the rest of the prompt will take
         self.overlay: Provenance | None = None  # a replay's highlights instead of the real run's
         self.overlay_stats: dict | None = None  # that replay's figures, for the footer
         self.overlay_label = ""
@@ -374,7 +376,12 @@ class MessageView(QFrame):
         done, total = self.reading
         if done >= total:
             return f"*Prompt read ({total:,} tokens); answering…*"
-        return f"*Reading the prompt… {done * 100 // max(total, 1)}% of {total:,} tokens*"
+        left = (
+            f" · about {duration_text(self.reading_left)} left"
+            if self.reading_left is not None
+            else ""
+        )
+        return f"*Reading the prompt… {done * 100 // max(total, 1)}% of {total:,} tokens{left}*"
 
     def _update_footer(self) -> None:
         if self.role != "assistant" or self.streaming:
@@ -527,6 +534,7 @@ class TranscriptView(QScrollArea):
         self.markdown = True
         self.repeats = False  # Regenerate would write the same answer (temperature 0)
         self.streaming_view: MessageView | None = None
+        self.read_meter = DownloadMeter()
         self._follow = True
         self.verticalScrollBar().rangeChanged.connect(self._range_changed)
         self.verticalScrollBar().valueChanged.connect(self._scrolled)
@@ -847,6 +855,7 @@ class TranscriptView(QScrollArea):
 
     def start_answer(self, provenance: Provenance) -> MessageView:
         self.timer.setInterval(REFRESH_MS)
+        self.read_meter = DownloadMeter()  # how fast the prompt is read: the time left
         view = self._fill(self._new_slot(None), "assistant")
         view.set_streaming(provenance)
         self.streaming_view = view
@@ -854,11 +863,18 @@ class TranscriptView(QScrollArea):
         self.timer.start()
         return view
 
-    def reading_prompt(self, done: int, total: int) -> None:
-        """Show how far the engine has read the prompt while the answer has no text yet."""
+    def reading_prompt(self, done: int, total: int, pace: float | None = None) -> None:
+        """Show how far the engine has read the prompt while the answer has no text yet,
+        and the time left: at the pace it reads this prompt, or before that is known, at
+        ``pace`` (prompt tokens a second measured on earlier answers)."""
         view = self.streaming_view
         if view is not None:
-            view.reading = (done, total)
+            now = time.monotonic()
+            self.read_meter.update(done, total, now)
+            left = self.read_meter.seconds_left_at(now)
+            if left is None and pace:
+                left = (total - done) / pace
+            view.reading, view.reading_left = (done, total), left
             if not view.text:
                 view.refresh()
 
