@@ -59,6 +59,11 @@ def session_title(text: str) -> str:
     return " ".join(text.split()) or ", ".join(f.name for f in files) or "New chat"
 
 
+def shortened(title: str) -> str:
+    """A chat's title at most ``TITLE_LENGTH`` characters long (cut with "…")."""
+    return title if len(title) <= TITLE_LENGTH else title[: TITLE_LENGTH - 1] + "…"
+
+
 def unsaved(error: Exception, what: str, then: str) -> str:
     """A sentence for ``what`` that could not be saved: the cause, what the person can do
     about it, and ``then`` (what happens to their text)."""
@@ -392,8 +397,7 @@ class ChatController(QObject):
         self.messages.append(message)
         self.messageAdded.emit(message)
         if sum(m.role == "user" for m in self.messages) == 1 and session.title == "New chat":
-            title = session_title(text)
-            title = title if len(title) <= TITLE_LENGTH else title[: TITLE_LENGTH - 1] + "…"
+            title = shortened(session_title(text))
             session.title = title
             try:
                 self.store.rename_session(session.id, title)
@@ -718,12 +722,12 @@ class ChatController(QObject):
     # replay -------------------------------------------------------------------------------
     def inspectable_answers(self) -> list[tuple[int, str, dict]]:
         """(message id, label, stats) of the open chat's answers, for the inspector:
-        '#2 · suffix · 2.4 tokens/pass' (the number of the question it answers)."""
+        '#2 · suffix · 2.4 tokens/pass' (the answer's number in the chat: each its own, also
+        where a deleted question left two answers in a row)."""
         answers, number = [], 0
         for message in self.messages:
-            if message.role == "user":
+            if message.role == "assistant" and message.stats.get("passes"):  # one that ran
                 number += 1
-            elif message.stats.get("passes"):  # not an answer cut off before it began
                 label = (
                     f"#{number} · {message.stats.get('drafter', '?')} · "
                     f"{tokens_per_pass_of(message.stats):.1f} tokens/pass"
