@@ -272,7 +272,9 @@ def test_answer_streams_with_highlights_gauge_and_footer_from_the_engine(
     assert sum(window.inspector.lengths.series[0].values) == pytest.approx(1.0)
 
 
-def test_stop_cancels_within_a_pass_and_keeps_the_partial_answer(make_app, qtbot):
+def counting_forever(make_app, qtbot):
+    """An app whose answer runs long (3,500 tokens at most), 30 tokens into it: the
+    application and the answer's task."""
     application = make_app()
     window, controller = application.window, application.controller
     set_max_tokens(window, 3500)
@@ -280,6 +282,12 @@ def test_stop_cancels_within_a_pass_and_keeps_the_partial_answer(make_app, qtbot
     qtbot.waitUntil(
         lambda: controller.answer and len(controller.answer.provenance.tokens) > 30, timeout=30000
     )
+    return application, task
+
+
+def test_stop_cancels_within_a_pass_and_keeps_the_partial_answer(make_app, qtbot):
+    application, task = counting_forever(make_app, qtbot)
+    window, controller = application.window, application.controller
     stopped_at = time.perf_counter()
     assert window.stop_button.isEnabled()
     window.stop_button.click()
@@ -302,13 +310,8 @@ def test_esc_in_the_composer_stops_within_a_pass_on_the_engine(make_app, qtbot):
 
     from .test_app_keyboard import another_window_active
 
-    application = make_app()
+    application, task = counting_forever(make_app, qtbot)
     window, controller = application.window, application.controller
-    set_max_tokens(window, 3500)
-    task = send(qtbot, window, "Count forever")
-    qtbot.waitUntil(
-        lambda: controller.answer and len(controller.answer.provenance.tokens) > 30, timeout=30000
-    )
     another_window_active(qtbot)
     assert QApplication.focusWidget() is not window.input  # the keys go there all the same
     qtbot.keyClick(window.input, Qt.Key_Escape)

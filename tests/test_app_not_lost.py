@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QApplication
 
 from engine.events import DoneEvent, ModelEvent, ProgressEvent
 
+from .test_app_keyboard import held_answer
 from .test_app_views import SIMPLE, answer_events, app, loop, wait  # noqa: F401
 
 QUESTION = "What is speculative decoding? Answer in two sentences."
@@ -58,9 +59,7 @@ def test_keys_typed_while_a_model_loads_survive_and_send_once_it_has_loaded(app,
 
 def test_enter_during_an_answer_says_why_nothing_was_sent(app, qtbot):
     window = app.window
-    gate = asyncio.Event()
-    events = answer_events(SIMPLE)
-    app.scripted.queue(events[:2] + [gate] + events[2:])
+    gate = held_answer(app)
     task = window.send("first")
     window.input.setFocus()
     qtbot.keyClicks(focused(), "second")
