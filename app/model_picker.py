@@ -62,6 +62,7 @@ class ModelPicker(QFrame):
         self.bar.setObjectName("loadBar")
         self.bar.setAccessibleName("Model loading")
         self.bar.setFixedWidth(BAR_WIDTH)
+        self.bar.setTextVisible(False)  # the button says the share
         self.bar.setMaximumHeight(self.button.sizeHint().height())
         self.bar.hide()
         row.addWidget(self.bar)
