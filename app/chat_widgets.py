@@ -135,9 +135,10 @@ def count_tokens(service, text: str) -> TokenCount:
     return TokenCount(counted, True)
 
 
-def reading_time(tokens: int, pace: float | None) -> str:
+def reading_time(tokens: TokenCount, pace: float | None) -> str:
     """'3,850 tokens attached: the model reads them in about 5 min (13 tokens/s here)'."""
-    said = f"{tokens:,} tokens attached"
+    said = f"{tokens.text()} attached"
+    tokens = tokens.tokens
     if not pace:
         return said + ": how long the model takes to read them is measured with an answer"
     return (
@@ -289,6 +290,11 @@ class Composer(QFrame):
         self.note.hide()
         column.addWidget(self.note)
         self.send_when_loaded = False  # Send was pressed while the model loads
+        self.cost = QLabel()  # what the attached files cost: tokens, and the wait they mean
+        self.cost.setObjectName("hint")
+        self.cost.setWordWrap(True)
+        self.cost.hide()
+        column.addWidget(self.cost)
         row = QHBoxLayout()
         column.addLayout(row)
         self.attach_button = QToolButton()
@@ -318,12 +324,9 @@ class Composer(QFrame):
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)
         row.addLayout(buttons)
-        self.under = QHBoxLayout()  # what attached files cost, and the context meter by Send
+        self.under = QHBoxLayout()  # the context meter, under Send
         self.under.setContentsMargins(0, 0, 0, 0)
-        self.cost = QLabel()
-        self.cost.setObjectName("hint")
-        self.cost.setWordWrap(True)
-        self.under.addWidget(self.cost, 1)
+        self.under.addStretch(1)
         column.addLayout(self.under)
 
     def place_meter(self, meter: QWidget) -> None:
@@ -399,10 +402,12 @@ class Composer(QFrame):
         self.chips.show_files([*self.attachments, *self.reading], self.tokens)
         self.notice.setText("\n".join(self.refused))
         self.notice.setVisible(bool(self.refused))
-        pending = sum(count.tokens for count in self.tokens.values())
-        pace = self.controller.reading_pace() if self.controller and pending else None
-        self.cost.setText(reading_time(pending, pace) if pending else "")
-        self.pendingChanged.emit(pending)
+        counts = list(self.tokens.values())
+        pending = TokenCount(sum(c.tokens for c in counts), all(c.counted for c in counts))
+        pace = self.controller.reading_pace() if self.controller and counts else None
+        self.cost.setText(reading_time(pending, pace) if counts else "")
+        self.cost.setVisible(bool(counts))
+        self.pendingChanged.emit(pending.tokens)
 
     def remove_file(self, index: int) -> None:
         if index < len(self.attachments):

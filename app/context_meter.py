@@ -161,7 +161,6 @@ class ContextMeter(QWidget):
         self.bar.setFixedHeight(BAR_HEIGHT)
         column.addWidget(self.label)
         column.addWidget(self.bar)
-        self._fit_width()
         self.use = ContextUse(0, None, 0)
         self.pending = 0
         self.controller = controller
@@ -187,18 +186,10 @@ class ContextMeter(QWidget):
         self.pending = tokens
         self.refresh()
 
-    def _fit_width(self) -> None:
-        """As wide as its longest text (six-digit counts, warning) at its text size, not
-        the status bar's rest."""
-        longest = ContextUse(888_888, 988_888, 188_888).text()  # its longest warning
-        self.setFixedWidth(self.fontMetrics().horizontalAdvance(longest) + 16)
-
     def changeEvent(self, event):
         super().changeEvent(event)
         if event.type() == QEvent.PaletteChange:  # light/dark switched: the theme's colours
             self.show_use(self.use)
-        elif event.type() == QEvent.FontChange:  # zoomed
-            self._fit_width()
 
     def show_use(self, use: ContextUse) -> None:
         self.use = use

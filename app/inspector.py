@@ -378,6 +378,7 @@ class ReplayPanel(QWidget):
         speeds = [r.stats.get("estimated_speedup") for r in results]
         self.table.setColumnHidden(SPEED, not any(speeds))
         self._fit_columns()
+        self.table.horizontalScrollBar().setValue(0)  # the names in sight, as a new table
         self.plain_button.setVisible(False)
         if results:
             self.table.selectRow(0)
