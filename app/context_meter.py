@@ -59,8 +59,11 @@ class ContextUse:
 
     @property
     def nearly_full(self) -> bool:
-        """The chat itself fills the window: past ``WARN_SHARE``, or no room for an answer."""
-        return self.share >= WARN_SHARE or (self.answer_room or 0) < MIN_ANSWER_ROOM
+        """The chat itself fills the window: past ``WARN_SHARE``, or no room for an answer
+        (never said without a window to go by)."""
+        if self.answer_room is None:
+            return False
+        return self.share >= WARN_SHARE or self.answer_room < MIN_ANSWER_ROOM
 
     @property
     def warning(self) -> bool:
