@@ -19,6 +19,10 @@ from PySide6.QtWidgets import (
     QToolButton,
 )
 
+from pathlib import Path
+
+from engine.models.embedded import EMBEDDED_NAME
+
 from .downloads import installed_models, is_loaded
 
 MAX_NAME_CHARS = 40  # a long hub id keeps the button within a 600 px chat
@@ -80,7 +84,10 @@ class ModelPicker(QFrame):
     def show_model(self, name: str, path: str, facts: dict, details: str) -> None:
         """The loaded model (``name`` "" while none is)."""
         self.loaded_path = path
-        self.button.setText((short_name(name, facts) if name else "Choose a model") + "  ▾")
+        shown = short_name(name, facts) if name else "Choose a model"
+        if name and Path(path).name.startswith(EMBEDDED_NAME):
+            shown += " · demo"  # the built-in model: small and fast, not for real answers
+        self.button.setText(shown + "  ▾")
         self.button.setToolTip(
             f"{name}\n{details}\nChoose another model to load it" if name else "Load a model"
         )

@@ -9,14 +9,17 @@ the window's ``ask_*`` methods (tests answer them)."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QFileDialog
 
-from .model_catalog import ModelCatalogDialog
+from .downloads import installed_models
+from .model_catalog import OFFER_SCHEME, RECOMMENDED, ModelCatalogDialog, first_run_offer
 from .model_picker import ModelPicker
 from .models_view import InstalledModelsDialog
 from .remote_engine import api_base
+from engine.models.embedded import EMBEDDED_NAME
 
 
 DOWNLOAD_TICK_MS = 1000  # a stalled download's line is said again this often
@@ -52,6 +55,7 @@ class ModelPresenter(QObject):
         self.picker.folderRequested.connect(self.pick_folder)
         self.picker.serverRequested.connect(self.connect_server)
         self.picker.cancelRequested.connect(models.cancel_load)
+        window.transcript.offerTaken.connect(self.take_offer)
         controller.busyChanged.connect(self.enable_picker)
 
     def add_menu(self, menu) -> None:
@@ -143,6 +147,17 @@ class ModelPresenter(QObject):
         self.window.settings_panel.show_model(name, path, speculation, details)
         self.window.speculation_bar.show_model(name, speculation)
         self.picker.show_model(name, path, self.models.facts, details)
+        self.offer_a_real_model(path)
+
+    def offer_a_real_model(self, path: str) -> None:
+        """While the built-in demo answers, the empty chat offers a real model to get."""
+        demo = Path(path).name.startswith(EMBEDDED_NAME) if path else False
+        here = any(m.name == RECOMMENDED.repo and m.complete for m in installed_models())
+        self.window.transcript.set_offer(first_run_offer(here) if demo else "")
+
+    def take_offer(self, link: str) -> None:
+        if link.startswith(OFFER_SCHEME):
+            self.models.choose(link[len(OFFER_SCHEME) :])
 
     def enable_picker(self, *_) -> None:
         """Another model can be chosen while no answer runs and no model loads."""

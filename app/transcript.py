@@ -495,9 +495,11 @@ class TranscriptView(QScrollArea):
     versionRequested = Signal(int, int)
     editRequested = Signal(int, str)
     menuRequested = Signal(object, object)
+    offerTaken = Signal(str)  # a link of the empty chat's offer (a model to download)
 
     def __init__(self, parent=None):
         super().__init__(parent)
+        self.offer = ""  # under the empty chat's welcome: a real model to get (HTML)
         self.setObjectName("transcript")
         self.setAccessibleName("Conversation")
         self.setWidgetResizable(True)
@@ -513,6 +515,8 @@ class TranscriptView(QScrollArea):
         self._placeholder_text()
         self.placeholder.setAlignment(Qt.AlignCenter)
         self.placeholder.setWordWrap(True)
+        self.placeholder.setTextInteractionFlags(Qt.TextBrowserInteraction)
+        self.placeholder.linkActivated.connect(self.offerTaken)
         self.layout_.addWidget(self.placeholder, 1)
         self.layout_.addStretch(0)
         self.setWidget(self.column)
@@ -1005,7 +1009,14 @@ class TranscriptView(QScrollArea):
             "<span style='background:%s; text-decoration: underline'>highlighted and "
             "underlined</span>; hover them to see the pass and the draft position.</p>"
             % theme.current().draft
+            + self.offer
         )
+
+    def set_offer(self, offer: str) -> None:
+        """What the empty chat offers under its welcome (HTML; "" for nothing)."""
+        if offer != self.offer:
+            self.offer = offer
+            self._placeholder_text()
 
     def restyle(self) -> None:
         self._placeholder_text()
