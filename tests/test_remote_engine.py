@@ -167,7 +167,9 @@ def test_app_chat_runs_on_the_server_with_highlights_gauge_and_inspector(
 
     painted = set(highlighted_positions(view.body.document()))
     assert painted == {i for i, drafted in enumerate(mask) if drafted and done.text[i] != "\n"}
-    assert window.speculation_bar.gauge.mean == pytest.approx(done.stats["tokens_per_pass"])
+    assert window.speculation_bar.gauge.mean == pytest.approx(
+        done.stats["tokens_per_pass"], abs=1e-4
+    )
     view.inspect_button.click()
     assert window.inspector.positions.series[0].values == pytest.approx(
         done.stats["per_position_acceptance"]
