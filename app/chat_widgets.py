@@ -364,16 +364,17 @@ class Composer(QFrame):
                 result = str(error)
             if not shiboken6.isValid(self):  # the window closed while the file was read
                 return
+            if not isinstance(result, str):  # its tokens, while it still reads: Send waits
+                service = self.controller.models.service if self.controller else None
+                counted = await loop.run_in_executor(None, count_tokens, service, wrap(result))
+                if not shiboken6.isValid(self):
+                    return
             if not self.reading or self.reading[0] is not file:  # discarded meanwhile
                 continue
             del self.reading[0]
             if isinstance(result, str):
                 self.refused.append(result)
             else:
-                service = self.controller.models.service if self.controller else None
-                counted = await loop.run_in_executor(None, count_tokens, service, wrap(result))
-                if not shiboken6.isValid(self):
-                    return
                 self.attachments.append(result)
                 self.tokens[id(result)] = counted
             self._show_files()
