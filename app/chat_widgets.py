@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 
 from . import theme
 from .attachments import (
+    CHARS_PER_TOKEN,
     MAX_CHARS_UNKNOWN_WINDOW,
     Attachment,
     AttachmentError,
@@ -37,13 +38,17 @@ from .attachments import (
     wrap,
 )
 from .context_meter import context_use
+from .downloads import duration_text
 from .flow_layout import FlowLayout
 from .pdf_reading import WorkerRead
+from .keyboard import tab_leaves
+from .zoom import keep_lines
 
 ATTACH_FILTER = (
     "Text, Markdown or PDF (*.txt *.md *.markdown *.pdf *.csv *.json *.log *.py *.rst);;"
     "All files (*)"
 )
+COMPOSER_LINES = 3.5  # a short question whole, a long one scrolls
 PREVIEW_LINES = 10  # of a file's text in its chip's tooltip
 PREVIEW_WIDTH = 100  # characters: a file of one huge line still gives a tooltip that fits
 # Feather icons' "paperclip" and "file-text" outlines (MIT licence), drawn in the theme's
@@ -87,8 +92,9 @@ class ChatInput(QPlainTextEdit):
         super().__init__(parent)
         self.setObjectName("chatInput")
         self.setPlaceholderText("Message Draftless — Enter to send, Shift+Enter for a new line")
-        self.setTabChangesFocus(True)
-        self.setFixedHeight(72)
+        self.setAccessibleName("Message")
+        tab_leaves(self)
+        keep_lines(self, COMPOSER_LINES)
 
     def keyPressEvent(self, event):
         if event.key() in (Qt.Key_Return, Qt.Key_Enter) and not (
@@ -109,6 +115,39 @@ class ChatInput(QPlainTextEdit):
             super().insertFromMimeData(source)
 
 
+@dataclass(frozen=True)
+class TokenCount:
+    """What an attached file costs: the loaded model's own count, else an estimate."""
+
+    tokens: int
+    counted: bool  # the tokenizer counted them (else CHARS_PER_TOKEN estimated them)
+
+    def text(self) -> str:
+        return f"{'' if self.counted else '≈'}{self.tokens:,} tokens"
+
+
+def count_tokens(service, text: str) -> TokenCount:
+    """``text``'s tokens by the engine's tokenizer when it can say (this machine's engine
+    with a model loaded; runs on a worker thread), else estimated from its characters."""
+    counter = getattr(service, "count_tokens", None)
+    counted = counter(text) if counter is not None else None
+    if counted is None:
+        return TokenCount(-(-len(text) // CHARS_PER_TOKEN), False)
+    return TokenCount(counted, True)
+
+
+def reading_time(tokens: TokenCount, pace: float | None) -> str:
+    """'3,850 tokens attached: the model reads them in about 5 min (13 tokens/s here)'."""
+    said = f"{tokens.text()} attached"
+    tokens = tokens.tokens
+    if not pace:
+        return said + ": how long the model takes to read them is measured with an answer"
+    return (
+        f"{said}: the model reads them in about {duration_text(tokens / pace)} "
+        f"({pace:,.0f} tokens/s here) before it answers"
+    )
+
+
 @dataclass(eq=False)  # compared by identity: the same file may be attached twice
 class FileRead:
     """A file being read in the background; its chip says so until it is done. A PDF is
@@ -125,7 +164,13 @@ class FileChip(QFrame):
 
     removeRequested = Signal()
 
-    def __init__(self, attachment: Attachment | FileRead, removable: bool, parent=None):
+    def __init__(
+        self,
+        attachment: Attachment | FileRead,
+        removable: bool,
+        parent=None,
+        tokens: TokenCount | None = None,
+    ):
         super().__init__(parent)
         self.setObjectName("fileChip")
         row = QHBoxLayout(self)
@@ -134,7 +179,10 @@ class FileChip(QFrame):
         self.icon = QLabel()
         row.addWidget(self.icon)
         reading = isinstance(attachment, FileRead)
-        self.label = QLabel(f"reading {attachment.name}…" if reading else attachment.label)
+        label = f"reading {attachment.name}…" if reading else attachment.label
+        if tokens is not None:
+            label += f" · {tokens.text()}"
+        self.label = QLabel(label)
         self.label.setTextFormat(Qt.PlainText)  # a file's name is shown as it is
         row.addWidget(self.label)
         if reading:
@@ -180,11 +228,15 @@ class FileChips(QWidget):
         self.chips: list[FileChip] = []
         self.hide()
 
-    def show_files(self, attachments: list[Attachment | FileRead]) -> None:
+    def show_files(
+        self, attachments: list[Attachment | FileRead], tokens: dict | None = None
+    ) -> None:
+        """A chip per file (``tokens``: what each costs, by attachment)."""
         for chip in self.chips:
             self.flow.removeWidget(chip)
             chip.deleteLater()
-        self.chips = [FileChip(a, self.removable, self) for a in attachments]
+        tokens = tokens or {}
+        self.chips = [FileChip(a, self.removable, self, tokens.get(id(a))) for a in attachments]
         for index, chip in enumerate(self.chips):
             chip.removeRequested.connect(lambda index=index: self.removeRequested.emit(index))
             self.flow.addWidget(chip)
@@ -209,6 +261,7 @@ class Composer(QFrame):
     unless one of them was refused."""
 
     readyToSend = Signal()
+    pendingChanged = Signal(int)  # tokens of the attached files, not sent yet
 
     def __init__(self, controller=None, parent=None):
         super().__init__(parent)
@@ -216,6 +269,7 @@ class Composer(QFrame):
         self.setAcceptDrops(True)
         self.controller = controller
         self.attachments: list[Attachment] = []
+        self.tokens: dict[int, TokenCount] = {}  # by id() of an attachment in the box
         self.reading: list[FileRead] = []  # in order; the first is on the worker thread
         self.refused: list[str] = []  # why files read since the last idle moment were refused
         self.send_when_read = False
@@ -232,6 +286,18 @@ class Composer(QFrame):
         self.notice.setTextFormat(Qt.PlainText)
         self.notice.hide()
         column.addWidget(self.notice)
+        self.note = QLabel()  # what Send is waiting for, or why it did nothing
+        self.note.setObjectName("composerNote")
+        self.note.setWordWrap(True)
+        self.note.setTextFormat(Qt.PlainText)
+        self.note.hide()
+        column.addWidget(self.note)
+        self.send_when_loaded = False  # Send was pressed while the model loads
+        self.cost = QLabel()  # what the attached files cost: tokens, and the wait they mean
+        self.cost.setObjectName("hint")
+        self.cost.setWordWrap(True)
+        self.cost.hide()
+        column.addWidget(self.cost)
         row = QHBoxLayout()
         column.addLayout(row)
         self.attach_button = QToolButton()
@@ -261,6 +327,14 @@ class Composer(QFrame):
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)
         row.addLayout(buttons)
+        self.under = QHBoxLayout()  # the context meter, under Send
+        self.under.setContentsMargins(0, 0, 0, 0)
+        self.under.addStretch(1)
+        column.addLayout(self.under)
+
+    def place_meter(self, meter: QWidget) -> None:
+        """The context meter under Send, at the right."""
+        self.under.addWidget(meter, 0, Qt.AlignRight | Qt.AlignTop)
 
     def changeEvent(self, event):  # noqa: N802 (Qt's name)
         super().changeEvent(event)
@@ -297,6 +371,11 @@ class Composer(QFrame):
                 result = f"{file.name} could not be read ({type(error).__name__}: {error})."
             if not shiboken6.isValid(self):  # the window closed while the file was read
                 return
+            if not isinstance(result, str):  # its tokens, while it still reads: Send waits
+                service = self.controller.models.service if self.controller else None
+                counted = await loop.run_in_executor(None, count_tokens, service, wrap(result))
+                if not shiboken6.isValid(self):
+                    return
             if not self.reading or self.reading[0] is not file:  # discarded meanwhile
                 continue
             del self.reading[0]
@@ -304,6 +383,7 @@ class Composer(QFrame):
                 self.refused.append(result)
             else:
                 self.attachments.append(result)
+                self.tokens[id(result)] = counted
             self._show_files()
         if self.send_when_read and not self.refused:
             self.send_when_read = False
@@ -314,10 +394,28 @@ class Composer(QFrame):
         """Send was pressed while files are read: send once they are in."""
         self.send_when_read = True
 
+    def wait_for_model(self, what: str) -> None:
+        """Send was pressed while a model loads: the message waits in the box (and can still
+        be changed) and goes once the model has loaded (``MainWindow.model_ready``)."""
+        self.send_when_loaded = True
+        self.say(f"Sends when {what} has loaded; keep typing if you like.")
+
+    def say(self, text: str) -> None:
+        """A line under the box about Send ("" takes it away)."""
+        self.note.setText(text)
+        self.note.setVisible(bool(text))
+
     def _show_files(self) -> None:
-        self.chips.show_files([*self.attachments, *self.reading])
+        self.tokens = {id(a): self.tokens[id(a)] for a in self.attachments if id(a) in self.tokens}
+        self.chips.show_files([*self.attachments, *self.reading], self.tokens)
         self.notice.setText("\n".join(self.refused))
         self.notice.setVisible(bool(self.refused))
+        counts = list(self.tokens.values())
+        pending = TokenCount(sum(c.tokens for c in counts), all(c.counted for c in counts))
+        pace = self.controller.reading_pace() if self.controller and counts else None
+        self.cost.setText(reading_time(pending, pace) if counts else "")
+        self.cost.setVisible(bool(counts))
+        self.pendingChanged.emit(pending.tokens)
 
     def remove_file(self, index: int) -> None:
         if index < len(self.attachments):
@@ -349,6 +447,7 @@ class Composer(QFrame):
     def set_message(self, content: str) -> None:
         """Put a stored message back (Edit): its files as chips, its words in the box."""
         text, self.attachments = split_message(content)
+        self.tokens = {id(a): count_tokens(None, wrap(a)) for a in self.attachments}
         self._drop_reads()
         self.input.setPlainText(text)
 
@@ -356,6 +455,7 @@ class Composer(QFrame):
         """After sending: an empty box and no files."""
         self.input.clear()
         self.attachments = []
+        self.say("")
         self._drop_reads()
 
     def _drop_reads(self) -> None:
@@ -417,6 +517,16 @@ class Banner(QFrame):
         self.messages.append(text)
         self.label.setText(text)
         self.show()
+
+    def resolve(self, text: str) -> None:
+        """``text`` no longer holds (the message it was about was sent after all): it goes,
+        and an earlier message still shown under it comes back."""
+        self.messages = [m for m in self.messages if m != text]
+        if self.label.text() == text:
+            if self.messages and self.isVisible():
+                self.label.setText(self.messages[-1])
+            else:
+                self.hide()
 
     def engine_failed(self, text: str) -> None:
         """``text`` (shown now or about to be) tells of an engine failure."""

@@ -1,9 +1,11 @@
-"""Which answers can go on where they ended: one cut at its Max tokens limit ("length")
-and one the person stopped ("cancelled"). One rule for the controller and the views."""
+"""Which answers can go on where they ended: one cut at its Max tokens limit ("length"), one
+the person stopped ("cancelled") and one a failing engine or server cut off ("interrupted",
+its stats say why). One rule for the controller and the views."""
 
 from __future__ import annotations
 
-CONTINUABLE_REASONS = frozenset({"length", "cancelled"})
+INTERRUPTED = "interrupted"  # the finish reason, and the stats' key for why
+CONTINUABLE_REASONS = frozenset({"length", "cancelled", INTERRUPTED})
 
 
 def can_go_on(finish_reason: str | None) -> bool:
@@ -13,5 +15,8 @@ def can_go_on(finish_reason: str | None) -> bool:
 
 def continue_tip(finish_reason: str | None) -> str:
     """The Continue button's tooltip: why this answer stopped, and what the button does."""
-    why = "you stopped it" if finish_reason == "cancelled" else "it stopped at the Max tokens limit"
+    why = {
+        "cancelled": "you stopped it",
+        INTERRUPTED: "the engine stopped part-way",
+    }.get(finish_reason or "", "it stopped at the Max tokens limit")
     return f"Write more of this answer: {why}"

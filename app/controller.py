@@ -28,13 +28,14 @@ from engine.events import (
     TokenEvent,
 )
 from engine.settings import DraftSettings, configurations
-from engine.stats import DecodeStats
+from engine.stats import DecodeStats, tokens_per_pass_of
 from engine.stop_strings import StopMatcher, kept_figures
 
 from .attachments import split_message
-from .continuable import can_go_on
+from .context_meter import measured_pace
+from .continuable import INTERRUPTED, can_go_on
 from .export import export_text
-from .livestats import LiveStats
+from .livestats import DRAFT_COUNT, LiveStats, draft_count_of
 from .model_control import ModelControl
 from .provenance import Provenance
 from .recorded_replay import replay_recorded
@@ -44,6 +45,7 @@ from .thinking import answer_only
 
 log = logging.getLogger(__name__)
 TITLE_LENGTH = 48
+PLAIN_DRAFTER = "none"  # the engine's drafter that drafts nothing: plain decoding
 LOADING_STAGES = {"convert", "load", "download"}  # progress of a model load (a dialog)
 # seeds drawn for "Regenerate with temperature": nine digits, short enough to read and type
 SHOWN_SEED_LIMIT = 10**9
@@ -58,6 +60,11 @@ def session_title(text: str) -> str:
         if line and not line.startswith("```"):
             return " ".join(line.split())
     return " ".join(text.split()) or ", ".join(f.name for f in files) or "New chat"
+
+
+def shortened(title: str) -> str:
+    """A chat's title at most ``TITLE_LENGTH`` characters long (cut with "…")."""
+    return title if len(title) <= TITLE_LENGTH else title[: TITLE_LENGTH - 1] + "…"
 
 
 def unsaved(error: Exception, what: str, then: str) -> str:
@@ -175,6 +182,7 @@ class ChatController(QObject):
     replayFinished = Signal(int, object)  # message id, list of ReplayOutcome (best first)
     replayFailed = Signal(int, str)  # message id, why
     problem = Signal(str)  # a message for the person (errors, notices)
+    solved = Signal(str)  # a message ``problem`` gave that no longer holds
     status = Signal(str)  # quiet engine work during an answer ("" when it is over)
 
     def __init__(self, service, store: Store, settings_store: SettingsStore, parent=None):
@@ -189,6 +197,8 @@ class ChatController(QObject):
         self.answer: Answer | None = None
         self.answer_task: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._unsolved: dict[str, str] = {}  # what failed ("send", "new chat"): its message
+        self._paces: dict[str, float] = {}  # prompt tokens a second, by model, measured here
         self.models = ModelControl(  # the engine that answers and its model
             service,
             settings=lambda: self.settings,
@@ -198,6 +208,17 @@ class ChatController(QObject):
             parent=self,
         )
         self.models.problem.connect(self.problem)
+
+    def _failed(self, cause: str, message: str) -> None:
+        """Say ``message`` about ``cause``; ``_worked(cause)`` takes it back."""
+        self._unsolved[cause] = message
+        self.problem.emit(message)
+
+    def _worked(self, cause: str) -> None:
+        """``cause`` worked this time: what was said about its failing no longer holds."""
+        message = self._unsolved.pop(cause, None)
+        if message is not None:
+            self.solved.emit(message)
 
     # notices gathered while starting up ---------------------------------------------------
     def startup_notices(self) -> list[str]:
@@ -239,14 +260,16 @@ class ChatController(QObject):
         try:
             session = self.store.create_session(system_prompt=self.settings.system_prompt)
         except (sqlite3.Error, OSError) as error:
-            self.problem.emit(
+            self._failed(
+                "new chat",
                 unsaved(
                     error,
                     "No new chat was started: the chat history could not be saved",
                     "then try again.",
-                )
+                ),
             )
             return None
+        self._worked("new chat")
         self.sessionsChanged.emit()
         self.open_session(session.id)
         return session
@@ -364,20 +387,21 @@ class ChatController(QObject):
                 self.messages[-1].id if self.messages else 0,
             )
         except (sqlite3.Error, OSError) as error:
-            self.problem.emit(
+            self._failed(
+                "send",
                 unsaved(
                     error,
                     "Your message was not sent: the chat history could not be saved",
                     "your message is still in the box: press Send again.",
-                )
+                ),
             )
             return None
+        self._worked("send")
         message.versions = [message.id]
         self.messages.append(message)
         self.messageAdded.emit(message)
         if sum(m.role == "user" for m in self.messages) == 1 and session.title == "New chat":
-            title = session_title(text)
-            title = title if len(title) <= TITLE_LENGTH else title[: TITLE_LENGTH - 1] + "…"
+            title = shortened(session_title(text))
             session.title = title
             try:
                 self.store.rename_session(session.id, title)
@@ -465,14 +489,16 @@ class ChatController(QObject):
                 old.parent_id,
             )
         except (sqlite3.Error, OSError) as error:
-            self.problem.emit(
+            self._failed(
+                "send",
                 unsaved(
                     error,
                     "The edited question was not sent: the chat history could not be saved",
                     "it is still in the box: press Send again.",
-                )
+                ),
             )
             return None
+        self._worked("send")
         self.messages = self.store.messages(old.session_id)
         self.sessionOpened.emit(self.session)
         self.sessionsChanged.emit()
@@ -589,10 +615,22 @@ class ChatController(QObject):
             if not answer.finished:
                 self._fail(answer, "The engine stopped without finishing the answer.")
 
+    def reading_pace(self) -> float | None:
+        """Prompt tokens a second the loaded model reads, as last measured: in this session,
+        else in the open chat's answers (None: not measured yet)."""
+        name = self.models.model_name
+        if name in self._paces:
+            return self._paces[name]
+        answers = (m for m in reversed(self.messages) if m.role == "assistant" and m.model == name)
+        return next(filter(None, (measured_pace(m.timing) for m in answers)), None)
+
     def _finish(self, answer: Answer, done: DoneEvent) -> None:
         done = answer.ending(done)
         if answer.seed is not None:  # kept with the answer's figures: its footer shows it
             done = replace(done, stats={**done.stats, "seed": answer.seed})
+        pace = measured_pace(done.timing)
+        if pace is not None:
+            self._paces[self.models.model_name] = pace
         earlier = answer.continues
         answer.provenance.finish((earlier.content if earlier else "") + done.text)
         answer.live.finish(done.stats, done.timing)
@@ -600,7 +638,9 @@ class ChatController(QObject):
         if earlier is not None:
             if not answer.discarded:
                 self._store_continued(earlier, answer, done)
-        elif (answer.text or answer.provenance.tokens) and not answer.discarded:
+        elif (
+            answer.text or answer.provenance.tokens or done.finish_reason == INTERRUPTED
+        ) and not answer.discarded:
             message = Message(
                 id=None,
                 session_id=answer.session_id,
@@ -608,7 +648,7 @@ class ChatController(QObject):
                 content=answer.text,
                 finish_reason=done.finish_reason,
                 model=self.models.model_name,
-                stats=dict(done.stats),
+                stats={**done.stats, DRAFT_COUNT: answer.draft_count},
                 timing=dict(done.timing),
                 provenance=answer.provenance,
             )
@@ -639,13 +679,16 @@ class ChatController(QObject):
 
     def _store_continued(self, earlier: Message, answer: Answer, done: DoneEvent) -> None:
         """The continued answer's message, updated in place: text, tokens, whole numbers."""
-        if done.tokens:
+        if done.tokens or done.finish_reason == INTERRUPTED:
             whole = DecodeStats.from_dict(earlier.stats, earlier.timing).merged(
                 DecodeStats.from_dict(done.stats, done.timing)
             )
             earlier.content, earlier.provenance = answer.text, answer.provenance
             earlier.finish_reason = done.finish_reason
             earlier.stats, earlier.timing = whole.to_dict(), whole.timing_dict()
+            earlier.stats[DRAFT_COUNT] = max(answer.draft_count, draft_count_of(earlier.stats))
+            if INTERRUPTED in done.stats:
+                earlier.stats[INTERRUPTED] = done.stats[INTERRUPTED]
             try:
                 self.store.update_message(earlier)
             except Exception as error:  # a full disk must not lose the on-screen answer
@@ -662,27 +705,43 @@ class ChatController(QObject):
             self.messages.append(message)
 
     def _fail(self, answer: Answer, message: str) -> None:
-        if answer.continues is not None and answer.message is None:
-            self._restore(answer, answer.continues)  # the answer as it was before
+        """The engine or the server failed mid-answer: what it wrote is kept, marked
+        interrupted with ``message`` (Retry and Continue are offered on it); an answer that
+        had written nothing yet still gets its card, so the question does not hang."""
         answer.error = message
-        answer.finish_reason = "error"
-        self.answerFinished.emit(answer)
-        self.busyChanged.emit(False)
-        if not answer.discarded:
-            self.problem.emit(message)
+        if answer.discarded:
+            answer.finish_reason = INTERRUPTED
+            self.answerFinished.emit(answer)
+            self.busyChanged.emit(False)
+            return
+        earlier = answer.continues
+        written = answer.provenance.tokens[len(earlier.provenance.tokens) if earlier else 0 :]
+        stats = {**answer.live.stats.to_dict(), INTERRUPTED: message}
+        self._finish(
+            answer,
+            DoneEvent(
+                INTERRUPTED,
+                answer.text[len(earlier.content) if earlier else 0 :],
+                [t.token for t in written],
+                [t.from_draft for t in written],
+                stats,
+                answer.live.stats.timing_dict(),
+            ),
+        )
+        self.problem.emit(message)
 
     # replay -------------------------------------------------------------------------------
     def inspectable_answers(self) -> list[tuple[int, str, dict]]:
         """(message id, label, stats) of the open chat's answers, for the inspector:
-        '#2 · suffix · 2.4 tokens/pass' (the number of the question it answers)."""
+        '#2 · suffix · 2.4 tokens/pass' (the answer's number in the chat: each its own, also
+        where a deleted question left two answers in a row)."""
         answers, number = [], 0
         for message in self.messages:
-            if message.role == "user":
+            if message.role == "assistant" and message.stats.get("passes"):  # one that ran
                 number += 1
-            elif message.stats:
                 label = (
                     f"#{number} · {message.stats.get('drafter', '?')} · "
-                    f"{message.stats.get('tokens_per_pass', 0):.1f} tokens/pass"
+                    f"{tokens_per_pass_of(message.stats):.1f} tokens/pass"
                 )
                 answers.append((message.id, label, message.stats))
         return answers
@@ -713,6 +772,11 @@ class ChatController(QObject):
             f"Next answers use {result.drafter}, {result.draft_count} drafts (fixed), "
             f"n-gram order {order}"
         )
+
+    def use_plain_decoding(self) -> str:
+        """Answer from now on without drafting (the inspector found nothing faster)."""
+        self.update_settings(replace(self.settings, drafter=PLAIN_DRAFTER))
+        return f"Next answers use plain decoding (drafter {PLAIN_DRAFTER})"
 
     def replays_recorded(self, message: Message) -> bool:
         """Whether ``message`` is replayed from its recorded tokens on this machine: the

@@ -14,6 +14,9 @@ from engine.models.embedded import EMBEDDED_NAME
 from engine.models.hub_download import download_complete
 
 SPEED_WINDOW_S = 5.0  # speed over the last seconds: steady, yet quick to follow a change
+# no bytes for this long: the time left is not worth a figure (it grew without bound while
+# the bar sat still: "about 476.3 h left", unchanged for 9 s)
+STALLED_S = SPEED_WINDOW_S
 
 
 def size_text(size: float) -> str:
@@ -39,37 +42,62 @@ class DownloadMeter:
     samples: deque = field(default_factory=deque)  # (seconds, bytes done)
     done: int = 0
     total: int = 0
+    grew_at: float | None = None  # when the count last grew (the first report counts)
 
     def update(self, done: int, total: int, now: float) -> None:
+        if self.grew_at is None or done > self.done:
+            self.grew_at = now
         self.done, self.total = done, total
         self.samples.append((now, done))
         while len(self.samples) > 2 and now - self.samples[1][0] >= SPEED_WINDOW_S:
             self.samples.popleft()
 
-    @property
-    def speed(self) -> float | None:
+    def speed_at(self, now: float | None = None) -> float | None:
+        """Bytes a second over the window, up to ``now`` (default: the last report): time
+        without reports slows it, as it slows the download."""
         if len(self.samples) < 2:
             return None
-        (began, first), (now, last) = self.samples[0], self.samples[-1]
-        return (last - first) / (now - began) if now > began else None
+        (began, first), (last_at, last) = self.samples[0], self.samples[-1]
+        end = last_at if now is None else max(now, last_at)
+        return (last - first) / (end - began) if end > began else None
 
     @property
-    def seconds_left(self) -> float | None:
-        speed = self.speed
+    def speed(self) -> float | None:
+        return self.speed_at()
+
+    def seconds_left_at(self, now: float | None = None) -> float | None:
+        speed = self.speed_at(now)
         if not speed or self.total <= 0:
             return None
         return max(self.total - self.done, 0) / speed
 
-    def describe(self, name: str) -> str:
-        """'Downloading owner/model: 45% of 540.0 MB · 12.3 MB/s · about 1 min left';
-        'Downloading owner/model: starting…' while its size is not known (total 0)."""
+    @property
+    def seconds_left(self) -> float | None:
+        return self.seconds_left_at()
+
+    def stalled_for(self, now: float | None) -> float:
+        """Seconds since the count last grew (0 without ``now``)."""
+        if now is None or self.grew_at is None:
+            return 0.0
+        return max(now - self.grew_at, 0.0)
+
+    def describe(self, name: str, now: float | None = None) -> str:
+        """'Downloading owner/model: 45% of 540.0 MB · 12.3 MB/s · about 1 min left' (as of
+        ``now``: asked again while no bytes come, the speed falls and the time left grows,
+        and past ``STALLED_S`` it says so); 'Downloading owner/model: starting…' while its
+        size is not known (total 0)."""
         if self.total <= 0:
             return f"Downloading {name}: starting…"
         parts = [f"Downloading {name}: {self.done / self.total:.0%} of {size_text(self.total)}"]
-        if self.speed is not None:
-            parts.append(f"{size_text(self.speed)}/s")
-        if self.seconds_left is not None:
-            parts.append(f"about {duration_text(self.seconds_left)} left")
+        stalled = self.stalled_for(now)
+        if stalled >= STALLED_S:
+            parts.append(f"no data for {duration_text(stalled)}, waiting for the hub")
+            return " · ".join(parts)
+        speed, left = self.speed_at(now), self.seconds_left_at(now)
+        if speed is not None:
+            parts.append(f"{size_text(speed)}/s")
+        if left is not None:
+            parts.append(f"about {duration_text(left)} left")
         return " · ".join(parts)
 
 

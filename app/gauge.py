@@ -23,10 +23,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.stats import estimate_is_guess, speedup_text
+from engine.stats import estimate_is_guess, speed_parts, tokens_per_pass_of
 
 from . import theme
 from .livestats import NOT_MEASURED
+from .zoom import zoom_of
 
 START_DEG, SPAN_DEG = 210.0, -240.0  # clockwise from lower left to lower right
 
@@ -43,9 +44,23 @@ class Gauge(QWidget):
             "the dot the last pass. 1 = plain decoding; more means accepted guesses."
         )
         self.setSizePolicy(QSizePolicy.Fixed, QSizePolicy.Fixed)
+        self.setAccessibleName("Tokens per pass")
+        self._describe()
+
+    def _describe(self) -> None:
+        """The values in words, for a screen reader (the dial is painted)."""
+        scale = f"on a scale from 1 to {self.maximum:g}"
+        if not self.mean:
+            said = f"No answer yet, {scale}."
+        else:
+            said = f"{self.mean:.1f} tokens per pass for this answer, {scale}."
+            if self.current >= 1.0:
+                said += f" The last pass made {self.current:g}."
+        self.setAccessibleDescription(said)
 
     def sizeHint(self) -> QSize:
-        return QSize(120, 100)
+        scale = zoom_of(self)
+        return QSize(round(120 * scale), round(100 * scale))
 
     def minimumSizeHint(self) -> QSize:
         return self.sizeHint()
@@ -54,6 +69,7 @@ class Gauge(QWidget):
         self.mean, self.current = float(mean), float(current)
         self.maximum = max(float(maximum), 2.0)
         self.active = active
+        self._describe()
         self.update()
 
     def fraction(self, value: float) -> float:
@@ -173,7 +189,7 @@ class SpeculationBar(QFrame):
             "drafts accepted", "Share of drafted tokens the model accepted"
         )
         self.speedup_label = self._figure(
-            "faster than plain (est.)",
+            "vs plain (est.)",
             "Plain decoding's predicted time over this answer's, "
             "from this machine's measured verify-cost curve",
         )
@@ -276,7 +292,7 @@ class SpeculationBar(QFrame):
     def show_replay(self, stats: dict, draft_count: int, label: str) -> None:
         """A replay's figures (``DecodeStats.to_dict()``) while its highlights are shown; the
         first figure says "replay" and which one. A replay has no speed of its own."""
-        self.gauge.set_values(stats.get("tokens_per_pass", 0.0), 0, draft_count + 1, False)
+        self.gauge.set_values(tokens_per_pass_of(stats), 0, draft_count + 1, False)
         self.current_label.setText(
             f"<b>replay</b> <span style='color:{theme.current().muted}'>{html.escape(label)}</span>"
         )
@@ -297,8 +313,13 @@ class SpeculationBar(QFrame):
             self.speedup_label.setText(
                 f"<span style='color:{theme.current().muted}'>{NOT_MEASURED}</span>"
             )
+        elif speedup:
+            figure, words = speed_parts(speedup)
+            self.speedup_label.setText(
+                f"<b>{figure}</b> <span style='color:{theme.current().muted}'>{words} (est.)</span>"
+            )
         else:
-            self._set(self.speedup_label, speedup_text(speedup) if speedup else "–")
+            self._set(self.speedup_label, "–")
 
     def show_model(self, name: str, speculation: str) -> None:
         state = "speculation on" if speculation == "on" else f"speculation {speculation}"

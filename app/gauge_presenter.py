@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject
 
-from .livestats import LiveStats
+from .livestats import LiveStats, draft_count_of
 
 
 def on_screen(controller, answer) -> bool:
@@ -29,6 +29,7 @@ class GaugePresenter(QObject):
         self.inspector.replay.replayRequested.connect(self.replay)
         self.inspector.replay.highlightRequested.connect(self.show_replay_highlights)
         self.inspector.replay.applyRequested.connect(self.apply_replay_settings)
+        self.inspector.replay.plainRequested.connect(self.turn_drafting_off)
         window.transcript.inspectRequested.connect(self.inspect_view)
 
     def show_gauge(self) -> None:
@@ -39,9 +40,9 @@ class GaugePresenter(QObject):
             self.bar.show_numbers(answer.live, answer.draft_count, True)
             return
         last = next((m for m in reversed(c.messages) if m.role == "assistant" and m.stats), None)
-        self.bar.show_numbers(
+        self.bar.show_numbers(  # the dial's scale is the answer's, not today's settings
             LiveStats.of_message(last.stats, last.timing) if last else None,
-            c.settings.draft_count,
+            draft_count_of(last.stats, c.settings.draft_count) if last else c.settings.draft_count,
             False,
         )
 
@@ -98,6 +99,10 @@ class GaugePresenter(QObject):
 
     def apply_replay_settings(self, result) -> None:
         message = self.controller.use_replayed_settings(result)
+        self.window.statusBar().showMessage(message, 4000)
+
+    def turn_drafting_off(self) -> None:
+        message = self.controller.use_plain_decoding()
         self.window.statusBar().showMessage(message, 4000)
 
     def restyle(self) -> None:

@@ -33,7 +33,8 @@ drafts, turns the painting off.
 ## The gauge
 
 The dial shows **tokens per pass**: how many tokens each forward pass produced. 1 means
-no guess was kept; its scale ends at the draft count plus one, the most a pass can give.
+no guess was kept (the end of the answer counts as a token, so it never reads below 1);
+its scale ends at the answer's draft count plus one, the most a pass of it could give.
 Beside it, for the answer being written (or the chat's latest one):
 
 - *this pass*: the tokens the latest pass produced;
@@ -41,8 +42,10 @@ Beside it, for the answer being written (or the chat's latest one):
 - *drafts accepted*: the share of guessed tokens the model kept;
 - *faster than plain (est.)*: an estimate of the speed-up over answering one token per
   pass, from this machine's measured cost of a pass of each length. Longer passes cost a
-  little more, so tokens per pass is an upper bound on it. Until that cost is measured
-  (in the background, between answers) it reads *speed-up not measured yet*.
+  little more, so tokens per pass is an upper bound on it; guesses that fail cost time, and
+  an answer that came out slower says so (*≈10% slower than plain*). Within 2% of plain it
+  reads *about as fast as plain*. Until that cost is measured (in the background, between
+  answers) it reads *speed-up not measured yet*.
 
 Under each answer, its speed-up, tokens per pass and drafts accepted; hover there for every
 figure (passes, drafts, tokens per second, time to the first token, the drafter).

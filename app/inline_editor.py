@@ -22,6 +22,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
+from .keyboard import tab_leaves
+
 # Lines of text the box shows before it scrolls: a screenful of a long answer, no more, so
 # Save and Cancel stay in sight in a 760-px window
 EDITOR_LINES = 16
@@ -70,6 +72,8 @@ class InlineEditor(QFrame):
         self.note.setWordWrap(True)
         column.addWidget(self.note)
         self.box = AnswerEditBox(text)
+        self.box.setAccessibleName("Edited answer")
+        tab_leaves(self.box)
         lines = max(3, min(EDITOR_LINES, text.count("\n") + 2))
         self.box.setFixedHeight(lines * self.box.fontMetrics().lineSpacing() + 16)
         self.box.saveRequested.connect(self.save)

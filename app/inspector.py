@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from PySide6.QtCore import QEvent, QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QRect, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QPainter, QPen
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QPushButton,
     QSizePolicy,
+    QStyle,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -30,7 +31,13 @@ from PySide6.QtWidgets import (
 )
 
 from engine.events import ReplayOutcome
-from engine.stats import DEFINITIONS, DecodeStats
+from engine.stats import (
+    DEFINITIONS,
+    SAME_SPEED,
+    DecodeStats,
+    speed_words,
+    tokens_per_pass_of,
+)
 
 from . import theme
 
@@ -157,6 +164,34 @@ def figures_in_words(name: str, stats: dict) -> str:
     )
 
 
+def same_replay(result: ReplayOutcome) -> tuple:
+    """What makes two replays one row: the same drafter and draft count, and the same
+    accepted tokens and figures (an n-gram order that changed nothing)."""
+    figures = tuple(sorted((k, repr(v)) for k, v in result.stats.items()))
+    return result.drafter, result.draft_count, result.from_draft, figures, result.notes
+
+
+def folded_rows(results: list[ReplayOutcome]) -> list[tuple[ReplayOutcome, list[int]]]:
+    """``results`` (best first) with the replays that differ only in their n-gram order as
+    one row: (the first of them, every n-gram order it stands for), in the same order."""
+    rows: dict[tuple, tuple[ReplayOutcome, list[int]]] = {}
+    for result in results:
+        key = same_replay(result)
+        if key in rows:
+            rows[key][1].append(result.ngram_order)
+        else:
+            rows[key] = (result, [result.ngram_order])
+    return list(rows.values())
+
+
+def orders_text(orders: list[int]) -> str:
+    """[2, 3, 4] → '2–4'; [2, 4, 8] → '2, 4, 8'."""
+    orders = sorted(set(orders))
+    if len(orders) > 2 and orders == list(range(orders[0], orders[-1] + 1)):
+        return f"{orders[0]}–{orders[-1]}"
+    return ", ".join(map(str, orders))
+
+
 def parse_numbers(text: str, low: int, high: int) -> list[int]:
     """'2, 4,8' → [2, 4, 8]; values outside [low, high] and non-numbers are dropped."""
     values = []
@@ -168,13 +203,17 @@ def parse_numbers(text: str, low: int, high: int) -> list[int]:
 
 
 MIN_COLUMN = 24  # px: a column stays wide enough to show it is there
-REPLAY_COLUMNS = ("Drafter", "n", "tok/pass", "acc.", "speed")
+# The speed ranks the table, so it stands next to the names: a panel too narrow for every
+# column (a 600-px window's) scrolls the others away, not it. Headers wrap at their spaces.
+NAME, SPEED, PER_PASS, KEPT, ORDER = range(5)
+REPLAY_COLUMNS = ("Drafter", "× plain (est.)", "tokens per pass", "drafts kept", "n")
+HEADER_MARGIN = 8  # px above and below a header's lines
 REPLAY_TIPS = (
     "Drafter and draft count k",
-    "N-gram order",
+    DEFINITIONS["estimated_speedup"],
     DEFINITIONS["tokens_per_pass"],
     DEFINITIONS["acceptance_rate"],
-    DEFINITIONS["estimated_speedup"],
+    "N-gram order (a range: every order in it replays the same)",
 )
 
 
@@ -196,6 +235,7 @@ class ReplayPanel(QWidget):
     replayRequested = Signal(int, list, list)  # message id, draft counts, n-gram orders
     highlightRequested = Signal(int, object)  # message id, result dict (None: the real run)
     applyRequested = Signal(object)  # result dict
+    plainRequested = Signal()  # nothing replayed beats plain decoding: turn drafting off
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -210,9 +250,11 @@ class ReplayPanel(QWidget):
         row = QHBoxLayout()
         self.draft_counts = QLineEdit("2, 4, 8")
         self.draft_counts.setMinimumWidth(40)
+        self.draft_counts.setAccessibleName("Draft counts to replay")
         self.draft_counts.setToolTip("Draft counts to replay, comma-separated (1–64)")
         self.ngram_orders = QLineEdit("4")
         self.ngram_orders.setMinimumWidth(30)
+        self.ngram_orders.setAccessibleName("N-gram orders to replay")
         self.ngram_orders.setToolTip("N-gram orders to replay, comma-separated (1–32)")
         row.addWidget(QLabel("k"))
         row.addWidget(self.draft_counts, 2)
@@ -225,6 +267,7 @@ class ReplayPanel(QWidget):
         layout.addLayout(row)
         self.table = QTableWidget(0, len(REPLAY_COLUMNS))
         self.table.setObjectName("replayTable")
+        self.table.setAccessibleName("Replay results")
         self.table.setHorizontalHeaderLabels(REPLAY_COLUMNS)
         for column, tip in enumerate(REPLAY_TIPS):
             self.table.horizontalHeaderItem(column).setToolTip(tip)
@@ -245,8 +288,10 @@ class ReplayPanel(QWidget):
         self.table.setMinimumHeight(190)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.Fixed)
-        header.setTextElideMode(Qt.ElideRight)
+        header.setTextElideMode(Qt.ElideNone)  # wrapped whole (``_fit_columns``), never cut
+        header.setDefaultAlignment(Qt.AlignCenter | Qt.TextWordWrap)
         header.setMinimumSectionSize(MIN_COLUMN)
+        header.sortIndicatorChanged.connect(lambda *_: self._fit_columns())
         self.table.itemSelectionChanged.connect(self._selected)
         layout.addWidget(self.table, 1)
         buttons = QGridLayout()  # Use settings on a row of its own: the panel fits at 600 px
@@ -270,9 +315,16 @@ class ReplayPanel(QWidget):
         self.apply_button.clicked.connect(
             lambda: self.chosen() and self.applyRequested.emit(self.chosen())
         )
+        self.plain_button = QPushButton("Turn drafting off")
+        self.plain_button.setToolTip(
+            "Answer with plain decoding (drafter none): on this answer no drafter was faster"
+        )
+        self.plain_button.clicked.connect(self.plainRequested)
+        self.plain_button.hide()
         buttons.addWidget(self.highlight_button, 0, 0)
         buttons.addWidget(self.actual_button, 0, 1)
         buttons.addWidget(self.apply_button, 1, 0, 1, 2)
+        buttons.addWidget(self.plain_button, 2, 0, 1, 2)
         layout.addLayout(buttons)
         self.status = QLabel()
         self.status.setObjectName("hint")
@@ -281,6 +333,7 @@ class ReplayPanel(QWidget):
         self.message_id: int | None = None
         self.label = ""  # the answer's name in the inspector's list
         self.results: list[ReplayOutcome] = []
+        self.rows: list[tuple[ReplayOutcome, list[int]]] = []  # the table's, n-gram orders folded
         self.show_results(None, [])
 
     def set_message(self, message_id: int | None, label: str = "") -> None:
@@ -313,64 +366,81 @@ class ReplayPanel(QWidget):
             return
         self.run_button.setEnabled(self.message_id is not None)
         self.results = list(results)
+        self.rows = folded_rows(self.results)
         self.table.setSortingEnabled(False)
-        self.table.setRowCount(len(results))
-        for row, result in enumerate(results):
-            stats = result.stats
-            speedup = stats.get("estimated_speedup")
-            cells = [
-                QTableWidgetItem(f"{result.drafter} k={result.draft_count}"),
-                NumberItem(str(result.ngram_order), result.ngram_order),
-                NumberItem(f"{stats['tokens_per_pass']:.2f}", stats["tokens_per_pass"]),
-                NumberItem(f"{stats['acceptance_rate']:.0%}", stats["acceptance_rate"]),
-                NumberItem(
-                    f"{speedup:.2f}×" if speedup else "–",
-                    (speedup or 0.0, stats["tokens_per_pass"]),
-                ),
-            ]
-            tip = (
-                "Exact: what a greedy run with these settings would have done"
-                if result.exact
-                else "Estimate: " + ", ".join(result.notes)
-            )
-            name = f"{result.drafter}, draft count {result.draft_count}, n-gram order "
-            for column, cell in enumerate(cells):
-                cell.setData(Qt.UserRole, row)
-                cell.setToolTip(f"{name}{result.ngram_order}\n{tip}")
-                if not result.exact:  # estimates in italics; the tooltip says why
-                    font = cell.font()
-                    font.setItalic(True)
-                    cell.setFont(font)
-                self.table.setItem(row, column, cell)
+        self.table.setRowCount(len(self.rows))
+        for row, (result, orders) in enumerate(self.rows):
+            self._fill_row(row, result, orders)
         self.table.setSortingEnabled(True)
-        self.table.sortItems(4, Qt.DescendingOrder)  # best first, as the engine ranks them
-        self.table.setColumnHidden(1, len({r.ngram_order for r in results}) <= 1)
+        self.table.sortItems(SPEED, Qt.DescendingOrder)  # best first, as the engine ranks them
+        self.table.setColumnHidden(ORDER, len({r.ngram_order for r in results}) <= 1)
         # no verify-cost curve (not measured here yet, a server's answer): no speed column
         speeds = [r.stats.get("estimated_speedup") for r in results]
-        self.table.setColumnHidden(len(REPLAY_COLUMNS) - 1, not any(speeds))
+        self.table.setColumnHidden(SPEED, not any(speeds))
         self._fit_columns()
+        self.table.horizontalScrollBar().setValue(0)  # the names in sight, as a new table
+        self.plain_button.setVisible(False)
         if results:
             self.table.selectRow(0)
-            best = results[0]
-            speedup = best.stats.get("estimated_speedup")
-            common = [n for n in best.notes if all(n in r.notes for r in results)]
-            self.status.setText(
-                f"Best: <b>{best.drafter}</b> k={best.draft_count} n={best.ngram_order}, "
-                f"{best.stats['tokens_per_pass']:.2f} tokens/pass"
-                + (
-                    f", ≈{speedup:.2f}× faster than plain (estimate from this machine's "
-                    "verify-cost curve)"
-                    if speedup
-                    else ""
-                )
-                + "."
-                + (f"<br><i>All estimates</i>: {html.escape('; '.join(common))}." if common else "")
-            )
+            self.status.setText(self._best_text(results))
         elif message_id is not None:
             self.status.setText("Nothing to replay.")
         else:
             self.status.setText(self.hint())
         self._selected()
+
+    def _fill_row(self, row: int, result: ReplayOutcome, orders: list[int]) -> None:
+        stats = result.stats
+        speedup = stats.get("estimated_speedup")
+        per_pass = tokens_per_pass_of(stats)
+        cells = [None] * len(REPLAY_COLUMNS)
+        cells[NAME] = QTableWidgetItem(f"{result.drafter} k={result.draft_count}")
+        cells[SPEED] = NumberItem(f"{speedup:.2f}×" if speedup else "–", (speedup or 0.0, per_pass))
+        cells[PER_PASS] = NumberItem(f"{per_pass:.2f}", per_pass)
+        cells[KEPT] = NumberItem(f"{stats['acceptance_rate']:.0%}", stats["acceptance_rate"])
+        cells[ORDER] = NumberItem(orders_text(orders), min(orders))
+        tip = (
+            "Exact: what a greedy run with these settings would have done"
+            if result.exact
+            else "Estimate: " + ", ".join(result.notes)
+        )
+        several = "s" if len(orders) > 1 else ""
+        name = (
+            f"{result.drafter}, draft count {result.draft_count}, n-gram order{several} "
+            f"{orders_text(orders)}"
+        )
+        for column, cell in enumerate(cells):
+            cell.setData(Qt.UserRole, row)
+            cell.setToolTip(f"{name}\n{tip}")
+            if not result.exact:  # estimates in italics; the tooltip says why
+                font = cell.font()
+                font.setItalic(True)
+                cell.setFont(font)
+            self.table.setItem(row, column, cell)
+
+    def _best_text(self, results: list[ReplayOutcome]) -> str:
+        """'Best: …' with its speed in plain words; where nothing beats plain decoding, says
+        so and offers to turn drafting off instead."""
+        best = results[0]
+        speedup = best.stats.get("estimated_speedup")
+        common = [n for n in best.notes if all(n in r.notes for r in results)]
+        estimates = f"<br><i>All estimates</i>: {html.escape('; '.join(common))}." if common else ""
+        orders = orders_text(self.rows[0][1]) if self.rows else str(best.ngram_order)
+        named = f"<b>{html.escape(best.drafter)}</b> k={best.draft_count} n={orders}"
+        per_pass = f"{tokens_per_pass_of(best.stats):.2f} tokens/pass"
+        if speedup and speedup < 1.0 + SAME_SPEED:
+            self.plain_button.setVisible(True)
+            return (
+                f"Nothing here beats plain decoding on this answer: the best, {named} "
+                f"({per_pass}), is {speed_words(speedup)} (estimate). Turn drafting off to "
+                f"answer like this plainly.{estimates}"
+            )
+        speed = (
+            f", {speed_words(speedup)} (estimate from this machine's verify-cost curve)"
+            if speedup
+            else ""
+        )
+        return f"Best: {named}, {per_pass}{speed}.{estimates}"
 
     def eventFilter(self, watched, event):
         if watched is self.table.viewport() and event.type() == QEvent.Resize:
@@ -378,11 +448,20 @@ class ReplayPanel(QWidget):
         return super().eventFilter(watched, event)
 
     def _fit_columns(self) -> None:
-        """The drafter names whole; each figure's column as wide as its values, and wider
-        toward its whole header as far as the room allows; the drafter column the rest."""
+        """The drafter names whole; each figure's column as wide as its values and its
+        header's longest word (the header wraps), and wider toward its header on one line
+        as far as the room allows; the drafter column the rest."""
         table, header = self.table, self.table.horizontalHeader()
         shown = [c for c in range(1, len(REPLAY_COLUMNS)) if not table.isColumnHidden(c)]
-        values = {c: max(table.sizeHintForColumn(c), MIN_COLUMN) for c in shown}
+        words = header.fontMetrics()
+        values = {
+            c: max(
+                table.sizeHintForColumn(c),
+                MIN_COLUMN,
+                max(map(words.horizontalAdvance, REPLAY_COLUMNS[c].split())) + self._padding(c),
+            )
+            for c in shown
+        }
         gaps = {c: max(header.sectionSizeHint(c) - values[c], 0) for c in shown}
         names = max(table.sizeHintForColumn(0), MIN_COLUMN)
         spare = max(table.viewport().width() - names - sum(values.values()), 0)
@@ -391,6 +470,23 @@ class ReplayPanel(QWidget):
         widths[0] = max(names, table.viewport().width() - sum(widths.values()))
         for column, width in widths.items():
             table.setColumnWidth(column, width)
+        wrapped = [
+            words.boundingRect(
+                QRect(0, 0, max(width - self._padding(column), 1), 1 << 16),
+                Qt.AlignCenter | Qt.TextWordWrap,
+                REPLAY_COLUMNS[column],
+            ).height()
+            for column, width in widths.items()
+        ]
+        header.setFixedHeight(max(wrapped) + HEADER_MARGIN)
+
+    def _padding(self, column: int) -> int:
+        """Pixels of a header section that are not its text: the style's margins, and the
+        sort arrow on the column the table is sorted by."""
+        style, header = self.table.style(), self.table.horizontalHeader()
+        margin = style.pixelMetric(QStyle.PM_HeaderMargin, None, header)
+        arrow = style.pixelMetric(QStyle.PM_HeaderMarkSize, None, header) + margin
+        return 2 * margin + (arrow if column == header.sortIndicatorSection() else 0) + 2
 
     def show_failure(self, message_id: int | None, message: str) -> None:
         """The replay did not run: say why, and Replay can be pressed again."""
@@ -404,7 +500,7 @@ class ReplayPanel(QWidget):
         if not rows:
             return None
         index = self.table.item(rows[0].row(), 0).data(Qt.UserRole)
-        return self.results[index]
+        return self.rows[index][0]
 
     def _selected(self) -> None:
         has = self.chosen() is not None
@@ -431,6 +527,7 @@ class Inspector(QWidget):
         layout.addWidget(hint)
         self.list = QListWidget()
         self.list.setMaximumHeight(90)
+        self.list.setAccessibleName("Answers to inspect")
         self.list.itemChanged.connect(self._ticked)
         layout.addWidget(self.list)
         self.positions = BarChart("Acceptance by draft position", "position in the draft")

@@ -13,10 +13,28 @@ from engine.stats import (
     estimate_is_guess,
     estimate_label,
     finish_text,
-    speedup_text,
+    speed_words,
     stored_figures,
     summary_parts,
+    tokens_per_pass_of,
 )
+
+from .continuable import INTERRUPTED
+
+DRAFT_COUNT = "draft_count"  # the app's key in an answer's stats: the draft count it asked for
+
+
+def draft_count_of(stats: dict, fallback: int = 1) -> int:
+    """The most tokens an answer could guess a pass: the draft count it was asked with, else
+    (older answers, damaged figures) its longest draft sent, else ``fallback``."""
+    asked = stats.get(DRAFT_COUNT)
+    if isinstance(asked, int) and not isinstance(asked, bool) and asked >= 1:
+        return asked
+    longest = stats.get("position_drafted")
+    if isinstance(longest, list) and longest:
+        return len(longest)
+    return fallback
+
 
 NOT_MEASURED = "speed-up not measured yet"
 EDITED = "edited"  # the finish reason of an answer whose text the person changed
@@ -69,7 +87,7 @@ class LiveStats:
 
     @property
     def tokens_per_pass(self) -> float:
-        return self.final.get("tokens_per_pass", self.stats.tokens_per_pass)
+        return tokens_per_pass_of(self.final) if self.final else self.stats.tokens_per_pass
 
     @property
     def acceptance_rate(self) -> float:
@@ -85,15 +103,16 @@ class LiveStats:
 
 
 def speedup_phrase(stats: dict) -> str:
-    """'≈2.1× faster than plain' (naming a device curve other than this machine's), 'speed-up
-    not measured yet' for an estimate on a guessed curve, '' without an estimate."""
+    """'≈2.1× faster than plain', '≈10% slower than plain', 'about as fast as plain' (naming a
+    device curve other than this machine's), 'speed-up not measured yet' for an estimate on a
+    guessed curve, '' without an estimate."""
     speedup, curve = stats.get("estimated_speedup"), stats.get("estimate_curve")
     if not speedup:
         return ""
     if estimate_is_guess(curve):
         return NOT_MEASURED
     named = f" ({estimate_label(curve)})" if curve and curve != "measured" else ""
-    return f"{speedup_text(speedup)} faster than plain{named}"
+    return f"{speed_words(speedup)}{named}"
 
 
 def footer_text(tokens: int, stats: dict, timing: dict, finish_reason: str | None = None) -> str:
@@ -103,17 +122,19 @@ def footer_text(tokens: int, stats: dict, timing: dict, finish_reason: str | Non
     if finish_reason == EDITED:
         return EDITED
     stats, _ = stored_figures(stats)
+    if finish_reason == INTERRUPTED and not tokens:
+        return f"Not answered: {interruption(stats)}"
     if not stats.get("passes"):  # no figures (or damaged ones): 'N tokens' and no more
         parts = [summary_parts(stats, timing, None, tokens)[0]]
     elif not stats.get("drafted"):
-        parts = [f"{stats.get('tokens_per_pass', 0.0):.1f} tokens/pass", "no drafts"]
+        parts = [f"{tokens_per_pass_of(stats):.1f} tokens/pass", "no drafts"]
     else:
         parts = [
             speedup_phrase(stats),
-            f"{stats.get('tokens_per_pass', 0.0):.1f} tokens/pass",
+            f"{tokens_per_pass_of(stats):.1f} tokens/pass",
             f"{stats.get('acceptance_rate', 0.0):.0%} of drafts accepted",
         ]
-    parts.append(finish_text(finish_reason))
+    parts.append(ending(finish_reason, stats))
     parts.append(seed_text(stats))
     return " · ".join(part for part in parts if part)
 
@@ -124,13 +145,28 @@ def seed_text(stats: dict) -> str:
     return f"seed {seed}" if isinstance(seed, int) and not isinstance(seed, bool) else ""
 
 
+def interruption(stats: dict) -> str:
+    """Why an interrupted answer stopped, as the engine or the server said it."""
+    return str(stats.get(INTERRUPTED) or "the engine stopped part-way")
+
+
+def ending(finish_reason: str | None, stats: dict) -> str:
+    """'stopped', 'max tokens reached', 'interrupted: why', or '' for an answer that ended by
+    itself."""
+    if finish_reason == INTERRUPTED:
+        return f"interrupted: {interruption(stats)}"
+    return finish_text(finish_reason)
+
+
 def footer_details(tokens: int, stats: dict, timing: dict, finish_reason: str | None = None) -> str:
     """Every figure of the answer, one a line (the footer's tooltip): the engine's
     ``summary_parts``."""
     if finish_reason == EDITED:
         return EDITED_DETAILS
-    parts = summary_parts(stats, timing, finish_reason, tokens)
+    lines = summary_parts(stats, timing, finish_reason, tokens)
+    if finish_reason == INTERRUPTED:
+        lines.append(ending(finish_reason, stored_figures(stats)[0]))
     seed = seed_text(stats if isinstance(stats, dict) else {})
     if seed:
-        parts.append(f"{seed}: the same seed and settings write this answer again")
-    return "\n".join(parts)
+        lines.append(f"{seed}: the same seed and settings write this answer again")
+    return "\n".join(lines)

@@ -24,10 +24,12 @@ from .chat_widgets import Banner, Composer, EditBar, ask_to_delete
 from .context_meter import ContextMeter
 from .controller import ChatController
 from .export import FORMATS
+from .find_bar import FindBar, find_matches
 from .gauge import SpeculationBar
 from .gauge_presenter import GaugePresenter, on_screen
 from .help import HelpDialog, show_about
 from .inspector import Inspector
+from .keyboard import move_focus
 from .message_actions import MessageMenu
 from .model_presenter import ModelPresenter
 from .models_view import DownloadBar
@@ -38,6 +40,7 @@ from .settings_panel import SettingsPanel
 from .side_panels import SidePanels, make_dock, tab_width
 from .system_prompt import SystemPromptBar
 from .transcript import TranscriptView, copy_text
+from .zoom import zoom_window
 
 MIN_WIDTH = 420  # the composer and one card still fit
 CHATS_WIDTH = 220  # the chat list's width when it opens
@@ -67,7 +70,8 @@ class MainWindow(QMainWindow):
         self.settings_panel.set_settings(controller.settings)
         self.speculation_bar.toggle.setChecked(controller.settings.highlight)
         self.transcript.set_highlight(controller.settings.highlight)
-        self.transcript.set_zoom(controller.settings.zoom)
+        self.zoomed = 1.0  # the rest of the window's text size, as the transcript's step
+        self._zoom_rest(self.transcript.set_zoom(controller.settings.zoom))
         self.transcript.set_repeats(controller.regenerate_repeats)
         self.refresh_sessions()
         for notice in controller.startup_notices():
@@ -86,6 +90,8 @@ class MainWindow(QMainWindow):
         for part in (self.speculation_bar, self.banner, self.system_prompt_bar):
             column.addWidget(part)
         self.transcript = TranscriptView()
+        self.find_bar = FindBar(self.controller, self.transcript)
+        column.addWidget(self.find_bar)
         column.addWidget(self.transcript, 1)
         self.editing: int | None = None  # the question being edited, if any
         self.edit_bar = EditBar()
@@ -102,8 +108,9 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.server_label)
         self.download_bar = DownloadBar()
         self.statusBar().addPermanentWidget(self.download_bar)
-        self.context_meter = ContextMeter(self.controller)  # under the composer, at the right
-        self.statusBar().addPermanentWidget(self.context_meter)
+        self.context_meter = ContextMeter(self.controller)
+        composer.place_meter(self.context_meter)  # under Send, at the right
+        composer.pendingChanged.connect(self.context_meter.set_pending)
 
     def _init_docks(self, drafters: dict[str, str], default_drafter: str) -> None:
         """The chat list on the left, settings and inspector tabbed on the right."""
@@ -136,6 +143,30 @@ class MainWindow(QMainWindow):
         super().resizeEvent(event)
         self.panels.fit(event.size().width())
 
+    def keyPressEvent(self, event):  # noqa: N802 (Qt's name)
+        """Esc stops the answer from wherever the focus is: a key no control of the window
+        takes comes here, even when the window is not the active one and the Stop action's
+        shortcut does not fire (a desktop without a window manager, until a click)."""
+        if event.key() == Qt.Key_Escape and self.controller.answering_here:
+            self.controller.stop()
+            event.accept()
+            return
+        super().keyPressEvent(event)
+
+    def focusNextPrevChild(self, forward: bool) -> bool:  # noqa: N802 (Qt's name)
+        """Tab and Shift+Tab walk the controls in the order they are on the screen."""
+        return move_focus(self, self.focus_columns(), forward) or super().focusNextPrevChild(
+            forward
+        )
+
+    def focus_columns(self) -> list:
+        """The window's columns, left to right: the docks on the left, the chat, the docks
+        on the right, the status bar."""
+        docks = (self.sessions_dock, self.settings_dock, self.inspector_dock)
+        left = [d for d in docks if self.dockWidgetArea(d) == Qt.LeftDockWidgetArea]
+        right = [d for d in docks if d not in left]
+        return [*left, self.centralWidget(), *right, self.statusBar()]
+
     def _menus(self) -> None:
         chat = self.menuBar().addMenu("&Chat")
         self.new_action = chat.addAction("New chat", self.new_chat, QKeySequence.New)
@@ -148,14 +179,19 @@ class MainWindow(QMainWindow):
         for kind, (name, _) in FORMATS.items():
             chat.addAction(f"Export chat as {name}…", lambda *_, kind=kind: self.export_open(kind))
         chat.addSeparator()
-        chat.addAction("Quit", self.close, QKeySequence.Quit)
-        self.model_menu = self.menuBar().addMenu("&Model")  # filled by the model presenter
         self.settings_action = chat.addAction("Settings…", self.show_settings)
         self.settings_action.setShortcuts(
             [QKeySequence(QKeySequence.Preferences), QKeySequence("Ctrl+,")]
         )
         self.settings_action.setMenuRole(QAction.PreferencesRole)  # Cmd+, in the app menu on a Mac
+        chat.addSeparator()
+        chat.addAction("Quit", self.close, QKeySequence.Quit)  # last, as in every app
+        self.model_menu = self.menuBar().addMenu("&Model")  # filled by the model presenter
         view = self.menuBar().addMenu("&View")
+        self.find_action = view.addAction(
+            "Find in chat…", self.find_bar.open, QKeySequence(QKeySequence.Find)
+        )
+        view.addSeparator()
         for dock in (self.sessions_dock, self.settings_dock, self.inspector_dock):
             view.addAction(dock.toggleViewAction())
         view.addSeparator()
@@ -191,7 +227,8 @@ class MainWindow(QMainWindow):
         self.composer.readyToSend.connect(lambda: self.send(self.input.toPlainText()))
         self.stop_button.clicked.connect(c.stop)
         self.sessions_panel.newRequested.connect(self.new_chat)
-        self.sessions_panel.openRequested.connect(c.open_session)
+        self.sessions_panel.openRequested.connect(self.open_chat)
+        self.find_bar.closed.connect(self.input.setFocus)
         self.sessions_panel.renameRequested.connect(self.rename_chat)
         self.sessions_panel.deleteRequested.connect(self.delete_chat)
         self.sessions_panel.exportRequested.connect(self.export_chat)
@@ -214,7 +251,9 @@ class MainWindow(QMainWindow):
         c.answerProgress.connect(self.answer_progress)
         c.answerFinished.connect(self.answer_finished)
         c.busyChanged.connect(self.set_busy)
+        c.models.loadFinished.connect(self.model_ready)
         c.problem.connect(self.banner.show_message)
+        c.solved.connect(self.banner.resolve)
         c.status.connect(self.show_status)
         c.settingsChanged.connect(self._settings_changed)
         hints = QGuiApplication.styleHints()
@@ -229,6 +268,18 @@ class MainWindow(QMainWindow):
             return None
         if not (text := self.composer.message(text)).strip():  # with the attached files
             return None
+        if self.controller.models.loading:  # sent once the model is in (model_ready)
+            self.composer.wait_for_model(self.model_presenter.picker.loading or "the model")
+            return None
+        if self.controller.busy:
+            self.composer.say(
+                "An answer is being written: press Esc to stop it, or wait for it; your "
+                "message stays here."
+                if self.controller.answering_here
+                else "Another chat is answering: Send works when it has finished; your "
+                "message stays here."
+            )
+            return None
         if self.editing is not None:
             task = self.controller.edit(self.editing, text)
         else:
@@ -238,6 +289,17 @@ class MainWindow(QMainWindow):
             self.cancel_edit()
         self.input.setFocus()  # sent or not, the next words typed go into the composer
         return task
+
+    def model_ready(self, ok: bool, why: str) -> None:
+        """A load ended: a message that waited for it goes now, or stays with the reason."""
+        if not self.composer.send_when_loaded:
+            return
+        self.composer.send_when_loaded = False
+        if ok:
+            self.composer.say("")
+            self.send(self.input.toPlainText())
+        else:
+            self.composer.say(f"Not sent: the model did not load ({why}). Your message is here.")
 
     def start_edit(self, message_id: int, text: str) -> None:
         """Put an earlier question in the composer; sending it branches the chat there."""
@@ -278,6 +340,13 @@ class MainWindow(QMainWindow):
     def new_chat(self) -> None:
         self.controller.new_session()
         self.input.setFocus()
+
+    def open_chat(self, session_id: str) -> None:
+        """Open a chat picked in the list; picked while searching, at the first match."""
+        self.controller.open_session(session_id)
+        search = self.sessions_panel.search.text()
+        if search.strip() and find_matches(self.controller.messages, search):
+            self.find_bar.open(search)
 
     def rename_chat(self, session_id: str) -> None:
         session = self.controller.store.session(session_id)
@@ -344,10 +413,17 @@ class MainWindow(QMainWindow):
             self.controller.update_settings(replace(self.controller.settings, highlight=on))
 
     def zoom(self, step: int) -> None:
-        """Bigger (+1), smaller (-1) or normal (0) text; remembered for the next start."""
+        """Bigger (+1), smaller (-1) or normal (0) text in the whole window; remembered for
+        the next start."""
         factor = self.transcript.zoom(step)
+        self._zoom_rest(factor)
         if factor != self.controller.settings.zoom:
             self.controller.update_settings(replace(self.controller.settings, zoom=factor))
+
+    def _zoom_rest(self, factor: float) -> None:
+        """Everything but the transcript (zoomed by itself) at the transcript's ``factor``."""
+        zoom_window(self, self.zoomed, factor, keep=self.transcript)
+        self.zoomed = factor
 
     def _settings_changed(self, settings) -> None:
         if settings != self.settings_panel.settings():
@@ -391,7 +467,7 @@ class MainWindow(QMainWindow):
 
     def answer_progress(self, answer, event) -> None:
         if on_screen(self.controller, answer):
-            self.transcript.reading_prompt(event.done, event.total)
+            self.transcript.reading_prompt(event.done, event.total, self.controller.reading_pace())
 
     def answer_finished(self, answer) -> None:
         if on_screen(self.controller, answer):
@@ -403,6 +479,8 @@ class MainWindow(QMainWindow):
 
     def set_busy(self, busy: bool) -> None:
         self.send_button.setEnabled(not busy)
+        if not busy and not self.composer.send_when_loaded:
+            self.composer.say("")  # "an answer is being written" no longer holds
         self._show_stop()
         self.regenerate_action.setEnabled(not busy)
         self.transcript.set_busy(busy)

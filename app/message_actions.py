@@ -14,7 +14,8 @@ or a right-click / the Menu key on its text) and the dialogs it asks with.
   ``app.controller.chat_turns`` joins such a run into one turn, so a chat template that
   insists on alternating user and assistant turns still takes the chat.
 - Forking copies the chat as shown, up to and including the message, with its system
-  prompt, into a new chat titled "<title> (fork)", and opens it. The original is
+  prompt, into a new chat titled "Fork 1: <title>" (each fork of a chat numbered apart,
+  the word first where the chat list cuts long titles), and opens it. The original is
   untouched.
 
 While an answer is being written, Edit and Delete are refused with a line in the banner:
@@ -23,21 +24,37 @@ the answer is stored after the chat's last message, which must not change under 
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 from PySide6.QtCore import QObject, QPoint, Qt
 from PySide6.QtWidgets import QMenu
 
 from .chat_widgets import ask_to_delete
-from .controller import unsaved
+from .controller import shortened, unsaved
 from .inline_editor import InlineEditor
 from .livestats import EDITED
 from .provenance import Provenance
 from .store import Message, Session
 
 BUSY = "Wait for the answer to finish, or stop it, before editing or deleting messages."
-FORK_SUFFIX = " (fork)"
+FORK = re.compile(r"Fork (\d+): (.*)")  # a fork's title: its number among the forks of a chat
 QUOTED = 80  # characters of a message quoted in the delete question (about one line)
+
+
+def fork_title(title: str, titles: list[str]) -> str:
+    """'Fork 2: <the chat's title>': the word and its number first, where a list that cuts
+    long titles off still shows them, each fork of a chat (or of its forks) numbered apart."""
+    found = FORK.fullmatch(title)
+    base = found.group(2) if found else title
+    taken = [int(m.group(1)) for t in titles if (m := FORK.fullmatch(t)) and same(m.group(2), base)]
+    return shortened(f"Fork {max(taken, default=0) + 1}: {base}")
+
+
+def same(cut: str, whole: str) -> bool:
+    """Two titles of one chat, either of them cut short with "…"."""
+    cut, whole = cut.removesuffix("…"), whole.removesuffix("…")
+    return cut.startswith(whole) or whole.startswith(cut)
 
 
 class MessageActions(QObject):
@@ -113,8 +130,9 @@ class MessageActions(QObject):
         if index is None:
             return None
         upto = [m.id for m in c.messages[: index + 1] if m.id is not None]
+        title = fork_title(c.session.title, [s.title for s in c.store.sessions()])
         try:
-            fork = c.store.fork_chat(c.session.id, upto, c.session.title + FORK_SUFFIX)
+            fork = c.store.fork_chat(c.session.id, upto, title)
         except (sqlite3.Error, OSError) as error:
             self._failed(error, "The chat was not forked")
             return None

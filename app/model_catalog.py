@@ -24,6 +24,32 @@ from engine.models.catalog import CATALOG
 from .downloads import installed_models, size_text
 
 COLUMNS = ("Model", "Parameters", "Quantization", "Download", "Licence")
+# What a first launch offers beside the built-in demo: the catalog's largest model under a
+# gigabyte to download (Qwen2.5 1.5B, 4-bit, ≈870 MB, Apache-2.0), the one most likely to
+# answer sensibly that a slow connection still fetches in minutes
+RECOMMENDED = next(m for m in CATALOG if m.repo == "mlx-community/Qwen2.5-1.5B-Instruct-4bit")
+OFFER_SCHEME = "download:"  # a link of the offer: the hub id after it
+
+
+def download_text(model) -> str:
+    """'≈870 MB' or '≈2.1 GB': a catalog model's download, approximately."""
+    if model.download_mb >= 1024:
+        return f"≈{model.download_mb / 1024:.1f} GB"
+    return f"≈{model.download_mb} MB"
+
+
+def first_run_offer(installed: bool) -> str:
+    """Under the empty chat while the built-in model answers: it is a demo, and a real model
+    to get, with its size (``installed``: it is here already, to load)."""
+    model = RECOMMENDED
+    verb = "Load" if installed else "Download"
+    size = "" if installed else f", {download_text(model)}"
+    return (
+        "<p>The built-in SmolLM2 135M is a <b>demo</b>: quick to start, and its answers are "
+        f"often nonsense. For real answers: <a href='{OFFER_SCHEME}{model.repo}'>{verb} "
+        f"{model.name}</a> ({model.quantization}{size}, {model.licence}), or choose another "
+        "under Model ▸ Download a model….</p>"
+    )
 
 
 class ModelCatalogDialog(QDialog):
@@ -49,11 +75,7 @@ class ModelCatalogDialog(QDialog):
         self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
         here = {m.name: m for m in installed_models()}
         for row, model in enumerate(CATALOG):
-            size = (
-                f"≈{model.download_mb / 1024:.1f} GB"
-                if model.download_mb >= 1024
-                else f"≈{model.download_mb} MB"
-            )
+            size = download_text(model)
             if model.repo in here:  # downloaded before: whole, or the part a resume goes on from
                 got = here[model.repo]
                 size += " · here" if got.complete else f" · {size_text(got.size)} here, resumes"

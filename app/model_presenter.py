@@ -1,6 +1,6 @@
 """What the main window shows of models and engines: picking a model (folder, catalog,
 hub id, installed; the picker at the top of the chat), connecting to a server, the download
-bar and the loading dialog.
+bar and a load's progress in the picker.
 
 The work is ``ModelControl``'s (``controller.models``); this presenter turns its signals
 into views and the person's choices into its calls. Questions to the person go through
@@ -8,16 +8,21 @@ the window's ``ask_*`` methods (tests answer them)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Qt, QTimer
-from PySide6.QtWidgets import QFileDialog, QProgressDialog
+import time
+from pathlib import Path
 
-from .model_catalog import ModelCatalogDialog
+from PySide6.QtCore import QObject, Qt, QTimer
+from PySide6.QtWidgets import QFileDialog
+
+from .downloads import installed_models
+from .model_catalog import OFFER_SCHEME, RECOMMENDED, ModelCatalogDialog, first_run_offer
 from .model_picker import ModelPicker
 from .models_view import InstalledModelsDialog
 from .remote_engine import api_base
+from engine.models.embedded import EMBEDDED_NAME
 
-SHOW_PROGRESS_AFTER_MS = 400  # quick loads never flash a dialog
-NEVER_MS = 24 * 3600 * 1000  # QProgressDialog's own timer never shows it: _show_progress does
+
+DOWNLOAD_TICK_MS = 1000  # a stalled download's line is said again this often
 
 
 class ModelPresenter(QObject):
@@ -26,7 +31,6 @@ class ModelPresenter(QObject):
         self.window = window
         self.controller = controller
         self.models = controller.models
-        self.progress: QProgressDialog | None = None
         models = self.models
         models.modelChanged.connect(self.model_changed)
         models.loadStarted.connect(self.load_started)
@@ -36,6 +40,10 @@ class ModelPresenter(QObject):
         models.downloadFinished.connect(self.download_finished)
         models.engineChanged.connect(self.engine_changed)
         window.download_bar.cancelRequested.connect(models.cancel_download)
+        self.downloading = ""  # the hub id being downloaded
+        self.download_clock = QTimer(self)
+        self.download_clock.setInterval(DOWNLOAD_TICK_MS)
+        self.download_clock.timeout.connect(self._tick_download)
         panel = window.settings_panel
         panel.openFolderRequested.connect(self.pick_folder)
         panel.hubRequested.connect(self.pick_hub)
@@ -46,6 +54,8 @@ class ModelPresenter(QObject):
         self.picker.downloadRequested.connect(self.pick_from_catalog)
         self.picker.folderRequested.connect(self.pick_folder)
         self.picker.serverRequested.connect(self.connect_server)
+        self.picker.cancelRequested.connect(models.cancel_load)
+        window.transcript.offerTaken.connect(self.take_offer)
         controller.busyChanged.connect(self.enable_picker)
 
     def add_menu(self, menu) -> None:
@@ -91,8 +101,18 @@ class ModelPresenter(QObject):
     def download_progress(self, repo: str, text: str) -> None:
         meter = self.models.download_meter
         self.window.download_bar.show_progress(text, meter.done, meter.total)
+        self.downloading = repo
+        self.download_clock.start()
+
+    def _tick_download(self) -> None:
+        """Said again each second while bytes stall: the speed and time left follow the
+        clock, not only the reports (a stalled download's time left froze)."""
+        meter = self.models.download_meter
+        text = meter.describe(self.downloading, time.monotonic())
+        self.window.download_bar.show_progress(text, meter.done, meter.total)
 
     def download_finished(self, repo: str, ok: bool, why: str) -> None:
+        self.download_clock.stop()
         self.window.download_bar.finish()
         if not ok:
             self.window.banner.show_message(why)
@@ -127,70 +147,45 @@ class ModelPresenter(QObject):
         self.window.settings_panel.show_model(name, path, speculation, details)
         self.window.speculation_bar.show_model(name, speculation)
         self.picker.show_model(name, path, self.models.facts, details)
+        self.offer_a_real_model(path)
+
+    def offer_a_real_model(self, path: str) -> None:
+        """While the built-in demo answers, the empty chat offers a real model to get."""
+        demo = Path(path).name.startswith(EMBEDDED_NAME) if path else False
+        here = any(m.name == RECOMMENDED.repo and m.complete for m in installed_models())
+        self.window.transcript.set_offer(first_run_offer(here) if demo else "")
+
+    def take_offer(self, link: str) -> None:
+        if link.startswith(OFFER_SCHEME):
+            self.models.choose(link[len(OFFER_SCHEME) :])
 
     def enable_picker(self, *_) -> None:
         """Another model can be chosen while no answer runs and no model loads."""
         self.picker.button.setEnabled(not self.controller.busy and not self.models.loading)
 
     def load_started(self, what: str) -> None:
+        """In the picker, not a dialog: the composer keeps what is typed, and a message sent
+        meanwhile waits for the model (``MainWindow.send``)."""
         self.window.settings_panel.set_loading(True, what)
-        self.window.send_button.setEnabled(False)
         self.picker.show_loading(what)
         self.enable_picker()
-        if self.progress is None:
-            self.progress = QProgressDialog(f"Loading {what}…", None, 0, 0, self.window)
-            self.progress.setWindowTitle("Draftless")
-            self.progress.setMinimumDuration(NEVER_MS)
-            self.progress.setAutoClose(False)
-            self.progress.setAutoReset(False)
-            self.progress.setWindowModality(Qt.WindowModal)
-            self.progress.setMinimumWidth(420)
-        self.progress.setLabelText(
-            f"Loading {what}…"
-            if what != "the built-in model"
-            else "Preparing the built-in model…\nThe first launch converts it "
-            "once; this can take a minute."
-        )
-        self.progress.setRange(0, 0)
-        self.progress.setValue(0)
-        QTimer.singleShot(SHOW_PROGRESS_AFTER_MS, self, self._show_progress)
-
-    def _show_progress(self) -> None:
-        if self.progress is not None and (self.models.loading or self.controller.busy):
-            self.progress.show()
 
     def load_progress(self, event) -> None:
         if event.stage == "prefill":
             return
-        if self.progress is None:  # a load that happens inside a chat request
+        if not self.picker.loading:  # a load that happens inside a chat request
             self.load_started("the model")
-        self.progress.setLabelText(event.message)
-        if event.stage == "download" and self.models.loading:
-            self._offer_cancel(self.progress)
-        if event.total > 0:
-            self.progress.setRange(0, event.total)
-            self.progress.setValue(min(event.done, event.total))
-
-    def _offer_cancel(self, progress: QProgressDialog) -> None:
-        """A download can be stopped; choosing the model again resumes it."""
-        if progress.property("cancellable"):
-            return
-        progress.setProperty("cancellable", True)
-        progress.setCancelButtonText("Cancel")
-        progress.canceled.connect(self.models.cancel_load)
+        cancellable = event.stage == "download" and self.models.loading
+        self.picker.show_progress(event.message, event.done, event.total, cancellable)
 
     def load_finished(self, ok: bool, message: str) -> None:
         if ok:  # a refused key or an unreachable server said before no longer holds
             self.window.banner.engine_works()
         else:
             self.window.banner.engine_failed(message)
-        if self.progress is not None:
-            self.progress.close()
-            self.progress.deleteLater()
-            self.progress = None
+        self.picker.end_loading()
         panel = self.window.settings_panel
         panel.set_loading(False)
-        self.window.send_button.setEnabled(not self.controller.busy)
         self.enable_picker()
         if self.models.model_name:
             self.model_changed(

@@ -37,6 +37,7 @@ class SessionsPanel(QWidget):
         top = QHBoxLayout()
         self.search = QLineEdit()
         self.search.setPlaceholderText("Search chats")
+        self.search.setAccessibleName("Search chats")
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(self.searchChanged)
         top.addWidget(self.search, 1)
@@ -49,6 +50,7 @@ class SessionsPanel(QWidget):
         self.now = datetime.now  # the clock the date headers are read against
         self.list = ChatList()
         self.list.setObjectName("sessionList")
+        self.list.setAccessibleName("Chats")
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         self.list.setTextElideMode(Qt.ElideRight)
         self.list.setContextMenuPolicy(Qt.CustomContextMenu)

@@ -27,6 +27,8 @@ from PySide6.QtWidgets import (
 )
 
 from .flow_layout import FlowLayout
+from .keyboard import tab_leaves
+from .zoom import keep_lines
 from .settings import (
     PRESETS,
     REPEAT_PENALTY_RANGE,
@@ -40,8 +42,9 @@ from .settings import (
     stop_strings_text,
     with_preset,
 )
-from .system_prompt import EDITOR_HEIGHT, TYPING_PAUSE_MS
+from .system_prompt import EDITOR_LINES, TYPING_PAUSE_MS
 
+STOP_STRING_LINES = 2.5  # two stop strings in sight, and a hint that more scroll
 CUSTOM = "Custom"  # shown in the preset list once a value differs from every preset
 
 
@@ -54,6 +57,7 @@ class SettingsPanel(QScrollArea):
     def __init__(self, drafters: dict[str, str], default_drafter: str, parent=None):
         super().__init__(parent)
         self.setObjectName("settingsPanel")
+        self.setAccessibleName("Settings")
         self.setWidgetResizable(True)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         self.default_drafter = default_drafter
@@ -172,7 +176,8 @@ class SettingsPanel(QScrollArea):
             "The answer ends before the first of these it writes; "
             f"{STOP_STRINGS_RULE}. Write a line break as \\n, a tab as \\t, a backslash as \\\\."
         )
-        self.stop_strings.setFixedHeight(56)
+        keep_lines(self.stop_strings, STOP_STRING_LINES)
+        tab_leaves(self.stop_strings)
         form.addRow("Stop strings", self.stop_strings)
         low, high = AppSettings.RANGES["max_tokens"]
         self.max_tokens = self._spin(low, high, "Longest answer, in tokens")
@@ -187,7 +192,9 @@ class SettingsPanel(QScrollArea):
         self.system_prompt.setToolTip(
             "What a new chat starts with; each chat changes its own in the line above it"
         )
-        self.system_prompt.setFixedHeight(EDITOR_HEIGHT)
+        keep_lines(self.system_prompt, EDITOR_LINES)
+        self.system_prompt.setAccessibleName("System prompt for new chats")
+        tab_leaves(self.system_prompt)
         prompt_layout.addWidget(self.system_prompt)
         layout.addWidget(prompt_box)
         note = QLabel("Changes apply to the next message.")

@@ -109,6 +109,7 @@ def make_dock(window: QMainWindow, title: str, widget: QWidget, area) -> QDockWi
     if not isinstance(widget, QScrollArea):  # a short window scrolls the panel, never clips it
         scroller = QScrollArea()
         scroller.setObjectName(title.lower() + "Scroller")
+        scroller.setAccessibleName(title)
         scroller.setWidget(widget)
         scroller.setWidgetResizable(True)
         scroller.setFrameShape(QFrame.NoFrame)

@@ -18,8 +18,11 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
+from .keyboard import tab_leaves
+from .zoom import keep_lines
+
 TYPING_PAUSE_MS = 400  # a prompt is saved once typing stops (the settings panel uses it too)
-EDITOR_HEIGHT = 84  # about four lines of the default font (the settings panel's box too)
+EDITOR_LINES = 4  # lines a system prompt's box shows (the settings panel's box too)
 
 
 class SystemPromptBar(QFrame):
@@ -55,7 +58,9 @@ class SystemPromptBar(QFrame):
         self.editor = QPlainTextEdit()
         self.editor.setObjectName("systemPromptEditor")
         self.editor.setPlaceholderText("No system prompt: the model gets the chat alone")
-        self.editor.setFixedHeight(EDITOR_HEIGHT)
+        keep_lines(self.editor, EDITOR_LINES)
+        self.editor.setAccessibleName("System prompt for this chat")
+        tab_leaves(self.editor)
         self.editor.setVisible(False)
         column.addWidget(self.editor)
         self._timer = QTimer(self)

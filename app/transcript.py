@@ -37,12 +37,14 @@ from PySide6.QtWidgets import (
     QToolTip,
     QVBoxLayout,
     QWidget,
+    QApplication,
 )
 
 from . import theme
 from .chat_widgets import FileChips
 from .code_blocks import COPY_SCHEME
-from .continuable import can_go_on, continue_tip
+from .continuable import INTERRUPTED, can_go_on, continue_tip
+from .downloads import DownloadMeter, duration_text
 from .flow_layout import FlowLayout
 from .livestats import EDITED, footer_details, footer_text
 from .provenance import Provenance
@@ -69,6 +71,7 @@ RELEASE_SCREENS = 4  # ...and released beyond this many (a margin, so scrolling 
 RELEASES = 4  # cards released per step at most: a fling leaves dozens behind at once
 BATCH = 40  # older messages boxed per step: at the estimated ~150 px each, several screens
 CARD_SPACING = 10  # pixels between cards
+SHOWN_ABOVE_PX = 60  # a card scrolled to (a match) keeps this much of what is above it
 QWIDGETSIZE_MAX = 16777215  # Qt's "no maximum" for a widget's size
 ALL_FONT_PROPERTIES = 0x3FFFF  # QFont::AllPropertiesResolved (PySide6 does not export it)
 # A never-built card's estimated height: its frame, header and footer, and a line per
@@ -185,6 +188,7 @@ class MessageView(QFrame):
         self.markdown = True
         self.highlight = True
         self.reading: tuple[int, int] | None = None  # prompt tokens read, of total
+        self.reading_left: float | None = None  # seconds the rest of the prompt will take
         self.overlay: Provenance | None = None  # a replay's highlights instead of the real run's
         self.overlay_stats: dict | None = None  # that replay's figures, for the footer
         self.overlay_label = ""
@@ -258,6 +262,7 @@ class MessageView(QFrame):
         self.thinking = ThinkingPanel(lambda: card()._thinking_body(), self)
         layout.addWidget(self.thinking)
         self.body = MessageBody(self)
+        self.body.setAccessibleName("Your message" if role == "user" else "Answer")
         self.body.codeCopyRequested.connect(self.copyRequested)
         self.body.setContextMenuPolicy(Qt.CustomContextMenu)  # the text's menu gains the ⋯'s
         self.body.customContextMenuRequested.connect(lambda at: self.menuRequested.emit(self, at))
@@ -295,6 +300,7 @@ class MessageView(QFrame):
 
     def _thinking_body(self) -> MessageBody:
         body = MessageBody(self)
+        body.setAccessibleName("Thinking")
         body.codeCopyRequested.connect(self.copyRequested)
         return body
 
@@ -390,7 +396,12 @@ class MessageView(QFrame):
         done, total = self.reading
         if done >= total:
             return f"*Prompt read ({total:,} tokens); answering…*"
-        return f"*Reading the prompt… {done * 100 // max(total, 1)}% of {total:,} tokens*"
+        left = (
+            f" · about {duration_text(self.reading_left)} left"
+            if self.reading_left is not None
+            else ""
+        )
+        return f"*Reading the prompt… {done * 100 // max(total, 1)}% of {total:,} tokens{left}*"
 
     def _update_footer(self) -> None:
         if self.role != "assistant" or self.streaming:
@@ -504,10 +515,13 @@ class TranscriptView(QScrollArea):
     versionRequested = Signal(int, int)
     editRequested = Signal(int, str)
     menuRequested = Signal(object, object)
+    offerTaken = Signal(str)  # a link of the empty chat's offer (a model to download)
 
     def __init__(self, parent=None):
         super().__init__(parent)
+        self.offer = ""  # under the empty chat's welcome: a real model to get (HTML)
         self.setObjectName("transcript")
+        self.setAccessibleName("Conversation")
         self.setWidgetResizable(True)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         self.setFrameShape(QFrame.NoFrame)
@@ -521,6 +535,8 @@ class TranscriptView(QScrollArea):
         self._placeholder_text()
         self.placeholder.setAlignment(Qt.AlignCenter)
         self.placeholder.setWordWrap(True)
+        self.placeholder.setTextInteractionFlags(Qt.TextBrowserInteraction)
+        self.placeholder.linkActivated.connect(self.offerTaken)
         self.layout_.addWidget(self.placeholder, 1)
         self.layout_.addStretch(0)
         self.setWidget(self.column)
@@ -542,6 +558,7 @@ class TranscriptView(QScrollArea):
         self.markdown = True
         self.repeats = False  # Regenerate would write the same answer (temperature 0)
         self.streaming_view: MessageView | None = None
+        self.read_meter = DownloadMeter()
         self._follow = True
         self.verticalScrollBar().rangeChanged.connect(self._range_changed)
         self.verticalScrollBar().valueChanged.connect(self._scrolled)
@@ -591,6 +608,20 @@ class TranscriptView(QScrollArea):
         area = self.viewport().geometry()
         button.move(area.right() - button.width() - 16, area.bottom() - button.height() - 12)
         button.raise_()
+
+    def show_card(self, view: MessageView, offset: int = 0) -> None:
+        """Scroll ``view`` into sight, ``offset`` pixels into it near the top of the view (a
+        match found in it), and stay there while answers arrive."""
+        slot = self._slot_of(view)
+        if slot is None:
+            return
+        for _ in range(3):  # the card's page and the column lay out in turn
+            QApplication.sendPostedEvents(None, QEvent.LayoutRequest)
+        self._follow = False
+        bar = self.verticalScrollBar()
+        bar.setValue(max(self._top(slot) + offset - SHOWN_ABOVE_PX, 0))
+        self.latest_button.setVisible(bar.value() < bar.maximum() - 24)
+        self._place_latest()
 
     def scroll_to_latest(self) -> None:
         self._follow = True
@@ -848,6 +879,7 @@ class TranscriptView(QScrollArea):
 
     def start_answer(self, provenance: Provenance) -> MessageView:
         self.timer.setInterval(REFRESH_MS)
+        self.read_meter = DownloadMeter()  # how fast the prompt is read: the time left
         view = self._fill(self._new_slot(None), "assistant")
         view.set_streaming(provenance)
         self.streaming_view = view
@@ -855,11 +887,18 @@ class TranscriptView(QScrollArea):
         self.timer.start()
         return view
 
-    def reading_prompt(self, done: int, total: int) -> None:
-        """Show how far the engine has read the prompt while the answer has no text yet."""
+    def reading_prompt(self, done: int, total: int, pace: float | None = None) -> None:
+        """Show how far the engine has read the prompt while the answer has no text yet,
+        and the time left: at the pace it reads this prompt, or before that is known, at
+        ``pace`` (prompt tokens a second measured on earlier answers)."""
         view = self.streaming_view
         if view is not None:
-            view.reading = (done, total)
+            now = time.monotonic()
+            self.read_meter.update(done, total, now)
+            left = self.read_meter.seconds_left_at(now)
+            if left is None and pace:
+                left = (total - done) / pace
+            view.reading, view.reading_left = (done, total), left
             if not view.text:
                 view.refresh()
 
@@ -931,7 +970,11 @@ class TranscriptView(QScrollArea):
                 continue
             shown = slot is last and slot.role == "assistant" and self.streaming_view is None
             view.regenerate_button.setVisible(shown)
-            view.continue_button.setVisible(shown and can_go_on(view.finish_reason))
+            view.regenerate_button.setText(
+                "Retry" if view.finish_reason == INTERRUPTED else "Regenerate"
+            )
+            written = view.provenance is not None and bool(view.provenance.tokens)
+            view.continue_button.setVisible(shown and can_go_on(view.finish_reason) and written)
             view.continue_button.setToolTip(continue_tip(view.finish_reason))
             view.regenerate_button.setToolTip(
                 REPEATS_HINT if self.repeats else "Write this answer again"
@@ -986,7 +1029,14 @@ class TranscriptView(QScrollArea):
             "<span style='background:%s; text-decoration: underline'>highlighted and "
             "underlined</span>; hover them to see the pass and the draft position.</p>"
             % theme.current().draft
+            + self.offer
         )
+
+    def set_offer(self, offer: str) -> None:
+        """What the empty chat offers under its welcome (HTML; "" for nothing)."""
+        if offer != self.offer:
+            self.offer = offer
+            self._placeholder_text()
 
     def restyle(self) -> None:
         self._placeholder_text()
@@ -1018,7 +1068,9 @@ class TranscriptView(QScrollArea):
         bar = self.verticalScrollBar()
         if self._follow:
             bar.setValue(high)
-        elif self._anchor is not None:  # what the reader reads stays where it is
+        elif self._anchor is not None and bar.value() > bar.minimum():
+            # what the reader reads stays where it is; at the very top (the handle dragged
+            # there) the reader wants the chat's start, which the older boxes come above
             slot, offset = self._anchor
             self._restoring = True
             bar.setValue(self._top(slot) + offset)

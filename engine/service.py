@@ -210,6 +210,16 @@ class EngineService:
 
         return GenerationStream(self.engine_thread, job)
 
+    def count_tokens(self, text: str) -> int | None:
+        """How many tokens ``text`` is for the loaded model (None before one has loaded):
+        what an attached file will cost, said before it is sent. Runs on the caller's thread
+        (the app's worker): encoding reads the tokenizer's tables and changes nothing, so it
+        does not wait behind an answer on the engine thread."""
+        loaded = self._loaded
+        if loaded is None:
+            return None
+        return len(loaded.tokenizer.encode(text, add_special_tokens=False))
+
     @staticmethod
     def drafters() -> dict[str, str]:
         return drafter_summaries()

@@ -9,6 +9,9 @@ below, how the counting treats the cases those words leave open.
   accepted (an accepted end-of-answer guess saves no pass: the target would have produced
   it in that same pass). It still counts in drafted when it was sent to verify. So
   "N tokens" is always the visible answer.
+- tokens_per_pass counts what the passes produced, the end-of-answer token included: every
+  pass produces at least one token, so it is never below 1 (plain decoding is exactly 1;
+  without that token an answer of 9 tokens and its end in 10 passes read 0.9).
 - pass_sizes[j]: the tokens pass j verified (1 + the draft tokens it sent).
 - tree_passes: passes that verified several draft rows as one tree.
 - queued_passes: one-token passes queued before their input token was read (plain
@@ -32,8 +35,8 @@ DEFINITIONS = {
     "emitted": "Tokens of the visible answer.",
     "passes": "Forward passes of the model after reading the prompt; each one produces at "
     "least one token (llama.cpp: calls).",
-    "tokens_per_pass": "Tokens of the answer per forward pass (tokens ÷ passes): 1 is plain "
-    "decoding, more means accepted drafts.",
+    "tokens_per_pass": "Tokens the forward passes produced per pass, the end of the answer "
+    "included: 1 is plain decoding, more means accepted drafts.",
     "drafted": "Draft tokens the drafter guessed and the model checked (llama.cpp: gen tokens).",
     "accepted": "Draft tokens the model agreed with and kept (llama.cpp: acc tokens).",
     "acceptance_rate": "Share of the draft tokens sent that the model accepted (accepted ÷ sent).",
@@ -297,7 +300,7 @@ class DecodeStats:
 
     @property
     def tokens_per_pass(self) -> float:
-        return _ratio(self.emitted, self.passes)
+        return _ratio(self.emitted + int(self.ended), self.passes)
 
     @property
     def acceptance_rate(self) -> float:
@@ -356,6 +359,15 @@ class DecodeStats:
         }
 
 
+def tokens_per_pass_of(stats: dict) -> float:
+    """An answer's tokens per pass from its ``to_dict()`` counts, by the definition above
+    (records stored before the end token counted read 0.9 where it took a pass of its own)."""
+    figures, _ = stored_figures(stats)
+    if figures.get("passes") and "emitted" in figures:
+        return DecodeStats.from_dict(figures).tokens_per_pass
+    return float(figures.get("tokens_per_pass", 0.0))
+
+
 def with_wait(timing: dict, waited_s: float) -> dict:
     """An answer's ``timing_dict()`` once it is known that the request waited ``waited_s``
     for the engine before its answer began: the first token counts from the request."""
@@ -387,7 +399,7 @@ def summary_parts(
     if stats:
         passes = int(stats.get("passes", 0))
         parts.append(f"{passes} pass{'es' if passes != 1 else ''}")
-        parts.append(f"{stats.get('tokens_per_pass', 0.0):.1f} tokens/pass")
+        parts.append(f"{tokens_per_pass_of(stats):.1f} tokens/pass")
         drafted = int(stats.get("drafted", 0))
         if drafted:
             parts.append(
@@ -398,7 +410,7 @@ def summary_parts(
             parts.append("no drafts")
         if stats.get("estimated_speedup"):
             parts.append(
-                f"{speedup_text(stats['estimated_speedup'])} faster than plain "
+                f"{speed_words(stats['estimated_speedup'])} "
                 f"({estimate_label(stats.get('estimate_curve'))})"
             )
     if "tokens_per_s" in timing:
@@ -433,9 +445,30 @@ def finish_text(finish_reason: str | None) -> str:
     return {"cancelled": "stopped", "length": "max tokens reached"}.get(finish_reason or "", "")
 
 
-def speedup_text(speedup: float) -> str:
-    """'≈1.8×': an estimated speed-up, always marked as one."""
-    return f"≈{speedup:.1f}×"
+# A speed-up this close to 1 claims no gain or loss: plain decoding timed against itself
+# differs by about this much between runs (report.md's "no change" cells; accelerator.md
+# section 4: the 135M float32 model within -0.6% to +0.5%), and a replay's estimate is no
+# finer than the curve it is priced on.
+SAME_SPEED = 0.02
+TIMES_FROM = 1.1  # from here a speed-up reads "≈1.8×"; below it, "≈6% faster"
+
+
+def speed_parts(speedup: float) -> tuple[str, str]:
+    """('≈1.8×', 'faster than plain'), ('≈6%', 'faster than plain'), ('about', 'as fast as
+    plain') or ('≈10%', 'slower than plain'): an estimated speed-up in plain words, always
+    marked as an estimate, a slowdown said as one."""
+    if abs(speedup - 1.0) < SAME_SPEED:
+        return "about", "as fast as plain"
+    if speedup < 1.0:
+        return f"≈{1.0 - speedup:.0%}", "slower than plain"
+    if speedup < TIMES_FROM:
+        return f"≈{speedup - 1.0:.0%}", "faster than plain"
+    return f"≈{speedup:.1f}×", "faster than plain"
+
+
+def speed_words(speedup: float) -> str:
+    """'≈1.8× faster than plain', 'about as fast as plain', '≈10% slower than plain'."""
+    return " ".join(speed_parts(speedup))
 
 
 def _grow(values: list[int], length: int) -> None:

@@ -86,6 +86,7 @@ class ScriptedService:
         self.loads = []
         self.downloads = []
         self.download_script: list | None = None  # the next download's events
+        self.load_script: list | None = None  # the next load's events (an Event holds it)
 
     def queue(self, *scripts):
         self.scripts.extend(scripts)
@@ -96,9 +97,12 @@ class ScriptedService:
 
     def load(self, spec=None):
         self.loads.append(spec)
-        return ScriptedStream(
-            [ModelEvent("scripted-model", "/nowhere", "on"), DoneEvent("loaded", "", [], [])]
-        )
+        script = self.load_script or [
+            ModelEvent("scripted-model", "/nowhere", "on"),
+            DoneEvent("loaded", "", [], []),
+        ]
+        self.load_script = None
+        return ScriptedStream(script)
 
     def download(self, repo):
         """The queued ``download_script`` (an Event in it holds the download mid-way), else

@@ -27,7 +27,10 @@ def test_an_attached_markdown_file_reaches_the_engine_and_shows_as_a_chip(app, q
     mime.setUrls([QUrl.fromLocalFile(str(path))])
     composer.input.insertFromMimeData(mime)  # a drop on the message box attaches the file
     wait(qtbot, composer.read_task)
-    assert [chip.label.text() for chip in composer.chips.chips] == ["report.md · 64 bytes"]
+    # what it costs the context window: estimated, the scripted engine has no tokenizer
+    assert [chip.label.text() for chip in composer.chips.chips] == [
+        "report.md · 64 bytes · ≈37 tokens"
+    ]
     assert composer.input.toPlainText() == ""  # not pasted as a path
     assert composer.chips.chips[0].toolTip().startswith("report.md (")  # its first lines
     assert "\n\n# Report\n\nSales rose" in composer.chips.chips[0].toolTip()
@@ -155,13 +158,13 @@ def test_a_file_removed_while_it_reads_is_discarded(app, qtbot, tmp_path, monkey
     task = composer.attach_files([tmp_path / "b.txt"])
     qtbot.waitUntil(reader.inside.is_set, timeout=3000)
     labels = [chip.label.text() for chip in composer.chips.chips]
-    assert labels == ["a.txt · 5 bytes", "reading b.txt…"]
+    assert labels == ["a.txt · 5 bytes · ≈16 tokens", "reading b.txt…"]
     composer.chips.chips[1].remove_button.click()
-    assert [chip.label.text() for chip in composer.chips.chips] == ["a.txt · 5 bytes"]
+    assert [chip.label.text() for chip in composer.chips.chips] == ["a.txt · 5 bytes · ≈16 tokens"]
     reader.release.set()
     wait(qtbot, task)
     assert [a.name for a in composer.attachments] == ["a.txt"]
-    assert [chip.label.text() for chip in composer.chips.chips] == ["a.txt · 5 bytes"]
+    assert [chip.label.text() for chip in composer.chips.chips] == ["a.txt · 5 bytes · ≈16 tokens"]
 
 
 def test_a_pdf_gives_its_text_and_bad_pdfs_say_what_is_wrong(tmp_path):

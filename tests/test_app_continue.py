@@ -80,7 +80,7 @@ def test_the_window_leaves_rules_to_the_controller(app, qtbot):
     ask(qtbot, app, "first", answer_events(SIMPLE))
     ask(qtbot, app, "second", answer_events(CUT_SHORT, drafter="suffix"))
     labels = [label for _, label, _ in controller.inspectable_answers()]
-    assert labels == ["#1 · ngram-cache · 1.2 tokens/pass", "#2 · suffix · 1.0 tokens/pass"]
+    assert labels == ["#1 · ngram-cache · 1.5 tokens/pass", "#2 · suffix · 1.0 tokens/pass"]
     wait(qtbot, controller.replay_grid(controller.messages[-1].id, [2, 6], [3]))
     grid = {(c.drafter, c.draft_count, c.ngram_order) for c in app.scripted.replays[-1]}
     assert grid == {

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from PySide6.QtCore import Qt
 
+from app.inspector import SPEED
 from engine.stats import DEFINITIONS
 
 from .scripted_engine import END, answer_events
@@ -86,13 +87,13 @@ def test_the_replay_table_fits_its_panel_at_1280_px(app, qtbot, tmp_path):
     ask(qtbot, app, "count", answer_events(REPEATING))
     panel = replayed(qtbot, window)
     table, header = panel.table, panel.table.horizontalHeader()
-    assert table.isColumnHidden(4)  # the scripted engine has no verify-cost curve: no speeds
+    assert table.isColumnHidden(SPEED)  # the scripted engine has no verify-cost curve: no speeds
     results = [
         replace(r, stats={**r.stats, "estimated_speedup": 1.0 + r.stats["tokens_per_pass"]})
         for r in panel.results
     ]
     panel.show_results(panel.message_id, results)  # as a machine whose curve was measured
-    assert not table.isColumnHidden(4) and table.item(0, 4).text().endswith("×")
+    assert not table.isColumnHidden(SPEED) and table.item(0, SPEED).text().endswith("×")
     shown = [c for c in range(table.columnCount()) if not table.isColumnHidden(c)]
     assert sum(table.columnWidth(c) for c in shown) <= table.viewport().width()
     assert not table.horizontalScrollBar().isVisible()
@@ -106,12 +107,12 @@ def test_the_replay_table_fits_its_panel_at_1280_px(app, qtbot, tmp_path):
 def test_the_footer_gives_the_figures_that_matter_and_the_rest_on_hover(app, qtbot):
     ask(qtbot, app, "hi", with_estimate(answer_events(SIMPLE), 2.14, "measured"))
     footer = app.window.transcript.views[-1].footer
-    assert footer.text() == "≈2.1× faster than plain · 1.2 tokens/pass · 33% of drafts accepted"
+    assert footer.text() == "≈2.1× faster than plain · 1.5 tokens/pass · 33% of drafts accepted"
     details = footer.toolTip().split("\n")
     assert details[:4] == [
         "5 tokens",
         "4 passes",
-        "1.2 tokens/pass",
+        "1.5 tokens/pass",
         "2 of 6 drafts accepted (33%)",
     ]
     assert "≈2.1× faster than plain (estimate)" in details
@@ -122,7 +123,7 @@ def test_a_speedup_not_yet_measured_is_said_so_not_guessed_on_every_answer(app, 
     guess = "a guess: not measured for this model yet"
     ask(qtbot, app, "hi", with_estimate(answer_events(SIMPLE), 1.31, guess))
     footer = app.window.transcript.views[-1].footer
-    assert footer.text() == "speed-up not measured yet · 1.2 tokens/pass · 33% of drafts accepted"
+    assert footer.text() == "speed-up not measured yet · 1.5 tokens/pass · 33% of drafts accepted"
     assert "×" not in footer.text() and "guess" not in footer.text()
     assert f"≈1.3× faster than plain ({guess})" in footer.toolTip()  # the guess, on hover only
     speedup = app.window.speculation_bar.speedup_label.text()

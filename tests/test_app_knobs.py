@@ -243,3 +243,4 @@ def test_the_meter_says_tokens_alone_when_the_model_gives_no_window(app, qtbot):
     meter = app.window.context_meter
     ask(qtbot, app, "hi", answer_events(STOPPED, prompt_tokens=40))
     assert meter.text() == "42 tokens" and "does not say" in meter.toolTip()
+    assert not meter.property("warning")  # nothing to warn of without a window

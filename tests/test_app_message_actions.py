@@ -192,7 +192,7 @@ def test_fork_copies_the_chat_up_to_a_message_and_opens_it(app, qtbot):
 
     choose(qtbot, window.transcript.views[1], "Fork chat from here")
     fork = controller.session
-    assert fork.id != original.id and fork.title == "one (fork)"
+    assert fork.id != original.id and fork.title == "Fork 1: one"
     assert texts(window) == [("user", "one"), ("assistant", "Hello there, friend.")]
     assert [t.token for t in controller.messages[1].provenance.tokens] == tokens
     assert highlighted_positions(window.transcript.views[1].body.document())
@@ -279,3 +279,32 @@ def test_deleting_from_a_chat_written_before_branches_keeps_its_order(tmp_path):
     store.delete_message(ids[0])
     assert [m.content for m in store.messages(session.id)] == ["c", "d"]
     store.close()
+
+
+def test_forks_get_titles_of_their_own_that_a_narrow_list_still_tells_apart(app, qtbot):
+    """Issue 61: forked chats had identical, cut-off titles ("<long title>… (fork)")."""
+    window, controller = app.window, app.controller
+    long_question = "How do I add two numbers in Python without losing precision on floats?"
+    ask(qtbot, app, long_question, answer_events(SIMPLE))
+    original = controller.session
+    titles = []
+    for _ in range(2):
+        controller.open_session(original.id)
+        choose(qtbot, window.transcript.views[1], "Fork chat from here")
+        titles.append(controller.session.title)
+    choose(qtbot, window.transcript.views[1], "Fork chat from here")  # a fork of a fork
+    titles.append(controller.session.title)
+    assert [t.split(":")[0] for t in titles] == ["Fork 1", "Fork 2", "Fork 3"]
+    assert all(t[len("Fork 1: ") :].startswith("How do I add two") for t in titles)
+    assert len(set(titles)) == 3 and all(len(t) <= 48 for t in titles)
+
+
+def test_inspector_labels_stay_apart_after_a_question_is_deleted(app, qtbot):
+    window = app.window
+    ask(qtbot, app, "one", answer_events(SIMPLE))
+    ask(qtbot, app, "two", answer_events(SIMPLE))
+    window.message_menu.confirm_delete_message = lambda what, text: True
+    choose(qtbot, window.transcript.views[2], "Delete question…")
+    labels = [window.inspector.list.item(i).text() for i in range(window.inspector.list.count())]
+    assert len(labels) == 2
+    assert len({label.split(" · ")[0] for label in labels}) == 2  # "#1" and "#2", not "#1" twice

@@ -228,7 +228,8 @@ def test_live_stats_count_passes_as_the_engine_does():
     for drafted, accepted, emitted, ended in ((4, 3, 4, False), (4, 0, 1, False), (2, 2, 2, True)):
         counted = engine_stats.record_pass(drafted, accepted, emitted, 0.1, ended)
         live.record(PassEvent(0, drafted, *counted, 0.1, engine_stats.tokens_per_pass))
-    counting = {"drafter", "ended"}  # not in a PassEvent; the DoneEvent brings them
+    # not in a PassEvent; the DoneEvent brings them (tokens per pass counts the end token)
+    counting = {"drafter", "ended", "tokens_per_pass"}
     assert {k: v for k, v in live.stats.to_dict().items() if k not in counting} == {
         k: v for k, v in engine_stats.to_dict().items() if k not in counting
     }
@@ -237,11 +238,12 @@ def test_live_stats_count_passes_as_the_engine_does():
     live.finish(engine_stats.to_dict(), {"decode_s": 0.25, "tokens_per_s": 24.0})
     assert live.tokens_per_s == pytest.approx(24.0)
     figures = (6, engine_stats.to_dict(), {"tokens_per_s": 24.0})
-    assert footer_text(*figures) == "2.0 tokens/pass · 40% of drafts accepted"
+    assert footer_text(*figures) == "2.3 tokens/pass · 40% of drafts accepted"
+    assert live.tokens_per_pass == pytest.approx(7 / 3)  # the end of the answer counted
     assert footer_details(*figures).split("\n") == [
         "6 tokens",
         "3 passes",
-        "2.0 tokens/pass",
+        "2.3 tokens/pass",
         "4 of 10 drafts accepted (40%)",
         "24.0 tok/s",
         "x",

@@ -408,9 +408,14 @@ def test_search_ignores_case_and_unicode_forms(app, qtbot):
     assert {s.id for s in app.controller.sessions("")} == {summer, coffee}
 
 
-def test_the_gauge_scale_follows_a_new_draft_count_at_once(app, qtbot):
+def test_the_gauge_scale_is_the_answers_and_the_next_answer_takes_a_new_draft_count(app, qtbot):
+    """Issue 61 turned this round: the dial shows the answer on screen, on that answer's
+    scale; a new draft count is the next answer's scale."""
     ask(qtbot, app, "hi", answer_events(SIMPLE))
     gauge = app.window.speculation_bar.gauge
-    assert gauge.maximum == app.controller.settings.draft_count + 1
+    asked = app.controller.settings.draft_count + 1
+    assert gauge.maximum == asked
     app.window.settings_panel.draft_count.setValue(6)
+    assert gauge.maximum == asked
+    ask(qtbot, app, "again", answer_events(SIMPLE))
     assert gauge.maximum == 7
