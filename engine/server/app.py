@@ -263,7 +263,7 @@ def create_app(service, options: ServerOptions) -> FastAPI:
             if front == "ollama":
                 served_model(model.removesuffix(":latest") if model else None)
                 loading = not chat and isinstance(body, dict) and not body.get("prompt")
-                body, chat = ollama.translate(body, chat)
+                body, chat = await asyncio.to_thread(ollama.translate, body, chat)  # off the loop
                 if loading:  # how Ollama clients load a model; this one is loaded
                     return {
                         "model": model or options.model_name,
@@ -275,8 +275,12 @@ def create_app(service, options: ServerOptions) -> FastAPI:
             else:
                 served_model(model)
             try:
-                parsed = parse(
-                    body, chat, options.defaults, request.client.host if request.client else None
+                parsed = await asyncio.to_thread(  # its checks never hold up the event loop
+                    parse,
+                    body,
+                    chat,
+                    options.defaults,
+                    request.client.host if request.client else None,
                 )
             except ApiError:
                 raise

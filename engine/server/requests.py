@@ -354,12 +354,12 @@ def json_schema_of(raw) -> dict | None:
 
 
 def checked_schema(schema: dict, field: str) -> dict:
-    """``schema`` if it is within the limits of engine/schemas.py, else a 400 naming them."""
+    """``schema`` marked as checked (the engine does not check it again) if it is within
+    the limits of engine/schemas.py, else a 400 naming them."""
     try:
-        check_schema(schema, field)
+        return check_schema(schema, field)
     except EngineError as error:
         raise _bad(str(error), field) from None
-    return schema
 
 
 def _logprobs(body: dict, chat: bool) -> int | None:
