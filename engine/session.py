@@ -285,6 +285,32 @@ class ChatSession:
         if plan is not None:
             yield from self._decode(request, plan, should_stop)
 
+    def _constraint(
+        self, request: GenerationRequest, should_stop: Callable[[], bool]
+    ) -> GrammarConstraint | None:
+        """The grammar the answer must follow (a JSON schema, a forced or generic tool
+        call), compiled within its budget; None for free text."""
+        loaded = self.loaded
+        if request.tools and tool_format(loaded.tokenizer) == "generic":
+            if request.json_schema is not None:
+                raise EngineError(
+                    f"'tools' and a JSON 'response_format' cannot both hold with "
+                    f"{loaded.name}: its answers with tools are JSON of their own (its chat "
+                    "template has no tool calling)."
+                )
+            grammar = generic_tool_grammar(request.tools, request.forced_tools)
+            field = "tools"
+        elif request.forced_tools:
+            grammar = tool_call_grammar(loaded.tokenizer, request.tools, request.forced_tools)
+            field = "tool_choice"
+        elif request.json_schema is not None:
+            grammar, field = json_schema_grammar(request.json_schema), "response_format"
+        else:
+            return None
+        return GrammarConstraint(
+            loaded.tokenizer, grammar, output_size(loaded.model), field, should_stop
+        )
+
     def _prepare(
         self, request: GenerationRequest, should_stop: Callable[[], bool]
     ) -> Generator[Event, None, AnswerPlan | None]:
@@ -304,33 +330,7 @@ class ChatSession:
             )
         if request.sampling.seed is not None:
             mx.random.seed(request.sampling.seed)
-        constraint = None
-        if request.tools and tool_format(loaded.tokenizer) == "generic":
-            if request.json_schema is not None:
-                raise EngineError(
-                    f"'tools' and a JSON 'response_format' cannot both hold with "
-                    f"{loaded.name}: its answers with tools are JSON of their own (its chat "
-                    "template has no tool calling)."
-                )
-            constraint = GrammarConstraint(
-                loaded.tokenizer,
-                generic_tool_grammar(request.tools, request.forced_tools),
-                output_size(loaded.model),
-                "tools",
-            )
-        elif request.forced_tools:
-            constraint = GrammarConstraint(
-                loaded.tokenizer,
-                tool_call_grammar(loaded.tokenizer, request.tools, request.forced_tools),
-                output_size(loaded.model),
-                "tool_choice",
-            )
-        elif request.json_schema is not None:
-            constraint = GrammarConstraint(
-                loaded.tokenizer,
-                json_schema_grammar(request.json_schema),
-                output_size(loaded.model),
-            )
+        constraint = self._constraint(request, should_stop)
 
         stats = DecodeStats(
             drafter=request.draft.drafter,
