@@ -388,6 +388,39 @@ def test_a_key_holders_slow_body_is_never_closed_to_make_room(tiny_model_dir):
         running.stop()
 
 
+def test_health_requests_whose_body_never_comes_do_not_take_the_reserve(tiny_model_dir):
+    """The reported flood: /health headers promising a body that never comes. Such a
+    connection is a stranger's slow body until its request is whole, so the flood gives way
+    and /health and a key holder still get in (they once held every slot, never closed)."""
+    running = Server(
+        "--model", str(tiny_model_dir), "--max-connections", "12", "--api-key", "s3cret"
+    ).wait_ready()
+    flood = []
+    try:
+        for _ in range(20):
+            connection = socket.create_connection(("127.0.0.1", running.port), timeout=10)
+            connection.sendall(
+                b"GET /health HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: 1000000\r\n\r\n"
+                % running.port
+            )
+            flood.append(connection)
+            time.sleep(0.02)
+        assert running.health()["status"] == "ok"
+        status, body = request(
+            running.port,
+            "POST",
+            CHAT,
+            {"messages": HELLO, "max_tokens": 2},
+            {"Authorization": "Bearer s3cret"},
+        )
+        assert status == 200, body
+        assert sum(closed_by_server(c) for c in flood) >= 20 + 2 - 12
+    finally:
+        for connection in flood:
+            connection.close()
+        running.stop()
+
+
 def test_a_body_past_its_deadline_gets_a_408_or_is_closed_after_its_answer(tiny_model_dir):
     running = Server(
         "--model",
