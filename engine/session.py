@@ -158,6 +158,16 @@ class AnswerPlan:
     constraint: GrammarConstraint | None  # for JSON output or a forced tool call
 
 
+def check_top_k(sampling, vocab_size: int, model_name: str) -> None:
+    """A sampled answer's ``top_k`` keeps fewer tokens than the vocabulary (mlx-lm's sampler
+    takes 1 to its size less one; 0 is off): an EngineError naming the range, not a crash."""
+    if not sampling.greedy and sampling.top_k >= vocab_size:
+        raise EngineError(
+            f"'top_k' must be from 0 (off) to {vocab_size - 1:,} with {model_name}, whose "
+            f"vocabulary has {vocab_size:,} tokens; got {sampling.top_k:,}."
+        )
+
+
 class ChatSession:
     def __init__(
         self,
@@ -328,6 +338,7 @@ class ChatSession:
                 f"were asked for, but {loaded.name} reads at most {loaded.context_length}. "
                 "Start a new chat, shorten the prompt or lower max tokens."
             )
+        check_top_k(request.sampling, output_size(loaded.model), loaded.name)
         if request.sampling.seed is not None:
             mx.random.seed(request.sampling.seed)
         constraint = self._constraint(request, should_stop)

@@ -504,10 +504,12 @@ def scripted_app(service, **options):
     )
 
 
-async def call(app, body: dict | None, read_body: asyncio.Event | None = None, path=CHAT):
-    """One ASGI request in process: a POST of ``body`` (a GET if None); with ``read_body``
-    the client reads no response body until that event is set (a slow reader).
-    Returns (status, body)."""
+async def call(
+    app, body: dict | None, read_body: asyncio.Event | None = None, path=CHAT, peer="127.0.0.1"
+):
+    """One ASGI request in process from address ``peer``: a POST of ``body`` (a GET if
+    None); with ``read_body`` the client reads no response body until that event is set (a
+    slow reader). Returns (status, body)."""
     pending, status, chunks = [b"" if body is None else json.dumps(body).encode()], [], []
     gone = asyncio.Event()
 
@@ -535,7 +537,7 @@ async def call(app, body: dict | None, read_body: asyncio.Event | None = None, p
         "raw_path": path.encode(),
         "query_string": b"",
         "root_path": "",
-        "client": ("127.0.0.1", 5555),
+        "client": (peer, 5555),
         "server": ("127.0.0.1", 8080),
         "headers": [(b"host", b"127.0.0.1:8080"), (b"content-type", b"application/json")],
     }
@@ -1014,3 +1016,113 @@ def test_ollama_requests_wait_in_the_same_bounded_queue():
     assert first[0] == waiting[0] == 200
     assert json.loads(first[1])["message"]["content"] == "a"
     assert json.loads(waiting[1])["message"]["content"] == "b"
+
+
+# 9. fair shares: the queue, kept chats and per-client memory; sampling values in range
+
+
+def test_a_queue_hog_holds_no_more_than_its_share():
+    """One address fills the queue (under as many ``user`` names as it likes); others who
+    come still get in, and the hog's newest requests get the 429s."""
+    service = ScriptedService()
+    release = asyncio.Event()
+    service.queue([release] + answer_events([(0, [("h", False)])]))
+    service.queue(*(answer_events([(0, [("x", False)])]) for _ in range(6)))
+    app = scripted_app(service, max_queue=4)
+    body = {"messages": HELLO, "stream": False}
+
+    async def waiting() -> int:
+        return json.loads((await call(app, None, path="/health"))[1])["waiting"]
+
+    async def scenario():
+        hog = [asyncio.create_task(call(app, body, peer="10.0.0.9"))]
+        while not service.requests:
+            await asyncio.sleep(0.01)
+        for user in range(4):
+            hog.append(
+                asyncio.create_task(call(app, {**body, "user": f"u{user}"}, peer="10.0.0.9"))
+            )
+            while await waiting() < user + 1:
+                await asyncio.sleep(0.01)
+        others = []
+        for peer in ("10.0.0.2", "10.0.0.3"):
+            others.append(asyncio.create_task(call(app, body, peer=peer)))
+            while sum(task.done() for task in hog) < len(others):  # a hog's place given up
+                await asyncio.sleep(0.01)
+        release.set()
+        return [await task for task in hog], [await task for task in others]
+
+    hog, others = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert [status for status, _ in others] == [200, 200]
+    assert [status for status, _ in hog] == [200, 200, 200, 429, 429]
+    assert "busy" in json.loads(hog[-1][1])["error"]["message"]
+
+
+def test_a_client_with_nine_user_names_evicts_its_own_kept_chats_not_anothers():
+    """Kept chats and per-client memory: the least recently used of the party (key and
+    address) keeping the most goes, so nine ``user`` names from one address evict one of
+    their own, and another address's chat and memory stay."""
+    from engine.memory import MAX_CLIENT_STORES, EngineMemory
+    from engine.session_cache import MAX_KEPT_CHATS, SessionCache
+
+    victim = client_identity(None, "10.0.0.2", "alice")
+    names = [client_identity(None, "10.0.0.9", f"user{i}") for i in range(9)]
+    sessions, memory = SessionCache(), EngineMemory()
+    sessions.session(victim, "chat-victim", object)
+    victims_memory = memory.stores_for(victim)
+    for name in names:
+        sessions.session(name, "chat-" + name, object)
+        memory.stores_for(name)
+    assert len(sessions) == MAX_KEPT_CHATS and len(memory.client_stores) == MAX_CLIENT_STORES
+    assert sessions.kept(victim, "chat-victim") is not None
+    assert memory.client_stores.get(victim) is victims_memory
+    assert sessions.kept(names[0], "chat-" + names[0]) is None  # the hog's oldest went
+    assert names[0] not in memory.client_stores
+
+
+def ask_from(port: int, address: str, body: dict) -> dict:
+    """A chat request sent from the loopback ``address`` (127.0.0.0/8: all this machine's)."""
+    connection = http.client.HTTPConnection(
+        "127.0.0.1", port, timeout=60, source_address=(address, 0)
+    )
+    try:
+        connection.request("POST", CHAT, json.dumps(body), {"Content-Type": "application/json"})
+        return json.loads(connection.getresponse().read())
+    finally:
+        connection.close()
+
+
+def test_nine_user_names_from_one_address_leave_another_addresss_kept_chat(server):
+    """The reported eviction, over HTTP: another address's kept chat still reuses its cache
+    after ``user`` names from one address have each opened a chat (nine did it; sixteen
+    outnumber every chat other tests keep on this server)."""
+    body = {"messages": HELLO, "max_tokens": 2, "draftless": {"drafter": "none"}}
+
+    def prefilled(answer: dict) -> int:
+        return answer["usage"]["draftless"]["timing"]["prefilled_tokens"]
+
+    first = ask_from(server.port, "127.0.0.2", {**body, "chat_id": "mine"})
+    for user in range(16):
+        ask_from(server.port, "127.0.0.3", {**body, "chat_id": "x", "user": f"u{user}"})
+    again = ask_from(server.port, "127.0.0.2", {**body, "chat_id": first["chat_id"]})
+    assert again["chat_id"] == first["chat_id"]
+    assert prefilled(again) < prefilled(first)  # its cache was kept
+
+
+def test_a_top_k_past_the_vocabulary_is_a_400_naming_the_range(server):
+    status, answer = request(
+        server.port,
+        "POST",
+        CHAT,
+        {"messages": HELLO, "max_tokens": 2, "temperature": 1, "top_k": 1_000_000},
+    )
+    assert status == 400, answer
+    error = answer["error"]
+    assert error["param"] == "top_k" and "must be from 0 (off) to 258" in error["message"]
+    status, _ = request(
+        server.port,
+        "POST",
+        "/api/chat",
+        {"model": "default", "messages": HELLO, "options": {"top_k": 10**6, "temperature": 1}},
+    )
+    assert status == 400

@@ -275,13 +275,8 @@ def create_app(service, options: ServerOptions) -> FastAPI:
             else:
                 served_model(model)
             try:
-                parsed = await asyncio.to_thread(  # its checks never hold up the event loop
-                    parse,
-                    body,
-                    chat,
-                    options.defaults,
-                    request.client.host if request.client else None,
-                )
+                # its checks never hold up the event loop
+                parsed = await asyncio.to_thread(parse, body, chat, options.defaults)
             except ApiError:
                 raise
             except Exception as error:  # whatever the body holds, the answer is a 400
@@ -289,7 +284,7 @@ def create_app(service, options: ServerOptions) -> FastAPI:
                     400, f"The request could not be read ({type(error).__name__}: {error})."
                 ) from None
             parsed = owned(parsed, request, body.get("user"))
-            await queue.acquire(parsed.client or "anonymous")
+            await queue.acquire(parsed.generation.client)  # its party and member
         except QueueFull:
             return failure(
                 ApiError(

@@ -128,7 +128,6 @@ class ParsedRequest:
     generation: GenerationRequest
     stream: bool
     stop: tuple[str, ...]
-    client: str | None  # the client-chosen ``user``, else the peer address (for fair turns)
     include_usage: bool = False  # stream_options.include_usage: a last chunk with usage
 
 
@@ -457,7 +456,7 @@ def check_fields(body, fields: dict) -> None:
             typed(body[name], kind, name)
 
 
-def parse(body, chat: bool, defaults: Defaults, peer: str | None) -> ParsedRequest:
+def parse(body, chat: bool, defaults: Defaults) -> ParsedRequest:
     """Validate an OpenAI body; raise ApiError (400) for anything the engine cannot honour."""
     check_fields(body, FIELD_TYPES)
     _unsupported_asks(body)
@@ -503,6 +502,5 @@ def parse(body, chat: bool, defaults: Defaults, peer: str | None) -> ParsedReque
         request,
         bool(body.get("stream")),
         _stop(body.get("stop")),
-        body.get("user") or peer,
         bool(include_usage),
     )
