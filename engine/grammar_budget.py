@@ -122,7 +122,8 @@ class TrialCompiler:
             raise EngineError(
                 f"'{field}' asks for a grammar that does not compile within {budget_words()} "
                 f"here ({detail}): it has too many regular expressions (pattern, format) that "
-                "must hold together, or too many intertwined alternatives. Simplify the schema."
+                "must hold together, or too many intertwined alternatives or references. "
+                "Simplify the schema."
             )
 
     def close(self) -> None:
@@ -246,24 +247,31 @@ def _fork_compile(tokenizer, grammar: str, limits: dict, memory: int) -> tuple[i
     output, child_end = os.pipe()
     child = os.fork()
     if child == 0:  # the child: never returns
-        status = 1
         try:
             os.close(output)
             silent = os.open(os.devnull, os.O_WRONLY)
             os.dup2(silent, 2)  # an allocation that fails prints a backtrace: not to the log
-            from llguidance import LLMatcher, LLParserLimits
-
             limit_memory(memory)
-            matcher = LLMatcher(tokenizer, grammar, limits=LLParserLimits(**limits))
-            if not matcher.is_error():
-                matcher.compute_bitmask()
-            error = matcher.get_error() if matcher.is_error() else ""
+            error = _compile(tokenizer, grammar, limits)
             os.write(child_end, error[:ERROR_CHARS].encode("utf-8", "replace") or b" ")
-            status = 0
         finally:
-            os._exit(status)
+            os._exit(0)
     os.close(child_end)
     return child, output
+
+
+def _compile(tokenizer, grammar: str, limits: dict) -> str:
+    """llguidance's error on ``grammar`` ('' for none) once it has built the matcher and its
+    first mask."""
+    from llguidance import LLMatcher, LLParserLimits
+
+    try:
+        matcher = LLMatcher(tokenizer, grammar, limits=LLParserLimits(**limits))
+        if not matcher.is_error():
+            matcher.compute_bitmask()
+    except (ValueError, TypeError) as error:  # a grammar it cannot read at all
+        return str(error) or type(error).__name__
+    return matcher.get_error() if matcher.is_error() else ""
 
 
 def _await_child(child: int, output: int, connection, job: int, seconds: float) -> tuple:
@@ -279,10 +287,7 @@ def _await_child(child: int, output: int, connection, job: int, seconds: float) 
         readable, _, _ = select.select([output, connection.fileno()], [], [], left)
         if output in readable:
             written = _read_all(output)
-            if written:
-                outcome = ("compiled", written.decode("utf-8", "replace").strip())
-            else:  # it died: past its memory limit, the only way it ends without a word
-                outcome = ("stopped", "out of memory")
+            outcome = ("compiled", written.decode("utf-8", "replace").strip()) if written else ()
         elif readable and connection.poll() and connection.recv() == ("stop", job):
             outcome = ("stopped", "its request stopped")
     os.close(output)
@@ -290,8 +295,17 @@ def _await_child(child: int, output: int, connection, job: int, seconds: float) 
         os.kill(child, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    os.waitpid(child, 0)
-    return outcome
+    _, status = os.waitpid(child, 0)
+    return outcome or ("stopped", death(status))
+
+
+def death(status: int) -> str:
+    """Why a child that wrote nothing ended (``os.waitpid``'s status)."""
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGABRT:
+        return "out of memory"  # a failed allocation aborts (a Rust panic would too)
+    if os.WIFSIGNALED(status):
+        return f"the grammar engine crashed on it: {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"the grammar engine ended with exit code {os.WEXITSTATUS(status)}"
 
 
 def _read_all(descriptor: int) -> bytes:

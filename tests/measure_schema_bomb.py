@@ -110,12 +110,7 @@ def measure_compiles(seconds: float) -> None:
 def measure_checks() -> None:
     from engine.errors import EngineError
     from engine.schemas import check_schema, schema_check_steps
-    from tests.test_schema_check import (
-        compact_size,
-        deep_required,
-        reference_chain,
-        widest_within,
-    )
+    from tests.schema_bombs import compact_size, deep_required, reference_chain, widest_within
 
     bombs = {
         "required 17 x 21 deep": deep_required(21, 17),

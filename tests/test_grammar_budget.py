@@ -9,19 +9,14 @@ import pytest
 import engine.grammar_budget as grammar_budget
 from engine.errors import EngineError
 from engine.grammar import GrammarConstraint, json_schema_grammar
-from engine.schemas import MAX_SCHEMA_REGEXES, check_schema
+from engine.schemas import check_schema
 
+from .schema_bombs import compact_size, reference_chain, regex_bomb, widest_within
 from .tiny_model import write_byte_tokenizer
 
 pytest.importorskip("llguidance")
 VOCAB = 259
 SIMPLE = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
-
-
-def regex_bomb(count: int = MAX_SCHEMA_REGEXES) -> dict:
-    """A string that must match ``count`` distinct patterns at once: 5 KB, within every
-    limit engine/schemas.py sets (llguidance ran past 120 s on it)."""
-    return {"type": "string", "allOf": [{"pattern": f"^.*{i:x}[a-z]?q.*$"} for i in range(count)]}
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +39,7 @@ def trials_of(tokenizer):
 
 def test_the_128_regex_schema_gets_a_bounded_refusal_and_the_next_grammar_compiles(tokenizer):
     schema = regex_bomb()
-    assert 4_000 < len(str(schema)) < 6_000
+    assert 4_000 < compact_size(schema) < 6_000
     check_schema(schema, "response_format")  # within every static limit
     trials = trials_of(tokenizer)
     stopped = trials.stopped
@@ -102,6 +97,17 @@ def test_a_compile_past_its_memory_dies_alone(tokenizer, monkeypatch):
         assert trials.stopped == 1
     finally:
         trials.close()
+
+
+def test_a_grammar_the_grammar_engine_crashes_on_crashes_only_its_child(tokenizer):
+    """The longest $ref chain within the limits: llguidance 1.9.1 overflows its stack on it
+    (a segmentation fault that took the whole server down before); now a refusal."""
+    trials = trials_of(tokenizer)
+    chain = widest_within(reference_chain, 1, 10_000)
+    with pytest.raises(EngineError, match="^'response_format' "):
+        GrammarConstraint(tokenizer, json_schema_grammar(chain), VOCAB)
+    GrammarConstraint(tokenizer, json_schema_grammar({"type": "boolean"}), VOCAB)
+    assert trials._ready
 
 
 def test_an_invalid_grammar_is_named_as_before(tokenizer):

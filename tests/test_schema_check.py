@@ -2,8 +2,6 @@
 within its step budget (counted, not timed), on generated schemas nested to the limits and
 on the reported bombs; its verdict on references is the least fixed point it always was."""
 
-import json
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -11,7 +9,6 @@ from hypothesis import strategies as st
 from engine.errors import EngineError
 from engine.schemas import (
     MAX_CHECK_STEPS,
-    MAX_SCHEMA_CHARS,
     MAX_SCHEMA_DEPTH,
     NAMED_REFERENCES,
     STEPS_PER_CHAR,
@@ -20,12 +17,10 @@ from engine.schemas import (
     schema_check_steps,
 )
 
+from .schema_bombs import compact_size, deep_required, reference_chain, widest_within
+
 NAMES = ("a", "b", "c")
 DEFINITIONS = ("A", "B", "C", "D")
-
-
-def compact_size(schema) -> int:
-    return len(json.dumps(schema, separators=(",", ":")))
 
 
 def verdict(schema) -> str:
@@ -188,34 +183,6 @@ def test_generated_schemas_are_checked_in_linear_steps_with_the_old_verdict(sche
         assert "no JSON value that ends" in outcome and f"through {named} " in outcome
     else:
         assert "no JSON value that ends" not in outcome
-
-
-def deep_required(depth: int, repeats: int, name: str = "a") -> dict:
-    """Objects nested ``depth`` deep, each requiring its one property ``repeats`` times:
-    the old check took ``repeats ** depth`` steps."""
-    schema: dict = {"type": "string"}
-    for _ in range(depth):
-        schema = {"type": "object", "properties": {name: schema}, "required": [name] * repeats}
-    return schema
-
-
-def reference_chain(length: int) -> dict:
-    """``length`` definitions, each only a reference to the next, listed so that the old
-    check's rounds settled one a round (quadratic)."""
-    schema = {f"{i:x}": {"$ref": f"#/{i + 1:x}"} for i in range(length)}
-    schema[f"{length:x}"] = {"type": "string"}
-    return {**schema, "$ref": "#/0"}
-
-
-def widest_within(build, low: int, high: int) -> dict:
-    """The largest ``build(n)`` within the size limit (a bisection over n)."""
-    while low < high:
-        middle = (low + high + 1) // 2
-        if compact_size(build(middle)) <= MAX_SCHEMA_CHARS:
-            low = middle
-        else:
-            high = middle - 1
-    return build(low)
 
 
 @pytest.mark.parametrize(

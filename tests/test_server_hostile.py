@@ -7,6 +7,7 @@ import json
 import logging
 import random
 import socket
+import threading
 import time
 
 import openai
@@ -19,6 +20,7 @@ from engine.server.requests import Defaults
 from engine.stop_strings import StopMatcher
 
 from . import hostile_load
+from .schema_bombs import deep_required, reference_chain, regex_bomb, response_format, widest_within
 from .scripted_engine import ScriptedService, answer_events
 from .server_process import Server, request
 
@@ -255,13 +257,21 @@ def test_stop_matcher_holds_less_than_a_stop_string_and_cuts_where_a_search_woul
 
 def test_load_script_small_health_stays_quick():
     results = hostile_load.main(
-        ["--stalled", "200", "--slow-bodies", "50", "--clients", "4", "--seconds", "6"]
+        [
+            *("--stalled", "200", "--slow-bodies", "50", "--health-flood", "50"),
+            *("--clients", "4", "--seconds", "7", "--schema-bomb", "--regex-bomb"),
+        ]
     )
     assert results["health_failures"] == 0 and results["health_max_s"] < 1
     assert results["stalled_opened"] == results["stalled_still_open_at_end"] == 200
     assert results["slow_bodies_opened"] == results["slow_bodies_still_open_at_end"] == 50
+    assert results["health_flood_opened"] == 50
     assert results["streams_done"] >= 4
     assert results["huge_stop"]["status"] == 400
+    assert results["schema_bomb"]["status"] == 400 and results["required_bomb"]["status"] == 200
+    assert results["regex_bomb"]["statuses"] == [400]
+    assert results["regex_bomb"]["next_request_statuses"] == [200]
+    assert 0 < results["server_with_children_rss_max_mb"] < 2000
 
 
 def test_stalled_headers_are_cut_off_and_the_log_stays_short(tiny_model_dir):
@@ -891,6 +901,93 @@ def test_hostile_schemas_are_a_400_naming_the_limit_before_the_engine(
         assert error["param"] == param and named in error["message"], error
     else:  # Ollama's errors are one string
         assert error.startswith(f"'{param}'") and named in error, error
+
+
+def test_the_reported_schema_bombs_get_bounded_answers_while_health_answers(server):
+    """The required bomb through Ollama's format (17 repeats, 21 deep: 17 ** 21 steps for
+    the old check, on the event loop), the longest $ref chain that fits and the 128-regex
+    schema (past 120 s of compile before): each gets its answer or a 400 naming its limit
+    within a bounded time, while /health keeps answering."""
+    results = {}
+    bodies = {
+        "required": (
+            "/api/chat",
+            {
+                "model": "default",
+                "messages": HELLO,
+                "stream": False,
+                "format": deep_required(21, 17),
+                "options": {"num_predict": 4},
+            },
+        ),
+        "chain": (
+            CHAT,
+            {
+                "messages": HELLO,
+                "max_tokens": 4,
+                "response_format": response_format(widest_within(reference_chain, 1, 10_000)),
+            },
+        ),
+        "regexes": (
+            CHAT,
+            {"messages": HELLO, "max_tokens": 4, "response_format": response_format(regex_bomb())},
+        ),
+    }
+
+    def send(name):
+        path, body = bodies[name]
+        results[name] = request(server.port, "POST", path, body, timeout=60)
+
+    threads = [threading.Thread(target=send, args=(name,)) for name in bodies]
+    for thread in threads:
+        thread.start()
+    probes = 0
+    while any(thread.is_alive() for thread in threads) or not probes:
+        assert request(server.port, "GET", "/health", timeout=5)[0] == 200
+        probes += 1
+        time.sleep(0.05)
+    for thread in threads:
+        thread.join()
+    assert results["required"][0] == 200, results["required"]
+    assert results["chain"][0] in (200, 400), results["chain"]
+    status, answer = results["regexes"]
+    assert status == 400 and answer["error"]["param"] == "response_format", answer
+    assert "does not compile within 1 s and 256 MB" in answer["error"]["message"]
+    assert request(server.port, "POST", CHAT, {"messages": HELLO, "max_tokens": 2})[0] == 200
+
+
+def test_a_compile_past_the_request_deadline_is_stopped_and_the_engine_serves_the_next(
+    tiny_model_dir,
+):
+    """With a time cap under the compile budget, the 128-regex schema is cut off at the
+    cap (a 503), its compile killed, and the next grammar compiles at once (the engine
+    once kept compiling for minutes and the queue stalled)."""
+    running = Server("--model", str(tiny_model_dir), "--max-request-seconds", "0.8").wait_ready()
+    json_object = {"messages": HELLO, "max_tokens": 2, "response_format": {"type": "json_object"}}
+    try:
+        for _ in range(60):  # the first may be cut off while the compile process starts
+            status, answer = request(running.port, "POST", CHAT, json_object)
+            if status == 200:
+                break
+            time.sleep(0.5)
+        assert status == 200, answer
+        bomb = {
+            "messages": HELLO,
+            "max_tokens": 2,
+            "response_format": response_format(regex_bomb()),
+        }
+        status, answer = request(running.port, "POST", CHAT, bomb)
+        assert status == 503 and answer["error"]["code"] == "timeout", answer
+        started = time.monotonic()
+        fresh = {"type": "object", "properties": {"n": {"type": "integer"}}}
+        status, answer = request(
+            running.port, "POST", CHAT, {**json_object, "response_format": response_format(fresh)}
+        )
+        assert status == 200, answer
+        assert time.monotonic() - started < 5  # within 1 s of the cap, with a wide margin
+    finally:
+        log = running.stop()
+    assert "Exception in ASGI application" not in log, log
 
 
 def test_usage_only_on_a_last_chunk_without_choices_when_asked(server):
