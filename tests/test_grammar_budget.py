@@ -108,12 +108,3 @@ def test_a_grammar_the_grammar_engine_crashes_on_crashes_only_its_child(tokenize
         GrammarConstraint(tokenizer, json_schema_grammar(chain), VOCAB)
     GrammarConstraint(tokenizer, json_schema_grammar({"type": "boolean"}), VOCAB)
     assert trials._ready
-
-
-def test_an_invalid_grammar_is_named_as_before(tokenizer):
-    with pytest.raises(EngineError, match="^'response_format' asks for output this server"):
-        GrammarConstraint(
-            tokenizer,
-            json_schema_grammar({"type": "object", "properties": {"a": {"$ref": "#/nope"}}}),
-            VOCAB,
-        )

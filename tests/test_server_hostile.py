@@ -372,6 +372,18 @@ def test_slow_bodies_past_the_cap_give_way_oldest_first_to_new_requests(tiny_mod
     assert "Exception in ASGI application" not in log, log
 
 
+def health_and_a_key_holder_get_in(running) -> None:
+    assert running.health()["status"] == "ok"
+    status, body = request(
+        running.port,
+        "POST",
+        CHAT,
+        {"messages": HELLO, "max_tokens": 2},
+        {"Authorization": "Bearer s3cret"},
+    )
+    assert status == 200, body
+
+
 def test_a_key_holders_slow_body_is_never_closed_to_make_room(tiny_model_dir):
     running = Server(
         "--model", str(tiny_model_dir), "--max-connections", "8", "--api-key", "s3cret"
@@ -381,15 +393,7 @@ def test_a_key_holders_slow_body_is_never_closed_to_make_room(tiny_model_dir):
         trusted += [slow_body(running.port, b"Authorization: Bearer s3cret\r\n") for _ in "ab"]
         strangers += [slow_body(running.port) for _ in range(12)]
         assert all(reply.startswith(b"HTTP/1.1 401 ") for _, reply in strangers)
-        assert running.health()["status"] == "ok"
-        status, body = request(
-            running.port,
-            "POST",
-            CHAT,
-            {"messages": HELLO, "max_tokens": 2},
-            {"Authorization": "Bearer s3cret"},
-        )
-        assert status == 200, body
+        health_and_a_key_holder_get_in(running)
         assert not any(closed_by_server(c) for c, _ in trusted)
         assert sum(closed_by_server(c) for c, _ in strangers) >= 12 + 2 + 1 - 8
     finally:
@@ -415,15 +419,7 @@ def test_health_requests_whose_body_never_comes_do_not_take_the_reserve(tiny_mod
             )
             flood.append(connection)
             time.sleep(0.02)
-        assert running.health()["status"] == "ok"
-        status, body = request(
-            running.port,
-            "POST",
-            CHAT,
-            {"messages": HELLO, "max_tokens": 2},
-            {"Authorization": "Bearer s3cret"},
-        )
-        assert status == 200, body
+        health_and_a_key_holder_get_in(running)
         assert sum(closed_by_server(c) for c in flood) >= 20 + 2 - 12
     finally:
         for connection in flood:
