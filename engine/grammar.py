@@ -7,7 +7,8 @@ logits of every token the grammar forbids to -inf, after the logits processors, 
 target's choice is the constrained model's choice. Under speculation a draft is cut at its
 first token the grammar forbids before it is sent, each verify row gets the mask of the
 state after the draft tokens before it, and the matcher then takes only the emitted tokens:
-the output equals constrained plain decoding.
+the output equals constrained plain decoding. Each grammar first compiles within a budget in
+a process that can be killed (grammar_budget.py), so no schema can wedge the engine.
 """
 
 from __future__ import annotations

@@ -238,7 +238,10 @@ def serve(connection, tokenizer_json, vocab_size, eos_tokens, limits, memory, se
             _, job, grammar = message
             child, output = _fork_compile(tokenizer, grammar, limits, memory)
             outcome = _await_child(child, output, connection, job, seconds)
-            connection.send((job, outcome))
+            try:
+                connection.send((job, outcome))
+            except OSError:  # the engine has gone
+                return
 
 
 def _fork_compile(tokenizer, grammar: str, limits: dict, memory: int) -> tuple[int, int]:
@@ -288,8 +291,12 @@ def _await_child(child: int, output: int, connection, job: int, seconds: float) 
         if output in readable:
             written = _read_all(output)
             outcome = ("compiled", written.decode("utf-8", "replace").strip()) if written else ()
-        elif readable and connection.poll() and connection.recv() == ("stop", job):
-            outcome = ("stopped", "its request stopped")
+        elif readable:
+            try:
+                if connection.recv() == ("stop", job):
+                    outcome = ("stopped", "its request stopped")
+            except (EOFError, OSError):  # the engine has gone: so does its compile
+                outcome = ("stopped", "the engine has gone")
     os.close(output)
     try:
         os.kill(child, signal.SIGKILL)
