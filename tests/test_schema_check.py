@@ -185,6 +185,33 @@ def test_generated_schemas_are_checked_in_linear_steps_with_the_old_verdict(sche
         assert "no JSON value that ends" not in outcome
 
 
+def scaled(core, depth: int, repeats: int, copies: int) -> dict:
+    """A generated schema grown to the limits: ``copies`` of it side by side under ``allOf``,
+    wrapped ``depth`` deep in objects that each require their property ``repeats`` times."""
+    schema = {"allOf": [core] * copies}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"p": schema}, "required": ["p"] * repeats}
+    return schema
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    schemas,
+    st.integers(0, MAX_SCHEMA_DEPTH // 3),
+    st.integers(1, 64),
+    st.sampled_from(["depth", "repeats", "copies"]),
+)
+def test_generated_schemas_grown_to_the_limits_stay_within_the_budget(core, depth, repeats, grow):
+    """The same schemas, nested as deep as the depth limit allows and widened (more repeats,
+    or more copies) until the next step would pass the size limit."""
+    grown = {
+        "depth": lambda n: scaled(core, min(n, MAX_SCHEMA_DEPTH // 3), repeats, 1),
+        "repeats": lambda n: scaled(core, depth, n, 1),
+        "copies": lambda n: scaled(core, depth, repeats, n),
+    }[grow]
+    within_budget(widest_within(grown, 1, 40_000))
+
+
 @pytest.mark.parametrize(
     "schema",
     [
