@@ -7,20 +7,22 @@ logits of every token the grammar forbids to -inf, after the logits processors, 
 target's choice is the constrained model's choice. Under speculation a draft is cut at its
 first token the grammar forbids before it is sent, each verify row gets the mask of the
 state after the draft tokens before it, and the matcher then takes only the emitted tokens:
-the output equals constrained plain decoding.
+the output equals constrained plain decoding. Each grammar first compiles within a budget in
+a process that can be killed (grammar_budget.py), so no schema can wedge the engine.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import mlx.core as mx
 import numpy as np
 
 from .errors import EngineError
 from .generic_tools import answer_schema
+from .grammar_budget import TrialCompiler
 from .schemas import check_schema, forced_call_schema
 
 log = logging.getLogger(__name__)
@@ -30,12 +32,14 @@ log = logging.getLogger(__name__)
 JSON_LAYOUT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 # the tool-call markup a forced call is written in: mlx-lm's json_tools parser's
 JSON_TOOLS_PARSER = "mlx_lm.tool_parsers.json_tools"
-_built: list = [None, None]  # (tokenizer, its LLTokenizer): the loaded model's, one at a time
+# (tokenizer, its LLTokenizer, its TrialCompiler): the loaded model's, one at a time
+_built: list = [None, None, None]
 # llguidance's resource limits (LLParserLimits), its defaults but for the lexer's states:
 # 1-2 kB each by its documentation, so 50,000 keep the lexer near 100 MB (default 250,000);
 # no schema within engine/schemas.py's limits came near it. A limit hit at the start is a
 # schema this server cannot constrain (a 400); mid-answer, it is the server's failure.
 MAX_LEXER_STATES = 50_000
+PARSER_LIMITS = {"max_lexer_states": MAX_LEXER_STATES}
 # how much of the grammar the log keeps when constrained decoding fails (a schema within
 # engine/schemas.py's limits is at most 64 KiB)
 LOGGED_GRAMMAR_CHARS = 70_000
@@ -89,34 +93,58 @@ def tool_call_grammar(tokenizer, tools: list[dict], names: Sequence[str]) -> str
 
 
 def _lltokenizer(tokenizer, vocab_size: int, field: str):
-    """llguidance's view of the tokenizer (about a second to build), kept for the next answer."""
-    import llguidance.hf
+    """llguidance's view of the tokenizer (about a second to build) and the
+    ``TrialCompiler`` that holds it too, kept for the next answer."""
+    from llguidance import LLTokenizer
 
     if _built[0] is not tokenizer:
         backend = getattr(tokenizer, "_tokenizer", tokenizer)
         try:
-            built = llguidance.hf.from_tokenizer(
-                backend, n_vocab=vocab_size, eos_token=sorted(tokenizer.eos_token_ids)
-            )
+            serialized = _serialized(backend)
+            eos = sorted(tokenizer.eos_token_ids)
+            built = LLTokenizer(serialized, n_vocab=vocab_size, eos_token=eos)
         except Exception as error:  # e.g. a slow (Python) tokenizer
             raise EngineError(f"'{field}' needs a fast tokenizer here ({error}).") from None
-        _built[:] = [tokenizer, built]
-    return _built[1]
+        if _built[2] is not None:
+            _built[2].close()
+        trials = TrialCompiler(serialized, vocab_size, eos, PARSER_LIMITS)
+        _built[:] = [tokenizer, built, trials]
+    return _built[1], _built[2]
+
+
+def _serialized(backend) -> str:
+    """A fast tokenizer as the JSON llguidance reads (as ``llguidance.hf`` makes it)."""
+    from copy import copy
+
+    rust = copy(backend.backend_tokenizer)
+    rust.no_padding()
+    rust.no_truncation()
+    return rust.to_str()
 
 
 class GrammarConstraint:
     """The matcher of one answer; its state always follows the emitted tokens. ``field``:
     the request field the grammar came from, named in errors."""
 
-    def __init__(self, tokenizer, grammar: str, vocab_size: int, field: str = "response_format"):
+    def __init__(
+        self,
+        tokenizer,
+        grammar: str,
+        vocab_size: int,
+        field: str = "response_format",
+        should_stop: Callable[[], bool] = lambda: False,
+    ):
+        """Compile ``grammar`` once it has compiled within engine/grammar_budget.py's
+        budget in a process that can be stopped (``should_stop``: the request's stop)."""
         from llguidance import LLParserLimits
 
         matcher_class = _matcher_class(field)
-        lltokenizer = _lltokenizer(tokenizer, vocab_size, field)
+        lltokenizer, trials = _lltokenizer(tokenizer, vocab_size, field)
+        trials.check(grammar, field, should_stop)
         self.grammar = grammar
         try:
             self.matcher = matcher_class(
-                lltokenizer, grammar, limits=LLParserLimits(max_lexer_states=MAX_LEXER_STATES)
+                lltokenizer, grammar, limits=LLParserLimits(**PARSER_LIMITS)
             )
             error = self.matcher.get_error() if self.matcher.is_error() else None
         except (ValueError, TypeError) as raised:

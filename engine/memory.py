@@ -17,11 +17,13 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from .calibrated_policy import PolicyMemory
+from .clients import fair_victim
 from .drafters.stores import DrafterStores
 from .model_ngrams import ModelTables
 
-# clients whose n-gram memory is kept at once (the least recently served is forgotten):
-# each holds at most the n-gram cache's own bounded budget
+# clients whose n-gram memory is kept at once (the least recently served of the party
+# keeping the most is forgotten, clients.py): each holds at most the n-gram cache's own
+# bounded budget
 MAX_CLIENT_STORES = 8
 
 
@@ -38,8 +40,8 @@ class EngineMemory:
             return self.stores
         stores = self.client_stores.pop(client, None) or DrafterStores(persistent=False)
         self.client_stores[client] = stores
-        while len(self.client_stores) > MAX_CLIENT_STORES:
-            self.client_stores.popitem(last=False)
+        while len(self.client_stores) > MAX_CLIENT_STORES:  # within a party first
+            del self.client_stores[fair_victim(self.client_stores, lambda name: name)]
         return stores
 
     def flush(self) -> None:

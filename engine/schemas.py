@@ -34,135 +34,245 @@ MAX_SCHEMA_BRANCHES = 1_000
 # cost 20 ms (and 2,000 cost 1.7 s of compile before the first token)
 MAX_SCHEMA_REGEXES = 128
 BRANCH_KEYS = ("anyOf", "oneOf", "allOf")
+# The check's own work, in steps: one per value it walks, part of a ``$ref`` it follows,
+# and input it wires or settles in the reference analysis. Each stands for at least two
+# characters of compact JSON ("0," or "{}"), so the steps are linear in the schema's size:
+# at most 0.5 a character over 2,000 generated schemas and the widest bombs within
+# MAX_SCHEMA_CHARS (tests/test_schema_check.py; `python -m tests.measure_schema_bomb
+# --check`: the slowest took 13 ms here). 4 a character is the budget, under 0.15 s here;
+# a schema past it is refused where it is, never checked to the end.
+STEPS_PER_CHAR = 4
+MAX_CHECK_STEPS = STEPS_PER_CHAR * MAX_SCHEMA_CHARS
+# how many endless references an error names (a chain may hold thousands)
+NAMED_REFERENCES = 8
 
 
-def check_schema(schema, field: str) -> None:
-    """Raise an EngineError naming ``field`` and the limit when ``schema`` is past one of
-    the limits above, or when no finite JSON value can follow it."""
-    nodes = branches = regexes = 0
-    pending = [(schema, 1)]
-    while pending:
-        value, depth = pending.pop()
-        if not isinstance(value, (dict, list)):
-            continue
-        nodes += 1
-        if depth > MAX_SCHEMA_DEPTH:
-            raise _past(field, f"is nested more than {MAX_SCHEMA_DEPTH} levels deep")
-        if nodes > MAX_SCHEMA_NODES:
-            raise _past(field, f"has more than {MAX_SCHEMA_NODES:,} objects and arrays")
-        children = value.values() if isinstance(value, dict) else value
-        pending.extend((child, depth + 1) for child in children)
-        if isinstance(value, list):
-            continue
-        branches += sum(len(value[k]) for k in BRANCH_KEYS if isinstance(value.get(k), list))
-        regexes += sum(isinstance(value.get(k), str) for k in ("pattern", "format"))
-        if isinstance(value.get("patternProperties"), dict):
-            regexes += len(value["patternProperties"])
-    if branches > MAX_SCHEMA_BRANCHES:
-        raise _past(
-            field, f"has {branches:,} anyOf/oneOf/allOf branches; at most {MAX_SCHEMA_BRANCHES:,}"
-        )
-    if regexes > MAX_SCHEMA_REGEXES:
-        raise _past(
-            field,
-            f"has {regexes:,} regular expressions (pattern, format, patternProperties); at "
-            f"most {MAX_SCHEMA_REGEXES}",
-        )
+class CheckedSchema(dict):
+    """A schema ``check_schema`` has passed (a shallow copy): the engine does not check it
+    again. Only its checker makes one; it is read, never changed."""
+
+
+def check_schema(schema, field: str) -> CheckedSchema:
+    """``schema``, marked as checked; an EngineError naming ``field`` and the limit when it
+    is past one of the limits above, or when no finite JSON value can follow it. The
+    work is linear in the schema's size and at most MAX_CHECK_STEPS steps
+    (``schema_check_steps`` counts them)."""
+    return _SchemaCheck(field).run(schema)
+
+
+def schema_check_steps(schema) -> int:
+    """How many steps ``check_schema`` takes on ``schema`` (for the tests' budget)."""
+    check = _SchemaCheck("schema")
     try:
-        size = len(json.dumps(schema, separators=(",", ":"), allow_nan=False))
-    except (TypeError, ValueError) as error:
-        raise EngineError(f"'{field}' must be a JSON schema ({error}).") from None
-    if size > MAX_SCHEMA_CHARS:
-        raise _past(field, f"is {size:,} characters as compact JSON; at most {MAX_SCHEMA_CHARS:,}")
-    endless = endless_refs(schema)
-    if endless:
-        raise EngineError(
-            f"'{field}' has no JSON value that ends: its required properties (or non-empty "
-            f"arrays) through {', '.join(endless)} always lead back to themselves, so an "
-            "answer could never close. Make one of them optional."
-        )
+        check.run(schema)
+    except EngineError:
+        pass
+    return check.steps
+
+
+class _SchemaCheck:
+    """One schema's check, counting its steps against MAX_CHECK_STEPS."""
+
+    def __init__(self, field: str):
+        self.field = field
+        self.steps = 0
+
+    def step(self, count: int = 1) -> None:
+        self.steps += count
+        if self.steps > MAX_CHECK_STEPS:
+            raise _past(
+                self.field,
+                f"takes more than {MAX_CHECK_STEPS:,} steps to check (the budget of "
+                f"{MAX_SCHEMA_CHARS:,} characters of plain schema)",
+            )
+
+    def run(self, schema) -> CheckedSchema:
+        if isinstance(schema, CheckedSchema):
+            return schema
+        references = self.walk(schema)
+        try:
+            size = len(json.dumps(schema, separators=(",", ":"), allow_nan=False))
+        except (TypeError, ValueError) as error:
+            raise EngineError(f"'{self.field}' must be a JSON schema ({error}).") from None
+        if size > MAX_SCHEMA_CHARS:
+            raise _past(
+                self.field, f"is {size:,} characters as compact JSON; at most {MAX_SCHEMA_CHARS:,}"
+            )
+        endless = _EndlessReferences(self, schema, references).endless()
+        if endless:
+            named = ", ".join(endless[:NAMED_REFERENCES])
+            if len(endless) > NAMED_REFERENCES:
+                named += f" and {len(endless) - NAMED_REFERENCES:,} more"
+            raise EngineError(
+                f"'{self.field}' has no JSON value that ends: its required properties (or "
+                f"non-empty arrays) through {named} always lead back to themselves, so an "
+                "answer could never close. Make one of them optional."
+            )
+        return CheckedSchema(schema) if isinstance(schema, dict) else schema
+
+    def walk(self, schema) -> list[str]:
+        """Count the schema against the nesting, size, branch and regex limits; return
+        its ``$ref`` values, each once, in the order first seen."""
+        nodes = branches = regexes = 0
+        references: dict[str, None] = {}
+        pending = [(schema, 1)]
+        while pending:
+            value, depth = pending.pop()
+            self.step()
+            if not isinstance(value, (dict, list)):
+                continue
+            nodes += 1
+            if depth > MAX_SCHEMA_DEPTH:
+                raise _past(self.field, f"is nested more than {MAX_SCHEMA_DEPTH} levels deep")
+            if nodes > MAX_SCHEMA_NODES:
+                raise _past(self.field, f"has more than {MAX_SCHEMA_NODES:,} objects and arrays")
+            children = list(value.values()) if isinstance(value, dict) else value
+            pending.extend((child, depth + 1) for child in reversed(children))  # in order
+            if isinstance(value, list):
+                continue
+            branches += sum(len(value[k]) for k in BRANCH_KEYS if isinstance(value.get(k), list))
+            regexes += sum(isinstance(value.get(k), str) for k in ("pattern", "format"))
+            if isinstance(value.get("patternProperties"), dict):
+                regexes += len(value["patternProperties"])
+            if isinstance(value.get("$ref"), str):
+                references[value["$ref"]] = None
+        if branches > MAX_SCHEMA_BRANCHES:
+            raise _past(
+                self.field,
+                f"has {branches:,} anyOf/oneOf/allOf branches; at most {MAX_SCHEMA_BRANCHES:,}",
+            )
+        if regexes > MAX_SCHEMA_REGEXES:
+            raise _past(
+                self.field,
+                f"has {regexes:,} regular expressions (pattern, format, patternProperties); "
+                f"at most {MAX_SCHEMA_REGEXES}",
+            )
+        return list(references)
 
 
 def _past(field: str, what: str) -> EngineError:
     return EngineError(f"'{field}' is too complex for this server: the schema {what}.")
 
 
-def endless_refs(schema) -> list[str]:
-    """The local ``$ref`` targets no finite JSON value can follow (each requires itself
-    again through required properties, non-empty arrays or allOf), when the schema's own
-    values need one of them; else []. Unresolvable references count as satisfiable (the
-    grammar engine names those)."""
-    targets: dict[str, object] = {}  # each local $ref's target, in the order first seen
-    pending = [schema]
-    while pending:
-        value = pending.pop()
-        if isinstance(value, dict):
-            reference = value.get("$ref")
-            if isinstance(reference, str) and reference not in targets:
-                target = _resolve(schema, reference)
-                if target is not None:
-                    targets[reference] = target
-            pending.extend(value.values())
-        elif isinstance(value, list):
-            pending.extend(value)
-    # least fixed point: a target ends once a value following it can end without it
-    ends = dict.fromkeys(targets, False)
-    changed = True
-    while changed:
-        changed = False
-        for reference in reversed(targets):  # the most deeply nested first: fewer rounds
-            if not ends[reference] and _can_end(targets[reference], ends):
-                ends[reference] = changed = True
-    if _can_end(schema, ends):
-        return []
-    return [reference for reference, done in ends.items() if not done]
+class _EndlessReferences:
+    """Which values can end, as one AND/OR circuit settled in time linear in its size.
+
+    Each schema value is a gate: an object is the AND of what it needs (its ``$ref``'s
+    target, its ``allOf`` parts, an OR over each ``anyOf``/``oneOf``, its distinct required
+    properties, the items ``minItems`` asks for); ``false`` never ends; anything else ends.
+    A gate ends once all of its inputs have (an OR once one has): the least fixed point,
+    so targets that only require each other never end. Each input is wired once and
+    settled once, and each value gets one gate however often it is named."""
+
+    def __init__(self, check: _SchemaCheck, schema, references: list[str]):
+        self.check = check
+        self.schema = schema
+        self.gates: dict[int, int] = {}  # id(value) -> its gate
+        self.needs: list[int] = []  # inputs still to end, per gate (an OR needs one)
+        self.feeds: list[list[int]] = []  # the gates each gate is an input of
+        self.unbuilt: list[tuple[int, object]] = []
+        self.targets = {}  # each resolvable reference -> its target's gate, in order
+        for reference in references:
+            target = self.resolve(reference)
+            if target is not None:
+                self.targets[reference] = self.gate_of(target)
+
+    def endless(self) -> list[str]:
+        root = self.gate_of(self.schema)
+        self.build()
+        ended = self.settle()
+        if ended[root]:
+            return []
+        return [reference for reference, gate in self.targets.items() if not ended[gate]]
+
+    def resolve(self, reference: str):
+        """The value a local JSON-pointer ``$ref`` ("#", "#/$defs/A") points at; None if none."""
+        if reference != "#" and not reference.startswith("#/"):
+            return None
+        value = self.schema
+        for part in reference[2:].split("/") if reference != "#" else []:
+            self.check.step()
+            part = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(value, dict) and part in value:
+                value = value[part]
+            elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+                value = value[int(part)]
+            else:
+                return None
+        return value
+
+    def new_gate(self, needs: int) -> int:
+        self.check.step()
+        self.needs.append(needs)
+        self.feeds.append([])
+        return len(self.needs) - 1
+
+    def gate_of(self, value) -> int:
+        """The gate of ``value`` (a schema), wired later by ``build``."""
+        gate = self.gates.get(id(value))
+        if gate is None:
+            gate = self.gates[id(value)] = self.new_gate(0 if value is not False else 1)
+            if isinstance(value, dict):
+                self.unbuilt.append((gate, value))
+        return gate
+
+    def wire(self, source: int, gate: int) -> None:
+        self.check.step()
+        self.needs[gate] += 1
+        self.feeds[source].append(gate)
+
+    def build(self) -> None:
+        while self.unbuilt:
+            gate, value = self.unbuilt.pop()
+            for kind, part in _needed_parts(value, self.targets, self.check):
+                if kind == "any":  # any one of these schemas
+                    either = self.new_gate(1)
+                    for option in part:
+                        self.check.step()
+                        self.feeds[self.gate_of(option)].append(either)
+                    self.wire(either, gate)
+                else:
+                    self.wire(part if kind == "gate" else self.gate_of(part), gate)
+
+    def settle(self) -> list[bool]:
+        needs = list(self.needs)
+        ended = [need == 0 for need in needs]
+        ready = [gate for gate, done in enumerate(ended) if done]
+        while ready:
+            for fed in self.feeds[ready.pop()]:
+                self.check.step()
+                needs[fed] -= 1
+                if needs[fed] == 0 and not ended[fed]:
+                    ended[fed] = True
+                    ready.append(fed)
+        return ended
 
 
-def _can_end(value, ends: dict[str, bool]) -> bool:
-    """Whether some finite JSON value follows ``value``, given which targets can."""
-    if not isinstance(value, dict):
-        return value is not False
+def _needed_parts(value: dict, targets: dict[str, int], check: _SchemaCheck):
+    """What an object schema needs to end, as (kind, part): ("gate", its reference's
+    target gate), ("all", a schema that must end), ("any", schemas one of which must)."""
     reference = value.get("$ref")
-    if isinstance(reference, str) and not ends.get(reference, True):
-        return False
-    if isinstance(value.get("allOf"), list) and not all(
-        _can_end(part, ends) for part in value["allOf"]
-    ):
-        return False
+    if isinstance(reference, str) and reference in targets:
+        yield "gate", targets[reference]
+    if isinstance(value.get("allOf"), list):
+        for part in value["allOf"]:
+            yield "all", part
     for key in ("anyOf", "oneOf"):
         if value.get(key) and isinstance(value[key], list):
-            if not any(_can_end(part, ends) for part in value[key]):
-                return False
+            yield "any", value[key]
     properties = value.get("properties")
     if isinstance(properties, dict) and isinstance(value.get("required"), list):
-        for name in value["required"]:
-            if isinstance(name, str) and not _can_end(properties.get(name, True), ends):
-                return False
+        check.step(len(value["required"]))
+        for name in dict.fromkeys(n for n in value["required"] if isinstance(n, str)):
+            yield "all", properties.get(name, True)
     least = value.get("minItems")
     if isinstance(least, int) and least > 0:
         prefix = value.get("prefixItems")
         prefix = prefix if isinstance(prefix, list) else []
-        if not all(_can_end(part, ends) for part in prefix[:least]):
-            return False
-        if least > len(prefix) and not _can_end(value.get("items", True), ends):
-            return False
-    return True
-
-
-def _resolve(schema, reference: str):
-    """The value a local JSON-pointer ``$ref`` ("#", "#/$defs/A") points at; None if none."""
-    if reference != "#" and not reference.startswith("#/"):
-        return None
-    value = schema
-    for part in reference[2:].split("/") if reference != "#" else []:
-        part = part.replace("~1", "/").replace("~0", "~")
-        if isinstance(value, dict) and part in value:
-            value = value[part]
-        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
-            value = value[int(part)]
-        else:
-            return None
-    return value
+        for part in prefix[:least]:
+            yield "all", part
+        if least > len(prefix):
+            yield "all", value.get("items", True)
 
 
 # the keywords whose values are schemas, lists of schemas, or maps of names to schemas

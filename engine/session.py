@@ -171,6 +171,16 @@ class AnswerPlan:
     constraint: GrammarConstraint | None  # for JSON output or a forced tool call
 
 
+def check_top_k(sampling, vocab_size: int, model_name: str) -> None:
+    """A sampled answer's ``top_k`` keeps fewer tokens than the vocabulary (mlx-lm's sampler
+    takes 1 to its size less one; 0 is off): an EngineError naming the range, not a crash."""
+    if not sampling.greedy and sampling.top_k >= vocab_size:
+        raise EngineError(
+            f"'top_k' must be from 0 (off) to {vocab_size - 1:,} with {model_name}, whose "
+            f"vocabulary has {vocab_size:,} tokens; got {sampling.top_k:,}."
+        )
+
+
 class ChatSession:
     def __init__(
         self,
@@ -316,6 +326,34 @@ class ChatSession:
             return
         yield from self._decode(request, plan, should_stop)
 
+    def _constraint(
+        self, request: GenerationRequest, should_stop: Callable[[], bool]
+    ) -> GrammarConstraint | None:
+        """The grammar the answer must follow (a JSON schema, a forced or generic tool
+        call), compiled within its budget; None for free text."""
+        loaded = self.loaded
+        if request.tools and tool_format(loaded.tokenizer) == "generic":
+            if request.json_schema is not None:
+                raise EngineError(
+                    f"'tools' and a JSON 'response_format' cannot both hold with "
+                    f"{loaded.name}: its answers with tools are JSON of their own (its chat "
+                    "template has no tool calling)."
+                )
+            grammar = generic_tool_grammar(
+                request.tools, request.forced_tools, request.parallel_tool_calls
+            )
+            field = "tools"
+        elif request.forced_tools:
+            grammar = tool_call_grammar(loaded.tokenizer, request.tools, request.forced_tools)
+            field = "tool_choice"
+        elif request.json_schema is not None:
+            grammar, field = json_schema_grammar(request.json_schema), "response_format"
+        else:
+            return None
+        return GrammarConstraint(
+            loaded.tokenizer, grammar, output_size(loaded.model), field, should_stop
+        )
+
     def _prepare(
         self, request: GenerationRequest, should_stop: Callable[[], bool]
     ) -> Generator[Event, None, AnswerPlan | None]:
@@ -333,35 +371,8 @@ class ChatSession:
                 f"were asked for, but {loaded.name} reads at most {loaded.context_length}. "
                 "Start a new chat, shorten the prompt or lower max tokens."
             )
-        constraint = None
-        if request.tools and tool_format(loaded.tokenizer) == "generic":
-            if request.json_schema is not None:
-                raise EngineError(
-                    f"'tools' and a JSON 'response_format' cannot both hold with "
-                    f"{loaded.name}: its answers with tools are JSON of their own (its chat "
-                    "template has no tool calling)."
-                )
-            constraint = GrammarConstraint(
-                loaded.tokenizer,
-                generic_tool_grammar(
-                    request.tools, request.forced_tools, request.parallel_tool_calls
-                ),
-                output_size(loaded.model),
-                "tools",
-            )
-        elif request.forced_tools:
-            constraint = GrammarConstraint(
-                loaded.tokenizer,
-                tool_call_grammar(loaded.tokenizer, request.tools, request.forced_tools),
-                output_size(loaded.model),
-                "tool_choice",
-            )
-        elif request.json_schema is not None:
-            constraint = GrammarConstraint(
-                loaded.tokenizer,
-                json_schema_grammar(request.json_schema),
-                output_size(loaded.model),
-            )
+        check_top_k(request.sampling, output_size(loaded.model), loaded.name)
+        constraint = self._constraint(request, should_stop)
 
         stats = DecodeStats(
             drafter=request.draft.drafter,

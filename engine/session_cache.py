@@ -2,8 +2,9 @@
 
 Kept by (client, chat id), both opaque here (the server decides what a chat id looks like
 and whose it is), so one client never names another's chat. When more are kept than the
-limit, the least recently used chat of the client who keeps the most is forgotten: one
-client opening chat after chat evicts its own, not another's.
+limit, the least recently used chat of the client who keeps the most is forgotten, parties
+before their members (``clients.py``): one client opening chat after chat, under as many
+``user`` names as it likes, evicts its own, not another's.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
+
+from .clients import fair_victim
 
 if TYPE_CHECKING:
     from .session import ChatSession
@@ -56,8 +59,4 @@ class SessionCache:
         return iter(list(self._sessions.values()))
 
     def _evict_one(self) -> None:
-        clients: dict[str | None, list] = {}
-        for key in self._sessions:  # oldest first
-            clients.setdefault(key[0], []).append(key)
-        busiest = max(clients.values(), key=len)
-        del self._sessions[busiest[0]]
+        del self._sessions[fair_victim(self._sessions, lambda key: key[0])]

@@ -1,16 +1,22 @@
 """Hostile load on a local server: does ``/health`` stay quick, and do legitimate requests
 get through?
 
-``python -m tests.hostile_load [--stalled 2000] [--slow-bodies 1000] [--schema-bomb]
-[--clients 16] [--seconds 20]`` starts ``python -m engine serve`` on 127.0.0.1 (a tiny
-random-weight model unless ``--model``) and, all at once: opens ``--stalled`` connections
-that send their headers a byte a second, opens ``--slow-bodies`` connections that send full
-headers with ``Content-Length: 1000000`` and then the body a byte a second, runs
-``--clients`` streaming clients (the legitimate requests), sends one request with a
-900,000-character stop string and, with ``--schema-bomb``, one whose ``response_format``
-schema is a string with 2,000 ``allOf`` patterns. Meanwhile it asks ``/health`` every 0.1 s
-and prints the figures as JSON. Every loop is bounded by ``--seconds``; only 127.0.0.1 is
-contacted. A measurement tool (one test runs a small version).
+``python -m tests.hostile_load [--stalled 2000] [--slow-bodies 1000] [--health-flood 1100]
+[--schema-bomb] [--regex-bomb] [--clients 16] [--seconds 20]`` starts ``python -m engine
+serve`` on 127.0.0.1 (a tiny random-weight model unless ``--model``) and, all at once: opens
+``--stalled`` connections that send their headers a byte a second, opens ``--slow-bodies``
+connections that send full headers with ``Content-Length: 1000000`` and then the body a
+byte a second, opens ``--health-flood`` connections that send ``GET /health`` headers
+promising such a body and then trickle it, runs ``--clients`` streaming clients (the
+legitimate requests), sends one request with a 900,000-character stop string and, with
+``--schema-bomb``, the schema bombs of issue 58 (2,000 ``allOf`` patterns; ``required``
+names repeated 17 times at each of 21 levels, through Ollama's ``format``; the longest
+``$ref`` chain that fits). With ``--regex-bomb`` it sends the 128-regex schema every 3 s,
+each followed at once by a plain request, whose seconds say how soon the engine is free.
+Meanwhile it asks ``/health`` every 0.1 s, samples the server's memory (its own and with
+its children's, from /proc on Linux) and prints the figures as JSON. Every loop is bounded
+by ``--seconds``; only 127.0.0.1 is contacted. A measurement tool (one test runs a small
+version).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import threading
 import time
 from pathlib import Path
 
+from .schema_bombs import deep_required, reference_chain, regex_bomb, response_format, widest_within
 from .server_process import free_port, request
 
 
@@ -101,14 +108,58 @@ def count_open(sockets: list[socket.socket]) -> int:
     return still_open
 
 
-def schema_bomb_body(patterns: int = 2000) -> dict:
-    """A chat request whose JSON schema is one string under ``patterns`` regexes."""
-    schema = {"type": "string", "allOf": [{"pattern": "^.*0.*$"}] * patterns}
+def schema_bomb_bodies() -> dict[str, tuple[str, dict]]:
+    """The schema bombs of issue 58: name -> (path, body)."""
+    messages = [{"role": "user", "content": "abcabcabc"}]
+
+    def chat(schema: dict) -> tuple[str, dict]:
+        body = {"messages": messages, "max_tokens": 4, "response_format": response_format(schema)}
+        return "/v1/chat/completions", body
+
     return {
-        "messages": [{"role": "user", "content": "abcabcabc"}],
-        "max_tokens": 4,
-        "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}},
+        "schema_bomb": chat({"type": "string", "allOf": [{"pattern": "^.*0.*$"}] * 2000}),
+        "required_bomb": (
+            "/api/chat",
+            {
+                "model": "default",
+                "messages": messages,
+                "stream": False,
+                "format": deep_required(21, 17),
+                "options": {"num_predict": 4},
+            },
+        ),
+        "ref_chain": chat(widest_within(reference_chain, 1, 10_000)),
     }
+
+
+def memory_mb(pid: int) -> tuple[float, float] | None:
+    """The resident memory of ``pid`` and of it with its descendants, in MB (Linux)."""
+    proc = Path("/proc")
+    if not (proc / str(pid)).exists():
+        return None
+    children: dict[int, list[int]] = {}
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+
+    def resident(process: int) -> float:
+        try:
+            for line in (proc / str(process) / "status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return 0.0
+
+    tree, pending = [], [pid]
+    while pending:
+        process = pending.pop()
+        tree.append(process)
+        pending += children.get(process, [])
+    return resident(pid), sum(map(resident, tree))
 
 
 def timed_request(port: int, path: str, body: dict, timeout: float) -> dict:
@@ -140,6 +191,9 @@ def run(
     slow_bodies: int = 0,
     schema_bomb: bool = False,
     max_tokens: int = 64,
+    health_flood: int = 0,
+    regex_bomb_every: bool = False,
+    server_pid: int | None = None,
 ) -> dict:
     deadline = time.monotonic() + seconds
     results: dict = {
@@ -150,6 +204,8 @@ def run(
         "streams_done": 0,
         "streams_failed": 0,
         "stream_events": 0,
+        "health_flood_opened": 0,
+        "health_flood_refused": 0,
     }
     lock = threading.Lock()
 
@@ -171,8 +227,29 @@ def run(
         results["huge_stop"] = timed_request(port, "/v1/completions", body, seconds)
 
     def bomb():
-        body = schema_bomb_body()
-        results["schema_bomb"] = timed_request(port, "/v1/chat/completions", body, seconds)
+        for name, (path, body) in schema_bomb_bodies().items():
+            results[name] = timed_request(port, path, body, seconds)
+
+    def regexes():
+        bomb = {
+            "messages": [{"role": "user", "content": "abcabcabc"}],
+            "max_tokens": 4,
+            "response_format": response_format(regex_bomb()),
+        }
+        plain = {"messages": [{"role": "user", "content": "abcabcabc"}], "max_tokens": 4}
+        refusals, next_seconds = [], []
+        while time.monotonic() < deadline - 5:
+            refusals.append(timed_request(port, "/v1/chat/completions", bomb, seconds))
+            next_seconds.append(timed_request(port, "/v1/chat/completions", plain, seconds))
+            time.sleep(3)
+        results["regex_bomb"] = {
+            "sent": len(refusals),
+            "statuses": sorted({r["status"] for r in refusals}, key=str),
+            "max_s": max((r["seconds"] for r in refusals), default=None),
+            "next_request_max_s": max((r["seconds"] for r in next_seconds), default=None),
+            "next_request_statuses": sorted({r["status"] for r in next_seconds}, key=str),
+            "message": refusals[0].get("message") if refusals else None,
+        }
 
     host = f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode()
     floods = {  # name: (connections, what each sends first, what it trickles a second)
@@ -180,6 +257,12 @@ def run(
         "slow_bodies": (
             slow_bodies,
             host + b"Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n",
+            b" ",
+        ),
+        "health_flood": (
+            health_flood,
+            f"GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode()
+            + b"Content-Length: 1000000\r\n\r\n",
             b" ",
         ),
     }
@@ -215,12 +298,18 @@ def run(
     ]
     if schema_bomb:
         threads.append(threading.Thread(target=bomb, daemon=True))
+    if regex_bomb_every:
+        threads.append(threading.Thread(target=regexes, daemon=True))
     for thread in threads:
         thread.start()
     latencies, failures, next_trickle = [], 0, time.monotonic() + 1
     start = time.perf_counter()
     slowest: list[tuple[float, float]] = []  # (latency, seconds into the run)
+    memory = [(0.0, 0.0)]
     while time.monotonic() < deadline:
+        sample = memory_mb(server_pid) if server_pid else None
+        if sample:
+            memory.append(sample)
         began = time.perf_counter()
         try:
             status = request(port, "GET", "/health", timeout=5)[0]
@@ -253,6 +342,8 @@ def run(
             "health_max_s": round(max(latencies), 4) if latencies else None,
             "health_p95_s": round(ordered[int(0.95 * len(ordered))], 4) if ordered else None,
             "health_slowest_at_s": slowest,
+            "server_rss_max_mb": round(max(m[0] for m in memory)),
+            "server_with_children_rss_max_mb": round(max(m[1] for m in memory)),
         }
     )
     return results
@@ -263,8 +354,12 @@ def main(argv=None) -> dict:
     parser.add_argument("--model", help="model folder (default: a tiny random-weight Llama)")
     parser.add_argument("--stalled", type=int, default=2000)
     parser.add_argument("--slow-bodies", type=int, default=0)
+    parser.add_argument("--health-flood", type=int, default=0)
     parser.add_argument(
-        "--schema-bomb", action="store_true", help="also send the 2,000-pattern schema"
+        "--schema-bomb", action="store_true", help="also send issue 58's schema bombs"
+    )
+    parser.add_argument(
+        "--regex-bomb", action="store_true", help="send the 128-regex schema every 3 s"
     )
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=20)
@@ -273,7 +368,7 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     import mlx_lm  # noqa: F401  (importing it sets the open-file limit to (2048, 4096): first)
 
-    raise_fd_limit(args.stalled + args.slow_bodies + 512)
+    raise_fd_limit(args.stalled + args.slow_bodies + args.health_flood + 512)
     with tempfile.TemporaryDirectory(prefix="hostile-load-") as folder:
         model = args.model
         if model is None:
@@ -291,6 +386,9 @@ def main(argv=None) -> dict:
                 args.stop_chars,
                 args.slow_bodies,
                 args.schema_bomb,
+                health_flood=args.health_flood,
+                regex_bomb_every=args.regex_bomb,
+                server_pid=process.pid,
             )
         finally:
             process.terminate()

@@ -380,17 +380,51 @@ def test_fair_queue_takes_turns_between_clients_and_bounds_waiting():
 
         tasks = [asyncio.create_task(job("a", "a1"))]
         await asyncio.sleep(0)
-        for client, name in [("a", "a2"), ("a", "a3"), ("b", "b1")]:
+        for client, name in [("a", "a2"), ("b", "b1"), ("c", "c1")]:
             tasks.append(asyncio.create_task(job(client, name)))
             await asyncio.sleep(0)
-        with pytest.raises(QueueFull):
-            async with queue.turn("c"):
+        with pytest.raises(QueueFull):  # full, and no one holds two more than "d" would
+            async with queue.turn("d"):
                 pass
-        tasks[2].cancel()  # a3 gives up while waiting
+        tasks[3].cancel()  # c1 gives up while waiting
         release.set()
         await asyncio.gather(*tasks, return_exceptions=True)
         return order, queue
 
-    order, queue = asyncio.run(scenario())
+    order, queue = asyncio.run(asyncio.wait_for(scenario(), 60))
     assert order == ["a1", "b1", "a2"]
     assert not queue.running and queue.waiting == 0
+
+
+def test_fair_queue_gives_a_newcomer_the_place_of_the_client_holding_the_most():
+    """One party (an address, whatever ``user`` names it sends) fills the queue; each other
+    party that comes still gets a place, the hog's newest request a QueueFull; turns go
+    round the parties, then round one party's members."""
+
+    async def scenario():
+        queue = FairQueue(limit=4)
+        order, refused = [], []
+        release = asyncio.Event()
+
+        async def job(client):
+            try:
+                async with queue.turn(client):
+                    order.append(client)
+                    await release.wait()
+            except QueueFull:
+                refused.append(client)
+
+        hog = ["hog.u1", "hog.u2", "hog.u3", "hog.u4", "hog.u5"]  # one running, four waiting
+        tasks = [asyncio.create_task(job(name)) for name in hog]
+        await asyncio.sleep(0)
+        for name in ("carol.c", "dave.d"):
+            tasks.append(asyncio.create_task(job(name)))
+            await asyncio.sleep(0)
+        waiting_before = queue.waiting
+        release.set()
+        await asyncio.gather(*tasks)
+        return order, refused, waiting_before
+
+    order, refused, waiting_before = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert waiting_before == 4 and refused == ["hog.u5", "hog.u4"]  # the newest go
+    assert order == ["hog.u1", "carol.c", "dave.d", "hog.u2", "hog.u3"]

@@ -7,6 +7,7 @@ import json
 import logging
 import random
 import socket
+import threading
 import time
 
 import openai
@@ -19,6 +20,7 @@ from engine.server.requests import Defaults
 from engine.stop_strings import StopMatcher
 
 from . import hostile_load
+from .schema_bombs import deep_required, reference_chain, regex_bomb, response_format, widest_within
 from .scripted_engine import ScriptedService, answer_events
 from .server_process import Server, request
 
@@ -255,13 +257,21 @@ def test_stop_matcher_holds_less_than_a_stop_string_and_cuts_where_a_search_woul
 
 def test_load_script_small_health_stays_quick():
     results = hostile_load.main(
-        ["--stalled", "200", "--slow-bodies", "50", "--clients", "4", "--seconds", "6"]
+        [
+            *("--stalled", "200", "--slow-bodies", "50", "--health-flood", "50"),
+            *("--clients", "4", "--seconds", "7", "--schema-bomb", "--regex-bomb"),
+        ]
     )
     assert results["health_failures"] == 0 and results["health_max_s"] < 1
     assert results["stalled_opened"] == results["stalled_still_open_at_end"] == 200
     assert results["slow_bodies_opened"] == results["slow_bodies_still_open_at_end"] == 50
+    assert results["health_flood_opened"] == 50
     assert results["streams_done"] >= 4
     assert results["huge_stop"]["status"] == 400
+    assert results["schema_bomb"]["status"] == 400 and results["required_bomb"]["status"] == 200
+    assert results["regex_bomb"]["statuses"] == [400]
+    assert results["regex_bomb"]["next_request_statuses"] == [200]
+    assert 0 < results["server_with_children_rss_max_mb"] < 2000
 
 
 def test_stalled_headers_are_cut_off_and_the_log_stays_short(tiny_model_dir):
@@ -362,6 +372,18 @@ def test_slow_bodies_past_the_cap_give_way_oldest_first_to_new_requests(tiny_mod
     assert "Exception in ASGI application" not in log, log
 
 
+def health_and_a_key_holder_get_in(running) -> None:
+    assert running.health()["status"] == "ok"
+    status, body = request(
+        running.port,
+        "POST",
+        CHAT,
+        {"messages": HELLO, "max_tokens": 2},
+        {"Authorization": "Bearer s3cret"},
+    )
+    assert status == 200, body
+
+
 def test_a_key_holders_slow_body_is_never_closed_to_make_room(tiny_model_dir):
     running = Server(
         "--model", str(tiny_model_dir), "--max-connections", "8", "--api-key", "s3cret"
@@ -371,19 +393,36 @@ def test_a_key_holders_slow_body_is_never_closed_to_make_room(tiny_model_dir):
         trusted += [slow_body(running.port, b"Authorization: Bearer s3cret\r\n") for _ in "ab"]
         strangers += [slow_body(running.port) for _ in range(12)]
         assert all(reply.startswith(b"HTTP/1.1 401 ") for _, reply in strangers)
-        assert running.health()["status"] == "ok"
-        status, body = request(
-            running.port,
-            "POST",
-            CHAT,
-            {"messages": HELLO, "max_tokens": 2},
-            {"Authorization": "Bearer s3cret"},
-        )
-        assert status == 200, body
+        health_and_a_key_holder_get_in(running)
         assert not any(closed_by_server(c) for c, _ in trusted)
         assert sum(closed_by_server(c) for c, _ in strangers) >= 12 + 2 + 1 - 8
     finally:
         for connection, _ in trusted + strangers:
+            connection.close()
+        running.stop()
+
+
+def test_health_requests_whose_body_never_comes_do_not_take_the_reserve(tiny_model_dir):
+    """The reported flood: /health headers promising a body that never comes. Such a
+    connection is a stranger's slow body until its request is whole, so the flood gives way
+    and /health and a key holder still get in (they once held every slot, never closed)."""
+    running = Server(
+        "--model", str(tiny_model_dir), "--max-connections", "12", "--api-key", "s3cret"
+    ).wait_ready()
+    flood = []
+    try:
+        for _ in range(20):
+            connection = socket.create_connection(("127.0.0.1", running.port), timeout=10)
+            connection.sendall(
+                b"GET /health HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: 1000000\r\n\r\n"
+                % running.port
+            )
+            flood.append(connection)
+            time.sleep(0.02)
+        health_and_a_key_holder_get_in(running)
+        assert sum(closed_by_server(c) for c in flood) >= 20 + 2 - 12
+    finally:
+        for connection in flood:
             connection.close()
         running.stop()
 
@@ -471,10 +510,12 @@ def scripted_app(service, **options):
     )
 
 
-async def call(app, body: dict | None, read_body: asyncio.Event | None = None, path=CHAT):
-    """One ASGI request in process: a POST of ``body`` (a GET if None); with ``read_body``
-    the client reads no response body until that event is set (a slow reader).
-    Returns (status, body)."""
+async def call(
+    app, body: dict | None, read_body: asyncio.Event | None = None, path=CHAT, peer="127.0.0.1"
+):
+    """One ASGI request in process from address ``peer``: a POST of ``body`` (a GET if
+    None); with ``read_body`` the client reads no response body until that event is set (a
+    slow reader). Returns (status, body)."""
     pending, status, chunks = [b"" if body is None else json.dumps(body).encode()], [], []
     gone = asyncio.Event()
 
@@ -502,7 +543,7 @@ async def call(app, body: dict | None, read_body: asyncio.Event | None = None, p
         "raw_path": path.encode(),
         "query_string": b"",
         "root_path": "",
-        "client": ("127.0.0.1", 5555),
+        "client": (peer, 5555),
         "server": ("127.0.0.1", 8080),
         "headers": [(b"host", b"127.0.0.1:8080"), (b"content-type", b"application/json")],
     }
@@ -858,6 +899,93 @@ def test_hostile_schemas_are_a_400_naming_the_limit_before_the_engine(
         assert error.startswith(f"'{param}'") and named in error, error
 
 
+def test_the_reported_schema_bombs_get_bounded_answers_while_health_answers(server):
+    """The required bomb through Ollama's format (17 repeats, 21 deep: 17 ** 21 steps for
+    the old check, on the event loop), the longest $ref chain that fits and the 128-regex
+    schema (past 120 s of compile before): each gets its answer or a 400 naming its limit
+    within a bounded time, while /health keeps answering."""
+    results = {}
+    bodies = {
+        "required": (
+            "/api/chat",
+            {
+                "model": "default",
+                "messages": HELLO,
+                "stream": False,
+                "format": deep_required(21, 17),
+                "options": {"num_predict": 4},
+            },
+        ),
+        "chain": (
+            CHAT,
+            {
+                "messages": HELLO,
+                "max_tokens": 4,
+                "response_format": response_format(widest_within(reference_chain, 1, 10_000)),
+            },
+        ),
+        "regexes": (
+            CHAT,
+            {"messages": HELLO, "max_tokens": 4, "response_format": response_format(regex_bomb())},
+        ),
+    }
+
+    def send(name):
+        path, body = bodies[name]
+        results[name] = request(server.port, "POST", path, body, timeout=60)
+
+    threads = [threading.Thread(target=send, args=(name,)) for name in bodies]
+    for thread in threads:
+        thread.start()
+    probes = 0
+    while any(thread.is_alive() for thread in threads) or not probes:
+        assert request(server.port, "GET", "/health", timeout=5)[0] == 200
+        probes += 1
+        time.sleep(0.05)
+    for thread in threads:
+        thread.join()
+    assert results["required"][0] == 200, results["required"]
+    assert results["chain"][0] in (200, 400), results["chain"]
+    status, answer = results["regexes"]
+    assert status == 400 and answer["error"]["param"] == "response_format", answer
+    assert "does not compile within 1 s and 256 MB" in answer["error"]["message"]
+    assert request(server.port, "POST", CHAT, {"messages": HELLO, "max_tokens": 2})[0] == 200
+
+
+def test_a_compile_past_the_request_deadline_is_stopped_and_the_engine_serves_the_next(
+    tiny_model_dir,
+):
+    """With a time cap under the compile budget, the 128-regex schema is cut off at the
+    cap (a 503), its compile killed, and the next grammar compiles at once (the engine
+    once kept compiling for minutes and the queue stalled)."""
+    running = Server("--model", str(tiny_model_dir), "--max-request-seconds", "0.8").wait_ready()
+    json_object = {"messages": HELLO, "max_tokens": 2, "response_format": {"type": "json_object"}}
+    try:
+        for _ in range(60):  # the first may be cut off while the compile process starts
+            status, answer = request(running.port, "POST", CHAT, json_object)
+            if status == 200:
+                break
+            time.sleep(0.5)
+        assert status == 200, answer
+        bomb = {
+            "messages": HELLO,
+            "max_tokens": 2,
+            "response_format": response_format(regex_bomb()),
+        }
+        status, answer = request(running.port, "POST", CHAT, bomb)
+        assert status == 503 and answer["error"]["code"] == "timeout", answer
+        started = time.monotonic()
+        fresh = {"type": "object", "properties": {"n": {"type": "integer"}}}
+        status, answer = request(
+            running.port, "POST", CHAT, {**json_object, "response_format": response_format(fresh)}
+        )
+        assert status == 200, answer
+        assert time.monotonic() - started < 5  # within 1 s of the cap, with a wide margin
+    finally:
+        log = running.stop()
+    assert "Exception in ASGI application" not in log, log
+
+
 def test_usage_only_on_a_last_chunk_without_choices_when_asked(server):
     chat = client(server).chat.completions
     settings = dict(model="default", messages=HELLO, max_tokens=6, temperature=0, stream=True)
@@ -980,3 +1108,113 @@ def test_ollama_requests_wait_in_the_same_bounded_queue():
     assert first[0] == waiting[0] == 200
     assert json.loads(first[1])["message"]["content"] == "a"
     assert json.loads(waiting[1])["message"]["content"] == "b"
+
+
+# 9. fair shares: the queue, kept chats and per-client memory; sampling values in range
+
+
+def test_a_queue_hog_holds_no_more_than_its_share():
+    """One address fills the queue (under as many ``user`` names as it likes); others who
+    come still get in, and the hog's newest requests get the 429s."""
+    service = ScriptedService()
+    release = asyncio.Event()
+    service.queue([release] + answer_events([(0, [("h", False)])]))
+    service.queue(*(answer_events([(0, [("x", False)])]) for _ in range(6)))
+    app = scripted_app(service, max_queue=4)
+    body = {"messages": HELLO, "stream": False}
+
+    async def waiting() -> int:
+        return json.loads((await call(app, None, path="/health"))[1])["waiting"]
+
+    async def scenario():
+        hog = [asyncio.create_task(call(app, body, peer="10.0.0.9"))]
+        while not service.requests:
+            await asyncio.sleep(0.01)
+        for user in range(4):
+            hog.append(
+                asyncio.create_task(call(app, {**body, "user": f"u{user}"}, peer="10.0.0.9"))
+            )
+            while await waiting() < user + 1:
+                await asyncio.sleep(0.01)
+        others = []
+        for peer in ("10.0.0.2", "10.0.0.3"):
+            others.append(asyncio.create_task(call(app, body, peer=peer)))
+            while sum(task.done() for task in hog) < len(others):  # a hog's place given up
+                await asyncio.sleep(0.01)
+        release.set()
+        return [await task for task in hog], [await task for task in others]
+
+    hog, others = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert [status for status, _ in others] == [200, 200]
+    assert [status for status, _ in hog] == [200, 200, 200, 429, 429]
+    assert "busy" in json.loads(hog[-1][1])["error"]["message"]
+
+
+def test_a_client_with_nine_user_names_evicts_its_own_kept_chats_not_anothers():
+    """Kept chats and per-client memory: the least recently used of the party (key and
+    address) keeping the most goes, so nine ``user`` names from one address evict one of
+    their own, and another address's chat and memory stay."""
+    from engine.memory import MAX_CLIENT_STORES, EngineMemory
+    from engine.session_cache import MAX_KEPT_CHATS, SessionCache
+
+    victim = client_identity(None, "10.0.0.2", "alice")
+    names = [client_identity(None, "10.0.0.9", f"user{i}") for i in range(9)]
+    sessions, memory = SessionCache(), EngineMemory()
+    sessions.session(victim, "chat-victim", object)
+    victims_memory = memory.stores_for(victim)
+    for name in names:
+        sessions.session(name, "chat-" + name, object)
+        memory.stores_for(name)
+    assert len(sessions) == MAX_KEPT_CHATS and len(memory.client_stores) == MAX_CLIENT_STORES
+    assert sessions.kept(victim, "chat-victim") is not None
+    assert memory.client_stores.get(victim) is victims_memory
+    assert sessions.kept(names[0], "chat-" + names[0]) is None  # the hog's oldest went
+    assert names[0] not in memory.client_stores
+
+
+def ask_from(port: int, address: str, body: dict) -> dict:
+    """A chat request sent from the loopback ``address`` (127.0.0.0/8: all this machine's)."""
+    connection = http.client.HTTPConnection(
+        "127.0.0.1", port, timeout=60, source_address=(address, 0)
+    )
+    try:
+        connection.request("POST", CHAT, json.dumps(body), {"Content-Type": "application/json"})
+        return json.loads(connection.getresponse().read())
+    finally:
+        connection.close()
+
+
+def test_nine_user_names_from_one_address_leave_another_addresss_kept_chat(server):
+    """The reported eviction, over HTTP: another address's kept chat still reuses its cache
+    after ``user`` names from one address have each opened a chat (nine did it; sixteen
+    outnumber every chat other tests keep on this server)."""
+    body = {"messages": HELLO, "max_tokens": 2, "draftless": {"drafter": "none"}}
+
+    def prefilled(answer: dict) -> int:
+        return answer["usage"]["draftless"]["timing"]["prefilled_tokens"]
+
+    first = ask_from(server.port, "127.0.0.2", {**body, "chat_id": "mine"})
+    for user in range(16):
+        ask_from(server.port, "127.0.0.3", {**body, "chat_id": "x", "user": f"u{user}"})
+    again = ask_from(server.port, "127.0.0.2", {**body, "chat_id": first["chat_id"]})
+    assert again["chat_id"] == first["chat_id"]
+    assert prefilled(again) < prefilled(first)  # its cache was kept
+
+
+def test_a_top_k_past_the_vocabulary_is_a_400_naming_the_range(server):
+    status, answer = request(
+        server.port,
+        "POST",
+        CHAT,
+        {"messages": HELLO, "max_tokens": 2, "temperature": 1, "top_k": 1_000_000},
+    )
+    assert status == 400, answer
+    error = answer["error"]
+    assert error["param"] == "top_k" and "must be from 0 (off) to 258" in error["message"]
+    status, _ = request(
+        server.port,
+        "POST",
+        "/api/chat",
+        {"model": "default", "messages": HELLO, "options": {"top_k": 10**6, "temperature": 1}},
+    )
+    assert status == 400

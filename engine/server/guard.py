@@ -20,6 +20,9 @@ import logging
 import time
 from collections import OrderedDict
 
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
 from .requests import ApiError
 
 LOCAL_NAMES = ("127.0.0.1", "localhost", "[::1]")
@@ -192,20 +195,22 @@ class KeyCheck:
 def guarded_protocol(
     header_seconds: float, body_seconds: float, max_connections: int, api_key: str | None
 ):
-    """uvicorn's h11 protocol with deadlines and a fair cap on open connections.
+    """uvicorn's h11 protocol with deadlines and a fair cap on open connections, as one
+    server's class (its connections share one ``ConnectionTable``).
 
     Deadlines: a connection must send a request's headers within ``header_seconds`` (else it
     is closed) and then its whole body within ``body_seconds`` (else it gets a 408, or is
     just closed if its answer has begun, as after an early 413).
 
     A connection is waiting for headers, receiving a body, or complete (its body is in: it
-    is being answered or streamed to). Requests for ``/health`` and those carrying the API
-    key are "trusted" once their headers are in. Past ``max_connections``, a new connection
-    closes one other, in this order: the one waiting longest for headers, if that is over
-    ``HEADER_GRACE_SECONDS``; else the stranger's body furthest behind its deadline (the
-    largest share of its time used less share of its bytes received); else the one waiting
-    longest for headers; else none, and the new connection itself is closed. A complete or
-    trusted request is never closed to make room.
+    is being answered or streamed to). Requests carrying the API key are "trusted" once
+    their headers are in, requests for ``/health`` once the whole request has arrived (a
+    /health whose body never comes is a stranger's slow body). Past ``max_connections``, a
+    new connection closes one other, in this order: the one waiting longest for headers, if
+    that is over ``HEADER_GRACE_SECONDS``; else the stranger's body furthest behind its
+    deadline (the largest share of its time used less share of its bytes received); else
+    the one waiting longest for headers; else none, and the new connection itself is
+    closed. A complete or trusted request is never closed to make room.
 
     Reserve: strangers' requests past their headers may hold at most ``max_connections``
     less ``reserved_slots`` slots. One more closes the stranger's body furthest behind, or,
@@ -217,187 +222,214 @@ def guarded_protocol(
     of them: the connections waiting for headers are kept oldest first, and the strangers'
     requests in a set (a superset: a connection leaves it when it leaves the request).
     """
-    import h11
-    from uvicorn.protocols.http.h11_impl import H11Protocol
+    table = ConnectionTable(header_seconds, body_seconds, max_connections, api_key)
+    return type("GuardedH11Protocol", (GuardedH11Protocol,), {"table": table})
 
-    stranger_slots = max_connections - reserved_slots(max_connections)
-    waiting: OrderedDict = OrderedDict()  # connections waiting for headers, oldest first
-    strangers: set = set()  # every stranger's connection in a request (and some just out)
-    closed: set = set()  # connections closed here that have not left yet
 
-    class GuardedH11Protocol(H11Protocol):
-        header_timer: asyncio.TimerHandle | None = None
-        body_timer: asyncio.TimerHandle | None = None
-        waiting_since = 0.0  # for headers
-        request_cycle = None  # uvicorn's cycle of the request whose headers came last
-        headers_at = 0.0
-        body_bytes = 0  # of the body, counted from the packet after the headers' one
-        body_length = 0  # its Content-Length (0: none given, as with chunks)
-        trusted = False
+class ConnectionTable:
+    """What the connections of one server share: the limits, who waits for headers, the
+    strangers' requests and the connections closed here that have not left yet."""
 
-        def connection_made(self, transport) -> None:
-            super().connection_made(transport)
-            self._await_headers()
-            if len(self.connections) - len(closed) > max_connections:
-                self._make_room()
+    def __init__(self, header_seconds: float, body_seconds: float, max_connections: int, api_key):
+        self.header_seconds, self.body_seconds = header_seconds, body_seconds
+        self.max_connections, self.api_key = max_connections, api_key
+        self.stranger_slots = max_connections - reserved_slots(max_connections)
+        self.waiting: OrderedDict = OrderedDict()  # waiting for headers, oldest first
+        self.strangers: set = set()  # every stranger's connection in a request (and some out)
+        self.closed: set = set()
 
-        def close(self) -> None:
-            """Close this connection; it counts as gone from now on."""
-            closed.add(self)
-            self._stop_timers()
-            self.transport.close()
+    def over_cap(self, connections) -> bool:
+        return len(connections) - len(self.closed) > self.max_connections
 
-        def _make_room(self) -> None:
-            longest = next(
-                (c for c in waiting if c is not self and not c.transport.is_closing()), None
-            )
-            if longest is not None and self.waiting_since - longest.waiting_since > (
-                HEADER_GRACE_SECONDS
-            ):
-                longest.close()
-            elif not self._close_body_furthest_behind(strangers):
-                (longest or self).close()
+    def make_room(self, newcomer: GuardedH11Protocol) -> None:
+        """Close one connection for ``newcomer`` (past the cap), in the order above."""
+        longest = next(
+            (c for c in self.waiting if c is not newcomer and not c.transport.is_closing()),
+            None,
+        )
+        if longest is not None and newcomer.waiting_since - longest.waiting_since > (
+            HEADER_GRACE_SECONDS
+        ):
+            longest.close()
+        elif not self.close_body_furthest_behind(self.strangers, newcomer):
+            (longest or newcomer).close()
 
-        def _await_headers(self) -> None:
-            self.waiting_since = time.monotonic()
-            self.header_timer = self.loop.call_later(header_seconds, self.close)
-            waiting[self] = None
-            strangers.discard(self)
+    def close_body_furthest_behind(self, connections, spared) -> bool:
+        """Close the stranger's body furthest behind among ``connections`` (not ``spared``);
+        False if there is none."""
+        bodies = [
+            c for c in connections if c is not spared and not c.trusted and c.receiving_body()
+        ]
+        if not bodies:
+            return False
+        max(bodies, key=lambda c: c.behind()).close()
+        log.warning("Connections are full: closed the request body furthest behind.")
+        return True
 
-        def in_request(self) -> bool:
-            """Headers in, connection open: receiving the body or complete."""
-            return (
-                self.request_cycle is not None
-                and self.header_timer is None
-                and not self.transport.is_closing()
-            )
-
-        def receiving_body(self) -> bool:
-            return self.in_request() and self.conn.their_state is h11.SEND_BODY
-
-        def behind(self) -> float:
-            """Share of the body's time used less share of its bytes received."""
-            used = (time.monotonic() - self.headers_at) / body_seconds
-            return used - (self.body_bytes / self.body_length if self.body_length else 0.0)
-
-        def _close_body_furthest_behind(self, connections) -> bool:
-            """Close the stranger's body furthest behind among ``connections`` (not this
-            one); False if there is none."""
-            bodies = [
-                c for c in connections if c is not self and not c.trusted and c.receiving_body()
-            ]
-            if not bodies:
-                return False
-            max(bodies, key=lambda c: c.behind()).close()
-            log.warning("Connections are full: closed the request body furthest behind.")
-            return True
-
-        def data_received(self, data: bytes) -> None:
-            receiving = self.receiving_body()
-            super().data_received(data)
-            if receiving and self.cycle is self.request_cycle:
-                self.body_bytes += len(data)
-            self._follow_request()
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            self._follow_request()  # the next request may have been waiting in the buffer
-
-        def _follow_request(self) -> None:
-            """Set the timers for where the request now is (after any bytes or answer)."""
-            if self.transport.is_closing():
-                return self._stop_timers()
-            if self.cycle is not None and self.cycle is not self.request_cycle:
-                self._headers_arrived()
-            if self.conn.their_state is not h11.SEND_BODY and self.body_timer is not None:
-                self.body_timer.cancel()
-                self.body_timer = None
-            if self.conn.their_state is h11.IDLE and self.header_timer is None:
-                self._await_headers()  # between requests (as after an early answer's body)
-
-        def _headers_arrived(self) -> None:
-            self._stop_timers()
-            self.request_cycle, self.headers_at, self.body_bytes = self.cycle, time.monotonic(), 0
-            headers = dict(self.headers)
-            length = headers.get(b"content-length", b"")
-            self.body_length = int(length) if length.isdigit() else 0
-            self.trusted = self.scope["path"] == "/health" or bearer_key_matches(
-                headers.get(b"authorization"), api_key
-            )
-            if self.conn.their_state is h11.SEND_BODY:
-                self.body_timer = self.loop.call_later(body_seconds, self._body_overdue)
-            if not self.trusted:
-                strangers.add(self)
-                self._keep_reserve()
-
-        def _keep_reserve(self) -> None:
-            if len(strangers) <= stranger_slots:  # (a superset: fewer are in a request)
-                return
-            in_request = [c for c in strangers if c.in_request() and not c.trusted]
-            if len(in_request) <= stranger_slots:
-                return
-            if not self._close_body_furthest_behind(in_request):
-                self._refuse(
-                    ApiError(
-                        503,
-                        "The server has no connection free for this request; try again shortly.",
-                        "server_error",
-                        "no_free_connection",
-                    )
-                )
-
-        def _body_overdue(self) -> None:
-            self.body_timer = None
-            if self.transport.is_closing() or self.conn.their_state is not h11.SEND_BODY:
-                return
-            log.warning(
-                "A request body did not arrive within %g s; its connection was closed.",
-                body_seconds,
-            )
-            self._refuse(
+    def keep_reserve(self, stranger: GuardedH11Protocol) -> None:
+        """Keep strangers' requests out of the reserved slots, ``stranger``'s included."""
+        if len(self.strangers) <= self.stranger_slots:  # (a superset: fewer are in a request)
+            return
+        in_request = [c for c in self.strangers if c.in_request() and not c.trusted]
+        if len(in_request) <= self.stranger_slots:
+            return
+        if not self.close_body_furthest_behind(in_request, stranger):
+            stranger.refuse(
                 ApiError(
-                    408,
-                    f"The request body did not arrive within {body_seconds:g} s.",
-                    code="body_timeout",
+                    503,
+                    "The server has no connection free for this request; try again shortly.",
+                    "server_error",
+                    "no_free_connection",
                 )
             )
 
-        def _refuse(self, error: ApiError) -> None:
-            """Answer ``error`` in the app's stead, if its answer has not begun, and close:
-            the app reads a disconnect, and what it would send goes nowhere."""
-            cycle = self.cycle
-            if cycle is not None and not cycle.response_started:
-                cycle.disconnected = True
-                cycle.message_event.set()
-                headers, body = _error_response(error, self.scope["path"])
-                events = (
-                    h11.Response(
-                        status_code=error.status, headers=[*headers, (b"connection", b"close")]
-                    ),
-                    h11.Data(data=body),
-                    h11.EndOfMessage(),
-                )
-                try:
-                    for event in events:
-                        self.transport.write(self.conn.send(event))
-                except h11.LocalProtocolError:  # the connection cannot take an answer now
-                    pass
-            self.close()
 
-        def _stop_timers(self) -> None:
-            for timer in (self.header_timer, self.body_timer):
-                if timer is not None:
-                    timer.cancel()
-            self.header_timer = self.body_timer = None
-            waiting.pop(self, None)
+class GuardedH11Protocol(H11Protocol):
+    """One connection under its server's ``ConnectionTable`` (``guarded_protocol``)."""
 
-        def connection_lost(self, exc) -> None:
-            self._stop_timers()
-            strangers.discard(self)
-            closed.discard(self)
-            super().connection_lost(exc)
+    table: ConnectionTable
+    header_timer: asyncio.TimerHandle | None = None
+    body_timer: asyncio.TimerHandle | None = None
+    waiting_since = 0.0  # for headers
+    request_cycle = None  # uvicorn's cycle of the request whose headers came last
+    headers_at = 0.0
+    body_bytes = 0  # of the body, counted from the packet after the headers' one
+    body_length = 0  # its Content-Length (0: none given, as with chunks)
+    health = False  # the request is for /health
+    trusted = False
 
-    return GuardedH11Protocol
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self._await_headers()
+        if self.table.over_cap(self.connections):
+            self.table.make_room(self)
+
+    def close(self) -> None:
+        """Close this connection; it counts as gone from now on."""
+        self.table.closed.add(self)
+        self._stop_timers()
+        self.transport.close()
+
+    def in_request(self) -> bool:
+        """Headers in, connection open: receiving the body or complete."""
+        return (
+            self.request_cycle is not None
+            and self.header_timer is None
+            and not self.transport.is_closing()
+        )
+
+    def receiving_body(self) -> bool:
+        return self.in_request() and self.conn.their_state is h11.SEND_BODY
+
+    def behind(self) -> float:
+        """Share of the body's time used less share of its bytes received."""
+        used = (time.monotonic() - self.headers_at) / self.table.body_seconds
+        return used - (self.body_bytes / self.body_length if self.body_length else 0.0)
+
+    def data_received(self, data: bytes) -> None:
+        receiving = self.receiving_body()
+        super().data_received(data)
+        if receiving and self.cycle is self.request_cycle:
+            self.body_bytes += len(data)
+        self._follow_request()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._follow_request()  # the next request may have been waiting in the buffer
+
+    def _await_headers(self) -> None:
+        self.waiting_since = time.monotonic()
+        self.header_timer = self.loop.call_later(self.table.header_seconds, self.close)
+        self.table.waiting[self] = None
+        self.table.strangers.discard(self)
+
+    def _follow_request(self) -> None:
+        """Set the timers and the trust for where the request now is (after any bytes or
+        answer)."""
+        if self.transport.is_closing():
+            return self._stop_timers()
+        if self.cycle is not None and self.cycle is not self.request_cycle:
+            self._headers_arrived()
+        if self.conn.their_state is not h11.SEND_BODY:
+            self._body_arrived()
+        if self.conn.their_state is h11.IDLE and self.header_timer is None:
+            self._await_headers()  # between requests (as after an early answer's body)
+
+    def _headers_arrived(self) -> None:
+        self._stop_timers()
+        self.request_cycle, self.headers_at, self.body_bytes = self.cycle, time.monotonic(), 0
+        headers = dict(self.headers)
+        length = headers.get(b"content-length", b"")
+        self.body_length = int(length) if length.isdigit() else 0
+        self.health = self.scope["path"] == "/health"
+        self.trusted = bearer_key_matches(headers.get(b"authorization"), self.table.api_key) or (
+            self.health and self.conn.their_state is not h11.SEND_BODY  # all in already
+        )
+        if self.conn.their_state is h11.SEND_BODY:
+            self.body_timer = self.loop.call_later(self.table.body_seconds, self._body_overdue)
+        if not self.trusted:
+            self.table.strangers.add(self)
+            self.table.keep_reserve(self)
+
+    def _body_arrived(self) -> None:
+        """The whole request is in: a /health probe earns its trust now."""
+        if self.body_timer is not None:
+            self.body_timer.cancel()
+            self.body_timer = None
+        if self.health and not self.trusted and self.in_request():
+            self.trusted = True
+            self.table.strangers.discard(self)
+
+    def _body_overdue(self) -> None:
+        self.body_timer = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.SEND_BODY:
+            return
+        log.warning(
+            "A request body did not arrive within %g s; its connection was closed.",
+            self.table.body_seconds,
+        )
+        self.refuse(
+            ApiError(
+                408,
+                f"The request body did not arrive within {self.table.body_seconds:g} s.",
+                code="body_timeout",
+            )
+        )
+
+    def refuse(self, error: ApiError) -> None:
+        """Answer ``error`` in the app's stead, if its answer has not begun, and close: the
+        app reads a disconnect, and what it would send goes nowhere."""
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_started:
+            cycle.disconnected = True
+            cycle.message_event.set()
+            headers, body = _error_response(error, self.scope["path"])
+            events = (
+                h11.Response(
+                    status_code=error.status, headers=[*headers, (b"connection", b"close")]
+                ),
+                h11.Data(data=body),
+                h11.EndOfMessage(),
+            )
+            try:
+                for event in events:
+                    self.transport.write(self.conn.send(event))
+            except h11.LocalProtocolError:  # the connection cannot take an answer now
+                pass
+        self.close()
+
+    def _stop_timers(self) -> None:
+        for timer in (self.header_timer, self.body_timer):
+            if timer is not None:
+                timer.cancel()
+        self.header_timer = self.body_timer = None
+        self.table.waiting.pop(self, None)
+
+    def connection_lost(self, exc) -> None:
+        self._stop_timers()
+        self.table.strangers.discard(self)
+        self.table.closed.discard(self)
+        super().connection_lost(exc)
 
 
 class RateLimitFilter(logging.Filter):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -32,7 +33,7 @@ def ollama_router(state: ServerState) -> APIRouter:
             model = ollama.model_name(body)
             state.check_model(model.removesuffix(":latest") if model else None)
             loading = ollama.loading(body, chat)
-            translated, as_chat = ollama.translate(body, chat)
+            translated, as_chat = await asyncio.to_thread(ollama.translate, body, chat)
             if loading:  # how Ollama clients load a model; this one is loaded
                 return ollama.loaded_answer(model or options.model_name, chat, loading)
             parsed = await state.admit(request, translated, as_chat)

@@ -140,7 +140,6 @@ class ParsedRequest:
     generation: GenerationRequest
     stream: bool
     stop: tuple[str, ...]
-    client: str | None  # the client-chosen ``user``, else the peer address (for fair turns)
     include_usage: bool = False  # stream_options.include_usage: a last chunk with usage
     echo: bool = False  # a text completion's answer begins with its prompt
     # a text completion's further prompts, answered in turn after ``generation``'s
@@ -380,12 +379,12 @@ def json_schema_of(raw) -> dict | None:
 
 
 def checked_schema(schema: dict, field: str) -> dict:
-    """``schema`` if it is within the limits of engine/schemas.py, else a 400 naming them."""
+    """``schema`` marked as checked (the engine does not check it again) if it is within
+    the limits of engine/schemas.py, else a 400 naming them."""
     try:
-        check_schema(schema, field)
+        return check_schema(schema, field)
     except EngineError as error:
         raise _bad(str(error), field) from None
-    return schema
 
 
 def _logprobs(body: dict, chat: bool) -> int | None:
@@ -506,7 +505,7 @@ def _engine_param(message: str) -> str | None:
     return f"draftless.{name}" if name in DRAFT_TYPES else None
 
 
-def parse(body, chat: bool, defaults: Defaults, peer: str | None) -> ParsedRequest:
+def parse(body, chat: bool, defaults: Defaults) -> ParsedRequest:
     """Validate an OpenAI body; raise ApiError (400) for anything the engine cannot honour."""
     check_fields(body, FIELD_TYPES)
     _unsupported_asks(body)
@@ -557,7 +556,6 @@ def parse(body, chat: bool, defaults: Defaults, peer: str | None) -> ParsedReque
         requests[0],
         bool(body.get("stream")),
         _stop(body.get("stop")),
-        body.get("user") or peer,
         bool(include_usage),
         echo,
         tuple(requests[1:]),

@@ -167,16 +167,20 @@ class ServerState:
                 "model",
             )
 
-    def owned(self, parsed: ParsedRequest, request: Request, user) -> ParsedRequest:
-        """The request as its client's: named by key, address and ``user``, and answered
-        under a chat id issued to that client (``chats.py``)."""
-        client = client_identity(
+    def client_of(self, request: Request, user) -> str:
+        """Who sends ``request``: its key, address and ``user`` (``chats.client_identity``)."""
+        return client_identity(
             bearer_token(request.headers.get("authorization", ""))
             if self.options.api_key
             else None,
             request.client.host if request.client else None,
             user if isinstance(user, str) else None,
         )
+
+    def owned(self, parsed: ParsedRequest, request: Request, user) -> ParsedRequest:
+        """The request as its client's: named by key, address and ``user``, and answered
+        under a chat id issued to that client (``chats.py``)."""
+        client = self.client_of(request, user)
         chat_id = self.chats.resolve(parsed.generation.chat_id, client)
         return replace(
             parsed,
@@ -187,13 +191,8 @@ class ServerState:
     async def admit(self, request: Request, body, chat: bool) -> ParsedRequest:
         """``body`` (OpenAI's form) checked, owned by its client, and holding the engine's
         turn: the caller hands the turn to ``respond``, which gives it back."""
-        try:
-            parsed = parse(
-                body,
-                chat,
-                self.options.defaults,
-                request.client.host if request.client else None,
-            )
+        try:  # its checks never hold up the event loop
+            parsed = await asyncio.to_thread(parse, body, chat, self.options.defaults)
         except ApiError:
             raise
         except Exception as error:  # whatever the body holds, the answer is a 400
@@ -206,7 +205,7 @@ class ServerState:
 
     async def take_turn(self, parsed: ParsedRequest) -> None:
         """Wait for the request's turn on the engine; a 429 where too many wait."""
-        await self._take_turn(parsed.client or "anonymous")
+        await self._take_turn(parsed.generation.client)  # its party and member
 
     async def _take_turn(self, client: str) -> None:
         try:
@@ -225,8 +224,7 @@ class ServerState:
     async def embed(self, request: Request, inputs: list, truncate: bool, user=None):
         """Each input's embedding (an ``EmbeddingEvent``), run in the request's turn on the
         engine like an answer: bounded by the queue, the body and the request's time."""
-        client = user if isinstance(user, str) else None
-        await self._take_turn(client or (request.client.host if request.client else "anonymous"))
+        await self._take_turn(self.client_of(request, user))
         stream = self.service.embed(inputs, self.options.defaults.model, truncate)
         watcher = asyncio.create_task(cancel_on_disconnect(request, stream))
         result = None
