@@ -1,6 +1,7 @@
 """`python -m engine serve` through the official openai client, on a free local port."""
 
 import asyncio
+from types import SimpleNamespace
 import http.client
 import json
 import time
@@ -202,7 +203,7 @@ def test_retry_after_is_the_expected_wait():
         waiting = asyncio.ensure_future(state.queue.acquire("b"))
         await asyncio.sleep(0)
         with pytest.raises(ApiError) as caught:
-            await state.take_turn(type("Parsed", (), {"client": "c"})())
+            await state.take_turn(SimpleNamespace(generation=SimpleNamespace(client="c")))
         waiting.cancel()
         return caught.value
 
