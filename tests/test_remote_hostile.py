@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 
+from app.continuable import INTERRUPTED
 from app.remote_engine import QUEUED_EVENTS, RemoteEngine
 from app.remote_reply import MAX_TOKENS_PER_CHUNK
 from engine.events import DoneEvent, ErrorEvent, ModelEvent, PassEvent, TokenEvent
@@ -184,8 +185,9 @@ def test_in_the_app_a_bad_chunk_is_a_banner_naming_the_server_and_stop_is_at_onc
     app, hostile, qtbot
 ):
     """The app connected to the hostile server: bad ids end the answer with a banner that
-    names the server (not a failed save blaming the disk), nothing bad is stored, and Stop
-    on a server that never answers frees the window at once."""
+    names the server (not a failed save blaming the disk), nothing bad is stored (what came
+    before the bad chunk is kept as an interrupted answer, as any answer a server fails
+    mid-way), and Stop on a server that never answers frees the window at once."""
     window, controller = app.window, app.controller
     wait(qtbot, controller.models.use_engine(RemoteEngine(hostile.url)))
     assert controller.models.server_url == f"{hostile.url}/v1"
@@ -194,7 +196,10 @@ def test_in_the_app_a_bad_chunk_is_a_banner_naming_the_server_and_stop_is_at_onc
     shown = window.banner.label.text()
     assert hostile.url in shown and "not a token id" in shown and "disk" not in shown
     assert not controller.busy and window.send_button.isEnabled()
-    assert [m.role for m in controller.messages] == ["user"]  # the bad answer is not kept
+    assert [m.role for m in controller.messages] == ["user", "assistant"]
+    kept = controller.messages[-1]
+    assert kept.finish_reason == INTERRUPTED and hostile.url in kept.stats[INTERRUPTED]
+    assert [t.token for t in kept.provenance.tokens] == [5]  # nothing of the bad chunk
 
     hostile.answer("silent")
     task = window.send("again")
