@@ -67,7 +67,21 @@ class SettingsPanel(QScrollArea):
         layout = QVBoxLayout(inner)
         layout.setContentsMargins(8, 8, 8, 8)
         layout.setSpacing(10)
+        layout.addWidget(self._model_box())
+        layout.addWidget(self._preset_box())
+        layout.addWidget(self._drafting_box(drafters))
+        layout.addWidget(self._sampling_box())
+        layout.addWidget(self._prompt_box())
+        note = QLabel("Changes apply to the next message.")
+        note.setObjectName("hint")
+        layout.addWidget(note)
+        layout.addStretch(1)
+        self.setWidget(inner)
 
+        self._connect_edits()
+
+    def _model_box(self) -> QGroupBox:
+        """The loaded model, its speculation and where another comes from."""
         model_box = QGroupBox("Model")
         model_layout = QVBoxLayout(model_box)
         self.model_name = QLabel("Loading…")
@@ -93,8 +107,10 @@ class SettingsPanel(QScrollArea):
         for button in (self.folder_button, self.hub_button, self.embedded_button):
             buttons.addWidget(button)
         model_layout.addWidget(buttons_row)
-        layout.addWidget(model_box)
+        return model_box
 
+    def _preset_box(self) -> QGroupBox:
+        """Presets and Reset to defaults."""
         preset_box = QGroupBox("Preset")
         preset_row = QGridLayout(preset_box)
         self.preset = QComboBox()
@@ -114,8 +130,10 @@ class SettingsPanel(QScrollArea):
         )
         self.reset_button.clicked.connect(self.reset_to_defaults)
         preset_row.addWidget(self.reset_button, 1, 0)
-        layout.addWidget(preset_box)
+        return preset_box
 
+    def _drafting_box(self, drafters: dict[str, str]) -> QGroupBox:
+        """The drafter and its counts."""
         draft_box = QGroupBox("Drafting")
         form = QFormLayout(draft_box)
         form.setFieldGrowthPolicy(QFormLayout.AllNonFixedFieldsGrow)
@@ -142,8 +160,10 @@ class SettingsPanel(QScrollArea):
         self.adaptive = QCheckBox("Adaptive draft length")
         self.adaptive.setToolTip("Let the engine shorten drafts when guesses keep failing")
         form.addRow(self.adaptive)
-        layout.addWidget(draft_box)
+        return draft_box
 
+    def _sampling_box(self) -> QGroupBox:
+        """Temperature and the other samplers, stop strings, max tokens."""
         sample_box = QGroupBox("Sampling")
         form = QFormLayout(sample_box)
         form.setFieldGrowthPolicy(QFormLayout.AllNonFixedFieldsGrow)
@@ -183,8 +203,10 @@ class SettingsPanel(QScrollArea):
         self.max_tokens = self._spin(low, high, "Longest answer, in tokens")
         self.max_tokens.setSingleStep(64)
         form.addRow("Max tokens", self.max_tokens)
-        layout.addWidget(sample_box)
+        return sample_box
 
+    def _prompt_box(self) -> QGroupBox:
+        """The system prompt new chats start with."""
         prompt_box = QGroupBox("System prompt for new chats")
         prompt_layout = QVBoxLayout(prompt_box)
         self.system_prompt = QPlainTextEdit()
@@ -196,13 +218,10 @@ class SettingsPanel(QScrollArea):
         self.system_prompt.setAccessibleName("System prompt for new chats")
         tab_leaves(self.system_prompt)
         prompt_layout.addWidget(self.system_prompt)
-        layout.addWidget(prompt_box)
-        note = QLabel("Changes apply to the next message.")
-        note.setObjectName("hint")
-        layout.addWidget(note)
-        layout.addStretch(1)
-        self.setWidget(inner)
+        return prompt_box
 
+    def _connect_edits(self) -> None:
+        """Every field's change is an edit (typing in a text field: after a pause)."""
         self._prompt_timer = QTimer(self)
         self._prompt_timer.setSingleShot(True)
         self._prompt_timer.setInterval(TYPING_PAUSE_MS)
