@@ -60,11 +60,14 @@ class OracleDrafter(Drafter):
 
 class BestCut:
     """Per pass, knowing the answer: the row and length that give the most tokens per second
-    on ``curve``, or nothing (a table by tokens kept, so that choosing costs no time)."""
+    on ``curve``, or nothing (a table by tokens kept, so that choosing costs no time). Sending
+    nothing is priced as the replay charges it, a queued pass (``CostCurve.pipelined``), so
+    hindsight is a bound on every strategy priced alike."""
 
     def __init__(self, curve: CostCurve):
         self.curve = curve
-        self.table: list[tuple[float, int]] = [(1 / curve.base(1), 0)]  # [m]: (rate, length)
+        nothing = curve.base(1) * (curve.pipelined or 1.0)
+        self.table: list[tuple[float, int]] = [(1 / nothing, 0)]  # [m]: (rate, length)
 
     def of_matched(self, matched: int) -> tuple[float, int]:
         """The most tokens per second when the first ``matched`` drafts would be kept, and
