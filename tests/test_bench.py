@@ -218,7 +218,16 @@ def test_the_report_says_not_in_this_run_where_results_lack_pairs(tmp_path):
     assert humaneval[header.index("Draftless (`suffix`)")].endswith("; 3 pairs)")
 
 
-@pytest.mark.parametrize("folder", [COMMITTED, COMMITTED / "gpu-dev"], ids=["cpu", "gpu-dev"])
+@pytest.mark.parametrize(
+    "folder",
+    [
+        COMMITTED,
+        COMMITTED / "gpu-dev",
+        COMMITTED / "cpu-dev" / "f32",
+        COMMITTED / "cpu-dev" / "4bit",
+    ],
+    ids=["cpu", "gpu-dev", "cpu-dev-f32", "cpu-dev-4bit"],
+)
 def test_committed_results_render_again_without_measuring(tmp_path, monkeypatch, folder):
     from engine.__main__ import main
     from engine.bench import suite
