@@ -39,42 +39,18 @@ def counted_run(
     target = Target(model)
     history = list(PROMPT)
     target.prefill(history[:-1])
-    forward = target.forward
-
-    def counted_forward(tokens):
-        counts["forward"] += 1
-        return forward(tokens)
-
-    target.forward = counted_forward
-    real_async_eval = mx.async_eval
-
-    def counted_async_eval(*arrays):
-        counts["async_eval"] += 1
-        return real_async_eval(*arrays)
-
-    monkeypatch.setattr(mx, "async_eval", counted_async_eval)
+    target.forward = counted(counts, "forward", target.forward)
+    monkeypatch.setattr(mx, "async_eval", counted(counts, "async_eval", mx.async_eval))
     settings = DraftSettings(drafter=drafter_name, draft_count=8).validated()
     drafter = make_drafter(settings)
     drafter.reset(history)
-    propose = drafter.propose
-
-    def counted_propose(limit):
-        counts["proposals"] += 1
-        return propose(limit)
-
-    drafter.propose = counted_propose
+    drafter.propose = counted(counts, "proposals", drafter.propose)
     if curve is not None:
         memory = AdaptiveMemory()
         policy = memory.policy("k", drafter, curve=curve)
         schedule = memory.schedule("k", drafter, curve)
     if policy is not None:
-        choose = policy.choose
-
-        def counted_choose(proposal, limit):
-            counts["choices"] += 1
-            return choose(proposal, limit)
-
-        policy.choose = counted_choose
+        policy.choose = counted(counts, "choices", policy.choose)
     results = list(
         speculative_decode(
             target,
@@ -93,6 +69,16 @@ def counted_run(
     counts["drafted"] = sum(r.drafted for r in results)
     counts["tokens"] = history[len(PROMPT) :]
     return counts
+
+
+def counted(counts: dict, name: str, call):
+    """``call``, each call counted in ``counts[name]``."""
+
+    def counting(*args, **kwargs):
+        counts[name] += 1
+        return call(*args, **kwargs)
+
+    return counting
 
 
 @pytest.mark.parametrize(
