@@ -122,6 +122,11 @@ class CostCurve:
             known = self._base[n] = self._interpolated(n)
         return known
 
+    def queued_base(self) -> float:
+        """A one-token pass queued before the last token is read, plain decoding's token:
+        ``base(1)`` x the pipelined share (whole where it is not measured)."""
+        return self.base(1) * (self.pipelined or 1.0)
+
     def _interpolated(self, n: float) -> float:
         xs, ys = self.lengths, self.seconds
         if n <= xs[0]:

@@ -72,7 +72,7 @@ def test_the_sorted_passes_are_the_device_tables_default(embedded_loaded, tmp_pa
     named = named_curves()["h100-7b-bf16"]
     gap = policy_gap(chats, key, eos, named)
     plan = strategies(eos, named)["default"]
-    options = (False, False, False, named.tree_extra_s, 1)
+    options = (False, False, False, named.tree_extra_s, 1, named.pipelined_share)
     result = replays(chats, key, eos, named.seconds, plan, *options)["c"]
     assert gap.speedup() == pytest.approx(result["plain_s"] / result["spec_s"])
     assert sum(t.passes for t in gap.kinds.values()) == result["passes"]

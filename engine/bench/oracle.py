@@ -66,7 +66,7 @@ class BestCut:
 
     def __init__(self, curve: CostCurve):
         self.curve = curve
-        nothing = curve.base(1) * (curve.pipelined or 1.0)
+        nothing = curve.queued_base()
         self.table: list[tuple[float, int]] = [(1 / nothing, 0)]  # [m]: (rate, length)
 
     def of_matched(self, matched: int) -> tuple[float, int]:
@@ -109,6 +109,33 @@ class AnswerKnowingDrafter(Drafter):
 
     def flush(self) -> None:
         self.inner.flush()
+
+
+class WatchedDrafter(AnswerKnowingDrafter):
+    """``inner`` as the default runs it (its name, rows and table), watched by a benchmark
+    that knows the answers: a subclass notes what it wants in ``propose`` and ``observe``,
+    then hands on to this ``observe``, which keeps ``truth`` in step."""
+
+    name = "watched"  # until ``inner``'s is known
+
+    def __init__(self, inner: Drafter, answers: Sequence[Sequence[int]], curve: CostCurve):
+        super().__init__(inner, answers, curve)
+        self.name, self.multi_row = inner.name, inner.multi_row
+
+    @property
+    def rows_per_pass(self) -> int:
+        return self.inner.rows_per_pass
+
+    @property
+    def wants_static_table(self) -> bool:
+        return self.inner.wants_static_table
+
+    def propose(self, k: int) -> Proposal:
+        return self.inner.propose(k)
+
+    def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None) -> None:
+        self.truth.observe(emitted)
+        self.inner.observe(emitted, accepted=accepted, drafted=drafted, row=row)
 
 
 class HindsightDrafter(AnswerKnowingDrafter):

@@ -4,7 +4,7 @@ row and length that pay most on the curve, knowing the answer), with the time it
 
 ``python -m engine.bench.policy_gap --conversations FILE [--cost-curve NAME ...]`` replays the
 conversations as the device table does (``devices.py``: the default's drafter, draft count
-and policy on each curve; the drafters' own time is not charged) and prints, per curve, for
+and policy on each curve, priced as it prices them; the drafters' own time is not charged) and prints, per curve, for
 each kind of pass: how many, their share of the default's verify time, the tokens they made
 per c(1) of time, the tokens per c(1) the best cut makes from the same states, and the time
 lost: their time less the time the best cut's rate needs for the tokens they made, as a
@@ -29,7 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..drafters import make_drafter, measurement_options
@@ -38,7 +38,7 @@ from ..errors import EngineError
 from ..settings import DraftSettings
 from ..verify_cost import CostCurve, curve_from_spec, named_curves
 from .conversations import read_conversations, replay_chats
-from .oracle import AnswerKnowingDrafter
+from .oracle import WatchedDrafter
 from .tune import model_identity, simulate
 
 KINDS = (
@@ -65,25 +65,14 @@ class PassRecord:
     emitted: int = 0
 
 
-class RecordingDrafter(AnswerKnowingDrafter):
+class RecordingDrafter(WatchedDrafter):
     """``inner`` as the default runs it, noting each pass's best cut (``BestCut``) and what
     the pass sent and kept."""
 
-    name = "recording"
-
     def __init__(self, inner: Drafter, answers: Sequence[Sequence[int]], curve: CostCurve):
         super().__init__(inner, answers, curve)
-        self.name, self.multi_row = inner.name, inner.multi_row
         self.passes: list[PassRecord] = []
         self.cut = 0  # the best cut of the proposal being judged
-
-    @property
-    def rows_per_pass(self) -> int:
-        return self.inner.rows_per_pass
-
-    @property
-    def wants_static_table(self) -> bool:
-        return self.inner.wants_static_table
 
     def propose(self, k: int):
         proposal = self.inner.propose(k)
@@ -93,8 +82,7 @@ class RecordingDrafter(AnswerKnowingDrafter):
     def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None) -> None:
         self.passes.append(PassRecord(drafted, accepted, self.cut, len(emitted)))
         self.cut = 0
-        self.truth.observe(emitted)
-        self.inner.observe(emitted, accepted=accepted, drafted=drafted, row=row)
+        super().observe(emitted, accepted=accepted, drafted=drafted, row=row)
 
 
 def kind_of(record: PassRecord) -> str:
@@ -122,6 +110,7 @@ class Gap:
     """One curve's passes by kind."""
 
     base: float  # c(1), seconds
+    plain: float | None = None  # plain decoding's token (queued), seconds; None: c(1)
     kinds: dict[str, KindTotals] = field(default_factory=lambda: {k: KindTotals() for k in KINDS})
 
     def add(self, kind: str, seconds: float, tokens: int, best_length: int, curve) -> None:
@@ -129,7 +118,8 @@ class Gap:
         totals.passes += 1
         totals.seconds += seconds
         totals.tokens += tokens
-        totals.best_seconds += curve.base(best_length + 1)
+        # sending nothing is a queued pass, as the replay charges it (``oracle.BestCut``)
+        totals.best_seconds += curve.base(best_length + 1) if best_length else curve.queued_base()
         totals.best_tokens += best_length + 1
 
     def rows(self) -> list[tuple[str, int, float, float, float, float]]:
@@ -149,21 +139,23 @@ class Gap:
     def speedup(self) -> float:
         """The default's pooled speed-up over plain decoding on these passes."""
         tokens = sum(t.tokens for t in self.kinds.values())
-        return tokens * self.base / sum(t.seconds for t in self.kinds.values())
+        return tokens * (self.plain or self.base) / sum(t.seconds for t in self.kinds.values())
 
 
-def policy_gap(chats: dict, key: str, eos: int, named) -> Gap:
-    """Replay ``chats`` with the default on ``named``'s curve, one process answering them in
-    order, and sort its passes (``kind_of``)."""
+def default_replay(chats: dict, key: str, eos: int, named, recorder) -> Iterator[tuple]:
+    """Replay ``chats`` as the device table does, with the default on ``named``'s curve, one
+    process answering them in order; each chat's drafter is ``recorder(inner, answers, curve,
+    chat's name)`` around the default's. Yields each chat's (that drafter, ``simulate``'s
+    result)."""
     from ..calibrated_policy import PolicyMemory
 
     curve = named.curve()
     default = DraftSettings().validated()
     default = replace(default, options=measurement_options(default.drafter))  # as devices.py
-    memory, gap = PolicyMemory(policy_kind=default.policy), Gap(curve.base(1))
-    for chat in chats.values():
+    memory = PolicyMemory(policy_kind=default.policy)
+    for name, chat in chats.items():
         answers = [t["answer"] + [eos] * t.get("stop", True) for t in chat["turns"]]
-        drafter = RecordingDrafter(make_drafter(default), answers, curve)
+        drafter = recorder(make_drafter(default), answers, curve, name)
         result = simulate(
             chat["turns"],
             default.drafter,
@@ -175,13 +167,26 @@ def policy_gap(chats: dict, key: str, eos: int, named) -> Gap:
             eos,
             drafter=drafter,
             tree_extra=named.tree_extra_s,
+            pipelined=named.pipelined_share,
         )
-        sizes = result["sizes"]
-        for record, (verified, tree) in zip(drafter.passes, sizes):
-            seconds = curve.base(verified) + (named.tree_extra_s if tree else 0.0)
+        yield drafter, result
+
+
+def policy_gap(chats: dict, key: str, eos: int, named) -> Gap:
+    """Replay ``chats`` with the default on ``named``'s curve (``default_replay``) and sort
+    its passes (``kind_of``)."""
+    curve = named.curve()
+    gap = Gap(curve.base(1), curve.queued_base())
+
+    def recorder(inner, answers, curve, name):
+        return RecordingDrafter(inner, answers, curve)
+
+    for drafter, result in default_replay(chats, key, eos, named, recorder):
+        costs = result["costs"]  # each pass as the replay charged it
+        for record, seconds in zip(drafter.passes, costs):
             gap.add(kind_of(record), seconds, record.emitted, record.best, curve)
-        for _ in sizes[len(drafter.passes) :]:  # the rest of an answer, decoded plainly
-            gap.add("plain, given up", curve.base(1), 1, 0, curve)
+        for seconds in costs[len(drafter.passes) :]:  # the rest of an answer, decoded plainly
+            gap.add("plain, given up", seconds, 1, 0, curve)
     return gap
 
 

@@ -62,24 +62,37 @@ SHOWN = (
 FORWARD_CHUNK = 256  # answer tokens per teacher-forced pass: 256 x 49,152 float32 logits, 50 MB
 
 
-def teacher_topk(loaded, turns: Sequence[dict], k: int = TOP_K) -> list[np.ndarray]:
-    """Per turn, the model's top-``k`` (best first) at each answer position and after the
-    answer's last token: ``[len(answer) + 1, k]`` int32, row j the ranking that chose
-    answer token j."""
-    from ..decode import Target, top_k_tokens
+def teacher_forced(loaded, turns: Sequence[dict], read) -> list[np.ndarray]:
+    """Per turn, ``read(logits, chosen)`` of the model's logits at each answer position and
+    after the answer's last token (``[len(answer) + 1, vocab]``, a chunk at a time: row j
+    the distribution that chose answer token j; ``chosen``: those tokens, -1 after the
+    last), its rows stacked."""
+    from ..decode import Target
 
-    tops = []
+    out = []
     for turn in turns:
         prompt, answer = list(turn["prompt"]), list(turn["answer"])
         target = Target(loaded.model)
         target.prefill(prompt[:-1])
-        read = prompt[-1:] + answer
+        read_in, chosen = prompt[-1:] + answer, answer + [-1]
         rows = []
-        for start in range(0, len(read), FORWARD_CHUNK):
-            chunk = read[start : start + FORWARD_CHUNK]
-            rows += top_k_tokens(target.forward(chunk), k, len(chunk))
-        tops.append(np.asarray(rows, dtype=np.int32))
-    return tops
+        for start in range(0, len(read_in), FORWARD_CHUNK):
+            chunk = read_in[start : start + FORWARD_CHUNK]
+            rows.append(read(target.forward(chunk), chosen[start : start + FORWARD_CHUNK]))
+        out.append(np.concatenate(rows))
+    return out
+
+
+def teacher_topk(loaded, turns: Sequence[dict], k: int = TOP_K) -> list[np.ndarray]:
+    """Per turn, the model's top-``k`` (best first) at each answer position and after the
+    answer's last token: ``[len(answer) + 1, k]`` int32, row j the ranking that chose
+    answer token j."""
+    from ..decode import top_k_tokens
+
+    def read(logits, chosen):
+        return np.asarray(top_k_tokens(logits, k, len(chosen)), dtype=np.int32)
+
+    return teacher_forced(loaded, turns, read)
 
 
 class TopkFeed(Drafter):

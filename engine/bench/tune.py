@@ -114,7 +114,7 @@ def simulate(
 class Charged:
     """What a replay charges on ``curve``: plain decoding's time, the strategy's (``spec_s``:
     its passes, a tree pass ``tree_extra`` more) and its host's (``drafter_s``), each pass's
-    size (tokens verified + 1, a tree or not); ``queues_idle``: a pass that sends nothing is
+    size (tokens verified + 1, a tree or not) and cost; ``queues_idle``: a pass that sends nothing is
     queued (``simulate``); ``classes``: where given, per match class, the first row's
     [reached, accepted] per position, then [trees' first-row tokens, tokens beyond them]."""
 
@@ -128,11 +128,12 @@ class Charged:
     passes: int = 0
     emitted: int = 0
     sizes: list[tuple[int, bool]] = field(default_factory=list)
+    costs: list[float] = field(default_factory=list)
 
     @property
     def queued(self) -> float:
         """A one-token pass queued before the last token is read: plain decoding's token."""
-        return self.curve.base(1) * (self.curve.pipelined or 1.0)
+        return self.curve.queued_base()
 
     def cost(self, verdict, blind: bool) -> float:
         if blind or (self.queues_idle and not verdict.drafted):
@@ -142,6 +143,7 @@ class Charged:
 
     def add_pass(self, verdict, cost: float) -> None:
         self.spec_s += cost
+        self.costs.append(cost)
         self.sizes.append((verdict.drafted + 1, verdict.depth is not None))
         self.passes += 1
         self.emitted += len(verdict.emitted)
@@ -149,6 +151,7 @@ class Charged:
     def add_plain(self, tokens: int) -> None:
         """``tokens`` decoded plainly, pipelined (the schedule gave up)."""
         self.spec_s += tokens * self.queued
+        self.costs += [self.queued] * tokens
         self.sizes += [(1, False)] * tokens
         self.passes, self.emitted = self.passes + tokens, self.emitted + tokens
 
@@ -175,6 +178,7 @@ class Charged:
             "emitted": self.emitted,
             "drafter_s": self.drafter_s,
             "sizes": self.sizes,
+            "costs": self.costs,
         }
 
 
@@ -235,7 +239,7 @@ def recost(result: dict, curve: CostCurve) -> dict:
     """``simulate``'s result with the same passes costed on another curve (a replay whose
     drafts the curve does not change: no policy, nothing planned on it, so a pass that sent
     nothing is queued, as ``simulate``'s ``queues_idle`` charges it)."""
-    queued = curve.base(1) * (curve.pipelined or 1.0)
+    queued = curve.queued_base()
     trees = sum(tree for _, tree in result["sizes"])
     spec = sum(queued if n == 1 else curve.base(n) for n, _ in result["sizes"])
     plain = result["emitted"] * queued
