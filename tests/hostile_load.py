@@ -40,12 +40,19 @@ from .server_process import free_port, request
 
 
 def raise_fd_limit(wanted: int) -> None:
+    """At least ``wanted`` open files where this user may raise the hard limit too (mlx_lm's
+    import lowers it to 4096), else as many as the hard limit allows."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        resource.setrlimit(
-            resource.RLIMIT_NOFILE,
-            (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard),
-        )
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return
+    if hard != resource.RLIM_INFINITY and hard < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, wanted))
+            return
+        except (ValueError, OSError):
+            pass  # not allowed: the hard limit stands
+    limit = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
 
 
 def start_server(model: str, log_path: Path, *args: str) -> tuple[subprocess.Popen, int]:

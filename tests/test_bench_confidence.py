@@ -83,3 +83,21 @@ def test_each_record_reads_the_position_before_the_first_token_it_judges():
     summary = separation(records)
     assert summary["records"] == len(records)
     assert summary["kept"] == pytest.approx(np.mean([r.kept for r in records]))
+
+
+def test_a_chats_next_turn_reads_on_from_the_cache_as_a_fresh_read_would():
+    """``teacher_forced`` reuses the cache where a turn's prompt goes on from the turn before;
+    its rows equal reading that turn alone (and a turn that does not go on starts afresh)."""
+    from types import SimpleNamespace
+
+    from engine.bench.confidence import teacher_confidence
+    from tests.tiny_model import make_tiny_llama
+
+    loaded = SimpleNamespace(model=make_tiny_llama(seed=2))
+    first = {"prompt": [5, 6, 7, 8], "answer": [9, 10, 11]}
+    second = {"prompt": [5, 6, 7, 8, 9, 10, 11, 12, 13], "answer": [14, 15]}
+    elsewhere = {"prompt": [20, 21, 22], "answer": [23]}
+    together = teacher_confidence(loaded, [first, second, elsewhere])
+    alone = [teacher_confidence(loaded, [turn])[0] for turn in (first, second, elsewhere)]
+    for read, expected in zip(together, alone):
+        np.testing.assert_allclose(read, expected, rtol=1e-4, atol=1e-5)

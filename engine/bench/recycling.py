@@ -66,14 +66,21 @@ def teacher_forced(loaded, turns: Sequence[dict], read) -> list[np.ndarray]:
     """Per turn, ``read(logits, chosen)`` of the model's logits at each answer position and
     after the answer's last token (``[len(answer) + 1, vocab]``, a chunk at a time: row j
     the distribution that chose answer token j; ``chosen``: those tokens, -1 after the
-    last), its rows stacked."""
+    last), its rows stacked. A turn whose prompt goes on from the turn before (a chat's next
+    question) reads on from its cache."""
     from ..decode import Target
 
-    out = []
+    out, target, read_so_far = [], None, []
     for turn in turns:
         prompt, answer = list(turn["prompt"]), list(turn["answer"])
-        target = Target(loaded.model)
-        target.prefill(prompt[:-1])
+        if (
+            target is None
+            or len(prompt) <= len(read_so_far)
+            or prompt[: len(read_so_far)] != read_so_far
+        ):
+            target, read_so_far = Target(loaded.model), []
+        target.prefill(prompt[len(read_so_far) : -1])
+        read_so_far = prompt + answer
         read_in, chosen = prompt[-1:] + answer, answer + [-1]
         rows = []
         for start in range(0, len(read_in), FORWARD_CHUNK):
