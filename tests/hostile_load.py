@@ -40,19 +40,12 @@ from .server_process import free_port, request
 
 
 def raise_fd_limit(wanted: int) -> None:
-    """At least ``wanted`` open files where this user may raise the hard limit too (mlx_lm's
-    import lowers it to 4096), else as many as the hard limit allows."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY or soft >= wanted:
-        return
-    if hard != resource.RLIM_INFINITY and hard < wanted:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, wanted))
-            return
-        except (ValueError, OSError):
-            pass  # not allowed: the hard limit stands
-    limit = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(
+            resource.RLIMIT_NOFILE,
+            (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard),
+        )
 
 
 def start_server(model: str, log_path: Path, *args: str) -> tuple[subprocess.Popen, int]:
@@ -169,6 +162,15 @@ def memory_mb(pid: int) -> tuple[float, float] | None:
     return resident(pid), sum(map(resident, tree))
 
 
+def error_message(answer) -> str:
+    """The message of an OpenAI-shaped error (``{"error": {"message"}}``), of an Ollama-shaped
+    one (``{"error": str}``), else the answer as text."""
+    error = answer.get("error") if isinstance(answer, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("message"))
+    return str(error if error is not None else answer)
+
+
 def timed_request(port: int, path: str, body: dict, timeout: float) -> dict:
     """Status, seconds and the start of the error message of one POST."""
     began = time.perf_counter()
@@ -183,9 +185,7 @@ def timed_request(port: int, path: str, body: dict, timeout: float) -> dict:
     return {
         "status": status,
         "seconds": round(time.perf_counter() - began, 3),
-        "message": answer["error"]["message"][:80]
-        if isinstance(answer, dict) and "error" in answer
-        else str(answer)[:80],
+        "message": error_message(answer)[:80],
     }
 
 
@@ -309,7 +309,7 @@ def run(
         threads.append(threading.Thread(target=regexes, daemon=True))
     for thread in threads:
         thread.start()
-    latencies, failures, next_trickle = [], 0, time.monotonic() + 1
+    latencies, failures, next_trickle = [], [], time.monotonic() + 1
     start = time.perf_counter()
     slowest: list[tuple[float, float]] = []  # (latency, seconds into the run)
     memory = [(0.0, 0.0)]
@@ -322,9 +322,10 @@ def run(
             status = request(port, "GET", "/health", timeout=5)[0]
             latencies.append(time.perf_counter() - began)
             slowest = sorted([*slowest, (round(latencies[-1], 3), round(began - start, 1))])[-3:]
-            failures += status != 200
-        except OSError:
-            failures += 1
+            if status != 200:
+                failures.append((status, round(began - start, 1)))
+        except OSError as error:
+            failures.append((str(error)[:60], round(began - start, 1)))
         if time.monotonic() > next_trickle:  # a byte a second on each flood connection
             for name, (_, _, byte) in floods.items():
                 for s in list(sockets[name]):
@@ -343,8 +344,9 @@ def run(
     ordered = sorted(latencies)
     results.update(
         {
-            "health_probes": len(latencies) + failures,
-            "health_failures": failures,
+            "health_probes": len(latencies) + len(failures),
+            "health_failures": len(failures),
+            "health_failures_first": failures[:5],  # (status or error, seconds into the run)
             "health_median_s": round(statistics.median(latencies), 4) if latencies else None,
             "health_max_s": round(max(latencies), 4) if latencies else None,
             "health_p95_s": round(ordered[int(0.95 * len(ordered))], 4) if ordered else None,
@@ -373,15 +375,16 @@ def main(argv=None) -> dict:
     parser.add_argument("--stop-chars", type=int, default=900_000)
     parser.add_argument("--server-args", default="", help="more `engine serve` arguments")
     args = parser.parse_args(argv)
-    import mlx_lm  # noqa: F401  (importing it sets the open-file limit to (2048, 4096): first)
-
+    # the clients' sockets; mlx_lm's import would lower the hard limit to 4096 for good, so
+    # this process never imports it (the tiny model is written by a child)
     raise_fd_limit(args.stalled + args.slow_bodies + args.health_flood + 512)
     with tempfile.TemporaryDirectory(prefix="hostile-load-") as folder:
         model = args.model
         if model is None:
-            from .tiny_model import write_tiny_llama
-
-            model = str(write_tiny_llama(Path(folder) / "tiny-llama"))
+            model = str(Path(folder) / "tiny-llama")
+            write = f"from tests.tiny_model import write_tiny_llama; write_tiny_llama({model!r})"
+            root = Path(__file__).resolve().parent.parent
+            subprocess.run([sys.executable, "-c", write], cwd=root, check=True)
         log_path = Path(folder) / "server.log"
         process, port = start_server(model, log_path, *args.server_args.split())
         try:
