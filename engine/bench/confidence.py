@@ -16,12 +16,13 @@ each class (pairs of one class only: what it adds to the classes), and a logisti
 class and all five features fitted on the same records.
 
 The target's distribution along the answer is the embedded model's, teacher-forced (as
-``recycling.py`` reads its top-k). On the embedded model's own greedy answers (``--split
-check``, cached by ``python -m engine.bench.devices``) that is exactly what the verify
-passes compute; on public answers (``--conversations FILE``) it is a stand-in, since the
-embedded model did not write them.
+``recycling.py`` reads its top-k). On the embedded model's own greedy answers to a split of
+the suite's prompts (``--split tuning`` or ``check``: decoded plainly once and cached, as
+``python -m engine.bench.devices`` keeps them) that is exactly what the verify passes
+compute; on public answers (``--conversations FILE``) it is a stand-in, since the embedded
+model did not write them.
 
-``python -m engine.bench.confidence (--conversations FILE | --split check) [--limit N]
+``python -m engine.bench.confidence (--conversations FILE ... | --split tuning) [--limit N]
 [--cost-curve NAME ...]`` prints a Markdown table with the load average.
 """
 
@@ -32,7 +33,7 @@ import math
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -79,15 +80,13 @@ def teacher_confidence(loaded, turns: Sequence[dict]) -> list[np.ndarray]:
 @dataclass
 class FirstToken:
     """One judged proposal: the target's confidence where it was made (``FEATURES``), its
-    match class, whether its first row's first token was kept, where and which, and whether the
-    pass sent it."""
+    match class, and whether its first row's first token was kept, where and which."""
 
     features: tuple[float, ...]
     klass: int
     kept: bool
     at: int  # answer tokens made before it
     token: int  # its first token
-    sent: bool = False
 
 
 class ConfidenceRecorder(WatchedDrafter):
@@ -99,7 +98,6 @@ class ConfidenceRecorder(WatchedDrafter):
         super().__init__(inner, answers, curve)
         self.confidence, self.turn = confidence, -1
         self.records: list[FirstToken] = []
-        self.pending: FirstToken | None = None
 
     def reset(self, prompt_tokens) -> None:
         self.turn += 1
@@ -112,20 +110,13 @@ class ConfidenceRecorder(WatchedDrafter):
     def propose(self, k: int):
         proposal = self.inner.propose(k)
         said, answer = len(self.truth.said), self.truth.answer
-        self.pending = None
         if proposal.rows and proposal.rows[0] and 0 < said < len(answer):
             rows = self.confidence[self.turn][max(0, said - RECENT) : said]
             features = (*rows[-1], float(np.mean(rows[:, 0])))
             first = int(proposal.rows[0][0])
             klass = int(match_class(proposal.match_length, proposal.follows))
-            self.pending = FirstToken(features, klass, first == answer[said], said, first)
+            self.records.append(FirstToken(features, klass, first == answer[said], said, first))
         return proposal
-
-    def observe(self, emitted, *, accepted=0, drafted=0, row=0, target_topk=None) -> None:
-        if self.pending is not None:
-            self.records.append(replace(self.pending, sent=drafted > 0))
-            self.pending = None
-        super().observe(emitted, accepted=accepted, drafted=drafted, row=row)
 
 
 def first_tokens(chats: dict, key: str, eos: int, named, confidence: dict) -> list[FirstToken]:

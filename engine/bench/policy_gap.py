@@ -4,8 +4,8 @@ row and length that pay most on the curve, knowing the answer), with the time it
 
 ``python -m engine.bench.policy_gap --conversations FILE [--cost-curve NAME ...]`` replays the
 conversations as the device table does (``devices.py``: the default's drafter, draft count
-and policy on each curve, priced as it prices them; the drafters' own time is not charged) and prints, per curve, for
-each kind of pass: how many, their share of the default's verify time, the tokens they made
+and policy on each curve, priced as it prices them; the drafters' own time is not charged)
+and prints, per curve, for each kind of pass: how many, their share of the default's verify time, the tokens they made
 per c(1) of time, the tokens per c(1) the best cut makes from the same states, and the time
 lost: their time less the time the best cut's rate needs for the tokens they made, as a
 share of the whole. The kinds:

@@ -114,9 +114,10 @@ def simulate(
 class Charged:
     """What a replay charges on ``curve``: plain decoding's time, the strategy's (``spec_s``:
     its passes, a tree pass ``tree_extra`` more) and its host's (``drafter_s``), each pass's
-    size (tokens verified + 1, a tree or not) and cost; ``queues_idle``: a pass that sends nothing is
-    queued (``simulate``); ``classes``: where given, per match class, the first row's
-    [reached, accepted] per position, then [trees' first-row tokens, tokens beyond them]."""
+    size (tokens verified + 1, a tree or not) and cost; ``queues_idle``: a pass that sends
+    nothing is queued (``simulate``); ``classes``: where given, per match class, the first
+    row's [reached, accepted] per position, then [trees' first-row tokens, tokens beyond
+    them]."""
 
     curve: CostCurve
     tree_extra: float = 0.0
