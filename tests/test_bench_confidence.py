@@ -64,22 +64,29 @@ def test_the_confidence_of_a_position_is_read_from_its_distribution():
 
 
 def test_each_record_reads_the_position_before_the_first_token_it_judges():
-    """A replay of the default on an answer of three tokens in random order (drafts both
-    kept and not): each judged proposal carries the confidence row of the last token made
-    (row j = j here) and the mean of the last ``RECENT`` rows, and it was kept exactly where
-    its first token is the answer's next."""
-    answer = [int(t) for t in np.random.default_rng(1).integers(5, 8, 300)]
-    turns = [{"prompt": [3, 4], "answer": answer, "stop": False}]
-    rows = np.zeros((len(answer) + 1, 4), dtype=np.float32)
-    rows[:, 0] = np.arange(len(answer) + 1)
+    """A replay of the default on a chat of two answers of three tokens in random order
+    (drafts both kept and not): each judged proposal carries its turn's confidence row of the
+    last token made (row j = j here) and the mean of the last ``RECENT`` rows, and it was
+    kept exactly where its first token is the answer's next."""
+    rng = np.random.default_rng(1)
+    answers = [[int(t) for t in rng.integers(5, 8, n)] for n in (300, 200)]
+    turns = [{"prompt": [3, 4], "answer": answers[0], "stop": False}]
+    turns.append({"prompt": [3, 4, *answers[0], 2], "answer": answers[1], "stop": False})
+    confidence = []
+    for turn, answer in enumerate(answers):  # row j = j, plus 1000 in the second turn
+        rows = np.zeros((len(answer) + 1, 4), dtype=np.float32)
+        rows[:, 0] = np.arange(len(answer) + 1) + 1000 * turn
+        confidence.append(rows)
     named = named_curves()["h100-7b-bf16"]
-    records = first_tokens({"c": {"turns": turns}}, "tiny", 0, named, {"c": [rows]})
+    records = first_tokens({"c": {"turns": turns}}, "tiny", 0, named, {"c": confidence})
     assert len(records) > 5 and any(r.kept for r in records) and not all(r.kept for r in records)
+    assert {r.features[0] >= 1000 for r in records} == {False, True}  # both turns judged
     for record in records:
-        assert record.features[0] == record.at - 1
+        turn = int(record.features[0] >= 1000)
+        assert record.features[0] - 1000 * turn == record.at - 1
         recent = range(max(0, record.at - RECENT), record.at)
-        assert record.features[4] == pytest.approx(np.mean(recent))
-        assert record.kept == (record.token == answer[record.at])
+        assert record.features[4] - 1000 * turn == pytest.approx(np.mean(recent))
+        assert record.kept == (record.token == answers[turn][record.at])
     summary = separation(records)
     assert summary["records"] == len(records)
     assert summary["kept"] == pytest.approx(np.mean([r.kept for r in records]))

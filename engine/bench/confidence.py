@@ -96,22 +96,15 @@ class ConfidenceRecorder(WatchedDrafter):
 
     def __init__(self, inner: Drafter, answers, curve: CostCurve, confidence: list[np.ndarray]):
         super().__init__(inner, answers, curve)
-        self.confidence, self.turn = confidence, -1
+        self.confidence = confidence
         self.records: list[FirstToken] = []
-
-    def reset(self, prompt_tokens) -> None:
-        self.turn += 1
-        super().reset(prompt_tokens)
-
-    def extend(self, tokens) -> None:
-        self.turn += 1
-        super().extend(tokens)
 
     def propose(self, k: int):
         proposal = self.inner.propose(k)
         said, answer = len(self.truth.said), self.truth.answer
         if proposal.rows and proposal.rows[0] and 0 < said < len(answer):
-            rows = self.confidence[self.turn][max(0, said - RECENT) : said]
+            turn = len(self.confidence) - len(self.truth.queued) - 1  # the answers begun
+            rows = self.confidence[turn][max(0, said - RECENT) : said]
             features = (*rows[-1], float(np.mean(rows[:, 0])))
             first = int(proposal.rows[0][0])
             klass = int(match_class(proposal.match_length, proposal.follows))
