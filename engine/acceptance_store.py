@@ -12,7 +12,7 @@ benchmarks and replays never depend on what this machine's chats taught.
 Why: replayed one chat after another (the device table's "one process"), a policy that keeps
 what earlier chats taught makes first answers as fast as later ones; started cold each
 launch, HumanEval's first answers on the steep curves ran at 0.92-0.95x of plain (dev split,
-``python -m engine.bench.tune``'s cold replay; resources/readme/benchmarks/realchat.md).
+``python -m engine.bench.tune``'s cold replay; resources/readme/benchmarks/results.md).
 """
 
 from __future__ import annotations

@@ -107,7 +107,7 @@ PRIOR_REJECT = 0.5
 # well), and for those seen once 0.39, 0.45 and 0.6 did the same within 0.1%. Real answers
 # keep fewer first tokens (``python -m engine.bench.tune --conversations``: usual short 0.51,
 # 3-5 tokens 0.56, copies 0.61); priors fitted there speed up first answers on real chat but
-# slow those that copy from their prompt (resources/readme/benchmarks/realchat.md): not used.
+# slow those that copy from their prompt (resources/readme/benchmarks/results.md): not used.
 Priors = dict[str, dict[MatchClass, tuple[float, float]]]
 CLASS_PRIORS: Priors = {
     "suffix": {

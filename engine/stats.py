@@ -446,8 +446,8 @@ def finish_text(finish_reason: str | None) -> str:
 
 
 # A speed-up this close to 1 claims no gain or loss: plain decoding timed against itself
-# differs by about this much between runs (report.md's "no change" cells; accelerator.md
-# section 4: the 135M float32 model within -0.6% to +0.5%), and a replay's estimate is no
+# differs by about this much between runs (report.md's "no change" cells; results.md,
+# "Tree passes": the 135M float32 model within -0.6 to +0.5 ms), and a replay's estimate is no
 # finer than the curve it is priced on.
 SAME_SPEED = 0.02
 TIMES_FROM = 1.1  # from here a speed-up reads "≈1.8×"; below it, "≈6% faster"

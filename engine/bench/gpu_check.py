@@ -15,8 +15,8 @@ The default conversations are the committed dev sample of real chat (31 conversa
 turns, from ShareGPT, MT-bench and HumanEval's dev split, ``resources/readme/benchmarks/
 gpu-dev``). At 128 tokens an answer, two rounds of two configs and the reference make 255
 answers: about 4 minutes of decoding on an H200 with the embedded model at the 5-6 ms a pass
-of section 10 of ``accelerator.md`` (an estimate, not yet timed there), within the 8 minutes a
-lent device's call allows.
+that ``results.md`` reports for the H200 (an estimate, not yet timed there), within the 8
+minutes a lent device's call allows.
 """
 
 from __future__ import annotations

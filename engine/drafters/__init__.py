@@ -38,7 +38,7 @@ DRAFTERS: dict[str, type[Drafter]] = {
 
 # suffix plus the static table's row: on real chat's dev split 5-8% above suffix on the
 # M5 Max, H100 and this CPU's curves and level on the M2 Pro estimate, and level with it
-# (0.99-1.03x) on the check set's own answers (resources/readme/benchmarks/realchat.md and
+# (0.99-1.03x) on the check set's own answers (resources/readme/benchmarks/results.md and
 # devices.md); suffix itself was the best on the tuning prompts (engine.bench.tune: 2.44x,
 # prompt-lookup 2.40x, ngram-cache 2.36x predicted, cold)
 DEFAULT_DRAFTER = "suffix-static"
