@@ -1,6 +1,7 @@
 """The README is for users: short, undated, with the two commands exactly as CI runs them, and
-every project file it names present. The method and the measurements live in
-resources/readme/benchmarks/method.md, whose named files are checked the same way."""
+every project file it names present. How each figure is made lives in
+resources/readme/benchmarks/method.md and what the figures are in results.md beside it; their
+named files are checked the same way."""
 
 import re
 from pathlib import Path
@@ -10,8 +11,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 METHOD = ROOT / "resources" / "readme" / "benchmarks" / "method.md"
+RESULTS = METHOD.parent / "results.md"
 # A README a user reads through: what Draftless is, the two commands, the app, the command
-# line, the server and the benchmark headline; the rest belongs in METHOD.
+# line, the server and the benchmark headline; the rest belongs in METHOD and RESULTS.
 MOST_README_LINES = 350
 COMMANDS = (  # .ci/run runs the second
     "DRAFTLESS_SYSTEM_PACKAGES=1 bash packaging/dev.sh run",
@@ -50,11 +52,11 @@ def test_the_readme_is_short():
     lines = len(README.read_text(encoding="utf-8").splitlines())
     assert lines <= MOST_README_LINES, (
         f"README.md has {lines} lines, more than {MOST_README_LINES}: move method and "
-        f"measurements to {METHOD.relative_to(ROOT)}"
+        f"measurements to {METHOD.relative_to(ROOT)} and {RESULTS.relative_to(ROOT)}"
     )
 
 
-@pytest.mark.parametrize("document", [README, METHOD], ids=["README", "method"])
+@pytest.mark.parametrize("document", [README, METHOD, RESULTS], ids=["README", "method", "results"])
 def test_no_iso_dates(document):
     """What is true now carries no date; when something changed is in the commit messages."""
     dates = ISO_DATE.findall(document.read_text(encoding="utf-8"))
@@ -66,7 +68,7 @@ def test_the_two_commands_are_there_exactly(command):
     assert command in README.read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("document", [README, METHOD], ids=["README", "method"])
+@pytest.mark.parametrize("document", [README, METHOD, RESULTS], ids=["README", "method", "results"])
 def test_every_named_project_file_exists(document):
     text = document.read_text(encoding="utf-8")
     assert missing_paths(text, document.parent) == []
