@@ -22,9 +22,11 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
+    QStackedWidget,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
+    QWidget,
 )
 
 from .downloads import installed_models, size_text
@@ -41,6 +43,14 @@ from .hub_models import HubModel, Quantization, count_text
 RESULT_COLUMNS = ("Model", "Parameters", "Quantizations", "Downloads", "Likes")
 QUANT_COLUMNS = ("Quantization", "Download", "Downloads", "Repository")
 PICK_HINT = "Choose a model above to see its quantizations and their download sizes."
+START = (
+    "Type part of a model's name and press Enter. The search lists models MLX can run "
+    "(mlx-community conversions and others), most downloaded first."
+)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 class Background(QObject):
@@ -71,7 +81,7 @@ class Background(QObject):
         threading.Thread(target=run, name=f"hub-{kind}", daemon=True).start()
 
 
-def _table(columns: tuple[str, ...], name: str) -> QTableWidget:
+def _table(columns: tuple[str, ...], name: str, stretch: int) -> QTableWidget:
     table = QTableWidget(0, len(columns))
     table.setObjectName(name)
     table.setHorizontalHeaderLabels(columns)
@@ -82,15 +92,16 @@ def _table(columns: tuple[str, ...], name: str) -> QTableWidget:
     table.setWordWrap(False)
     header = table.horizontalHeader()
     header.setSectionResizeMode(QHeaderView.ResizeToContents)
-    header.setSectionResizeMode(0, QHeaderView.Stretch)
+    header.setSectionResizeMode(stretch, QHeaderView.Stretch)
     return table
 
 
-def _fill_row(table: QTableWidget, row: int, texts, tip: str = "") -> None:
+def _fill_row(table: QTableWidget, row: int, texts, numbers: tuple[int, ...]) -> None:
+    """One row; the columns in ``numbers`` right-aligned."""
     for column, text in enumerate(texts):
         item = QTableWidgetItem(text)
-        item.setToolTip(tip or text)
-        if column and text[:1].isdigit():
+        item.setToolTip(text)
+        if column in numbers:
             item.setTextAlignment(Qt.AlignRight | Qt.AlignVCenter)
         table.setItem(row, column, item)
 
@@ -126,19 +137,30 @@ class HubSearchDialog(QDialog):
         row.addWidget(self.query, 1)
         row.addWidget(self.search_button)
         layout.addLayout(row)
-        self.status = QLabel(
-            "Models MLX can run (mlx-community conversions and others), most downloaded first."
-        )
+        self.status = QLabel()  # what was found, over the results
         self.status.setObjectName("hint")
         self.status.setWordWrap(True)
         layout.addWidget(self.status)
-        self.results = _table(RESULT_COLUMNS, "hubResults")
+        self.pages = QStackedWidget()  # a message while there are no results
+        self.message = QLabel(START)
+        self.message.setObjectName("placeholder")
+        self.message.setWordWrap(True)
+        self.message.setAlignment(Qt.AlignCenter)
+        self.message.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.results = _table(RESULT_COLUMNS, "hubResults", stretch=0)
         self.results.itemSelectionChanged.connect(self.open_selected)
-        layout.addWidget(self.results, 3)
+        message_page = QWidget()
+        column = QVBoxLayout(message_page)
+        column.setContentsMargins(0, 12, 0, 0)
+        column.addWidget(self.message)
+        column.addStretch(1)
+        self.pages.addWidget(message_page)
+        self.pages.addWidget(self.results)
+        layout.addWidget(self.pages, 3)
         self.opened_label = QLabel(PICK_HINT)
         self.opened_label.setWordWrap(True)
         layout.addWidget(self.opened_label)
-        self.quantizations = _table(QUANT_COLUMNS, "hubQuantizations")
+        self.quantizations = _table(QUANT_COLUMNS, "hubQuantizations", stretch=3)
         self.quantizations.itemSelectionChanged.connect(self.show_actions)
         self.quantizations.itemDoubleClicked.connect(lambda _: self.download())
         layout.addWidget(self.quantizations, 2)
@@ -148,7 +170,7 @@ class HubSearchDialog(QDialog):
         self.download_button.clicked.connect(self.download)
         buttons.rejected.connect(self.reject)
         layout.addWidget(buttons)
-        self.show_actions()
+        self.say(START)
 
     # searching ----------------------------------------------------------------------------
     def _next(self, kind: str) -> int:
@@ -158,7 +180,7 @@ class HubSearchDialog(QDialog):
     def search(self) -> None:
         query = self.query.text().strip()
         if not query:
-            self.status.setText("Type part of a model's name first, for example: qwen.")
+            self.say("Type part of a model's name first, for example: qwen.")
             return
         ticket = self._next("search")
         self._next("sizes")  # the open model's sizes are no longer wanted
@@ -166,8 +188,7 @@ class HubSearchDialog(QDialog):
         self.cancel = cancel = threading.Event()
         self.models, self.opened = [], None
         self.results.setRowCount(0)
-        self.show_opened()
-        self.status.setText(f"Searching Hugging Face for “{query}”…")
+        self.say(f"Searching Hugging Face for “{query}”…")
         self.deadline.start()
         factory = self.api_factory
 
@@ -179,7 +200,7 @@ class HubSearchDialog(QDialog):
     def no_answer(self) -> None:
         self._next("search")  # a late answer is dropped
         self.cancel.set()
-        self.status.setText(no_answer_message())
+        self.say(no_answer_message(), problem=True)
 
     def answered(self, kind: str, ticket: int, result, error) -> None:
         if kind == "sizes" and result is not None:  # a size holds whatever is open now
@@ -189,13 +210,13 @@ class HubSearchDialog(QDialog):
             repo, error = error
             self.size_errors[repo] = str(error)
             if error.offline:
-                self.status.setText(str(error))
+                self.status.setText(str(error))  # the results stay; their sizes cannot come
         if ticket != self.tickets[kind]:
             return
         if kind == "search":
             self.deadline.stop()
             if error is not None:
-                self.status.setText(str(error))
+                self.say(str(error), problem=True)
             else:
                 self.show_results(result)
         else:
@@ -205,22 +226,39 @@ class HubSearchDialog(QDialog):
         self.models = models
         query = self.query.text().strip()
         if not models:
-            self.status.setText(f"No MLX models on Hugging Face match “{query}”.")
+            self.say(f"No MLX models on Hugging Face match “{query}”.")
             return
         repos = sum(len(m.quantizations) for m in models)
         self.status.setText(
-            f"{len(models)} model{'s' if len(models) != 1 else ''} ({repos} downloads to "
-            f"choose from) for “{query}”, most downloaded first. Open one to see its sizes."
+            f"{_count(len(models), 'model')} ({_count(repos, 'download')} to choose from) for "
+            f"“{query}”, most downloaded first. Open one to see its sizes."
         )
+        self.show_page(results=True)
         self.results.setRowCount(len(models))
         for row, model in enumerate(models):
             labels = ", ".join(q.label for q in model.quantizations)
             tip = "\n".join(q.repo for q in model.quantizations)
             texts = (model.name, model.parameters, labels)
-            _fill_row(
-                self.results, row, (*texts, count_text(model.downloads), count_text(model.likes))
-            )
+            counts = (count_text(model.downloads), count_text(model.likes))
+            _fill_row(self.results, row, (*texts, *counts), numbers=(1, 3, 4))
             self.results.item(row, 0).setToolTip(tip)
+
+    def say(self, text: str, problem: bool = False) -> None:
+        """A message in place of the results: where to start, searching, none found, or
+        why the hub gave no answer (``problem``, marked as a warning)."""
+        self.message.setText(text)
+        self.message.setObjectName("hubProblem" if problem else "placeholder")
+        self.message.setStyle(self.message.style())  # the style sheet reads the new name
+        self.message.setAlignment(Qt.AlignLeft if problem else Qt.AlignCenter)
+        self.status.setText("")
+        self.show_page(results=False)
+
+    def show_page(self, results: bool) -> None:
+        self.pages.setCurrentIndex(1 if results else 0)
+        self.status.setVisible(results)
+        self.opened_label.setVisible(results)
+        self.quantizations.setVisible(results)
+        self.show_opened()
 
     # a model's quantizations --------------------------------------------------------------
     def open_selected(self) -> None:
@@ -269,6 +307,7 @@ class HubSearchDialog(QDialog):
                     count_text(quantization.downloads),
                     quantization.repo,
                 ),
+                numbers=(1, 2),
             )
             if quantization.repo in self.size_errors:
                 self.quantizations.item(row, 1).setToolTip(self.size_errors[quantization.repo])

@@ -107,14 +107,14 @@ def test_a_new_query_drops_the_answer_to_the_old_one(app, qtbot):
     dialog = open_search(app, qtbot, api)
     search(qtbot, dialog, "7b")
     qtbot.waitUntil(lambda: len(api.searches) == 1)  # the hub holds it
-    assert dialog.status.text() == "Searching Hugging Face for “7b”…"
+    assert dialog.message.text() == "Searching Hugging Face for “7b”…"
     search(qtbot, dialog, "coder")  # typing goes on while the hub holds the first
     qtbot.waitUntil(lambda: len(api.searches) == 2)
     api.gate.set()
     qtbot.waitUntil(lambda: dialog.results.rowCount() == 1)
     qtbot.waitUntil(lambda: not any(t.name == "hub-search" for t in threading.enumerate()))
     assert column(dialog.results, 0) == ["Qwen2.5-Coder-0.5B-Instruct"]
-    assert "1 model (1 downloads" in dialog.status.text()
+    assert "1 model (1 download to choose from)" in dialog.status.text()
     dialog.close()
 
 
@@ -123,8 +123,9 @@ def test_offline_is_said_with_what_still_works(app, qtbot, monkeypatch):
     api = FakeHfApi()
     dialog = open_search(app, qtbot, api)
     search(qtbot, dialog, "qwen")
-    qtbot.waitUntil(lambda: dialog.status.text().startswith("Offline"))
-    assert dialog.status.text() == (
+    qtbot.waitUntil(lambda: dialog.message.text().startswith("Offline"))
+    assert dialog.message.isVisible() and not dialog.results.isVisible()
+    assert dialog.message.text() == (
         "Offline: Hugging Face cannot be reached (HF_HUB_OFFLINE is set). Your installed "
         "models and the catalog (Model ▸ Download a model…) still work."
     )
@@ -132,8 +133,8 @@ def test_offline_is_said_with_what_still_works(app, qtbot, monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE")
     api.error = httpx2.ConnectError("[Errno -3] Temporary failure in name resolution")
     search(qtbot, dialog, "qwen")
-    qtbot.waitUntil(lambda: "name resolution" in dialog.status.text())
-    assert dialog.status.text().startswith("Offline: Hugging Face cannot be reached")
+    qtbot.waitUntil(lambda: "name resolution" in dialog.message.text())
+    assert dialog.message.text().startswith("Offline: Hugging Face cannot be reached")
     dialog.close()
 
 
@@ -143,16 +144,16 @@ def test_an_http_error_or_no_answer_is_said_and_a_late_answer_dropped(app, qtbot
     api = FakeHfApi(error=http_error(503))
     dialog = open_search(app, qtbot, api)
     search(qtbot, dialog, "qwen")
-    qtbot.waitUntil(lambda: "HTTP 503" in dialog.status.text())
-    assert dialog.status.text().startswith(
+    qtbot.waitUntil(lambda: "HTTP 503" in dialog.message.text())
+    assert dialog.message.text().startswith(
         "Hugging Face answered HTTP 503 Service Unavailable: the hub has a problem of its own"
     )
     api.error, api.gate = None, threading.Event()
     dialog.deadline.setInterval(1)  # the hub holds the search past the limit
     search(qtbot, dialog, "qwen")
-    qtbot.waitUntil(lambda: dialog.status.text() == no_answer_message())
+    qtbot.waitUntil(lambda: dialog.message.text() == no_answer_message())
     api.gate.set()  # its answer comes late
     qtbot.waitUntil(lambda: not any(t.name == "hub-search" for t in threading.enumerate()))
     QApplication.processEvents()  # its answer, sent before the thread ended, is dropped
-    assert dialog.status.text() == no_answer_message() and dialog.results.rowCount() == 0
+    assert dialog.message.text() == no_answer_message() and dialog.results.rowCount() == 0
     dialog.close()
