@@ -5,7 +5,7 @@ order of size, and a repo's download size from its file sizes."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fnmatch import fnmatch
 
 # the files a download fetches (mlx_lm's DEFAULT_ALLOW_PATTERNS, which the app cannot import
@@ -35,7 +35,6 @@ class Quantization:
     bits: float | None  # for the order; None when the name does not say
     downloads: int = 0
     likes: int = 0
-    size: int | None = None  # bytes a download fetches, once known
 
 
 @dataclass(frozen=True)
@@ -51,12 +50,6 @@ class HubModel:
     @property
     def likes(self) -> int:
         return sum(q.likes for q in self.quantizations)
-
-    def with_size(self, repo: str, size: int | None) -> HubModel:
-        quantizations = tuple(
-            replace(q, size=size) if q.repo == repo else q for q in self.quantizations
-        )
-        return replace(self, quantizations=quantizations)
 
 
 def _marker(part: str) -> tuple[str, float | None] | None:

@@ -84,8 +84,6 @@ def test_repos_group_by_the_model_they_convert_with_quantizations_by_bits():
     assert [q.repo for q in seven.quantizations][2] == "other/Qwen2.5-7B-Instruct-8bit"
     assert (seven.downloads, seven.likes, seven.parameters) == (1110, 7, "7B")
     assert [q.label for q in models[1].quantizations] == ["4-bit", "bf16"]
-    sized = seven.with_size("other/Qwen2.5-7B-Instruct-8bit", 8_000)
-    assert [q.size for q in sized.quantizations] == [None, None, 8_000]
 
 
 def sibling(name, size):
