@@ -56,10 +56,12 @@ class Application:
 
         from . import theme
         from .controller import ChatController
+        from .hub_client import bound_hub_timeouts
         from .main_window import MainWindow
         from .settings import SettingsStore
         from .store import Store
 
+        bound_hub_timeouts()  # before any download: it replaces the hub's shared client
         self.qapp = _qapp()
         theme.apply(self.qapp, None if theme_name == "system" else theme_name == "dark")
         self.qapp.setWindowIcon(theme.app_icon())

@@ -43,6 +43,7 @@ class ModelPicker(QFrame):
 
     loadRequested = Signal(str)  # an installed model: what loads it ("" for the built-in)
     downloadRequested = Signal()
+    searchRequested = Signal()
     folderRequested = Signal()
     serverRequested = Signal()
     cancelRequested = Signal()  # stop the load (a download; choosing the model again resumes)
@@ -137,5 +138,6 @@ class ModelPicker(QFrame):
             self.menu.addAction("No models installed yet").setEnabled(False)
         self.menu.addSeparator()
         self.menu.addAction("Download a model…", self.downloadRequested.emit)
+        self.menu.addAction("Search Hugging Face…", self.searchRequested.emit)
         self.menu.addAction("Open a folder…", self.folderRequested.emit)
         self.menu.addAction("Connect to server…", self.serverRequested.emit)

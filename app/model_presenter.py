@@ -15,6 +15,7 @@ from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QFileDialog
 
 from .downloads import installed_models
+from .hub_search_view import HubSearchDialog
 from .model_catalog import OFFER_SCHEME, RECOMMENDED, ModelCatalogDialog, first_run_offer
 from .model_picker import ModelPicker
 from .models_view import InstalledModelsDialog
@@ -23,6 +24,12 @@ from engine.models.embedded import EMBEDDED_NAME
 
 
 DOWNLOAD_TICK_MS = 1000  # a stalled download's line is said again this often
+
+
+def hub_api():
+    from huggingface_hub import HfApi
+
+    return HfApi()
 
 
 class ModelPresenter(QObject):
@@ -41,6 +48,7 @@ class ModelPresenter(QObject):
         models.engineChanged.connect(self.engine_changed)
         window.download_bar.cancelRequested.connect(models.cancel_download)
         self.downloading = ""  # the hub id being downloaded
+        self.hub_api = hub_api  # what Search Hugging Face asks (tests put a fake here)
         self.download_clock = QTimer(self)
         self.download_clock.setInterval(DOWNLOAD_TICK_MS)
         self.download_clock.timeout.connect(self._tick_download)
@@ -52,6 +60,7 @@ class ModelPresenter(QObject):
         window.centralWidget().layout().insertWidget(0, self.picker)
         self.picker.loadRequested.connect(models.load_model)
         self.picker.downloadRequested.connect(self.pick_from_catalog)
+        self.picker.searchRequested.connect(self.search_hub)
         self.picker.folderRequested.connect(self.pick_folder)
         self.picker.serverRequested.connect(self.connect_server)
         self.picker.cancelRequested.connect(models.cancel_load)
@@ -63,6 +72,7 @@ class ModelPresenter(QObject):
         models = self.models
         menu.addAction("Open model folder…", self.pick_folder)
         menu.addAction("Download a model…", self.pick_from_catalog)
+        menu.addAction("Search Hugging Face…", self.search_hub)
         menu.addAction("Hugging Face model…", self.pick_hub)
         menu.addAction("Built-in model", lambda: models.load_model(None))
         menu.addAction("Installed models…", self.show_installed_models)
@@ -80,6 +90,14 @@ class ModelPresenter(QObject):
         dialog = ModelCatalogDialog(self.window)
         dialog.setAttribute(Qt.WA_DeleteOnClose)
         dialog.chosen.connect(self.models.choose)
+        dialog.open()
+        return dialog
+
+    def search_hub(self) -> HubSearchDialog:
+        dialog = HubSearchDialog(self.hub_api, self.window)
+        dialog.setAttribute(Qt.WA_DeleteOnClose)
+        dialog.chosen.connect(self.models.choose)
+        dialog.resize(min(900, max(560, self.window.width() - 80)), 640)
         dialog.open()
         return dialog
 

@@ -42,6 +42,7 @@ def test_the_picker_lists_installed_models_and_loads_the_one_chosen(app, qtbot, 
         "SmolLM2-135M-Instruct-float32-v1 (converted)",
         "owner/small",
         "Download a model…",
+        "Search Hugging Face…",
         "Open a folder…",
         "Connect to server…",
     ]
