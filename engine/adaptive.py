@@ -86,17 +86,29 @@ from .verify_cost import (
     save_cost_curve,
 )
 
+# draft positions counted per match class: a safety bound on memory and on the acceptance
+# file read back, not a measurement (twice the largest draft count, 64, so every draft fits)
 MAX_POSITIONS = 128
-DECAY = 0.85  # per drafted pass
-PROBE_INTERVAL = 16  # passes with a proposal but no draft before a 1-token probe, at least
+# acceptance counts kept per drafted pass (a memory of about 1 / 0.15 = 7 passes): never
+# swept, no measurement behind the figure
+DECAY = 0.85
+# passes with a proposal but no draft before a 1-token probe, at least (``probe_interval``
+# waits longer where a probe is dear). Probes at all: without them real-chat dev 0.976x
+# (0.902-1.003; realchat.md, "Tried on dev and not shipped"); 16 itself was never swept
+PROBE_INTERVAL = 16
 PROBE_SHARE = 0.01  # of the idle passes' time, the most a probe's extra cost may be
 PRIOR_ACCEPT = 0.5
 # a longer draft or a wider tree is chosen only where its rate beats the best so far by more
 # than this: equal rates (a flat stretch of the curve, rows that add nothing) keep the shorter,
-# cheaper pass rather than flip on float rounding of the sums
+# cheaper pass rather than flip on float rounding of the sums (a tolerance, not a
+# measurement: 0.01%, far below what any replay resolves)
 CLEARLY_BETTER = 1.0001
-ROW_SLACK = 0.05  # rows beyond a tree's second may make its pass this much dearer
-GUESS_MARGIN = 1.1  # on a curve not measured for the model, a draft must promise 10% more
+# rows beyond a tree's second may make its pass this much dearer. 0 instead on the real-chat
+# dev replay: 1.000x (0.989-1.010), no change (realchat.md, "Tried on dev and not shipped")
+ROW_SLACK = 0.05
+# on a curve not measured for the model, a draft must promise 10% more than plain decoding:
+# a margin for the guess's error, never swept (a replay plans on named curves, never a guess)
+GUESS_MARGIN = 1.1
 PRIOR_REJECT = 0.5
 # Cold start, per drafter and match class (``MatchClass``, as ``match_class`` sorts): the
 # prior (accept, reject) pseudo-counts of position 0, so a first answer drafts as much as

@@ -100,7 +100,8 @@ FITTED["suffix-static"] = FITTED["suffix-recycling"] = FITTED["suffix"]
 # flat prior), learned from its first pass on.
 UNFITTED = ((0.0,) * len(FEATURES), 0.0)
 # Per reached position and pass, and the share of the way back to the fitted weights per
-# step: on the tuning samples (4 curves x 3 sources, tokens per pass only) 0.01 and 0.01 gave
+# step: on the tuning samples (4 curves x 3 sources, tokens per pass only: the devices
+# replay's "calibrated policy" over the *-tuning files; no document keeps it) 0.01 and 0.01 gave
 # 1.009x the adaptive policy (geometric mean). Without the copy-cursor input: 0.01 gave 1.008x,
 # 0.003 1.006x and the fitted weights alone (0) 1.001x; with the first token's counts alone as
 # inputs, 0.02 gave 1.004x, 0.05 0.999x and 0.2 0.968x, and a pull of 0 or 0.1 did no better.

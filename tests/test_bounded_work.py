@@ -11,6 +11,7 @@ import logging
 import os
 import pickle
 import signal
+import threading
 import time
 
 import numpy as np
@@ -64,9 +65,10 @@ def true_table(loaded):
     return bigram_table(loaded.model, "reference", prefix=start_prefix(loaded.tokenizer))
 
 
-def logged_steps(monkeypatch, service_of=lambda: None, pause=0.0):
-    """Make every build step ``SMALL_STEP`` rows (and ``pause`` seconds longer); the list
-    returned gets, per step, (rows done after it, requests waiting or running during it)."""
+def logged_steps(monkeypatch, service_of=lambda: None, during=lambda finished_steps: None):
+    """Make every build step ``SMALL_STEP`` rows (each calling ``during`` with the number of
+    steps finished before it); the list returned gets, per step, (rows done after it,
+    requests waiting or running during it)."""
     steps = []
     real_step = BigramBuild.step
 
@@ -74,7 +76,7 @@ def logged_steps(monkeypatch, service_of=lambda: None, pause=0.0):
         service = service_of()
         requests = service.engine_thread.requests if service is not None else None
         finished = real_step(self, rows)
-        time.sleep(pause)
+        during(len(steps))
         steps.append((self.done, requests))
         return finished
 
@@ -218,13 +220,20 @@ def test_the_first_request_answers_without_the_table_and_a_later_one_gets_it(
 
 
 def test_a_request_sent_during_the_build_waits_at_most_one_step(tiny_model_dir, monkeypatch):
+    """The request is sent while a step runs (the third, which waits for it): that step
+    finishes, and no other starts until the answer is over; then the build resumes."""
     log = []  # ("step",) / ("step end",) / ("sent",) / ("answer",) / ("answered",)
+    third_step, sent, resumed = threading.Event(), threading.Event(), threading.Event()
     real_step = BigramBuild.step
 
     def step(self, rows=4):  # 65 short steps
         log.append(("step",))
+        if ("answered",) in log:
+            resumed.set()
+        if log.count(("step",)) == 3:
+            third_step.set()
+            sent.wait(120)
         finished = real_step(self, rows)
-        time.sleep(0.02)  # a slow machine's step: room for a request to arrive meanwhile
         log.append(("step end",))
         return finished
 
@@ -239,37 +248,59 @@ def test_a_request_sent_during_the_build_waits_at_most_one_step(tiny_model_dir, 
     monkeypatch.setattr(ChatSession, "generate", answered)
     monkeypatch.setattr(Calibrator, "measure_later", lambda self: None)  # tables only
     service = EngineService()
+    real_submit = service.engine_thread.submit
+
+    def submit(*args, **kwargs):
+        real_submit(*args, **kwargs)  # the request is counted as waiting from here
+        if third_step.is_set() and not sent.is_set():
+            log.append(("sent",))
+            sent.set()
+
+    service.engine_thread.submit = submit
     try:
         run(service.generate(chat(tiny_model_dir)))  # asks for the table
-        wait_until(lambda: log.count(("step",)) >= 3, "the build never started")
-        log.append(("sent",))
+        assert third_step.wait(120), "the build never started"
         events = run(service.generate(chat(tiny_model_dir, drafter=DraftSettings("none"))))
-        wait_until(lambda: log[-1] != ("answered",), "the build never resumed after the answer")
+        assert resumed.wait(120), "the build never resumed after the answer"
     finally:
         service.shutdown()
     assert isinstance(events[-1], DoneEvent)
     sent = log.index(("sent",))
     begun = len(log) - 1 - log[::-1].index(("answer",))  # the second request's
     ended = len(log) - 1 - log[::-1].index(("answered",))
-    # at most the step already running when the request came finishes first; none starts
-    # after the request was sent until the answer is over
+    # the step running when the request came finishes first; none starts after the
+    # request was sent until the answer is over
     assert ("step",) not in log[sent:ended], log[sent - 2 : ended + 2]
-    assert log[begun - 1] in (("sent",), ("step end",))
+    assert log[sent - 1 : begun] == [("step",), ("sent",), ("step end",)], log[: begun + 1]
 
 
 def test_shutdown_during_the_build_stops_it_after_the_running_step(
     tiny_model_dir, tiny_loaded, monkeypatch
 ):
-    steps = logged_steps(monkeypatch, pause=0.02)
+    """Shutdown is asked while the second step runs (which waits for it): no step follows."""
+    second_step, stopping = threading.Event(), threading.Event()
+
+    def during(finished_steps):
+        if finished_steps == 1:
+            second_step.set()
+            stopping.wait(120)
+
+    steps = logged_steps(monkeypatch, during=during)
     monkeypatch.setattr(Calibrator, "measure_later", lambda self: None)  # tables only
     service = EngineService()
+    real_stop_jobs = service.engine_thread.stop_jobs
+
+    def stop_jobs():
+        real_stop_jobs()
+        stopping.set()
+
+    service.engine_thread.stop_jobs = stop_jobs
     try:
         run(service.generate(chat(tiny_model_dir)))
-        wait_until(lambda: len(steps) >= 2, "the build never started")
+        assert second_step.wait(120), "the build never started"
     finally:
-        at_shutdown = len(steps)
         service.shutdown()
-    assert len(steps) - at_shutdown <= 1 and steps[-1][0] < 259
+    assert [done for done, _ in steps] == [SMALL_STEP, 2 * SMALL_STEP]
     assert not table_path(tiny_loaded).exists()
 
 

@@ -2,6 +2,7 @@
 for a measurement."""
 
 import asyncio
+import threading
 import time
 
 import pytest
@@ -138,16 +139,23 @@ def test_one_clients_text_never_reaches_another_clients_drafter(tiny_loaded, tmp
 def test_no_measuring_step_starts_while_a_request_waits_or_runs(
     tiny_model_dir, tmp_path, monkeypatch
 ):
+    """The request is sent while a measuring step runs (the third, which waits for it): that
+    step finishes, and no other starts until the answer is over; then measuring resumes."""
     monkeypatch.setenv("DRAFTLESS_CACHE_DIR", str(tmp_path / "cache"))
-    log = []  # ("step", begun) / ("step end",) / ("sent",) / ("answer", begun) / ("answered",)
+    log = []  # ("step",) / ("step end",) / ("sent",) / ("answer",) / ("answered",)
+    third_step, sent, resumed = threading.Event(), threading.Event(), threading.Event()
     real_steps = adaptive.measurement_steps
 
     def logged(*args, **kwargs):
         steps = real_steps(*args, **kwargs)
         while True:
             log.append(("step",))
+            if ("answered",) in log:
+                resumed.set()
+            if log.count(("step",)) == 3:
+                third_step.set()
+                sent.wait(120)
             step = next(steps, None)
-            time.sleep(0.02)  # a slow machine's pass: room for a request to arrive meanwhile
             log.append(("step end",))
             if step is None:
                 return
@@ -163,23 +171,27 @@ def test_no_measuring_step_starts_while_a_request_waits_or_runs(
     monkeypatch.setattr(adaptive, "measurement_steps", logged)
     monkeypatch.setattr(ChatSession, "generate", answered)
     service = EngineService()
+    real_submit = service.engine_thread.submit
+
+    def submit(*args, **kwargs):
+        real_submit(*args, **kwargs)  # the request is counted as waiting from here
+        if third_step.is_set() and not sent.is_set():
+            log.append(("sent",))
+            sent.set()
+
+    service.engine_thread.submit = submit
     try:
         asyncio.run(collect(service.load(str(tiny_model_dir))))
-        deadline = time.monotonic() + 60
-        while log.count(("step",)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.005)
-        log.append(("sent",))
+        assert third_step.wait(120), "measuring never started"
         events = asyncio.run(collect(service.generate(chat(tiny_model_dir))))
-        while ("answered",) not in log or log[-1] == ("answered",):
-            assert time.monotonic() < deadline, "measuring never resumed after the answer"
-            time.sleep(0.005)
+        assert resumed.wait(120), "measuring never resumed after the answer"
     finally:
         service.shutdown()
     sent, begun, ended = log.index(("sent",)), log.index(("answer",)), log.index(("answered",))
-    # at most the step already running when the request came finishes first; none starts
-    # after the request was sent until the answer is over
+    # the step running when the request came finishes first; none starts after the
+    # request was sent until the answer is over
     assert ("step",) not in log[sent:ended], log[sent - 2 : ended + 2]
-    assert log[begun - 1] in (("sent",), ("step end",))
+    assert log[sent - 1 : begun] == [("step",), ("sent",), ("step end",)], log[: begun + 1]
     done = events[-1]
     assert isinstance(done, DoneEvent)
     timing = done.timing
