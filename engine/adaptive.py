@@ -94,7 +94,7 @@ MAX_POSITIONS = 128
 DECAY = 0.85
 # passes with a proposal but no draft before a 1-token probe, at least (``probe_interval``
 # waits longer where a probe is dear). Probes at all: without them real-chat dev 0.976x
-# (0.902-1.003; realchat.md, "Tried on dev and not shipped"); 16 itself was never swept
+# (0.902-1.003; results.md, "Tried and not shipped"); 16 itself was never swept
 PROBE_INTERVAL = 16
 PROBE_SHARE = 0.01  # of the idle passes' time, the most a probe's extra cost may be
 PRIOR_ACCEPT = 0.5
@@ -104,7 +104,7 @@ PRIOR_ACCEPT = 0.5
 # measurement: 0.01%, far below what any replay resolves)
 CLEARLY_BETTER = 1.0001
 # rows beyond a tree's second may make its pass this much dearer. 0 instead on the real-chat
-# dev replay: 1.000x (0.989-1.010), no change (realchat.md, "Tried on dev and not shipped")
+# dev replay: 1.000x (0.989-1.010), no change (results.md, "Tried and not shipped")
 ROW_SLACK = 0.05
 # on a curve not measured for the model, a draft must promise 10% more than plain decoding:
 # a margin for the guess's error, never swept (a replay plans on named curves, never a guess)
