@@ -14,7 +14,8 @@ from engine.schemas import MAX_SCHEMA_CHARS, check_schema
 from engine.untrusted import parse_json
 
 TEXT, JSON_OBJECT, JSON_SCHEMA = "text", "json_object", "json_schema"
-KINDS = {TEXT: "Text", JSON_OBJECT: "JSON object", JSON_SCHEMA: "JSON schema"}
+# the names the chat's list shows ("…": choosing it opens the schema's editor, also to edit)
+KINDS = {TEXT: "Text answers", JSON_OBJECT: "JSON object", JSON_SCHEMA: "JSON schema…"}
 # a pasted schema keeps its indentation: the check's limit is on compact JSON, so allow
 # the blanks of a pretty-printed one but do not parse megabytes to find it too large
 MAX_PASTED_CHARS = 4 * MAX_SCHEMA_CHARS

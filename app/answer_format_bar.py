@@ -1,5 +1,6 @@
-"""The open chat's answer format, beside its system prompt: a list (Text, JSON object, JSON
-schema) and, for a schema, an editor that unfolds under the line to paste it in.
+"""The open chat's answer format, beside its system prompt: a list (Text answers, JSON
+object, JSON schema…) and, for a schema, an editor that unfolds under the line to paste it
+in (choosing JSON schema… again unfolds it to change the schema).
 
 A schema is checked (app/answer_format.py) when the person presses Use schema: one that is
 not JSON, not an object or past the engine's limits is named in a line under the editor,
@@ -17,7 +18,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QPlainTextEdit,
     QPushButton,
-    QToolButton,
+    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
@@ -31,39 +32,30 @@ from .zoom import keep_lines
 KEPT = {TEXT: "free text", "json_object": "any JSON object", JSON_SCHEMA: "its earlier schema"}
 PICKER_TIP = (
     "How this chat's answers are written: free text, any JSON object, or JSON that follows a "
-    "schema you paste"
+    "schema you paste (choose JSON schema… again to change it)"
 )
 SHOWN_SCHEMA_CHARS = 600  # of a schema, in the list's tooltip
 EXAMPLE = '{"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}'
 
 
 class AnswerFormatBar(QObject):
-    """``picker`` goes on the system prompt's line, ``panel`` (the schema editor) under it."""
+    """``picker`` (the list) goes on the system prompt's line, ``panel`` (the schema's
+    editor) under it."""
 
     formatChosen = Signal(object)  # AnswerFormat, checked
 
     def __init__(self, controller=None, parent=None):
         super().__init__(parent)
         self._format = AnswerFormat()
-        self.picker = QWidget()
-        row = QHBoxLayout(self.picker)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.setSpacing(4)
-        label = QLabel("Answer")
-        label.setObjectName("hint")
-        self.kind = QComboBox()
+        # one list on the system prompt's line: it fits beside it in a 600 px window
+        self.picker = self.kind = QComboBox()
         self.kind.setObjectName("answerFormat")
         self.kind.setAccessibleName("Answer format for this chat")
+        self.kind.setSizeAdjustPolicy(QComboBox.AdjustToContents)
+        self.kind.setSizePolicy(QSizePolicy.Fixed, QSizePolicy.Fixed)
         for kind, name in KINDS.items():
             self.kind.addItem(name, kind)
-        label.setBuddy(self.kind)
         self.kind.activated.connect(self._kind_chosen)
-        self.edit_button = QToolButton()
-        self.edit_button.setText("Edit schema")
-        self.edit_button.setToolTip("Show this chat's JSON schema to change it")
-        self.edit_button.clicked.connect(self._open_editor)
-        for widget in (label, self.kind, self.edit_button):
-            row.addWidget(widget)
         self.panel = self._schema_panel()
         if controller is not None:
             self.show_format(controller.answer_format)
@@ -112,7 +104,6 @@ class AnswerFormatBar(QObject):
         self.kind.setToolTip(
             f"{PICKER_TIP}.\n\nThis chat's schema:\n{shown}" if shown else PICKER_TIP
         )
-        self.edit_button.setVisible(chosen.kind == JSON_SCHEMA)
         self.editor.setPlainText(chosen.text)
         self.notice.clear()
         self.notice.setVisible(False)
@@ -127,7 +118,6 @@ class AnswerFormatBar(QObject):
 
     def _open_editor(self) -> None:
         self.kind.setCurrentIndex(self.kind.findData(JSON_SCHEMA))
-        self.edit_button.setVisible(False)
         self.panel.setVisible(True)
         self.editor.setFocus()
 

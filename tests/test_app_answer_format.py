@@ -35,6 +35,14 @@ def choose(bar, name):
         QTest.keyClick(bar.kind, key)
 
 
+def click_item(bar, name):
+    """Open the list and click ``name`` in it, as a person picks it again."""
+    bar.kind.showPopup()
+    view = bar.kind.view()
+    spot = view.visualRect(view.model().index(bar.kind.findText(name), 0)).center()
+    QTest.mouseClick(view.viewport(), Qt.LeftButton, pos=spot)
+
+
 def paste(editor, text):
     editor.setFocus()
     QTest.keyClick(editor, Qt.Key_A, Qt.ControlModifier)
@@ -49,7 +57,7 @@ def use(bar):
 def test_json_object_and_a_pasted_schema_go_with_the_chats_requests(app, qtbot):
     window, controller = app.window, app.controller
     bar = window.answer_format_bar
-    assert bar.kind.currentText() == "Text" and bar.kind.isVisible()
+    assert bar.kind.currentText() == "Text answers" and bar.kind.isVisible()
     ask(qtbot, app, "plain", answer_events(HI))
     assert app.scripted.requests[-1].json_schema is None  # off by default
     plain_chat = controller.session.id
@@ -62,22 +70,25 @@ def test_json_object_and_a_pasted_schema_go_with_the_chats_requests(app, qtbot):
     object_chat = controller.session.id
 
     window.new_chat()
-    assert bar.kind.currentText() == "Text"  # a new chat starts in free text
-    choose(bar, "JSON schema")
+    assert bar.kind.currentText() == "Text answers"  # a new chat starts in free text
+    choose(bar, "JSON schema…")
     assert bar.panel.isVisible() and bar.editor.hasFocus()
     paste(bar.editor, json.dumps(SCHEMA, indent=2))
     use(bar)
-    assert not bar.panel.isVisible() and bar.edit_button.isVisible()
+    assert not bar.panel.isVisible()
     ask(qtbot, app, "a city", answer_events(HI))
     assert app.scripted.requests[-1].json_schema == SCHEMA
     ask(qtbot, app, "another", answer_events(HI))
     assert app.scripted.requests[-1].json_schema == SCHEMA  # every request of the chat
+    click_item(bar, "JSON schema…")  # chosen again: the schema, to change it
+    assert bar.panel.isVisible() and json.loads(bar.editor.toPlainText()) == SCHEMA
+    QTest.mouseClick(bar.cancel_button, Qt.LeftButton)
     schema_chat = controller.session.id
 
     for chat, shown, sent in (
-        (plain_chat, "Text", None),
+        (plain_chat, "Text answers", None),
         (object_chat, "JSON object", ANY_OBJECT),
-        (schema_chat, "JSON schema", SCHEMA),
+        (schema_chat, "JSON schema…", SCHEMA),
     ):
         controller.open_session(chat)
         assert bar.kind.currentText() == shown
@@ -94,7 +105,7 @@ def test_a_bad_schema_is_named_inline_and_not_saved(app, qtbot):
     bar = window.answer_format_bar
     choose(bar, "JSON object")
     chat = controller.session.id
-    choose(bar, "JSON schema")
+    choose(bar, "JSON schema…")
     for text, said in (
         ('{"type": "object",', "not JSON"),
         ("[1, 2]", "must be a JSON object"),
@@ -125,7 +136,7 @@ def test_a_damaged_stored_schema_is_named_and_the_chat_answers_in_text(app, qtbo
     window.new_chat()
     controller.open_session(chat)
     assert any("answer format could not be used" in s for s in said)
-    assert window.answer_format_bar.kind.currentText() == "Text"
+    assert window.answer_format_bar.kind.currentText() == "Text answers"
     ask(qtbot, app, "again", answer_events(HI))
     assert app.scripted.requests[-1].json_schema is None
     assert app.store.answer_format(chat) == (JSON_SCHEMA, "{not json")  # left as it was

@@ -33,7 +33,7 @@ def test_an_answer_under_a_schema_parses_and_follows_it(make_app, qtbot):
     QTest.keySequence(window, QKeySequence.New)  # Ctrl+N
     assert window.controller.session is None or window.controller.session.id != plain_chat
     bar = window.answer_format_bar
-    choose(bar, "JSON schema")
+    choose(bar, "JSON schema…")
     paste(bar.editor, json.dumps(SCHEMA))
     use(bar)
     finish(qtbot, send(qtbot, window, "Say something"), 60)
