@@ -165,3 +165,16 @@ def test_a_history_file_from_before_answer_formats_opens_and_gains_them(tmp_path
     again = Store(path)
     assert again.answer_format("old") == again.answer_format(fork.id) == ("json_object", "")
     again.close()
+
+
+def test_a_server_gets_the_chats_schema_as_response_format():
+    from app.remote_engine import request_body
+    from engine.settings import GenerationRequest
+
+    turns = [{"role": "user", "content": "a city"}]
+    assert "response_format" not in request_body(GenerationRequest(messages=turns))
+    body = request_body(GenerationRequest(messages=turns, json_schema=SCHEMA))
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "answer", "schema": SCHEMA},
+    }
