@@ -31,6 +31,7 @@ from engine.settings import DraftSettings, configurations
 from engine.stats import DecodeStats, tokens_per_pass_of
 from engine.stop_strings import StopMatcher, kept_figures
 
+from .answer_format import AnswerFormat, answer_format
 from .attachments import split_message
 from .context_meter import measured_pace
 from .continuable import INTERRUPTED, can_go_on
@@ -179,6 +180,7 @@ class ChatController(QObject):
     busyChanged = Signal(bool)
     settingsChanged = Signal(object)  # AppSettings
     systemPromptChanged = Signal(str)  # the open chat's system prompt
+    answerFormatChanged = Signal(object)  # the open chat's AnswerFormat
     replayFinished = Signal(int, object)  # message id, list of ReplayOutcome (best first)
     replayFailed = Signal(int, str)  # message id, why
     problem = Signal(str)  # a message for the person (errors, notices)
@@ -194,6 +196,7 @@ class ChatController(QObject):
         self.session: Session | None = None
         self.messages: list[Message] = []
         self.system_prompt = self.settings.system_prompt  # the open chat's
+        self.answer_format = AnswerFormat()  # the open chat's
         self.answer: Answer | None = None
         self.answer_task: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
@@ -282,6 +285,8 @@ class ChatController(QObject):
         self.messages = self.store.messages(session_id)
         self.system_prompt = self.system_prompt_of(session_id)
         self.systemPromptChanged.emit(self.system_prompt)
+        self.answer_format = self._stored_format(session_id)
+        self.answerFormatChanged.emit(self.answer_format)
         self.sessionOpened.emit(session)
 
     def system_prompt_of(self, session_id: str) -> str:
@@ -308,6 +313,40 @@ class ChatController(QObject):
             )
         self.system_prompt = text
         self.systemPromptChanged.emit(text)
+
+    def _stored_format(self, session_id: str) -> AnswerFormat:
+        """The chat's answer format, checked again as read; free text where the stored one
+        no longer passes (the row stays as it is, and the banner says so)."""
+        stored = self.store.answer_format(session_id)
+        if stored is None:
+            return AnswerFormat()
+        try:
+            return answer_format(*stored)
+        except ValueError as error:
+            self.problem.emit(
+                f"This chat's answer format could not be used ({error}); its answers are free "
+                "text until you choose another format above the chat."
+            )
+            return AnswerFormat()
+
+    def set_answer_format(self, chosen: AnswerFormat) -> None:
+        """The open chat's answer format from now on (a new chat is made when none is open)."""
+        if chosen == self.answer_format and self.session is not None:
+            return
+        if self.session is None and self.new_session() is None:
+            return  # the banner says why
+        try:
+            self.store.set_answer_format(self.session.id, chosen.kind, chosen.text)
+        except (sqlite3.Error, OSError) as error:
+            self.problem.emit(
+                unsaved(
+                    error,
+                    "The chat's answer format was not saved: the chat history could not be changed",
+                    "it applies to this chat until you quit.",
+                )
+            )
+        self.answer_format = chosen
+        self.answerFormatChanged.emit(chosen)
 
     def rename_session(self, session_id: str, title: str) -> None:
         title = " ".join(title.split())
@@ -351,6 +390,8 @@ class ChatController(QObject):
             else:
                 self.system_prompt = self.settings.system_prompt  # the next chat's
                 self.systemPromptChanged.emit(self.system_prompt)
+                self.answer_format = AnswerFormat()
+                self.answerFormatChanged.emit(self.answer_format)
                 self.sessionOpened.emit(None)
         self.sessionsChanged.emit()
 
@@ -540,6 +581,7 @@ class ChatController(QObject):
             settings = replace(settings, temperature=temperature)
             seed = secrets.randbelow(SHOWN_SEED_LIMIT)
         request = settings.request(turns, chat_id=self.session.id)
+        request = replace(request, json_schema=self.answer_format.schema)
         if seed is not None:
             request = replace(request, sampling=replace(request.sampling, seed=seed))
         if continuing is not None:

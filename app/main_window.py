@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from . import theme
+from .answer_format_bar import AnswerFormatBar
 from .chat_widgets import Banner, Composer, EditBar, ask_to_delete
 from .context_meter import ContextMeter
 from .controller import ChatController
@@ -87,6 +88,8 @@ class MainWindow(QMainWindow):
         column.setSpacing(0)
         self.speculation_bar, self.banner = SpeculationBar(), Banner()
         self.system_prompt_bar = SystemPromptBar(self.controller)
+        self.answer_format_bar = AnswerFormatBar(self.controller, self)
+        self.system_prompt_bar.attach(self.answer_format_bar.picker, self.answer_format_bar.panel)
         for part in (self.speculation_bar, self.banner, self.system_prompt_bar):
             column.addWidget(part)
         self.transcript = TranscriptView()

@@ -97,6 +97,11 @@ def request_body(request) -> dict:
         body["seed"] = sampling.seed
     if request.chat_id is not None:
         body["chat_id"] = request.chat_id  # the server keeps this chat's KV cache
+    if request.json_schema is not None:
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "answer", "schema": dict(request.json_schema)},
+        }
     return body
 
 

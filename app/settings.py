@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from engine import paths as engine_paths
@@ -65,6 +65,8 @@ class AppSettings:
     highlight: bool = True
     zoom: float = 1.0
     server_url: str = ""  # the Draftless server last connected to (its key: the keychain)
+    # the person's own presets, by name, in the order saved: each PRESET_FIELDS' values
+    user_presets: dict[str, dict] = field(default_factory=dict)
 
     RANGES = {
         "draft_count": DRAFT_COUNT_RANGE,
@@ -214,8 +216,8 @@ class SettingsStore:
             except OSError:
                 pass
             self.message = (
-                "Some saved settings were invalid and were reset to their defaults: "
-                f"{'; '.join(b.rstrip('.') for b in bad)}. {kept}"
+                "Some saved settings were invalid and were reset to their defaults or left "
+                f"out: {'; '.join(b.rstrip('.') for b in bad)}. {kept}"
             )
         return settings
 
@@ -249,8 +251,11 @@ def _validated(data: dict) -> tuple[AppSettings, list[str]]:
     """Settings from a file's JSON object, each bad field at its default, and what was bad."""
     defaults = AppSettings()
     values, bad = {}, []
+    if "user_presets" in data:
+        values["user_presets"], damaged = _checked_presets(data["user_presets"])
+        bad += damaged
     for f in fields(AppSettings):
-        if f.name in data:
+        if f.name in data and f.name != "user_presets":
             try:
                 values[f.name] = _coerce(f.type, data[f.name])
             except ValueError as error:
@@ -290,6 +295,8 @@ PRESET_FIELDS = (
     "max_tokens",
 )
 BALANCED = "Balanced"
+CUSTOM = "Custom"  # what the preset list says once a value differs from every preset
+MAX_PRESET_NAME = 60  # characters: a name fits the preset list beside a 600 px chat
 PRESETS: dict[str, dict] = {
     BALANCED: {name: getattr(AppSettings(), name) for name in PRESET_FIELDS},
     # Edits copy long stretches of the code they are given. Greedy, so copies come out
@@ -327,17 +334,99 @@ PRESETS: dict[str, dict] = {
 }
 
 
+def preset_name(text: str) -> str:
+    """``text`` as a user preset's name (blanks collapsed); ValueError saying why it cannot
+    be one. A built-in name is refused, whatever its case."""
+    name = " ".join(text.split())
+    if not name:
+        raise ValueError("a preset needs a name")
+    if len(name) > MAX_PRESET_NAME:
+        raise ValueError(f"a preset's name has at most {MAX_PRESET_NAME} characters")
+    for taken in (*PRESETS, CUSTOM):
+        if taken.casefold() == name.casefold():
+            raise ValueError(f"“{taken}” is a built-in preset's name; choose another")
+    return name
+
+
+def user_preset_named(settings: AppSettings, name: str) -> str | None:
+    """The user preset called ``name`` (case aside), or None."""
+    return next((n for n in settings.user_presets if n.casefold() == name.casefold()), None)
+
+
+def with_saved_preset(settings: AppSettings, name: str) -> AppSettings:
+    """``settings`` with their drafting and sampling values kept as the user preset
+    ``name``; a preset of that name (case aside) is replaced where it stands in the list."""
+    name = preset_name(name)
+    values = {key: getattr(settings, key) for key in PRESET_FIELDS}
+    old = user_preset_named(settings, name)
+    presets = {
+        (name if n == old else n): (values if n == old else v)
+        for n, v in settings.user_presets.items()
+    }
+    presets.setdefault(name, values)
+    return replace(settings, user_presets=presets)
+
+
+def without_preset(settings: AppSettings, name: str) -> AppSettings:
+    """``settings`` without the user preset ``name``; the values in use stay."""
+    presets = {n: v for n, v in settings.user_presets.items() if n != name}
+    return replace(settings, user_presets=presets)
+
+
+def all_presets(settings: AppSettings) -> dict[str, dict]:
+    """The built-in presets, then the user's own."""
+    return {**PRESETS, **settings.user_presets}
+
+
 def with_preset(settings: AppSettings, name: str) -> AppSettings:
     """``settings`` with preset ``name``'s drafting and sampling values."""
-    return replace(settings, **PRESETS[name])
+    return replace(settings, **all_presets(settings)[name])
 
 
 def preset_of(settings: AppSettings) -> str | None:
     """The preset these settings are exactly, or None (changed by hand since)."""
-    for name, values in PRESETS.items():
+    for name, values in all_presets(settings).items():
         if all(_same(key, getattr(settings, key), value) for key, value in values.items()):
             return name
     return None
+
+
+def _checked_presets(raw) -> tuple[dict[str, dict], list[str]]:
+    """The sound user presets of a settings file's ``user_presets``, and why each other
+    one was left out."""
+    if not isinstance(raw, dict):
+        return {}, [f"user_presets ({raw!r:.60} is not an object of named presets)"]
+    kept, bad = {}, []
+    for name, values in raw.items():
+        try:
+            if preset_name(name) != name:
+                raise ValueError("its name has blanks at its ends or in a row")
+            if user_preset_named(replace(AppSettings(), user_presets=kept), name):
+                raise ValueError("another preset has this name")
+            kept[name] = _preset_values(values)
+        except ValueError as error:
+            bad.append(f"preset {name!r:.70} left out ({error})")
+    return kept, bad
+
+
+def _preset_values(values) -> dict:
+    """A stored preset's values, each of its field's type and in range; else ValueError."""
+    if not isinstance(values, dict):
+        raise ValueError("not an object of values")
+    missing = [key for key in PRESET_FIELDS if key not in values]
+    if missing:
+        raise ValueError(f"{', '.join(missing)} missing")
+    types = {f.name: f.type for f in fields(AppSettings)}
+    checked = {key: _coerce(types[key], values[key]) for key in PRESET_FIELDS}
+    settings = replace(AppSettings(), **checked)
+    problems = settings.problems()
+    if problems:
+        raise ValueError("; ".join(problems))
+    try:
+        resolve_drafter_name(settings.drafter)
+    except EngineError as error:
+        raise ValueError(f"drafter: {error}") from None
+    return checked
 
 
 def _same(key: str, ours, preset) -> bool:
@@ -351,11 +440,13 @@ def _same(key: str, ours, preset) -> bool:
 
 def reset_to_defaults(settings: AppSettings) -> AppSettings:
     """The defaults of everything the settings panel shows (drafting, sampling, system
-    prompt); the model in use, the server address and the view (highlight, zoom) stay."""
+    prompt); the model in use, the server address, the view (highlight, zoom) and the
+    user's presets stay."""
     return replace(
         AppSettings(),
         model=settings.model,
         server_url=settings.server_url,
         highlight=settings.highlight,
         zoom=settings.zoom,
+        user_presets=settings.user_presets,
     )

@@ -15,9 +15,10 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
-    QGridLayout,
     QGroupBox,
+    QInputDialog,
     QLabel,
+    QMessageBox,
     QPlainTextEdit,
     QPushButton,
     QScrollArea,
@@ -30,22 +31,27 @@ from .flow_layout import FlowLayout
 from .keyboard import tab_leaves
 from .zoom import keep_lines
 from .settings import (
+    CUSTOM,
     PRESETS,
     REPEAT_PENALTY_RANGE,
     STOP_STRINGS_RULE,
     TEMPERATURE_RANGE,
     TOP_P_RANGE,
     AppSettings,
+    all_presets,
+    preset_name,
     preset_of,
     reset_to_defaults,
     stop_strings_from_text,
     stop_strings_text,
+    user_preset_named,
     with_preset,
+    with_saved_preset,
+    without_preset,
 )
 from .system_prompt import EDITOR_LINES, TYPING_PAUSE_MS
 
 STOP_STRING_LINES = 2.5  # two stop strings in sight, and a hint that more scroll
-CUSTOM = "Custom"  # shown in the preset list once a value differs from every preset
 
 
 class SettingsPanel(QScrollArea):
@@ -62,6 +68,7 @@ class SettingsPanel(QScrollArea):
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         self.default_drafter = default_drafter
         self._settings = AppSettings()
+        self._listed: dict[str, dict] = {}  # the user presets the preset list shows
         self._loading = False
         inner = QWidget()
         layout = QVBoxLayout(inner)
@@ -110,27 +117,51 @@ class SettingsPanel(QScrollArea):
         return model_box
 
     def _preset_box(self) -> QGroupBox:
-        """Presets and Reset to defaults."""
+        """Presets (built-in, then the user's own), saving and deleting the user's own, and
+        Reset to defaults."""
         preset_box = QGroupBox("Preset")
-        preset_row = QGridLayout(preset_box)
+        column = QVBoxLayout(preset_box)
         self.preset = QComboBox()
+        self.preset.setAccessibleName("Preset")
         self.preset.setToolTip(
             "Drafting and sampling values for a kind of work; the model and the system prompt "
             "stay. Any value changed afterwards is kept (the list then says Custom)."
         )
-        for name in PRESETS:
-            self.preset.addItem(name)
-        self.preset.addItem(CUSTOM)
-        self.preset.model().item(self.preset.count() - 1).setEnabled(False)  # not a choice
+        self._list_presets()
         self.preset.activated.connect(self._preset_chosen)
-        preset_row.addWidget(self.preset, 0, 0)
+        column.addWidget(self.preset)
+        buttons_row = QWidget()  # wraps at 600 px, like the model's buttons
+        buttons = FlowLayout(buttons_row, spacing=6, align_right=False)
+        self.save_preset_button = QPushButton("Save as preset…")
+        self.save_preset_button.setToolTip(
+            "Keep the drafting and sampling values below as a preset of your own"
+        )
+        self.save_preset_button.clicked.connect(self.save_preset)
+        self.delete_preset_button = QPushButton("Delete preset")
+        self.delete_preset_button.setToolTip(
+            "Remove the chosen preset of your own (the values in use stay)"
+        )
+        self.delete_preset_button.clicked.connect(self.delete_preset)
         self.reset_button = QPushButton("Reset to defaults")
         self.reset_button.setToolTip(
             "Drafting, sampling and the system prompt back to their defaults (the model stays)"
         )
         self.reset_button.clicked.connect(self.reset_to_defaults)
-        preset_row.addWidget(self.reset_button, 1, 0)
+        for button in (self.save_preset_button, self.delete_preset_button, self.reset_button):
+            buttons.addWidget(button)
+        column.addWidget(buttons_row)
         return preset_box
+
+    def _list_presets(self) -> None:
+        """The built-in presets, a line, the user's own, then Custom (not a choice)."""
+        self.preset.clear()
+        self.preset.addItems(list(PRESETS))
+        if self._settings.user_presets:
+            self.preset.insertSeparator(self.preset.count())
+            self.preset.addItems(list(self._settings.user_presets))
+        self.preset.addItem(CUSTOM)
+        self.preset.model().item(self.preset.count() - 1).setEnabled(False)
+        self._listed = dict(self._settings.user_presets)
 
     def _drafting_box(self, drafters: dict[str, str]) -> QGroupBox:
         """The drafter and its counts."""
@@ -290,7 +321,11 @@ class SettingsPanel(QScrollArea):
         self._loading = False
 
     def _show_preset(self) -> None:
-        self.preset.setCurrentText(preset_of(self.settings()) or CUSTOM)
+        if self._listed != self._settings.user_presets:
+            self._list_presets()
+        name = preset_of(self.settings()) or CUSTOM
+        self.preset.setCurrentText(name)
+        self.delete_preset_button.setEnabled(name in self._settings.user_presets)
 
     def _apply(self, settings: AppSettings) -> None:
         """Show ``settings`` and hand them on as one edit."""
@@ -301,8 +336,48 @@ class SettingsPanel(QScrollArea):
 
     def _preset_chosen(self, index: int) -> None:
         name = self.preset.itemText(index)
-        if name in PRESETS:
+        if name in all_presets(self._settings):
             self._apply(with_preset(self.settings(), name))
+
+    def save_preset(self) -> None:
+        """Ask a name and keep the values in use under it: a built-in name is refused, one
+        of the user's own is replaced once the person says so."""
+        self.flush()
+        typed, ok = QInputDialog.getText(
+            self, "Save as preset", "Name for a preset of these drafting and sampling values:"
+        )
+        if not ok:
+            return
+        try:
+            name = preset_name(typed)
+        except ValueError as error:
+            QMessageBox.warning(self, "Preset not saved", f"The preset was not saved: {error}.")
+            return
+        existing = user_preset_named(self._settings, name)
+        if existing is not None:
+            question = (
+                f"You already have a preset called “{existing}”. Replace its values with the "
+                "ones in use now?"
+            )
+            if not self._confirm("Replace preset", question, "Replace"):
+                return
+        self._apply(with_saved_preset(self.settings(), name))
+
+    def delete_preset(self) -> None:
+        """Remove the chosen preset of the user's own, once the person confirms."""
+        name = self.preset.currentText()
+        if name not in self._settings.user_presets:
+            return
+        question = f"Delete your preset “{name}”? The values in use now stay as they are."
+        if self._confirm("Delete preset", question, "Delete"):
+            self._apply(without_preset(self.settings(), name))
+
+    def _confirm(self, title: str, question: str, action: str) -> bool:
+        box = QMessageBox(QMessageBox.Question, title, question, QMessageBox.Cancel, self)
+        doing = box.addButton(action, QMessageBox.AcceptRole)
+        box.setDefaultButton(QMessageBox.Cancel)
+        box.exec()
+        return box.clickedButton() is doing
 
     def reset_to_defaults(self) -> None:
         self._apply(reset_to_defaults(self.settings()))

@@ -30,7 +30,8 @@ from engine.untrusted import move_aside, parse_json
 from .provenance import Provenance, TokenInfo
 
 DB_FILE = "draftless.sqlite3"
-SCHEMA_VERSION = 2  # 2: chat_system_prompts (a version-1 file gains the table on opening)
+# 2: chat_system_prompts, 3: chat_answer_formats (an older file gains the tables on opening)
+SCHEMA_VERSION = 3
 LOCK_WAIT_S = 5.0  # how long to wait for another program's lock before giving up
 # An answer's stats hold this key (true) when the chat template opened the <think> block
 # its text starts in (``Provenance.opened_thinking``): the stats are a JSON column, so an
@@ -85,6 +86,13 @@ CREATE TABLE IF NOT EXISTS branch_choices (
 CREATE TABLE IF NOT EXISTS chat_system_prompts (
     session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
     text TEXT NOT NULL
+);
+-- A chat's answer format (app/answer_format.py): its kind and the schema as pasted. A chat
+-- without a row is answered in free text.
+CREATE TABLE IF NOT EXISTS chat_answer_formats (
+    session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL,
+    schema TEXT NOT NULL
 );
 """
 
@@ -442,6 +450,23 @@ class Store:
                 "INSERT OR REPLACE INTO chat_system_prompts VALUES (?, ?)", (session_id, text)
             )
 
+    def answer_format(self, session_id: str) -> tuple[str, str] | None:
+        """The chat's answer format as stored (its kind, the schema's text), unchecked;
+        None for a chat answered in free text."""
+        row = self.db.execute(
+            "SELECT kind, schema FROM chat_answer_formats WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        return tuple(value if isinstance(value, str) else "" for value in row)
+
+    def set_answer_format(self, session_id: str, kind: str, schema: str) -> None:
+        with self._writing():
+            self.db.execute(
+                "INSERT OR REPLACE INTO chat_answer_formats VALUES (?, ?, ?)",
+                (session_id, kind, schema),
+            )
+
     # messages -----------------------------------------------------------------------------
     def add_message(self, message: Message) -> Message:
         message.created = message.created or time.time()
@@ -581,7 +606,8 @@ class Store:
 
     def fork_chat(self, session_id: str, message_ids: list[int], title: str) -> Session:
         """A new chat holding copies of ``message_ids`` of ``session_id``, one after
-        another (tokens and figures included), and the chat's own system prompt."""
+        another (tokens and figures included), and the chat's own system prompt and answer
+        format."""
         now = time.time()
         fork = Session(uuid.uuid4().hex, title, now, now)
         with self._writing():
@@ -610,6 +636,11 @@ class Store:
             self.db.execute(
                 "INSERT INTO chat_system_prompts SELECT ?, text FROM chat_system_prompts "
                 "WHERE session_id = ?",
+                (fork.id, session_id),
+            )
+            self.db.execute(
+                "INSERT INTO chat_answer_formats SELECT ?, kind, schema "
+                "FROM chat_answer_formats WHERE session_id = ?",
                 (fork.id, session_id),
             )
         return fork

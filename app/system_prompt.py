@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QSizePolicy,
     QToolButton,
     QVBoxLayout,
+    QWidget,
 )
 
 from .keyboard import tab_leaves
@@ -54,6 +55,7 @@ class SystemPromptBar(QFrame):
         self.summary.setObjectName("hint")
         self.summary.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         row.addWidget(self.summary, 1)
+        self.row = row
         column.addLayout(row)
         self.editor = QPlainTextEdit()
         self.editor.setObjectName("systemPromptEditor")
@@ -73,6 +75,11 @@ class SystemPromptBar(QFrame):
             self.set_prompt(controller.system_prompt)
             self.promptEdited.connect(controller.set_system_prompt)
             controller.systemPromptChanged.connect(self.set_prompt)
+
+    def attach(self, beside: QWidget, below: QWidget) -> None:
+        """Another setting of the chat: ``beside`` at the line's end, ``below`` under it all."""
+        self.row.addWidget(beside)
+        self.layout().addWidget(below)
 
     def prompt(self) -> str:
         return self.editor.toPlainText()
