@@ -8,7 +8,7 @@ from __future__ import annotations
 import secrets
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFontDatabase
+from PySide6.QtGui import QFontDatabase, QTextOption
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -31,7 +31,7 @@ from .local_server import FAILED, LOG_LINES, RUNNING, STARTING, STOPPED, STOPPIN
 from .transcript import copy_text
 
 CHATS_MODEL = ""  # the model list's first entry: whatever model the chat has loaded
-EXAMPLE_LINES = 6  # the curl example's height
+EXAMPLE_LINES = 8  # the curl example's height, wrapped in the panel's width
 LOG_HEIGHT_LINES = 12
 
 
@@ -65,7 +65,7 @@ def _mono_box(accessible: str, lines: int) -> QPlainTextEdit:
     box.setReadOnly(True)
     box.setAccessibleName(accessible)
     box.setFont(QFontDatabase.systemFont(QFontDatabase.FixedFont))
-    box.setLineWrapMode(QPlainTextEdit.NoWrap)
+    box.setWordWrapMode(QTextOption.WrapAtWordBoundaryOrAnywhere)  # the panel is narrow
     box.setTabChangesFocus(True)  # Tab leaves the box: the panel stays keyboard-reachable
     box.setFixedHeight(box.fontMetrics().lineSpacing() * lines + 12)
     return box
@@ -109,6 +109,12 @@ class ServerPanel(QWidget):
         self.model.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
         self.model.setMinimumContentsLength(12)
         form.addRow("Model", self.model)
+        self.model_note = QLabel()  # the whole name, which the list cuts short
+        self.model_note.setObjectName("hint")
+        self.model_note.setWordWrap(True)
+        self.model.currentTextChanged.connect(
+            lambda text: self.model_note.setText("Serves " + text.replace("The", "the", 1))
+        )
         self.port = QSpinBox()
         self.port.setRange(1, 65535)
         self.port.setValue(default_port)
@@ -116,6 +122,7 @@ class ServerPanel(QWidget):
         self.port.setToolTip(f"The TCP port the server listens on (default {default_port})")
         form.addRow("Port", self.port)
         column.addLayout(form)
+        column.addWidget(self.model_note)
         self.network = QCheckBox("On the network")
         self.network.setAccessibleName("Reachable from other machines on the network")
         self.network.setToolTip("Off: only programs on this machine can reach the server")
@@ -165,11 +172,10 @@ class ServerPanel(QWidget):
         self.restart_button.hide()
         column.addWidget(self.restart_button, 0, Qt.AlignLeft)
         self.addresses = QWidget()
-        rows = QFormLayout(self.addresses)
+        rows = QVBoxLayout(self.addresses)
         rows.setContentsMargins(0, 0, 0, 0)
-        rows.setFieldGrowthPolicy(QFormLayout.AllNonFixedFieldsGrow)
-        self.openai_url = self._url_row(rows, "OpenAI", "OpenAI base URL")
-        self.ollama_url = self._url_row(rows, "Ollama", "Ollama base URL")
+        self.openai_url = self._url_row(rows, "OpenAI base URL")
+        self.ollama_url = self._url_row(rows, "Ollama base URL")
         column.addWidget(self.addresses)
         self.network_note = QLabel()
         self.network_note.setObjectName("hint")
@@ -187,7 +193,11 @@ class ServerPanel(QWidget):
         column.addWidget(copy_row)
         return box
 
-    def _url_row(self, rows: QFormLayout, label: str, accessible: str) -> QLineEdit:
+    def _url_row(self, rows: QVBoxLayout, accessible: str) -> QLineEdit:
+        """A base URL over its own row: the field gets the panel's whole width."""
+        title = QLabel(accessible)
+        title.setObjectName("hint")
+        rows.addWidget(title)
         field = QLineEdit()
         field.setReadOnly(True)
         field.setAccessibleName(accessible)
@@ -197,7 +207,7 @@ class ServerPanel(QWidget):
         row = QHBoxLayout()
         row.addWidget(field, 1)
         row.addWidget(button)
-        rows.addRow(label, row)
+        rows.addLayout(row)
         return field
 
     def _log_box(self) -> QGroupBox:
@@ -233,7 +243,7 @@ class ServerPanel(QWidget):
         """The choices: the chat's model first, then (label, model) pairs."""
         chosen = self.model.currentData()
         self.model.clear()
-        self.model.addItem(f"The chat's model ({chats_model or 'none loaded yet'})", CHATS_MODEL)
+        self.model.addItem(f"The chat's model: {chats_model or 'none loaded yet'}", CHATS_MODEL)
         for label, model in others:
             self.model.addItem(label, model)
         index = self.model.findData(chosen) if chosen else 0
@@ -259,8 +269,9 @@ class ServerPanel(QWidget):
     def show_running(self, address: str, model: str, keyed: bool, elsewhere: str) -> None:
         """The addresses and the example of a server that answers; ``elsewhere``: how
         other machines reach it ("" when they cannot)."""
-        self.openai_url.setText(f"{address}/v1")
-        self.ollama_url.setText(address)
+        for field, url in ((self.openai_url, f"{address}/v1"), (self.ollama_url, address)):
+            field.setText(url)
+            field.setCursorPosition(0)  # its start in sight where the field is narrow
         self.example.setPlainText(curl_example(address, model, keyed))
         self.network_note.setText(
             f"From other machines: {elsewhere}/v1 (Ollama: {elsewhere}), with the API key."

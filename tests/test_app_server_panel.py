@@ -152,4 +152,4 @@ def test_a_new_chat_model_stops_the_server_and_offers_a_restart(app, qtbot, tiny
     qtbot.waitUntil(lambda: server.process is None, timeout=30_000)
     assert panel.status.text().startswith("Stopped: the chat's model is now other")
     assert panel.restart_button.isVisible()
-    assert panel.model.itemText(0) == "The chat's model (other)"
+    assert panel.model.itemText(0) == "The chat's model: other"
