@@ -26,7 +26,7 @@ class ServerPresenter(QObject):
         self.server = server or LocalServer(self)
         self.served_chats_model = ""  # the chat's model path the running server serves
         self.restart_offer = ""  # why it stopped, said once it has
-        panel.set_key(self.models.server_keys.get(KEY_ACCOUNT))
+        panel.network.toggled.connect(self.fill_key)
         panel.startRequested.connect(self.start)
         panel.stopRequested.connect(self.server.stop)
         panel.restartRequested.connect(self.restart)
@@ -35,6 +35,12 @@ class ServerPresenter(QObject):
         self.server.logged.connect(panel.add_log)
         self.models.modelChanged.connect(self.model_changed)
         self.list_models()
+
+    def fill_key(self, on_network: bool) -> None:
+        """The key kept from last time, read when first needed: the keychain is not
+        touched (nor, on a Mac, its permission asked) at every start of the app."""
+        if on_network and not self.panel.key.text():
+            self.panel.set_key(self.models.server_keys.get(KEY_ACCOUNT))
 
     def chats_model(self) -> str:
         """The model the chat answers with, as the server loads it: its folder when this

@@ -11,6 +11,7 @@ import socket
 import httpx
 import pytest
 from PySide6.QtCore import QProcess, Qt
+from PySide6.QtWidgets import QLineEdit
 
 from engine.events import DoneEvent, ModelEvent
 
@@ -105,13 +106,33 @@ def test_a_child_that_dies_is_noticed(app, qtbot):
     assert panel.start_button.isEnabled() and not panel.stop_button.isEnabled()
 
 
-def test_on_the_network_needs_a_key_and_keeps_it(app, qtbot):
+def test_on_the_network_needs_a_key_and_keeps_it_in_the_keychain(app, qtbot):
+    from app.server_keys import SERVICE, ServerKeys
+    from app.server_presenter import KEY_ACCOUNT
+
+    from .test_app_more import MemoryKeyring
+
+    keychain = MemoryKeyring()
+    keychain.saved[(SERVICE, KEY_ACCOUNT)] = "from-last-time"
+    app.controller.models.server_keys = ServerKeys(keychain)
     panel = panel_of(app)
-    panel.network.setChecked(True)
+    panel.network.setFocus()
+    qtbot.keyClick(panel.network, Qt.Key_Space)  # ticked by keyboard
     assert "API key is needed" in panel.key_note.text()
+    assert panel.key.text() == "from-last-time" and panel.key.echoMode() == QLineEdit.Password
+    panel.key.clear()
     start_on(qtbot, panel, free_port())
     assert panel.status.text().startswith("Failed: Set an API key to serve on the network")
     assert app.window.server_presenter.server.process is None
+    qtbot.mouseClick(panel.make_key, Qt.LeftButton)
+    made = panel.key.text()
+    assert len(made) >= 24
+    with socket.socket() as taken:  # a port in use: nothing starts, the key is kept
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        start_on(qtbot, panel, taken.getsockname()[1])
+    assert panel.status.text().startswith("Failed: Port")
+    assert keychain.saved[(SERVICE, KEY_ACCOUNT)] == made
 
 
 def test_the_child_gets_its_key_unseen_and_the_log_is_bounded(qtbot):
