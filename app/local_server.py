@@ -1,11 +1,12 @@
 """A Draftless server started from the app: ``python -m engine serve`` as a child process,
 its state (starting, running, stopped, failed with a reason) and its last log lines.
 
-Why a child process and not a server thread in the app: the app never decodes in its
-window's process beyond its own chat, a server that crashes or runs out of memory never
-takes the app down, and stopping it is ending a process, which always works. What it costs:
-the model is loaded a second time, in the child, so serving the chat's model holds it in
-memory twice, and the child's start-up (imports, loading the model) takes seconds.
+Why a child process and not a server inside the app: the server's answers are decoded in
+another process, so they never compete with the chat in the app's engine thread, a server
+that crashes or runs out of memory never takes the app down, and stopping it is ending a
+process, which always works. What it costs: the model is loaded a second time, in the
+child, so serving the chat's model holds it in memory twice, and the child's start
+(imports, loading the model) takes seconds.
 
 The child is ready when ``GET /health`` answers 200; it is polled until ``start_seconds``.
 """
