@@ -102,6 +102,7 @@ class Application:
         except asyncio.TimeoutError:
             pass
         self.window.settings_panel.flush()
+        self.window.server_presenter.shutdown()  # a server the app started ends with it
         self.window.close()
         self.store.close()
         if self.owns_service:

@@ -1,6 +1,7 @@
-"""The main window: chats on the left, the transcript in the middle, settings and the
-inspector on the right. It wires the chat's views to the ``ChatController``; models and
-engines are ``ModelPresenter``'s, the speculation bar and inspector ``GaugePresenter``'s."""
+"""The main window: chats on the left, the transcript in the middle, settings, the
+inspector and the server this machine serves on the right. It wires the chat's views to
+the ``ChatController``; models and engines are ``ModelPresenter``'s, the speculation bar
+and inspector ``GaugePresenter``'s, the server panel ``ServerPresenter``'s."""
 
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ from .message_actions import MessageMenu
 from .model_presenter import ModelPresenter
 from .models_view import DownloadBar
 from .server_dialog import ServerDialog
+from .server_panel import ServerPanel
+from .server_presenter import ServerPresenter
 from .sessions_panel import SessionsPanel
 from .settings import VARIED_TEMPERATURE
 from .settings_panel import SettingsPanel
@@ -42,6 +45,7 @@ from .side_panels import SidePanels, make_dock, tab_width
 from .system_prompt import SystemPromptBar
 from .transcript import TranscriptView, copy_text
 from .zoom import zoom_window
+from engine.api import SERVER_PORT
 
 MIN_WIDTH = 420  # the composer and one card still fit
 CHATS_WIDTH = 220  # the chat list's width when it opens
@@ -66,6 +70,7 @@ class MainWindow(QMainWindow):
         self.model_presenter = ModelPresenter(self, controller)
         self.gauges = GaugePresenter(self, controller)
         self.message_menu = MessageMenu(self, controller)  # edit, delete, fork any message
+        self.server_presenter = ServerPresenter(self, controller, self.server_panel)
         self.model_presenter.add_menu(self.model_menu)
 
         self.settings_panel.set_settings(controller.settings)
@@ -116,7 +121,7 @@ class MainWindow(QMainWindow):
         composer.pendingChanged.connect(self.context_meter.set_pending)
 
     def _init_docks(self, drafters: dict[str, str], default_drafter: str) -> None:
-        """The chat list on the left, settings and inspector tabbed on the right."""
+        """The chat list on the left; settings, inspector and server tabbed on the right."""
         self.sessions_panel = SessionsPanel()
         self.sessions_dock = make_dock(self, "Chats", self.sessions_panel, Qt.LeftDockWidgetArea)
         self.settings_panel = SettingsPanel(drafters, default_drafter)
@@ -125,15 +130,19 @@ class MainWindow(QMainWindow):
         )
         self.inspector = Inspector()
         self.inspector_dock = make_dock(self, "Inspector", self.inspector, Qt.RightDockWidgetArea)
+        self.server_panel = ServerPanel(SERVER_PORT)
+        self.server_dock = make_dock(self, "Server", self.server_panel, Qt.RightDockWidgetArea)
         self.tabifyDockWidget(self.settings_dock, self.inspector_dock)
+        self.tabifyDockWidget(self.inspector_dock, self.server_dock)
         self.settings_dock.raise_()
         self.resizeDocks([self.sessions_dock, self.settings_dock], [220, 330], Qt.Horizontal)
         self.sessions_dock.setMinimumWidth(max(150, self.sessions_panel.minimumSizeHint().width()))
-        needed = tab_width([self.settings_dock, self.inspector_dock], least=280)
-        # the side panels in folding order: the chat list, then the settings/inspector column
+        right = [self.settings_dock, self.inspector_dock, self.server_dock]
+        needed = tab_width(right, least=280)
+        # the side panels in folding order: the chat list, then the settings/inspector/server column
         self.panels = SidePanels(
             self,
-            {"chats": [self.sessions_dock], "side": [self.settings_dock, self.inspector_dock]},
+            {"chats": [self.sessions_dock], "side": right},
             {
                 "chats": max(CHATS_WIDTH, self.sessions_panel.minimumSizeHint().width()),
                 "side": max(SIDE_WIDTH, needed),
@@ -165,7 +174,7 @@ class MainWindow(QMainWindow):
     def focus_columns(self) -> list:
         """The window's columns, left to right: the docks on the left, the chat, the docks
         on the right, the status bar."""
-        docks = (self.sessions_dock, self.settings_dock, self.inspector_dock)
+        docks = (self.sessions_dock, self.settings_dock, self.inspector_dock, self.server_dock)
         left = [d for d in docks if self.dockWidgetArea(d) == Qt.LeftDockWidgetArea]
         right = [d for d in docks if d not in left]
         return [*left, self.centralWidget(), *right, self.statusBar()]
@@ -195,7 +204,7 @@ class MainWindow(QMainWindow):
             "Find in chat…", self.find_bar.open, QKeySequence(QKeySequence.Find)
         )
         view.addSeparator()
-        for dock in (self.sessions_dock, self.settings_dock, self.inspector_dock):
+        for dock in (self.sessions_dock, self.settings_dock, self.inspector_dock, self.server_dock):
             view.addAction(dock.toggleViewAction())
         view.addSeparator()
         self.zoom_in_action = view.addAction("Bigger text", lambda: self.zoom(1))

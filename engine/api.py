@@ -20,6 +20,9 @@ from .drafters import DRAFTERS
 from .events import Event
 from .settings import DraftSettings, GenerationRequest
 
+SERVER_PORT = 8080  # where ``python -m engine serve`` listens unless told otherwise
+SERVER_KEY_VARIABLE = "DRAFTLESS_API_KEY"  # the API key it requires, when not given by flag
+
 
 class EventStream(Protocol):
     """One job's events, ended by a ``DoneEvent`` or an ``ErrorEvent``."""

@@ -176,11 +176,30 @@ def accessible_name(widget) -> str:
     return interface.text(QAccessible.Name) if interface is not None else ""
 
 
+def test_tab_reaches_the_server_panel_and_leaves_its_log(app, qtbot):
+    window = app.window
+    window.server_dock.raise_()  # View ▸ Server
+    panel = window.server_panel
+    panel.network.setChecked(True)  # the key field and its button shown
+    window.input.setFocus()
+    order = walk(qtbot, Qt.Key_Tab, 40)
+    expected = [
+        panel.model,
+        panel.port,
+        panel.network,
+        panel.key,
+        panel.make_key,
+        panel.start_button,
+        panel.log,
+    ]
+    assert [order.index(w) for w in expected] == sorted(order.index(w) for w in expected)
+
+
 def test_every_control_has_a_name_and_the_gauge_and_meter_say_their_values(app, qtbot):
     window = app.window
     ask(qtbot, app, "hello", answer_events(SIMPLE))
     window.system_prompt_bar.toggle.setChecked(True)
-    for dock in (window.settings_dock, window.inspector_dock):
+    for dock in (window.settings_dock, window.inspector_dock, window.server_dock):
         dock.raise_()
         QApplication.processEvents()
         unnamed = [

@@ -18,11 +18,12 @@ from __future__ import annotations
 import argparse
 import os
 
+from ..api import SERVER_KEY_VARIABLE, SERVER_PORT
 from ..command_line import log, request_from_args
 from ..errors import EngineError
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
-API_KEY_VARIABLE = "DRAFTLESS_API_KEY"
+API_KEY_VARIABLE = SERVER_KEY_VARIABLE
 # connections the kernel may hold before the server accepts them; a client whose connection
 # finds the queue full tries again only after a second, so it is not small
 BACKLOG = 1024
@@ -64,7 +65,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="address to listen on (default 127.0.0.1; any other needs an API key)",
     )
     parser.add_argument(
-        "--port", type=int, default=8080, help="TCP port to listen on (default %(default)s)"
+        "--port", type=int, default=SERVER_PORT, help="TCP port to listen on (default %(default)s)"
     )
     parser.add_argument(
         "--api-key", help=f"required as 'Authorization: Bearer KEY' (default: ${API_KEY_VARIABLE})"
