@@ -29,7 +29,7 @@ CHAT_MIME = "application/x-draftless-chat"  # a dragged chat: its id
 
 def header_font(font: QFont) -> QFont:
     small = QFont(font)
-    small.setPointSizeF(max(font.pointSizeF() * 0.85, 7.0))
+    small.setPointSizeF(font.pointSizeF() * 0.85)  # no floor: it follows the zoom
     small.setBold(True)
     return small
 

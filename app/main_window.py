@@ -334,6 +334,7 @@ class MainWindow(QMainWindow):
         """What the highlights and the gauge mean (a window beside the chat)."""
         if self.help_dialog is None:
             self.help_dialog = HelpDialog(self)
+            zoom_window(self.help_dialog, 1.0, self.zoomed, keep=self.transcript)  # a window
         self.help_dialog.show()
         self.help_dialog.raise_()
         return self.help_dialog
