@@ -602,6 +602,7 @@ class TranscriptView(QScrollArea):
         font = self.column.font()
         font.setPointSizeF(self.base_point_size * ZOOM_STEPS[self.zoom_index])
         self.column.setFont(font)
+        self.placeholder.setFont(font)  # styled by the sheet, it keeps a font of its own
         for slot in self._slots:  # boxes without a card: their height at the new size
             if slot.view is None:
                 slot.setFixedHeight(int(slot.height() * ZOOM_STEPS[self.zoom_index] / before))

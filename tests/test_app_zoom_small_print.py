@@ -42,6 +42,7 @@ def small_print(window) -> dict:
         "date header": header_font(chats.font()),
         "folder header": folder_font(chats),
         "message footer": window.transcript.views[-1].footer.font(),
+        "empty chat's welcome": window.transcript.placeholder.font(),
     }
     window.help_dialog.close()
     return {name: size(font) for name, font in parts.items()}
