@@ -42,7 +42,7 @@ from .downloads import duration_text
 from .flow_layout import FlowLayout
 from .pdf_reading import WorkerRead
 from .keyboard import tab_leaves
-from .zoom import keep_lines
+from .zoom import keep_lines, small_print
 
 ATTACH_FILTER = (
     "Text, Markdown or PDF (*.txt *.md *.markdown *.pdf *.csv *.json *.log *.py *.rst);;"
@@ -295,6 +295,7 @@ class Composer(QFrame):
         self.send_when_loaded = False  # Send was pressed while the model loads
         self.cost = QLabel()  # what the attached files cost: tokens, and the wait they mean
         self.cost.setObjectName("hint")
+        small_print(self.cost)
         self.cost.setWordWrap(True)
         self.cost.hide()
         column.addWidget(self.cost)

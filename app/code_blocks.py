@@ -140,7 +140,7 @@ def add_headers(
         cursor.setBlockFormat(header_format)
         label = QTextCharFormat()
         label.setForeground(muted)
-        label.setFontPointSize(max(document.defaultFont().pointSizeF() * 0.85, 7.0))
+        label.setFontPointSize(document.defaultFont().pointSizeF() * 0.85)
         name = label_name(block)
         cursor.insertText(f"{name}   ", label)
         anchor = QTextCharFormat(label)

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 
 from . import theme
 from .store import folded
+from .zoom import small_print
 
 
 def find_matches(messages, query: str) -> list[tuple[int, int]]:
@@ -77,6 +78,7 @@ class FindBar(QFrame):
         row.addWidget(self.edit, 1)
         self.count = QLabel()
         self.count.setObjectName("hint")
+        small_print(self.count)
         row.addWidget(self.count)
         for text, name, step in (("↑", "Previous match", -1), ("↓", "Next match", 1)):
             button = QToolButton()

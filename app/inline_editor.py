@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from .keyboard import tab_leaves
+from .zoom import small_print
 
 # Lines of text the box shows before it scrolls: a screenful of a long answer, no more, so
 # Save and Cancel stay in sight in a 760-px window
@@ -69,6 +70,7 @@ class InlineEditor(QFrame):
             "highlights and speed figures belong to the text the model wrote, so they go."
         )
         self.note.setObjectName("hint")
+        small_print(self.note)
         self.note.setWordWrap(True)
         column.addWidget(self.note)
         self.box = AnswerEditBox(text)

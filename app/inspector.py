@@ -40,6 +40,7 @@ from engine.stats import (
 )
 
 from . import theme
+from .zoom import small_print
 
 
 @dataclass
@@ -328,6 +329,7 @@ class ReplayPanel(QWidget):
         layout.addLayout(buttons)
         self.status = QLabel()
         self.status.setObjectName("hint")
+        small_print(self.status)
         self.status.setWordWrap(True)
         layout.addWidget(self.status)
         self.message_id: int | None = None
@@ -523,6 +525,7 @@ class Inspector(QWidget):
         layout.setContentsMargins(8, 8, 8, 8)
         hint = QLabel("Tick answers to compare their drafters.")
         hint.setObjectName("hint")
+        small_print(hint)
         hint.setWordWrap(True)
         layout.addWidget(hint)
         self.list = QListWidget()
@@ -536,6 +539,7 @@ class Inspector(QWidget):
         self.lengths.setToolTip(DEFINITIONS["accepted_length_counts"])
         self.summary = QLabel()
         self.summary.setObjectName("hint")
+        small_print(self.summary)
         self.summary.setWordWrap(True)
         self.summary.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.summary.setToolTip(

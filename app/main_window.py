@@ -27,6 +27,7 @@ from .context_meter import ContextMeter
 from .controller import ChatController
 from .export import FORMATS
 from .find_bar import FindBar, find_matches
+from .folder_actions import FolderActions
 from .gauge import SpeculationBar
 from .gauge_presenter import GaugePresenter, on_screen
 from .help import HelpDialog, show_about
@@ -182,6 +183,9 @@ class MainWindow(QMainWindow):
     def _menus(self) -> None:
         chat = self.menuBar().addMenu("&Chat")
         self.new_action = chat.addAction("New chat", self.new_chat, QKeySequence.New)
+        self.new_folder_action = chat.addAction(
+            "New folder…", lambda: self.folder_actions.new_folder()
+        )
         self.regenerate_action = chat.addAction(
             "Regenerate answer", self.regenerate, QKeySequence("Ctrl+R")
         )
@@ -245,6 +249,7 @@ class MainWindow(QMainWindow):
         self.sessions_panel.deleteRequested.connect(self.delete_chat)
         self.sessions_panel.exportRequested.connect(self.export_chat)
         self.sessions_panel.searchChanged.connect(lambda _: self.refresh_sessions())
+        self.folder_actions = FolderActions(self, c)
         self.settings_panel.settingsEdited.connect(c.update_settings)
         self.speculation_bar.highlightToggled.connect(self.set_highlight)
         self.transcript.copyRequested.connect(self.copy_message)
@@ -341,6 +346,7 @@ class MainWindow(QMainWindow):
         """What the highlights and the gauge mean (a window beside the chat)."""
         if self.help_dialog is None:
             self.help_dialog = HelpDialog(self)
+            zoom_window(self.help_dialog, 1.0, self.zoomed, keep=self.transcript)  # a window
         self.help_dialog.show()
         self.help_dialog.raise_()
         return self.help_dialog
@@ -452,7 +458,9 @@ class MainWindow(QMainWindow):
         pinned = current is not None and all(s.id != current.id for s in found)
         if pinned:
             found.insert(0, current)
-        self.sessions_panel.set_sessions(found, current.id if current else None, pinned)
+        self.sessions_panel.set_sessions(
+            found, current.id if current else None, pinned, self.controller.store.folders()
+        )
         self.setWindowTitle(f"{current.title} — Draftless" if current else "Draftless")
 
     def show_session(self, session) -> None:

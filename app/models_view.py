@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from .downloads import InstalledModel, delete_installed, installed_models, is_loaded, size_text
+from .zoom import small_print
 
 
 class DownloadBar(QWidget):
@@ -84,6 +85,7 @@ class InstalledModelsDialog(QDialog):
         layout.addWidget(self.total)
         self.message = QLabel()  # why a delete was refused
         self.message.setObjectName("hint")
+        small_print(self.message)
         self.message.setWordWrap(True)
         layout.addWidget(self.message)
         buttons = QDialogButtonBox(QDialogButtonBox.Close)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QVBoxLayout
 
 from .remote_engine import TIMEOUTS_NOTE
+from .zoom import small_print
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -42,6 +43,7 @@ class ServerDialog(QDialog):
             + TIMEOUTS_NOTE
         )
         self.note.setObjectName("hint")
+        small_print(self.note)
         self.note.setWordWrap(True)
         layout.addWidget(self.note)
         buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)

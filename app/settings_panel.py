@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from .flow_layout import FlowLayout
 from .keyboard import tab_leaves
-from .zoom import keep_lines
+from .zoom import keep_lines, small_print
 from .settings import (
     CUSTOM,
     PRESETS,
@@ -81,6 +81,7 @@ class SettingsPanel(QScrollArea):
         layout.addWidget(self._prompt_box())
         note = QLabel("Changes apply to the next message.")
         note.setObjectName("hint")
+        small_print(note)
         layout.addWidget(note)
         layout.addStretch(1)
         self.setWidget(inner)
@@ -97,6 +98,7 @@ class SettingsPanel(QScrollArea):
         self.model_name.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.speculation = QLabel()
         self.speculation.setObjectName("hint")
+        small_print(self.speculation)
         self.speculation.setWordWrap(True)
         model_layout.addWidget(self.model_name)
         model_layout.addWidget(self.speculation)
@@ -175,6 +177,7 @@ class SettingsPanel(QScrollArea):
         form.addRow("Drafter", self.drafter)
         self.drafter_summary = QLabel()
         self.drafter_summary.setObjectName("hint")
+        small_print(self.drafter_summary)
         self.drafter_summary.setWordWrap(True)
         form.addRow(self.drafter_summary)
         low, high = AppSettings.RANGES["draft_count"]

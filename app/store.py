@@ -27,11 +27,13 @@ from engine import paths as engine_paths
 from engine.stats import stored_figures
 from engine.untrusted import move_aside, parse_json
 
+from .folder_store import FOLDER_SCHEMA, FolderStore
 from .provenance import Provenance, TokenInfo
 
 DB_FILE = "draftless.sqlite3"
-# 2: chat_system_prompts, 3: chat_answer_formats (an older file gains the tables on opening)
-SCHEMA_VERSION = 3
+# 2: chat_system_prompts, 3: chat_answer_formats, 4: folders (an older file gains the tables
+# on opening)
+SCHEMA_VERSION = 4
 LOCK_WAIT_S = 5.0  # how long to wait for another program's lock before giving up
 # An answer's stats hold this key (true) when the chat template opened the <think> block
 # its text starts in (``Provenance.opened_thinking``): the stats are a JSON column, so an
@@ -95,6 +97,7 @@ CREATE TABLE IF NOT EXISTS chat_answer_formats (
     schema TEXT NOT NULL
 );
 """
+SCHEMA += FOLDER_SCHEMA
 
 
 @dataclass
@@ -103,6 +106,7 @@ class Session:
     title: str
     created: float
     updated: float
+    folder_id: int | None = None  # None: at the top level of the chat list
 
 
 class StoredProvenance:
@@ -201,7 +205,7 @@ def _cause(error: sqlite3.Error) -> str:
     return "unwritable"
 
 
-class Store:
+class Store(FolderStore):
     def __init__(self, path: Path | None = None, lock_wait: float = LOCK_WAIT_S):
         self.path = Path(path) if path else engine_paths.data_dir() / DB_FILE
         self.notice: str | None = None  # what happened to the file at start, for the person
@@ -411,21 +415,25 @@ class Store:
         if search:
             self.db.create_function("folded", 1, folded, deterministic=True)
             rows = self.db.execute(
-                "SELECT DISTINCT s.id, s.title, s.created, s.updated FROM sessions s "
-                "LEFT JOIN messages m ON m.session_id = s.id "
+                "SELECT DISTINCT s.id, s.title, s.created, s.updated, f.folder_id "
+                "FROM sessions s LEFT JOIN messages m ON m.session_id = s.id "
+                "LEFT JOIN chat_folders f ON f.session_id = s.id "
                 "WHERE instr(folded(s.title), ?1) OR instr(folded(m.content), ?1) "
                 "ORDER BY s.updated DESC",
                 (folded(search),),
             )
         else:
             rows = self.db.execute(
-                "SELECT id, title, created, updated FROM sessions ORDER BY updated DESC"
+                "SELECT s.id, s.title, s.created, s.updated, f.folder_id FROM sessions s "
+                "LEFT JOIN chat_folders f ON f.session_id = s.id ORDER BY s.updated DESC"
             )
         return [Session(*row) for row in rows]
 
     def session(self, session_id: str) -> Session | None:
         row = self.db.execute(
-            "SELECT id, title, created, updated FROM sessions WHERE id = ?", (session_id,)
+            "SELECT s.id, s.title, s.created, s.updated, f.folder_id FROM sessions s "
+            "LEFT JOIN chat_folders f ON f.session_id = s.id WHERE s.id = ?",
+            (session_id,),
         ).fetchone()
         return Session(*row) if row else None
 
@@ -606,8 +614,8 @@ class Store:
 
     def fork_chat(self, session_id: str, message_ids: list[int], title: str) -> Session:
         """A new chat holding copies of ``message_ids`` of ``session_id``, one after
-        another (tokens and figures included), and the chat's own system prompt and answer
-        format."""
+        another (tokens and figures included), the chat's own system prompt and answer
+        format, in its folder."""
         now = time.time()
         fork = Session(uuid.uuid4().hex, title, now, now)
         with self._writing():
@@ -643,6 +651,15 @@ class Store:
                 "FROM chat_answer_formats WHERE session_id = ?",
                 (fork.id, session_id),
             )
+            self.db.execute(
+                "INSERT INTO chat_folders SELECT ?, folder_id FROM chat_folders "
+                "WHERE session_id = ?",
+                (fork.id, session_id),
+            )
+            row = self.db.execute(
+                "SELECT folder_id FROM chat_folders WHERE session_id = ?", (fork.id,)
+            ).fetchone()
+            fork.folder_id = row[0] if row else None
         return fork
 
     def messages(self, session_id: str) -> list[Message]:

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from .keyboard import tab_leaves
-from .zoom import keep_lines
+from .zoom import keep_lines, small_print
 
 TYPING_PAUSE_MS = 400  # a prompt is saved once typing stops (the settings panel uses it too)
 EDITOR_LINES = 4  # lines a system prompt's box shows (the settings panel's box too)
@@ -53,6 +53,7 @@ class SystemPromptBar(QFrame):
         row.addWidget(self.toggle)
         self.summary = QLabel()
         self.summary.setObjectName("hint")
+        small_print(self.summary)
         self.summary.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         row.addWidget(self.summary, 1)
         self.row = row

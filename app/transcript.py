@@ -51,6 +51,7 @@ from .provenance import Provenance
 from .render import RenderMap, render
 from .settings import VARIED_TEMPERATURE
 from .thinking import ThinkingPanel, split
+from .zoom import caption_font
 
 REFRESH_MS = 80
 REPEATS_HINT = (
@@ -59,7 +60,7 @@ REPEATS_HINT = (
     "setting stays as it is)."
 )
 READABLE_WIDTH = 820  # the transcript column's widest, so lines stay readable on wide screens
-ZOOM_STEPS = (0.8, 0.9, 1.0, 1.15, 1.3, 1.5, 1.75, 2.0)
+ZOOM_STEPS = (0.67, 0.8, 0.9, 1.0, 1.15, 1.3, 1.5, 1.75, 2.0)
 # GUI-thread time per step of building or re-rendering a long chat. Qt's event loop (glib)
 # runs two such steps back to back before a timer's turn (measured), and each card built
 # leaves Qt ~2-4 ms of showing, laying out and painting it in the same turn: two 8 ms steps
@@ -287,6 +288,17 @@ class MessageView(QFrame):
         row.addWidget(self.vary_button, 0, Qt.AlignRight)
         self.vary_row.setVisible(False)
         layout.addWidget(self.vary_row)
+        self._fit_small_print()
+
+    def changeEvent(self, event):
+        super().changeEvent(event)
+        if event.type() == QEvent.FontChange and hasattr(self, "vary_hint"):
+            self._fit_small_print()
+
+    def _fit_small_print(self) -> None:
+        """The footer and the hint as small print of the card's text, at every zoom."""
+        for label in (self.footer, self.vary_hint):
+            label.setFont(caption_font(label.font(), self.font()))
 
     def resizeEvent(self, event):
         super().resizeEvent(event)
@@ -590,6 +602,7 @@ class TranscriptView(QScrollArea):
         font = self.column.font()
         font.setPointSizeF(self.base_point_size * ZOOM_STEPS[self.zoom_index])
         self.column.setFont(font)
+        self.placeholder.setFont(font)  # styled by the sheet, it keeps a font of its own
         for slot in self._slots:  # boxes without a card: their height at the new size
             if slot.view is None:
                 slot.setFixedHeight(int(slot.height() * ZOOM_STEPS[self.zoom_index] / before))

@@ -61,3 +61,37 @@ class LinesTall(QObject):
 def keep_lines(editor: QPlainTextEdit, lines: float) -> None:
     """``editor`` stays ``lines`` lines of its text tall, whatever the zoom."""
     LinesTall(editor, lines)
+
+
+CAPTION = 0.85  # small print (captions, message footers) to the text around it
+
+
+def caption_font(font: QFont, around: QFont) -> QFont:
+    """``font`` at ``CAPTION`` times the size of the text ``around`` it."""
+    small = QFont(font)
+    if around.pointSizeF() > 0:
+        small.setPointSizeF(around.pointSizeF() * CAPTION)
+    return small
+
+
+class SmallPrint(QObject):
+    """Sizes ``label`` as small print of its parent's text when it is first shown (from
+    then on ``zoom_window`` scales it with the rest). A size in the style sheet stayed the
+    same at every zoom."""
+
+    def __init__(self, label: QWidget):
+        super().__init__(label)
+        label.installEventFilter(self)
+
+    def eventFilter(self, watched, event):
+        if event.type() in (QEvent.Polish, QEvent.ParentChange):
+            parent = watched.parentWidget()
+            around = parent.font() if parent is not None else QApplication.font()
+            watched.setFont(caption_font(watched.font(), around))
+        return super().eventFilter(watched, event)
+
+
+def small_print(label: QWidget) -> QWidget:
+    """``label`` as small print: smaller than the text around it, zoomed with it."""
+    SmallPrint(label)
+    return label
