@@ -28,7 +28,6 @@ from .drafters._corpus_index import (
     CorpusIndexError,
     doubling_rounds,
 )
-from .errors import EngineError, warn
 from .paths import cache_dir
 from .static_ngrams import (
     CORPUS_PATH,
@@ -37,10 +36,10 @@ from .static_ngrams import (
     corpus_digest,
     encode_plain,
     read_corpus,
+    StaticTableBuild,
     tokenizer_digest,
 )
 from .tokens import output_size
-from .untrusted import set_aside
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +52,12 @@ def corpus_index_cache_path(tokenizer: str, vocab_size: int, corpus: str) -> Pat
     return cache_dir() / "corpus-index" / name
 
 
-class CorpusIndexBuild:
+class CorpusIndexBuild(StaticTableBuild):
     """The corpus index of a model's tokenizer: its cache file, or built from the corpus in
     short ``step``s; ``table`` once finished (None when it cannot be had: said once)."""
 
     what = "corpus index"
+    refused = CorpusIndexError
 
     def __init__(self, loaded, corpus=None):
         self.model, self.tokenizer = loaded.model, loaded.tokenizer
@@ -83,47 +83,9 @@ class CorpusIndexBuild:
             return
         self.total = -(-self.corpus.stat().st_size // INPUT_CHUNK) + ROUNDS + 3
 
-    @property
-    def finished(self) -> bool:
-        return self.table is not None or self.unavailable
-
-    def use(self, index: CorpusIndex) -> None:
-        self.table, self.done = index, self.total
-        self.model = self.tokenizer = self._steps = None
-
-    def _give_up(self, problem: str) -> None:
-        warn(f"suffix-static: no corpus index for {self.name}: {problem}.")
-        self.unavailable = True
-        self.model = self.tokenizer = self._steps = None
-
-    def read_cached(self) -> bool:
-        """Take the index from its cache file if that holds a good one (any other file
-        there is kept aside and named once)."""
-        if self.finished or not self.path.exists():
-            return self.finished
-        try:
-            index = CorpusIndex.load(self.path)
-            if index.vocab_size != self.vocab_size:
-                raise CorpusIndexError(self.path, f"it is for {index.vocab_size:,} tokens")
-        except CorpusIndexError as error:
-            set_aside(self.path, "corpus index", error.problem, "it will be built again")
-            return False
-        self.use(index)
-        return True
-
-    def step(self) -> bool:
-        """One short piece of the build; after the last, save the index. Returns whether it
-        is finished (or cannot be built: said once)."""
-        if self.finished:
-            return True
-        if self._steps is None:
-            self._steps = self._build()
-        try:
-            next(self._steps, None)
-        except (OSError, ValueError, EngineError) as error:
-            self._give_up(f"the corpus {self.corpus} cannot be used ({error})")
-        self.done = min(self.done + 1, self.total - 1) if not self.finished else self.total
-        return self.finished
+    @staticmethod
+    def _load(path):
+        return CorpusIndex.load(path)
 
     def _build(self) -> Iterator[None]:
         data = read_corpus(self.corpus)

@@ -259,13 +259,8 @@ def main(argv=None) -> int:
     parser.add_argument("--cached-only", action="store_true", help="decode nothing new")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--out", help="also write the Markdown table to this file")
-    parser.add_argument(
-        "--strategy",
-        action="append",
-        metavar="NAME",
-        help="replay only this strategy (repeatable; the tables then list each one's "
-        "geometric mean over all chats per curve)",
-    )
+    only = "replay only this strategy (repeatable): each one's mean per curve"
+    parser.add_argument("--strategy", action="append", metavar="NAME", help=only)
     args = parser.parse_args(argv)
     ONLY.clear()
     ONLY.update(args.strategy or ())

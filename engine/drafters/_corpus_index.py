@@ -266,9 +266,9 @@ class CorpusIndex:
             "tokens": self.tokens.astype(np.uint16 if self.width == 2 else np.uint32),
             "order": self.order,
         }
-        buffer = io.BytesIO()
-        np.savez(buffer, **arrays)
-        write_atomic(path, buffer.getvalue())
+        with io.BytesIO() as buffer:
+            np.savez(buffer, **arrays)  # uncompressed: positions do not compress
+            write_atomic(path, buffer.getvalue())
 
     @classmethod
     def load(cls, path) -> "CorpusIndex":
