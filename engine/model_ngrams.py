@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from .paths import cache_dir
+from .corpus_index import CorpusIndexBuild
 from .static_ngrams import StaticTableBuild, encode_plain
 from .tokens import output_size
 from .untrusted import read_regular_file, set_aside, write_atomic
@@ -184,7 +185,11 @@ class BigramBuild:
 def wanted_tables(drafter) -> list[str]:
     """The tables ``drafter`` wants, by the name ``attach_model`` takes each under (its
     ``attached_<name>`` says whether it got it)."""
-    wants = {"bigram": drafter.wants_model_bigram, "static_table": drafter.wants_static_table}
+    wants = {
+        "bigram": drafter.wants_model_bigram,
+        "static_table": drafter.wants_static_table,
+        "corpus_index": drafter.wants_corpus_index,
+    }
     return [name for name, wanted in wants.items() if wanted]
 
 
@@ -215,10 +220,15 @@ class ModelTables:
         shipped corpus that is now owed."""
         return self._kept_or_owed(loaded, StaticTableBuild(loaded))
 
+    def index(self, loaded, key: str) -> CorpusIndexBuild:
+        """The corpus index of ``loaded``'s tokenizer (``corpus_index.CorpusIndexBuild``):
+        finished when it is kept or its cache file is good, else a build now owed."""
+        return self._kept_or_owed(loaded, CorpusIndexBuild(loaded))
+
     def builds(self, names, loaded, key: str) -> dict:
         """The tables ``names`` (``wanted_tables``) of ``loaded``, each kept, or a build now
         owed."""
-        make = {"bigram": self.bigram, "static_table": self.static}
+        make = {"bigram": self.bigram, "static_table": self.static, "corpus_index": self.index}
         return {name: make[name](loaded, key) for name in names}
 
     def _kept_or_owed(self, loaded, build):

@@ -80,6 +80,8 @@ def _estimate_notes(drafter, asked: DraftSettings, greedy: bool, attached: bool)
         notes.append("needs the model's bigram table")
     if attached and drafter.wants_static_table and not drafter.attached_static_table:
         notes.append("without its static n-gram table (not built yet)")
+    if attached and drafter.wants_corpus_index and not drafter.attached_corpus_index:
+        notes.append("without its corpus index (not built yet)")
     if any(asked.options.get(k) != v for k, v in measurement_options(asked.drafter).items()):
         notes.append("without cross-chat memory")
     return notes
@@ -187,13 +189,19 @@ def replay_request(
     def static_table():  # looked up once for all configurations (no build runs between them)
         return tables.static(loaded, key).table
 
+    @cache
+    def corpus_index():
+        return tables.index(loaded, key).table
+
     def attach(drafter) -> None:
-        """The static table the live session attaches, where it is finished (a replay
-        never waits for a build, nor reads the cross-chat memory the session's ``stores``
-        hold)."""
-        if drafter.wants_static_table:
+        """The static table (and corpus index) the live session attaches, where finished (a
+        replay never waits for a build, nor reads the cross-chat memory the session's
+        ``stores`` hold)."""
+        if drafter.wants_static_table or drafter.wants_corpus_index:
             vocab_size = output_size(loaded.model)
-            drafter.attach_model(key, static_table=static_table(), vocab_size=vocab_size)
+            table = static_table() if drafter.wants_static_table else None
+            index = corpus_index() if drafter.wants_corpus_index else None
+            drafter.attach_model(key, static_table=table, corpus_index=index, vocab_size=vocab_size)
 
     eos = list(loaded.tokenizer.eos_token_ids)
     end_token = eos[0] if ended and eos else None

@@ -421,6 +421,11 @@ class StaticTableBuild:
     had: said once)."""
 
     what = "static n-gram table"
+    refused = StaticTableError  # what a bad file raises (``_load``)
+
+    @staticmethod
+    def _load(path):
+        return StaticTable.load(path)
 
     def __init__(self, loaded, corpus=None):
         """``corpus``: the corpus file (default ``CORPUS_PATH``)."""
@@ -472,7 +477,7 @@ class StaticTableBuild:
         self.model = self.tokenizer = self._steps = None  # a finished table keeps neither alive
 
     def _give_up(self, problem: str) -> None:
-        warn(f"suffix-static: no static n-gram table for {self.name}: {problem}.")
+        warn(f"suffix-static: no {self.what} for {self.name}: {problem}.")
         self.unavailable = True
         self.model = self.tokenizer = self._steps = None
 
@@ -482,14 +487,14 @@ class StaticTableBuild:
         if self.finished or not self.path.exists():
             return self.finished
         try:
-            table = StaticTable.load(self.path)
+            table = self._load(self.path)
             if table.vocab_size != self.vocab_size:
-                raise StaticTableError(
+                raise self.refused(
                     self.path,
                     f"it is for {table.vocab_size:,} tokens, the model has {self.vocab_size:,}",
                 )
-        except StaticTableError as error:
-            set_aside(self.path, "static n-gram table", error.problem, "it will be built again")
+        except self.refused as error:
+            set_aside(self.path, self.what, error.problem, "it will be built again")
             return False
         self.use(table)
         return True

@@ -46,13 +46,14 @@ def run_with_policy(
     bigram=None,
     static_table=None,
     schedule=None,
+    drafter=None,
 ):
     """``speculative`` with a draft policy (None: the settings' fixed draft count) and a
-    schedule (None: nothing scheduled)."""
+    schedule (None: nothing scheduled); ``drafter``: one made and attached already."""
     target = Target(model)
     history = list(prompt)
     target.prefill(history[:-1])
-    drafter = make_drafter(settings)
+    drafter = drafter or make_drafter(settings)
     if bigram is not None or static_table is not None:
         drafter.attach_model("test-model", bigram=bigram, static_table=static_table)
     drafter.reset(history)

@@ -58,6 +58,7 @@ COPY_HEAVY = ("code-edit", "edit-session", "edit-memory", "rag", "structured")
 OPEN = ("open-question", "novel")
 GOAL_PEER_RATIO, GOAL_FLOOR = 1.2, 0.97
 REPLAYS = 3  # each chat's drafter time: the least of this many replays
+ONLY: set[str] = set()  # ``--strategy``: replay only these (none: all)
 
 
 def _plan(drafter: str, count: int, adaptive: bool = False, **more) -> dict:
@@ -84,6 +85,13 @@ def strategies(eos: int, named: NamedCurve) -> dict[str, dict]:
     for mode in ("ngram-simple", "ngram-map-k"):  # llama.cpp's --draft-max default: 16
         plans[f"llama.cpp {mode}"] = _plan(mode, 16, peer=True, grammar=False)
     plans["suffix, no table"] = _plan("suffix", default.draft_count, default.adaptive)
+    # the default with the corpus index as its static row's source (``suffix-static``'s
+    # ``index`` option; judged against ``default`` on dev: python -m engine.bench.devices
+    # --conversations F --strategy default --strategy "default, corpus index")
+    indexed = {**measurement_options(default.drafter), "index": True}
+    plans["default, corpus index"] = _plan(
+        default.drafter, default.draft_count, True, policy=default.policy, options=indexed
+    )
     plans["suffix fixed 16, no policy"] = _plan("suffix", 16)
     plans["prompt-lookup cap 32"] = _plan("prompt-lookup", 32, adaptive=True)
 
@@ -147,6 +155,8 @@ def strategy_figures(chats: dict, key: str, eos: int, curves) -> list[dict]:
     for named in curves:
         figures.append({})
         for label, plan in strategies(eos, named).items():
+            if ONLY and label not in ONLY:
+                continue
             charged = plan.get("charge", True)
             if plan["adaptive"] or plan.get("on_curve"):
                 kept = _replays(chats, key, eos, named, plan, charged)
@@ -249,7 +259,11 @@ def main(argv=None) -> int:
     parser.add_argument("--cached-only", action="store_true", help="decode nothing new")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--out", help="also write the Markdown table to this file")
+    only = "replay only this strategy (repeatable): each one's mean per curve"
+    parser.add_argument("--strategy", action="append", metavar="NAME", help=only)
     args = parser.parse_args(argv)
+    ONLY.clear()
+    ONLY.update(args.strategy or ())
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     loads = ", ".join(f"{x:.2f}" for x in load) if load else "n/a"
     print(f"load average at start: {loads}", file=sys.stderr)
@@ -277,6 +291,8 @@ def device_main(args, curves, run: str) -> tuple[dict, list[str]]:
     """The device table: its figures and its Markdown lines."""
     max_tokens = args.max_tokens or 512
     chats, key, eos = reference_answers(args.split, max_tokens, cached_only=args.cached_only)
+    if ONLY:
+        raise EngineError("--strategy is for --conversations only")
     figures = device_figures(chats, key, eos, curves)
     header = [
         f"# Device table ({args.split} set: {figures['chats']} chats, "
@@ -298,6 +314,18 @@ def conversations_main(args, curves, run: str) -> tuple[dict, list[str]]:
     chats = replay_chats(conversations, loaded, args.max_tokens)
     figures = conversation_figures(chats, *model_identity(loaded), curves)
     counts = Counter(chat["task"] for chat in chats.values())
+    if ONLY:  # some strategies only: their means, per curve
+        lines = ["", "| curve | " + " | ".join(sorted(ONLY)) + " |", "|---" * (len(ONLY) + 1) + "|"]
+        for curve, rows in figures["curves"].items():
+            lines.append(
+                f"| {curve} | " + " | ".join(f"{rows[s]['all']:.3f}" for s in sorted(ONLY)) + " |"
+            )
+        return figures, [
+            f"# Real answers ({args.conversations})",
+            "",
+            f"`python -m engine.bench.devices {run}",
+            *lines,
+        ]
     return figures, [
         f"# Real answers ({args.conversations}: {figures['conversations']} conversations, "
         f"{figures['answer_tokens']} answer tokens)",

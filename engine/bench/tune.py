@@ -39,6 +39,9 @@ from .scratch import FolderStores
 # The static n-gram table the replays of each model key draft from (``suffix-static``'s, as a
 # session attaches it), noted by ``model_identity``, where every replayed model's key comes from
 STATIC_TABLES: dict = {}
+# The corpus index likewise (``suffix-static``'s ``index`` option), built on first use: model
+# key -> the loaded model, then its index
+CORPUS_INDEXES: dict = {}
 QUIET_CURVE = "resources/readme/benchmarks/results.json"  # a quiet machine's c(n), seconds
 PRIOR_STRENGTH = 1.0  # pseudo-observations of a fitted prior, as the flat Beta(0.5, 0.5)
 
@@ -82,6 +85,7 @@ def simulate(
     drafter.attach_model(
         model_key,
         static_table=STATIC_TABLES.get(model_key),
+        corpus_index=corpus_index(model_key) if drafter.wants_corpus_index else None,
         stores=stores if stores is not None else FolderStores(),
     )
     constrained = any("forced" in turn for turn in chat)  # a schema's answers
@@ -297,6 +301,8 @@ def replays(
             extra = {"drafter": plan["make"](chat, run)} if "make" in plan else {}
             if cross_chat and not extra:
                 extra = taught_memory(chats, chat, plan, key, seconds, eos)
+            if "options" in plan and not extra:
+                extra = {"options": plan["options"]}
             arguments = (plan["drafter_name"], plan["draft_count"], plan["adaptive"])
             extra.update(tree_extra=tree_extra, grammar=plan.get("grammar", True))
             extra.update(pipelined=pipelined, queues_idle=not plan["adaptive"])
@@ -328,6 +334,20 @@ def taught_memory(chats: dict, chat: dict, plan: dict, key: str, seconds: dict, 
     return {"options": {}, "stores": stores}
 
 
+def corpus_index(key: str):
+    """The corpus index of the model ``model_identity`` noted under ``key`` (built or read
+    from the cache on first use), or None."""
+    from ..model_ngrams import ModelTables
+
+    found = CORPUS_INDEXES.get(key)
+    if found is not None and not hasattr(found, "draft"):  # the model: build its index now
+        build = ModelTables().index(found, key)
+        while not build.step():
+            pass
+        CORPUS_INDEXES[key] = found = build.table
+    return found
+
+
 def model_identity(loaded) -> tuple[str, int]:
     """What the replay needs of a model: its key (names the drafters' files), its end token
     (and, in ``STATIC_TABLES``, its static n-gram table where it is shipped or cached)."""
@@ -335,6 +355,7 @@ def model_identity(loaded) -> tuple[str, int]:
 
     key = model_key(loaded)
     STATIC_TABLES[key] = ModelTables().static(loaded, key).table
+    CORPUS_INDEXES.setdefault(key, loaded)
     return key, sorted(loaded.tokenizer.eos_token_ids)[0]
 
 

@@ -23,7 +23,8 @@ Around that, with defaults here, so nobody probes a drafter for optional parts:
   ``DrafterStores`` (memory that outlives a chat). ``attached_model`` says which model a
   drafter has, ``attached_bigram`` / ``attached_static_table`` whether it got the table (one
   still being built comes in a later call); a drafter keeps what it needs in ``use_model``
-  and ``use_static_table``.
+  and ``use_static_table``; likewise the corpus index of public answers
+  (``corpus_index``, ``wants_corpus_index``, ``attached_corpus_index``, ``use_corpus_index``).
 - ``multi_row`` / ``rows_per_pass``: whether proposals may hold several rows (verified as
   a tree) and at most how many, so an adaptive policy pays for every row.
 - ``drafts``: False for a drafter that never proposes (``none``), so the loop may run
@@ -110,6 +111,7 @@ class Drafter(ABC):
     attached_model: str | None = None
     attached_bigram: bool = False
     attached_static_table: bool = False
+    attached_corpus_index: bool = False
 
     def __init__(self, settings: DraftConfig):
         self.settings = settings
@@ -137,6 +139,12 @@ class Drafter(ABC):
         return False
 
     @property
+    def wants_corpus_index(self) -> bool:
+        """Whether ``attach_model`` should bring the corpus index of the model's tokenizer
+        (``engine/corpus_index.py``: built once per tokenizer)."""
+        return False
+
+    @property
     def rows_per_pass(self) -> int:
         """The most draft rows one proposal holds."""
         return 1
@@ -149,14 +157,18 @@ class Drafter(ABC):
         static_table=None,
         stores: DrafterStores | None = None,
         vocab_size: int | None = None,
+        corpus_index=None,
     ) -> None:
         """The session hands over the model's token data (see the module docstring)."""
         self.attached_model = model_key
         self.attached_bigram = bigram is not None
         self.attached_static_table = static_table is not None
+        self.attached_corpus_index = corpus_index is not None
         self.use_model(model_key, bigram=bigram, stores=stores, vocab_size=vocab_size)
         if static_table is not None:
             self.use_static_table(static_table)
+        if corpus_index is not None:
+            self.use_corpus_index(corpus_index)
 
     def use_model(
         self,
@@ -170,6 +182,9 @@ class Drafter(ABC):
 
     def use_static_table(self, table) -> None:
         """Keep the static n-gram table ``attach_model`` brought (default: not wanted)."""
+
+    def use_corpus_index(self, index) -> None:
+        """Keep the corpus index ``attach_model`` brought (default: not wanted)."""
 
     def flush(self) -> None:
         """Save persistent memory now (default: there is none)."""

@@ -26,12 +26,20 @@ device curves (up to 1.10x where wide passes are cheap), under the 2% a default 
 and on this CPU's wall clock (one process, interleaved with the default) all tasks are level
 but the open question runs at 0.97x of plain.
 
+With the ``index`` option, the row comes first from the longest match of the history's last
+tokens anywhere in the public answers (the corpus index, ``_corpus_index.py``: a suffix
+array, built per tokenizer at first use, ``engine/corpus_index.py``), each token the usual
+follower of the match so far, while the product of their shares is ``min_prob`` or more,
+from a match of ``INDEX_MIN_MATCH`` tokens or more; where it drafts nothing, the row above
+is chained. A proposal resting on the index's row alone says its match length, how its first
+token follows (``USUAL``/``ONCE``) and the shares, as ``suffix`` says of its own matches.
+
 The session (and the inspector's replay, ``engine/replay.py``) brings the table
 (``wants_static_table``; ``use_static_table``): a tokenizer with no shipped table gets its
 own built between requests (or inline on the command line), and drafts as ``suffix`` plus
 its memory until then; a drafter given no table drafts without one. Options: ``suffix``'s,
 ``table`` (default true), ``memory`` (default true: read and grow the cross-chat memory),
-``alternatives`` (default 0, at most 8; 4 takes every follower the table holds for a
+``index`` (default false), ``alternatives`` (default 0, at most 8; 4 takes every follower the table holds for a
 context: on the real-chat tuning replays 2 made 0.9985x what 4 made).
 """
 
@@ -41,7 +49,7 @@ from dataclasses import replace
 
 from ._options import Option
 from ._static_table import StaticTable
-from .base import Proposal
+from .base import ONCE, USUAL, Proposal
 from .ngram_cache import (
     MIN_PERCENT_STRICT,
     MIN_SAMPLE_STRICT,
@@ -50,9 +58,10 @@ from .ngram_cache import (
     shared_dynamic_store,
 )
 from .stores import DrafterStores
-from .suffix import SuffixDrafter
+from .suffix import USUAL_SHARE, SuffixDrafter
 
 MEMORY_MIN = 2  # the shortest n-gram of the user's memory used (ngram-cache's strict rules)
+INDEX_MIN_MATCH = 2  # the corpus index drafts from matches this long, as the table's contexts
 
 
 class SuffixStaticDrafter(SuffixDrafter):
@@ -63,12 +72,14 @@ class SuffixStaticDrafter(SuffixDrafter):
         **SuffixDrafter.options,
         "table": Option(True),
         "memory": Option(True),
+        "index": Option(False),
         "alternatives": Option(0, 0, 8),
     }
 
     def __init__(self, settings):
         super().__init__(settings)
         self.table: StaticTable | None = None
+        self.index = None  # the corpus index (``_corpus_index.CorpusIndex``), with ``index``
         self.model_key: str | None = None
         self.vocab_size: int | None = None
         self.stores = DrafterStores()  # the service's, once attached
@@ -78,13 +89,21 @@ class SuffixStaticDrafter(SuffixDrafter):
     def wants_static_table(self) -> bool:
         return self.option["table"]
 
+    @property
+    def wants_corpus_index(self) -> bool:
+        return self.option["index"]
+
+    def use_corpus_index(self, index) -> None:
+        if self.option["index"] and self.vocab_size in (None, index.vocab_size):
+            self.index = index
+
     def use_model(self, model_key, *, bigram=None, stores=None, vocab_size=None) -> None:
         self.model_key, self.vocab_size = model_key, vocab_size
         if stores is not None and stores is not self.stores:
             if self.store is not None:
                 self.store.save()
             self.stores, self.store = stores, None
-        self.table = None  # the model's own comes with ``use_static_table``
+        self.table = self.index = None  # the model's own come with ``use_static_table``...
 
     def use_static_table(self, table: StaticTable) -> None:
         if self.option["table"] and self.vocab_size in (None, table.vocab_size):
@@ -128,9 +147,12 @@ class SuffixStaticDrafter(SuffixDrafter):
             return proposal
         rows = proposal.rows
         if len(rows) < self.rows:
-            row = self._chain(self.sam.tokens[-NGRAM_MAX:], k)
+            found = self._indexed(k)
+            row = found.rows[0] if found.rows else self._chain(self.sam.tokens[-NGRAM_MAX:], k)
             if row and not any(taken[: len(row)] == row for taken in rows):
                 rows = rows + [row]
+                if len(rows) == 1 and found.rows:  # the index's row alone: its match speaks
+                    proposal = found
         own = len(rows)
         alternatives = self._alternatives(rows, k)
         if rows is proposal.rows and not alternatives:
@@ -140,6 +162,18 @@ class SuffixStaticDrafter(SuffixDrafter):
             return replace(proposal, rows=rows, alternatives=len(rows) - own)
         # with no row of its own, the table's followers are the rows (``Proposal.alternatives``)
         return Proposal(rows, alternatives=len(rows) - own if own else 0)
+
+    def _indexed(self, k: int) -> Proposal:
+        """The corpus index's row (``index`` option) with the match it rests on, or none."""
+        if self.index is None:
+            return Proposal()
+        found = self.index.draft(self.sam.tokens, k, INDEX_MIN_MATCH, self.min_prob)
+        match, row, shares = found
+        if not row:
+            return Proposal()
+        share, seen = shares[0]
+        follows = (USUAL if seen > 1 else ONCE) if share >= USUAL_SHARE else ""
+        return Proposal([row], match, follows, tuple(shares))
 
     def _alternatives(self, rows: list[list[int]], k: int) -> list[list[int]]:
         """Up to ``alternatives`` rows, each beginning with one of the table's usual followers
