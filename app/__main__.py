@@ -52,14 +52,14 @@ class Application:
 
     def __init__(self, service=None, theme_name: str = "system"):
         from engine.drafters import DEFAULT_DRAFTER
-        from engine.service import EngineService
+        from engine.runtime.service import EngineService
 
-        from . import theme
-        from .controller import ChatController
-        from .hub_client import bound_hub_timeouts
-        from .main_window import MainWindow
-        from .settings import SettingsStore
-        from .store import Store
+        from .views import theme
+        from .presenters.controller import ChatController
+        from .storage.hub_client import bound_hub_timeouts
+        from .views.main_window import MainWindow
+        from .storage.settings import SettingsStore
+        from .storage.store import Store
 
         bound_hub_timeouts()  # before any download: it replaces the hub's shared client
         self.qapp = _qapp()

@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="answer once, then replay every drafter over "
         "the answer's own tokens (no model passes)",
     )
-    from .replay import add_replay_arguments
+    from .runtime.replay import add_replay_arguments
 
     add_generation_arguments(replay)
     add_replay_arguments(replay)
@@ -80,7 +80,7 @@ async def measure_once(service, model) -> None:
 
 
 async def run_generate(args) -> int:
-    from .service import EngineService
+    from .runtime.service import EngineService
 
     prompt = read_prompt_file(args.prompt_file) if args.prompt_file else args.prompt
     request = request_from_args(args, prompt, args.raw)
@@ -149,7 +149,7 @@ def main(argv=None) -> int:
                 print(f"{name:16} {cls.summary}{'  (default)' if name == DEFAULT_DRAFTER else ''}")
             return 0
         if args.command == "replay":
-            from .replay import run_replay
+            from .runtime.replay import run_replay
 
             return run_replay(args)
         if args.command == "bench":

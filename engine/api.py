@@ -1,8 +1,8 @@
 """The engine as its callers see it: what the app (and any other front end) may call, with no
 MLX, no model and no thread behind the names.
 
-``Engine`` is what every engine offers, this machine's (``engine.service.EngineService``) and
-a Draftless server seen from the app (``app.remote_engine.RemoteEngine``): ``generate`` and
+``Engine`` is what every engine offers, this machine's (``engine.runtime.service.EngineService``) and
+a Draftless server seen from the app (``app.engines.remote_engine.RemoteEngine``): ``generate`` and
 ``load`` return an ``EventStream`` (``async for event in stream``; ``cancel()`` stops it),
 ``drafters()`` names the drafters, ``shutdown()`` lets go of it. ``LocalEngine`` adds what only
 an engine with the model in this process can do: ``replay`` an answer with other drafter

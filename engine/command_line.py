@@ -7,8 +7,8 @@ import argparse
 import sys
 
 from .events import ProgressEvent
+from .policy.verify_cost import curve_from_spec
 from .settings import POLICY_KINDS, DraftSettings, GenerationRequest, SamplingSettings
-from .verify_cost import curve_from_spec
 
 
 def add_generation_arguments(parser: argparse.ArgumentParser) -> None:

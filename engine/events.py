@@ -116,7 +116,7 @@ class DoneEvent:
 
 @dataclass(frozen=True)
 class ReplayOutcome:
-    """One drafter configuration replayed over a finished answer (``engine.replay``)."""
+    """One drafter configuration replayed over a finished answer (``engine.runtime.replay``)."""
 
     drafter: str
     draft_count: int
@@ -148,7 +148,7 @@ class ReplayOutcome:
 
 @dataclass(frozen=True)
 class ReplayEvent:
-    """Drafters replayed over a finished answer (``engine.replay``), best first."""
+    """Drafters replayed over a finished answer (``engine.runtime.replay``), best first."""
 
     results: list[ReplayOutcome]
 

@@ -49,7 +49,7 @@ class DraftSettings:
     # learned online (``calibrated_policy``)
     policy: str = "adaptive"
     options: dict[str, Any] = field(default_factory=dict)
-    # a device curve to plan with and to estimate on (``engine.verify_cost.NamedCurve``, from
+    # a device curve to plan with and to estimate on (``engine.policy.verify_cost.NamedCurve``, from
     # the command line's --cost-curve); None: this model's curve measured on this machine
     cost_curve: Any = None
 
@@ -134,7 +134,7 @@ class GenerationRequest:
     logprobs: int | None = None
     # tools the model may call (OpenAI's function tools), rendered by its chat template
     tools: list[dict] | None = None
-    # a JSON schema the answer must follow (constrained decoding, engine/grammar.py)
+    # a JSON schema the answer must follow (constrained decoding, engine/formats/grammar.py)
     json_schema: dict | None = None
     # names of ``tools`` one of which the answer must call (constrained decoding); None: the
     # model decides

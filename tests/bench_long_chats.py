@@ -58,8 +58,8 @@ def load() -> str:
 
 def write_chat(store, messages: int):
     """A chat of ``messages`` messages (questions and ~400-token answers with code)."""
-    from app.provenance import Provenance
-    from app.store import Message
+    from app.storage.provenance import Provenance
+    from app.storage.store import Message
     from engine.events import TokenEvent
 
     session = store.create_session(f"A chat of {messages} messages")
@@ -180,8 +180,8 @@ def scroll(transcript, heartbeat, up: bool, pixels: int | None, limit_s: float) 
 
 
 def measure(size: int, scroll_limit_s: float) -> dict:
-    from app.store import Store
-    from app.transcript import TranscriptView
+    from app.storage.store import Store
+    from app.views.transcript import TranscriptView
 
     folder = Path(tempfile.mkdtemp(prefix="draftless-bench-"))
     store = Store(folder / "chats.sqlite3")

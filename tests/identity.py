@@ -3,8 +3,8 @@
 import mlx.core as mx
 from mlx_lm.generate import generate_step
 
-from engine.decode import Target, TokenChooser, speculative_decode
 from engine.drafters import make_drafter
+from engine.loop.decode import Target, TokenChooser, speculative_decode
 from engine.settings import DraftSettings, SamplingSettings
 
 
@@ -102,9 +102,9 @@ def answer_on_curve_file(loaded, folder, curve: dict, prompt: str, max_tokens: i
     Returns (the done event, the named curve)."""
     import json
 
-    from engine.session import ChatSession
+    from engine.policy.verify_cost import curve_from_spec
+    from engine.runtime.session import ChatSession
     from engine.settings import GenerationRequest
-    from engine.verify_cost import curve_from_spec
 
     path = folder / "curve.json"
     path.write_text(json.dumps(curve))

@@ -113,7 +113,12 @@ def engine_importing_app(edges: dict[str, set[str]]) -> list[str]:
 # The engine's modules that hold the model, the decode loop or the thread that runs them;
 # the app reaches them only where it builds this machine's engine (app.__main__) and
 # otherwise through engine.api, so a client of a server never loads MLX.
-ENGINE_INTERNALS = ("engine.service", "engine.session", "engine.decode", "engine.engine_thread")
+ENGINE_INTERNALS = (
+    "engine.runtime.service",
+    "engine.runtime.session",
+    "engine.loop.decode",
+    "engine.runtime.engine_thread",
+)
 BUILDS_THE_ENGINE = ("app.__main__",)
 
 

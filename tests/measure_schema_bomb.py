@@ -4,14 +4,14 @@ resource.getrusage):
     python -m tests.measure_schema_bomb --check
     python -m tests.measure_schema_bomb --compile [--seconds 60]
 
-- ``--check``: engine/schemas.py's check on the bombs (nested ``required`` repeats, the
+- ``--check``: engine/formats/schemas.py's check on the bombs (nested ``required`` repeats, the
   longest ``$ref`` chain that fits, the widest lists): its steps, steps per character of
   compact JSON and milliseconds; what the server runs while reading a request.
 - ``--compile``: llguidance alone, past the check (with the engine's LLParserLimits), on
   regexes that must hold together (``allOf`` patterns), separate patterns, anyOf unions,
   enums and one pattern's alternations of growing counts: the seconds of the matcher and
   its first mask and the peak RSS; a run past ``--seconds`` is cut off and said so. The
-  budget engine/grammar_budget.py sets (1 s, 256 MB) comes from these figures.
+  budget engine/formats/grammar_budget.py sets (1 s, 256 MB) comes from these figures.
 
 The tokenizer is the embedded SmolLM2's (49,152 tokens) once the app has converted it,
 else the tests' byte-level one.
@@ -74,7 +74,7 @@ def compile_once(kind: str, count: int) -> str:
     """One compile, in this (fresh) process: llguidance's matcher and first mask."""
     from llguidance import LLMatcher, LLParserLimits, LLTokenizer
 
-    from engine.grammar import JSON_LAYOUT, PARSER_LIMITS, _serialized
+    from engine.formats.grammar import JSON_LAYOUT, PARSER_LIMITS, _serialized
 
     loaded, vocab = tokenizer()
     built = LLTokenizer(
@@ -109,7 +109,7 @@ def measure_compiles(seconds: float) -> None:
 
 def measure_checks() -> None:
     from engine.errors import EngineError
-    from engine.schemas import check_schema, schema_check_steps
+    from engine.formats.schemas import check_schema, schema_check_steps
     from tests.schema_bombs import compact_size, deep_required, reference_chain, widest_within
 
     bombs = {

@@ -125,7 +125,7 @@ def _written(writer) -> bytes:
     return buffer.getvalue()
 
 
-# Targets for app.pdf_reading.WorkerRead in the tests (run in its worker process)
+# Targets for app.storage.pdf_reading.WorkerRead in the tests (run in its worker process)
 def never_ends(data: bytes, room: int):
     """A parser stuck inside one page."""
     import time

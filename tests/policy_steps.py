@@ -1,8 +1,8 @@
 """Asking a draft policy as the decode loop does, in one line each (tests only)."""
 
-from engine.draft_policy import Choice, PassOutcome
 from engine.drafters.base import Proposal
-from engine.schedule import PassSchedule
+from engine.policy.draft_policy import Choice, PassOutcome
+from engine.policy.schedule import PassSchedule
 
 
 def choose(policy, limit: int, match_length=0, rows=1, follows="", first=0) -> Choice:

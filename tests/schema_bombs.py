@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from engine.schemas import MAX_SCHEMA_CHARS, MAX_SCHEMA_REGEXES
+from engine.formats.schemas import MAX_SCHEMA_CHARS, MAX_SCHEMA_REGEXES
 
 
 def compact_size(schema) -> int:
@@ -44,7 +44,7 @@ def widest_within(build, low: int, high: int) -> dict:
 
 def regex_bomb(count: int = MAX_SCHEMA_REGEXES) -> dict:
     """A string that must match ``count`` distinct patterns at once: at 128, 5 KB within
-    every limit of engine/schemas.py (llguidance ran past 120 s on it)."""
+    every limit of engine/formats/schemas.py (llguidance ran past 120 s on it)."""
     return {
         "type": "string",
         "allOf": [{"pattern": f"^.*{i:x}[a-z]{{0,3}}q[0-9]*.*$"} for i in range(count)],

@@ -41,8 +41,8 @@ async def capture(width: int, theme: str, out: str) -> None:
     from PySide6.QtWidgets import QApplication
 
     from app.__main__ import Application, _save
-    from app.downloads import DownloadMeter
-    from app.models_view import InstalledModelsDialog
+    from app.storage.downloads import DownloadMeter
+    from app.views.models_view import InstalledModelsDialog
 
     application = Application(theme_name=theme)
     window, controller = application.window, application.controller

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from engine.events import DoneEvent, ModelEvent, PassEvent, ProgressEvent, ReplayEvent, TokenEvent
-from engine.replay import replay_many
+from engine.runtime.replay import replay_many
 from engine.stats import DecodeStats
 
 END = None  # the end-of-answer token in a script (it has no text)

@@ -1,4 +1,4 @@
-"""The adaptive policy's acceptance counts kept across launches (``engine.acceptance_store``):
+"""The adaptive policy's acceptance counts kept across launches (``engine.policy.acceptance_store``):
 what one service learned is where the next one starts; benchmarks never read or write it;
 a bad file is set aside and the policy starts from its priors."""
 
@@ -11,10 +11,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine.acceptance_store import acceptance_path
-from engine.adaptive import AdaptiveMemory
-from engine.draft_policy import Choice, MatchClass, PassOutcome
-from engine.verify_cost import CostCurve
+from engine.policy.acceptance_store import acceptance_path
+from engine.policy.adaptive import AdaptiveMemory
+from engine.policy.draft_policy import Choice, MatchClass, PassOutcome
+from engine.policy.verify_cost import CostCurve
 
 KEY = "some-model"
 DRAFTER = SimpleNamespace(name="suffix", rows_per_pass=1)
@@ -135,10 +135,10 @@ def test_a_bad_file_is_set_aside_and_the_policy_starts_from_its_priors(
 
 def test_the_service_keeps_what_an_answer_taught(private_dirs, tiny_model_dir):
     from engine.events import DoneEvent
-    from engine.model_ngrams import model_key
-    from engine.service import EngineService
+    from engine.policy.verify_cost import curve_from_spec
+    from engine.runtime.model_ngrams import model_key
+    from engine.runtime.service import EngineService
     from engine.settings import DraftSettings, GenerationRequest
-    from engine.verify_cost import curve_from_spec
 
     service = EngineService()
     request = GenerationRequest(
@@ -165,7 +165,7 @@ def test_the_service_keeps_what_an_answer_taught(private_dirs, tiny_model_dir):
 
 def test_an_oversized_or_irregular_file_is_not_read(private_dirs, caplog):
     """A file past the size cap, or a folder in its place, is set aside unread."""
-    from engine.acceptance_store import MAX_ACCEPTANCE_FILE_BYTES
+    from engine.policy.acceptance_store import MAX_ACCEPTANCE_FILE_BYTES
 
     path = acceptance_path(KEY)
     path.parent.mkdir(parents=True)

@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from engine import adaptive, verify_cost
-from engine.adaptive import AcceptanceTracker, AdaptivePolicy, CostCurve
-from engine.decode import Target, TokenChooser, speculative_decode
-from engine.draft_policy import (
+from engine.policy import adaptive, verify_cost
+from engine.policy.adaptive import AcceptanceTracker, AdaptivePolicy, CostCurve
+from engine.loop.decode import Target, TokenChooser, speculative_decode
+from engine.policy.draft_policy import (
     AlternativesOutcome,
     Choice,
     DraftPolicy,
@@ -532,8 +532,8 @@ def test_constrained_answers_learn_acceptance_apart_from_free_text():
 
 
 def test_a_session_plans_an_answer_under_a_schema_with_the_constrained_counts(tiny_loaded):
-    from engine.memory import EngineMemory
-    from engine.session import ChatSession
+    from engine.runtime.memory import EngineMemory
+    from engine.runtime.session import ChatSession
     from engine.settings import GenerationRequest
 
     memory = EngineMemory()

@@ -2,9 +2,9 @@
 
 import pytest
 
-from engine import adaptive
-from engine.adaptive import AdaptiveMemory, AdaptivePolicy, CostCurve
-from engine.draft_policy import MatchClass
+from engine.policy import adaptive
+from engine.policy.adaptive import AdaptiveMemory, AdaptivePolicy, CostCurve
+from engine.policy.draft_policy import MatchClass
 
 from .policy_steps import choose, length, passed
 

@@ -12,9 +12,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
-from app.answer_format import ANY_OBJECT, JSON_SCHEMA
-from app.store import Store
-from engine.schemas import MAX_SCHEMA_CHARS
+from app.storage.answer_format import ANY_OBJECT, JSON_SCHEMA
+from app.storage.store import Store
+from engine.formats.schemas import MAX_SCHEMA_CHARS
 
 from .scripted_engine import END, answer_events
 from .test_app_views import app, ask, loop  # noqa: F401
@@ -168,7 +168,7 @@ def test_a_history_file_from_before_answer_formats_opens_and_gains_them(tmp_path
 
 
 def test_a_server_gets_the_chats_schema_as_response_format():
-    from app.remote_engine import request_body
+    from app.engines.remote_engine import request_body
     from engine.settings import GenerationRequest
 
     turns = [{"role": "user", "content": "a city"}]

@@ -8,8 +8,9 @@ import threading
 
 from PySide6.QtCore import QMimeData, QTimer, QUrl
 
-from app import attachments, chat_widgets
-from app.attachments import read_attachment, split_message
+from app.storage import attachments
+from app.storage.attachments import read_attachment, split_message
+from app.views import chat_widgets
 
 from .pdf_bytes import blank_pdf, locked_pdf, pages_pdf, text_pdf
 from .scripted_engine import answer_events

@@ -8,7 +8,7 @@ import asyncio
 from dataclasses import replace
 
 
-from app.downloads import DownloadMeter
+from app.storage.downloads import DownloadMeter
 from engine.events import DoneEvent, ProgressEvent
 
 from .test_app_knobs import STOPPED, load_model_with_window

@@ -17,7 +17,7 @@ from .test_app_views import SIMPLE, answer_events, app, ask, loop, plain, wait  
 # 1. a stale banner ---------------------------------------------------------------------------
 def refusing_server(monkeypatch, right_key: str):
     """A scripted server that refuses every key but ``right_key``, as a real one answers 401."""
-    import app.remote_engine as remote_engine
+    import app.engines.remote_engine as remote_engine
 
     fake_server(monkeypatch)
     accepting = remote_engine.RemoteEngine
@@ -34,7 +34,7 @@ def refusing_server(monkeypatch, right_key: str):
 
 
 def test_a_refused_key_message_goes_once_the_right_key_connects(app, qtbot, monkeypatch):
-    from app.server_keys import ServerKeys
+    from app.storage.server_keys import ServerKeys
 
     window, controller = app.window, app.controller
     controller.models.server_keys = ServerKeys(None)  # never the real keychain

@@ -10,7 +10,7 @@ import os
 import pytest
 from PySide6.QtWidgets import QMessageBox
 
-from app.downloads import DownloadMeter, delete_installed, installed_models
+from app.storage.downloads import DownloadMeter, delete_installed, installed_models
 from engine.events import DoneEvent, ErrorEvent, ProgressEvent
 from engine.models.hub_download import INDEX, download_complete
 
@@ -60,7 +60,7 @@ def test_installed_models_have_sizes_and_only_the_apps_folders_are_deleted(folde
     with pytest.raises(ValueError, match="is loaded"):
         delete_installed(builtin, builtin.path)
     assert builtin.path.exists()
-    from app.downloads import InstalledModel
+    from app.storage.downloads import InstalledModel
 
     with pytest.raises(ValueError, match="left alone"):
         delete_installed(InstalledModel("x", "x", downloads / "owner--link", 0), None)

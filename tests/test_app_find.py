@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-from app.store import Message
+from app.storage.store import Message
 
 from .test_app_more import long_chat, settled_at_bottom
 from .test_app_views import app, loop, wait  # noqa: F401

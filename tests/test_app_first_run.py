@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
-from app.model_catalog import RECOMMENDED
+from app.views.model_catalog import RECOMMENDED
 from engine.events import ModelEvent
 from engine.models.embedded import EMBEDDED_NAME
 

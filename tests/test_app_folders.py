@@ -9,7 +9,7 @@ from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QInputDialog, QMenu
 
-from app.chat_list import COLLAPSED_ROLE, FOLDER_ROLE, IN_FOLDER_ROLE
+from app.views.chat_list import COLLAPSED_ROLE, FOLDER_ROLE, IN_FOLDER_ROLE
 
 from .scripted_engine import answer_events
 from .test_app_views import SIMPLE, answer_dialog, app, ask, loop  # noqa: F401

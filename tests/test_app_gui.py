@@ -14,8 +14,8 @@ import pytest
 from PySide6.QtCore import QEvent, QPoint, Qt, QTimer
 from PySide6.QtGui import QTextCursor
 
-from app.livestats import footer_text
-from app.render import highlighted_positions
+from app.presenters.livestats import footer_text
+from app.views.render import highlighted_positions
 from engine.events import DoneEvent, ModelEvent, PassEvent, TokenEvent
 
 from .qt_loop import close_loop, open_loop
@@ -90,7 +90,7 @@ class RecordingService:
 def engine_service(tiny_model_dir):
     """The service, the tiny model's verify cost measured (a model never measured on this
     machine decodes plainly: nothing would be drafted to highlight)."""
-    from engine.service import EngineService
+    from engine.runtime.service import EngineService
 
     service = EngineService()
 
@@ -163,7 +163,7 @@ def send(qtbot, window, text):
 
 
 def expected_draft_mask(events):
-    """Independently of app/provenance.py: per character of the answer, all tokens drafted?"""
+    """Independently of app/storage/provenance.py: per character of the answer, all tokens drafted?"""
     mask, group, text = [], [], ""
     last_group = []
     for event in events:
@@ -194,7 +194,7 @@ def point_of(body, position):
 def test_answer_streams_with_highlights_gauge_and_footer_from_the_engine(
     make_app, qtbot, monkeypatch
 ):
-    from app.transcript import MessageView
+    from app.views.transcript import MessageView
 
     application = make_app()
     window = application.window
@@ -332,7 +332,7 @@ def test_esc_in_the_composer_stops_within_a_pass_on_the_engine(make_app, qtbot):
 
 
 def test_settings_reach_the_request_persist_and_refuse_out_of_range(make_app, qtbot):
-    from app.settings import SettingsStore
+    from app.storage.settings import SettingsStore
 
     application = make_app()
     window = application.window
@@ -562,7 +562,7 @@ def test_killing_the_app_mid_answer_loses_no_earlier_message(dirs, tiny_model_di
     import subprocess
     import sys
 
-    from app.store import Store
+    from app.storage.store import Store
 
     env = dict(
         os.environ,
@@ -621,7 +621,7 @@ def test_compare_drafters_copy_and_shift_enter(make_app, qtbot):
 
 
 def test_a_saved_model_that_no_longer_loads_falls_back_to_the_built_in(make_app, qtbot, dirs):
-    from app.settings import AppSettings, SettingsStore
+    from app.storage.settings import AppSettings, SettingsStore
 
     gone = str(dirs / "model-that-was-deleted")
     SettingsStore().save(AppSettings(model=gone))

@@ -11,9 +11,9 @@ import httpx2
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-from app.downloads import installed_models
-from app.hub_client import no_answer_message
-from app.hub_search_view import HubSearchDialog
+from app.storage.downloads import installed_models
+from app.storage.hub_client import no_answer_message
+from app.views.hub_search_view import HubSearchDialog
 from engine.events import DoneEvent, ProgressEvent
 
 from .fake_hf_api import FakeHfApi

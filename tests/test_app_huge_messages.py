@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from app import transcript
-from app.store import Message, Store
-from app.transcript import SHOWN_CHARS
+from app.storage.store import Message, Store
+from app.views import transcript
+from app.views.transcript import SHOWN_CHARS
 
 from .test_app_trust import build  # noqa: F401  (the app on files the test prepares)
 from .test_app_views import loop  # noqa: F401

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from PySide6.QtCore import Qt
 
-from app.inspector import SPEED
+from app.views.inspector import SPEED
 from engine.stats import DEFINITIONS
 
 from .scripted_engine import END, answer_events

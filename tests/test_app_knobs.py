@@ -181,7 +181,7 @@ def test_a_new_chat_and_its_system_prompt_are_stored_in_one_write(app, monkeypat
 def test_a_history_file_from_before_chat_prompts_opens_with_the_default(tmp_path):
     import sqlite3
 
-    from app.store import Store
+    from app.storage.store import Store
 
     path = tmp_path / "old.sqlite3"
     old = sqlite3.connect(path)

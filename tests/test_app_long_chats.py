@@ -3,7 +3,7 @@ answer's tokens (its highlights) only when its card is built."""
 
 from __future__ import annotations
 
-from app.store import Store
+from app.storage.store import Store
 
 from .test_app_more import ANSWER_PIECES, long_chat
 

@@ -1,5 +1,5 @@
 """Issue 44: edit or delete any message, assistant ones included, and fork a chat from any
-message (the card's "⋯" menu, ``app.message_actions``). Views fed scripted engine events."""
+message (the card's "⋯" menu, ``app.views.message_actions``). Views fed scripted engine events."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from dataclasses import replace
 from PySide6.QtCore import QPoint, Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMenu
 
-from app import theme
-from app.inline_editor import InlineEditor
-from app.livestats import EDITED
-from app.message_actions import BUSY
-from app.render import highlighted_positions
-from app.store import Message, Store
+from app.presenters.livestats import EDITED
+from app.storage.store import Message, Store
+from app.views import theme
+from app.views.inline_editor import InlineEditor
+from app.views.message_actions import BUSY
+from app.views.render import highlighted_positions
 
 from .scripted_engine import END, answer_events
 from .test_app_views import (  # noqa: F401

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from app.model_picker import short_name
+from app.views.model_picker import short_name
 
 from .scripted_engine import answer_events
 from .test_app_downloads import folders  # noqa: F401
@@ -60,7 +60,7 @@ def test_the_picker_lists_installed_models_and_loads_the_one_chosen(app, qtbot, 
 def test_the_picker_offers_the_other_ways_to_get_a_model(app, qtbot, monkeypatch, tmp_path):
     from PySide6.QtWidgets import QFileDialog
 
-    from app.model_catalog import ModelCatalogDialog
+    from app.views.model_catalog import ModelCatalogDialog
 
     window = app.window
     entries = menu_entries(window.model_presenter.picker)

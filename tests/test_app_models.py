@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from app.livestats import LiveStats, footer_details, footer_text
-from app.provenance import DRAFT, MIXED, TARGET, Provenance
-from app.render import Palette, align, highlighted_positions, render
-from app.settings import AppSettings, SettingsStore
-from app.store import Message, Store
+from app.presenters.livestats import LiveStats, footer_details, footer_text
+from app.storage.provenance import DRAFT, MIXED, TARGET, Provenance
+from app.storage.settings import AppSettings, SettingsStore
+from app.storage.store import Message, Store
+from app.views.render import Palette, align, highlighted_positions, render
 
 
 def add(p: Provenance, text: str, draft: bool, pass_index: int = 0, position=None):

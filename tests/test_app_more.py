@@ -78,7 +78,7 @@ def chat_width(window):
 
 
 def test_side_panels_fold_before_the_chat_and_come_back_at_full_width(app, qtbot):
-    from app.panel_layout import CHAT_MIN
+    from app.views.panel_layout import CHAT_MIN
 
     window = app.window
     ask(qtbot, app, "a question " * 30, answer_events(REPEATING))
@@ -110,7 +110,7 @@ def assert_cards_fit(window):
 
 
 def test_showing_a_panel_in_a_narrow_window_never_widens_it(app, qtbot):
-    from app.gauge import one_line_width
+    from app.views.gauge import one_line_width
 
     window = app.window
     ask(qtbot, app, "a question", answer_events(REPEATING))
@@ -167,7 +167,7 @@ class MemoryKeyring:
 
 def fake_server(monkeypatch):
     """``RemoteEngine`` replaced by a scripted server; returns the engines made."""
-    import app.remote_engine as remote_engine
+    import app.engines.remote_engine as remote_engine
     from engine.events import DoneEvent, ModelEvent
 
     from .scripted_engine import ScriptedStream
@@ -194,7 +194,7 @@ def fill_server_dialog(seen, url, key):
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QDialogButtonBox
 
-    from app.server_dialog import ServerDialog
+    from app.views.server_dialog import ServerDialog
 
     def fill():
         dialog = QApplication.activeModalWidget()
@@ -216,7 +216,7 @@ def test_a_server_connection_is_shown_remembered_and_its_key_kept_out_of_setting
 ):
     from PySide6.QtWidgets import QLineEdit
 
-    from app.server_keys import SERVICE, ServerKeys
+    from app.storage.server_keys import SERVICE, ServerKeys
 
     window, controller = app.window, app.controller
     made = fake_server(monkeypatch)
@@ -250,7 +250,7 @@ def test_a_server_connection_is_shown_remembered_and_its_key_kept_out_of_setting
 def test_without_a_keychain_the_key_lasts_the_session_and_the_dialog_says_so(
     app, qtbot, monkeypatch
 ):
-    from app.server_keys import ServerKeys
+    from app.storage.server_keys import ServerKeys
 
     window, controller = app.window, app.controller
     fake_server(monkeypatch)
@@ -264,8 +264,8 @@ def test_without_a_keychain_the_key_lasts_the_session_and_the_dialog_says_so(
 
 
 def test_messages_name_this_machines_engine_as_the_menu_does(app):
-    from app.http_stream import Unreachable
-    from app.remote_engine import RemoteEngine
+    from app.engines.http_stream import Unreachable
+    from app.engines.remote_engine import RemoteEngine
 
     menu = [a.text() for m in app.window.menuBar().actions() for a in m.menu().actions()]
     assert "Use this machine's engine" in menu
@@ -299,8 +299,8 @@ ANSWER_PIECES = [
 
 def long_chat(store, turns):
     """A chat of ``turns`` questions and answers written straight into the store."""
-    from app.provenance import Provenance
-    from app.store import Message
+    from app.storage.provenance import Provenance
+    from app.storage.store import Message
     from engine.events import TokenEvent
 
     session = store.create_session("A long chat")
@@ -353,7 +353,7 @@ def assert_rendered(view):
     """``view`` (a card of ``long_chat``'s answer) shows its highlights and code colours."""
     from PySide6.QtGui import QTextCursor
 
-    from app.render import highlighted_positions
+    from app.views.render import highlighted_positions
 
     document = view.body.document()
     assert highlighted_positions(document), "no highlights"

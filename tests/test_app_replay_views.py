@@ -20,7 +20,7 @@ def replay_result(drafter, draft_count, tokens_per_pass):
 
 
 def test_the_replay_table_shows_drafter_names_whole_in_a_narrow_panel(qtbot):
-    from app.inspector import ReplayPanel
+    from app.views.inspector import ReplayPanel
 
     panel = ReplayPanel()
     qtbot.addWidget(panel)

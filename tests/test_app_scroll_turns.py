@@ -12,10 +12,10 @@ import weakref
 from PySide6.QtCore import QCoreApplication, QEvent
 from PySide6.QtWidgets import QToolButton, QWidget
 
-import app.transcript as transcript_module
-from app.flow_layout import FlowLayout
-from app.store import Store
-from app.transcript import STEP_S, TranscriptView
+import app.views.transcript as transcript_module
+from app.storage.store import Store
+from app.views.flow_layout import FlowLayout
+from app.views.transcript import STEP_S, TranscriptView
 
 from .test_app_more import long_chat
 

@@ -107,8 +107,8 @@ def test_a_child_that_dies_is_noticed(app, qtbot):
 
 
 def test_on_the_network_needs_a_key_and_keeps_it_in_the_keychain(app, qtbot):
-    from app.server_keys import SERVICE, ServerKeys
-    from app.server_presenter import KEY_ACCOUNT
+    from app.presenters.server_presenter import KEY_ACCOUNT
+    from app.storage.server_keys import SERVICE, ServerKeys
 
     from .test_app_more import MemoryKeyring
 
@@ -136,7 +136,7 @@ def test_on_the_network_needs_a_key_and_keeps_it_in_the_keychain(app, qtbot):
 
 
 def test_the_child_gets_its_key_unseen_and_the_log_is_bounded(qtbot):
-    from app.local_server import LOG_LINES, Launch, LocalServer, child_environment
+    from app.presenters.local_server import LOG_LINES, Launch, LocalServer, child_environment
 
     launch = Launch("/models/tiny", 9000, on_network=True, api_key="s3cret")
     assert launch.arguments() == [

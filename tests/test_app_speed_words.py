@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from app.inspector import KEPT, ORDER, PER_PASS, REPLAY_COLUMNS, SPEED
+from app.views.inspector import KEPT, ORDER, PER_PASS, REPLAY_COLUMNS, SPEED
 from engine.stats import DecodeStats, speed_words
 
 from .scripted_engine import END, answer_events

@@ -12,14 +12,14 @@ from PySide6.QtGui import QTextCursor
 
 from engine.events import ProgressEvent
 
-from app.controller import chat_turns
-from app.export import chat_json, chat_markdown, markdown_text
-from app.markdown_code import code_ranges
-from app.math_text import formula_text, show_math
-from app.render import highlighted_positions
-from app.provenance import Provenance
-from app.store import Message, Store
-from app.thinking import split
+from app.presenters.controller import chat_turns
+from app.presenters.export import chat_json, chat_markdown, markdown_text
+from app.views.markdown_code import code_ranges
+from app.views.math_text import formula_text, show_math
+from app.views.render import highlighted_positions
+from app.storage.provenance import Provenance
+from app.storage.store import Message, Store
+from app.views.thinking import split
 
 from .scripted_engine import END, answer_events
 from .test_app_views import app, ask, loop  # noqa: F401
@@ -160,7 +160,7 @@ def test_code_keeps_its_latex_as_written():
 
 
 def test_the_export_and_the_math_view_find_the_same_code_as_commonmark():
-    """One definition of code (app.markdown_code); the two used to find it each their own way:
+    """One definition of code (app.views.markdown_code); the two used to find it each their own way:
     the math view read an indented code block as prose, and the export took "`a … `" after
     a lone "``" for a code span, where CommonMark has none."""
     block = "Run:\n\n    echo $x_1$ <b>\n\nDone."
@@ -364,7 +364,7 @@ def test_a_display_formula_on_its_own_is_centred(qapp):
     from PySide6.QtCore import Qt
     from PySide6.QtGui import QTextDocument
 
-    from app.render import render
+    from app.views.render import render
 
     document = QTextDocument()
     render(document, "Before:\n\n\\[a = b\\]\n\n$$c$$ and more.\n\nLast \\(d\\)", None)

@@ -128,7 +128,7 @@ def test_settings_that_cannot_be_kept_aside_are_never_saved_over(build, tmp_path
     def refuse(*_args):
         raise PermissionError("read-only folder")
 
-    monkeypatch.setattr("app.settings.move_aside", refuse)
+    monkeypatch.setattr("app.storage.settings.move_aside", refuse)
     application = build()
     assert any("left as it is" in m for m in application.window.banner.messages)
     application.window.settings_panel.max_tokens.setValue(99)
@@ -137,7 +137,7 @@ def test_settings_that_cannot_be_kept_aside_are_never_saved_over(build, tmp_path
 
 
 def test_settings_are_written_whole_and_flushed_before_the_rename(tmp_path, monkeypatch):
-    from app.settings import AppSettings, SettingsStore
+    from app.storage.settings import AppSettings, SettingsStore
 
     store = SettingsStore(tmp_path)
     store.save(AppSettings())
@@ -226,7 +226,7 @@ def test_the_composer_has_the_keyboard_at_launch_after_new_chat_and_after_sendin
 # E. emoji and other scripts keep their highlights in place ---------------------------------
 def highlighted_texts(document):
     """The text of each run of characters painted as an accepted draft."""
-    from app.provenance import DRAFT
+    from app.storage.provenance import DRAFT
 
     runs, end = [], None
     block = document.begin()

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from app.settings import AppSettings, SettingsStore
-from app.store import Message, Store
+from app.storage.settings import AppSettings, SettingsStore
+from app.storage.store import Message, Store
 
 
 @contextmanager
@@ -242,7 +242,7 @@ def test_damaged_figures_of_a_stored_answer_read_as_absent_and_the_rest_shows(tm
     """A history row whose numbers are not numbers (hand-edited, another program): every
     reader of a stored answer (footer, gauge numbers, Continue's sum) gets the figures that
     are of their kind and reads the others as absent, never a traceback."""
-    from app.livestats import LiveStats, footer_text
+    from app.presenters.livestats import LiveStats, footer_text
     from engine.stats import DecodeStats
 
     store = Store(tmp_path / "history.db")

@@ -88,7 +88,7 @@ def test_a_database_deleted_while_running_keeps_the_next_answer(make_app, qtbot,
     shutil.rmtree(data)
     finish(qtbot, send(qtbot, window, "second question"))
     assert "was deleted" in window.banner.messages[-1] and window.banner.isVisible()
-    from app.store import Store
+    from app.storage.store import Store
 
     store = Store(data / "draftless.sqlite3")
     [session] = store.sessions()
@@ -185,7 +185,7 @@ def test_screenshot_leaves_no_temporary_folder(tmp_path, tiny_model_dir):
 UNPRIVILEGED_APP = """
 import asyncio, os, sys
 from app import __main__ as app_main
-from engine.service import EngineService
+from engine.runtime.service import EngineService
 from engine.settings import GenerationRequest
 
 data = os.environ["DRAFTLESS_DATA_DIR"]
@@ -200,7 +200,7 @@ async def warm():
     service.shutdown()
 
 asyncio.run(warm())
-import app.controller, app.main_window, app.single_instance, qasync  # noqa: E401
+import app.presenters.controller, app.views.main_window, app.single_instance, qasync  # noqa: E401
 os.environ["DRAFTLESS_DATA_DIR"] = data
 app_main._qapp()  # Qt refuses to start under a changed effective user id
 if os.geteuid() == 0:

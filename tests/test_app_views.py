@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from app.render import highlighted_positions
+from app.views.render import highlighted_positions
 from engine.stats import DecodeStats, summary_line
 
 from .scripted_engine import END, ScriptedService, answer_events
@@ -290,7 +290,7 @@ def test_code_blocks_have_colours_a_label_and_a_copy_link(app, qtbot):
     from PySide6.QtCore import Qt
     from PySide6.QtGui import QGuiApplication, QTextCharFormat, QTextCursor
 
-    from app.theme import LIGHT
+    from app.views.theme import LIGHT
 
     from .test_app_gui import point_of
 
@@ -330,7 +330,7 @@ def test_code_blocks_have_colours_a_label_and_a_copy_link(app, qtbot):
 def test_the_accepted_draft_mark_reaches_3_to_1_against_every_background(dark):
     from PySide6.QtGui import QColor
 
-    from app.theme import DARK, LIGHT
+    from app.views.theme import DARK, LIGHT
 
     colors = DARK if dark else LIGHT
     mark = QColor(colors.mark)
@@ -342,7 +342,7 @@ def test_the_accepted_draft_mark_reaches_3_to_1_against_every_background(dark):
 def test_narrow_and_wide_windows_keep_panels_usable_and_lines_readable(app, qtbot):
     from PySide6.QtCore import Qt
 
-    from app.transcript import READABLE_WIDTH
+    from app.views.transcript import READABLE_WIDTH
 
     window = app.window
     ask(qtbot, app, "a question " * 30, answer_events(SIMPLE))
@@ -467,7 +467,7 @@ def test_dark_theme_check_boxes_stand_out(qapp):
     from PySide6.QtGui import QColor
     from PySide6.QtWidgets import QListWidget, QListWidgetItem
 
-    from app import theme
+    from app.views import theme
 
     try:
         colors = theme.apply(qapp, dark=True)
@@ -536,7 +536,7 @@ def test_measuring_during_the_first_answer_is_a_quiet_status_line(app, qtbot):
 
 def test_a_table_built_in_the_background_is_said_while_the_answer_runs(app, qtbot):
     from engine.events import ProgressEvent
-    from engine.session import TABLE_IN_BACKGROUND
+    from engine.runtime.session import TABLE_IN_BACKGROUND
 
     gate = asyncio.Event()
     # the engine says it once, before the answer's passes, and never says it is done
@@ -554,7 +554,7 @@ def test_a_table_built_in_the_background_is_said_while_the_answer_runs(app, qtbo
 
 
 def test_the_gauge_scale_is_logarithmic_so_small_gains_show_under_a_large_cap(qtbot):
-    from app.gauge import Gauge
+    from app.views.gauge import Gauge
 
     gauge = Gauge()
     qtbot.addWidget(gauge)

@@ -11,7 +11,7 @@ from PySide6.QtGui import QFont
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QStyleOptionViewItem
 
-from app.chat_list import header_font
+from app.views.chat_list import header_font
 
 from .scripted_engine import answer_events
 from .test_app_views import SIMPLE, app, ask, loop  # noqa: F401

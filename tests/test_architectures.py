@@ -13,8 +13,8 @@ from unittest import mock
 import pytest
 
 from engine.drafters import DRAFTERS
-from engine.model_ngrams import bigram_table
 from engine.models import load_model
+from engine.runtime.model_ngrams import bigram_table
 from engine.settings import DraftSettings
 
 from .identity import reference_greedy, speculative
@@ -92,7 +92,7 @@ def test_first_message_through_the_session_with_adaptive_drafting(tmp_path, arch
     verify-cost pass failed its first message. The cost curve is measured on a cache of its
     own; the chat's cache is untouched, and the answer is plain greedy decoding's."""
     from engine.events import DoneEvent
-    from engine.session import ChatSession
+    from engine.runtime.session import ChatSession
     from engine.settings import GenerationRequest
 
     loaded = load_model(str(write_tiny(tmp_path / arch, arch, seed=SEEDS.get(arch, 3))))
@@ -150,7 +150,7 @@ def test_the_embedded_model_quantized_to_4_bit_by_mlx_lm_stays_lossless(tmp_path
 
 
 # ---------------------------------------------------------------- tree passes
-# Every tree pass runs on a positioned view of the model (engine/tree_adapter.py); these
+# Every tree pass runs on a positioned view of the model (engine/models/tree_adapter.py); these
 # check it token for token against mlx-lm on every architecture that gets tree passes, and
 # that the loaded model is never written, not even for the length of a pass.
 TREE_MATRIX = [(arch, bits) for arch, bits in MATRIX if expected_speculation(arch) == "on (tree)"]
@@ -181,10 +181,10 @@ def tree_only_decode(model, prompt: list[int], expected: list[int]):
     log-probabilities each was chosen from, passes)."""
     import mlx.core as mx
 
-    from engine.decode import Target, TokenChooser
+    from engine.loop.decode import Target, TokenChooser
+    from engine.loop.tree import verify_tree
     from engine.settings import SamplingSettings
     from engine.tokens import output_size
-    from engine.tree import verify_tree
 
     target = Target(model)
     assert target.supports_tree
@@ -247,8 +247,8 @@ def test_a_tree_pass_never_writes_the_model_even_when_it_raises(arch, bits):
     import mlx.core as mx
     from mlx_lm.models.cache import KVCache
 
+    from engine.loop.tree import DraftTree, forward_tree
     from engine.models.caches import speculation_cache
-    from engine.tree import DraftTree, forward_tree
 
     from .tiny_model import make_tiny
 
@@ -302,7 +302,7 @@ def test_the_vocabulary_of_a_model_without_named_layers_comes_from_its_args():
 
 
 def test_why_a_model_cannot_be_adapted_for_tree_passes():
-    from engine.tree_adapter import unsupported
+    from engine.models.tree_adapter import unsupported
 
     from .tiny_model import make_tiny
 

@@ -303,7 +303,7 @@ def test_a_token_is_timed_pass_by_pass_and_pipelined_over_the_same_passes(tiny_l
 
 def test_the_loop_against_the_oracle_is_checked_against_plain(tiny_loaded, capsys):
     from engine.bench.passes import loop
-    from engine.verify_cost import CostCurve
+    from engine.policy.verify_cost import CostCurve
 
     loop(tiny_loaded, CostCurve({1: 1.0, 8: 1.2}), [2], ["prompt-lookup"], 6, 2)
     table = markdown_tables(capsys.readouterr().out)[0]

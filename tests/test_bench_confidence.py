@@ -20,7 +20,7 @@ from engine.bench.confidence import (
     separation,
     within_classes,
 )
-from engine.verify_cost import named_curves
+from engine.policy.verify_cost import named_curves
 
 
 def test_auc_counts_the_ordered_pairs_and_half_the_ties():

@@ -140,9 +140,9 @@ def test_splits_are_a_fixed_hash_of_the_conversation():
 
 def test_passes_costed_on_another_curve_equal_a_replay_on_it():
     """A strategy with no policy drafts the same on every curve: its replay is costed again."""
-    from engine.adaptive import AdaptiveMemory
     from engine.bench.tune import recost, simulate
-    from engine.verify_cost import CostCurve
+    from engine.policy.adaptive import AdaptiveMemory
+    from engine.policy.verify_cost import CostCurve
 
     prompt = [5, 6, 7, 8, 9, 5, 6, 7, 10, 11, 5, 6, 7, 8, 12] * 3
     turns = [{"prompt": prompt, "answer": [5, 6, 7, 8, 9, 13, 5, 6, 7, 10, 11, 14] * 2}]
@@ -182,7 +182,7 @@ class _Rows:
 
 def test_hindsight_sends_the_row_and_length_that_pay_most_or_nothing():
     from engine.bench.oracle import HindsightDrafter
-    from engine.verify_cost import CostCurve
+    from engine.policy.verify_cost import CostCurve
 
     answer = [1, 2, 3, 4, 5, 6]
     inner = _Rows([[1, 2, 9, 9], [1, 2, 3, 4, 9]])  # the second row matches 4 tokens
@@ -243,7 +243,7 @@ def test_a_chat_the_app_exported_replays_as_a_conversation(embedded_loaded, tmp_
     """The app's JSON export (one pretty-printed object) is a conversations file of one."""
     from types import SimpleNamespace
 
-    from app.export import chat_json
+    from app.presenters.export import chat_json
     from engine.bench.devices import main
 
     session = SimpleNamespace(id="chat-1", title="Colours", created=1.0, updated=2.0)
@@ -292,7 +292,7 @@ def test_the_tuning_replay_fits_priors_on_conversations_with_the_table_given(
     the class suffix does not say, ``NOT_SAID``)."""
     from engine.bench.tune import main
     from engine.drafters._static_table import StaticTable
-    from engine.static_ngrams import FollowerCounts, count_all, encode_plain
+    from engine.runtime.static_ngrams import FollowerCounts, count_all, encode_plain
     from engine.tokens import output_size
 
     answer = "Quokkas juggle tangerines beneath violet lanterns while sleepy otters hum."

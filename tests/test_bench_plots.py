@@ -168,7 +168,7 @@ def test_the_committed_report_shows_its_plots():
 def test_the_committed_device_figures_are_the_device_table():
     """devices.json, which the device plot draws, holds devices.md's figures."""
     from engine.bench.devices import device_table
-    from engine.verify_cost import named_curves
+    from engine.policy.verify_cost import named_curves
 
     figures = json.loads((COMMITTED / "devices.json").read_text())
     curves = [named_curves()[name] for name in figures["curves"]]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from engine.bench.policy_gap import Gap, PassRecord, kind_of
-from engine.verify_cost import CostCurve
+from engine.policy.verify_cost import CostCurve
 
 
 @pytest.mark.parametrize(
@@ -53,7 +53,7 @@ def test_the_sorted_passes_are_the_device_tables_default(embedded_loaded, tmp_pa
     from engine.bench.devices import strategies
     from engine.bench.policy_gap import policy_gap
     from engine.bench.tune import model_identity, replays
-    from engine.verify_cost import named_curves
+    from engine.policy.verify_cost import named_curves
 
     answer = "Red, green and blue. " * 6 + "Those are the primary colours of light, " * 3
     chat = {

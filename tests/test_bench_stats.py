@@ -100,8 +100,8 @@ def test_oracle_is_not_a_registered_drafter():
 def test_oracle_session_is_lossless_and_reaches_the_limit(tiny_loaded):
     from engine.bench.oracle import OracleDrafter, OracleSession
     from engine.events import DoneEvent
-    from engine.memory import EngineMemory
-    from engine.session import ChatSession
+    from engine.runtime.memory import EngineMemory
+    from engine.runtime.session import ChatSession
     from engine.settings import DraftSettings, GenerationRequest
 
     messages = [{"role": "user", "content": "abcabcabc"}]
@@ -184,10 +184,10 @@ def test_editing_sessions_run_as_one_chat_each(tiny_model_dir, tmp_path, monkeyp
 
 def test_replay_matches_the_real_loop_with_a_fixed_draft_count(tiny_loaded):
     """The tuning replay (no model) drafts, accepts and counts passes as the engine did."""
-    from engine.adaptive import AdaptiveMemory
     from engine.bench.tune import simulate
     from engine.events import DoneEvent
-    from engine.session import ChatSession, prompt_tokens
+    from engine.policy.adaptive import AdaptiveMemory
+    from engine.runtime.session import ChatSession, prompt_tokens
     from engine.settings import DraftSettings, GenerationRequest
 
     messages = [{"role": "user", "content": "abcabcabcabc abcabc"}]

@@ -2,10 +2,10 @@
 
 import pytest
 
-from engine import adaptive
 from engine.bench import sweep
 from engine.errors import EngineError
-from engine.verify_cost import named_curves
+from engine.policy import adaptive
+from engine.policy.verify_cost import named_curves
 
 
 def test_each_value_is_replayed_with_the_constant_set_and_the_constant_is_put_back(monkeypatch):

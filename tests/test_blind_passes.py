@@ -13,10 +13,11 @@ unsent draft would have kept).
 import mlx.core as mx
 import pytest
 
-from engine.adaptive import AdaptiveMemory, AdaptivePolicy
 from engine.bench.tune import simulate
-from engine.decode import Target, TokenChooser, speculative_decode
-from engine.draft_policy import (
+from engine.drafters import make_drafter
+from engine.loop.decode import Target, TokenChooser, speculative_decode
+from engine.policy.adaptive import AdaptiveMemory, AdaptivePolicy
+from engine.policy.draft_policy import (
     NO_DRAFT,
     Choice,
     FixedDraftLength,
@@ -24,11 +25,10 @@ from engine.draft_policy import (
     PassOutcome,
     UnsentDraft,
 )
-from engine.drafters import make_drafter
-from engine.passes import DraftPlan
-from engine.schedule import PassSchedule
+from engine.policy.passes import DraftPlan
+from engine.policy.schedule import PassSchedule
+from engine.policy.verify_cost import CostCurve, pace_steps
 from engine.settings import DraftSettings, SamplingSettings
-from engine.verify_cost import CostCurve, pace_steps
 
 from .identity import answer_on_curve_file, reference_greedy, run_with_policy
 from .scripted_model import ScriptedModel
@@ -393,7 +393,7 @@ def test_greedy_identity_with_blind_passes_on_the_embedded_model(embedded_loaded
     """The real model, the default drafter and the adaptive policy on the H200 curve (which
     states a pipelined share): passes go out blind between drafts, and the answer is plain
     greedy decoding's."""
-    from engine.verify_cost import named_curves
+    from engine.policy.verify_cost import named_curves
 
     settings = DraftSettings(drafter="suffix", adaptive=True)
     curve = named_curves()["h200-135m-f16"].curve()

@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from app.settings import AppSettings, SettingsStore
-from app.store import Message, Store
+from app.storage.settings import AppSettings, SettingsStore
+from app.storage.store import Message, Store
 from engine.untrusted import parse_json, read_json
 
 from .test_app_trust import build  # noqa: F401  (the app on files the test prepares)

@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 
 from engine import errors
-from engine.calibration import Calibrator
 from engine.events import DoneEvent, ErrorEvent, ProgressEvent
-from engine.memory import EngineMemory
-from engine.model_ngrams import BigramBuild, bigram_table, model_key, start_prefix
-from engine.replay import replay_many
-from engine.service import EngineService
-from engine.session import ChatSession
+from engine.runtime.calibration import Calibrator
+from engine.runtime.memory import EngineMemory
+from engine.runtime.model_ngrams import BigramBuild, bigram_table, model_key, start_prefix
+from engine.runtime.replay import replay_many
+from engine.runtime.service import EngineService
+from engine.runtime.session import ChatSession
 from engine.settings import DraftSettings, GenerationRequest
 
 from .server_process import Server

@@ -1,4 +1,4 @@
-"""The calibrated policy (engine/calibrated_policy.py): pure, no model. It learns from the
+"""The calibrated policy (engine/policy/calibrated_policy.py): pure, no model. It learns from the
 passes it is told about: rejections at a position cut its drafts, acceptances lengthen them."""
 
 import subprocess
@@ -6,12 +6,17 @@ import sys
 
 import pytest
 
-from engine.calibrated_policy import AcceptanceModel, CalibratedPolicy, PolicyMemory, fitted_model
-from engine.draft_policy import PassOutcome
 from engine.drafters.base import Proposal
 from engine.errors import EngineError
+from engine.policy.calibrated_policy import (
+    AcceptanceModel,
+    CalibratedPolicy,
+    PolicyMemory,
+    fitted_model,
+)
+from engine.policy.draft_policy import PassOutcome
+from engine.policy.verify_cost import CostCurve
 from engine.settings import DraftSettings
-from engine.verify_cost import CostCurve
 
 # a curve where a pass of 16 tokens costs twice a one-token pass: length is a real choice
 CURVE = {1: 0.010, 2: 0.011, 4: 0.012, 8: 0.015, 16: 0.020, 32: 0.030, 65: 0.050}
@@ -89,7 +94,7 @@ def test_a_model_refuses_weights_of_the_wrong_size():
 
 
 def test_the_policy_imports_no_mlx():
-    code = "import sys, engine.calibrated_policy; print('mlx.core' in sys.modules)"
+    code = "import sys, engine.policy.calibrated_policy; print('mlx.core' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from PySide6.QtCore import QPoint, Qt, QTimer
 from PySide6.QtTest import QTest
 
-from app.chat_dates import date_group, headers
+from app.views.chat_dates import date_group, headers
 
 from .test_app_views import answer_dialog, app, loop  # noqa: F401
 

@@ -95,7 +95,7 @@ def test_ctrl_c_while_answering_exits_130_quietly(tiny_model_dir):
 
 
 def test_shutdown_cancels_the_running_job_and_waits_for_the_thread(tiny_model_dir):
-    from engine.service import EngineService
+    from engine.runtime.service import EngineService
     from engine.settings import GenerationRequest
 
     service = EngineService()

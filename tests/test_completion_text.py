@@ -4,8 +4,8 @@ and the server's logprobs offsets match the token texts."""
 
 from engine.events import DoneEvent, TokenEvent
 from engine.models import LoadedModel
+from engine.runtime.session import ChatSession
 from engine.server.responses import Shaper
-from engine.session import ChatSession
 from engine.settings import DraftSettings, GenerationRequest
 
 from .scripted_model import ScriptedModel

@@ -7,19 +7,19 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine import verify_cost
 from engine.bench.peer_drafters import HFPromptLookupPeer, VllmNgramPeer
 from engine.errors import EngineError
-from engine.session import ChatSession
-from engine.settings import DraftSettings, GenerationRequest
-from engine.stats import summary_line
-from engine.verify_cost import (
+from engine.policy import verify_cost
+from engine.policy.verify_cost import (
     CostCurve,
     curve_from_spec,
     named_curves,
     prior_cost_curve,
     timing_steps,
 )
+from engine.runtime.session import ChatSession
+from engine.settings import DraftSettings, GenerationRequest
+from engine.stats import summary_line
 
 from .identity import answer_on_curve_file
 from .policy_steps import length
@@ -170,7 +170,7 @@ def test_an_estimate_on_a_curve_never_measured_says_it_is_a_guess(tiny_loaded):
 def test_a_fixed_draft_count_answer_is_estimated_on_the_models_measured_curve(tiny_loaded):
     """ "Use settings" answers with a fixed draft count: its answers still say how much faster
     they were than plain, on the curve measured for the model here."""
-    from engine.memory import EngineMemory
+    from engine.runtime.memory import EngineMemory
 
     memory = EngineMemory()
     session = ChatSession(tiny_loaded, memory)
@@ -244,7 +244,7 @@ def test_peer_replays_draft_what_the_peers_algorithm_drafts(peer, reference):
 
 # ------------------------------------------------ a model whose curve was never measured
 def test_a_guess_takes_its_slope_from_the_prompt_and_its_speed_from_the_least_one_token_pass():
-    from engine.verify_cost import OUTPUT_ALLOWANCE, prior_cost_curve
+    from engine.policy.verify_cost import OUTPUT_ALLOWANCE, prior_cost_curve
 
     curve = prior_cost_curve()
     curve.observe_span(100, 9.0)  # reading 100 prompt tokens took 90 ms a token
@@ -256,9 +256,9 @@ def test_a_guess_takes_its_slope_from_the_prompt_and_its_speed_from_the_least_on
 
 
 def test_on_a_steep_guess_nothing_is_drafted_and_a_guess_decodes_plainly_where_it_can():
-    from engine.adaptive import AdaptivePolicy
-    from engine.schedule import PassSchedule
-    from engine.verify_cost import prior_cost_curve
+    from engine.policy.adaptive import AdaptivePolicy
+    from engine.policy.schedule import PassSchedule
+    from engine.policy.verify_cost import prior_cost_curve
 
     curve = prior_cost_curve()
     policy = AdaptivePolicy(curve, rows=1, priors={0: (0.98, 0.02)})
@@ -278,14 +278,14 @@ def test_on_a_steep_guess_nothing_is_drafted_and_a_guess_decodes_plainly_where_i
 
 
 def test_a_hopeless_curve_decodes_plainly_pipelined_with_the_same_tokens(tiny_loaded, monkeypatch):
-    from engine import decode
-    from engine.adaptive import AdaptivePolicy
-    from engine.decode import Target, TokenChooser, speculative_decode
-    from engine.draft_policy import FixedDraftLength
     from engine.drafters import make_drafter
-    from engine.schedule import PassSchedule
+    from engine.loop import decode
+    from engine.loop.decode import Target, TokenChooser, speculative_decode
+    from engine.policy.adaptive import AdaptivePolicy
+    from engine.policy.draft_policy import FixedDraftLength
+    from engine.policy.schedule import PassSchedule
+    from engine.policy.verify_cost import CostCurve
     from engine.settings import SamplingSettings
-    from engine.verify_cost import CostCurve
 
     prompt = list(tiny_loaded.tokenizer.encode("abcabcabcabc"))
 

@@ -11,11 +11,11 @@ from collections import Counter
 import mlx.core as mx
 import pytest
 
-from engine import decode
-from engine.decode import DraftTree, Target, TokenChooser, speculative_decode
 from engine.drafters import make_drafter
 from engine.drafters.base import Drafter, Proposal
-from engine.model_ngrams import bigram_table
+from engine.loop import decode
+from engine.loop.decode import DraftTree, Target, TokenChooser, speculative_decode
+from engine.runtime.model_ngrams import bigram_table
 from engine.settings import DraftSettings, SamplingSettings
 
 from .identity import CHI_SQUARE_CRITICAL, chi_square, reference_greedy, speculative
@@ -231,7 +231,7 @@ def test_greedy_identity_on_the_embedded_model(embedded_loaded):
 
 
 def test_model_bigram_table_is_the_models_top_tokens_and_cached(tmp_path):
-    from engine import model_ngrams
+    from engine.runtime import model_ngrams
 
     model = make_tiny_llama(seed=4)
     progress = []

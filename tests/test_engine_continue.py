@@ -5,7 +5,7 @@ import pytest
 
 from engine.errors import EngineError
 from engine.events import DoneEvent
-from engine.session import ChatSession
+from engine.runtime.session import ChatSession
 from engine.settings import DraftSettings, GenerationRequest
 from engine.stats import DecodeStats
 

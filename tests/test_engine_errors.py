@@ -7,7 +7,7 @@ import pytest
 
 from engine import EngineError
 from engine.models import load_model
-from engine.session import ChatSession
+from engine.runtime.session import ChatSession
 from engine.settings import DraftSettings, GenerationRequest, SamplingSettings
 
 from .tiny_model import write_tiny

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from mlx_lm.generate import generate_step
 
-from engine.decode import Target, TokenChooser, speculative_decode
+from engine.loop.decode import Target, TokenChooser, speculative_decode
 from engine.drafters import make_drafter
-from engine.grammar import GrammarConstraint, json_schema_grammar
+from engine.formats.grammar import GrammarConstraint, json_schema_grammar
 from engine.settings import DraftSettings, SamplingSettings
 
 from .tiny_model import make_tiny_llama, write_byte_tokenizer
@@ -331,7 +331,7 @@ def test_a_grammar_failing_mid_answer_is_an_internal_error_logged_with_the_gramm
     computing what "{" forces. That is the engine's failure, not the client's."""
     from engine.errors import EngineError
 
-    from engine.grammar import JSON_LAYOUT
+    from engine.formats.grammar import JSON_LAYOUT
 
     grammar = llguidance.LLMatcher.grammar_from_json_schema(MUTUAL_REFS, defaults=JSON_LAYOUT)
     opening = list(tokenizer.encode('{"', add_special_tokens=False))
@@ -350,7 +350,7 @@ def test_a_forced_call_writes_only_the_keys_its_tool_names(tmp_path):
     """A parameters schema without ``additionalProperties`` is closed for a forced call:
     the grammar refuses an invented key at its first character, nested objects too, and
     allows the call that keeps to the schema; a free-form object stays open."""
-    from engine.grammar import tool_call_grammar
+    from engine.formats.grammar import tool_call_grammar
 
     from .tool_model import load_tool_tokenizer
 

@@ -132,9 +132,9 @@ def test_every_registered_drafter_is_identity_tested():
 @pytest.mark.parametrize("drafter", ["suffix", "prompt-lookup"])
 def test_greedy_identity_with_the_calibrated_policy(tiny_models, drafter):
     """The calibrated policy only chooses how much to send: output stays plain greedy."""
-    from engine.calibrated_policy import PolicyMemory
     from engine.drafters import make_drafter
-    from engine.verify_cost import CostCurve
+    from engine.policy.calibrated_policy import PolicyMemory
+    from engine.policy.verify_cost import CostCurve
 
     from .identity import run_with_policy
 

@@ -6,9 +6,9 @@ import pytest
 from mlx_lm.generate import generate_step
 from mlx_lm.sample_utils import make_logits_processors
 
-from engine.decode import Target, TokenChooser, speculative_decode
 from engine.drafters import make_drafter
-from engine.model_ngrams import bigram_table
+from engine.loop.decode import Target, TokenChooser, speculative_decode
+from engine.runtime.model_ngrams import bigram_table
 from engine.settings import DraftSettings, SamplingSettings
 
 from .tiny_model import make_tiny_llama

@@ -4,9 +4,9 @@ import random
 
 import pytest
 
-from engine.decode import Target, TokenChooser, speculative_decode
 from engine.drafters import make_drafter
 from engine.drafters.frequency import FrequencyDrafter
+from engine.loop.decode import Target, TokenChooser, speculative_decode
 from engine.settings import DraftSettings, SamplingSettings
 from engine.stats import DecodeStats
 

@@ -7,12 +7,12 @@ import time
 
 import pytest
 
-from engine import adaptive, verify_cost
 from engine.events import DoneEvent, PassEvent, ProgressEvent, TokenEvent
-from engine.memory import EngineMemory
-from engine.model_ngrams import model_key
-from engine.service import EngineService
-from engine.session import ChatSession
+from engine.policy import adaptive, verify_cost
+from engine.runtime.memory import EngineMemory
+from engine.runtime.model_ngrams import model_key
+from engine.runtime.service import EngineService
+from engine.runtime.session import ChatSession
 from engine.settings import DraftSettings, GenerationRequest
 
 from .identity import reference_greedy

@@ -10,8 +10,8 @@ from collections import Counter
 import mlx.core as mx
 import pytest
 
-from engine import decode
 from engine.drafters.base import Drafter, Proposal
+from engine.loop import decode
 from engine.settings import DraftSettings, SamplingSettings
 
 from .identity import CHI_SQUARE_CRITICAL, chi_square, speculative

@@ -6,8 +6,8 @@ import threading
 import pytest
 
 from engine.events import DoneEvent, ErrorEvent, ModelEvent, PassEvent, ProgressEvent, TokenEvent
-from engine.service import EngineService
-from engine.session import ChatSession
+from engine.runtime.service import EngineService
+from engine.runtime.session import ChatSession
 from engine.settings import DraftSettings, GenerationRequest
 
 
@@ -147,7 +147,7 @@ def test_a_failed_load_keeps_the_previous_model_and_load_always_names_it(tiny_mo
 
 
 def test_a_client_opening_many_chats_evicts_its_own_not_anothers(tiny_loaded):
-    from engine.session_cache import MAX_KEPT_CHATS, SessionCache
+    from engine.runtime.session_cache import MAX_KEPT_CHATS, SessionCache
 
     sessions = SessionCache()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from app.store import SCHEMA_VERSION, Message, Store
+from app.storage.store import SCHEMA_VERSION, Message, Store
 
 # The chat database exactly as schema 2 (before folders) created it.
 SCHEMA_2 = """

@@ -1,4 +1,4 @@
-"""Grammars compile within a budget (engine/grammar_budget.py): the 128-regex schema that
+"""Grammars compile within a budget (engine/formats/grammar_budget.py): the 128-regex schema that
 wedged the engine gets a bounded refusal, a request that stops kills its compile, a compile
 past its memory dies alone, and the next grammar compiles at once in the same process."""
 
@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-import engine.grammar_budget as grammar_budget
+import engine.formats.grammar_budget as grammar_budget
 from engine.errors import EngineError
-from engine.grammar import GrammarConstraint, json_schema_grammar
-from engine.schemas import check_schema
+from engine.formats.grammar import GrammarConstraint, json_schema_grammar
+from engine.formats.schemas import check_schema
 
 from .schema_bombs import compact_size, reference_chain, regex_bomb, widest_within
 from .tiny_model import write_byte_tokenizer
@@ -31,7 +31,7 @@ def tokenizer(tmp_path_factory):
 def trials_of(tokenizer):
     """The TrialCompiler of ``tokenizer`` (built with its first grammar)."""
     GrammarConstraint(tokenizer, json_schema_grammar(SIMPLE), VOCAB)
-    from engine.grammar import _built
+    from engine.formats.grammar import _built
 
     assert _built[0] is tokenizer
     return _built[2]
@@ -80,7 +80,7 @@ def test_a_grammar_that_compiled_is_not_compiled_again_in_the_process(tokenizer)
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the memory limit is Linux's")
 def test_a_compile_past_its_memory_dies_alone(tokenizer, monkeypatch):
-    from engine.grammar import JSON_LAYOUT, PARSER_LIMITS, _serialized
+    from engine.formats.grammar import JSON_LAYOUT, PARSER_LIMITS, _serialized
     from llguidance import LLMatcher
 
     monkeypatch.setattr(grammar_budget, "COMPILE_MEMORY_BYTES", 24 << 20)

@@ -10,7 +10,7 @@ import pytest
 
 from engine.errors import EngineError
 from engine.models import load_model
-from engine.session import ChatSession
+from engine.runtime.session import ChatSession
 from engine.settings import GenerationRequest
 
 

@@ -140,7 +140,7 @@ def test_a_marked_folder_missing_a_shard_is_incomplete_for_the_app_and_the_engin
     and the engine does not load it offline as if it were whole."""
     import pytest
 
-    from app.downloads import installed_models
+    from app.storage.downloads import installed_models
     from engine.errors import EngineError
     from engine.models import hub_download
 
@@ -187,7 +187,7 @@ def test_a_download_runs_beside_answers_and_stops_when_cancelled(
 
     from engine.events import DoneEvent, ErrorEvent, ProgressEvent
     from engine.models import hub_download
-    from engine.service import EngineService
+    from engine.runtime.service import EngineService
     from engine.settings import GenerationRequest
 
     monkeypatch.setattr(hub_download, "CHUNK_BYTES", 16 * 1024)
@@ -232,7 +232,7 @@ def test_a_download_needs_a_hub_id(tmp_path):
     import asyncio
 
     from engine.events import ErrorEvent
-    from engine.service import EngineService
+    from engine.runtime.service import EngineService
 
     service = EngineService()
     try:

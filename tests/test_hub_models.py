@@ -8,7 +8,7 @@ import pytest
 from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 from huggingface_hub.hf_api import ModelInfo, RepoSibling
 
-from app.hub_client import (
+from app.storage.hub_client import (
     HubUnavailable,
     _bound_timeout,
     bound_hub_timeouts,
@@ -16,7 +16,7 @@ from app.hub_client import (
     repo_size,
     search_models,
 )
-from app.hub_models import (
+from app.storage.hub_models import (
     NOT_STATED,
     base_model,
     count_text,

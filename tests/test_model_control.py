@@ -4,8 +4,8 @@ switch engines while an answer runs."""
 
 import asyncio
 
-from app.model_control import ModelControl
-from app.settings import AppSettings
+from app.presenters.model_control import ModelControl
+from app.storage.settings import AppSettings
 
 from .scripted_engine import ScriptedService
 

@@ -9,13 +9,13 @@ proposals and the policy's choices (the host's planning)."""
 import mlx.core as mx
 import pytest
 
-from engine.adaptive import AdaptiveMemory
-from engine.decode import Target, TokenChooser, speculative_decode
-from engine.draft_policy import NO_DRAFT, FixedDraftLength
 from engine.drafters import make_drafter
-from engine.schedule import PassSchedule
+from engine.loop.decode import Target, TokenChooser, speculative_decode
+from engine.policy.adaptive import AdaptiveMemory
+from engine.policy.draft_policy import NO_DRAFT, FixedDraftLength
+from engine.policy.schedule import PassSchedule
+from engine.policy.verify_cost import CostCurve, prior_cost_curve
 from engine.settings import DraftSettings, SamplingSettings
-from engine.verify_cost import CostCurve, prior_cost_curve
 
 from .tiny_model import make_tiny_llama
 

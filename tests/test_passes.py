@@ -1,5 +1,5 @@
 """One pass, three callers: the decode loop, the replay of a finished answer and the tuning
-replay plan and learn each pass through engine/passes.py, so on a greedy answer they make
+replay plan and learn each pass through engine/policy/passes.py, so on a greedy answer they make
 the same passes. Plus the pass steps on their own."""
 
 import subprocess
@@ -7,13 +7,13 @@ import sys
 
 import pytest
 
-from engine.adaptive import AdaptiveMemory
 from engine.bench.tune import simulate
-from engine.draft_policy import AlternativesOutcome, FixedDraftLength
 from engine.drafters import make_drafter
 from engine.drafters.base import Drafter, Proposal
-from engine.passes import judge_by_answer, learn_pass, plan_pass
-from engine.replay import replay
+from engine.policy.adaptive import AdaptiveMemory
+from engine.policy.draft_policy import AlternativesOutcome, FixedDraftLength
+from engine.policy.passes import judge_by_answer, learn_pass, plan_pass
+from engine.runtime.replay import replay
 from engine.settings import DraftSettings
 from engine.stats import DecodeStats
 
@@ -176,6 +176,6 @@ def test_learning_a_pass_tells_the_drafter_and_counts_it_without_the_eos_token()
 
 
 def test_the_pass_steps_load_no_mlx():
-    code = "import sys, engine.passes; print('mlx.core' in sys.modules)"
+    code = "import sys, engine.policy.passes; print('mlx.core' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

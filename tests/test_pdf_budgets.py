@@ -12,9 +12,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from app import pdf_reading
-from app.attachments import AttachmentError, read_attachment
-from app.pdf_reading import PdfProblem, WorkerRead
+from app.storage import pdf_reading
+from app.storage.attachments import AttachmentError, read_attachment
+from app.storage.pdf_reading import PdfProblem, WorkerRead
 
 from .pdf_bytes import (
     blank_pdf,

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.adaptive import AdaptiveMemory
 from engine.bench.peer_drafters import HFPromptLookupPeer, VllmSuffixPeer
 from engine.bench.tune import reference_answers, simulate
+from engine.policy.adaptive import AdaptiveMemory
 
 RECORDED = Path(__file__).parent / "data" / "hf_prompt_lookup_calls.json"
 COPY_HEAVY = ["code-edit", "edit-session", "edit-memory", "rag", "structured"]

@@ -7,9 +7,9 @@ caller has its result (or stops early) the cache must hold the history but its l
 import mlx.core as mx
 import pytest
 
-from engine import decode
-from engine.decode import Target, TokenChooser, speculative_decode
 from engine.drafters import make_drafter
+from engine.loop import decode
+from engine.loop.decode import Target, TokenChooser, speculative_decode
 from engine.settings import DraftSettings, SamplingSettings
 
 from .identity import reference_greedy
@@ -98,6 +98,6 @@ def test_a_processor_or_a_mirrored_target_decodes_one_pass_at_a_time(model, monk
         lambda *a, **k: pytest.fail("pipelined with a logits processor"),
     )
     plain(model, SamplingSettings(repetition_penalty=1.3), 8, pipelined=True)
-    from engine.distributed import MirroredTarget
+    from engine.runtime.distributed import MirroredTarget
 
     assert MirroredTarget.pipelines is False

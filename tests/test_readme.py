@@ -77,7 +77,7 @@ def test_every_named_project_file_exists(document):
 def test_a_missing_file_is_found_in_links_spans_and_globs():
     text = (
         "See [the method](resources/readme/no-such.md), `engine/no_such.py`, "
-        "`tests/test_no_such_*.py` and [a section](#server). Kept: `engine/decode.py`, "
+        "`tests/test_no_such_*.py` and [a section](#server). Kept: `engine/loop/decode.py`, "
         "[the screenshot](resources/readme/screenshot.png), `tests/test_server_*.py`, "
         "`engine/curves/`, [a site](https://example.com/x), `downloads/<org>--<name>`.\n"
         "```bash\npython engine/example_only.py\n```\n"

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from app.remote_engine import RemoteEngine, api_base
+from app.engines.remote_engine import RemoteEngine, api_base
 from engine.events import DoneEvent, ErrorEvent, ModelEvent, PassEvent, ProgressEvent, TokenEvent
 from engine.settings import DraftSettings, GenerationRequest
 
@@ -62,7 +62,7 @@ def test_api_base_forms():
 
 
 def test_remote_events_equal_the_local_engine_events(server, tiny_model_dir):
-    from engine.service import EngineService
+    from engine.runtime.service import EngineService
 
     remote = RemoteEngine(server.url, "k3y")
     loaded = collect(remote.load())
@@ -164,7 +164,7 @@ def test_app_chat_runs_on_the_server_with_highlights_gauge_and_inspector(
     view = window.transcript.views[-1]
     assert view.text == done.text and any(mask)
     window.markdown_action.setChecked(False)
-    from app.render import highlighted_positions
+    from app.views.render import highlighted_positions
 
     painted = set(highlighted_positions(view.body.document()))
     assert painted == {i for i, drafted in enumerate(mask) if drafted and done.text[i] != "\n"}

@@ -8,9 +8,9 @@ import asyncio
 
 import pytest
 
-from app.continuable import INTERRUPTED
-from app.remote_engine import QUEUED_EVENTS, RemoteEngine
-from app.remote_reply import MAX_TOKENS_PER_CHUNK
+from app.engines.remote_engine import QUEUED_EVENTS, RemoteEngine
+from app.engines.remote_reply import MAX_TOKENS_PER_CHUNK
+from app.presenters.continuable import INTERRUPTED
 from engine.events import DoneEvent, ErrorEvent, ModelEvent, PassEvent, TokenEvent
 from engine.settings import DraftSettings, GenerationRequest
 

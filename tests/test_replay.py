@@ -6,7 +6,7 @@ import json
 import pytest
 
 from engine.drafters import DRAFTERS
-from engine.replay import replay, replay_many
+from engine.runtime.replay import replay, replay_many
 from engine.settings import configurations
 from engine.settings import DraftSettings
 from engine.stats import DecodeStats

@@ -8,7 +8,12 @@ import json
 
 import pytest
 
-from app.settings import AppSettings, SettingsStore, stop_strings_from_text, stop_strings_text
+from app.storage.settings import (
+    AppSettings,
+    SettingsStore,
+    stop_strings_from_text,
+    stop_strings_text,
+)
 from engine.settings import DraftSettings
 
 from .identity import reference_greedy, reference_greedy_with_processors, speculative

@@ -1,4 +1,4 @@
-"""engine/schemas.py's check cannot explode: its work is linear in the schema's size and
+"""engine/formats/schemas.py's check cannot explode: its work is linear in the schema's size and
 within its step budget (counted, not timed), on generated schemas nested to the limits and
 on the reported bombs; its verdict on references is the least fixed point it always was."""
 
@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.errors import EngineError
-from engine.schemas import (
+from engine.formats.schemas import (
     MAX_CHECK_STEPS,
     MAX_SCHEMA_DEPTH,
     NAMED_REFERENCES,

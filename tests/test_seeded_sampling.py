@@ -1,5 +1,5 @@
 """Same seed, same answer: a seeded sampled answer under speculation is plain decoding's
-answer for that seed, token for token, whatever was drafted (engine/sampling.py).
+answer for that seed, token for token, whatever was drafted (engine/loop/sampling.py).
 
 Each sampler the server and the app offer (temperature, top-p, top-k, min-p, the
 penalties, a grammar) is run plain and under several drafters: an oracle that drafts the
@@ -12,10 +12,10 @@ comparison where a draft was accepted or a multi-token pass was sampled.
 import mlx.core as mx
 import pytest
 
-from engine.decode import Target, TokenChooser, speculative_decode
 from engine.drafters import make_drafter
 from engine.drafters.base import Drafter, Proposal
-from engine.sampling import PositionSampler, position_key
+from engine.loop.decode import Target, TokenChooser, speculative_decode
+from engine.loop.sampling import PositionSampler, position_key
 from engine.settings import DraftSettings, GenerationRequest, SamplingSettings
 
 from .scripted_model import ScriptedModel
@@ -146,7 +146,7 @@ def test_real_drafters_keep_the_seeded_answer(name, drafter):
 def test_a_grammar_keeps_the_seeded_answer(tmp_path, tiny):
     from mlx_lm.tokenizer_utils import load
 
-    from engine.grammar import GrammarConstraint, json_schema_grammar
+    from engine.formats.grammar import GrammarConstraint, json_schema_grammar
 
     write_byte_tokenizer(tmp_path)
     tokenizer = load(tmp_path)
@@ -175,8 +175,8 @@ def test_a_grammar_keeps_the_seeded_answer(tmp_path, tiny):
 def test_the_adaptive_loop_keeps_the_seeded_answer(tiny_loaded, private_dirs):
     """Through a chat session with the adaptive policy (openings, queued and blind passes)
     on a flat curve, where long drafts pay: every drafter gives plain decoding's answer."""
-    from engine.session import ChatSession
-    from engine.verify_cost import curve_from_spec
+    from engine.policy.verify_cost import curve_from_spec
+    from engine.runtime.session import ChatSession
 
     session = ChatSession(tiny_loaded)
 

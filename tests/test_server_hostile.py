@@ -14,11 +14,11 @@ import time
 import openai
 import pytest
 
+from engine.formats.stop_strings import MAX_STOP_CHARS, StopMatcher
 from engine.server.app import ServerOptions, create_app
 from engine.server.chats import ChatIds, client_identity
 from engine.server.guard import HEADER_GRACE_SECONDS, RateLimitFilter, allowed_hosts
 from engine.server.requests import Defaults
-from engine.stop_strings import MAX_STOP_CHARS, StopMatcher
 
 from . import hostile_load
 from .schema_bombs import deep_required, reference_chain, regex_bomb, response_format, widest_within
@@ -1179,8 +1179,8 @@ def test_a_client_with_nine_user_names_evicts_its_own_kept_chats_not_anothers():
     """Kept chats and per-client memory: the least recently used of the party (key and
     address) keeping the most goes, so nine ``user`` names from one address evict one of
     their own, and another address's chat and memory stay."""
-    from engine.memory import MAX_CLIENT_STORES, EngineMemory
-    from engine.session_cache import MAX_KEPT_CHATS, SessionCache
+    from engine.runtime.memory import MAX_CLIENT_STORES, EngineMemory
+    from engine.runtime.session_cache import MAX_KEPT_CHATS, SessionCache
 
     victim = client_identity(None, "10.0.0.2", "alice")
     names = [client_identity(None, "10.0.0.9", f"user{i}") for i in range(9)]

@@ -353,7 +353,7 @@ def test_streamed_tool_call_chunks_are_strictly_valid(tools):
 
 
 def test_the_scanner_holds_back_only_what_may_open_a_call(tmp_path):
-    from engine.tool_calls import ToolCallScanner
+    from engine.formats.tool_calls import ToolCallScanner
 
     from .tool_model import load_tool_tokenizer
 
@@ -368,7 +368,7 @@ def test_the_scanner_holds_back_only_what_may_open_a_call(tmp_path):
 
 
 def test_the_scanner_streams_a_calls_arguments_as_they_are_written(tmp_path):
-    from engine.tool_calls import ToolCallScanner, json_value_prefix
+    from engine.formats.tool_calls import ToolCallScanner, json_value_prefix
 
     from .tool_model import load_tool_tokenizer
 
@@ -471,7 +471,7 @@ GENERIC_TWO_CALLS = (
 def test_the_generic_format_makes_several_calls_unless_parallel_calls_are_off(generic):
     """Calls in one list come back as that many tool_calls, streamed with their own index;
     with parallel_tool_calls false the grammar allows one call (the list ends after it)."""
-    from engine.grammar import GrammarConstraint, generic_tool_grammar
+    from engine.formats.grammar import GrammarConstraint, generic_tool_grammar
 
     service, server = generic
     service.answers.append(GENERIC_TWO_CALLS)
@@ -534,7 +534,7 @@ def test_each_generic_result_shows_the_call_it_answers(generic):
 
 
 def test_a_forced_generic_call_takes_only_the_call_form(generic):
-    from engine.grammar import GrammarConstraint, generic_tool_grammar
+    from engine.formats.grammar import GrammarConstraint, generic_tool_grammar
 
     service, server = generic
     service.answers.append(GENERIC_CALL)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from app.settings import (
+from app.storage.settings import (
     PRESETS,
     AppSettings,
     SettingsStore,

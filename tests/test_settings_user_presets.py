@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QInputDialog, QLineEdit, QMessageBox
 
-from app.settings import PRESET_FIELDS, PRESETS, AppSettings, SettingsStore, preset_of
+from app.storage.settings import PRESET_FIELDS, PRESETS, AppSettings, SettingsStore, preset_of
 
 from .scripted_engine import END, answer_events
 from .test_app_views import app, ask, loop  # noqa: F401

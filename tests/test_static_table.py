@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from engine.drafters._static_table import FOLLOWERS, SHARE_SCALE, StaticTable, StaticTableError
-from engine.static_ngrams import (
+from engine.runtime.static_ngrams import (
     ALTERNATIVE_MIN_SHARE,
     MIN_COUNT,
     MIN_SHARE,

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from engine.events import DoneEvent, ProgressEvent
-from engine.session import PREFILL_CHUNK_SECONDS, ChatSession, paced_prefill_step
+from engine.runtime.session import PREFILL_CHUNK_SECONDS, ChatSession, paced_prefill_step
 from engine.settings import GenerationRequest
 from tests.cli_process import engine_process
 

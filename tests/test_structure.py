@@ -90,13 +90,13 @@ def test_the_duplicates_check_sees_a_repeat(tmp_path):
 @pytest.mark.parametrize(
     "modules",
     [
-        "engine.adaptive",
+        "engine.policy.adaptive",
         "engine.drafters",
         "engine.settings",
         "engine.api",
         # a client of a server loads no MLX (issue 60): the app's engine-facing modules
-        "app.remote_engine, app.controller",
-        "app.recorded_replay",
+        "app.engines.remote_engine, app.presenters.controller",
+        "app.engines.recorded_replay",
     ],
 )
 def test_planning_drafting_and_the_apps_side_load_no_mlx(modules):
@@ -104,6 +104,82 @@ def test_planning_drafting_and_the_apps_side_load_no_mlx(modules):
     MLX is for the passes alone (the cost curve's timing imports it inside its function),
     and the app loads it only when it builds this machine's engine."""
     check = f"import sys, {modules}; print('mlx.core' in sys.modules)"
+    ran = subprocess.run(
+        [sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert ran.stdout.strip() == "False"
+
+
+# The rooms (issue 60): engine/ and app/ are a few packages a newcomer can name, each on a
+# floor; a module imports only modules on its own floor or below (imports inside functions
+# count). A new module must be given a room, or a place here, before it lands.
+FLOORS = {
+    "engine": [
+        # the ground floor: errors, paths, files read as untrusted input, the token gate,
+        # events and statistics, the BLAS loader
+        (
+            "engine.errors",
+            "engine.paths",
+            "engine.untrusted",
+            "engine.tokens",
+            "engine.events",
+            "engine.stats",
+            "engine._blas",
+        ),
+        ("engine.drafters", "engine.formats"),
+        ("engine.settings", "engine.api"),
+        ("engine.policy", "engine.models"),
+        ("engine.loop",),
+        ("engine.runtime", "engine.command_line"),
+        ("engine.server", "engine.bench"),
+        ("engine", "engine.__main__"),
+    ],
+    "app": [
+        ("app.storage", "app.engines"),
+        ("app.views", "app.presenters"),
+        ("app", "app.__main__", "app.single_instance"),
+    ],
+}
+
+
+def floor_of(name: str) -> tuple[str, int] | None:
+    """(the floor's package, its level) of a module: the longest entry naming it or a
+    package above it (a top-level package names only itself)."""
+    best = None
+    for package, floors in FLOORS.items():
+        for level, rooms in enumerate(floors):
+            for room in rooms:
+                holds = name == room or (room != package and name.startswith(room + "."))
+                if holds and (best is None or len(room) > len(best[0])):
+                    best = (room, level)
+    return None if best is None else (best[1], best[0])
+
+
+def test_every_module_has_a_room_on_a_floor():
+    assert [name for name in graph() if floor_of(name) is None] == []
+
+
+def test_a_module_imports_only_its_floor_or_below():
+    breaches = []
+    for name, targets in graph().items():
+        own = floor_of(name)
+        for target in targets:
+            there = floor_of(target)
+            same_package = target.split(".")[0] == name.split(".")[0]
+            if own and there and same_package and there[0] > own[0]:
+                breaches.append(f"{name} -> {target}")
+    assert sorted(breaches) == []
+
+
+@pytest.mark.parametrize(
+    "room, library",
+    [("engine.policy", "mlx.core"), ("app.engines", "mlx.core"), ("app.storage", "PySide6")],
+)
+def test_rooms_that_stay_plain_python(room, library):
+    """Planning loads no MLX, the app's other engines none either, storage no Qt: each room
+    imported whole."""
+    names = sorted(name for name in graph() if name == room or name.startswith(room + "."))
+    check = f"import sys, {', '.join(names)}; print({library!r} in sys.modules)"
     ran = subprocess.run(
         [sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, check=True
     )

@@ -5,12 +5,12 @@ import logging
 
 import pytest
 
-from engine import static_ngrams
 from engine.drafters import make_drafter
 from engine.drafters._static_table import StaticTable, StaticTableError
 from engine.drafters.stores import DrafterStores
+from engine.runtime import static_ngrams
+from engine.runtime.static_ngrams import FollowerCounts, count_all
 from engine.settings import DraftSettings
-from engine.static_ngrams import FollowerCounts, count_all
 
 from .identity import reference_greedy, speculative
 from .tiny_model import make_tiny_llama
@@ -51,7 +51,7 @@ def drafter(stores=None, **options):
 
 
 def test_beside_suffixs_rows_what_the_first_row_rests_on_stays_for_the_calibrated_policy(tables):
-    from engine.calibrated_policy import FITTED, fitted_model
+    from engine.policy.calibrated_policy import FITTED, fitted_model
 
     write_table(tables, [[1, 2, 3, 4, 5, 6, 7]] * 3)
     chat = drafter()
@@ -154,7 +154,7 @@ def test_greedy_output_with_table_rows_equals_plain(tables):
 
 
 def test_greedy_output_with_alternative_rows_equals_plain(tables):
-    from engine.decode import Target, TokenChooser, speculative_decode
+    from engine.loop.decode import Target, TokenChooser, speculative_decode
     from engine.settings import SamplingSettings
 
     model = make_tiny_llama(seed=1)

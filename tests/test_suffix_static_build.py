@@ -17,18 +17,18 @@ import numpy as np
 import pytest
 from mlx.utils import tree_flatten
 
-from engine import errors, static_ngrams
+from engine import errors
 from engine.drafters._static_table import StaticTable
 from engine.events import DoneEvent
-from engine.memory import EngineMemory
-from engine.model_ngrams import model_key
 from engine.models import load_model
 from engine.paths import cache_dir
-from engine.replay import replay_request
-from engine.service import EngineService
-from engine.session import ChatSession
-from engine.settings import DraftSettings, GenerationRequest
-from engine.static_ngrams import (
+from engine.runtime import static_ngrams
+from engine.runtime.memory import EngineMemory
+from engine.runtime.model_ngrams import model_key
+from engine.runtime.replay import replay_request
+from engine.runtime.service import EngineService
+from engine.runtime.session import ChatSession
+from engine.runtime.static_ngrams import (
     FollowerCounts,
     StaticTableBuild,
     corpus_digest,
@@ -37,6 +37,7 @@ from engine.static_ngrams import (
     tokenizer_digest,
     write_corpus,
 )
+from engine.settings import DraftSettings, GenerationRequest
 from engine.tokens import output_size
 
 from .test_bounded_work import run, table_notes, wait_until

@@ -8,7 +8,6 @@ import pytest
 
 from engine.bench.recycling import TopkFeed, teacher_topk
 from engine.bench.tune import simulate
-from engine.decode import top_k_tokens
 from engine.drafters import make_drafter
 from engine.drafters.stores import DrafterStores
 from engine.drafters.token_recycling import (
@@ -18,6 +17,7 @@ from engine.drafters.token_recycling import (
     RecyclingMatrix,
     template_leaves,
 )
+from engine.loop.decode import top_k_tokens
 from engine.settings import DraftSettings
 
 from .identity import speculative
@@ -155,7 +155,7 @@ def test_the_replay_fed_teacher_forced_topk_equals_a_real_greedy_run(name):
     replayed = simulate([turn], name, 6, False, None, "tiny", seconds, eos=-1, drafter=fed)
     assert replayed["passes"] == len(results)
     assert [n - 1 for n, _ in replayed["sizes"]] == [r.drafted for r in results]
-    # the control: replayed without the top-k (as ``engine.replay`` must), it drafts otherwise
+    # the control: replayed without the top-k (as ``engine.runtime.replay`` must), it drafts otherwise
     blind = simulate([turn], name, 6, False, None, "tiny", seconds, eos=-1)
     assert blind["sizes"] != replayed["sizes"]
 

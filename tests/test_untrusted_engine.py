@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from engine.decode import Target, TokenChooser, speculative_decode
+from engine.loop.decode import Target, TokenChooser, speculative_decode
 from engine.drafters import make_drafter
 from engine.drafters import ngram_cache
 from engine.drafters.base import Drafter, Proposal
@@ -138,7 +138,7 @@ def test_a_poisoned_memory_file_loses_only_its_bad_entries(private_dirs, caplog)
 
 def test_a_poisoned_memory_file_does_not_crash_the_cli(tiny_loaded, tiny_model_dir, tmp_path):
     """4294967295 in the memory file must not reach the model (MLX would crash)."""
-    from engine.model_ngrams import model_key
+    from engine.runtime.model_ngrams import model_key
 
     data = tmp_path / "data"
     memory = data / "ngram-cache" / f"{model_key(tiny_loaded)}.json"
@@ -292,7 +292,7 @@ def test_healthy_weights_load(tiny_loaded):
 def test_a_bad_verify_cost_file_is_set_aside_and_measured_again(
     text, tmp_path, monkeypatch, caplog
 ):
-    from engine import adaptive, verify_cost
+    from engine.policy import adaptive, verify_cost
 
     path = verify_cost.cost_path("bad-cost")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -311,7 +311,7 @@ def test_a_bad_verify_cost_file_is_set_aside_and_measured_again(
 
 
 def test_a_sane_verify_cost_file_is_used_as_it_is():
-    from engine import verify_cost
+    from engine.policy import verify_cost
 
     path = verify_cost.cost_path("good-cost")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -322,9 +322,9 @@ def test_a_sane_verify_cost_file_is_used_as_it_is():
 
 def test_an_answer_after_a_bad_verify_cost_file_works(tiny_loaded, monkeypatch):
     """An answer after a bad verify-cost file works (no ZeroDivisionError from the curve)."""
-    from engine import verify_cost
+    from engine.policy import verify_cost
     from engine.events import DoneEvent
-    from engine.session import ChatSession
+    from engine.runtime.session import ChatSession
     from engine.settings import GenerationRequest
 
     session = ChatSession(tiny_loaded)
@@ -341,7 +341,7 @@ def test_an_answer_after_a_bad_verify_cost_file_works(tiny_loaded, monkeypatch):
 def test_a_bigram_table_with_ids_outside_the_vocabulary_is_computed_again(caplog):
     import numpy as np
 
-    from engine import model_ngrams
+    from engine.runtime import model_ngrams
 
     model = make_tiny_llama(VOCAB, seed=2)
     table = model_ngrams.bigram_table(model, "tiny-poison", top=4, batch=128)

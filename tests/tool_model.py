@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from engine.models import LoadedModel
-from engine.session import ChatSession, prompt_tokens
+from engine.runtime.session import ChatSession, prompt_tokens
 
 from .scripted_engine import ScriptedStream
 from .scripted_model import ScriptedModel

@@ -19,15 +19,15 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..calibrated_policy import (
+from ..drafters.base import Proposal
+from ..errors import EngineError
+from ..policy.calibrated_policy import (
     FEATURES,
     AcceptanceModel,
     position_features,
     proposal_features,
 )
-from ..draft_policy import Choice, FixedDraftLength, PassOutcome
-from ..drafters.base import Proposal
-from ..errors import EngineError
+from ..policy.draft_policy import Choice, FixedDraftLength, PassOutcome
 from ..settings import DraftSettings
 from .conversations import read_conversations, replay_chats
 from .tune import model_identity, simulate

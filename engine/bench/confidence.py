@@ -37,10 +37,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..adaptive import match_class
 from ..drafters.base import Drafter
 from ..errors import EngineError
-from ..verify_cost import CostCurve, curve_from_spec
+from ..policy.adaptive import match_class
+from ..policy.verify_cost import CostCurve, curve_from_spec
 from .oracle import WatchedDrafter
 from .policy_gap import default_replay
 from .recycling import load, teacher_forced

@@ -117,7 +117,7 @@ def replay_chats(conversations: list[dict], loaded, max_tokens: int | None = Non
     """``tune.predict``'s chats: {id: {"task": category, "turns": [{"prompt", "answer",
     "stop"}]}}, each answer tokenized after the prompt the chat template makes from the
     messages before it (``max_tokens``: answers cut there, as a reply limit cuts them)."""
-    from ..session import prompt_tokens
+    from ..runtime.session import prompt_tokens
     from ..settings import GenerationRequest
 
     if max_tokens is not None and max_tokens < 1:

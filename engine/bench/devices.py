@@ -44,11 +44,11 @@ from collections import Counter
 
 from dataclasses import replace
 
-from ..calibrated_policy import POLICY_KINDS
+from ..policy.calibrated_policy import POLICY_KINDS
 from ..drafters import make_drafter, measurement_options
 from ..errors import EngineError
 from ..settings import DraftSettings
-from ..verify_cost import NamedCurve, curve_from_spec, named_curves
+from ..policy.verify_cost import NamedCurve, curve_from_spec, named_curves
 from .conversations import read_conversations, replay_chats
 from .oracle import HindsightDrafter, OracleDrafter
 from .peer_drafters import PEER_DRAFTERS

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..drafters.base import Drafter, Proposal
-from ..passes import matched_length
-from ..session import ChatSession
-from ..verify_cost import CostCurve
+from ..policy.passes import matched_length
+from ..policy.verify_cost import CostCurve
+from ..runtime.session import ChatSession
 
 ORACLE = "oracle"
 

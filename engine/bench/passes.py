@@ -27,15 +27,15 @@ import time
 
 import mlx.core as mx
 
-from ..decode import Target, TokenChooser, pipelined_plain_decode
 from ..drafters import make_drafter, measurement_options
-from ..model_ngrams import model_key
+from ..loop.decode import Target, TokenChooser, pipelined_plain_decode
 from ..models import LoadedModel, load_model
 from ..models.caches import speculation_cache, speculation_for
-from ..session import ChatSession
+from ..policy.verify_cost import COST_LENGTHS, CostCurve
+from ..runtime.model_ngrams import model_key
+from ..runtime.session import ChatSession
 from ..settings import DraftSettings, SamplingSettings
 from ..tokens import output_size
-from ..verify_cost import COST_LENGTHS, CostCurve
 from .oracle import OracleDrafter, OracleSession
 from .runner import compare, run_engine, verify_cost_curve
 from .scratch import scratch_memory

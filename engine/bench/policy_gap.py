@@ -35,8 +35,8 @@ from dataclasses import dataclass, field, replace
 from ..drafters import make_drafter, measurement_options
 from ..drafters.base import Drafter
 from ..errors import EngineError
+from ..policy.verify_cost import CostCurve, curve_from_spec, named_curves
 from ..settings import DraftSettings
-from ..verify_cost import CostCurve, curve_from_spec, named_curves
 from .conversations import read_conversations, replay_chats
 from .oracle import WatchedDrafter
 from .tune import model_identity, simulate
@@ -147,7 +147,7 @@ def default_replay(chats: dict, key: str, eos: int, named, recorder) -> Iterator
     process answering them in order; each chat's drafter is ``recorder(inner, answers, curve,
     chat's name)`` around the default's. Yields each chat's (that drafter, ``simulate``'s
     result)."""
-    from ..calibrated_policy import PolicyMemory
+    from ..policy.calibrated_policy import PolicyMemory
 
     curve = named.curve()
     default = DraftSettings().validated()

@@ -41,7 +41,7 @@ from ..drafters.stores import DrafterStores
 from ..drafters.token_recycling import TOP_K
 from ..errors import EngineError
 from ..settings import DraftSettings
-from ..verify_cost import NamedCurve, curve_from_spec
+from ..policy.verify_cost import NamedCurve, curve_from_spec
 from .devices import _plan, _replays, strategies
 from .tune import per_task, geomean
 
@@ -68,7 +68,7 @@ def teacher_forced(loaded, turns: Sequence[dict], read) -> list[np.ndarray]:
     the distribution that chose answer token j; ``chosen``: those tokens, -1 after the
     last), its rows stacked. A turn whose prompt goes on from the turn before (a chat's next
     question) reads on from its cache."""
-    from ..decode import Target
+    from ..loop.decode import Target
 
     out, target, read_so_far = [], None, []
     for turn in turns:
@@ -94,7 +94,7 @@ def teacher_topk(loaded, turns: Sequence[dict], k: int = TOP_K) -> list[np.ndarr
     """Per turn, the model's top-``k`` (best first) at each answer position and after the
     answer's last token: ``[len(answer) + 1, k]`` int32, row j the ranking that chose
     answer token j."""
-    from ..decode import top_k_tokens
+    from ..loop.decode import top_k_tokens
 
     def read(logits, chosen):
         return np.asarray(top_k_tokens(logits, k, len(chosen)), dtype=np.int32)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..verify_cost import CostCurve
+from ..policy.verify_cost import CostCurve
 from .aggregate import BOOTSTRAP_RESAMPLES, column_name, columns, paired_ratios, ratio_interval
 from .plots import draw
 

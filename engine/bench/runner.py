@@ -21,11 +21,11 @@ from pathlib import Path
 from mlx.utils import tree_flatten
 
 from .. import _blas
-from ..decode import Target
 from ..drafters import measurement_options
 from ..events import DoneEvent, PassEvent, ProgressEvent
+from ..loop.decode import Target
+from ..policy.verify_cost import pace_steps, timing_steps
 from ..settings import DraftSettings, GenerationRequest
-from ..verify_cost import pace_steps, timing_steps
 from .workloads import TASK_ORDER, Workload
 
 QUICK_TASKS = ["code-edit", "edit-session", "rag", "open-question"]

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from ..drafters.stores import DrafterStores
-from ..memory import EngineMemory
+from ..runtime.memory import EngineMemory
 
 
 class FolderStores(DrafterStores):

@@ -1,5 +1,5 @@
 """Build the static n-gram table (``engine/drafters/_static_table.py``) from the tuning split,
-and write the corpus of public answers it is built from (``engine/static_ngrams.py``).
+and write the corpus of public answers it is built from (``engine/runtime/static_ngrams.py``).
 
 ``python -m engine.bench.static_table --out resources/ngrams/SmolLM2-135M-Instruct.npz``
 tokenizes every assistant answer of the **tuning** split of each public source
@@ -26,7 +26,7 @@ import argparse
 import sys
 
 from ..errors import EngineError
-from ..static_ngrams import (
+from ..runtime.static_ngrams import (
     ALTERNATIVE_MIN_SHARE,
     MIN_COUNT,
     MIN_SHARE,

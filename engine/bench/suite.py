@@ -23,12 +23,12 @@ from pathlib import Path
 
 from ..drafters import DEFAULT_DRAFTER, DRAFTERS, make_drafter, measurement_options
 from ..errors import EngineError
-from ..memory import EngineMemory
-from ..model_ngrams import model_key
+from ..runtime.memory import EngineMemory
+from ..runtime.model_ngrams import model_key
 from ..models import load_model
-from ..session import ChatSession, prompt_tokens
+from ..runtime.session import ChatSession, prompt_tokens
 from ..settings import GenerationRequest
-from ..verify_cost import CostCurve, NamedCurve
+from ..policy.verify_cost import CostCurve, NamedCurve
 from . import report
 from .aggregate import aggregate
 from .conversations import conversation_workloads

@@ -12,10 +12,10 @@ import argparse
 import math
 from collections.abc import Sequence
 
-from .. import adaptive
 from ..errors import EngineError
+from ..policy import adaptive
+from ..policy.verify_cost import named_curves
 from ..settings import DraftSettings
-from ..verify_cost import named_curves
 from .tune import conversation_answers, geomean, predict
 
 CURVES = ",".join(  # the Macs people own, a flat GPU curve and this CPU
@@ -57,13 +57,13 @@ def sweep(name: str, values: Sequence[float], named: Sequence, chats: dict, key:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.bench.sweep", description=__doc__)
-    parser.add_argument("name", help="a numeric constant of engine/adaptive.py")
+    parser.add_argument("name", help="a numeric constant of engine/policy/adaptive.py")
     parser.add_argument("values", help="comma-separated; the first is the baseline")
     parser.add_argument("--conversations", nargs="+", required=True, metavar="FILE")
     parser.add_argument("--curves", default=CURVES, help="comma-separated curve names")
     args = parser.parse_args(argv)
     if not isinstance(getattr(adaptive, args.name, None), (int, float)):
-        raise EngineError(f"{args.name} is not a numeric constant of engine/adaptive.py")
+        raise EngineError(f"{args.name} is not a numeric constant of engine/policy/adaptive.py")
     values = [float(v) for v in args.values.split(",")]
     curves = named_curves()
     unknown = [c for c in args.curves.split(",") if c not in curves]

@@ -1,7 +1,7 @@
 """Replaying greedy answers: speed-ups predicted on a verify-cost curve, free of load.
 
 A greedy answer is fixed, so a draft is accepted as far as it equals the answer. ``simulate``
-runs the decode loop's own pass steps (``engine.passes``: plan, judge by the answer, learn)
+runs the decode loop's own pass steps (``engine.policy.passes``: plan, judge by the answer, learn)
 against a known answer with no model and charges each pass c(tokens verified + 1) of a curve
 (a tree pass also the curve's tree extra): predicted speed-up = plain passes x c(1) / Σ cost.
 ``predict`` replays a set of chats; the device table (``devices.py``) runs it on every
@@ -24,16 +24,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..adaptive import CLASS_PRIORS, AdaptiveMemory, BonusPriors, Priors, match_class
-from ..calibrated_policy import PolicyMemory
-from ..draft_policy import FixedDraftLength
 from ..drafters import make_drafter, measurement_options
 from ..drafters._static_table import StaticTable
 from ..errors import EngineError
-from ..passes import judge_by_answer, learn_pass, plan_pass
-from ..schedule import PassSchedule
+from ..policy.adaptive import CLASS_PRIORS, AdaptiveMemory, BonusPriors, Priors, match_class
+from ..policy.calibrated_policy import PolicyMemory
+from ..policy.draft_policy import FixedDraftLength
+from ..policy.passes import judge_by_answer, learn_pass, plan_pass
+from ..policy.schedule import PassSchedule
+from ..policy.verify_cost import CostCurve
 from ..settings import DraftSettings
-from ..verify_cost import CostCurve
 from .scratch import FolderStores
 
 # The static n-gram table the replays of each model key draft from (``suffix-static``'s, as a
@@ -337,7 +337,7 @@ def taught_memory(chats: dict, chat: dict, plan: dict, key: str, seconds: dict, 
 def corpus_index(key: str):
     """The corpus index of the model ``model_identity`` noted under ``key`` (built or read
     from the cache on first use), or None."""
-    from ..model_ngrams import ModelTables
+    from ..runtime.model_ngrams import ModelTables
 
     found = CORPUS_INDEXES.get(key)
     if found is not None and not hasattr(found, "draft"):  # the model: build its index now
@@ -351,7 +351,7 @@ def corpus_index(key: str):
 def model_identity(loaded) -> tuple[str, int]:
     """What the replay needs of a model: its key (names the drafters' files), its end token
     (and, in ``STATIC_TABLES``, its static n-gram table where it is shipped or cached)."""
-    from ..model_ngrams import ModelTables, model_key
+    from ..runtime.model_ngrams import ModelTables, model_key
 
     key = model_key(loaded)
     STATIC_TABLES[key] = ModelTables().static(loaded, key).table
@@ -366,7 +366,7 @@ def reference_answers(
     "after"}}, model key, eos id)."""
     from ..models import load_model
     from ..paths import cache_dir
-    from ..session import ChatSession
+    from ..runtime.session import ChatSession
     from .runner import BenchConfig, plain_chat
     from .scratch import scratch_memory
     from .workloads import TASK_ORDER, select_workloads
@@ -396,7 +396,7 @@ def reference_answers(
 def replay_turn(loaded, messages: list[dict], answer: list[int], max_tokens: int) -> dict:
     """One plain answer as ``simulate`` replays it: the prompt the chat template makes from
     ``messages``, the answer, and whether it ended before ``max_tokens`` cut it."""
-    from ..session import prompt_tokens
+    from ..runtime.session import prompt_tokens
     from ..settings import GenerationRequest
 
     prompt = prompt_tokens(loaded, GenerationRequest(messages=messages))
@@ -406,7 +406,7 @@ def replay_turn(loaded, messages: list[dict], answer: list[int], max_tokens: int
 def schema_forced(loaded, schema: dict, answer: list[int]) -> list:
     """At each position of an answer decoded under a JSON schema, what the schema forces
     next (the tokens the engine drafts for a grammar-constrained answer)."""
-    from ..grammar import GrammarConstraint, json_schema_grammar
+    from ..formats.grammar import GrammarConstraint, json_schema_grammar
     from ..tokens import output_size
 
     constraint = GrammarConstraint(

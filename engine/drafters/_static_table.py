@@ -4,7 +4,7 @@ followed it, best first, and their shares of the context's followers.
 
 The file is a NumPy ``.npz`` archive (no pickles), shipped for the embedded model's tokenizer
 (written by ``python -m engine.bench.static_table``) or built for another tokenizer and cached
-(``engine/static_ngrams.py``): ``format``, ``model`` (the model name it was tokenized for),
+(``engine/runtime/static_ngrams.py``): ``format``, ``model`` (the model name it was tokenized for),
 ``tokenizer`` (the digest of the tokenizer it was tokenized with,
 ``static_ngrams.tokenizer_digest``: how a shipped table is found; a file without it loads,
 and no tokenizer finds it), ``vocab_size``, and per context order n in 2..3: ``keys{n}``

@@ -141,7 +141,7 @@ class Drafter(ABC):
     @property
     def wants_corpus_index(self) -> bool:
         """Whether ``attach_model`` should bring the corpus index of the model's tokenizer
-        (``engine/corpus_index.py``: built once per tokenizer)."""
+        (``engine/runtime/corpus_index.py``: built once per tokenizer)."""
         return False
 
     @property

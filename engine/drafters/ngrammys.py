@@ -2,7 +2,7 @@
 
 Several draft rows per pass, all verified in one forward pass; the row with the longest
 accepted prefix wins (the decode loop verifies rows as a prefix tree over one copy of
-the context, see ``engine.decode``).
+the context, see ``engine.loop.decode``).
 
 Rows, as in the paper's mixed strategy (section 4.3):
 1. **context n-grams** (section 4.2, appendix B.2): every earlier occurrence of the last
@@ -12,7 +12,7 @@ Rows, as in the paper's mixed strategy (section 4.3):
 2. **the extended model bigram** (section 4.1) fills the remaining rows: for the last
    token x, the model's top next tokens given x alone (``p_M(·|x)``), each extended
    greedily to w tokens by repeatedly applying the bigram's top-1. The table is computed
-   by the engine (``engine.model_ngrams``) once per model, between requests, cached on
+   by the engine (``engine.runtime.model_ngrams``) once per model, between requests, cached on
    disk, and handed to the drafter as token data (``attach_model``); a drafter never sees
    the model. Without a table (not built yet) only context rows are drafted.
 

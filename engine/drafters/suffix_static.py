@@ -7,7 +7,7 @@ tokens, from
 - **this user's earlier chats**: the n-gram memory the ``ngram-cache`` drafter keeps across
   chats (the same file, counted in here too), with llama.cpp's strict thresholds; else
 - **the static table** of the model's tokenizer (shipped for the embedded model's tokenizer;
-  built for any other from the shipped corpus of public answers, ``engine/static_ngrams.py``):
+  built for any other from the shipped corpus of public answers, ``engine/runtime/static_ngrams.py``):
   the most frequent follower of the last 3 tokens, else of the last 2,
 
 stopping before the product of the followers' shares falls below ``min_prob``. A proposal
@@ -28,13 +28,13 @@ but the open question runs at 0.97x of plain.
 
 With the ``index`` option, the row comes first from the longest match of the history's last
 tokens anywhere in the public answers (the corpus index, ``_corpus_index.py``: a suffix
-array, built per tokenizer at first use, ``engine/corpus_index.py``), each token the usual
+array, built per tokenizer at first use, ``engine/runtime/corpus_index.py``), each token the usual
 follower of the match so far, while the product of their shares is ``min_prob`` or more,
 from a match of ``INDEX_MIN_MATCH`` tokens or more; where it drafts nothing, the row above
 is chained. A proposal resting on the index's row alone says its match length, how its first
 token follows (``USUAL``/``ONCE``) and the shares, as ``suffix`` says of its own matches.
 
-The session (and the inspector's replay, ``engine/replay.py``) brings the table
+The session (and the inspector's replay, ``engine/runtime/replay.py``) brings the table
 (``wants_static_table``; ``use_static_table``): a tokenizer with no shipped table gets its
 own built between requests (or inline on the command line), and drafts as ``suffix`` plus
 its memory until then; a drafter given no table drafts without one. Options: ``suffix``'s,

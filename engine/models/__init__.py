@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EngineError, describe_error
-from ..tool_calls import tool_format
+from ..formats.tool_calls import tool_format
 from ..untrusted import read_regular_file
 from .embedded import EMBEDDED_NAME, ensure_embedded_model
 from .gguf_convert import ProgressCallback

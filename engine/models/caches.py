@@ -26,9 +26,9 @@ part must then be taken back exactly. Per cache layer (mlx-lm's cache classes):
 - Anything else (``ChunkedKVCache``, a rotating cache that keeps sink tokens, unknown
   classes): no speculation, and the line says why.
 
-Tree verification (several draft rows in one pass, ``engine/tree.py``) needs every layer
+Tree verification (several draft rows in one pass, ``engine/loop/tree.py``) needs every layer
 to be attention over a plain ``KVCache``, with a rotary embedding that
-``engine.tree_adapter`` can position per token (``unsupported`` says why not);
+``engine.models.tree_adapter`` can position per token (``unsupported`` says why not);
 otherwise multi-row drafters verify their first row only.
 """
 
@@ -45,7 +45,7 @@ from mlx_lm.models.cache import (
     make_prompt_cache,
 )
 
-from ..tree_adapter import unsupported
+from .tree_adapter import unsupported
 
 TRIM, RESTORE = "trim", "restore"
 RECURRENT_REASON = "recurrent layers: state restored and kept tokens re-run after a rejection"

@@ -10,7 +10,7 @@ prompts), ``/v1/responses``, ``/v1/embeddings``, ``GET /v1/models`` and ``/v1/mo
 ``guard.py`` holds the limits on hostile clients (Host, Origin, time, connections).
 Drafting settings travel per request in a ``"draftless"`` object; defaults come from the
 command line. Under ``mlx.launch`` with ``--shard``, rank 0 serves HTTP and the other ranks
-follow its model calls (``engine/distributed.py``).
+follow its model calls (``engine/runtime/distributed.py``).
 """
 
 from __future__ import annotations
@@ -168,13 +168,13 @@ def run_serve(args) -> int:
             )
     defaults = defaults_from_args(args)
     if args.shard:
-        from ..distributed import start_rank
+        from ..runtime.distributed import start_rank
 
         service = start_rank(args.shard, args.model)
         if service is None:  # a following rank: it has served until rank 0 stopped
             return 0
     else:
-        from ..service import EngineService
+        from ..runtime.service import EngineService
 
         service = EngineService()
     try:

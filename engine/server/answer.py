@@ -19,7 +19,7 @@ from ..events import (
     TokenEvent,
     ToolCallEvent,
 )
-from ..stop_strings import StopMatcher, kept_figures
+from ..formats.stop_strings import StopMatcher, kept_figures
 from .requests import ApiError
 from .responses import FINISH, Shaper, provenance, returned_tokens, usage
 

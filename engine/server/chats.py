@@ -5,7 +5,7 @@ has one), its network address and the OpenAI ``user`` field it sends. Its identi
 digest of those; the engine keeps its cross-chat n-gram memory per client identity, so
 one client's text is never drafted into another client's answer. The key and address
 make its party, which ``user`` cannot change: what is kept or waits is shared between
-parties first (engine/clients.py).
+parties first (engine/runtime/clients.py).
 
 A **chat id** keeps a chat's KV cache between turns, and whoever can name a kept chat
 can probe its text (how many prompt tokens were reused says how much of a guessed prompt
@@ -35,7 +35,7 @@ def digest(*parts: str) -> str:
 
 def client_identity(api_key: str | None, peer: str | None, user: str | None) -> str:
     """The identity chats, cross-chat memory and places in the queue are kept under (the key
-    never leaves it): ``<party>.<member>`` (engine/clients.py), the party a digest of the
+    never leaves it): ``<party>.<member>`` (engine/runtime/clients.py), the party a digest of the
     key and the address, the member one of those and ``user``."""
     party = digest("key" if api_key else "peer", api_key or "", peer or "")
     return f"{party}.{digest(party, user or '')}"

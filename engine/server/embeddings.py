@@ -1,6 +1,6 @@
 """The embedding routes' bodies: OpenAI's ``/v1/embeddings``, Ollama's ``/api/embed`` and
 its older ``/api/embeddings``. Each input's vector is the model's mean-pooled, normalised
-last hidden state (``engine.scoring.embedding``), of the model's hidden size."""
+last hidden state (``engine.loop.scoring.embedding``), of the model's hidden size."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 from collections import OrderedDict, deque
 
-from ..clients import party_of
+from ..runtime.clients import party_of
 
 
 class QueueFull(Exception):
@@ -15,7 +15,7 @@ class QueueFull(Exception):
 
 
 class FairQueue:
-    """Round robin over parties, then over each party's members (engine/clients.py: a client
+    """Round robin over parties, then over each party's members (engine/runtime/clients.py: a client
     is ``<party>.<member>``), first come first served within one client.
 
     Turns: after each turn the party that was served goes to the back of the line, and its

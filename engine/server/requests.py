@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass, replace
 
 from ..errors import EngineError
-from ..schemas import check_schema, forced_call_schema
-from ..stop_strings import MAX_STOP_CHARS, MAX_STOPS, valid_stop_strings
+from ..formats.schemas import check_schema, forced_call_schema
+from ..formats.stop_strings import MAX_STOP_CHARS, MAX_STOPS, valid_stop_strings
 from ..settings import (
     LOGPROBS_RANGE,
     MAX_TOKENS_RANGE,
@@ -380,7 +380,7 @@ def json_schema_of(raw) -> dict | None:
 
 def checked_schema(schema: dict, field: str) -> dict:
     """``schema`` marked as checked (the engine does not check it again) if it is within
-    the limits of engine/schemas.py, else a 400 naming them."""
+    the limits of engine/formats/schemas.py, else a 400 naming them."""
     try:
         return check_schema(schema, field)
     except EngineError as error:
