@@ -11,7 +11,7 @@ import sys
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QPainter
 
-from .screenshot_matrix import main, settle
+from .screenshot_matrix import main, opened, settle
 
 SIZES = (600, 1280)
 
@@ -19,18 +19,14 @@ SIZES = (600, 1280)
 async def capture(width: int, theme: str, out: str) -> None:
     from PySide6.QtWidgets import QApplication
 
-    from app.__main__ import Application, _save
+    from app.__main__ import _save
 
     from .scripted_engine import ScriptedService, answer_events
     from .test_app_views import SIMPLE
 
     service = ScriptedService()
-    application = Application(service=service, theme_name=theme)
+    application = await opened(width, theme, "scripted", service)
     window, store = application.window, application.store
-    window.show()
-    window.resize(width, 800)
-    await settle(1)
-    await application.start("scripted")
     fruit, work = store.create_folder("Fruit"), store.create_folder("Work")
     for title, folder in (
         ("Quarterly report", work),

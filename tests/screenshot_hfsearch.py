@@ -11,7 +11,7 @@ import os
 import sys
 
 from .fake_hf_api import FakeHfApi
-from .screenshot_matrix import main, settle
+from .screenshot_matrix import main, opened, settle
 from .scripted_engine import ScriptedService
 
 SIZES = (600, 1280)
@@ -21,15 +21,8 @@ async def capture(width: int, theme: str, out: str) -> None:
     from PySide6.QtCore import QPoint
     from PySide6.QtGui import QPainter
 
-    from app.__main__ import Application
-
-    application = Application(service=ScriptedService(), theme_name=theme)
+    application = await opened(width, theme, "scripted", ScriptedService())
     window = application.window
-    window.show()
-    window.resize(width, 800)
-    await settle(1)
-    window.resize(width, 800)
-    await application.start("scripted")
     api = FakeHfApi()
     window.model_presenter.hub_api = lambda: api
     dialog = window.model_presenter.search_hub()

@@ -36,21 +36,30 @@ async def settle(rounds: int = 6) -> None:
         await asyncio.sleep(0.05)
 
 
+async def opened(width: int, theme: str, model: str | None, service=None):
+    """The app shown ``width`` px wide in ``theme``, started on ``model`` (``service``: an
+    engine in place of this machine's, e.g. the scripted one)."""
+    from app.__main__ import Application
+
+    application = Application(service=service, theme_name=theme)
+    application.window.show()
+    application.window.resize(width, 800)
+    await settle(1)
+    application.window.resize(width, 800)
+    await application.start(model)
+    return application
+
+
 async def capture(width: int, theme: str, out: str) -> None:
     from PySide6.QtGui import QPainter
     from PySide6.QtWidgets import QApplication
 
-    from app.__main__ import Application, _save
+    from app.__main__ import _save
     from app.storage.downloads import DownloadMeter
     from app.views.models_view import InstalledModelsDialog
 
-    application = Application(theme_name=theme)
+    application = await opened(width, theme, None)
     window, controller = application.window, application.controller
-    window.show()
-    window.resize(width, 800)
-    await settle(1)
-    window.resize(width, 800)
-    await application.start(None)
     controller.update_settings(replace(controller.settings, max_tokens=40))
     for prompt in PROMPTS:
         window.new_chat()

@@ -12,7 +12,7 @@ import sys
 from dataclasses import replace
 
 from .scripted_engine import END, ScriptedService, answer_events
-from .screenshot_matrix import main, settle
+from .screenshot_matrix import main, opened, settle
 
 SIZES = (600, 1280)
 JSON_ANSWER = [
@@ -60,15 +60,11 @@ def dialogs(*steps) -> None:
 async def capture(width: int, theme: str, out: str) -> None:
     from PySide6.QtWidgets import QApplication, QLineEdit
 
-    from app.__main__ import Application, _save
+    from app.__main__ import _save
 
     service = ScriptedService()
-    application = Application(service=service, theme_name=theme)
+    application = await opened(width, theme, "scripted", service)
     window, controller = application.window, application.controller
-    window.show()
-    window.resize(width, 800)
-    await settle(1)
-    await application.start("scripted")
     name = f"{out}/h61-presets-{width}-{theme}"
     panel = window.settings_panel
     window.show_settings()

@@ -12,7 +12,7 @@ import socket
 import sys
 import tempfile
 
-from .screenshot_matrix import main, settle
+from .screenshot_matrix import main, opened, settle
 from .server_process import free_port
 from .tiny_model import write_tiny_llama
 
@@ -22,16 +22,11 @@ SIZES = (600, 1280)
 async def capture(width: int, theme: str, out: str) -> None:
     from PySide6.QtWidgets import QApplication
 
-    from app.__main__ import Application, _save
+    from app.__main__ import _save
 
     model = write_tiny_llama(tempfile.mkdtemp(prefix="draftless-tiny-"))
-    application = Application(theme_name=theme)
+    application = await opened(width, theme, str(model))
     window = application.window
-    window.show()
-    window.resize(width, 800)
-    await settle(1)
-    window.resize(width, 800)
-    await application.start(str(model))
     window.panels.open("side", window.server_dock)  # View ▸ Server
     panel, server = window.server_panel, window.server_presenter.server
     await settle()

@@ -28,6 +28,7 @@ from engine.runtime.session import ChatSession
 from engine.settings import DraftSettings, GenerationRequest
 
 from .server_process import Server
+from .request_sent import log_when_sent
 
 NGRAMMYS = DraftSettings(drafter="ngrammys", draft_count=4, adaptive=False, options={"rows": 4})
 SMALL_STEP = 16  # rows per step in these tests: 17 steps for the tiny model's 259 tokens
@@ -248,15 +249,7 @@ def test_a_request_sent_during_the_build_waits_at_most_one_step(tiny_model_dir, 
     monkeypatch.setattr(ChatSession, "generate", answered)
     monkeypatch.setattr(Calibrator, "measure_later", lambda self: None)  # tables only
     service = EngineService()
-    real_submit = service.engine_thread.submit
-
-    def submit(*args, **kwargs):
-        real_submit(*args, **kwargs)  # the request is counted as waiting from here
-        if third_step.is_set() and not sent.is_set():
-            log.append(("sent",))
-            sent.set()
-
-    service.engine_thread.submit = submit
+    log_when_sent(service, third_step, sent, log)
     try:
         run(service.generate(chat(tiny_model_dir)))  # asks for the table
         assert third_step.wait(120), "the build never started"

@@ -16,6 +16,7 @@ from engine.runtime.session import ChatSession
 from engine.settings import DraftSettings, GenerationRequest
 
 from .identity import reference_greedy
+from .request_sent import log_when_sent
 
 
 def chat(model_dir=None, drafter="prompt-lookup", max_tokens=24, **kwargs):
@@ -171,15 +172,7 @@ def test_no_measuring_step_starts_while_a_request_waits_or_runs(
     monkeypatch.setattr(adaptive, "measurement_steps", logged)
     monkeypatch.setattr(ChatSession, "generate", answered)
     service = EngineService()
-    real_submit = service.engine_thread.submit
-
-    def submit(*args, **kwargs):
-        real_submit(*args, **kwargs)  # the request is counted as waiting from here
-        if third_step.is_set() and not sent.is_set():
-            log.append(("sent",))
-            sent.set()
-
-    service.engine_thread.submit = submit
+    log_when_sent(service, third_step, sent, log)
     try:
         asyncio.run(collect(service.load(str(tiny_model_dir))))
         assert third_step.wait(120), "measuring never started"

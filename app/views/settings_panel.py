@@ -54,6 +54,23 @@ from .system_prompt import EDITOR_LINES, TYPING_PAUSE_MS
 STOP_STRING_LINES = 2.5  # two stop strings in sight, and a hint that more scroll
 
 
+def button(text: str, tip: str, action) -> QPushButton:
+    """A push button with its tooltip, calling ``action`` (a slot or a signal) when clicked."""
+    pushed = QPushButton(text)
+    pushed.setToolTip(tip)
+    pushed.clicked.connect(action)
+    return pushed
+
+
+def wrapping_row(*buttons: QPushButton) -> QWidget:
+    """``buttons`` in a row that wraps, so the panel fits beside the chat at 600 px."""
+    row = QWidget()
+    layout = FlowLayout(row, spacing=6, align_right=False)
+    for each in buttons:
+        layout.addWidget(each)
+    return row
+
+
 class SettingsPanel(QScrollArea):
     settingsEdited = Signal(object)  # AppSettings
     openFolderRequested = Signal()
@@ -102,20 +119,18 @@ class SettingsPanel(QScrollArea):
         self.speculation.setWordWrap(True)
         model_layout.addWidget(self.model_name)
         model_layout.addWidget(self.speculation)
-        buttons_row = QWidget()  # the buttons wrap, so the panel fits beside the chat at 600 px
-        buttons = FlowLayout(buttons_row, spacing=6, align_right=False)
-        self.folder_button = QPushButton("Folder…")
-        self.folder_button.setToolTip("Use a local mlx-lm model folder")
-        self.folder_button.clicked.connect(self.openFolderRequested)
-        self.hub_button = QPushButton("Hugging Face…")
-        self.hub_button.setToolTip("Download an mlx-lm model by its Hugging Face id")
-        self.hub_button.clicked.connect(self.hubRequested)
-        self.embedded_button = QPushButton("Built-in")
-        self.embedded_button.setToolTip("Use the embedded SmolLM2-135M-Instruct")
-        self.embedded_button.clicked.connect(self.embeddedRequested)
-        for button in (self.folder_button, self.hub_button, self.embedded_button):
-            buttons.addWidget(button)
-        model_layout.addWidget(buttons_row)
+        self.folder_button = button(
+            "Folder…", "Use a local mlx-lm model folder", self.openFolderRequested
+        )
+        self.hub_button = button(
+            "Hugging Face…", "Download an mlx-lm model by its Hugging Face id", self.hubRequested
+        )
+        self.embedded_button = button(
+            "Built-in", "Use the embedded SmolLM2-135M-Instruct", self.embeddedRequested
+        )
+        model_layout.addWidget(
+            wrapping_row(self.folder_button, self.hub_button, self.embedded_button)
+        )
         return model_box
 
     def _preset_box(self) -> QGroupBox:
@@ -132,26 +147,24 @@ class SettingsPanel(QScrollArea):
         self._list_presets()
         self.preset.activated.connect(self._preset_chosen)
         column.addWidget(self.preset)
-        buttons_row = QWidget()  # wraps at 600 px, like the model's buttons
-        buttons = FlowLayout(buttons_row, spacing=6, align_right=False)
-        self.save_preset_button = QPushButton("Save as preset…")
-        self.save_preset_button.setToolTip(
-            "Keep the drafting and sampling values below as a preset of your own"
+        self.save_preset_button = button(
+            "Save as preset…",
+            "Keep the drafting and sampling values below as a preset of your own",
+            self.save_preset,
         )
-        self.save_preset_button.clicked.connect(self.save_preset)
-        self.delete_preset_button = QPushButton("Delete preset")
-        self.delete_preset_button.setToolTip(
-            "Remove the chosen preset of your own (the values in use stay)"
+        self.delete_preset_button = button(
+            "Delete preset",
+            "Remove the chosen preset of your own (the values in use stay)",
+            self.delete_preset,
         )
-        self.delete_preset_button.clicked.connect(self.delete_preset)
-        self.reset_button = QPushButton("Reset to defaults")
-        self.reset_button.setToolTip(
-            "Drafting, sampling and the system prompt back to their defaults (the model stays)"
+        self.reset_button = button(
+            "Reset to defaults",
+            "Drafting, sampling and the system prompt back to their defaults (the model stays)",
+            self.reset_to_defaults,
         )
-        self.reset_button.clicked.connect(self.reset_to_defaults)
-        for button in (self.save_preset_button, self.delete_preset_button, self.reset_button):
-            buttons.addWidget(button)
-        column.addWidget(buttons_row)
+        column.addWidget(
+            wrapping_row(self.save_preset_button, self.delete_preset_button, self.reset_button)
+        )
         return preset_box
 
     def _list_presets(self) -> None:
