@@ -2,6 +2,7 @@
 reachable from the CLI, no logic repeated in the engine, the engine never reaching into the
 app. See tests/import_graph.py."""
 
+import ast
 import re
 import shutil
 import subprocess
@@ -22,6 +23,21 @@ from .import_graph import (
 
 def test_no_import_cycles_anywhere():
     assert cycles(graph()) == []
+
+
+LONGEST_FUNCTION = 120  # lines: issue 60's bound, so each function reads on one screen or two
+
+
+def test_no_function_in_the_engine_or_the_app_is_longer_than_the_bound():
+    long = []
+    for package in ("engine", "app"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > LONGEST_FUNCTION:
+                        long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} {lines}")
+    assert long == []
 
 
 def test_only_the_cli_imports_the_measurement_package():
