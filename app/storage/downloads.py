@@ -120,15 +120,18 @@ def folder_size(folder: Path) -> int:
 
 
 def installed_models() -> list[InstalledModel]:
-    """The models in the app's folders: converted ones (the built-in model) and downloads."""
+    """The models in the app's folders: converted ones (the built-in model) and downloads.
+    A folder this user may not read holds none it could load."""
     found = []
     for root, kind in (
         (engine_paths.models_dir(), "converted"),
         (engine_paths.downloads_dir(), ""),
     ):
-        if not root.is_dir():
+        try:
+            folders = sorted(root.iterdir()) if root.is_dir() else []
+        except OSError:
             continue
-        for folder in sorted(root.iterdir()):
+        for folder in folders:
             if folder.is_symlink() or not folder.is_dir() or folder.name.startswith("."):
                 continue
             if kind:  # the built-in model loads by no name, other conversions by folder
