@@ -319,3 +319,14 @@ def test_the_tuning_replay_fits_priors_on_conversations_with_the_table_given(
     command = ["--conversations", path, "--table", str(tmp_path / "other.npz")]
     assert main(command) == 2
     assert "was built for another model's tokenizer" in capsys.readouterr().err
+
+
+def test_devices_names_an_unknown_strategy_before_reading_anything(tmp_path, capsys):
+    from engine.bench.devices import main
+
+    missing = str(tmp_path / "none.jsonl")  # never read: the names are checked first
+    assert main(["--conversations", missing, "--cost-curve", CURVE, "--strategy", "nope"]) == 2
+    error = capsys.readouterr().err
+    assert "no strategy named nope; known: default," in error and "Traceback" not in error
+    assert main(["--cost-curve", CURVE, "--strategy", "default"]) == 2
+    assert "--strategy is for --conversations only" in capsys.readouterr().err

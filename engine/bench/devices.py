@@ -58,7 +58,6 @@ COPY_HEAVY = ("code-edit", "edit-session", "edit-memory", "rag", "structured")
 OPEN = ("open-question", "novel")
 GOAL_PEER_RATIO, GOAL_FLOOR = 1.2, 0.97
 REPLAYS = 3  # each chat's drafter time: the least of this many replays
-ONLY: set[str] = set()  # ``--strategy``: replay only these (none: all)
 
 
 def _plan(drafter: str, count: int, adaptive: bool = False, **more) -> dict:
@@ -148,14 +147,15 @@ def device_table(figures: dict, curves) -> list[str]:
     return lines
 
 
-def strategy_figures(chats: dict, key: str, eos: int, curves) -> list[dict]:
-    """Per curve, {strategy: (plan, predicted speed-up per task)}. A strategy whose drafts
-    no curve changes (no policy) is replayed once, its passes costed on each curve."""
+def strategy_figures(chats: dict, key: str, eos: int, curves, only=()) -> list[dict]:
+    """Per curve, {strategy: (plan, predicted speed-up per task)}, of the strategies named in
+    ``only`` (none: all). A strategy whose drafts no curve changes (no policy) is replayed
+    once, its passes costed on each curve."""
     figures, once = [], {}
     for named in curves:
         figures.append({})
         for label, plan in strategies(eos, named).items():
-            if ONLY and label not in ONLY:
+            if only and label not in only:
                 continue
             charged = plan.get("charge", True)
             if plan["adaptive"] or plan.get("on_curve"):
@@ -177,12 +177,13 @@ def _replays(chats, key, eos, named: NamedCurve, plan: dict, charged: bool) -> d
     return replays(chats, key, eos, named.seconds, plan, *options, named.pipelined_share)
 
 
-def conversation_figures(chats: dict, key: str, eos: int, curves) -> dict:
-    """``--conversations``' JSON: per curve and strategy, the geometric mean of the
-    predicted speed-ups over all conversations and over each category's."""
+def conversation_figures(chats: dict, key: str, eos: int, curves, only=()) -> dict:
+    """``--conversations``' JSON: per curve and strategy (those in ``only``; none: all), the
+    geometric mean of the predicted speed-ups over all conversations and over each
+    category's."""
     counts = Counter(chat["task"] for chat in chats.values())
     figures: dict = {}
-    for named, plans in zip(curves, strategy_figures(chats, key, eos, curves)):
+    for named, plans in zip(curves, strategy_figures(chats, key, eos, curves, only)):
         for label, (plan, values) in plans.items():
             logs = sum(counts[category] * math.log(x) for category, x in values.items())
             overall = round(math.exp(logs / len(chats)), 4)
@@ -262,8 +263,6 @@ def main(argv=None) -> int:
     only = "replay only this strategy (repeatable): each one's mean per curve"
     parser.add_argument("--strategy", action="append", metavar="NAME", help=only)
     args = parser.parse_args(argv)
-    ONLY.clear()
-    ONLY.update(args.strategy or ())
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     loads = ", ".join(f"{x:.2f}" for x in load) if load else "n/a"
     print(f"load average at start: {loads}", file=sys.stderr)
@@ -272,6 +271,12 @@ def main(argv=None) -> int:
     try:
         specs = args.cost_curve
         curves = [curve_from_spec(s) for s in specs] if specs else list(named_curves().values())
+        if args.strategy and not args.conversations:
+            raise EngineError("--strategy is for --conversations only")
+        unknown = sorted(set(args.strategy or ()) - set(strategies(0, curves[0])))
+        if unknown:
+            known = ", ".join(strategies(0, curves[0]))
+            raise EngineError(f"no strategy named {', '.join(unknown)}; known: {known}")
         run = f"{command}`; load average at start {loads}"
         main_of = conversations_main if args.conversations else device_main
         figures, lines = main_of(args, curves, run)
@@ -291,8 +296,6 @@ def device_main(args, curves, run: str) -> tuple[dict, list[str]]:
     """The device table: its figures and its Markdown lines."""
     max_tokens = args.max_tokens or 512
     chats, key, eos = reference_answers(args.split, max_tokens, cached_only=args.cached_only)
-    if ONLY:
-        raise EngineError("--strategy is for --conversations only")
     figures = device_figures(chats, key, eos, curves)
     header = [
         f"# Device table ({args.split} set: {figures['chats']} chats, "
@@ -312,14 +315,13 @@ def conversations_main(args, curves, run: str) -> tuple[dict, list[str]]:
     conversations = read_conversations(args.conversations)
     loaded = load_model(None)
     chats = replay_chats(conversations, loaded, args.max_tokens)
-    figures = conversation_figures(chats, *model_identity(loaded), curves)
+    only = sorted(set(args.strategy or ()))
+    figures = conversation_figures(chats, *model_identity(loaded), curves, only)
     counts = Counter(chat["task"] for chat in chats.values())
-    if ONLY:  # some strategies only: their means, per curve
-        lines = ["", "| curve | " + " | ".join(sorted(ONLY)) + " |", "|---" * (len(ONLY) + 1) + "|"]
+    if only:  # some strategies only: their means, per curve
+        lines = ["", "| curve | " + " | ".join(only) + " |", "|---" * (len(only) + 1) + "|"]
         for curve, rows in figures["curves"].items():
-            lines.append(
-                f"| {curve} | " + " | ".join(f"{rows[s]['all']:.3f}" for s in sorted(ONLY)) + " |"
-            )
+            lines.append(f"| {curve} | " + " | ".join(f"{rows[s]['all']:.3f}" for s in only) + " |")
         return figures, [
             f"# Real answers ({args.conversations})",
             "",
