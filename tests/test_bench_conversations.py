@@ -160,6 +160,44 @@ def test_passes_costed_on_another_curve_equal_a_replay_on_it():
     assert again["plain_s"] == pytest.approx(on_steep["plain_s"])
 
 
+def test_each_pass_is_priced_at_its_context_where_the_curve_says_how():
+    """A curve with a context scale prices a pass after a longer context dearer, plain
+    decoding's passes too, in the replay and when its passes are costed again."""
+    from engine.bench.tune import recost, simulate
+    from engine.policy.adaptive import AdaptiveMemory
+    from engine.policy.context_scale import ContextScale
+    from engine.policy.verify_cost import CostCurve
+
+    prompt = [5, 6, 7, 8, 9, 5, 6, 7, 10, 11, 5, 6, 7, 8, 12] * 3
+    answer = [5, 6, 7, 8, 9, 13, 5, 6, 7, 10, 11, 14] * 2
+    turns = [{"prompt": prompt, "answer": answer}, {"prompt": prompt * 2, "answer": answer}]
+    seconds = {1: 0.01, 2: 0.02, 8: 0.05, 65: 0.4}
+    # the measured context (45 tokens) costs the curve; 90 tokens, twice that for long passes
+    scale = ContextScale((45, 90), (1, 9), ((1.0, 1.0), (1.5, 2.0)))
+
+    def replay(context_scale):
+        memory = AdaptiveMemory()
+        return simulate(
+            turns, "suffix", 8, False, memory, "k", seconds, 0, context_scale=context_scale
+        )
+
+    flat, scaled = replay(None), replay(scale)
+    assert scaled["sizes"] == flat["sizes"]  # the same passes, priced otherwise
+    assert flat["contexts"][0] == len(prompt)  # the first pass reads the first prompt
+    assert flat["answers"] == [(len(prompt), len(answer) + 1), (2 * len(prompt), len(answer) + 1)]
+    queued = CostCurve(seconds).queued_base()
+    first = [queued * scale(1, len(prompt) + i) for i in range(len(answer) + 1)]
+    second = (len(answer) + 1) * queued * 1.5  # held at the grid's edge past 90 tokens
+    assert scaled["plain_s"] == pytest.approx(sum(first) + second)
+    assert scaled["spec_s"] > flat["spec_s"]
+    for (n, _), context, cost in zip(scaled["sizes"], scaled["contexts"], scaled["costs"]):
+        unscaled = queued if n == 1 else CostCurve(seconds).base(n)
+        assert cost == pytest.approx(unscaled * scale(n, context))
+    again = recost(flat, CostCurve(seconds, context_scale=scale))
+    assert again["spec_s"] == pytest.approx(scaled["spec_s"])
+    assert again["plain_s"] == pytest.approx(scaled["plain_s"])
+
+
 class _Rows:
     """A drafter stub proposing fixed rows and recording what it observes."""
 

@@ -174,7 +174,9 @@ def _replays(chats, key, eos, named: NamedCurve, plan: dict, charged: bool) -> d
     gc.collect()  # each strategy's drafter timed without the earlier ones' garbage
     gc.freeze()
     options = (False, False, charged, named.tree_extra_s, REPLAYS)
-    return replays(chats, key, eos, named.seconds, plan, *options, named.pipelined_share)
+    return replays(
+        chats, key, eos, named.seconds, plan, *options, named.pipelined_share, named.context_scale
+    )
 
 
 def conversation_figures(chats: dict, key: str, eos: int, curves, only=()) -> dict:

@@ -37,7 +37,7 @@ from ..runtime.session import ChatSession
 from ..settings import DraftSettings, SamplingSettings
 from ..tokens import output_size
 from .oracle import OracleDrafter, OracleSession
-from .runner import compare, run_engine, verify_cost_curve
+from .runner import compare, context_tokens_needed, run_engine, verify_cost_curve
 from .scratch import scratch_memory
 from .workloads import select_workloads
 
@@ -215,8 +215,8 @@ def main(argv=None) -> int:
         loaded = load_model(args.model)
     print(f"{loaded.name} on {mx.default_device()} (MLX {mx.__version__}); context {args.context}")
     lengths = [int(n) for n in args.lengths.split(",")]
-    context = [100 + i % 1000 for i in range(args.context + max(lengths))]
-    curve = verify_cost_curve(loaded, context, lengths, args.repeats)
+    context = [100 + i % 1000 for i in range(context_tokens_needed(args.context, lengths))]
+    curve = verify_cost_curve(loaded, context, lengths, args.repeats, args.context)
     least = {int(n): s for n, s in curve["min_s"].items()}
     print("| n | c(n) least ms | median ms | c(n)/c(1) |\n|---|---|---|---|")
     for n in lengths:
@@ -224,7 +224,8 @@ def main(argv=None) -> int:
         print(f"| {n} | {least[n] * 1e3:.2f} | {median_ms:.2f} | {ratio:.2f} |")
     if args.out:
         with open(args.out, "w", encoding="utf-8") as out:
-            json.dump({str(n): s for n, s in least.items()}, out)
+            seconds = {str(n): s for n, s in least.items()}
+            json.dump({"seconds": seconds, "context_scale": curve["context_scale"]}, out)
     for n in (1, 8):
         r = pass_split(loaded, args.context, n, args.repeats)
         print(

@@ -59,6 +59,22 @@ adaptive policy sends a pass after one that sent nothing where that pays (a blin
 costs {share} of c(1) here."""
 
 
+CONTEXT_NOTE = """\
+c(n) after other contexts, as a share of c(n) after the prefix (medians, the contexts \
+interleaved): the prediction prices each pass at its own context, interpolating between these \
+and holding at the edges."""
+
+
+def context_scale_lines(scale: dict) -> list[str]:
+    """The verify-cost section's table of c(n, context) / c(n)."""
+    header = ["context \\ n"] + [str(n) for n in scale["lengths"]]
+    rows = [
+        [str(context)] + [_f(r) for r in ratios]
+        for context, ratios in zip(scale["contexts"], scale["ratios"])
+    ]
+    return [CONTEXT_NOTE, "", _table(header, rows), ""]
+
+
 def pass_cost_table(results: dict) -> list[str]:
     """Where measured and predicted part: per config, the seconds of its passes against c(n)
     for the same passes, and the share of passes that sent no draft."""
@@ -258,6 +274,8 @@ def render(results: dict, out: Path, devices: dict | None = None) -> None:
     lines += ["## Verify cost", "", _table(["n"] + list(curve["ratio"]), [ratio_row, ms_row]), ""]
     if curve.get("pipelined_share") is not None:
         lines += [PIPELINED_NOTE.format(share=curve["pipelined_share"]), ""]
+    if curve.get("context_scale"):
+        lines += context_scale_lines(curve["context_scale"])
     lines += [images["verify_cost.png"], ""]
     if "devices.png" in images:
         lines += ["## Device table", "", DEVICE_NOTE, "", images["devices.png"], ""]

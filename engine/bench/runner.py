@@ -24,6 +24,7 @@ from .. import _blas
 from ..drafters import measurement_options
 from ..events import DoneEvent, PassEvent, ProgressEvent
 from ..loop.decode import Target
+from ..policy.context_scale import CONTEXT_SHARES, SCALE_LENGTHS, scale_steps
 from ..policy.verify_cost import pace_steps, timing_steps
 from ..settings import DraftSettings, GenerationRequest
 from .workloads import TASK_ORDER, Workload
@@ -209,33 +210,58 @@ def compare(run: EngineRun, reference: list[int]) -> None:
         run.first_mismatch = next((i for i in range(n) if run.tokens[i] != reference[i]), n)
 
 
-def verify_cost_curve(loaded, prefix_tokens: list[int], ns: list[int], repeats: int) -> dict:
-    """c(n) after a realistic prefix, timed as the engine times it (``timing_steps``), and a
-    queued one-token pass's share of c(1) there (``pace_steps``)."""
+def verify_cost_curve(
+    loaded, prefix_tokens: list[int], ns: list[int], repeats: int, prefix: int
+) -> dict:
+    """c(n) after a realistic ``prefix`` of ``prefix_tokens`` (which hold at least
+    ``context_tokens_needed`` of them), timed as the engine times it (``timing_steps``), a
+    queued one-token pass's share of c(1) there (``pace_steps``) and c(n) at shorter and
+    longer contexts as a share of it (``context_scale.scale_steps``)."""
     target = Target(loaded.model)
-    prefix, probe = prefix_tokens[: -max(ns)], prefix_tokens[-max(ns) :]
-    target.prefill(prefix)
+    probe = prefix_tokens[-max(ns) :]
+    target.prefill(prefix_tokens[:prefix])
     samples: dict[int, list[float]] = {}
     for _, _, samples in timing_steps(target, ns, repeats, tokens=probe):
         pass
-    pace = pace_steps(target)
-    while True:
-        try:
-            next(pace)
-        except StopIteration as done:
-            share = done.value
-            break
+    share = _value(pace_steps(target))
+    targets = {prefix: target}
+    for context in scale_contexts(prefix):
+        if context != prefix:
+            targets[context] = Target(loaded.model)
+            targets[context].prefill(prefix_tokens[:context])
+    lengths = [n for n in SCALE_LENGTHS if n <= max(ns)] or [max(ns)]  # as long as the probe
+    scale = _value(scale_steps(targets, prefix, probe, lengths))
     median = {n: statistics.median(v) for n, v in samples.items()}
     least = {n: min(v) for n, v in samples.items()}
     return {
-        "prefix_tokens": len(prefix),
+        "prefix_tokens": prefix,
         "repeats": repeats,
         "median_s": {str(n): round(median[n], 5) for n in ns},
         "min_s": {str(n): round(least[n], 5) for n in ns},
         "ratio": {str(n): round(median[n] / median[ns[0]], 4) for n in ns},
         "ratio_min": {str(n): round(least[n] / least[ns[0]], 4) for n in ns},
         "pipelined_share": None if share is None else round(share, 4),
+        "context_scale": scale.to_dict(),
     }
+
+
+def scale_contexts(prefix: int) -> list[int]:
+    """The contexts c(n) is timed at beside ``prefix`` (``context_scale.CONTEXT_SHARES``)."""
+    return [max(1, round(prefix * share)) for share in CONTEXT_SHARES]
+
+
+def context_tokens_needed(prefix: int, ns) -> int:
+    """Tokens ``verify_cost_curve`` reads: the longest context timed, then its passes'."""
+    return max(scale_contexts(prefix)) + max(ns)
+
+
+def _value(steps):
+    """Run a generator of steps to its end; its return value."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
 
 
 def mlx_lm_greedy(loaded, prompt: list[int], max_tokens: int) -> tuple[list[int], float, float]:

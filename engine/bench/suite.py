@@ -28,6 +28,7 @@ from ..runtime.model_ngrams import model_key
 from ..models import load_model
 from ..runtime.session import ChatSession, prompt_tokens
 from ..settings import GenerationRequest
+from ..policy.context_scale import ContextScale
 from ..policy.verify_cost import CostCurve, NamedCurve
 from . import report
 from .aggregate import aggregate
@@ -36,7 +37,13 @@ from .devices import strategies
 from .oracle import ORACLE, OracleDrafter, OracleSession, best_fixed_count
 from .runner import COMPARED_DRAFTERS, QUICK_DRAFTERS, QUICK_TASKS, BenchConfig, EngineRun
 from .runner import compare, draft_settings, environment, load_averages, load_now, log
-from .runner import mlx_lm_greedy, plain_chat, run_engine, verify_cost_curve
+from .runner import (
+    context_tokens_needed,
+    mlx_lm_greedy,
+    plain_chat,
+    run_engine,
+    verify_cost_curve,
+)
 from .scratch import FolderStores, scratch_memory
 from .tune import model_identity, replay_turn, replays, schema_forced
 from .workloads import Workload, predecessor, select_workloads
@@ -103,7 +110,7 @@ class Suite:
         cfg = self.cfg
         text = "\n\n".join(w.messages[-1]["content"] for w in self.workloads)
         tokens = prompt_tokens(self.loaded, _request([{"role": "user", "content": text}]))
-        need = cfg.verify_prefix + max(cfg.verify_ns)
+        need = context_tokens_needed(cfg.verify_prefix, cfg.verify_ns)
         while len(tokens) < need:
             tokens = tokens + tokens
         log(
@@ -111,7 +118,7 @@ class Suite:
             f"{cfg.verify_repeats} repeats after a {cfg.verify_prefix}-token prefix"
         )
         self.verify = verify_cost_curve(
-            self.loaded, tokens[:need], cfg.verify_ns, cfg.verify_repeats
+            self.loaded, tokens[:need], cfg.verify_ns, cfg.verify_repeats, cfg.verify_prefix
         )
         log("  " + "  ".join(f"c({n})={r:.2f}" for n, r in self.verify["ratio"].items()))
         log(f"  a queued one-token pass: {self.verify['pipelined_share']} of c(1)")
@@ -248,7 +255,15 @@ class Suite:
                     turns[-1]["forced"] = schema_forced(self.loaded, workload.schema, answer)
             chats[workload.id] = {"task": workload.task, "turns": turns}
         share = self.verify.get("pipelined_share")
-        named = NamedCurve("measured", "this run's verify cost", seconds, pipelined_share=share)
+        scale = self.verify.get("context_scale")
+        scale = scale and ContextScale.from_dict(scale)
+        named = NamedCurve(
+            "measured",
+            "this run's verify cost",
+            seconds,
+            pipelined_share=share,
+            context_scale=scale,
+        )
         plans = {}
         for name in self.drafters:
             settings = draft_settings(name, self.cfg)
@@ -263,7 +278,9 @@ class Suite:
         figures = {}
         for label, plan in plans.items():
             options = (False, False, True, 0.0, 1)
-            kept = replays(chats, key, eos, seconds, plan, *options, pipelined=share)
+            kept = replays(
+                chats, key, eos, seconds, plan, *options, pipelined=share, context_scale=scale
+            )
             spent: dict[str, list[float]] = {}
             for name, result in kept.items():
                 sums = spent.setdefault(chats[name]["task"], [0.0, 0.0])

@@ -29,6 +29,7 @@ from ..drafters._static_table import StaticTable
 from ..errors import EngineError
 from ..policy.adaptive import CLASS_PRIORS, AdaptiveMemory, BonusPriors, Priors, match_class
 from ..policy.calibrated_policy import PolicyMemory
+from ..policy.context_scale import ContextScale
 from ..policy.draft_policy import FixedDraftLength
 from ..policy.passes import judge_by_answer, learn_pass, plan_pass
 from ..policy.schedule import PassSchedule
@@ -63,6 +64,7 @@ def simulate(
     grammar: bool = True,
     pipelined: float | None = None,
     queues_idle: bool = False,
+    context_scale: ContextScale | None = None,
 ) -> dict:
     """Replay one chat (``[{"prompt": tokens, "answer": tokens, "stop": bool}]``, turns in
     order, one drafter for the whole chat as ``ChatSession`` keeps it, a policy and a schedule
@@ -74,8 +76,11 @@ def simulate(
     share of c(1) (``CostCurve.pipelined``; plain decoding and blind passes cost that);
     ``queues_idle``: every pass that sends nothing costs that too (a strategy with no
     schedule of its own, a peer's, hindsight's, priced as if its loop queued each such pass
-    before the last token was read: never worse than the default's blind passes)."""
-    curve = CostCurve(seconds, tree_extra=tree_extra, pipelined=pipelined)
+    before the last token was read: never worse than the default's blind passes);
+    ``context_scale``: each pass priced at its context (``CostCurve.context_scale``)."""
+    curve = CostCurve(
+        seconds, tree_extra=tree_extra, pipelined=pipelined, context_scale=context_scale
+    )
     if drafter is None:
         options = measurement_options(drafter_name) if options is None else options
         settings = DraftSettings(
@@ -108,6 +113,7 @@ def simulate(
             policy = memory.policy(model_key, drafter, curve, constrained=constrained)
             schedule = memory.schedule(model_key, drafter, curve, constrained, not schema)
         forced = turn["forced"] if schema and grammar else None
+        charged.context = len(prompt)
         replay_answer(answer, drafter, policy, schedule, charged, draft_count, eos, forced, schema)
         history = prompt + answer
     drafter.flush()
@@ -118,7 +124,8 @@ def simulate(
 class Charged:
     """What a replay charges on ``curve``: plain decoding's time, the strategy's (``spec_s``:
     its passes, a tree pass ``tree_extra`` more) and its host's (``drafter_s``), each pass's
-    size (tokens verified + 1, a tree or not) and cost; ``queues_idle``: a pass that sends
+    size (tokens verified + 1, a tree or not), cost and context (the tokens before it:
+    ``context`` is where the next pass starts); ``queues_idle``: a pass that sends
     nothing is queued (``simulate``); ``classes``: where given, per match class, the first
     row's [reached, accepted] per position, then [trees' first-row tokens, tokens beyond
     them]."""
@@ -132,31 +139,50 @@ class Charged:
     drafter_s: float = 0.0
     passes: int = 0
     emitted: int = 0
+    context: int = 0
     sizes: list[tuple[int, bool]] = field(default_factory=list)
     costs: list[float] = field(default_factory=list)
+    contexts: list[int] = field(default_factory=list)
+    answers: list[tuple[int, int]] = field(default_factory=list)  # (context, tokens) each
 
     @property
     def queued(self) -> float:
-        """A one-token pass queued before the last token is read: plain decoding's token."""
-        return self.curve.queued_base()
+        """A one-token pass queued before the last token is read, plain decoding's token, at
+        the current context."""
+        return self.curve.queued_base() * self.scale(1, self.context)
+
+    def scale(self, n: int, context: int) -> float:
+        scale = self.curve.context_scale
+        return scale(n, context) if scale is not None else 1.0
+
+    def add_answer(self, tokens: int) -> None:
+        """What plain decoding pays for an answer of ``tokens`` from the current context."""
+        self.answers.append((self.context, tokens))
+        self.plain_s += plain_seconds(self.curve, self.context, tokens)
 
     def cost(self, verdict, blind: bool) -> float:
         if blind or (self.queues_idle and not verdict.drafted):
             return self.queued
         tree = verdict.depth is not None
-        return self.curve.base(verdict.drafted + 1) + (self.tree_extra if tree else 0.0)
+        n = verdict.drafted + 1
+        return self.curve.at_context(n, self.context) + (self.tree_extra if tree else 0.0)
 
     def add_pass(self, verdict, cost: float) -> None:
         self.spec_s += cost
         self.costs.append(cost)
         self.sizes.append((verdict.drafted + 1, verdict.depth is not None))
+        self.contexts.append(self.context)
         self.passes += 1
         self.emitted += len(verdict.emitted)
+        self.context += len(verdict.emitted)
 
     def add_plain(self, tokens: int) -> None:
         """``tokens`` decoded plainly, pipelined (the schedule gave up)."""
-        self.spec_s += tokens * self.queued
-        self.costs += [self.queued] * tokens
+        queued, start = self.curve.queued_base(), self.context
+        self.spec_s += plain_seconds(self.curve, start, tokens)
+        self.costs += [queued * self.scale(1, start + i) for i in range(tokens)]
+        self.contexts += range(start, start + tokens)
+        self.context += tokens
         self.sizes += [(1, False)] * tokens
         self.passes, self.emitted = self.passes + tokens, self.emitted + tokens
 
@@ -184,7 +210,18 @@ class Charged:
             "drafter_s": self.drafter_s,
             "sizes": self.sizes,
             "costs": self.costs,
+            "contexts": self.contexts,
+            "answers": self.answers,
         }
+
+
+def plain_seconds(curve: CostCurve, context: int, tokens: int) -> float:
+    """``tokens`` one-token passes, each queued (``CostCurve.queued_base``), from ``context``
+    tokens of context on (``CostCurve.context_scale``)."""
+    queued, scale = curve.queued_base(), curve.context_scale
+    if scale is None:
+        return tokens * queued
+    return sum(queued * scale(1, context + i) for i in range(tokens))
 
 
 def replay_answer(
@@ -204,7 +241,7 @@ def replay_answer(
     ``schema``: the answer is a schema's (one row a pass)."""
     ends = {eos}
     produced, blind, hidden = 0, False, 0.0
-    charged.plain_s += len(answer) * charged.queued
+    charged.add_answer(len(answer))
     while produced < len(answer):
         if schedule.gives_up(draft_count):
             charged.add_plain(len(answer) - produced)  # the rest plainly, pipelined
@@ -243,11 +280,14 @@ def replay_answer(
 def recost(result: dict, curve: CostCurve) -> dict:
     """``simulate``'s result with the same passes costed on another curve (a replay whose
     drafts the curve does not change: no policy, nothing planned on it, so a pass that sent
-    nothing is queued, as ``simulate``'s ``queues_idle`` charges it)."""
-    queued = curve.queued_base()
+    nothing is queued, as ``simulate``'s ``queues_idle`` charges it), each at its context."""
+    queued, scale = curve.queued_base(), curve.context_scale
     trees = sum(tree for _, tree in result["sizes"])
-    spec = sum(queued if n == 1 else curve.base(n) for n, _ in result["sizes"])
-    plain = result["emitted"] * queued
+    spec = sum(
+        (queued if n == 1 else curve.base(n)) * (scale(n, context) if scale is not None else 1.0)
+        for (n, _), context in zip(result["sizes"], result["contexts"])
+    )
+    plain = sum(plain_seconds(curve, context, tokens) for context, tokens in result["answers"])
     return {**result, "plain_s": plain, "spec_s": spec + trees * curve.tree_extra}
 
 
@@ -288,10 +328,22 @@ def predict(
 
 
 def replays(
-    chats, key, eos, seconds, plan, cold, cross_chat, charged, tree_extra, repeats, pipelined=None
+    chats,
+    key,
+    eos,
+    seconds,
+    plan,
+    cold,
+    cross_chat,
+    charged,
+    tree_extra,
+    repeats,
+    pipelined=None,
+    context_scale=None,
 ):
     """``predict``'s replay: each chat's ``simulate`` result, the least drafter time of
-    ``repeats`` whole replays where the drafter's time is ``charged``."""
+    ``repeats`` whole replays where the drafter's time is ``charged``; ``pipelined`` and
+    ``context_scale`` as ``simulate`` takes them."""
     kept: dict[str, dict] = {}
     for _ in range(repeats if charged else 1):
         priors, kind = plan.get("priors", CLASS_PRIORS), plan.get("policy", "adaptive")
@@ -306,6 +358,7 @@ def replays(
             arguments = (plan["drafter_name"], plan["draft_count"], plan["adaptive"])
             extra.update(tree_extra=tree_extra, grammar=plan.get("grammar", True))
             extra.update(pipelined=pipelined, queues_idle=not plan["adaptive"])
+            extra.update(context_scale=context_scale)
             result = simulate(chat["turns"], *arguments, memory, key, seconds, eos, **extra)
             if name not in kept or result["drafter_s"] < kept[name]["drafter_s"]:
                 kept[name] = result

@@ -51,6 +51,7 @@ from ..errors import EngineError
 from ..paths import cache_dir
 from ..stats import GUESS_CURVE
 from ..untrusted import read_regular_file, set_aside, write_atomic
+from .context_scale import ContextScale
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +99,12 @@ class CostCurve:
         fixed: bool = False,
         tree_extra: float = 0.0,
         pipelined: float | None = None,
+        context_scale: ContextScale | None = None,
     ):
         self.tree_extra = tree_extra  # seconds a tree pass costs beyond c(its node count)
+        # c(n) after other contexts than the one measured, as a share of it (None: not
+        # measured, every pass priced at the measured context)
+        self.context_scale = context_scale
         # a token's time when each one-token pass is queued before the token of the one
         # before is read (plain decoding's pipelining), as a share of c(1), a pass waited
         # for; None: not measured (``pace_steps``)
@@ -130,6 +135,11 @@ class CostCurve:
         """A one-token pass queued before the last token is read, plain decoding's token:
         ``base(1)`` x the pipelined share (whole where it is not measured)."""
         return self.base(1) * (self.pipelined or 1.0)
+
+    def at_context(self, n: float, context: float) -> float:
+        """``base(n)`` after ``context`` tokens of context (``context_scale``)."""
+        scale = self.context_scale
+        return self.base(n) * (scale(n, context) if scale is not None else 1.0)
 
     def _interpolated(self, n: float) -> float:
         xs, ys = self.lengths, self.seconds
@@ -438,6 +448,7 @@ class NamedCurve:
     seconds: dict[int, float]
     tree_extra_s: float = 0.0  # what a tree pass costs beyond c(n)
     pipelined_share: float | None = None  # ``CostCurve.pipelined``
+    context_scale: ContextScale | None = None  # ``CostCurve.context_scale``
 
     def curve(self) -> "CostCurve":
         return CostCurve(
@@ -446,6 +457,7 @@ class NamedCurve:
             fixed=True,
             tree_extra=self.tree_extra_s,
             pipelined=self.pipelined_share,
+            context_scale=self.context_scale,
         )
 
     def jittered(self, seed: int, noise: float) -> "NamedCurve":
@@ -460,7 +472,13 @@ class NamedCurve:
             seconds,
             self.tree_extra_s,
             self.pipelined_share,
+            self.context_scale,
         )
+
+
+def _context_scale(data) -> ContextScale | None:
+    scale = data.get("context_scale") if isinstance(data, dict) else None
+    return None if scale is None else ContextScale.from_dict(scale)
 
 
 def _points(seconds) -> dict[int, float]:
@@ -487,6 +505,7 @@ def named_curves() -> dict[str, NamedCurve]:
             _points(data["seconds"]),
             _tree_extra(data),
             validated_pipelined(data),
+            _context_scale(data),
         )
     return curves
 
@@ -519,10 +538,10 @@ def curve_from_spec(spec: str) -> NamedCurve:
         if isinstance(seconds, dict) and "median_s" in seconds:  # a report's verify_cost
             seconds = seconds["median_s"]
         points, tree_extra = _points(seconds), _tree_extra(data)
-        pipelined = validated_pipelined(data)
+        pipelined, scale = validated_pipelined(data), _context_scale(data)
     except (OSError, ValueError, RecursionError) as error:
         raise EngineError(
             f"The cost curve {path} cannot be used ({error}). It must be a JSON "
             'object mapping n to seconds per pass, e.g. {"1": 0.0084, "2": 0.0130}.'
         ) from None
-    return NamedCurve(path.name, f"file {path}", points, tree_extra, pipelined)
+    return NamedCurve(path.name, f"file {path}", points, tree_extra, pipelined, scale)
