@@ -59,6 +59,12 @@ adaptive policy sends a pass after one that sent nothing where that pays (a blin
 costs {share} of c(1) here."""
 
 
+LOOP_NOTE = """\
+In the engine's own loop, with its host work per token, plain decoding's passes took {share} \
+of c(1) at their context (this run's reference answers, decoded before the timed rounds): the \
+prediction prices plain decoding, and every pass queued as it is, at that share."""
+
+
 CONTEXT_NOTE = """\
 c(n) after other contexts, as a share of c(n) after the prefix (medians, the contexts \
 interleaved): the prediction prices each pass at its own context, interpolating between these \
@@ -274,6 +280,8 @@ def render(results: dict, out: Path, devices: dict | None = None) -> None:
     lines += ["## Verify cost", "", _table(["n"] + list(curve["ratio"]), [ratio_row, ms_row]), ""]
     if curve.get("pipelined_share") is not None:
         lines += [PIPELINED_NOTE.format(share=curve["pipelined_share"]), ""]
+    if curve.get("loop_share") is not None:
+        lines += [LOOP_NOTE.format(share=curve["loop_share"]), ""]
     if curve.get("context_scale"):
         lines += context_scale_lines(curve["context_scale"])
     lines += [images["verify_cost.png"], ""]

@@ -45,7 +45,7 @@ from .runner import (
     verify_cost_curve,
 )
 from .scratch import FolderStores, scratch_memory
-from .tune import model_identity, replay_turn, replays, schema_forced
+from .tune import model_identity, plain_seconds, replay_turn, replays, schema_forced
 from .workloads import Workload, predecessor, select_workloads
 
 __all__ = ["QUICK_TASKS", "BenchConfig", "Suite"]
@@ -60,6 +60,7 @@ class Suite:
         self.cfg = cfg
         self.runs: list[EngineRun] = []
         self.reference: dict[str, list[int]] = {}  # answer id -> plain greedy tokens
+        self.reference_runs: list[EngineRun] = []  # their runs (untimed use)
         self.chat_messages: dict[str, list[list[dict]]] = {}  # chat -> messages of each turn
         self.workloads: list[Workload] = []
         self.provenance = []
@@ -133,7 +134,21 @@ class Suite:
         runs, messages = plain_chat(ChatSession(self.loaded, self.memory), workload, self.cfg)
         self.chat_messages[workload.id] = messages
         self.reference.update((run.workload, run.tokens) for run in runs)
+        self.reference_runs += runs
         return runs, messages
+
+    def loop_share(self) -> float | None:
+        """Plain decoding's pace in the engine's own loop, as a share of c(1): the reference
+        answers' decode time over c(1) at each token's context (``context_scale``). Unlike
+        ``pace_steps``'s passes, these carry the loop's host work per token (reading the
+        token, the events, the statistics), which on a CPU shares the cores with the passes.
+        None without reference answers."""
+        seconds = {int(n): s for n, s in self.verify["median_s"].items()}
+        scale = self.verify.get("context_scale")
+        curve = CostCurve(seconds, context_scale=scale and ContextScale.from_dict(scale))
+        runs = [r for r in self.reference_runs if r.tokens and r.timing]
+        priced = sum(plain_seconds(curve, r.timing["prompt_tokens"], len(r.tokens)) for r in runs)
+        return round(sum(r.decode_wall_s for r in runs) / priced, 4) if priced else None
 
     def teach_cross_chat(self, name: str, earlier: Workload, stores) -> None:
         """Give a drafter's cross-chat memory the chat ``earlier``, as if the user had had it:
@@ -237,7 +252,8 @@ class Suite:
 
     def predicted(self) -> dict:
         """What the device table's replay predicts for this run's own plain answers on the
-        curve measured here, priced as the loop runs (its pipelined share), the drafter's host
+        curve measured here, priced as the loop runs (plain decoding and every queued pass at
+        the pace of this run's reference answers, ``loop_share``), the drafter's host
         time charged: per drafter config that ran (as the suite ran it) and for the default
         drafter's hindsight bound, per task, Σ plain time / Σ predicted time, summed as the
         measured speed-ups are, so the two stand side by side in the report."""
@@ -254,7 +270,7 @@ class Suite:
                 if workload.schema:
                     turns[-1]["forced"] = schema_forced(self.loaded, workload.schema, answer)
             chats[workload.id] = {"task": workload.task, "turns": turns}
-        share = self.verify.get("pipelined_share")
+        share = self.verify.get("loop_share") or self.verify.get("pipelined_share")
         scale = self.verify.get("context_scale")
         scale = scale and ContextScale.from_dict(scale)
         named = NamedCurve(
@@ -339,6 +355,7 @@ class Suite:
         with tempfile.TemporaryDirectory(prefix="draftless-bench-") as scratch:
             self.scratch = Path(scratch)
             self.run_main()
+        self.verify["loop_share"] = self.loop_share()
         self.env["machine"]["loadavg_end"] = load_averages()
         self.env["total_s"] = round(time.perf_counter() - self.started, 1)
         results = self.results()

@@ -28,6 +28,9 @@ they fill, and the service and the benchmark (``engine.bench.runner``) both call
   2-core CPU in float32, where a queued pass saves little). The schedule queues the pass after
   one that sends nothing that way while doing so has gained
   (``schedule.PassSchedule.queues_next_blind``).
+- **Context**: a curve is timed after one context; ``context_scale`` (where measured:
+  ``engine.policy.context_scale``) gives c(n) after others as a share of it, and a replay
+  prices each pass at its own (``at_context``). The policy plans on the curve as timed.
 - **Tree passes** (several draft rows in one pass, ``engine.loop.tree``) cost c(n) plus
   ``tree_extra`` seconds: what the per-token rotary positions and the tree's attention mask
   cost where they take other kernels than a chain's. Measured, nothing on this CPU nor on an
