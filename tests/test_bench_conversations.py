@@ -368,3 +368,24 @@ def test_devices_names_an_unknown_strategy_before_reading_anything(tmp_path, cap
     assert "no strategy named nope; known: default," in error and "Traceback" not in error
     assert main(["--cost-curve", CURVE, "--strategy", "default"]) == 2
     assert "--strategy is for --conversations only" in capsys.readouterr().err
+
+
+def test_a_replay_plans_on_the_measured_share_and_charges_the_clocked_one():
+    """Priced at another share of c(1) for queued passes, a replay makes the same passes (its
+    policy and schedule plan on the share the loop measured) and charges them at the other."""
+    from engine.bench.tune import simulate
+    from engine.policy.adaptive import AdaptiveMemory
+
+    prompt = [5, 6, 7, 8, 9, 5, 6, 7, 10, 11, 5, 6, 7, 8, 12] * 3
+    turns = [{"prompt": prompt, "answer": [5, 6, 7, 8, 9, 13, 20, 21, 22, 23] * 3}]
+    seconds = {1: 0.01, 2: 0.013, 8: 0.02, 65: 0.1}
+
+    def replay(**charge):
+        memory = AdaptiveMemory()
+        return simulate(turns, "suffix", 8, True, memory, "k", seconds, 0, pipelined=0.8, **charge)
+
+    planned, clocked = replay(), replay(charge_share=1.2)
+    assert clocked["sizes"] == planned["sizes"]
+    assert clocked["plain_s"] == pytest.approx(planned["plain_s"] * 1.2 / 0.8)
+    queued = [c for (n, _), c in zip(planned["sizes"], planned["costs"]) if n == 1]
+    assert queued and clocked["spec_s"] > planned["spec_s"]

@@ -62,7 +62,8 @@ costs {share} of c(1) here."""
 LOOP_NOTE = """\
 In the engine's own loop, with its host work per token, plain decoding's passes took {share} \
 of c(1) at their context (this run's reference answers, decoded before the timed rounds): the \
-prediction prices plain decoding, and every pass queued as it is, at that share."""
+prediction prices plain decoding, and every pass queued as it is, at that share (its policy \
+plans, as the loop's does, on the share above)."""
 
 
 CONTEXT_NOTE = """\

@@ -252,8 +252,9 @@ class Suite:
 
     def predicted(self) -> dict:
         """What the device table's replay predicts for this run's own plain answers on the
-        curve measured here, priced as the loop runs (plain decoding and every queued pass at
-        the pace of this run's reference answers, ``loop_share``), the drafter's host
+        curve measured here, planned as the loop plans (on the curve and pipelined share it
+        measured) and priced as the loop runs (plain decoding and every queued pass at the
+        pace of this run's reference answers, ``loop_share``), the drafter's host
         time charged: per drafter config that ran (as the suite ran it) and for the default
         drafter's hindsight bound, per task, Σ plain time / Σ predicted time, summed as the
         measured speed-ups are, so the two stand side by side in the report."""
@@ -270,7 +271,7 @@ class Suite:
                 if workload.schema:
                     turns[-1]["forced"] = schema_forced(self.loaded, workload.schema, answer)
             chats[workload.id] = {"task": workload.task, "turns": turns}
-        share = self.verify.get("loop_share") or self.verify.get("pipelined_share")
+        share = self.verify.get("pipelined_share")
         scale = self.verify.get("context_scale")
         scale = scale and ContextScale.from_dict(scale)
         named = NamedCurve(
@@ -295,7 +296,15 @@ class Suite:
         for label, plan in plans.items():
             options = (False, False, True, 0.0, 1)
             kept = replays(
-                chats, key, eos, seconds, plan, *options, pipelined=share, context_scale=scale
+                chats,
+                key,
+                eos,
+                seconds,
+                plan,
+                *options,
+                pipelined=share,
+                context_scale=scale,
+                charge_share=self.verify.get("loop_share"),
             )
             spent: dict[str, list[float]] = {}
             for name, result in kept.items():

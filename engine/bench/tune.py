@@ -65,6 +65,7 @@ def simulate(
     pipelined: float | None = None,
     queues_idle: bool = False,
     context_scale: ContextScale | None = None,
+    charge_share: float | None = None,
 ) -> dict:
     """Replay one chat (``[{"prompt": tokens, "answer": tokens, "stop": bool}]``, turns in
     order, one drafter for the whole chat as ``ChatSession`` keeps it, a policy and a schedule
@@ -77,10 +78,16 @@ def simulate(
     ``queues_idle``: every pass that sends nothing costs that too (a strategy with no
     schedule of its own, a peer's, hindsight's, priced as if its loop queued each such pass
     before the last token was read: never worse than the default's blind passes);
-    ``context_scale``: each pass priced at its context (``CostCurve.context_scale``)."""
+    ``context_scale``: each pass priced at its context (``CostCurve.context_scale``);
+    ``charge_share``: where given, queued passes are charged at this share of c(1) while the
+    policy and the schedule plan on ``pipelined`` (a loop plans on what it measured, the clock
+    charges what its passes take)."""
     curve = CostCurve(
         seconds, tree_extra=tree_extra, pipelined=pipelined, context_scale=context_scale
     )
+    price = curve
+    if charge_share is not None:
+        price = CostCurve(seconds, pipelined=charge_share, context_scale=context_scale)
     if drafter is None:
         options = measurement_options(drafter_name) if options is None else options
         settings = DraftSettings(
@@ -94,7 +101,7 @@ def simulate(
         stores=stores if stores is not None else FolderStores(),
     )
     constrained = any("forced" in turn for turn in chat)  # a schema's answers
-    charged = Charged(curve, tree_extra, queues_idle, classes)
+    charged = Charged(price, tree_extra, queues_idle, classes)
     history: list[int] = []
     for turn in chat:
         prompt, answer = list(turn["prompt"]), list(turn["answer"])
@@ -340,10 +347,11 @@ def replays(
     repeats,
     pipelined=None,
     context_scale=None,
+    charge_share=None,
 ):
     """``predict``'s replay: each chat's ``simulate`` result, the least drafter time of
-    ``repeats`` whole replays where the drafter's time is ``charged``; ``pipelined`` and
-    ``context_scale`` as ``simulate`` takes them."""
+    ``repeats`` whole replays where the drafter's time is ``charged``; ``pipelined``,
+    ``context_scale`` and ``charge_share`` as ``simulate`` takes them."""
     kept: dict[str, dict] = {}
     for _ in range(repeats if charged else 1):
         priors, kind = plan.get("priors", CLASS_PRIORS), plan.get("policy", "adaptive")
@@ -358,7 +366,7 @@ def replays(
             arguments = (plan["drafter_name"], plan["draft_count"], plan["adaptive"])
             extra.update(tree_extra=tree_extra, grammar=plan.get("grammar", True))
             extra.update(pipelined=pipelined, queues_idle=not plan["adaptive"])
-            extra.update(context_scale=context_scale)
+            extra.update(context_scale=context_scale, charge_share=charge_share)
             result = simulate(chat["turns"], *arguments, memory, key, seconds, eos, **extra)
             if name not in kept or result["drafter_s"] < kept[name]["drafter_s"]:
                 kept[name] = result
