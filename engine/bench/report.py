@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..policy.context_scale import ContextScale
 from ..policy.verify_cost import CostCurve
 from .aggregate import BOOTSTRAP_RESAMPLES, column_name, columns, paired_ratios, ratio_interval
 from .plots import draw
@@ -82,10 +83,25 @@ def context_scale_lines(scale: dict) -> list[str]:
     return [CONTEXT_NOTE, "", _table(header, rows), ""]
 
 
+def priced_passes(curve: CostCurve, run: dict) -> float:
+    """c(n) of a run's passes, each at about its context (its answer's prompt, then that
+    answer's tokens spread evenly over its passes: the run records no pass's own)."""
+    sizes, start = run["stats"]["pass_sizes"], run["timing"].get("prompt_tokens", 0)
+    step = run["stats"]["emitted"] / max(len(sizes), 1)
+    return sum(curve.at_context(n, start + i * step) for i, n in enumerate(sizes))
+
+
 def pass_cost_table(results: dict) -> list[str]:
     """Where measured and predicted part: per config, the seconds of its passes against c(n)
-    for the same passes, and the share of passes that sent no draft."""
-    curve = CostCurve({int(n): s for n, s in results["verify_cost"]["median_s"].items()})
+    for the same passes (each at its context where the run measured a context scale: a pass's
+    context read as its answer's prompt plus its share of the answer), and the share of passes
+    that sent no draft."""
+    measured = results["verify_cost"]
+    scale = measured.get("context_scale")
+    curve = CostCurve(
+        {int(n): s for n, s in measured["median_s"].items()},
+        context_scale=scale and ContextScale.from_dict(scale),
+    )
     rows = []
     for config in results["summary"]["configs"]:
         runs = [r for r in results["runs"] if r["config"] == config and r.get("stats")]
@@ -94,7 +110,7 @@ def pass_cost_table(results: dict) -> list[str]:
             continue  # an older results.json, or passes not all recorded
         spent = sum(r["timing"]["decode_s"] for r in runs)
         drafter = sum(r["timing"].get("drafter_s", 0.0) for r in runs)
-        on_curve = sum(curve.base(n) for n in sizes)
+        on_curve = sum(priced_passes(curve, r) for r in runs)
         alone = sum(n == 1 for n in sizes) / len(sizes)
         cells = [f"{len(sizes):,}", f"{alone:.0%}", _f(1e3 * spent / len(sizes))]
         cells += [_f(1e3 * drafter / len(sizes)), _f(1e3 * on_curve / len(sizes))]
