@@ -30,6 +30,8 @@ from dataclasses import dataclass
 # three times), lengths spanning the passes the policy sends (1 to 32 of them)
 CONTEXT_SHARES = (1 / 3, 1.0, 3.0)
 SCALE_LENGTHS = (1, 8, 32)
+# rounds of the grid: the figures above are medians of 5; two such runs differed by 1-15% at
+# one point of the grid, so the benchmark's scale is as noisy as its curve (CURVE_NOISE)
 SCALE_REPEATS = 5
 MAX_RATIO = 100.0  # a ratio beyond this is no measurement of one model's passes
 
