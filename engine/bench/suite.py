@@ -143,12 +143,22 @@ class Suite:
         ``pace_steps``'s passes, these carry the loop's host work per token (reading the
         token, the events, the statistics), which on a CPU shares the cores with the passes.
         None without reference answers."""
-        seconds = {int(n): s for n, s in self.verify["median_s"].items()}
-        scale = self.verify.get("context_scale")
-        curve = CostCurve(seconds, context_scale=scale and ContextScale.from_dict(scale))
+        measured = self.measured_curve()
+        curve = CostCurve(measured.seconds, context_scale=measured.context_scale)
         runs = [r for r in self.reference_runs if r.tokens and r.timing]
         priced = sum(plain_seconds(curve, r.timing["prompt_tokens"], len(r.tokens)) for r in runs)
         return round(sum(r.decode_wall_s for r in runs) / priced, 4) if priced else None
+
+    def measured_curve(self) -> NamedCurve:
+        """The verify cost measured in this run (``measure_verify_cost``) as a named curve."""
+        scale = self.verify.get("context_scale")
+        return NamedCurve(
+            "measured",
+            "this run's verify cost",
+            {int(n): s for n, s in self.verify["median_s"].items()},
+            pipelined_share=self.verify.get("pipelined_share"),
+            context_scale=scale and ContextScale.from_dict(scale),
+        )
 
     def teach_cross_chat(self, name: str, earlier: Workload, stores) -> None:
         """Give a drafter's cross-chat memory the chat ``earlier``, as if the user had had it:
@@ -261,7 +271,6 @@ class Suite:
         if not self.drafters:
             return {}
         key, eos = model_identity(self.loaded)
-        seconds = {int(n): s for n, s in self.verify["median_s"].items()}
         chats = {}
         for workload in self.workloads:
             turns = []
@@ -271,16 +280,7 @@ class Suite:
                 if workload.schema:
                     turns[-1]["forced"] = schema_forced(self.loaded, workload.schema, answer)
             chats[workload.id] = {"task": workload.task, "turns": turns}
-        share = self.verify.get("pipelined_share")
-        scale = self.verify.get("context_scale")
-        scale = scale and ContextScale.from_dict(scale)
-        named = NamedCurve(
-            "measured",
-            "this run's verify cost",
-            seconds,
-            pipelined_share=share,
-            context_scale=scale,
-        )
+        named = self.measured_curve()
         plans = {}
         for name in self.drafters:
             settings = draft_settings(name, self.cfg)
@@ -299,11 +299,11 @@ class Suite:
                 chats,
                 key,
                 eos,
-                seconds,
+                named.seconds,
                 plan,
                 *options,
-                pipelined=share,
-                context_scale=scale,
+                pipelined=named.pipelined_share,
+                context_scale=named.context_scale,
                 charge_share=self.verify.get("loop_share"),
             )
             spent: dict[str, list[float]] = {}

@@ -156,11 +156,7 @@ class Charged:
     def queued(self) -> float:
         """A one-token pass queued before the last token is read, plain decoding's token, at
         the current context."""
-        return self.curve.queued_base() * self.scale(1, self.context)
-
-    def scale(self, n: int, context: int) -> float:
-        scale = self.curve.context_scale
-        return scale(n, context) if scale is not None else 1.0
+        return self.curve.queued_base() * self.curve.context_share(1, self.context)
 
     def add_answer(self, tokens: int) -> None:
         """What plain decoding pays for an answer of ``tokens`` from the current context."""
@@ -187,7 +183,7 @@ class Charged:
         """``tokens`` decoded plainly, pipelined (the schedule gave up)."""
         queued, start = self.curve.queued_base(), self.context
         self.spec_s += plain_seconds(self.curve, start, tokens)
-        self.costs += [queued * self.scale(1, start + i) for i in range(tokens)]
+        self.costs += [queued * self.curve.context_share(1, start + i) for i in range(tokens)]
         self.contexts += range(start, start + tokens)
         self.context += tokens
         self.sizes += [(1, False)] * tokens
@@ -225,10 +221,10 @@ class Charged:
 def plain_seconds(curve: CostCurve, context: int, tokens: int) -> float:
     """``tokens`` one-token passes, each queued (``CostCurve.queued_base``), from ``context``
     tokens of context on (``CostCurve.context_scale``)."""
-    queued, scale = curve.queued_base(), curve.context_scale
-    if scale is None:
+    queued = curve.queued_base()
+    if curve.context_scale is None:
         return tokens * queued
-    return sum(queued * scale(1, context + i) for i in range(tokens))
+    return sum(queued * curve.context_share(1, context + i) for i in range(tokens))
 
 
 def replay_answer(
@@ -288,10 +284,10 @@ def recost(result: dict, curve: CostCurve) -> dict:
     """``simulate``'s result with the same passes costed on another curve (a replay whose
     drafts the curve does not change: no policy, nothing planned on it, so a pass that sent
     nothing is queued, as ``simulate``'s ``queues_idle`` charges it), each at its context."""
-    queued, scale = curve.queued_base(), curve.context_scale
+    queued = curve.queued_base()
     trees = sum(tree for _, tree in result["sizes"])
     spec = sum(
-        (queued if n == 1 else curve.base(n)) * (scale(n, context) if scale is not None else 1.0)
+        (queued if n == 1 else curve.base(n)) * curve.context_share(n, context)
         for (n, _), context in zip(result["sizes"], result["contexts"])
     )
     plain = sum(plain_seconds(curve, context, tokens) for context, tokens in result["answers"])

@@ -139,10 +139,15 @@ class CostCurve:
         ``base(1)`` x the pipelined share (whole where it is not measured)."""
         return self.base(1) * (self.pipelined or 1.0)
 
-    def at_context(self, n: float, context: float) -> float:
-        """``base(n)`` after ``context`` tokens of context (``context_scale``)."""
+    def context_share(self, n: float, context: float) -> float:
+        """What an n-token pass after ``context`` tokens costs as a share of one after the
+        context the curve was timed at (``context_scale``; 1 where none was measured)."""
         scale = self.context_scale
-        return self.base(n) * (scale(n, context) if scale is not None else 1.0)
+        return scale(n, context) if scale is not None else 1.0
+
+    def at_context(self, n: float, context: float) -> float:
+        """``base(n)`` after ``context`` tokens of context."""
+        return self.base(n) * self.context_share(n, context)
 
     def _interpolated(self, n: float) -> float:
         xs, ys = self.lengths, self.seconds
