@@ -137,6 +137,9 @@ def print_answer(done: DoneEvent, as_json: bool) -> None:
 
 
 def main(argv=None) -> int:
+    from .server import import_mlx_lm_keeping_open_file_limit
+
+    import_mlx_lm_keeping_open_file_limit()  # before build_parser's imports reach mlx-lm
     args = build_parser().parse_args(argv)
     engine_log = logging.getLogger("engine")
     if not any(isinstance(handler, _WarningLine) for handler in engine_log.handlers):

@@ -7,9 +7,11 @@ import json
 import logging
 import random
 import socket
+import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import openai
 import pytest
@@ -339,6 +341,31 @@ def test_past_the_connection_cap_the_longest_silent_connection_is_closed(tiny_mo
         running.stop()
 
 
+def test_a_probe_that_arrives_in_a_burst_past_the_cap_is_answered(tiny_model_dir):
+    """A burst's connections are accepted before the loop reads any, so a probe whose headers
+    came with its connection looked as silent as the rest and was closed as the longest
+    waiting; the kernel's count of its unread bytes now spares it."""
+    running = Server("--model", str(tiny_model_dir), "--max-connections", "20").wait_ready()
+    silent = []
+    try:
+        silent += [socket.create_connection(("127.0.0.1", running.port)) for _ in range(20)]
+        time.sleep(0.3)  # all accepted: the cap is full
+        probe = socket.create_connection(("127.0.0.1", running.port), timeout=10)
+        probe.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % running.port)
+        for _ in range(60):  # the burst, opened without waiting for each to connect
+            burst = socket.socket()
+            burst.setblocking(False)
+            burst.connect_ex(("127.0.0.1", running.port))
+            silent.append(burst)
+        assert probe.recv(65536).startswith(b"HTTP/1.1 200 ")
+        time.sleep(0.3)
+        assert sum(closed_by_server(c) for c in silent) >= 60
+    finally:
+        for connection in silent:
+            connection.close()
+        running.stop()
+
+
 def slow_body(port, headers=b"", first=b"{", length=1_000_000):
     """A connection that has sent a chat request's headers promising a ``length``-byte body
     and, once the server has read them, ``first`` of the body; and the server's first reply
@@ -514,7 +541,12 @@ def test_more_connections_than_the_process_may_open_files_for_is_refused_at_star
     import resource
 
     from engine.__main__ import main
-    from engine.server import open_file_budget, raise_open_file_limit
+    from engine.server import (
+        MAX_BACKLOG,
+        MIN_BACKLOG,
+        open_file_budget,
+        raise_open_file_limit,
+    )
 
     monkeypatch.setattr(resource, "getrlimit", lambda kind: (2048, 4096))
     raised = []
@@ -523,8 +555,30 @@ def test_more_connections_than_the_process_may_open_files_for_is_refused_at_star
     error = capsys.readouterr().err
     assert "--max-connections 5000 needs up to" in error and "at most 4096" in error
     assert "Traceback" not in error and raised == []
-    raise_open_file_limit(1000)  # the default fits, with the soft limit raised to the budget
-    assert raised == [(open_file_budget(1000), 4096)] and open_file_budget(1000) > 2048
+    # the default fits, with the soft limit raised to the budget of the backlog that fits
+    backlog = raise_open_file_limit(1000)
+    assert MIN_BACKLOG <= backlog < MAX_BACKLOG and open_file_budget(1000, backlog) <= 4096
+    assert raised == [(open_file_budget(1000, backlog), 4096)]
+    monkeypatch.setattr(resource, "getrlimit", lambda kind: (1024, 1_048_576))
+    raised.clear()
+    assert raise_open_file_limit(1000) == MAX_BACKLOG  # where the hard limit allows it
+    assert raised == [(open_file_budget(1000, MAX_BACKLOG), 1_048_576)]
+
+
+def test_importing_mlx_lm_through_the_engine_leaves_the_open_file_limit_as_it_was():
+    """mlx-lm's import sets the limit to (2048, 4096), and a hard limit once lowered stays
+    lowered: the server's backlog would not fit. A fresh process, as ``python -m engine``."""
+    code = (
+        "import resource, sys\n"
+        "before = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "from engine.server import import_mlx_lm_keeping_open_file_limit\n"
+        "import_mlx_lm_keeping_open_file_limit()\n"
+        "after = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "print('mlx_lm.utils' in sys.modules, before[1] == after[1], after[0] >= before[0])\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    assert done.stdout.split() == ["True", "True", "True"], done.stderr
 
 
 def scripted_app(service, **options):

@@ -24,38 +24,77 @@ from ..errors import EngineError
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 API_KEY_VARIABLE = SERVER_KEY_VARIABLE
-# connections the kernel may hold before the server accepts them; a client whose connection
-# finds the queue full tries again only after a second, so it is not small
-BACKLOG = 1024
+# connections the kernel may hold before the server accepts them: a client whose connection
+# finds the queue full tries again only after a second. 4,096 is Linux's default somaxconn
+# (the kernel caps the backlog there; macOS at kern.ipc.somaxconn); measured with
+# tests.hostile_load's 4,100 connections at once (3 interleaved pairs), the slowest /health
+# probe took 1.3-2.4 s at 1,024 and 0.5-1.6 s at 4,096
+MAX_BACKLOG = 4096
+# the least backlog the server starts with: below it a burst of new clients waits a second
+MIN_BACKLOG = 1024
 # files the process holds besides its connections: the model's, the engine's, the log
 OTHER_FILES = 256
 
 
-def open_file_budget(max_connections: int) -> int:
+def open_file_budget(max_connections: int, backlog: int = MAX_BACKLOG) -> int:
     """The open files a server with ``max_connections`` may need at once: its connections,
     a backlog of new ones accepted in one wake-up before the cap closes any (asyncio accepts
     a whole backlog at a time), the backlog before it whose closing has not finished, and its
     other files (measured: 2,000 stalled connections and 1,000 slow bodies at once ran out of
     files with one backlog to spare). Past the limit, accept() fails and asyncio stops
     accepting for a second, /health included."""
-    return max_connections + 2 * BACKLOG + OTHER_FILES
+    return max_connections + 2 * backlog + OTHER_FILES
 
 
-def raise_open_file_limit(max_connections: int) -> None:
-    """Raise this process's open-file limit to ``open_file_budget``; a clear error where the
-    hard limit is below it (importing mlx-lm sets it to 4,096)."""
+def import_mlx_lm_keeping_open_file_limit() -> None:
+    """Import mlx-lm without letting it lower this process's open-file limit for good.
+
+    ``mlx_lm.utils`` calls ``setrlimit(RLIMIT_NOFILE, (2048, 4096))`` as it is imported, and a
+    hard limit once lowered cannot be raised again; the server's backlog and connection cap
+    need more. Here that call may raise the soft limit, and lowers neither."""
+    import resource
+    import sys
+
+    if "mlx_lm.utils" in sys.modules:
+        return
+    set_limit = resource.setrlimit
+
+    def never_lower(kind, limits):
+        if kind != resource.RLIMIT_NOFILE:
+            return set_limit(kind, limits)
+        soft, hard = resource.getrlimit(kind)
+        wanted = limits[0] if hard == resource.RLIM_INFINITY else min(limits[0], hard)
+        if soft != resource.RLIM_INFINITY and soft < wanted:
+            set_limit(kind, (wanted, hard))
+
+    resource.setrlimit = never_lower
+    try:
+        import mlx_lm.utils  # noqa: F401
+    finally:
+        resource.setrlimit = set_limit
+
+
+def raise_open_file_limit(max_connections: int) -> int:
+    """Raise this process's open-file limit to ``open_file_budget`` and return the listen
+    backlog it allows: ``MAX_BACKLOG``, or less where the hard limit is lower, down to
+    ``MIN_BACKLOG``; below that, a clear error."""
     import resource
 
-    wanted = open_file_budget(max_connections)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and hard < wanted:
+    backlog = MAX_BACKLOG
+    if hard != resource.RLIM_INFINITY:
+        backlog = min(MAX_BACKLOG, (hard - max_connections - OTHER_FILES) // 2)
+    if backlog < MIN_BACKLOG:
         raise EngineError(
-            f"--max-connections {max_connections} needs up to {wanted} open files, and this "
-            f"process may open at most {hard}: lower --max-connections to "
-            f"{max(1, hard - 2 * BACKLOG - OTHER_FILES)} or less."
+            f"--max-connections {max_connections} needs up to "
+            f"{open_file_budget(max_connections, MIN_BACKLOG)} open files, and this process "
+            f"may open at most {hard}: lower --max-connections to "
+            f"{max(1, hard - 2 * MIN_BACKLOG - OTHER_FILES)} or less."
         )
+    wanted = open_file_budget(max_connections, backlog)
     if soft != resource.RLIM_INFINITY and soft < wanted:
         resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    return backlog
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -155,7 +194,7 @@ def run_serve(args) -> int:
         raise EngineError("--max-queue must be from 1 to 10000.")
     if not 1 <= args.max_connections <= 100_000:
         raise EngineError("--max-connections must be from 1 to 100000.")
-    raise_open_file_limit(args.max_connections)
+    backlog = raise_open_file_limit(args.max_connections)
     if not (args.max_request_seconds > 0 and args.header_seconds > 0 and args.body_seconds > 0):
         raise EngineError(
             "--max-request-seconds, --header-seconds and --body-seconds must be positive."
@@ -200,7 +239,7 @@ def run_serve(args) -> int:
             f"serving {model.name} on http://{args.host}:{args.port}/v1 "
             f"({'API key required' if api_key else 'no API key'})"
         )
-        serve_http(app, args, api_key, service.stop_jobs)
+        serve_http(app, args, api_key, backlog, service.stop_jobs)
     finally:
         service.shutdown()
     return 0
@@ -216,7 +255,7 @@ def model_created(path: str) -> int:
         return int(time.time())
 
 
-def serve_http(app, args, api_key: str | None, on_exit=None) -> None:
+def serve_http(app, args, api_key: str | None, backlog: int, on_exit=None) -> None:
     """uvicorn with the connection guards of ``guard.py`` and a rate-limited log.
     ``on_exit()`` runs when the server is told to stop (Ctrl-C, SIGTERM), before uvicorn
     waits for the open requests: it ends them (the engine's answers stop at their next
@@ -252,7 +291,7 @@ def serve_http(app, args, api_key: str | None, on_exit=None) -> None:
         log_config=log_config,
         timeout_graceful_shutdown=5,
         timeout_keep_alive=5,
-        backlog=BACKLOG,
+        backlog=backlog,
         http=guarded_protocol(
             args.header_seconds, args.body_seconds, args.max_connections, api_key
         ),
