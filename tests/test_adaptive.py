@@ -307,6 +307,25 @@ def test_cost_curve_is_measured_once_and_cached_on_disk(tmp_path):
     assert 0 < curve.pipelined < 2 and again.pipelined == curve.pipelined
 
 
+@pytest.mark.parametrize("steep", [False, True], ids=["every length", "stopped where hopeless"])
+def test_a_measurement_reports_one_total_and_ends_at_it(monkeypatch, steep):
+    """The progress a person sees: one total from the first step, and 100% at the end, also
+    where a curve that costs its length stops the timing early (4-bit on MLX's CPU)."""
+    if steep:
+        monkeypatch.setattr(verify_cost, "costs_its_length", lambda *args, **kwargs: True)
+    memory = adaptive.AdaptiveMemory()
+    model = make_tiny_llama(seed=3)
+    progress = list(memory.measure_in_steps(f"progress-{steep}", Target(model), context=37))
+    totals = {total for _, total in progress}
+    assert len(totals) == 1 and progress[-1][0] == progress[-1][1]
+    assert [done for done, _ in progress] == sorted(done for done, _ in progress)
+    curve = memory.curve(f"progress-{steep}")
+    assert curve.measured
+    assert len(curve.lengths) == (
+        verify_cost.PROBED_LENGTHS if steep else len(verify_cost.COST_LENGTHS)
+    )
+
+
 def test_a_curve_saved_without_its_pipelined_pace_is_measured_again():
     memory = adaptive.AdaptiveMemory()
     measure(memory, "older", make_tiny_llama(seed=3))

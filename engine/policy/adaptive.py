@@ -78,8 +78,8 @@ from .schedule import BlindGain, PassSchedule
 from .verify_cost import (
     CostCurve,
     load_cost_curve,
-    COST_LENGTHS,
     PACE_ROUNDS,
+    measurement_step_count,
     measurement_steps,
     pace_steps,
     prior_cost_curve,
@@ -364,9 +364,12 @@ class AdaptiveMemory:
         every pass is undone), ``pace_steps`` (1.0 where ``target`` cannot pipeline), then its
         curve after ``context`` more tokens of context (``measurement_steps``): a generator of
         (steps done, steps in all) that the service runs between requests, one pass a step.
-        Its last step makes the least time of each length the model's curve and saves it;
-        stopped before that, the curve is left as it was."""
-        done, pace_total = 0, 2 * (PACE_ROUNDS + 1)
+        The total is known from the first step; the step that makes the least time of each
+        length the model's curve saves it (and where the timing stopped early, at a length that
+        costs its length, one more reports all done); stopped before that, the curve is left
+        as it was."""
+        done = 0
+        total = 2 * (PACE_ROUNDS + 1) + measurement_step_count(context)
         pace = pace_steps(target)
         while True:
             try:
@@ -375,13 +378,15 @@ class AdaptiveMemory:
                 share = 1.0 if stop.value is None else stop.value
                 break
             done += 1
-            yield done, pace_total + len(COST_LENGTHS)
+            yield done, total
         samples: dict[int, list[float]] = {}
-        for samples, steps in measurement_steps(target, context, pipelined=share):
+        for samples, _ in measurement_steps(target, context, pipelined=share):
             done += 1
-            yield done, pace_total + steps
+            yield done, total
         points = {n: min(times) for n, times in samples.items()}
         self.use_measurement(model_key, points, share)
+        if done < total:  # it stopped at a length that costs its length: all done all the same
+            yield total, total
 
     def forget_acceptance(self) -> None:
         self.trackers.clear()

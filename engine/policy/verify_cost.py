@@ -293,6 +293,12 @@ def timing_steps(target, lengths=COST_LENGTHS, repeats: int = 3, tokens=None):
 PROBED_LENGTHS = 4  # lengths timed first, together
 
 
+def measurement_step_count(context: int, lengths=COST_LENGTHS, repeats: int = 3) -> int:
+    """The steps ``measurement_steps`` takes at most: the context's chunks, then every length
+    timed (it stops sooner on a curve that costs its length)."""
+    return -(-context // max(lengths)) + (repeats + 1) * len(lengths)
+
+
 def measurement_steps(
     target, context: int, lengths=COST_LENGTHS, repeats: int = 3, pipelined: float | None = None
 ):
@@ -306,7 +312,7 @@ def measurement_steps(
     as ``timing_steps`` gives them (empty while the context is read), ``steps`` how many
     steps the measurement takes in all, as known so far."""
     chunk = max(lengths)
-    steps = -(-context // chunk) + (repeats + 1) * len(lengths)
+    steps = measurement_step_count(context, lengths, repeats)
     for start in range(0, context, chunk):
         target.prefill([0] * min(chunk, context - start))
         yield {}, steps
