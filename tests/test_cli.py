@@ -132,7 +132,7 @@ def test_replay_answers_once_and_replays_each_drafter_on_its_tokens(tiny_model_d
 
 
 def test_generate_measures_the_curve_after_its_answer_at_that_answers_context(
-    tiny_model_dir, monkeypatch, capsys
+    tiny_model_dir, private_dirs, monkeypatch, capsys
 ):
     """After its one answer, generate measures the model's verify cost on that answer's cache:
     no context of MEASURE_CONTEXT tokens is read for it (on a 4-bit model on this CPU, that
