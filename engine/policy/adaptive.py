@@ -380,7 +380,7 @@ class AdaptiveMemory:
             done += 1
             yield done, total
         samples: dict[int, list[float]] = {}
-        for samples, _ in measurement_steps(target, context, pipelined=share):
+        for samples in measurement_steps(target, context, pipelined=share):
             done += 1
             yield done, total
         points = {n: min(times) for n, times in samples.items()}

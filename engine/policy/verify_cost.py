@@ -308,14 +308,12 @@ def measurement_steps(
     first, together; then each longer one in turn, up to the first that costs its length
     (``costs_its_length``, plain decoding's pace ``pipelined``: 4-bit on MLX's CPU backend,
     where timing them all took minutes): drafting cannot pay there, and the curve goes on at
-    the slope of the last two, about c(1) a token. Yields ``(samples, steps)``: ``samples``
-    as ``timing_steps`` gives them (empty while the context is read), ``steps`` how many
-    steps the measurement takes in all, as known so far."""
+    the slope of the last two, about c(1) a token. Yields ``samples`` as ``timing_steps``
+    gives them (empty while the context is read), at most ``measurement_step_count`` times."""
     chunk = max(lengths)
-    steps = measurement_step_count(context, lengths, repeats)
     for start in range(0, context, chunk):
         target.prefill([0] * min(chunk, context - start))
-        yield {}, steps
+        yield {}
     groups = [[n for n in lengths if n <= PROBED_LENGTHS]]
     groups += [[n] for n in lengths if n > PROBED_LENGTHS]
     samples: dict[int, list[float]] = {}
@@ -323,7 +321,7 @@ def measurement_steps(
         before = samples
         for _, _, timed in timing_steps(target, group, repeats):
             samples = {**before, **timed}
-            yield samples, steps
+            yield samples
         least = {n: min(times) for n, times in samples.items()}
         if costs_its_length(least.__getitem__, group, pipelined):
             return
