@@ -22,6 +22,7 @@ version).
 from __future__ import annotations
 
 import argparse
+import bisect
 import http.client
 import json
 import os
@@ -70,8 +71,11 @@ def start_server(model: str, log_path: Path, *args: str) -> tuple[subprocess.Pop
     raise RuntimeError("server did not start in time")
 
 
-def stream_once(port: int, max_tokens: int, timeout: float) -> int:
-    """One streaming chat answer, read to the end; its number of SSE events."""
+def stream_once(
+    port: int, max_tokens: int, timeout: float, arrivals: list[float] | None = None
+) -> int:
+    """One streaming chat answer, read to the end; its number of SSE events, each one's
+    ``time.monotonic()`` appended to ``arrivals``."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         connection.request(
@@ -88,7 +92,15 @@ def stream_once(port: int, max_tokens: int, timeout: float) -> int:
             headers={"Content-Type": "application/json"},
         )
         response = connection.getresponse()
-        return sum(line.startswith(b"data: ") for line in response) if response.status == 200 else 0
+        if response.status != 200:
+            return 0
+        events = 0
+        for line in response:
+            if line.startswith(b"data: "):
+                events += 1
+                if arrivals is not None:
+                    arrivals.append(time.monotonic())
+        return events
     finally:
         connection.close()
 
@@ -162,6 +174,18 @@ def memory_mb(pid: int) -> tuple[float, float] | None:
     return resident(pid), sum(map(resident, tree))
 
 
+def next_event_max(moments: list[float], arrivals: list[float]) -> float | None:
+    """The longest wait from one of ``moments`` to the first of ``arrivals`` after it (None
+    where none came after any)."""
+    arrivals = sorted(arrivals)
+    waits = [
+        arrivals[after] - moment
+        for moment in moments
+        if (after := bisect.bisect_right(arrivals, moment)) < len(arrivals)
+    ]
+    return round(max(waits), 3) if waits else None
+
+
 def error_message(answer) -> str:
     """The message of an OpenAI-shaped error (``{"error": {"message"}}``), of an Ollama-shaped
     one (``{"error": str}``), else the answer as text."""
@@ -215,11 +239,14 @@ def run(
         "health_flood_refused": 0,
     }
     lock = threading.Lock()
+    arrivals: list[float] = []  # when each streamed event came, every client's
 
     def streamer():
         while time.monotonic() < deadline - 5:  # one answer after another while the load lasts
             try:
-                events = stream_once(port, max_tokens, max(1.0, deadline - time.monotonic()))
+                events = stream_once(
+                    port, max_tokens, max(1.0, deadline - time.monotonic()), arrivals
+                )
             except OSError:
                 events = 0
             with lock:
@@ -244,9 +271,10 @@ def run(
             "response_format": response_format(regex_bomb()),
         }
         plain = {"messages": [{"role": "user", "content": "abcabcabc"}], "max_tokens": 4}
-        refusals, next_seconds = [], []
+        refusals, next_seconds, refused_at = [], [], []
         while time.monotonic() < deadline - 5:
             refusals.append(timed_request(port, "/v1/chat/completions", bomb, seconds))
+            refused_at.append(time.monotonic())
             next_seconds.append(timed_request(port, "/v1/chat/completions", plain, seconds))
             time.sleep(3)
         results["regex_bomb"] = {
@@ -255,6 +283,8 @@ def run(
             "max_s": max((r["seconds"] for r in refusals), default=None),
             "next_request_max_s": max((r["seconds"] for r in next_seconds), default=None),
             "next_request_statuses": sorted({r["status"] for r in next_seconds}, key=str),
+            # the engine at work again: the first streamed event after each refusal came
+            "next_event_max_s": next_event_max(refused_at, arrivals),
             "message": refusals[0].get("message") if refusals else None,
         }
 
@@ -337,6 +367,7 @@ def run(
         time.sleep(0.1)
     for thread in threads:
         thread.join(timeout=10)
+    arrivals.sort()
     for name, flood in sockets.items():
         results[f"{name}_still_open_at_end"] = count_open(flood)
         for s in flood:
@@ -351,6 +382,10 @@ def run(
             "health_max_s": round(max(latencies), 4) if latencies else None,
             "health_p95_s": round(ordered[int(0.95 * len(ordered))], 4) if ordered else None,
             "health_slowest_at_s": slowest,
+            # the engine's longest pause in streaming, all clients together
+            "stream_gap_max_s": round(max(map(float.__sub__, arrivals[1:], arrivals)), 3)
+            if len(arrivals) > 1
+            else None,
             "server_rss_max_mb": round(max(m[0] for m in memory)),
             "server_with_children_rss_max_mb": round(max(m[1] for m in memory)),
         }
