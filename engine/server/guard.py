@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import heapq
 import hmac
 import itertools
 import json
 import logging
+import socket
 import struct
 import termios
 import time
@@ -156,6 +158,9 @@ HEADER_GRACE_SECONDS = 1.0
 # each look is a system call, and every connection past the cap makes the walk (searching 64,
 # the looks took 60 of the 164 samples py-spy took of the loop's accepting in that burst).
 SILENT_SEARCH = 8
+# How much of a connection's unread bytes is looked at for the end of its request head: a
+# probe's or an SDK's head is a few hundred bytes, well within it.
+HEAD_PEEK_BYTES = 4096
 
 
 def unread_bytes(transport) -> int:
@@ -165,6 +170,37 @@ def unread_bytes(transport) -> int:
         return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, bytes(4)))[0]
     except (AttributeError, OSError):  # no socket, or closed
         return 0
+
+
+def holds_whole_request(transport) -> bool:
+    """Whether the bytes the kernel holds unread for this connection are a whole request:
+    its head (headers and the blank line after them) and all the body it declares, no
+    chunked one. Such a request (a probe) is about to be read and answered; a connection
+    still sending its headers or its body is not. The bytes stay where they are."""
+    sock = transport.get_extra_info("socket")
+    try:
+        view = socket.socket(sock.family, sock.type, sock.proto, sock.fileno())
+    except (AttributeError, OSError):  # no socket, or closed
+        return False
+    try:
+        unread = view.recv(HEAD_PEEK_BYTES, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except OSError:  # nothing unread (BlockingIOError), or reset
+        return False
+    finally:
+        view.detach()  # the transport still owns the descriptor
+    head, blank, body = unread.partition(b"\r\n\r\n")
+    if not blank:
+        return False
+    length = 0
+    for line in head.lower().split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip() == b"transfer-encoding":
+            return False
+        if name.strip() == b"content-length":
+            if not value.strip().isdigit():
+                return False
+            length = int(value.strip())
+    return len(body) >= length
 
 
 def reserved_slots(max_connections: int) -> int:
@@ -231,8 +267,10 @@ def guarded_protocol(
     deadline (the largest share of its time used less share of its bytes received); else
     the one waiting longest for headers; else none, and the new connection itself is
     closed. Only a silent connection counts as waiting for headers here: one with bytes the
-    loop has not read yet (``unread_bytes``) is about to send them. A complete or trusted
-    request is never closed to make room.
+    loop has not read yet (``unread_bytes``) is about to send them. In a burst, read by
+    none yet, a newcomer whose whole request has come (``holds_whole_request``: a probe)
+    closes the oldest whose request has not, in its place. A complete or trusted request is never closed
+    to make room.
 
     Reserve: strangers' requests past their headers may hold at most ``max_connections``
     less ``reserved_slots`` slots. One more closes the stranger's body furthest behind, or,
@@ -241,8 +279,9 @@ def guarded_protocol(
     finds room there, if need be by closing a connection still waiting for headers.
 
     A flood makes every new connection choose one to close, so the choice must not walk all
-    of them: the connections waiting for headers are kept oldest first, and the strangers'
-    requests in a set (a superset: a connection leaves it when it leaves the request).
+    of them: the connections waiting for headers are kept oldest first, the strangers'
+    requests in a set (a superset: a connection leaves it when it leaves the request), and
+    their bodies in a heap by how far behind they are.
     """
     table = ConnectionTable(header_seconds, body_seconds, max_connections, api_key)
     return type("GuardedH11Protocol", (GuardedH11Protocol,), {"table": table})
@@ -250,7 +289,14 @@ def guarded_protocol(
 
 class ConnectionTable:
     """What the connections of one server share: the limits, who waits for headers, the
-    strangers' requests and the connections closed here that have not left yet."""
+    strangers' requests and bodies, and the connections closed here that have not left yet.
+
+    Bodies are kept in a heap by ``ahead``: the share of its time a body's headers came
+    before the clock's zero, plus the share of its bytes received. A body is furthest behind
+    (its share of time used less its share of bytes received is largest) when that is least,
+    and the order does not change as time passes, only as bytes come, when the body is
+    pushed again; entries a newer one replaces, or whose body has ended, are dropped as
+    they surface (and all at once when they outnumber the live ones)."""
 
     def __init__(self, header_seconds: float, body_seconds: float, max_connections: int, api_key):
         self.header_seconds, self.body_seconds = header_seconds, body_seconds
@@ -258,6 +304,8 @@ class ConnectionTable:
         self.stranger_slots = max_connections - reserved_slots(max_connections)
         self.waiting: OrderedDict = OrderedDict()  # waiting for headers, oldest first
         self.strangers: set = set()  # every stranger's connection in a request (and some out)
+        self.bodies: list = []  # heap of (ahead, order, connection): see above
+        self.order = itertools.count()  # ties in the heap go first come, first closed
         self.closed: set = set()
 
     def over_cap(self, connections) -> bool:
@@ -272,8 +320,9 @@ class ConnectionTable:
         longest = self.first_silent(past_grace)
         if longest is not None:
             longest.close()
-        elif not self.close_body_furthest_behind(self.strangers, newcomer):
-            (self.first_silent(self.open_waiting(newcomer)) or newcomer).close()
+        elif not self.close_body_furthest_behind(newcomer):
+            oldest = list(itertools.islice(self.open_waiting(newcomer), SILENT_SEARCH))
+            (self.first_silent(oldest) or self.first_incomplete(oldest, newcomer)).close()
 
     def open_waiting(self, newcomer: GuardedH11Protocol):
         """The connections waiting for headers, oldest first, but ``newcomer`` and the closed."""
@@ -291,15 +340,48 @@ class ConnectionTable:
             None,
         )
 
-    def close_body_furthest_behind(self, connections, spared) -> bool:
-        """Close the stranger's body furthest behind among ``connections`` (not ``spared``);
-        False if there is none."""
-        bodies = [
-            c for c in connections if c is not spared and not c.trusted and c.receiving_body()
-        ]
-        if not bodies:
+    @staticmethod
+    def first_incomplete(connections, newcomer: GuardedH11Protocol) -> GuardedH11Protocol:
+        """In a burst nothing has been read yet: ``newcomer``, unless its whole request is
+        in (a probe, about to be read and answered), then the first of ``connections`` whose
+        request is not; ``newcomer`` if every one's is."""
+        if holds_whole_request(newcomer.transport):
+            for connection in connections:
+                if not holds_whole_request(connection.transport):
+                    return connection
+        return newcomer
+
+    def rank_body(self, stranger: GuardedH11Protocol) -> None:
+        """Place ``stranger``'s body in the heap by how far ahead it is now."""
+        got = stranger.body_bytes / stranger.body_length if stranger.body_length else 0.0
+        ahead = stranger.headers_at / self.body_seconds + got
+        stranger.body_entry = (ahead, next(self.order), stranger)
+        heapq.heappush(self.bodies, stranger.body_entry)
+        if len(self.bodies) > 2 * len(self.strangers) + 64:
+            self.bodies = [
+                c.body_entry for c in self.strangers if c.body_entry and c.receiving_body()
+            ]
+            heapq.heapify(self.bodies)
+
+    def close_body_furthest_behind(self, spared) -> bool:
+        """Close the stranger's body furthest behind (not ``spared``'s); False if there is
+        none."""
+        spared_entry = None
+        while self.bodies:
+            entry = self.bodies[0]
+            body = entry[2]
+            if entry is not body.body_entry or body.trusted or not body.receiving_body():
+                heapq.heappop(self.bodies)  # replaced, or no longer a stranger's body
+            elif body is spared:
+                spared_entry = heapq.heappop(self.bodies)
+            else:
+                break
+        furthest = self.bodies[0][2] if self.bodies else None
+        if spared_entry is not None:
+            heapq.heappush(self.bodies, spared_entry)
+        if furthest is None:
             return False
-        max(bodies, key=lambda c: c.behind()).close()
+        furthest.close()
         log.warning("Connections are full: closed the request body furthest behind.")
         return True
 
@@ -310,7 +392,7 @@ class ConnectionTable:
         in_request = [c for c in self.strangers if c.in_request() and not c.trusted]
         if len(in_request) <= self.stranger_slots:
             return
-        if not self.close_body_furthest_behind(in_request, stranger):
+        if not self.close_body_furthest_behind(stranger):
             stranger.refuse(
                 ApiError(
                     503,
@@ -334,6 +416,7 @@ class GuardedH11Protocol(H11Protocol):
     body_length = 0  # its Content-Length (0: none given, as with chunks)
     health = False  # the request is for /health
     trusted = False
+    body_entry: tuple | None = None  # its place in the table's heap of strangers' bodies
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
@@ -358,16 +441,13 @@ class GuardedH11Protocol(H11Protocol):
     def receiving_body(self) -> bool:
         return self.in_request() and self.conn.their_state is h11.SEND_BODY
 
-    def behind(self) -> float:
-        """Share of the body's time used less share of its bytes received."""
-        used = (time.monotonic() - self.headers_at) / self.table.body_seconds
-        return used - (self.body_bytes / self.body_length if self.body_length else 0.0)
-
     def data_received(self, data: bytes) -> None:
         receiving = self.receiving_body()
         super().data_received(data)
         if receiving and self.cycle is self.request_cycle:
             self.body_bytes += len(data)
+            if self.body_entry is not None and self.receiving_body():
+                self.table.rank_body(self)
         self._follow_request()
 
     def on_response_complete(self) -> None:
@@ -404,8 +484,11 @@ class GuardedH11Protocol(H11Protocol):
         )
         if self.conn.their_state is h11.SEND_BODY:
             self.body_timer = self.loop.call_later(self.table.body_seconds, self._body_overdue)
+        self.body_entry = None
         if not self.trusted:
             self.table.strangers.add(self)
+            if self.conn.their_state is h11.SEND_BODY:
+                self.table.rank_body(self)
             self.table.keep_reserve(self)
 
     def _body_arrived(self) -> None:
