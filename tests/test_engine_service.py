@@ -10,6 +10,8 @@ from engine.runtime.service import EngineService
 from engine.runtime.session import ChatSession
 from engine.settings import DraftSettings, GenerationRequest
 
+from .schema_bombs import regex_bomb
+
 
 @pytest.fixture(scope="module")
 def service():
@@ -159,3 +161,28 @@ def test_a_client_opening_many_chats_evicts_its_own_not_anothers(tiny_loaded):
         sessions.session("mallory", f"probe-{n}", new)
     assert sessions.kept("alice", "work") is victim
     assert len(sessions) == MAX_KEPT_CHATS
+
+
+def test_a_grammar_past_its_budget_holds_up_only_its_own_request(service, tiny_model_dir):
+    """The 128-regex schema's trial compile (its 1 s budget) runs before its request's turn,
+    off the engine thread, so a plain request sent just after it is answered first. It used
+    to hold the engine's turn: under tests.hostile_load every client's stream paused 1.3 s."""
+    asyncio.run(collect(service.load(str(tiny_model_dir))))
+    finished = []
+
+    async def answer(name, sent):
+        events = await collect(service.generate(sent))
+        finished.append((name, type(events[-1]).__name__, getattr(events[-1], "message", "")))
+
+    async def both():
+        bomb = request(tiny_model_dir, json_schema=regex_bomb(), max_tokens=4)
+        first = asyncio.create_task(answer("bomb", bomb))
+        await asyncio.sleep(0.05)  # the bomb is submitted first
+        await asyncio.gather(first, answer("plain", request(tiny_model_dir, max_tokens=4)))
+
+    asyncio.run(both())
+    assert [(name, kind) for name, kind, _ in finished] == [
+        ("plain", "DoneEvent"),
+        ("bomb", "ErrorEvent"),
+    ]
+    assert "does not compile within 1 s and 256 MB" in finished[1][2]

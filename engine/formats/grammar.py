@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable, Sequence
 
 import mlx.core as mx
@@ -32,8 +33,10 @@ log = logging.getLogger(__name__)
 JSON_LAYOUT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 # the tool-call markup a forced call is written in: mlx-lm's json_tools parser's
 JSON_TOOLS_PARSER = "mlx_lm.tool_parsers.json_tools"
-# (tokenizer, its LLTokenizer, its TrialCompiler): the loaded model's, one at a time
+# (tokenizer, its LLTokenizer, its TrialCompiler): the loaded model's, one at a time; built
+# under the lock (a request's trial may run off the engine thread, before its turn)
 _built: list = [None, None, None]
+_building = threading.Lock()
 # llguidance's resource limits (LLParserLimits), its defaults but for the lexer's states:
 # 1-2 kB each by its documentation, so 50,000 keep the lexer near 100 MB (default 250,000);
 # no schema within engine/formats/schemas.py's limits came near it. A limit hit at the start is a
@@ -97,19 +100,32 @@ def _lltokenizer(tokenizer, vocab_size: int, field: str):
     ``TrialCompiler`` that holds it too, kept for the next answer."""
     from llguidance import LLTokenizer
 
-    if _built[0] is not tokenizer:
-        backend = getattr(tokenizer, "_tokenizer", tokenizer)
-        try:
-            serialized = _serialized(backend)
-            eos = sorted(tokenizer.eos_token_ids)
-            built = LLTokenizer(serialized, n_vocab=vocab_size, eos_token=eos)
-        except Exception as error:  # e.g. a slow (Python) tokenizer
-            raise EngineError(f"'{field}' needs a fast tokenizer here ({error}).") from None
-        if _built[2] is not None:
-            _built[2].close()
-        trials = TrialCompiler(serialized, vocab_size, eos, PARSER_LIMITS)
-        _built[:] = [tokenizer, built, trials]
-    return _built[1], _built[2]
+    with _building:
+        if _built[0] is not tokenizer:
+            backend = getattr(tokenizer, "_tokenizer", tokenizer)
+            try:
+                serialized = _serialized(backend)
+                eos = sorted(tokenizer.eos_token_ids)
+                built = LLTokenizer(serialized, n_vocab=vocab_size, eos_token=eos)
+            except Exception as error:  # e.g. a slow (Python) tokenizer
+                raise EngineError(f"'{field}' needs a fast tokenizer here ({error}).") from None
+            if _built[2] is not None:
+                _built[2].close()
+            trials = TrialCompiler(serialized, vocab_size, eos, PARSER_LIMITS)
+            _built[:] = [tokenizer, built, trials]
+        return _built[1], _built[2]
+
+
+def trial_compile(
+    tokenizer, grammar: str, vocab_size: int, field: str, should_stop: Callable[[], bool]
+):
+    """Return ``tokenizer``'s LLTokenizer once ``grammar`` has compiled within
+    engine/formats/grammar_budget.py's budget in a process that can be stopped
+    (``should_stop``: the request's stop); raise an EngineError naming ``field`` when it did
+    not. Safe from any thread; a grammar that passed passes again at once."""
+    lltokenizer, trials = _lltokenizer(tokenizer, vocab_size, field)
+    trials.check(grammar, field, should_stop)
+    return lltokenizer
 
 
 def _serialized(backend) -> str:
@@ -139,8 +155,7 @@ class GrammarConstraint:
         from llguidance import LLParserLimits
 
         matcher_class = _matcher_class(field)
-        lltokenizer, trials = _lltokenizer(tokenizer, vocab_size, field)
-        trials.check(grammar, field, should_stop)
+        lltokenizer = trial_compile(tokenizer, grammar, vocab_size, field, should_stop)
         self.grammar = grammar
         try:
             self.matcher = matcher_class(

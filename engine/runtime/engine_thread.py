@@ -2,9 +2,11 @@
 
 ``EngineThread`` runs jobs (``async job(should_stop, push)``) one at a time, first come
 first served, and work that is no request's in short steps between them
-(``between_requests``). ``GenerationStream`` is a job's events as an async iterator for
-any caller's loop, with ``cancel()``. The rest of this module keeps MLX from aborting the
-process at exit after work on a thread of its own.
+(``between_requests``). A job may bring work that touches no model (``before``: a
+grammar's trial compile, in a process of its own), done before it takes its turn, so that
+work waits for nobody and nobody waits for it. ``GenerationStream`` is a job's events as
+an async iterator for any caller's loop, with ``cancel()``. The rest of this module keeps
+MLX from aborting the process at exit after work on a thread of its own.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ SHUTDOWN_TIMEOUT = 10.0
 Push = Callable[[Event], None]
 ShouldStop = Callable[[], bool]
 Job = Callable[[ShouldStop, Push], Awaitable[None]]
+Before = Callable[[ShouldStop], Awaitable[None]]
 
 
 class ShutsDown(Protocol):
@@ -108,10 +111,13 @@ def _wait_until_thread_is_gone(native_id: int | None, timeout: float) -> None:
 class GenerationStream:
     """An async iterator of events for one request, with ``cancel()``."""
 
-    def __init__(self, engine: "EngineThread | None", job, queued: bool = True):
+    def __init__(
+        self, engine: "EngineThread | None", job, queued: bool = True, before: Before | None = None
+    ):
         self._engine = engine
         self._job = job  # async job(should_stop, push) run on the engine loop
         self._queued = queued  # False: runs beside the queue of model jobs (a download)
+        self._before = before  # async before(should_stop): done before the job's turn
         self._cancelled = threading.Event()
         self._queue: asyncio.Queue | None = None
         self._finished = False
@@ -156,7 +162,7 @@ class GenerationStream:
 
     def _start(self, push: Push) -> None:
         """Run the job, its events going to ``push`` (a thread-safe call)."""
-        self._engine.submit(self._job, self._cancelled.is_set, push, self._queued)
+        self._engine.submit(self._job, self._cancelled.is_set, push, self._queued, self._before)
 
 
 class EngineThread:
@@ -213,9 +219,18 @@ class EngineThread:
         if not self.thread.is_alive():
             _wait_until_thread_is_gone(self.thread.native_id, timeout)
 
-    def submit(self, job: Job, should_stop: ShouldStop, push: Push, queued: bool = True) -> None:
+    def submit(
+        self,
+        job: Job,
+        should_stop: ShouldStop,
+        push: Push,
+        queued: bool = True,
+        before: Before | None = None,
+    ) -> None:
         """Run ``job`` on the engine loop: in its turn, or (``queued`` False: it touches no
-        model) beside the queue."""
+        model) beside the queue. ``before(should_stop)``, if given, is awaited on the loop
+        first, outside the queue; an EngineError it raises is the job's error, and the job
+        does not run."""
 
         def stop() -> bool:
             return self._stopping.is_set() or should_stop()
@@ -227,12 +242,28 @@ class EngineThread:
         submitted = time.perf_counter()
         with self._requests_lock:
             self.requests += 1
-        asyncio.run_coroutine_threadsafe(self._serve(job, stop, push, submitted), self.loop)
+        serving = self._serve(job, stop, push, submitted, before)
+        asyncio.run_coroutine_threadsafe(serving, self.loop)
 
-    async def _serve(self, job: Job, should_stop: ShouldStop, push: Push, submitted: float):
-        """Run one job at a time (FIFO); every job ends with a Done or an Error event, whose
-        timing counts the time the job waited for the engine."""
+    async def _serve(
+        self,
+        job: Job,
+        should_stop: ShouldStop,
+        push: Push,
+        submitted: float,
+        before: Before | None = None,
+    ):
+        """Run one job at a time (FIFO), after its ``before``; every job ends with a Done or
+        an Error event, whose timing counts the time the job waited for the engine."""
         try:
+            if before is not None and not should_stop():
+                try:
+                    await before(should_stop)
+                except EngineError as error:
+                    push(ErrorEvent(str(error)))
+                    return
+                except Exception:  # the job itself does that work again, in its turn
+                    log.exception("Internal error before an engine job's turn")
             async with self._lock:
                 waited = time.perf_counter() - submitted
 

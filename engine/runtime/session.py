@@ -181,6 +181,28 @@ def check_top_k(sampling, vocab_size: int, model_name: str) -> None:
         )
 
 
+def grammar_for(loaded, request: GenerationRequest) -> tuple[str, str] | None:
+    """The grammar ``request``'s answer must follow on the ``loaded`` model (a JSON schema, a
+    forced or generic tool call) and the request field it comes from; None for free text."""
+    if request.tools and tool_format(loaded.tokenizer) == "generic":
+        if request.json_schema is not None:
+            raise EngineError(
+                f"'tools' and a JSON 'response_format' cannot both hold with "
+                f"{loaded.name}: its answers with tools are JSON of their own (its chat "
+                "template has no tool calling)."
+            )
+        grammar = generic_tool_grammar(
+            request.tools, request.forced_tools, request.parallel_tool_calls
+        )
+        return grammar, "tools"
+    if request.forced_tools:
+        grammar = tool_call_grammar(loaded.tokenizer, request.tools, request.forced_tools)
+        return grammar, "tool_choice"
+    if request.json_schema is not None:
+        return json_schema_grammar(request.json_schema), "response_format"
+    return None
+
+
 class ChatSession:
     def __init__(
         self,
@@ -332,24 +354,10 @@ class ChatSession:
         """The grammar the answer must follow (a JSON schema, a forced or generic tool
         call), compiled within its budget; None for free text."""
         loaded = self.loaded
-        if request.tools and tool_format(loaded.tokenizer) == "generic":
-            if request.json_schema is not None:
-                raise EngineError(
-                    f"'tools' and a JSON 'response_format' cannot both hold with "
-                    f"{loaded.name}: its answers with tools are JSON of their own (its chat "
-                    "template has no tool calling)."
-                )
-            grammar = generic_tool_grammar(
-                request.tools, request.forced_tools, request.parallel_tool_calls
-            )
-            field = "tools"
-        elif request.forced_tools:
-            grammar = tool_call_grammar(loaded.tokenizer, request.tools, request.forced_tools)
-            field = "tool_choice"
-        elif request.json_schema is not None:
-            grammar, field = json_schema_grammar(request.json_schema), "response_format"
-        else:
+        wanted = grammar_for(loaded, request)
+        if wanted is None:
             return None
+        grammar, field = wanted
         return GrammarConstraint(
             loaded.tokenizer, grammar, output_size(loaded.model), field, should_stop
         )
