@@ -7,8 +7,9 @@ a Draftless server seen from the app (``app.engines.remote_engine.RemoteEngine``
 ``drafters()`` names the drafters, ``shutdown()`` lets go of it. ``LocalEngine`` adds what only
 an engine with the model in this process can do: ``replay`` an answer with other drafter
 settings (the engine tokenizes its prompt) and ``download`` a model. (The service also offers
-``build_tables_for`` and ``stop_jobs``, which a caller uses where it finds them.) Importing this module loads the request and event value types only, so a
-front end that types against it does not load the decode loop (tests/test_structure.py).
+``build_tables_for``, ``stop_jobs`` and ``prepare``, which a caller uses where it finds them.)
+Importing this module loads the request and event value types only, so a front end that types
+against it does not load the decode loop (tests/test_structure.py).
 """
 
 from __future__ import annotations

@@ -1125,6 +1125,26 @@ def test_the_reported_schema_bombs_get_bounded_answers_while_health_answers(serv
     assert request(server.port, "POST", CHAT, {"messages": HELLO, "max_tokens": 2})[0] == 200
 
 
+def test_a_grammar_past_its_budget_holds_up_only_its_own_request(server):
+    """The 128-regex schema's trial compile runs before its request takes its turn in the
+    queue, so a plain request sent 0.1 s after it is answered first. It used to hold the
+    turn: under tests.hostile_load every client's stream paused 1.1-1.4 s for each."""
+    finished = {}
+
+    def send(name, body):
+        status, _ = request(server.port, "POST", CHAT, body, timeout=60)
+        finished[name] = (status, time.monotonic())
+
+    bomb = {"messages": HELLO, "max_tokens": 4, "response_format": response_format(regex_bomb())}
+    sending = threading.Thread(target=send, args=("bomb", bomb))
+    sending.start()
+    time.sleep(0.1)
+    send("plain", {"messages": HELLO, "max_tokens": 4})
+    sending.join()
+    assert finished["bomb"][0] == 400 and finished["plain"][0] == 200
+    assert finished["plain"][1] < finished["bomb"][1]
+
+
 def test_a_compile_past_the_request_deadline_is_stopped_and_the_engine_serves_the_next(
     tiny_model_dir,
 ):

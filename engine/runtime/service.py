@@ -92,7 +92,7 @@ class EngineService:
         return GenerationStream(
             self.engine_thread,
             lambda should_stop, push: self._answer(request, should_stop, push),
-            before=lambda should_stop: self._compile_before_turn(request, should_stop),
+            before=lambda should_stop: self.prepare(request, should_stop),
         )
 
     def load(self, model: str | None = None) -> GenerationStream:
@@ -250,12 +250,14 @@ class EngineService:
                 session.drafter.flush()
         self.memory.flush()
 
-    async def _compile_before_turn(self, request: GenerationRequest, should_stop) -> None:
-        """Trial-compile the grammar ``request``'s answer must follow on a thread before its
-        turn, where the model it asks for is loaded: a grammar past its budget then costs its
-        own request's time, not every other request's (measured: the 128-regex schema held
-        the engine 1.3 s, under tests.hostile_load's 16 streaming clients). Its answer finds
-        the grammar passed, or is never run."""
+    async def prepare(self, request: GenerationRequest, should_stop=lambda: False) -> None:
+        """What ``request`` needs done before its turn that touches no model: the trial
+        compile of the grammar its answer must follow, on a thread, where the model it asks
+        for is loaded; an EngineError where the request cannot be answered. A grammar past
+        its budget then costs its own request's time, not every other request's (the
+        128-regex schema held the engine's turn 1.1-1.3 s under tests.hostile_load's 16
+        streaming clients). ``generate`` does it before the job's turn on the engine; the
+        server before the request's turn in its queue."""
         loaded = self._loaded
         wants_grammar = request.tools or request.forced_tools or request.json_schema is not None
         if loaded is None or not wants_grammar:

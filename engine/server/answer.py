@@ -35,6 +35,19 @@ async def cancel_on_disconnect(request: Request, answer: "Answer") -> None:
     answer.cancel()
 
 
+def engine_failure(message: str) -> ApiError:
+    """The HTTP error of an engine's error before an answer began: the request's fault (a
+    400 naming the field the message begins with), unless the engine's own (a 500)."""
+    if message.startswith("Internal error"):
+        return ApiError(500, message, "server_error")
+    return ApiError(
+        400,
+        message,
+        code="context_length_exceeded" if "reads at most" in message else None,
+        param=message.split("'")[1] if message.startswith("'") else None,
+    )
+
+
 @dataclass
 class Piece:
     """What the reader of an answer gets: one pass (its tokens and the text they add once
@@ -143,15 +156,7 @@ class Answer:
         if self.head is None:
             return ApiError(500, "The engine ended the answer without a result.", "server_error")
         if isinstance(self.head.event, ErrorEvent):
-            message = self.head.event.message
-            if message.startswith("Internal error"):
-                return ApiError(500, message, "server_error")
-            return ApiError(
-                400,
-                message,
-                code="context_length_exceeded" if "reads at most" in message else None,
-                param=message.split("'")[1] if message.startswith("'") else None,
-            )
+            return engine_failure(self.head.event.message)
         return None
 
     async def read(self):

@@ -16,8 +16,9 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.requests import ClientDisconnect
 
+from ..errors import EngineError
 from ..events import DoneEvent, EmbeddingEvent, ErrorEvent
-from .answer import Answer, cancel_on_disconnect
+from .answer import Answer, cancel_on_disconnect, engine_failure
 from .chats import CHAT_ID_HEADER, ChatIds, client_identity
 from .guard import bearer_key_matches, bearer_token
 from .queue import FairQueue, QueueFull
@@ -200,8 +201,20 @@ class ServerState:
                 400, f"The request could not be read ({type(error).__name__}: {error})."
             ) from None
         parsed = self.owned(parsed, request, body.get("user"))
+        await self.prepare(parsed)
         await self.take_turn(parsed)
         return parsed
+
+    async def prepare(self, parsed: ParsedRequest) -> None:
+        """What the engine does for the request before its turn, while others' answers run
+        (a grammar's trial compile); its refusal is the request's error."""
+        prepare = getattr(self.service, "prepare", None)
+        if prepare is None:
+            return
+        try:
+            await prepare(parsed.generation)
+        except EngineError as error:
+            raise engine_failure(str(error)) from None
 
     async def take_turn(self, parsed: ParsedRequest) -> None:
         """Wait for the request's turn on the engine; a 429 where too many wait."""
