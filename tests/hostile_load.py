@@ -186,6 +186,13 @@ def next_event_max(moments: list[float], arrivals: list[float]) -> float | None:
     return round(max(waits), 3) if waits else None
 
 
+def longest_gaps(arrivals: list[float], began: float, count: int = 3) -> list[list[float]]:
+    """The ``count`` longest waits between consecutive ``arrivals`` (sorted), longest last,
+    each as [seconds, seconds into the run it began]."""
+    gaps = sorted(zip(map(float.__sub__, arrivals[1:], arrivals), arrivals))[-count:]
+    return [[round(gap, 3), round(at - began, 1)] for gap, at in gaps]
+
+
 def error_message(answer) -> str:
     """The message of an OpenAI-shaped error (``{"error": {"message"}}``), of an Ollama-shaped
     one (``{"error": str}``), else the answer as text."""
@@ -285,6 +292,7 @@ def run(
             "next_request_statuses": sorted({r["status"] for r in next_seconds}, key=str),
             # the engine at work again: the first streamed event after each refusal came
             "next_event_max_s": next_event_max(refused_at, arrivals),
+            "refused_at_s": [round(t - (deadline - seconds), 1) for t in refused_at],
             "message": refusals[0].get("message") if refusals else None,
         }
 
@@ -382,10 +390,8 @@ def run(
             "health_max_s": round(max(latencies), 4) if latencies else None,
             "health_p95_s": round(ordered[int(0.95 * len(ordered))], 4) if ordered else None,
             "health_slowest_at_s": slowest,
-            # the engine's longest pause in streaming, all clients together
-            "stream_gap_max_s": round(max(map(float.__sub__, arrivals[1:], arrivals)), 3)
-            if len(arrivals) > 1
-            else None,
+            # the engine's longest pauses in streaming, all clients together
+            "stream_gaps_longest": longest_gaps(arrivals, deadline - seconds),
             "server_rss_max_mb": round(max(m[0] for m in memory)),
             "server_with_children_rss_max_mb": round(max(m[1] for m in memory)),
         }
