@@ -74,8 +74,8 @@ def start_server(model: str, log_path: Path, *args: str) -> tuple[subprocess.Pop
 def stream_once(
     port: int, max_tokens: int, timeout: float, arrivals: list[float] | None = None
 ) -> int:
-    """One streaming chat answer, read to the end; its number of SSE events, each one's
-    ``time.monotonic()`` appended to ``arrivals``."""
+    """One streaming chat answer, read to the end; its number of SSE events (0 if refused:
+    ``RefusedStream`` says how), each one's ``time.monotonic()`` appended to ``arrivals``."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         connection.request(
@@ -93,7 +93,7 @@ def stream_once(
         )
         response = connection.getresponse()
         if response.status != 200:
-            return 0
+            raise RefusedStream(response.status)
         events = 0
         for line in response:
             if line.startswith(b"data: "):
@@ -103,6 +103,10 @@ def stream_once(
         return events
     finally:
         connection.close()
+
+
+class RefusedStream(Exception):
+    """A streaming request answered with this HTTP status instead of its stream."""
 
 
 def count_open(sockets: list[socket.socket]) -> int:
@@ -241,6 +245,7 @@ def run(
         "slow_bodies_refused": 0,
         "streams_done": 0,
         "streams_failed": 0,
+        "streams_refused_by": {},  # HTTP status or error -> count
         "stream_events": 0,
         "health_flood_opened": 0,
         "health_flood_refused": 0,
@@ -254,12 +259,19 @@ def run(
                 events = stream_once(
                     port, max_tokens, max(1.0, deadline - time.monotonic()), arrivals
                 )
-            except OSError:
+                why = None
+            except (OSError, RefusedStream) as error:
                 events = 0
+                why = (
+                    str(error.args[0]) if isinstance(error, RefusedStream) else type(error).__name__
+                )
             with lock:
                 results["streams_done"] += events > 0
                 results["streams_failed"] += events == 0
                 results["stream_events"] += events
+                if why is not None:
+                    refused = results["streams_refused_by"]
+                    refused[why] = refused.get(why, 0) + 1
             if events == 0:
                 time.sleep(0.1)  # refused: try again, without spinning
 
