@@ -151,6 +151,12 @@ class GenerationRequest:
     # a ``PromptEvent`` before the answer (evaluation harnesses score prompts so); None: none
     prompt_logprobs: int | None = None
 
+    @property
+    def wants_grammar(self) -> bool:
+        """Whether the answer must follow a grammar: a JSON schema, or tools (a forced call,
+        or a generic-format answer)."""
+        return bool(self.tools or self.forced_tools) or self.json_schema is not None
+
     def validated(self) -> "GenerationRequest":
         # 0: the prompt alone, read (and scored, where asked): what evaluation asks for
         _check_range("max_tokens", self.max_tokens, (0, MAX_TOKENS_RANGE[1]))

@@ -2,6 +2,7 @@
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -186,3 +187,29 @@ def test_a_grammar_past_its_budget_holds_up_only_its_own_request(service, tiny_m
         ("bomb", "ErrorEvent"),
     ]
     assert "does not compile within 1 s and 256 MB" in finished[1][2]
+
+
+def test_a_prepare_that_is_cancelled_stops_its_compile(service, tiny_model_dir):
+    """The server's time cap (or a client gone) cancels a request's prepare: its trial
+    compile stops at once instead of holding the compiler to its 1 s budget, so the next
+    grammar compiles at once."""
+    from engine.formats.grammar import _built
+
+    asyncio.run(collect(service.load(str(tiny_model_dir))))
+
+    async def scenario():
+        await service.prepare(request(tiny_model_dir, json_schema={"type": "string"}))
+        stopped = _built[2].stopped
+        bomb = asyncio.create_task(
+            service.prepare(request(tiny_model_dir, json_schema=regex_bomb()))
+        )
+        await asyncio.sleep(0.3)
+        bomb.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await bomb
+        began = time.monotonic()
+        await service.prepare(request(tiny_model_dir, json_schema={"type": "integer"}))
+        return time.monotonic() - began, _built[2].stopped - stopped
+
+    seconds, stopped = asyncio.run(scenario())
+    assert stopped == 1 and seconds < 0.5, (seconds, stopped)

@@ -212,6 +212,46 @@ def test_retry_after_is_the_expected_wait():
     assert refused.headers() == {"Retry-After": "8"} and "about 8 s" in refused.message
 
 
+def test_one_partys_grammars_are_prepared_one_at_a_time_beside_other_partys():
+    """A grammar's trial compile runs before the request's turn in the queue, so the queue's
+    one place per party no longer bounds it: one address's schemas wait for each other
+    there, and never for another address's."""
+    from engine.server.requests import Defaults
+    from engine.server.state import ServerOptions, ServerState
+    from engine.settings import GenerationRequest
+
+    class Preparing:
+        def __init__(self):
+            self.running: list[str] = []
+            self.together: list[list[str]] = []
+
+        async def prepare(self, request):
+            self.running.append(request.client)
+            self.together.append(sorted(self.running))
+            await asyncio.sleep(0.05)
+            self.running.remove(request.client)
+
+    service = Preparing()
+    state = ServerState(service, ServerOptions("m", Defaults(), max_queue=4))
+
+    def parsed(client, schema=True):
+        generation = GenerationRequest(
+            prompt="x", client=client, json_schema={"type": "integer"} if schema else None
+        )
+        return SimpleNamespace(generation=generation)
+
+    async def scenario():
+        await asyncio.gather(
+            *(state.prepare(parsed(client)) for client in ("a.1", "a.2", "a.1", "b.1")),
+            state.prepare(parsed("a.1", schema=False)),  # no grammar: nothing to wait for
+        )
+
+    asyncio.run(scenario())
+    assert len(service.together) == 4 and state.preparing == {}
+    assert all(sum(c.startswith("a.") for c in t) <= 1 for t in service.together)
+    assert ["a.1", "b.1"] in service.together  # b's beside one of a's
+
+
 def test_hints_and_nulls_that_sdks_and_proxies_send_are_accepted(server):
     """OpenAI documents these as hints a server may ignore (or nulls asking for nothing);
     newer SDKs and proxies send them, so they answer like a request without them."""

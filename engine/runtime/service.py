@@ -19,6 +19,7 @@ answer's first-token time counts from the request, and says how much of it was w
 from __future__ import annotations
 
 import asyncio
+import threading
 
 from ..api import drafter_summaries
 from ..errors import EngineError
@@ -257,21 +258,28 @@ class EngineService:
         its budget then costs its own request's time, not every other request's (the
         128-regex schema held the engine's turn 1.1-1.3 s under tests.hostile_load's 16
         streaming clients). ``generate`` does it before the job's turn on the engine; the
-        server before the request's turn in its queue."""
+        server before the request's turn in its queue. Cancelled, it stops the compile."""
         loaded = self._loaded
-        wants_grammar = request.tools or request.forced_tools or request.json_schema is not None
-        if loaded is None or not wants_grammar:
+        if loaded is None or not request.wants_grammar:
             return
         request = request.validated()
         if request.model != self._loaded_spec:
             return
-        wanted = grammar_for(loaded, request)
-        if wanted is not None:
-            grammar, field = wanted
-            size = output_size(loaded.model)
-            await asyncio.to_thread(
-                trial_compile, loaded.tokenizer, grammar, size, field, should_stop
-            )
+        cancelled = threading.Event()
+
+        def trial() -> None:  # the grammar made, then compiled: neither on the caller's loop
+            wanted = grammar_for(loaded, request)
+            if wanted is not None:
+                grammar, field = wanted
+                size = output_size(loaded.model)
+                stop = lambda: cancelled.is_set() or should_stop()  # noqa: E731
+                trial_compile(loaded.tokenizer, grammar, size, field, stop)
+
+        try:
+            await asyncio.to_thread(trial)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
 
     async def _answer(self, request: GenerationRequest, should_stop, push) -> None:
         request = request.validated()

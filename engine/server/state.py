@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.requests import ClientDisconnect
 
 from ..errors import EngineError
+from ..runtime.clients import party_of
 from ..events import DoneEvent, EmbeddingEvent, ErrorEvent
 from .answer import Answer, cancel_on_disconnect, engine_failure
 from .chats import CHAT_ID_HEADER, ChatIds, client_identity
@@ -122,6 +123,8 @@ class ServerState:
         self.service = service
         self.options = options
         self.queue = FairQueue(options.max_queue)
+        # party -> (the lock its grammars are prepared under, requests holding or awaiting it)
+        self.preparing: dict[str | None, tuple[asyncio.Lock, int]] = {}
         self.chats = ChatIds()
         self.stats = ServerStats()
         self.served = {options.model_name, "default", "draftless"}
@@ -207,14 +210,27 @@ class ServerState:
 
     async def prepare(self, parsed: ParsedRequest) -> None:
         """What the engine does for the request before its turn, while others' answers run
-        (a grammar's trial compile); its refusal is the request's error."""
+        (a grammar's trial compile); its refusal is the request's error. One party's
+        grammars are prepared one at a time, as the queue gives it one place at a time
+        among others: many bombs from one address wait for each other, not for the others'
+        requests."""
         prepare = getattr(self.service, "prepare", None)
-        if prepare is None:
+        if prepare is None or not parsed.generation.wants_grammar:
             return
+        party = party_of(parsed.generation.client)
+        lock, users = self.preparing.get(party, (asyncio.Lock(), 0))
+        self.preparing[party] = (lock, users + 1)
         try:
-            await prepare(parsed.generation)
+            async with lock:
+                await prepare(parsed.generation)
         except EngineError as error:
             raise engine_failure(str(error)) from None
+        finally:
+            lock, users = self.preparing[party]
+            if users == 1:
+                del self.preparing[party]
+            else:
+                self.preparing[party] = (lock, users - 1)
 
     async def take_turn(self, parsed: ParsedRequest) -> None:
         """Wait for the request's turn on the engine; a 429 where too many wait."""
