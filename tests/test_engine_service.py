@@ -203,7 +203,7 @@ def test_a_prepare_that_is_cancelled_stops_its_compile(service, tiny_model_dir):
         bomb = asyncio.create_task(
             service.prepare(request(tiny_model_dir, json_schema=regex_bomb()))
         )
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.1)
         bomb.cancel()
         with pytest.raises(asyncio.CancelledError):
             await bomb
@@ -212,4 +212,4 @@ def test_a_prepare_that_is_cancelled_stops_its_compile(service, tiny_model_dir):
         return time.monotonic() - began, _built[2].stopped - stopped
 
     seconds, stopped = asyncio.run(scenario())
-    assert stopped == 1 and seconds < 0.5, (seconds, stopped)
+    assert stopped == 1 and seconds < 0.6, (seconds, stopped)  # else 0.9 s of its budget left
