@@ -108,3 +108,26 @@ def test_a_grammar_the_grammar_engine_crashes_on_crashes_only_its_child(tokenize
         GrammarConstraint(tokenizer, json_schema_grammar(chain), VOCAB)
     GrammarConstraint(tokenizer, json_schema_grammar({"type": "boolean"}), VOCAB)
     assert trials._ready
+
+
+def test_a_grammar_that_compiled_is_not_held_up_by_another_compiling(tokenizer):
+    """A request's grammar is trial-compiled before its turn, so another request's compile
+    may hold the compiler while an answer in its turn checks its own, already passed: that
+    check must not wait for the other's budget (the engine's turn would wait with it)."""
+    import threading
+    import time
+
+    trials = trials_of(tokenizer)  # SIMPLE has compiled
+    simple = json_schema_grammar(SIMPLE)
+    compiling = threading.Thread(
+        target=lambda: pytest.raises(
+            EngineError, trials.check, json_schema_grammar(regex_bomb()), "f"
+        )
+    )
+    compiling.start()
+    time.sleep(0.2)  # the bomb holds the compiler for its 1 s budget
+    began = time.monotonic()
+    trials.check(simple, "response_format")
+    waited = time.monotonic() - began
+    compiling.join()
+    assert waited < 0.3, waited  # else about 0.8 s, the rest of the bomb's budget

@@ -79,7 +79,8 @@ class TrialCompiler:
         )
         self._context = multiprocessing.get_context("spawn")
         self._passed: OrderedDict[bytes, None] = OrderedDict()
-        self._lock = threading.Lock()
+        self._passed_lock = threading.Lock()  # held for a look, never for a compile
+        self._lock = threading.Lock()  # one compile at a time
         self._process = None
         self._connection = None
         self._starter: threading.Thread | None = None
@@ -95,9 +96,10 @@ class TrialCompiler:
         """Return once ``grammar`` has compiled within the budget; raise an EngineError
         naming ``field`` when it did not (or failed to), or when the request stopped."""
         digest = hashlib.sha256(grammar.encode("utf-8", "surrogatepass")).digest()
+        if self._remembered(digest):  # without waiting for another request's compile
+            return
         with self._lock:
-            if digest in self._passed:
-                self._passed.move_to_end(digest)
+            if self._remembered(digest):
                 return
             self._await_ready(field, should_stop)
             self._job += 1
@@ -109,9 +111,10 @@ class TrialCompiler:
                 raise _stopped(field)
             kind, detail = outcome
             if kind == "compiled" and not detail:
-                self._passed[digest] = None
-                while len(self._passed) > REMEMBERED_GRAMMARS:
-                    self._passed.popitem(last=False)
+                with self._passed_lock:
+                    self._passed[digest] = None
+                    while len(self._passed) > REMEMBERED_GRAMMARS:
+                        self._passed.popitem(last=False)
                 return
             if kind == "compiled":
                 raise EngineError(
@@ -125,6 +128,15 @@ class TrialCompiler:
                 "must hold together, or too many intertwined alternatives or references. "
                 "Simplify the schema."
             )
+
+    def _remembered(self, digest: bytes) -> bool:
+        """Whether a grammar of this digest compiled within the budget here (kept as the
+        most recently used if so)."""
+        with self._passed_lock:
+            if digest in self._passed:
+                self._passed.move_to_end(digest)
+                return True
+        return False
 
     def close(self) -> None:
         """Stop the process (a daemon: it also ends with this one)."""
