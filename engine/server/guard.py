@@ -269,8 +269,8 @@ def guarded_protocol(
     closed. Only a silent connection counts as waiting for headers here: one with bytes the
     loop has not read yet (``unread_bytes``) is about to send them. In a burst, read by
     none yet, a newcomer whose whole request has come (``holds_whole_request``: a probe)
-    closes the oldest whose request has not, in its place. A complete or trusted request is never closed
-    to make room.
+    closes the oldest whose request has not, in its place. A complete or trusted request
+    is never closed to make room.
 
     Reserve: strangers' requests past their headers may hold at most ``max_connections``
     less ``reserved_slots`` slots. One more closes the stranger's body furthest behind, or,
