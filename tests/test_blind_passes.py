@@ -434,3 +434,26 @@ def test_what_follows_a_pass_that_sent_nothing_is_kept_across_answers():
     assert not blind_next(memory.schedule("other", drafter, curve))
     memory.forget_acceptance()
     assert not blind_next(memory.schedule("k", drafter, curve))
+
+
+@pytest.mark.parametrize("blind", [False, True], ids=["plain", "blind"])
+def test_every_queued_pass_is_timed_the_first_included(model, monkeypatch, blind):
+    """On MLX's CPU backend most of a pass runs inside ``mx.async_eval`` itself. A clock that
+    moves only there (one unit a pass) shows whether the passes' seconds, which the answer's
+    decode time and tokens per second are summed from, hold every pass: a run of queued
+    passes used to start its clock after queuing its first pass, one pass lost a run."""
+    clock = [0.0]
+    real_async_eval = mx.async_eval
+
+    def async_eval(*arrays):
+        real_async_eval(*arrays)
+        clock[0] += 1.0
+
+    monkeypatch.setattr("engine.loop.decode.time.perf_counter", lambda: clock[0])
+    monkeypatch.setattr(mx, "async_eval", async_eval)
+    settings = DraftSettings(drafter="suffix" if blind else "none", draft_count=4)
+    policy, schedule = (Scripted(every=5), AlwaysBlind()) if blind else (None, None)
+    _, results = run_with_policy(model, PROMPT, 16, settings, policy, schedule=schedule)
+    runs = sum(r.queued and not before.queued for before, r in zip(results, results[1:]))
+    assert runs >= (2 if blind else 0) and any(r.queued for r in results), "nothing queued"
+    assert sum(r.seconds for r in results) == pytest.approx(clock[0])
