@@ -49,9 +49,10 @@ policy could make of them)."""
 
 
 PASS_COST_NOTE = """\
-Every pass of every round, its seconds against the verify cost measured in this run: plain \
-decoding queues each pass before reading the last token, the speculative loop waits for each \
-pass, and a pass at a new length or cache length can cost more than the curve's."""
+Every pass of every round, its seconds against what the prediction charges for the same \
+passes on the verify cost measured in this run: c(n) at the pass's context, and a pass queued \
+before the last token was read (plain decoding's, a blind pass) at the share of c(1) the \
+prediction charges. A pass at a new length or cache length can cost more than the curve's."""
 
 
 PIPELINED_NOTE = """\
@@ -83,25 +84,38 @@ def context_scale_lines(scale: dict) -> list[str]:
     return [CONTEXT_NOTE, "", _table(header, rows), ""]
 
 
-def priced_passes(curve: CostCurve, run: dict) -> float:
+def priced_passes(curve: CostCurve, run: dict, queued_share: float = 1.0) -> float:
     """c(n) of a run's passes, each at about its context (its answer's prompt, then that
-    answer's tokens spread evenly over its passes: the run records no pass's own)."""
+    answer's tokens spread evenly over its passes: the run records no pass's own); its queued
+    passes at ``queued_share`` of c(1) (the run counts them, not which they were: they are
+    priced at its one-token passes' mean context)."""
     sizes, start = run["stats"]["pass_sizes"], run["timing"].get("prompt_tokens", 0)
     step = run["stats"]["emitted"] / max(len(sizes), 1)
-    return sum(curve.at_context(n, start + i * step) for i, n in enumerate(sizes))
+    costs = [curve.at_context(n, start + i * step) for i, n in enumerate(sizes)]
+    ones = [c for c, n in zip(costs, sizes) if n == 1]
+    queued = min(run["stats"].get("queued_passes", 0), len(ones))
+    return sum(costs) - (queued and queued * (1.0 - queued_share) * sum(ones) / len(ones))
 
 
-def pass_cost_table(results: dict) -> list[str]:
-    """Where measured and predicted part: per config, the seconds of its passes against c(n)
-    for the same passes (each at its context where the run measured a context scale: a pass's
-    context read as its answer's prompt plus its share of the answer), and the share of passes
-    that sent no draft."""
+def measured_curve(results: dict) -> CostCurve:
+    """The verify cost a results.json measured, each pass at its context where it measured
+    a context scale."""
     measured = results["verify_cost"]
     scale = measured.get("context_scale")
-    curve = CostCurve(
+    return CostCurve(
         {int(n): s for n, s in measured["median_s"].items()},
         context_scale=scale and ContextScale.from_dict(scale),
     )
+
+
+def pass_cost_table(results: dict) -> list[str]:
+    """Where measured and predicted part: per config, the seconds of its passes against what
+    the prediction charges for the same passes (``priced_passes``, queued ones at the share
+    it charges them), and the shares of passes that sent no draft and that were queued."""
+    measured = results["verify_cost"]
+    recorded = measured.get("loop_share") or measured.get("pipelined_share")
+    share = recorded or 1.0  # (an older run: every pass at c(n))
+    curve = measured_curve(results)
     rows = []
     for config in results["summary"]["configs"]:
         runs = [r for r in results["runs"] if r["config"] == config and r.get("stats")]
@@ -110,15 +124,20 @@ def pass_cost_table(results: dict) -> list[str]:
             continue  # an older results.json, or passes not all recorded
         spent = sum(r["timing"]["decode_s"] for r in runs)
         drafter = sum(r["timing"].get("drafter_s", 0.0) for r in runs)
-        on_curve = sum(priced_passes(curve, r) for r in runs)
+        on_curve = sum(priced_passes(curve, r, share) for r in runs)
         alone = sum(n == 1 for n in sizes) / len(sizes)
-        cells = [f"{len(sizes):,}", f"{alone:.0%}", _f(1e3 * spent / len(sizes))]
-        cells += [_f(1e3 * drafter / len(sizes)), _f(1e3 * on_curve / len(sizes))]
-        rows.append([f"`{config}`"] + cells + [_f(spent / on_curve)])
+        counted = all("queued_passes" in r["stats"] for r in runs)  # (older runs: not)
+        queued = sum(r["stats"].get("queued_passes", 0) for r in runs) / len(sizes)
+        cells = [f"{len(sizes):,}", f"{alone:.0%}", f"{queued:.0%}" if counted else "–"]
+        cells += [_f(1e3 * spent / len(sizes)), _f(1e3 * drafter / len(sizes))]
+        cells += [_f(1e3 * on_curve / len(sizes)), _f(spent / on_curve)]
+        rows.append([f"`{config}`"] + cells)
     if not rows:
         return []
-    header = ["config", "passes", "no draft", "ms a pass", "of it drafter", "c(n) ms a pass"]
-    return [PASS_COST_NOTE, "", _table(header + ["measured / c(n)"], rows), ""]
+    header = ["config", "passes", "no draft", "queued", "ms a pass", "of it drafter"]
+    header += ["charged ms a pass", "measured / charged"]
+    note = PASS_COST_NOTE + (f" Here that share is {share}." if recorded else "")
+    return [note, "", _table(header, rows), ""]
 
 
 def predictions(results: dict) -> dict[str, dict]:
