@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import json
 from pathlib import Path
 
@@ -58,8 +59,10 @@ def test_bench_writes_report_and_checks_identity(tiny_model_dir, tmp_path, bench
     scale = results["verify_cost"]["context_scale"]  # timed at a third, once and 3x the prefix
     assert scale["contexts"] == [5, 16, 48] and scale["lengths"] == [1]  # none past the curve's
     assert scale["ratios"][1] == [1.0]
-    # plain decoding's own pace in the loop, what the prediction prices it at
-    assert 0.5 < results["verify_cost"]["loop_share"] < 5
+    # plain decoding's own pace in the loop, what the prediction prices it at: recorded (its
+    # value is a timing of 1 ms passes here, one c(1) sample: no bound on it is safe)
+    loop_share = results["verify_cost"]["loop_share"]
+    assert isinstance(loop_share, float) and math.isfinite(loop_share) and loop_share > 0
     report = (out / "report.md").read_text()
     assert "Identity check: every Draftless run" in report
     speed = next(t for t in markdown_tables(report) if t[0][:2] == ["config", "tokens/s"])

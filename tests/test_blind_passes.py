@@ -441,7 +441,7 @@ def test_every_queued_pass_is_timed_the_first_included(model, monkeypatch, blind
     """On MLX's CPU backend most of a pass runs inside ``mx.async_eval`` itself. A clock that
     moves only there (one unit a pass) shows whether the passes' seconds, which the answer's
     decode time and tokens per second are summed from, hold every pass: a run of queued
-    passes used to start its clock after queuing its first pass, one pass lost a run."""
+    passes whose clock started after queuing its first pass would lose one pass a run."""
     clock = [0.0]
     real_async_eval = mx.async_eval
 
