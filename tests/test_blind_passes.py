@@ -451,9 +451,19 @@ def test_every_queued_pass_is_timed_the_first_included(model, monkeypatch, blind
 
     monkeypatch.setattr("engine.loop.decode.time.perf_counter", lambda: clock[0])
     monkeypatch.setattr(mx, "async_eval", async_eval)
+    learned = []
+
+    class Recording(AlwaysBlind):
+        def learn(self, choice, outcome):
+            learned.append(outcome.seconds)
+            super().learn(choice, outcome)
+
     settings = DraftSettings(drafter="suffix" if blind else "none", draft_count=4)
-    policy, schedule = (Scripted(every=5), AlwaysBlind()) if blind else (None, None)
+    policy, schedule = (Scripted(every=5), Recording()) if blind else (None, None)
     _, results = run_with_policy(model, PROMPT, 16, settings, policy, schedule=schedule)
     runs = sum(r.queued and not before.queued for before, r in zip(results, results[1:]))
     assert runs >= (2 if blind else 0) and any(r.queued for r in results), "nothing queued"
     assert sum(r.seconds for r in results) == pytest.approx(clock[0])
+    # what the schedule learns a pass took holds no other pass's queuing: each step of a run
+    # already holds the pass it queues (here, one unit)
+    assert max(learned, default=0.0) <= 1.0

@@ -474,16 +474,17 @@ def queued_passes(
         logits = target.forward(token)
         return chooser.pick(logits, target.offset)  # the index of the token it chooses
 
-    # the first pass's time begins before it is queued: on MLX's CPU backend most of a pass
-    # runs inside ``async_eval`` itself, so a clock started after it would miss that pass
-    started = time.perf_counter()
+    queued_at = time.perf_counter()
     pending = step(mx.array(history[-1:], dtype=mx.uint32))
     mx.async_eval(pending)
+    # on MLX's CPU backend most of a pass runs inside ``async_eval`` itself: the first
+    # result's time holds its queuing, not what ``learn`` is told (on the CPU, each step
+    # already holds the body of the pass it queues)
+    owed = time.perf_counter() - queued_at
     ahead = False
     try:
         for produced in range(1, max_tokens + 1):
-            if produced > 1:
-                started = time.perf_counter()
+            started = time.perf_counter()
             ahead = produced < max_tokens and queue_next()
             if ahead:
                 following = step(pending)
@@ -491,6 +492,7 @@ def queued_passes(
             token = pending.item()
             history.append(token)
             result = learn(token, started)
+            result.seconds, owed = result.seconds + owed, 0.0
             result.queued = produced > 1
             if token in eos_tokens or not ahead:
                 if ahead:
