@@ -113,12 +113,10 @@ def test_first_message_through_the_session_with_adaptive_drafting(tmp_path, arch
     assert done.stats["speculation"] == loaded.speculation
 
 
-# raw prompts: no chat template's system text to prefill at every run (MLX's CPU 4-bit
-# path costs about linearly in tokens per pass)
-EMBEDDED_PROMPTS = {
-    "copy": "the red fox and the red hen and the red fox and the red hen and the red",
-    "novel": "Once upon a time, in a city made of glass,",
-}
+# a raw prompt (no chat template's system text to prefill at every run: MLX's CPU 4-bit path
+# costs about linearly in tokens per pass) that every drafter that drafts here has both kept and
+# rejected drafts on
+EMBEDDED_COPY_PROMPT = "the red fox and the red hen and the red fox and the red hen and the red"
 
 
 @pytest.mark.embedded
@@ -133,20 +131,20 @@ def test_the_embedded_model_quantized_to_4_bit_by_mlx_lm_stays_lossless(tmp_path
     loaded = load_model(str(folder))
     assert loaded.details == "llama · 135M params · 4-bit (group 64)"
     assert loaded.speculation == "on (tree)"
-    accepted = 0
-    for text in EMBEDDED_PROMPTS.values():
-        prompt = list(loaded.tokenizer.encode(text))
-        expected = reference_greedy(loaded.model, prompt, 8)
-        for name in DRAFTERS:
-            options = {
-                "ngram-cache": {"dynamic": False},
-                "ngrammys": {"rows": 4, "model_bigram": False},
-            }.get(name, {})
-            settings = DraftSettings(drafter=name, draft_count=3, adaptive=False, options=options)
-            got, results = speculative(loaded.model, prompt, 8, settings)
-            assert got == expected, name
-            accepted += sum(r.accepted for r in results)
-    assert accepted > 0
+    prompt = list(loaded.tokenizer.encode(EMBEDDED_COPY_PROMPT))
+    expected = reference_greedy(loaded.model, prompt, 8)
+    accepted, rejected = 0, 0
+    for name in DRAFTERS:
+        options = {
+            "ngram-cache": {"dynamic": False},
+            "ngrammys": {"rows": 4, "model_bigram": False},
+        }.get(name, {})
+        settings = DraftSettings(drafter=name, draft_count=3, adaptive=False, options=options)
+        got, results = speculative(loaded.model, prompt, 8, settings)
+        assert got == expected, name
+        accepted += sum(r.accepted for r in results)
+        rejected += sum(r.drafted - r.accepted for r in results)
+    assert accepted > 0 and rejected > 0
 
 
 # ---------------------------------------------------------------- tree passes
