@@ -127,6 +127,13 @@ def test_a_conversations_file_runs_with_its_speed_up_measured_beside_predicted(
     share = results["verify_cost"]["loop_share"]
     charged = sum(priced_passes(measured_curve(results), r, share) for r in plain)
     assert costs[1][6] == f"{1e3 * charged / passes:.2f}"
+    by_task = markdown_tables("\n".join(pass_cost_table(results)))[1]
+    assert [row[0] for row in by_task[1:]] == ["prose", "code"]
+    for row in by_task[1:]:  # plain decoding's passes of that task against their charge
+        runs = [r for r in plain if r["task"] == row[0]]
+        spent = sum(r["timing"]["decode_s"] for r in runs)
+        charged = sum(priced_passes(measured_curve(results), r, share) for r in runs)
+        assert row[1] == f"{spent / charged:.2f}"
     for run in results["runs"]:  # a results.json written before passes were listed
         run.get("stats", {}).pop("pass_sizes", None)
     assert pass_cost_table(results) == []

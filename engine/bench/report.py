@@ -108,23 +108,38 @@ def measured_curve(results: dict) -> CostCurve:
     )
 
 
+def _passes_of(results: dict, config: str, task: str | None = None) -> list[dict]:
+    """A config's runs (of one task, or all) whose every pass is listed ([] where one is not:
+    an older results.json)."""
+    runs = [r for r in results["runs"] if r["config"] == config and r.get("stats")]
+    runs = [r for r in runs if task is None or r["task"] == task]
+    sizes = sum(len(r["stats"].get("pass_sizes", [])) for r in runs)
+    return runs if sizes and sizes == sum(r["stats"]["passes"] for r in runs) else []
+
+
 def pass_cost_table(results: dict) -> list[str]:
     """Where measured and predicted part: per config, the seconds of its passes against what
     the prediction charges for the same passes (``priced_passes``, queued ones at the share
-    it charges them), and the shares of passes that sent no draft and that were queued."""
+    it charges them), and the shares of passes that sent no draft and that were queued; then
+    measured / charged per task, where a source's passes part from the curve."""
     measured = results["verify_cost"]
     recorded = measured.get("loop_share") or measured.get("pipelined_share")
     share = recorded or 1.0  # (an older run: every pass at c(n))
     curve = measured_curve(results)
-    rows = []
+
+    def charged(runs: list[dict]) -> float:
+        return sum(priced_passes(curve, r, share) for r in runs)
+
+    rows, configs = [], []
     for config in results["summary"]["configs"]:
-        runs = [r for r in results["runs"] if r["config"] == config and r.get("stats")]
-        sizes = [n for r in runs for n in r["stats"].get("pass_sizes", [])]
-        if not sizes or len(sizes) != sum(r["stats"]["passes"] for r in runs):
-            continue  # an older results.json, or passes not all recorded
+        runs = _passes_of(results, config)
+        if not runs:
+            continue
+        configs.append(config)
+        sizes = [n for r in runs for n in r["stats"]["pass_sizes"]]
         spent = sum(r["timing"]["decode_s"] for r in runs)
         drafter = sum(r["timing"].get("drafter_s", 0.0) for r in runs)
-        on_curve = sum(priced_passes(curve, r, share) for r in runs)
+        on_curve = charged(runs)
         alone = sum(n == 1 for n in sizes) / len(sizes)
         counted = all("queued_passes" in r["stats"] for r in runs)  # (older runs: not)
         queued = sum(r["stats"].get("queued_passes", 0) for r in runs) / len(sizes)
@@ -137,7 +152,16 @@ def pass_cost_table(results: dict) -> list[str]:
     header = ["config", "passes", "no draft", "queued", "ms a pass", "of it drafter"]
     header += ["charged ms a pass", "measured / charged"]
     note = PASS_COST_NOTE + (f" Here that share is {share}." if recorded else "")
-    return [note, "", _table(header, rows), ""]
+    by_task = []
+    for task in results["summary"]["tasks"]:
+        cells = []
+        for config in configs:
+            runs = _passes_of(results, config, task)
+            spent = sum(r["timing"]["decode_s"] for r in runs)
+            cells.append(_f(spent / charged(runs)) if runs else "–")
+        by_task.append([task] + cells)
+    task_header = ["measured / charged, by task"] + [f"`{c}`" for c in configs]
+    return [note, "", _table(header, rows), "", _table(task_header, by_task), ""]
 
 
 def predictions(results: dict) -> dict[str, dict]:
