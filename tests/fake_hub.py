@@ -3,7 +3,7 @@ so downloads go through huggingface_hub itself (pointed here with ``HF_ENDPOINT`
 
 It answers what ``snapshot_download`` asks: the repo's file list, a HEAD per file (commit,
 ETag, size) and the file itself, honouring ``Range`` (resumed downloads). Every request
-is recorded; ``slow`` files are sent in small pieces with pauses (to cancel mid-way).
+is recorded; ``slow`` files are sent in 4 KB pieces, ``pause`` seconds apart (to cancel mid-way).
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ def etag_of(data: bytes) -> str:
 
 
 class FakeHub:
-    def __init__(self, repos: dict[str, Path], slow: set[str] = frozenset()):
+    def __init__(self, repos: dict[str, Path], slow: set[str] = frozenset(), pause: float = 0.02):
         self.repos = repos
         self.slow = set(slow)
+        self.pause = pause
         self.requests: list[tuple[str, str, str | None]] = []  # method, path, Range header
         hub = self
 
@@ -111,12 +112,15 @@ class FakeHub:
             if wanted and wanted.startswith("bytes=") and body:
                 start = int(wanted[6:].split("-")[0] or 0)
                 headers["Content-Range"] = f"bytes {start}-{len(data) - 1}/{len(data)}"
-                return self._send(handler, 206, data[start:], body, headers, slow=name in self.slow)
-            return self._send(handler, 200, data, body, headers, slow=name in self.slow)
+                return self._send(handler, 206, data[start:], body, headers, self._pause(name))
+            return self._send(handler, 200, data, body, headers, self._pause(name))
         self._send(handler, 404, b"not found", body)
 
+    def _pause(self, name: str) -> float:
+        return self.pause if name in self.slow else 0.0
+
     @staticmethod
-    def _send(handler, status, data, body, headers=None, slow=False):
+    def _send(handler, status, data, body, headers=None, pause=0.0):
         handler.send_response(status)
         for key, value in (headers or {}).items():
             handler.send_header(key, value)
@@ -125,11 +129,11 @@ class FakeHub:
         if not body:
             return
         try:
-            if slow:
+            if pause:
                 for i in range(0, len(data), 4096):
                     handler.wfile.write(data[i : i + 4096])
                     handler.wfile.flush()
-                    time.sleep(0.02)
+                    time.sleep(pause)
             else:
                 handler.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):

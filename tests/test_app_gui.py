@@ -662,7 +662,10 @@ def test_a_model_download_can_be_cancelled_and_resumes_when_chosen_again(
     application = make_app()
     window, controller, repo = application.window, application.controller, "tiny-org/tiny-llama"
     weights = f"/{repo}/resolve/{COMMIT}/model.safetensors"
-    with FakeHub({repo: tiny_model_dir}, slow={"model.safetensors"}) as hub:
+    # the weights (356 KB) over 4.5 s, so that the GUI thread, sharing the cores with the other
+    # test worker, clicks Cancel before they are all in (at 0.02 s a piece, 1.8 s in all, this
+    # test failed once in four two-worker runs of the suite)
+    with FakeHub({repo: tiny_model_dir}, slow={"model.safetensors"}, pause=0.05) as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
         task = controller.models.load_model(repo)
         qtbot.waitUntil(lambda: ("GET", weights, None) in hub.requests, timeout=30000)
