@@ -25,17 +25,18 @@ from engine.policy.adaptive import AdaptiveMemory
 RECORDED = Path(__file__).parent / "data" / "hf_prompt_lookup_calls.json"
 
 
-def _recorded_hf_rows() -> list[dict]:
+def _recorded_hf_run() -> dict:
     peer = json.loads(RECORDED.read_text())
     assert peer["prompt_lookup_num_tokens"] == HFPromptLookupPeer.draft_count
     assert peer["max_matching_ngram_size"] == max(HFPromptLookupPeer.sizes)
-    return peer["rows"]
+    return peer
 
 
 def test_hf_prompt_lookup_replay_needs_the_forward_calls_transformers_made():
-    eos = json.loads(RECORDED.read_text())["eos"]
+    recorded = _recorded_hf_run()
+    eos = recorded["eos"]
     replayed_calls, real_calls = 0, 0
-    for row in _recorded_hf_rows():
+    for row in recorded["rows"]:
         result = simulate(
             [{"prompt": row["prompt"], "answer": row["answer"], "stop": False}],
             "peer",
