@@ -292,6 +292,7 @@ def serve_http(app, args, api_key: str | None, backlog: int, on_exit=None) -> No
         timeout_graceful_shutdown=5,
         timeout_keep_alive=5,
         backlog=backlog,
+        loop="engine.server.accept:AcceptingLoop",
         http=guarded_protocol(
             args.header_seconds, args.body_seconds, args.max_connections, api_key
         ),

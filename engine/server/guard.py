@@ -173,21 +173,28 @@ def unread_bytes(transport) -> int:
 
 
 def holds_whole_request(transport) -> bool:
-    """Whether the bytes the kernel holds unread for this connection are a whole request:
-    its head (headers and the blank line after them) and all the body it declares, no
-    chunked one. Such a request (a probe) is about to be read and answered; a connection
-    still sending its headers or its body is not. The bytes stay where they are."""
+    """Whether the bytes the kernel holds unread for this connection are a whole request
+    (``socket_holds_whole_request``)."""
     sock = transport.get_extra_info("socket")
     try:
         view = socket.socket(sock.family, sock.type, sock.proto, sock.fileno())
     except (AttributeError, OSError):  # no socket, or closed
         return False
     try:
-        unread = view.recv(HEAD_PEEK_BYTES, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-    except OSError:  # nothing unread (BlockingIOError), or reset
-        return False
+        return socket_holds_whole_request(view)
     finally:
         view.detach()  # the transport still owns the descriptor
+
+
+def socket_holds_whole_request(sock: socket.socket) -> bool:
+    """Whether the bytes the kernel holds unread for ``sock`` are a whole request: its head
+    (headers and the blank line after them) and all the body it declares, no chunked one.
+    Such a request (a probe) is about to be read and answered; a connection still sending its
+    headers or its body is not. The bytes stay where they are."""
+    try:
+        unread = sock.recv(HEAD_PEEK_BYTES, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except OSError:  # nothing unread (BlockingIOError), or reset
+        return False
     head, blank, body = unread.partition(b"\r\n\r\n")
     if not blank:
         return False
