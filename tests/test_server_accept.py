@@ -121,3 +121,20 @@ def test_connections_accepted_but_not_started_are_closed_when_the_server_stops(l
         for transport in made:
             transport.close()
         loop.run_until_complete(server.wait_closed())
+
+
+def test_a_connection_is_looked_at_when_sorted_so_a_request_sent_after_accepting_counts():
+    accepted = accept.Accepted()
+    pairs = [socket.socketpair() for _ in range(3)]
+    try:
+        for server_side, _ in pairs:
+            accepted.add(server_side, None)  # nothing sent yet by any
+        pairs[0][1].sendall(b"POST / HTTP/1.1\r\nHost: x\r\n")  # a head not yet whole
+        pairs[2][1].sendall(PROBE)  # the last accepted, its whole request in since
+        accepted.sort()
+        order = [accepted.take()[0] for _ in range(len(accepted))]
+        assert order == [pairs[2][0], pairs[0][0], pairs[1][0]]
+    finally:
+        for a, b in pairs:
+            a.close()
+            b.close()
