@@ -2,6 +2,7 @@
 request is in starts first, and no loop turn starts more than ``STARTS_PER_TURN``."""
 
 import asyncio
+import errno
 import socket
 
 import pytest
@@ -138,3 +139,47 @@ def test_a_connection_is_looked_at_when_sorted_so_a_request_sent_after_accepting
         for a, b in pairs:
             a.close()
             b.close()
+
+
+def test_connections_accepted_before_the_process_runs_out_of_files_are_started(loop):
+    """An accept that fails for want of descriptors (EMFILE) is left to asyncio, which stops
+    listening a while; the connections accepted before it are started all the same."""
+    listener = socket.create_server(("127.0.0.1", 0), backlog=16)
+    port = listener.getsockname()[1]
+    clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+
+    class RunsOut:  # the listening socket, out of descriptors after two connections
+        def __init__(self):
+            self.left = 2
+
+        def accept(self):
+            if not self.left:
+                raise OSError(errno.EMFILE, "Too many open files")
+            self.left -= 1
+            return listener.accept()
+
+        def fileno(self):
+            return listener.fileno()
+
+    made = []
+
+    class Recorder(asyncio.Protocol):
+        def connection_made(self, transport):
+            made.append(transport)
+
+    loop.set_exception_handler(lambda loop, context: None)  # asyncio reports the EMFILE
+    loop._accept_connection(Recorder, RunsOut(), backlog=16)
+
+    async def turns():
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+    try:
+        loop.run_until_complete(turns())
+        assert len(made) == 2
+    finally:
+        for transport in made:
+            transport.close()
+        for client in clients:
+            client.close()
+        listener.close()

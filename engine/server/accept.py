@@ -84,23 +84,25 @@ class AcceptingLoop(asyncio.SelectorEventLoop):
                 protocol_factory, sock, sslcontext, server, backlog, *timeouts
             )
         accepted = self._accepted.setdefault(sock, (Accepted(), protocol_factory, server))[0]
-        first = not accepted
-        while len(accepted) < backlog:
-            try:
-                connection, address = sock.accept()
-                connection.setblocking(False)
-            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
-                break
-            except OSError as error:
-                if error.errno not in OUT_OF_RESOURCES:
-                    raise  # the loop logs it and goes on, as asyncio's accept does
-                # asyncio's own way out: stop listening a while, then accept again
-                return super()._accept_connection(
-                    protocol_factory, sock, sslcontext, server, backlog, *timeouts
-                )
-            accepted.add(connection, address)
-        if first and accepted:
-            self.call_soon(self._start_accepted, sock)
+        first = not accepted  # else they are being started already
+        try:
+            while len(accepted) < backlog:
+                try:
+                    connection, address = sock.accept()
+                    connection.setblocking(False)
+                except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                    return
+                except OSError as error:
+                    if error.errno not in OUT_OF_RESOURCES:
+                        raise  # the loop logs it and goes on, as asyncio's accept does
+                    # asyncio's own way out: stop listening a while, then accept again
+                    return super()._accept_connection(
+                        protocol_factory, sock, sslcontext, server, backlog, *timeouts
+                    )
+                accepted.add(connection, address)
+        finally:  # those accepted before an error are started too
+            if first and accepted:
+                self.call_soon(self._start_accepted, sock)
 
     def _start_accepted(self, sock) -> None:
         """Start up to ``STARTS_PER_TURN`` of ``sock``'s accepted connections, whole requests
