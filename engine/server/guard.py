@@ -287,7 +287,8 @@ def guarded_protocol(
 
     A flood makes every new connection choose one to close, so the choice must not walk all
     of them: the connections waiting for headers are kept oldest first, the strangers'
-    requests in a set (a superset: a connection leaves it when it leaves the request), and
+    requests in a set (a connection leaves it as it leaves the request, or as it is closed
+    here, or once gone where uvicorn closed it: a count never below the truth), and
     their bodies in a heap by how far behind they are.
     """
     table = ConnectionTable(header_seconds, body_seconds, max_connections, api_key)
@@ -310,7 +311,8 @@ class ConnectionTable:
         self.max_connections, self.api_key = max_connections, api_key
         self.stranger_slots = max_connections - reserved_slots(max_connections)
         self.waiting: OrderedDict = OrderedDict()  # waiting for headers, oldest first
-        self.strangers: set = set()  # every stranger's connection in a request (and some out)
+        # every stranger's connection in a request (and those uvicorn is closing, until gone)
+        self.strangers: set = set()
         self.bodies: list = []  # heap of (ahead, order, connection): see above
         self.order = itertools.count()  # ties in the heap go first come, first closed
         self.closed: set = set()
@@ -394,10 +396,7 @@ class ConnectionTable:
 
     def keep_reserve(self, stranger: GuardedH11Protocol) -> None:
         """Keep strangers' requests out of the reserved slots, ``stranger``'s included."""
-        if len(self.strangers) <= self.stranger_slots:  # (a superset: fewer are in a request)
-            return
-        in_request = [c for c in self.strangers if c.in_request() and not c.trusted]
-        if len(in_request) <= self.stranger_slots:
+        if len(self.strangers) <= self.stranger_slots:
             return
         if not self.close_body_furthest_behind(stranger):
             stranger.refuse(
@@ -434,6 +433,7 @@ class GuardedH11Protocol(H11Protocol):
     def close(self) -> None:
         """Close this connection; it counts as gone from now on."""
         self.table.closed.add(self)
+        self.table.strangers.discard(self)
         self._stop_timers()
         self.transport.close()
 
