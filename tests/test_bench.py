@@ -56,6 +56,9 @@ def test_bench_writes_report_and_checks_identity(tiny_model_dir, tmp_path, bench
     assert summary["verdict"] in ("gain", "loss", "no change")
     assert set(results["verify_cost"]["ratio"]) == {"1", "2", "3"}
     assert results["verify_cost"]["ratio"]["1"] == 1.0
+    # c(n) priced over the run: the start's sample and 2 after the one chat; the start's kept
+    assert results["verify_cost"]["repeats"] == 1 + 2 * len(results["workloads"])
+    assert set(results["verify_cost"]["planned_s"]) == {"1", "2", "3"}
     scale = results["verify_cost"]["context_scale"]  # timed at a third, once and 3x the prefix
     assert scale["contexts"] == [5, 16, 48] and scale["lengths"] == [1]  # none past the curve's
     assert scale["ratios"][1] == [1.0]
@@ -65,6 +68,7 @@ def test_bench_writes_report_and_checks_identity(tiny_model_dir, tmp_path, bench
     assert isinstance(loop_share, float) and math.isfinite(loop_share) and loop_share > 0
     report = (out / "report.md").read_text()
     assert "Identity check: every Draftless run" in report
+    assert "median of 3 timed passes a length: 1 at the start" in report
     speed = next(t for t in markdown_tables(report) if t[0][:2] == ["config", "tokens/s"])
     assert [row[0] for row in speed[1:]] == [f"`{c}`" for c in results["summary"]["configs"]]
     assert all(float(row[1]) > 0 and row[-1] == "yes" for row in speed[1:])

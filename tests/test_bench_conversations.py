@@ -389,3 +389,29 @@ def test_a_replay_plans_on_the_measured_share_and_charges_the_clocked_one():
     assert clocked["plain_s"] == pytest.approx(planned["plain_s"] * 1.2 / 0.8)
     queued = [c for (n, _), c in zip(planned["sizes"], planned["costs"]) if n == 1]
     assert queued and clocked["spec_s"] > planned["spec_s"]
+
+
+def test_a_replay_plans_on_the_curve_the_loop_had_and_charges_the_run_s():
+    """Charged at another c(n) (the bench's curve over the whole run), a replay's policy plans
+    on the curve the loop planned on (here: it drafts, where the other curve would not) and
+    every pass is charged at the other."""
+    from engine.bench.tune import simulate
+    from engine.policy.adaptive import AdaptiveMemory
+    from engine.policy.verify_cost import CostCurve
+
+    prompt = [5, 6, 7, 8, 9, 5, 6, 7, 10, 11, 5, 6, 7, 8, 12] * 3
+    turns = [{"prompt": prompt, "answer": [5, 6, 7, 8, 9, 13, 20, 21, 22, 23] * 3}]
+    planned = {1: 0.01, 2: 0.013, 8: 0.02, 65: 0.1}
+    steeper = {1: 0.01, 2: 0.03, 8: 0.08, 65: 0.4}
+
+    def replay(seconds, **charge):
+        memory = AdaptiveMemory()
+        return simulate(turns, "suffix", 8, True, memory, "k", seconds, 0, pipelined=0.8, **charge)
+
+    alone, charged = replay(planned), replay(planned, charge_seconds=steeper)
+    assert [n for n, _ in replay(steeper)["sizes"]] == [1] * 31  # it would draft nothing
+    first = alone["sizes"][0][0]
+    assert first > 1 and charged["sizes"][0][0] == first  # planned on the loop's curve
+    assert alone["costs"][0] == pytest.approx(CostCurve(planned).base(first))
+    assert charged["costs"][0] == pytest.approx(CostCurve(steeper).base(first))
+    assert charged["plain_s"] == pytest.approx(alone["plain_s"])  # c(1) is the same

@@ -37,7 +37,7 @@ from ..runtime.session import ChatSession
 from ..settings import DraftSettings, SamplingSettings
 from ..tokens import output_size
 from .oracle import OracleDrafter, OracleSession
-from .runner import compare, context_tokens_needed, run_engine, verify_cost_curve
+from .runner import CurveTimer, compare, context_tokens_needed, run_engine, verify_cost_curve
 from .scratch import scratch_memory
 from .workloads import select_workloads
 
@@ -216,7 +216,7 @@ def main(argv=None) -> int:
     print(f"{loaded.name} on {mx.default_device()} (MLX {mx.__version__}); context {args.context}")
     lengths = [int(n) for n in args.lengths.split(",")]
     context = [100 + i % 1000 for i in range(context_tokens_needed(args.context, lengths))]
-    curve = verify_cost_curve(loaded, context, lengths, args.repeats, args.context)
+    curve = verify_cost_curve(CurveTimer(loaded, context, lengths, args.context), args.repeats)
     least = {int(n): s for n, s in curve["min_s"].items()}
     print("| n | c(n) least ms | median ms | c(n)/c(1) |\n|---|---|---|---|")
     for n in lengths:

@@ -68,6 +68,12 @@ prediction prices plain decoding, and every pass queued as it is, at that share 
 plans, as the loop's does, on the share above)."""
 
 
+SAMPLES_NOTE = """\
+c(n) here is the median of {repeats} timed passes a length: {verify_repeats} at the start, \
+which the adaptive policy planned on, and {verify_between} after each chat, so the prediction \
+prices the machine as it was over the run. The start's alone said c(n)/c(1): {planned}."""
+
+
 CONTEXT_NOTE = """\
 c(n) after other contexts, as a share of c(n) after the prefix (medians, the contexts \
 interleaved): the prediction prices each pass at its own context, interpolating between these \
@@ -313,6 +319,18 @@ def header_lines(results: dict) -> list[str]:
     ]
 
 
+def samples_note(curve: dict, settings: dict) -> str:
+    planned = {int(n): s for n, s in curve["planned_s"].items()}
+    one = planned[min(planned)]
+    ratios = ", ".join(f"{n} {_f(s / one)}" for n, s in planned.items())
+    return SAMPLES_NOTE.format(
+        repeats=curve["repeats"],
+        verify_repeats=settings["verify_repeats"],
+        verify_between=settings["verify_between"],
+        planned=ratios,
+    )
+
+
 def render(results: dict, out: Path, devices: dict | None = None) -> None:
     """Write the plots (``plots.py``; the device table's with ``devices``, a
     ``python -m engine.bench.devices --json``) and report.md into ``out``."""
@@ -338,6 +356,8 @@ def render(results: dict, out: Path, devices: dict | None = None) -> None:
     ratio_row = ["c(n)/c(1) median"] + [_f(x) for x in curve["ratio"].values()]
     ms_row = ["c(n) ms median"] + [_f(x * 1000, "{:.1f}") for x in curve["median_s"].values()]
     lines += ["## Verify cost", "", _table(["n"] + list(curve["ratio"]), [ratio_row, ms_row]), ""]
+    if curve.get("planned_s"):
+        lines += [samples_note(curve, results["settings"]), ""]
     if curve.get("pipelined_share") is not None:
         lines += [PIPELINED_NOTE.format(share=curve["pipelined_share"]), ""]
     if curve.get("loop_share") is not None:

@@ -54,6 +54,7 @@ class BenchConfig:
     per_task: int = 2
     verify_ns: list[int] = field(default_factory=lambda: list(VERIFY_NS))
     verify_repeats: int = 7
+    verify_between: int = 2  # more samples of every c(n) after each chat
     verify_prefix: int = 384
     oracle: bool = True
     mlx_lm: bool = True  # mlx-lm's own plain decoding, as a config
@@ -210,36 +211,60 @@ def compare(run: EngineRun, reference: list[int]) -> None:
         run.first_mismatch = next((i for i in range(n) if run.tokens[i] != reference[i]), n)
 
 
-def verify_cost_curve(
-    loaded, prefix_tokens: list[int], ns: list[int], repeats: int, prefix: int
-) -> dict:
-    """c(n) after a realistic ``prefix`` of ``prefix_tokens`` (which hold at least
-    ``context_tokens_needed`` of them), timed as the engine times it (``timing_steps``), a
-    queued one-token pass's share of c(1) there (``pace_steps``) and c(n) at shorter and
-    longer contexts as a share of it (``context_scale.scale_steps``)."""
-    target = Target(loaded.model)
-    probe = prefix_tokens[-max(ns) :]
-    target.prefill(prefix_tokens[:prefix])
-    samples: dict[int, list[float]] = {}
-    for _, _, samples in timing_steps(target, ns, repeats, tokens=probe):
-        pass
-    share = _value(pace_steps(target))
-    targets = {prefix: target}
+class CurveTimer:
+    """c(n) timed as the engine times it (``timing_steps``) after a realistic ``prefix`` of
+    ``prefix_tokens`` (which hold at least ``context_tokens_needed`` of them), every sample
+    kept: a run times some at its start (``verify_cost_curve``) and more between its chats
+    (``time``), so the curve it prices with (``curve``) is the machine's over the whole run,
+    not over one window of a few seconds (back to back, 7-sample curves of this CPU differed
+    by up to 15% at a length: c(32) 2.81-3.74 c(1))."""
+
+    def __init__(self, loaded, prefix_tokens: list[int], ns: list[int], prefix: int):
+        self.loaded, self.prefix_tokens, self.ns, self.prefix = loaded, prefix_tokens, ns, prefix
+        self.target = Target(loaded.model)
+        self.probe = prefix_tokens[-max(ns) :]
+        self.target.prefill(prefix_tokens[:prefix])
+        self.samples: dict[int, list[float]] = {n: [] for n in ns}
+
+    def time(self, repeats: int, warm: bool = False) -> None:
+        """``repeats`` more samples of every length (``warm``: each shape run once first)."""
+        steps = timing_steps(self.target, self.ns, repeats, tokens=self.probe, warm=warm)
+        for _, _, samples in steps:
+            pass
+        for n, seconds in samples.items():
+            self.samples[n] += seconds
+
+    def curve(self) -> dict:
+        """Every sample so far: the median and least seconds per length, and over c(1)."""
+        ns = self.ns
+        median = {n: statistics.median(self.samples[n]) for n in ns}
+        least = {n: min(self.samples[n]) for n in ns}
+        return {
+            "repeats": len(self.samples[ns[0]]),
+            "median_s": {str(n): round(median[n], 5) for n in ns},
+            "min_s": {str(n): round(least[n], 5) for n in ns},
+            "ratio": {str(n): round(median[n] / median[ns[0]], 4) for n in ns},
+            "ratio_min": {str(n): round(least[n] / least[ns[0]], 4) for n in ns},
+        }
+
+
+def verify_cost_curve(timer: CurveTimer, repeats: int) -> dict:
+    """c(n) from ``repeats`` samples of ``timer`` (its first), a queued one-token pass's share
+    of c(1) there (``pace_steps``) and c(n) at shorter and longer contexts as a share of it
+    (``context_scale.scale_steps``)."""
+    timer.time(repeats, warm=True)
+    share = _value(pace_steps(timer.target))
+    prefix, probe = timer.prefix, timer.probe
+    targets = {prefix: timer.target}
     for context in scale_contexts(prefix):
         if context != prefix:
-            targets[context] = Target(loaded.model)
-            targets[context].prefill(prefix_tokens[:context])
-    lengths = [n for n in SCALE_LENGTHS if n <= max(ns)] or [max(ns)]  # as long as the probe
+            targets[context] = Target(timer.loaded.model)
+            targets[context].prefill(timer.prefix_tokens[:context])
+    lengths = [n for n in SCALE_LENGTHS if n <= max(timer.ns)] or [max(timer.ns)]
     scale = _value(scale_steps(targets, prefix, probe, lengths))
-    median = {n: statistics.median(v) for n, v in samples.items()}
-    least = {n: min(v) for n, v in samples.items()}
     return {
         "prefix_tokens": prefix,
-        "repeats": repeats,
-        "median_s": {str(n): round(median[n], 5) for n in ns},
-        "min_s": {str(n): round(least[n], 5) for n in ns},
-        "ratio": {str(n): round(median[n] / median[ns[0]], 4) for n in ns},
-        "ratio_min": {str(n): round(least[n] / least[ns[0]], 4) for n in ns},
+        **timer.curve(),
         "pipelined_share": None if share is None else round(share, 4),
         "context_scale": scale.to_dict(),
     }

@@ -42,6 +42,7 @@ from .runner import (
     mlx_lm_greedy,
     plain_chat,
     run_engine,
+    CurveTimer,
     verify_cost_curve,
 )
 from .scratch import FolderStores, scratch_memory
@@ -118,9 +119,8 @@ class Suite:
             f"{self.elapsed()} verify cost c(n)/c(1): n = {cfg.verify_ns}, "
             f"{cfg.verify_repeats} repeats after a {cfg.verify_prefix}-token prefix"
         )
-        self.verify = verify_cost_curve(
-            self.loaded, tokens[:need], cfg.verify_ns, cfg.verify_repeats, cfg.verify_prefix
-        )
+        self.curve_timer = CurveTimer(self.loaded, tokens[:need], cfg.verify_ns, cfg.verify_prefix)
+        self.verify = verify_cost_curve(self.curve_timer, cfg.verify_repeats)
         log("  " + "  ".join(f"c({n})={r:.2f}" for n, r in self.verify["ratio"].items()))
         log(f"  a queued one-token pass: {self.verify['pipelined_share']} of c(1)")
         # the adaptive policy plans on this curve (kept in this process, never saved)
@@ -259,15 +259,23 @@ class Suite:
         )
         for index, workload in enumerate(self.workloads, 1):
             self.run_chat(workload, index)
+            self.curve_timer.time(self.cfg.verify_between)
+
+    def verify_cost_over_the_run(self) -> None:
+        """Price with c(n) over the run: every sample, the start's and those after each chat
+        (``CurveTimer``); ``planned_s`` keeps the start's medians, which the policy planned on."""
+        planned = self.verify["median_s"]
+        self.verify.update(self.curve_timer.curve(), planned_s=planned)
 
     def predicted(self) -> dict:
         """What the device table's replay predicts for this run's own plain answers on the
         curve measured here, planned as the loop plans (on the curve and pipelined share it
         measured) and priced as the loop runs (plain decoding and every queued pass at the
-        pace of this run's reference answers, ``loop_share``), the drafter's host
-        time charged: per drafter config that ran (as the suite ran it) and for the default
-        drafter's hindsight bound, per task, Σ plain time / Σ predicted time, summed as the
-        measured speed-ups are, so the two stand side by side in the report."""
+        pace of this run's reference answers, ``loop_share``, and every other pass at c(n)
+        over the run, ``verify_cost_over_the_run``), the drafter's host time charged: per
+        drafter config that ran (as the suite ran it) and for the default drafter's hindsight
+        bound, per task, Σ plain time / Σ predicted time, summed as the measured speed-ups
+        are, so the two stand side by side in the report."""
         if not self.drafters:
             return {}
         key, eos = model_identity(self.loaded)
@@ -281,6 +289,7 @@ class Suite:
                     turns[-1]["forced"] = schema_forced(self.loaded, workload.schema, answer)
             chats[workload.id] = {"task": workload.task, "turns": turns}
         named = self.measured_curve()
+        planned = {int(n): s for n, s in self.verify.get("planned_s", {}).items()} or named.seconds
         plans = {}
         for name in self.drafters:
             settings = draft_settings(name, self.cfg)
@@ -299,12 +308,13 @@ class Suite:
                 chats,
                 key,
                 eos,
-                named.seconds,
+                planned,
                 plan,
                 *options,
                 pipelined=named.pipelined_share,
                 context_scale=named.context_scale,
                 charge_share=self.verify.get("loop_share"),
+                charge_seconds=named.seconds,
             )
             spent: dict[str, list[float]] = {}
             for name, result in kept.items():
@@ -364,6 +374,7 @@ class Suite:
         with tempfile.TemporaryDirectory(prefix="draftless-bench-") as scratch:
             self.scratch = Path(scratch)
             self.run_main()
+        self.verify_cost_over_the_run()
         self.verify["loop_share"] = self.loop_share()
         self.env["machine"]["loadavg_end"] = load_averages()
         self.env["total_s"] = round(time.perf_counter() - self.started, 1)

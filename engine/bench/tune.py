@@ -66,6 +66,7 @@ def simulate(
     queues_idle: bool = False,
     context_scale: ContextScale | None = None,
     charge_share: float | None = None,
+    charge_seconds: dict | None = None,
 ) -> dict:
     """Replay one chat (``[{"prompt": tokens, "answer": tokens, "stop": bool}]``, turns in
     order, one drafter for the whole chat as ``ChatSession`` keeps it, a policy and a schedule
@@ -81,13 +82,15 @@ def simulate(
     ``context_scale``: each pass priced at its context (``CostCurve.context_scale``);
     ``charge_share``: where given, queued passes are charged at this share of c(1) while the
     policy and the schedule plan on ``pipelined`` (a loop plans on what it measured, the clock
-    charges what its passes take)."""
+    charges what its passes take); ``charge_seconds``: likewise, passes charged at this c(n)
+    while the policy plans on ``seconds``."""
     curve = CostCurve(
         seconds, tree_extra=tree_extra, pipelined=pipelined, context_scale=context_scale
     )
     price = curve
-    if charge_share is not None:
-        price = CostCurve(seconds, pipelined=charge_share, context_scale=context_scale)
+    if charge_share is not None or charge_seconds is not None:
+        share = pipelined if charge_share is None else charge_share
+        price = CostCurve(charge_seconds or seconds, pipelined=share, context_scale=context_scale)
     if drafter is None:
         options = measurement_options(drafter_name) if options is None else options
         settings = DraftSettings(
@@ -344,10 +347,11 @@ def replays(
     pipelined=None,
     context_scale=None,
     charge_share=None,
+    charge_seconds=None,
 ):
     """``predict``'s replay: each chat's ``simulate`` result, the least drafter time of
     ``repeats`` whole replays where the drafter's time is ``charged``; ``pipelined``,
-    ``context_scale`` and ``charge_share`` as ``simulate`` takes them."""
+    ``context_scale``, ``charge_share`` and ``charge_seconds`` as ``simulate`` takes them."""
     kept: dict[str, dict] = {}
     for _ in range(repeats if charged else 1):
         priors, kind = plan.get("priors", CLASS_PRIORS), plan.get("policy", "adaptive")
@@ -363,6 +367,7 @@ def replays(
             extra.update(tree_extra=tree_extra, grammar=plan.get("grammar", True))
             extra.update(pipelined=pipelined, queues_idle=not plan["adaptive"])
             extra.update(context_scale=context_scale, charge_share=charge_share)
+            extra.update(charge_seconds=charge_seconds)
             result = simulate(chat["turns"], *arguments, memory, key, seconds, eos, **extra)
             if name not in kept or result["drafter_s"] < kept[name]["drafter_s"]:
                 kept[name] = result

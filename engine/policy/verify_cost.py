@@ -258,14 +258,15 @@ def prior_cost_curve() -> CostCurve:
     return CostCurve(PRIOR_RATIOS, measured=False, source=GUESS_CURVE)
 
 
-def timing_steps(target, lengths=COST_LENGTHS, repeats: int = 3, tokens=None):
+def timing_steps(target, lengths=COST_LENGTHS, repeats: int = 3, tokens=None, warm=True):
     """Time target passes of each length at the cache's current context, one pass per step.
 
     A generator: each step runs one pass (as the loop does: forward, then argmax of every
     row), undoes it in the cache and yields ``(done, total, samples)`` with ``samples[n]``
-    the seconds measured so far at n. Every shape is run once untimed first; then lengths
-    are visited round-robin ``repeats`` times, rotated each round, so a burst of load
-    elsewhere on the machine inflates one sample rather than one length. ``tokens``: the
+    the seconds measured so far at n. Where ``warm``, every shape is run once untimed first
+    (a shape this process has run needs no warming); then lengths are visited round-robin
+    ``repeats`` times, rotated each round, so a burst of load elsewhere on the machine
+    inflates one sample rather than one length. ``tokens``: the
     pass's input (default zeros: the cost does not depend on which tokens). Each pass is
     undone by restoring a checkpoint, so recurrent state is put back as well.
     """
@@ -275,9 +276,9 @@ def timing_steps(target, lengths=COST_LENGTHS, repeats: int = 3, tokens=None):
     tokens = list(tokens) if tokens is not None else [0] * max(lengths)
     start = target.checkpoint()
     samples: dict[int, list[float]] = {n: [] for n in lengths}
-    total = (repeats + 1) * len(lengths)
+    total = (repeats + warm) * len(lengths)
     done = 0
-    for rep in range(-1, repeats):
+    for rep in range(-1 if warm else 0, repeats):
         shift = max(rep, 0) % len(lengths)
         for n in lengths[shift:] + lengths[:shift]:
             began = time.perf_counter()
