@@ -144,6 +144,7 @@ class EngineRun:
         out = {k: getattr(self, k) for k in kept} | {"chat": self.chat or self.workload}
         out |= {"emitted_tokens": len(self.tokens), "decode_wall_s": round(self.decode_wall_s, 4)}
         out |= {"cpu_s": self.cpu_s and round(self.cpu_s, 4), "loadavg_1min": self.loadavg}
+        out |= {"pass_seconds": [round(p[3], 5) for p in self.passes]} if self.passes else {}
         return out | ({"stats": self.stats, "timing": self.timing} if self.stats else {})
 
 
