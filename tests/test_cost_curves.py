@@ -401,3 +401,20 @@ def test_a_guess_refitted_from_timed_passes_answers_from_its_new_points():
     anchored = curve.base(4)
     curve.observe_span(64, 0.64)  # a prompt chunk: the line from c(1) at its time per token
     assert curve.base(4) == pytest.approx(as_built(4)) and curve.base(4) != pytest.approx(anchored)
+
+
+def test_a_curve_timer_keeps_every_sample_and_prices_on_all_of_them(tiny_loaded):
+    """The bench times c(n) at its start and again after each chat; its curve is the medians
+    of all the samples, and timing none more (``--verify-between 0``) changes nothing."""
+    from engine.bench.runner import CurveTimer
+
+    timer = CurveTimer(tiny_loaded, list(range(10, 40)), [1, 2, 4], 16)
+    timer.time(3, warm=True)
+    first = timer.curve()
+    timer.time(0)
+    assert timer.curve() == first and first["repeats"] == 3
+    timer.time(2)
+    assert {n: len(s) for n, s in timer.samples.items()} == {1: 5, 2: 5, 4: 5}
+    assert timer.curve()["repeats"] == 5
+    median = sorted(timer.samples[4])[2]
+    assert timer.curve()["median_s"]["4"] == round(median, 5)

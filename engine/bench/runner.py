@@ -229,6 +229,8 @@ class CurveTimer:
 
     def time(self, repeats: int, warm: bool = False) -> None:
         """``repeats`` more samples of every length (``warm``: each shape run once first)."""
+        if repeats < 1:
+            return
         steps = timing_steps(self.target, self.ns, repeats, tokens=self.probe, warm=warm)
         for _, _, samples in steps:
             pass

@@ -38,11 +38,11 @@ from .oracle import ORACLE, OracleDrafter, OracleSession, best_fixed_count
 from .runner import COMPARED_DRAFTERS, QUICK_DRAFTERS, QUICK_TASKS, BenchConfig, EngineRun
 from .runner import compare, draft_settings, environment, load_averages, load_now, log
 from .runner import (
+    CurveTimer,
     context_tokens_needed,
     mlx_lm_greedy,
     plain_chat,
     run_engine,
-    CurveTimer,
     verify_cost_curve,
 )
 from .scratch import FolderStores, scratch_memory
