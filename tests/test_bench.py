@@ -68,7 +68,7 @@ def test_bench_writes_report_and_checks_identity(tiny_model_dir, tmp_path, bench
     assert isinstance(loop_share, float) and math.isfinite(loop_share) and loop_share > 0
     report = (out / "report.md").read_text()
     assert "Identity check: every Draftless run" in report
-    assert "median of 3 timed passes a length: 1 at the start" in report
+    assert "median of up to 3 timed passes a length: 1 at the start" in report
     speed = next(t for t in markdown_tables(report) if t[0][:2] == ["config", "tokens/s"])
     assert [row[0] for row in speed[1:]] == [f"`{c}`" for c in results["summary"]["configs"]]
     assert all(float(row[1]) > 0 and row[-1] == "yes" for row in speed[1:])

@@ -404,8 +404,9 @@ def test_a_guess_refitted_from_timed_passes_answers_from_its_new_points():
 
 
 def test_a_curve_timer_keeps_every_sample_and_prices_on_all_of_them(tiny_loaded):
-    """The bench times c(n) at its start and again after each chat; its curve is the medians
-    of all the samples, and timing none more (``--verify-between 0``) changes nothing."""
+    """The bench times c(n) at its start and again after each chat (the lengths that chat's
+    passes are priced on); its curve is the medians of all the samples, and timing none more
+    (``--verify-between 0``) changes nothing."""
     from engine.bench.runner import CurveTimer
 
     timer = CurveTimer(tiny_loaded, list(range(10, 40)), [1, 2, 4], 16)
@@ -418,3 +419,9 @@ def test_a_curve_timer_keeps_every_sample_and_prices_on_all_of_them(tiny_loaded)
     assert timer.curve()["repeats"] == 5
     median = sorted(timer.samples[4])[2]
     assert timer.curve()["median_s"]["4"] == round(median, 5)
+    # after a chat whose passes were at most 2 tokens: only what those are priced on
+    timer.time(1, longest=2)
+    assert {n: len(s) for n, s in timer.samples.items()} == {1: 6, 2: 6, 4: 5}
+    timer.time(1, longest=3)  # priced between c(2) and c(4)
+    timer.time(1, longest=99)  # past the curve: on its last length
+    assert {n: len(s) for n, s in timer.samples.items()} == {1: 8, 2: 8, 4: 7}

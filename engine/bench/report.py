@@ -69,9 +69,10 @@ plans, as the loop's does, on the share above)."""
 
 
 SAMPLES_NOTE = """\
-c(n) here is the median of {repeats} timed passes a length: {verify_repeats} at the start, \
-which the adaptive policy planned on, and {verify_between} after each chat, so the prediction \
-prices the machine as it was over the run. The start's alone said c(n)/c(1): {planned}."""
+c(n) here is the median of up to {repeats} timed passes a length: {verify_repeats} at the \
+start, which the adaptive policy planned on, and {verify_between} after each chat of every \
+length its passes are priced on, so the prediction prices the machine as it was over the run. \
+The start's alone said c(n)/c(1): {planned}."""
 
 
 CONTEXT_NOTE = """\

@@ -259,7 +259,9 @@ class Suite:
         )
         for index, workload in enumerate(self.workloads, 1):
             self.run_chat(workload, index)
-            self.curve_timer.time(self.cfg.verify_between)
+            sent = [r.stats["pass_sizes"] for r in self.runs if r.chat == workload.id and r.stats]
+            longest = max((n for sizes in sent for n in sizes), default=1)
+            self.curve_timer.time(self.cfg.verify_between, longest=longest)
 
     def verify_cost_over_the_run(self) -> None:
         """Price with c(n) over the run: every sample, the start's and those after each chat
