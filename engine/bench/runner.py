@@ -54,7 +54,7 @@ class BenchConfig:
     per_task: int = 2
     verify_ns: list[int] = field(default_factory=lambda: list(VERIFY_NS))
     verify_repeats: int = 7
-    verify_between: int = 2  # more samples of every c(n) after each chat
+    verify_between: int = 2  # more samples after each chat (of the c(n) it is priced on)
     verify_prefix: int = 384
     oracle: bool = True
     mlx_lm: bool = True  # mlx-lm's own plain decoding, as a config
