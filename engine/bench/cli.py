@@ -30,7 +30,7 @@ OPTIONS = {  # BenchConfig field: (type, help); a list is comma-separated
     "ngram_order": (int, "max n-gram order (default: the engine's)"),
     "ngram_min": (int, "min n-gram order (default: the engine's)"),
     "verify_repeats": (int, "repeats per n for c(n) at the start (default 7; quick: 5)"),
-    "verify_between": (int, "repeats per n for c(n) after each chat, of the lengths its passes are priced on (default 2; 0: none)"),
+    "verify_between": (int, "c(n) repeats after each chat, n its passes used (default 2)"),
     "model": (str, "mlx-lm model folder (default: the embedded SmolLM2-135M-Instruct)"),
 }
 
