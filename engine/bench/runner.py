@@ -232,12 +232,12 @@ class CurveTimer:
         ``longest``: only of the lengths a pass of that many tokens is priced on (those up to
         the first timed length at or past it), so a run that drafts little pays little (at 4
         bits on this CPU a sample of every length takes about a minute)."""
+        if repeats < 1:
+            return
         ns = self.ns
         if longest is not None:
             bound = min([n for n in ns if n >= longest] or [max(ns)])
             ns = [n for n in ns if n <= bound]
-        if repeats < 1:
-            return
         steps = timing_steps(self.target, ns, repeats, tokens=self.probe, warm=warm)
         for _, _, samples in steps:
             pass
